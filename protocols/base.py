@@ -1,0 +1,256 @@
+"""The interface between a protocol (pure science) and the runtime that drives it.
+
+A protocol is a sequence of rounds. In each round the curator *plans* (which agents it asks, a
+broadcast payload that is the same for everyone, and a per-agent query), each asked agent
+*responds* through its local randomizer, and the curator *absorbs* the validated reports. After the
+last round the curator *finishes* with the public output, which the orchestrator *evaluates*
+against ground truth that the curator never sees.
+
+Nothing here knows about processes, sockets or files. ``simulator`` moves the same objects over
+msgpack/ZeroMQ, or directly in one process (the ``inproc`` backend).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class ParamError(ValueError):
+    """A protocol or data parameter has a value outside what is allowed."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: its type, default and allowed values, used to validate scenarios."""
+
+    name: str
+    kind: str  # "float", "int", "str", "bool", "int_or_auto"
+    default: Any = None
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] | None = None
+    low_open: bool = False
+    help: str = ""
+    required: bool = False
+
+    def describe(self) -> str:
+        """Human description of the allowed values."""
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        parts = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true/false",
+                 "int_or_auto": '"auto" or an integer'}[self.kind]
+        if self.low is not None:
+            parts += f" {'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            parts += f" and <= {self.high:g}"
+        return parts
+
+    def check(self, value: Any, where: str) -> Any:
+        """Return the value coerced to its kind, or raise ParamError naming ``where``."""
+        bad = ParamError(f"{where}: got {value!r}; allowed: {self.describe()}")
+        if self.kind == "int_or_auto" and value == "auto":
+            return value
+        if self.choices is not None:
+            if value not in self.choices:
+                raise bad
+            return value
+        if self.kind in ("float", "int", "int_or_auto"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise bad
+            if self.kind in ("int", "int_or_auto"):
+                if float(value) != int(value):
+                    raise bad
+                value = int(value)
+            else:
+                value = float(value)
+                if not math.isfinite(value):
+                    raise bad
+            if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+                raise bad
+            if self.high is not None and value > self.high:
+                raise bad
+            return value
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise bad
+            return value
+        if self.kind == "str":
+            if not isinstance(value, str):
+                raise bad
+            return value
+        raise AssertionError(self.kind)
+
+
+@dataclass(frozen=True)
+class ReportSchema:
+    """What a valid report payload looks like: a flat list of ``length`` numbers.
+
+    ``dtype`` is "int" (whole numbers in [low, high]) or "float" (finite reals in [low, high]).
+    Anything else is rejected by the runtime before the estimator sees it.
+    """
+
+    dtype: str
+    length: int
+    low: float = -math.inf
+    high: float = math.inf
+
+    def validate(self, payloads: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised validation. Returns (ok mask, array of the valid rows' values).
+
+        The array has one row per payload (rows of invalid payloads are zero) and the
+        schema's dtype (int64 or float64).
+        """
+        n = len(payloads)
+        dt = np.int64 if self.dtype == "int" else np.float64
+        ok = np.ones(n, dtype=bool)
+        try:
+            arr = np.array(payloads, dtype=dt)
+            if arr.shape != (n, self.length) or (dt is np.int64 and not _all_ints(payloads)):
+                raise ValueError
+        except (ValueError, TypeError, OverflowError):
+            arr = np.zeros((n, self.length), dtype=dt)
+            for i, p in enumerate(payloads):
+                try:
+                    if not isinstance(p, list | tuple) or len(p) != self.length:
+                        raise ValueError
+                    if dt is np.int64 and not all(type(v) is int for v in p):
+                        raise ValueError
+                    if dt is np.float64 and not all(type(v) in (int, float) for v in p):
+                        raise ValueError
+                    arr[i] = p
+                except (ValueError, TypeError, OverflowError):
+                    ok[i] = False
+        with np.errstate(invalid="ignore"):
+            inside = np.isfinite(arr).all(axis=1) & (arr >= self.low).all(axis=1) & (
+                arr <= self.high).all(axis=1)
+        ok &= inside
+        arr[~ok] = 0
+        return ok, arr
+
+    def reason(self, payload: Any) -> str:
+        """Explain why one payload is invalid (for the ERROR record)."""
+        if not isinstance(payload, list | tuple):
+            return f"payload must be a list of {self.length} {self.dtype}s, got {type(payload).__name__}"
+        if len(payload) != self.length:
+            return f"payload must have {self.length} values, got {len(payload)}"
+        return (f"payload values must be {self.dtype}s in [{self.low:g}, {self.high:g}], "
+                f"got {payload[:8]!r}")
+
+
+def _all_ints(payloads: list[Any]) -> bool:
+    # np.array(dtype=int64) silently truncates floats; reports must be exact integers.
+    for p in payloads:
+        for v in p:
+            if type(v) is not int:
+                return False
+    return True
+
+
+@dataclass
+class RoundPlan:
+    """What the curator sends in one round.
+
+    ``agents`` are the asked agents' ids (sorted int64). ``queries`` is None or one msgpack-able
+    payload per asked agent (an array with one row per agent is fine). ``broadcast`` is sent once
+    and is the same for every asked agent. ``schema`` validates the reports.
+    """
+
+    round: int
+    agents: np.ndarray
+    queries: np.ndarray | list | None
+    broadcast: Any
+    schema: ReportSchema
+    report_bits: float = 0.0  # information-theoretic size of one report, for the comm tables
+
+
+@dataclass(frozen=True)
+class PrivacyClaim:
+    """The privacy a protocol claims, in one place per mechanism (checked by the audit).
+
+    ``model`` is "local" (each report is ε-LDP, the curator may collude), "central" (the curator is
+    trusted with raw data; ε protects the published output only) or "none".
+    """
+
+    model: str
+    epsilon: float
+    per_report_epsilon: float | None = None
+    sensitivity: float | None = None
+    mechanism: str = ""
+    notes: str = ""
+
+    @property
+    def trusts_curator(self) -> bool:
+        return self.model != "local"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "epsilon": self.epsilon,
+                "per_report_epsilon": self.per_report_epsilon, "sensitivity": self.sensitivity,
+                "mechanism": self.mechanism, "trusts_curator": self.trusts_curator,
+                "notes": self.notes}
+
+
+@dataclass
+class Curator:
+    """Base class for a protocol's curator state. Subclasses implement plan/absorb/finish."""
+
+    params: dict[str, Any]
+    public: dict[str, Any]
+    agents: np.ndarray
+    key: int
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def plan(self, rnd: int) -> RoundPlan | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def finish(self) -> dict[str, Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Protocol:
+    """A protocol: parameters, privacy claim, curator factory, local randomizer, evaluation."""
+
+    name: str = ""
+    family: str = ""
+    data_type: str = ""  # what agents hold, e.g. "ranking"
+    summary: str = ""
+    params: dict[str, ParamSpec] = {}
+
+    def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
+        """Fill defaults and derived values (e.g. queries="auto"); raise ParamError on bad values."""
+        out = {}
+        for name, spec in self.params.items():
+            if name in params:
+                out[name] = spec.check(params[name], f"[params] {name}")
+            elif spec.required:
+                raise ParamError(f"[params] {name}: required by protocol {self.name!r}; "
+                                 f"allowed: {spec.describe()}")
+            else:
+                out[name] = spec.default
+        return out
+
+    def claim(self, params: dict[str, Any], public: dict[str, Any]) -> PrivacyClaim:
+        raise NotImplementedError
+
+    def make_curator(self, params: dict[str, Any], public: dict[str, Any], agents: np.ndarray,
+                     key: int) -> Curator:
+        raise NotImplementedError
+
+    def respond(self, rnd: int, queries: np.ndarray | None, broadcast: Any, data: np.ndarray,
+                agents: np.ndarray, key: int, params: dict[str, Any],
+                public: dict[str, Any]) -> np.ndarray:
+        """The local randomizer for a block of agents (one row each). Pure function.
+
+        ``key`` is the agents' stream key; draws come from ``protocols.rng`` keyed by agent id, so
+        calling this with one agent at a time gives exactly the same rows as one batched call.
+        """
+        raise NotImplementedError
+
+    def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
+        raise NotImplementedError

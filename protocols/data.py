@@ -1,0 +1,68 @@
+"""Data sets and generators: what each agent privately holds, and the ground truth.
+
+A ``Dataset`` hands each pool only its own block of agents (``rows(start, stop)``), tells the
+curator only public facts (``public``: e.g. the number of items), and gives the orchestrator the
+ground truth it needs to score an output (``truth()``). Generated data sets draw agent ``a``'s row
+from a stream keyed by ``a``, so a block is the same whichever pool generates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from protocols.base import ParamError, ParamSpec
+
+
+@dataclass
+class Dataset:
+    """Base class: ``n`` agents, ``public`` facts, per-block private rows, ground truth."""
+
+    kind: str
+    n: int
+    public: dict[str, Any] = field(default_factory=dict)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def truth(self) -> dict[str, Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class DataKind:
+    """A registered data kind: its factory and the arguments it accepts."""
+
+    name: str
+    factory: Any
+    params: dict[str, ParamSpec]
+    data_type: str
+    summary: str
+
+    def build(self, args: dict[str, Any], key: int) -> Dataset:
+        """Validate ``args`` (the scenario's [data] table minus ``kind``) and build the data set."""
+        checked = {}
+        for name, value in args.items():
+            if name not in self.params:
+                raise ParamError(f"[data] {name}: unknown argument for kind {self.name!r}; "
+                                 f"allowed: {', '.join(sorted(self.params))}")
+            checked[name] = self.params[name].check(value, f"[data] {name}")
+        for name, spec in self.params.items():
+            if name not in checked:
+                if spec.required:
+                    raise ParamError(f"[data] {name}: required for kind {self.name!r}; "
+                                     f"allowed: {spec.describe()}")
+                if spec.default is not None:
+                    checked[name] = spec.default
+        return self.factory(key=key, **checked)
+
+
+def resolve_path(path: str) -> Path:
+    """A data file path, with a clear error when it is missing."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ParamError(f"[data] path: file not found: {path!r}")
+    return p

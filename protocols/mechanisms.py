@@ -1,0 +1,50 @@
+"""Local randomizers and their privacy parameters, in one place.
+
+Each function states the ε it satisfies and the sensitivity it assumes; protocols build their
+``PrivacyClaim`` from these, and the audit checks the claims empirically.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from protocols.rng import laplace_from_uniform
+
+
+def rr_keep_probability(epsilon: float) -> float:
+    """Binary randomized response keeps the true bit with p = e^ε / (1 + e^ε).
+
+    The likelihood ratio of any output under the two inputs is p / (1 - p) = e^ε, so one report
+    is ε-LDP. (Seed 000's proof of Theorem 1 writes 2p/(1-p); the binary ratio is p/(1-p).)
+    """
+    return math.exp(epsilon) / (1.0 + math.exp(epsilon)) if epsilon < 700 else 1.0
+
+
+def randomized_response(bits: np.ndarray, u: np.ndarray, epsilon: float) -> np.ndarray:
+    """Report each bit truthfully when ``u < p`` (p = rr_keep_probability(ε)), flipped otherwise.
+
+    This is the mechanism seed 000's Algorithm 1 means: as printed, lines 4-7 output 1 with
+    probability p whatever the true answer o_ik, which carries no information; randomized
+    response applies the coin to the true answer.
+    """
+    keep = u < rr_keep_probability(epsilon)
+    return np.where(keep, bits, 1 - bits)
+
+
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """Scale b = Δ/ε of the Laplace mechanism, which is ε-DP for a query of sensitivity Δ."""
+    return sensitivity / epsilon
+
+
+def laplace_mechanism(values: np.ndarray, u: np.ndarray, sensitivity: float,
+                      epsilon: float) -> np.ndarray:
+    """values + Lap(Δ/ε), the noise drawn by inverse CDF from the uniforms ``u``."""
+    return np.asarray(values, dtype=np.float64) + laplace_from_uniform(
+        u, laplace_scale(sensitivity, epsilon))
+
+
+def laplace_threshold_keep_probability(epsilon: float) -> float:
+    """P(o + Lap(1/ε) thresholded at 0.5 equals o) = 1 - e^{-ε/2} / 2 (seed 000 §5.2.2, M_lap)."""
+    return 1.0 - 0.5 * math.exp(-epsilon / 2.0)

@@ -1,0 +1,150 @@
+"""Ranking data: the Mallows generator and loaders for SUSHI ``.order`` and PrefLib ``.soc`` files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols.base import ParamError, ParamSpec
+from protocols.data import DataKind, Dataset, resolve_path
+from protocols.rank import mallows, profile
+
+
+@dataclass
+class RankingData(Dataset):
+    """Full rankings of ``m`` items, one per agent (best first). Truth: the count matrix C."""
+
+    m: int = 0
+
+    def truth(self) -> dict:
+        c = np.zeros((self.m, self.m), dtype=np.int64)
+        step = 1 << 16
+        for s in range(0, self.n, step):
+            c += profile.count_matrix(self.rows(s, min(self.n, s + step)))
+        return {"counts": c, "n": self.n}
+
+
+@dataclass
+class MallowsData(RankingData):
+    """Mallows(phi) rankings around a random reference ranking, generated per agent."""
+
+    phi: float = 1.0
+    key: int = 0
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return mallows.sample(self.key, np.arange(start, stop), self.m, self.phi)
+
+    def truth(self) -> dict:
+        t = super().truth()
+        t["reference"] = mallows.reference_ranking(self.key, self.m).tolist()
+        return t
+
+
+@dataclass
+class FileRankings(RankingData):
+    """Rankings read from a file; a pool keeps only its own rows."""
+
+    table: np.ndarray | None = None
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return self.table[start:stop]
+
+
+def _mallows(key: int, n: int, m: int, theta: float | None = None,
+             phi: float | None = None) -> MallowsData:
+    if theta is None and phi is None:
+        theta = 0.5
+    try:
+        p = mallows.phi_from(theta, phi)
+    except ValueError as e:
+        raise ParamError("[data] theta/phi: give exactly one of theta (paper's 1 - q/p) or "
+                         "phi (Mallows' q/p), both in [0, 1]") from e
+    return MallowsData(kind="mallows", n=n, m=m, phi=p, key=key,
+                       public={"m": m, "data_type": "ranking"})
+
+
+def read_order(path: str) -> np.ndarray:
+    """Kamishima's SUSHI ``.order`` file: header ``m 1``, then ``0 m i1 .. im`` per agent (0-based)."""
+    lines = resolve_path(path).read_text().split("\n")
+    m = int(lines[0].split()[0])
+    rows = []
+    for no, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        f = [int(x) for x in line.split()]
+        r = f[2:]
+        if f[1] != m or len(r) != m or sorted(r) != list(range(m)):
+            raise ParamError(f"[data] path: {path}:{no}: not a full ranking of {m} items")
+        rows.append(r)
+    return np.asarray(rows, dtype=np.int16)
+
+
+def read_soc(path: str) -> np.ndarray:
+    """PrefLib ``.soc`` (strict orders, complete): ``count: a1,...,am`` best first, 1-based items."""
+    rows = []
+    m = None
+    for no, line in enumerate(resolve_path(path).read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if line.upper().startswith("# NUMBER ALTERNATIVES:"):
+                m = int(line.split(":")[1])
+            continue
+        try:
+            count, order = line.split(":", 1)
+            r = [int(x) - 1 for x in order.split(",")]
+            count = int(count)
+        except ValueError as e:
+            raise ParamError(f"[data] path: {path}:{no}: expected 'count: a1,a2,...'") from e
+        m = m or len(r)
+        if sorted(r) != list(range(m)):
+            raise ParamError(f"[data] path: {path}:{no}: not a complete order of {m} items "
+                             "(only .soc files are supported)")
+        rows.extend([r] * count)
+    if not rows:
+        raise ParamError(f"[data] path: {path}: no rankings found")
+    return np.asarray(rows, dtype=np.int16)
+
+
+def _from_table(kind: str, table: np.ndarray, n: int | None) -> FileRankings:
+    if n is not None:
+        if n > len(table):
+            raise ParamError(f"[data] n: the file has {len(table)} agents, asked for {n}")
+        table = table[:n]
+    m = table.shape[1]
+    return FileRankings(kind=kind, n=len(table), m=m, table=table,
+                        public={"m": m, "data_type": "ranking"})
+
+
+def _sushi(key: int, path: str, n: int | None = None) -> FileRankings:
+    table = read_soc(path) if path.endswith(".soc") else read_order(path)
+    return _from_table("sushi", table, n)
+
+
+def _preflib(key: int, path: str, n: int | None = None) -> FileRankings:
+    return _from_table("preflib", read_soc(path), n)
+
+
+KINDS = {
+    "mallows": DataKind(
+        "mallows", _mallows,
+        {"n": ParamSpec("n", "int", required=True, low=1, help="number of agents"),
+         "m": ParamSpec("m", "int", required=True, low=2, high=200, help="number of items"),
+         "theta": ParamSpec("theta", "float", low=0, high=1,
+                            help="dispersion as seed 000 defines it: 1 - q/p (default 0.5)"),
+         "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
+        "ranking", "Mallows rankings by repeated insertion (seed 000 §5.2.1)"),
+    "sushi": DataKind(
+        "sushi", _sushi,
+        {"path": ParamSpec("path", "str", required=True,
+                           help="sushi3a.5000.10.order (Kamishima) or the PrefLib .soc copy"),
+         "n": ParamSpec("n", "int", low=1, help="keep only the first n agents")},
+        "ranking", "SUSHI set A: 5000 full rankings of 10 sushi (Kamishima 2003)"),
+    "preflib": DataKind(
+        "preflib", _preflib,
+        {"path": ParamSpec("path", "str", required=True, help="a PrefLib .soc file"),
+         "n": ParamSpec("n", "int", low=1, help="keep only the first n agents")},
+        "ranking", "PrefLib strict complete orders (.soc), e.g. TurkDots 00024, TurkPuzzle 00025"),
+}

@@ -1,0 +1,42 @@
+"""The ``inproc`` backend: curator and pools in one process, frames passed by direct calls.
+
+The sessions are the same objects the process backends run, and every message is still encoded
+to and decoded from msgpack bytes, so accounting and validation are identical; only the sockets
+are missing. A pool that would time out (silent or dead) is detected at once: when no message is
+in flight and the curator still waits, that is exactly the situation a timeout resolves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from simulator.session import CuratorSession, Limits, PoolSession
+
+
+def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False) -> dict:
+    """Run one configured run in this process; return the curator's result record."""
+    token = "inproc"
+    n_pools = int(config["pools"])
+    cur = CuratorSession(0, config, token, limits, record_view)
+    pools = [PoolSession(i, n_pools, token, limits) for i in range(n_pools)]
+    for p in pools:
+        p.can_die = False
+    peers = [b"pool-%d" % i for i in range(n_pools)]
+    index = {peer: i for i, peer in enumerate(peers)}
+    queue: deque[tuple[bool, bytes, bytes]] = deque()  # (to_curator, peer, frame)
+    for peer, pool in zip(peers, pools, strict=True):
+        queue.append((True, peer, pool.hello()))
+    while not cur.finished:
+        if not queue:
+            for peer, frame in cur.on_timeout():
+                queue.append((False, peer, frame))
+            continue
+        to_curator, peer, frame = queue.popleft()
+        if to_curator:
+            for dest, out in cur.on_frame(peer, frame):
+                queue.append((False, dest, out))
+        else:
+            for out in pools[index[peer]].on_frame(frame):
+                queue.append((True, peer, out))
+    return cur.result

@@ -1,0 +1,569 @@
+"""Durable storage of run results, and the summary table / plots built from them.
+
+Every finished run produces one JSON-able record. :class:`ResultStore` appends it as one line of
+``results.jsonl`` (fsync'ed, so a finished run survives a crash) and tells a resumed sweep which
+runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
+sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
+:func:`format_table` renders it for the terminal and :func:`plot` draws one figure per
+(metric, numeric swept axis).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.csv"
+
+# (column name, section of the record, source keys tried in order); each is a mean over repeats.
+COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("comm.bytes_up_per_agent_mean", "comm", ("bytes_up_per_agent_mean", "bytes_up_per_agent")),
+    ("comm.bytes_down_per_agent_mean", "comm",
+     ("bytes_down_per_agent_mean", "bytes_down_per_agent")),
+    ("timing.agent_cpu_s_mean", "timing", ("agent_cpu_s_mean", "agent_cpu_s")),
+    ("timing.wall_s", "timing", ("wall_s",)),
+)
+
+
+class ResultsCorruptError(ValueError):
+    """``results.jsonl`` holds a line that is not a valid result record (not at its end)."""
+
+
+# --------------------------------------------------------------------------------------------
+# JSON conversion and atomic writes
+
+
+def jsonable(obj: Any) -> Any:
+    """Convert ``obj`` into plain JSON-serialisable Python data.
+
+    Parameters
+    ----------
+    obj : Any
+        Nested dicts / lists / tuples / sets of scalars, numpy scalars and numpy arrays.
+
+    Returns
+    -------
+    Any
+        The same structure with numpy scalars and arrays turned into Python ``int`` / ``float`` /
+        ``bool`` / lists, tuples and sets turned into lists, dict keys turned into strings,
+        :class:`~pathlib.Path` into ``str``, and non-finite floats (nan, ±inf) replaced by
+        ``None`` so that ``json.dumps(..., allow_nan=False)`` accepts the result. Other objects
+        are returned unchanged.
+    """
+    if obj is None or isinstance(obj, str | bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, set | frozenset):
+        items = [jsonable(v) for v in obj]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return jsonable(obj.item())
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(jsonable(record), separators=(",", ":"), allow_nan=False,
+                      ensure_ascii=False)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (temporary file in the same dir + os.replace)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+# --------------------------------------------------------------------------------------------
+# The store
+
+
+class ResultStore:
+    """Append-only store of run records in ``<out_dir>/results.jsonl``, one JSON object a line.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Directory of the sweep; created (with parents) if missing.
+
+    Notes
+    -----
+    A crash while appending can leave a truncated last line. :meth:`done_keys` and
+    :meth:`records` repair this by atomically rewriting the file without it (that run is then
+    simply not done). An invalid line anywhere else raises :class:`ResultsCorruptError`, naming
+    the line number: that is damage we must not paper over.
+    """
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.out_dir / RESULTS_FILE
+        self._keys: set[str] | None = None
+
+    def done_keys(self) -> set[str]:
+        """Keys of the runs already stored (reads, and if needed repairs, the file).
+
+        Returns
+        -------
+        set of str
+            The ``key`` of every complete record in the file.
+        """
+        return {r["key"] for r in self._load()}
+
+    def records(self) -> list[dict[str, Any]]:
+        """All stored records, in file order (reads, and if needed repairs, the file).
+
+        Returns
+        -------
+        list of dict
+        """
+        return self._load()
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Durably append one record (one JSON line, flushed and fsync'ed).
+
+        Parameters
+        ----------
+        record : dict
+            The run's result; must have a string ``key`` not yet in the store. It is passed
+            through :func:`jsonable` first (nan/inf become ``null``).
+
+        Raises
+        ------
+        ValueError
+            If the record has no string ``key`` or its key is already stored, or it cannot be
+            serialised as strict JSON.
+        """
+        key = record.get("key") if isinstance(record, dict) else None
+        if not isinstance(key, str):
+            raise ValueError("a result record must be a dict with a string 'key'")
+        if self._keys is None:
+            self._load()
+        assert self._keys is not None
+        if key in self._keys:
+            raise ValueError(f"a record with key {key!r} is already in {self.path}")
+        try:
+            line = _dumps(record)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"record {key!r} is not JSON-serialisable: {e}") from e
+        created = not self.path.exists()
+        with open(self.path, "ab") as f:
+            f.write(line.encode("utf-8") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if created:
+            _fsync_dir(self.out_dir)
+        self._keys.add(key)
+
+    def _load(self) -> list[dict[str, Any]]:
+        """Parse the file, repairing a damaged tail; refresh the cached key set."""
+        if not self.path.exists():
+            self._keys = set()
+            return []
+        data = self.path.read_bytes()
+        raw_lines = data.split(b"\n")
+        # Index of the last non-blank line: only that one may be a crash leftover.
+        last = max((i for i, ln in enumerate(raw_lines) if ln.strip()), default=-1)
+        records: list[dict[str, Any]] = []
+        offset = 0
+        repaired: bytes | None = None
+        for i, raw in enumerate(raw_lines):
+            start, offset = offset, offset + len(raw) + 1
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                if i == last:
+                    repaired = data[:start]  # drop the truncated line (and what follows it)
+                    break
+                raise ResultsCorruptError(
+                    f"{self.path}: line {i + 1} is not valid JSON ({e}); the file is damaged "
+                    "before its last line, fix or remove that line by hand") from e
+            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+                raise ResultsCorruptError(
+                    f"{self.path}: line {i + 1} is not a result record (a JSON object with a "
+                    "string 'key')")
+            records.append(rec)
+        else:
+            if data and not data.endswith(b"\n"):
+                repaired = data + b"\n"  # complete last record, newline lost: restore it
+        if repaired is not None:
+            _atomic_write_bytes(self.path, repaired)
+        self._keys = {r["key"] for r in records}
+        return records
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation
+
+
+@dataclass
+class _Point:
+    """All records of one parameter point, with their aggregates."""
+
+    point: dict[str, Any]
+    protocol: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    # metric name -> (mean, std, count); mean/std None when no usable value
+    metrics: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
+    costs: dict[str, float | None] = field(default_factory=dict)
+
+
+def _number(v: Any) -> float | None:
+    """``v`` as a finite float, or None when missing / non-numeric / non-finite."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float | np.integer | np.floating):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    return None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _stats(values: list[float]) -> tuple[float | None, float | None, int]:
+    if not values:
+        return None, None, 0
+    arr = np.asarray(values, dtype=float)
+    std = float(np.std(arr, ddof=1)) if len(arr) > 1 else 0.0
+    return float(np.mean(arr)), std, len(arr)
+
+
+def _point_id(point: dict[str, Any]) -> str:
+    return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
+
+
+def _group(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[_Point]]:
+    """Group records by their ``point`` (first-appearance order) and aggregate.
+
+    Returns the axes (first-seen order), the metric names (first-seen order), and the points.
+    """
+    axes: dict[str, None] = {}
+    metric_names: dict[str, None] = {}
+    points: dict[str, _Point] = {}
+    for rec in records:
+        point = rec.get("point") or {}
+        for a in point:
+            axes.setdefault(a, None)
+        for m in rec.get("metrics") or {}:
+            metric_names.setdefault(m, None)
+        pid = _point_id(point)
+        if pid not in points:
+            protocol = point.get("protocol", rec.get("protocol", ""))
+            points[pid] = _Point(point=dict(point), protocol=str(protocol))
+        points[pid].records.append(rec)
+    for p in points.values():
+        seen: dict[str, list[float]] = {}
+        for rec in p.records:
+            for m, v in (rec.get("metrics") or {}).items():
+                vals = seen.setdefault(m, [])
+                x = _number(v)
+                if x is not None:
+                    vals.append(x)
+        p.metrics = {m: _stats(seen[m]) for m in metric_names if m in seen}
+        for col, section, keys in COST_COLUMNS:
+            vals = []
+            for rec in p.records:
+                sec = rec.get(section) or {}
+                for k in keys:
+                    x = _number(sec.get(k)) if k in sec else None
+                    if x is not None:
+                        vals.append(x)
+                        break
+            if vals:
+                p.costs[col] = float(np.mean(vals))
+    return list(axes), list(metric_names), list(points.values())
+
+
+def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Aggregate run records into one row per parameter point.
+
+    Parameters
+    ----------
+    records : list of dict
+        Result records (see :class:`ResultStore`); grouped by their ``point`` dict.
+
+    Returns
+    -------
+    columns : list of str
+        The axes in first-seen order (``protocol``, ``params.<name>``, ``data.<name>``), then
+        ``repeats``, then ``<metric>_mean`` and ``<metric>_std`` for each metric (first-seen
+        order), then whichever of ``comm.bytes_up_per_agent_mean``,
+        ``comm.bytes_down_per_agent_mean``, ``timing.agent_cpu_s_mean`` and ``timing.wall_s``
+        occur in the records.
+    rows : list of dict
+        One dict per distinct point, in order of first appearance, with every column as a key.
+        A point lacking an axis (a protocol without that parameter) or a metric has ``None``
+        there (an empty CSV cell). Means are over the repeats' non-missing values (None and
+        non-finite values are ignored); ``_std`` is the sample standard deviation (ddof=1),
+        0.0 when there is one value. Cost columns are means over repeats.
+    """
+    axes, metric_names, points = _group(records)
+    cost_cols = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
+    columns = [*axes, "repeats"]
+    for m in metric_names:
+        columns += [f"{m}_mean", f"{m}_std"]
+    columns += cost_cols
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        row: dict[str, Any] = {a: p.point.get(a) for a in axes}
+        row["repeats"] = len(p.records)
+        for m in metric_names:
+            mean, std, _ = p.metrics.get(m, (None, None, 0))
+            row[f"{m}_mean"], row[f"{m}_std"] = mean, std
+        for c in cost_cols:
+            row[c] = p.costs.get(c)
+        rows.append(row)
+    return columns, rows
+
+
+def _csv_cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, dict | list | tuple):
+        return json.dumps(jsonable(v), separators=(",", ":"))
+    return v
+
+
+def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
+    """Write :func:`summarize` of ``records`` to ``<out_dir>/summary.csv`` atomically.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Destination directory (created if missing).
+    records : list of dict
+        Result records.
+
+    Returns
+    -------
+    Path
+        The path of ``summary.csv``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    columns, rows = summarize(records)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
+    path = out / SUMMARY_FILE
+    _atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Terminal table
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float | np.floating):
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int = 50) -> str:
+    """Render a :func:`summarize` result as a plain-text aligned table.
+
+    Parameters
+    ----------
+    columns, rows
+        As returned by :func:`summarize`.
+    max_rows : int, default 50
+        At most this many rows are shown; a final line tells how many were left out.
+
+    Returns
+    -------
+    str
+        The axes, ``repeats`` and the metrics' ``_mean`` columns (cost columns and ``_std`` are
+        left out); floats with 4 significant digits, numbers right-aligned. No trailing newline.
+    """
+    if "repeats" in columns:
+        cut = columns.index("repeats")
+        shown = columns[:cut + 1] + [
+            c for c in columns[cut + 1:]
+            if c.endswith("_mean") and not c.startswith(("comm.", "timing."))]
+    else:
+        shown = list(columns)
+    if not rows:
+        return "(no results)"
+    body = rows[:max_rows]
+    cells = [[_fmt(r.get(c)) for c in shown] for r in body]
+    numeric = [all(r.get(c) is None or _is_number(r.get(c)) for r in body) for c in shown]
+    widths = [max([len(c)] + [len(row[j]) for row in cells]) for j, c in enumerate(shown)]
+
+    def line(vals: list[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric,
+                                                                          strict=True)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(shown), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    if len(rows) > max_rows:
+        out.append(f"... ({len(rows) - max_rows} more rows)")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Plots
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _label(protocol: str, point: dict[str, Any], varying: list[str]) -> str:
+    extra = ", ".join(f"{a}={_fmt(point[a])}" for a in varying if a in point)
+    return f"{protocol} ({extra})" if extra else protocol
+
+
+def plot(out_dir: str | Path, records: list[dict[str, Any]]) -> list[Path]:
+    """Draw each metric's mean (± std) against each numeric swept axis.
+
+    For every axis ``params.*`` / ``data.*`` with numeric values taking at least two distinct
+    values, and every metric, writes ``<out_dir>/plot_<metric>_vs_<axis>.png`` with one line per
+    protocol (one per combination of protocol and the other axes' values when those vary too,
+    labelled). Points without that axis (a protocol lacking the parameter, e.g. plain kwiksort
+    has no epsilon) are drawn as horizontal dashed lines at their mean. The x axis is
+    logarithmic when its values are positive and span more than a factor 50.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Destination directory (created if missing).
+    records : list of dict
+        Result records.
+
+    Returns
+    -------
+    list of Path
+        The files written; ``[]`` when matplotlib is not installed.
+    """
+    try:
+        from matplotlib import rcParams
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return []
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    axes, metric_names, points = _group(records)
+    colors = rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
+
+    def axis_values(a: str) -> list[Any]:
+        return [p.point[a] for p in points if a in p.point]
+
+    plot_axes = []
+    for a in axes:
+        if not a.startswith(("params.", "data.")):
+            continue
+        vals = axis_values(a)
+        if vals and all(_is_number(v) for v in vals) and len({float(v) for v in vals}) >= 2:
+            plot_axes.append(a)
+    varying = [a for a in axes if len({_point_id({"v": v}) for v in axis_values(a)}) > 1]
+
+    paths: list[Path] = []
+    for axis in plot_axes:
+        others = [a for a in varying if a not in (axis, "protocol")]
+        for metric in metric_names:
+            # line key -> (label, [(x, mean, std)]) ; flat key -> (label, [means])
+            lines: dict[str, tuple[str, list[tuple[float, float, float]]]] = {}
+            flats: dict[str, tuple[str, list[float]]] = {}
+            for p in points:
+                mean, std, _ = p.metrics.get(metric, (None, None, 0))
+                if mean is None:
+                    continue
+                rest = {a: v for a, v in p.point.items() if a != axis}
+                rest["protocol"] = p.protocol
+                key = _point_id(rest)
+                label = _label(p.protocol, p.point, others)
+                if axis in p.point:
+                    lines.setdefault(key, (label, []))[1].append(
+                        (float(p.point[axis]), mean, std or 0.0))
+                else:
+                    flats.setdefault(key, (label, []))[1].append(mean)
+            if not lines:
+                continue
+            fig = Figure(figsize=(7, 4.5))
+            FigureCanvasAgg(fig)
+            ax = fig.add_subplot()
+            xs_all: list[float] = []
+            n = 0
+            for label, pts in lines.values():
+                pts.sort()
+                xs, ys, es = zip(*pts, strict=True)
+                xs_all += xs
+                ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label,
+                            color=colors[n % len(colors)])
+                n += 1
+            for label, means in flats.values():
+                ax.axhline(float(np.mean(means)), linestyle="--", label=f"{label} (no {axis})",
+                           color=colors[n % len(colors)])
+                n += 1
+            lo, hi = min(xs_all), max(xs_all)
+            if lo > 0 and hi / lo > 50:
+                ax.set_xscale("log")
+            ax.set_xlabel(axis)
+            ax.set_ylabel(metric)
+            ax.set_title(f"{metric} vs {axis}")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+            fig.tight_layout()
+            path = out / f"plot_{_safe(metric)}_vs_{_safe(axis)}.png"
+            fig.savefig(path, dpi=100)
+            paths.append(path)
+    return paths

@@ -1,0 +1,725 @@
+"""Curator and pool sessions: the message logic of one run, independent of the transport.
+
+Both sessions consume frames (bytes) and produce frames; a *driver* moves the frames, either over
+ZeroMQ sockets between processes (``simulator.transport``) or by direct calls in one process
+(``simulator.inproc``). Because the logic is the same object in both cases, the backends differ
+only in how bytes travel, and must agree bit for bit.
+
+Message flow of one run (``run`` is the run's number on this curator)::
+
+    pool    HELLO(run=-1, round=-1)            "ready" (repeated until set up)
+    curator BCAST(run, round=-1, {config})     the run's public configuration
+    pool    HELLO(run, round=-1, {agents...})  registers its block of logical agents
+    pool    DISCLOSE(run, -1, agent, {...})    colluders only, when the curator colludes
+    per round r = 0, 1, ...:
+      curator BCAST(run, r, broadcast)         once per pool, if the round has one
+      curator QUERY(run, r, agent, query)      one envelope per asked agent, batched
+      pool    REPORT(run, r, agent, report)    one envelope per agent, batched
+    curator DONE(run, -1, {output})            public release; pool answers DONE with its stats
+    curator DONE(run=-1)                       no more runs: the pool exits
+
+Every inbound envelope is validated; anything wrong is dropped with a reason, counted, answered
+with an ERROR envelope (up to a cap per peer) and never reaches the estimator.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+import traceback
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from protocols import get_data_kind, get_protocol
+from protocols import rng as rngm
+from simulator import wire
+from simulator.collusion import colluder_mask
+from simulator.seeding import run_keys
+
+Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
+
+
+class RunFailed(RuntimeError):
+    """A run cannot complete (a process raised, nobody registered, ...)."""
+
+
+@dataclass
+class Limits:
+    """Validation limits and timeouts of a session."""
+
+    max_frame_bytes: int = 64 << 20
+    max_envelope_bytes: int = 1 << 20
+    timeout_s: float = 30.0  # inactivity timeout while waiting for registrations or reports
+    done_timeout_s: float = 2.0  # how long to wait for pools' DONE stats
+    max_error_replies: int = 100  # ERROR envelopes sent back per peer per run
+
+
+def block_of(index: int, n_pools: int, n: int) -> tuple[int, int]:
+    """Agents ``[start, stop)`` hosted by pool ``index`` of ``n_pools``."""
+    return index * n // n_pools, (index + 1) * n // n_pools
+
+
+def zmtp_bytes(frame_len: int) -> int:
+    """Bytes a frame occupies in a ZMTP 3 stream: flags + 1- or 8-byte length + body."""
+    return frame_len + (2 if frame_len <= 255 else 9)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# ----------------------------------------------------------------------------------- curator
+
+
+@dataclass
+class _Pool:
+    peer: bytes
+    index: int
+    start: int
+    stop: int
+    errors_sent: int = 0
+    stats: dict[str, Any] | None = None
+
+
+@dataclass
+class _Round:
+    number: int
+    plan: Any
+    asked: np.ndarray  # bool per agent
+    reported: np.ndarray  # bool per agent
+    expected: int
+    got: int = 0
+    agents: list[np.ndarray] = field(default_factory=list)
+    reports: list[np.ndarray] = field(default_factory=list)
+    t_wall: float = 0.0
+    t_cpu: float = 0.0
+    bytes_down: int = 0
+    bytes_up: int = 0
+
+
+class CuratorSession:
+    """The curator's side of one run. Never sees raw data or ground truth.
+
+    Parameters
+    ----------
+    run : int
+        The run's number on this curator (the ``run`` field of every envelope).
+    config : dict
+        Public run configuration, sent to the pools: protocol, params, data, seed, pools,
+        agent_mode, batch, collusion, faults.
+    token : str
+        Shared secret a pool must present to register (processes backend: random per run).
+    limits : Limits
+    record_view : bool
+        Keep the adversary view (everything the curator received, the disclosures, the output).
+    """
+
+    def __init__(self, run: int, config: dict[str, Any], token: str, limits: Limits,
+                 record_view: bool = False) -> None:
+        self.run = run
+        self.config = config
+        self.token = token
+        self.limits = limits
+        self.protocol = get_protocol(config["protocol"])
+        self.keys = run_keys(config["seed"])
+        self.n_pools = int(config["pools"])
+        self.pools: dict[bytes, _Pool] = {}
+        self.ready: set[bytes] = set()
+        self.setup_sent: set[bytes] = set()
+        self.state = "registering"
+        self.n: int | None = None
+        self.public: dict[str, Any] | None = None
+        self.params: dict[str, Any] | None = None
+        self.owner: np.ndarray | None = None  # pool slot per agent, -1 = unregistered
+        self.curator = None
+        self.round: _Round | None = None
+        self.rounds: list[dict[str, Any]] = []
+        self.rejected = 0
+        self.rejections: list[dict[str, Any]] = []
+        self.failure: str | None = None
+        self.result: dict[str, Any] | None = None
+        self.finished = False
+        self.deadline = time.monotonic() + limits.timeout_s
+        self.record_view = record_view
+        self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
+        self.coalition_curator = bool(config.get("collusion", {}).get("curator", True))
+        self.colluders: np.ndarray | None = None
+        # accounting
+        self.up = self.down = self.msgs_up = self.msgs_down = None
+        self.phys_up = self.phys_down = 0
+        self.frames_up = self.frames_down = 0
+        self.disclose_bytes = 0
+        self.dropouts_reports = 0
+        self.t0_wall = time.perf_counter()
+        self.t0_cpu = time.process_time()
+        self._setup_frame = wire.encode(wire.BCAST, run, wire.SETUP_ROUND, wire.NO_AGENT,
+                                        {"config": config})
+
+    # -- helpers --------------------------------------------------------------------------
+    def _send(self, peer: bytes, frame: bytes) -> tuple[bytes, bytes]:
+        self.phys_down += zmtp_bytes(len(frame))
+        self.frames_down += 1
+        return peer, frame
+
+    def reject(self, peer: bytes, reason: str, env: wire.Envelope | None = None) -> Out:
+        """Count and record a rejected message; answer the peer with an ERROR (capped)."""
+        self.rejected += 1
+        rec = {"peer": peer.hex(), "reason": reason}
+        if env is not None:
+            rec.update(type=wire.TYPE_NAMES.get(env.kind, env.kind), run=env.run,
+                       round=env.round, agent=env.agent)
+        if len(self.rejections) < 1000:
+            self.rejections.append(rec)
+        pool = self.pools.get(peer)
+        count = pool.errors_sent if pool else sum(1 for r in self.rejections
+                                                  if r["peer"] == rec["peer"])
+        if count <= self.limits.max_error_replies:
+            if pool:
+                pool.errors_sent += 1
+            agent = env.agent if env is not None else wire.NO_AGENT
+            rnd = env.round if env is not None else wire.SETUP_ROUND
+            yield self._send(peer, wire.encode(wire.ERROR, self.run, rnd, agent,
+                                               {"error": reason}))
+
+    def next_deadline(self) -> float:
+        return self.deadline
+
+    def _touch(self) -> None:
+        timeout = self.limits.done_timeout_s if self.state == "done" else self.limits.timeout_s
+        self.deadline = time.monotonic() + timeout
+
+    # -- inbound ----------------------------------------------------------------------------
+    def on_ready(self, peer: bytes) -> Out:
+        """A pool said it is ready: send it this run's set-up (once)."""
+        self.ready.add(peer)
+        if self.state == "registering" and peer not in self.setup_sent:
+            self.setup_sent.add(peer)
+            yield self._send(peer, self._setup_frame)
+
+    def on_frame(self, peer: bytes, frame: bytes) -> Out:
+        """Handle one inbound frame (a batch of envelopes) from ``peer``."""
+        self.phys_up += zmtp_bytes(len(frame))
+        self.frames_up += 1
+        if self.finished:
+            return
+        self._touch()
+        if len(frame) > self.limits.max_frame_bytes:
+            yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
+                                         f"{self.limits.max_frame_bytes}")
+            return
+        rnd = self.round
+        fast_agents: list[int] = []
+        fast_payloads: list[Any] = []
+        fast_sizes: list[int] = []
+        slow: list[tuple[Any, int]] = []
+        run = self.run
+        rno = rnd.number if rnd is not None else None
+        try:
+            for obj, size in wire.iter_frame(frame, self.limits.max_frame_bytes):
+                # Fast path: a well-formed REPORT for the current run and round.
+                if (type(obj) is list and len(obj) == 6 and obj[0] == wire.VERSION
+                        and obj[1] == wire.REPORT and obj[2] == run and obj[3] == rno
+                        and type(obj[4]) is int and type(obj[3]) is int
+                        and size <= self.limits.max_envelope_bytes):
+                    fast_agents.append(obj[4])
+                    fast_payloads.append(obj[5])
+                    fast_sizes.append(size)
+                else:
+                    slow.append((obj, size))
+        except wire.WireError as e:
+            yield from self.reject(peer, str(e))
+        for obj, size in slow:
+            yield from self._on_envelope(peer, obj, size)
+        if fast_agents:
+            yield from self._on_reports(peer, fast_agents, fast_payloads, fast_sizes)
+        yield from self._maybe_advance()
+
+    def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
+        try:
+            env = wire.check_envelope(obj, size)
+        except wire.WireError as e:
+            yield from self.reject(peer, str(e))
+            return
+        if size > self.limits.max_envelope_bytes:
+            yield from self.reject(peer, f"envelope of {size} bytes > limit "
+                                         f"{self.limits.max_envelope_bytes}", env)
+            return
+        if env.kind == wire.HELLO and env.run == wire.ANY_RUN:
+            yield from self.on_ready(peer)
+            return
+        if env.run != self.run:
+            yield from self.reject(peer, f"wrong run {env.run} (this is run {self.run})", env)
+            return
+        if env.kind == wire.HELLO:
+            yield from self._on_register(peer, env)
+        elif env.kind == wire.REPORT:
+            if self.round is None or env.round != self.round.number:
+                cur = "none" if self.round is None else self.round.number
+                yield from self.reject(peer, f"out-of-round report: round {env.round!r}, "
+                                             f"current round {cur}", env)
+            else:
+                yield from self._on_reports(peer, [env.agent], [env.payload], [size])
+        elif env.kind == wire.DISCLOSE:
+            yield from self._on_disclose(peer, env)
+        elif env.kind == wire.ERROR:
+            if peer in self.pools:
+                p = env.payload if isinstance(env.payload, dict) else {}
+                self.failure = (f"pool {self.pools[peer].index} failed: {p.get('error', '?')}\n"
+                                f"{p.get('traceback', '')}")
+                raise RunFailed(self.failure)
+            yield from self.reject(peer, "ERROR from an unregistered peer", env)
+        elif env.kind == wire.DONE:
+            pool = self.pools.get(peer)
+            if pool is None or self.state != "done" or not isinstance(env.payload, dict):
+                yield from self.reject(peer, "unexpected DONE", env)
+            else:
+                pool.stats = env.payload
+        else:
+            yield from self.reject(peer, f"a curator does not accept "
+                                         f"{wire.TYPE_NAMES[env.kind]} messages", env)
+
+    def _on_register(self, peer: bytes, env: wire.Envelope) -> Out:
+        p = env.payload
+        if self.state != "registering":
+            yield from self.reject(peer, "registration after the rounds started", env)
+            return
+        if not isinstance(p, dict) or p.get("token") != self.token:
+            yield from self.reject(peer, "registration refused: bad or missing token", env)
+            return
+        try:
+            index, n = int(p["pool"]), int(p["n"])
+            start, stop = (int(x) for x in p["agents"])
+            public = dict(p["public"])
+        except (KeyError, TypeError, ValueError):
+            yield from self.reject(peer, "registration payload must hold pool, n, agents, "
+                                         "public", env)
+            return
+        if peer in self.pools:
+            yield from self.reject(peer, "this peer is already registered", env)
+            return
+        if not 0 <= index < self.n_pools or any(q.index == index for q in self.pools.values()):
+            yield from self.reject(peer, f"pool index {index} is invalid or taken", env)
+            return
+        if self.n is None:
+            self.n, self.public = n, public
+            self.owner = np.full(n, -1, dtype=np.int32)
+            self.colluders = colluder_mask(n, self.config.get("collusion", {}),
+                                           self.keys.collusion)
+        elif n != self.n or public != self.public:
+            yield from self.reject(peer, f"pool {index} disagrees on the data (n={n})", env)
+            return
+        if (start, stop) != block_of(index, self.n_pools, self.n):
+            yield from self.reject(peer, f"unknown agents: pool {index} must host "
+                                         f"{block_of(index, self.n_pools, self.n)}", env)
+            return
+        self.pools[peer] = _Pool(peer, index, start, stop)
+        self.owner[start:stop] = index
+        if len(self.pools) == self.n_pools:
+            yield from self._start()
+
+    def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
+        pool = self.pools.get(peer)
+        if pool is None or not pool.start <= env.agent < pool.stop:
+            yield from self.reject(peer, f"unknown agent {env.agent} for this peer", env)
+        elif not self.coalition_curator or self.colluders is None \
+                or not self.colluders[env.agent]:
+            yield from self.reject(peer, f"agent {env.agent} is not in the coalition", env)
+        elif not isinstance(env.payload, dict) or "data" not in env.payload:
+            yield from self.reject(peer, "DISCLOSE payload must hold data and coins", env)
+        else:
+            self.disclose_bytes += env.size
+            self.view["disclosures"][int(env.agent)] = env.payload
+
+    def _on_reports(self, peer: bytes, agents: list[int], payloads: list[Any],
+                    sizes: list[int]) -> Out:
+        rnd = self.round
+        pool = self.pools.get(peer)
+        if pool is None:
+            for a in agents[:1]:
+                yield from self.reject(peer, f"unknown peer: not a registered pool "
+                                             f"(agent {a}, {len(agents)} reports)")
+            self.rejected += len(agents) - 1
+            return
+        ids = np.asarray(agents, dtype=np.int64)
+        sz = np.asarray(sizes, dtype=np.int64)
+        inside = (ids >= pool.start) & (ids < pool.stop)
+        safe = np.where(inside, ids, 0)
+        asked = inside & rnd.asked[safe]
+        fresh = asked & ~rnd.reported[safe]
+        # duplicates inside this batch: keep the first occurrence only
+        _, first = np.unique(ids, return_index=True)
+        first_mask = np.zeros(len(ids), dtype=bool)
+        first_mask[first] = True
+        fresh &= first_mask
+        ok, values = rnd.plan.schema.validate(payloads)
+        good = fresh & ok
+        for i in np.flatnonzero(~good):
+            a = int(ids[i])
+            if not inside[i]:
+                why = f"unknown agent {a}: not hosted by pool {pool.index}"
+            elif not asked[i]:
+                why = f"agent {a} was not asked in round {rnd.number}"
+            elif not fresh[i]:
+                why = f"duplicate report from agent {a} in round {rnd.number}"
+            else:
+                why = f"out-of-domain report from agent {a}: {rnd.plan.schema.reason(payloads[i])}"
+            env = wire.Envelope(wire.REPORT, self.run, rnd.number, a, None, int(sz[i]))
+            yield from self.reject(peer, why, env)
+        if good.any():
+            gi = ids[good]
+            rnd.reported[gi] = True
+            rnd.got += len(gi)
+            rnd.agents.append(gi)
+            rnd.reports.append(values[good])
+            self.up[gi] += sz[good]  # gi holds each agent at most once
+            self.msgs_up[gi] += 1
+            rnd.bytes_up += int(sz[good].sum())
+
+    # -- rounds -----------------------------------------------------------------------------
+    def _start(self) -> Out:
+        """All pools registered (or the registration timed out): create the curator."""
+        self.state = "rounds"
+        self.params = self.protocol.resolve(self.config["params"], self.public)
+        agents = np.flatnonzero(self.owner >= 0).astype(np.int64)
+        self.curator = self.protocol.make_curator(self.params, self.public, agents,
+                                                  self.keys.curator)
+        n = self.n
+        self.up = np.zeros(n, dtype=np.int64)
+        self.down = np.zeros(n, dtype=np.int64)
+        self.msgs_up = np.zeros(n, dtype=np.int64)
+        self.msgs_down = np.zeros(n, dtype=np.int64)
+        yield from self._begin_round(0)
+
+    def _begin_round(self, number: int) -> Out:
+        t_wall, t_cpu = time.perf_counter(), time.process_time()
+        plan = self.curator.plan(number)
+        if plan is None:
+            yield from self._finish()
+            return
+        n = self.n
+        asked = np.zeros(n, dtype=bool)
+        agents = np.asarray(plan.agents, dtype=np.int64)
+        asked[agents] = True
+        self.round = rnd = _Round(number, plan, asked, np.zeros(n, dtype=bool), len(agents))
+        rnd.t_wall, rnd.t_cpu = t_wall, t_cpu
+        if self.record_view:
+            self.view["rounds"].append({"round": number, "agents": agents,
+                                        "queries": plan.queries, "broadcast": plan.broadcast,
+                                        "report_agents": None, "reports": None})
+        queries = plan.queries
+        if isinstance(queries, np.ndarray):
+            queries = queries.tolist()
+        batch = max(1, int(self.config.get("batch", 4096)))
+        for pool in sorted(self.pools.values(), key=lambda q: q.index):
+            lo, hi = np.searchsorted(agents, [pool.start, pool.stop])
+            if lo == hi:
+                continue
+            if plan.broadcast is not None:
+                bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
+                self.down[agents[lo:hi]] += len(bc)  # logical: once per receiving agent
+                rnd.bytes_down += len(bc) * int(hi - lo)
+                yield self._send(pool.peer, bc)
+            for s in range(lo, hi, batch):
+                e = min(hi, s + batch)
+                ids = agents[s:e]
+                bufs, sizes = wire.encode_many(wire.QUERY, self.run, number, ids.tolist(),
+                                               None if queries is None else queries[s:e])
+                sz = np.asarray(sizes, dtype=np.int64)
+                self.down[ids] += sz
+                self.msgs_down[ids] += 1
+                rnd.bytes_down += int(sz.sum())
+                yield self._send(pool.peer, b"".join(bufs))
+        self._touch()
+        if rnd.expected == 0:
+            yield from self._end_round()
+
+    def _maybe_advance(self) -> Out:
+        if self.state == "rounds" and self.round is not None and self.round.got >= \
+                self.round.expected:
+            yield from self._end_round()
+        elif self.state == "done" and all(p.stats is not None for p in self.pools.values()):
+            self._complete()
+
+    def _end_round(self) -> Out:
+        rnd = self.round
+        if rnd.agents:
+            agents = np.concatenate(rnd.agents)
+            reports = np.concatenate(rnd.reports)
+            order = np.argsort(agents, kind="stable")  # canonical order: arrival-independent
+            agents, reports = agents[order], reports[order]
+        else:
+            agents = np.zeros(0, dtype=np.int64)
+            reports = np.zeros((0, rnd.plan.schema.length))
+        missing = rnd.expected - rnd.got
+        self.dropouts_reports += missing
+        self.curator.absorb(rnd.number, agents, reports)
+        if self.record_view:
+            self.view["rounds"][-1].update(report_agents=agents, reports=reports)
+        self.rounds.append({
+            "round": rnd.number, "asked": rnd.expected, "reported": rnd.got,
+            "dropouts": missing, "bytes_down": rnd.bytes_down, "bytes_up": rnd.bytes_up,
+            "report_bits": rnd.plan.report_bits,
+            "wall_s": time.perf_counter() - rnd.t_wall,
+            "curator_cpu_s": time.process_time() - rnd.t_cpu})
+        yield from self._begin_round(rnd.number + 1)
+
+    def _finish(self) -> Out:
+        self.output = self.curator.finish()
+        self.round = None
+        self.state = "done"
+        done = wire.encode(wire.DONE, self.run, wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"output": self.output})
+        for pool in sorted(self.pools.values(), key=lambda q: q.index):
+            yield self._send(pool.peer, done)
+        self._touch()
+        if not self.pools:
+            self._complete()
+
+    def on_timeout(self) -> Out:
+        """Called by the driver when ``next_deadline`` passes with nothing received."""
+        if self.finished:
+            return
+        if self.state == "registering":
+            if not self.pools:
+                self.failure = (f"no pool registered within {self.limits.timeout_s:g} s "
+                                f"(expected {self.n_pools})")
+                raise RunFailed(self.failure)
+            yield from self._start()
+        elif self.state == "rounds":
+            yield from self._end_round()
+        elif self.state == "done":
+            self._complete()
+
+    def _complete(self) -> None:
+        n = self.n or 0
+        registered = self.owner >= 0 if self.owner is not None else np.zeros(0, dtype=bool)
+        reg = np.flatnonzero(registered)
+        up, down = self.up[reg], self.down[reg]
+        n_rounds = len(self.rounds)
+        stats = [p.stats for p in self.pools.values() if p.stats]
+        calls = sum(s.get("agent_calls", 0) for s in stats)
+        cpu = sum(s.get("agent_cpu_s", 0.0) for s in stats)
+        modes = {s.get("agent_time_mode") for s in stats} or {"amortised"}
+        report_bits = sum(r["report_bits"] for r in self.rounds)
+        self.result = {
+            "output": self.output,
+            "params": self.params,
+            "public": self.public,
+            "n_agents": n,
+            "comm": {
+                "bytes_up_per_agent_mean": float(up.mean()) if len(up) else 0.0,
+                "bytes_up_per_agent_max": int(up.max()) if len(up) else 0,
+                "bytes_down_per_agent_mean": float(down.mean()) if len(down) else 0.0,
+                "bytes_down_per_agent_max": int(down.max()) if len(down) else 0,
+                "bytes_total": int(up.sum() + down.sum()),
+                "messages_total": int(self.msgs_up.sum() + self.msgs_down.sum())
+                if self.msgs_up is not None else 0,
+                "messages_up_per_agent_mean": float(self.msgs_up[reg].mean()) if len(reg) else 0,
+                "messages_down_per_agent_mean": float(self.msgs_down[reg].mean())
+                if len(reg) else 0,
+                "rounds": n_rounds,
+                "report_bits_per_agent": report_bits,
+                "physical_bytes_up": self.phys_up,
+                "physical_bytes_down": self.phys_down,
+                "physical_frames": self.frames_up + self.frames_down,
+                "disclose_bytes_total": self.disclose_bytes,
+                "per_round": self.rounds,
+            },
+            "timing": {
+                "wall_s": time.perf_counter() - self.t0_wall,
+                "curator_cpu_s": time.process_time() - self.t0_cpu,
+                "agent_cpu_s_mean": cpu / calls if calls else 0.0,
+                "agent_cpu_s_max": max((s.get("agent_cpu_s_max", 0.0) for s in stats),
+                                       default=0.0),
+                "agent_time_mode": "exact" if modes == {"exact"} else "amortised",
+                "curator_peak_rss_mb": peak_rss_mb(),
+                "pool_peak_rss_mb": max((s.get("peak_rss_mb", 0.0) for s in stats),
+                                        default=0.0),
+            },
+            "rejected": self.rejected,
+            "rejections": self.rejections[:50],
+            "dropouts": int(self.dropouts_reports + (n - len(reg))),
+            "dropouts_registration": int(n - len(reg)),
+            "pools_registered": len(self.pools),
+            "pools_reported_done": len(stats),
+            "colluders": int(self.colluders.sum()) if self.colluders is not None else 0,
+            "curator_colludes": self.coalition_curator,
+        }
+        if self.record_view:
+            self.view["output"] = self.output
+            self.view["public"] = self.public
+            self.view["params"] = self.params
+            self.result["view"] = self.view
+        self.finished = True
+
+
+# -------------------------------------------------------------------------------------- pool
+
+
+class PoolSession:
+    """One agent pool: hosts a block of logical agents, their private data and randomizers."""
+
+    def __init__(self, index: int, n_pools: int, token: str, limits: Limits | None = None):
+        self.index = index
+        self.n_pools = n_pools
+        self.token = token
+        self.limits = limits or Limits()
+        self.run: int | None = None
+        self.exit = False
+        self.silent = False
+        self.can_die = True
+        self._reset()
+
+    def _reset(self) -> None:
+        self.config: dict[str, Any] | None = None
+        self.protocol = None
+        self.data = None
+        self.start = self.stop = 0
+        self.broadcasts: dict[int, Any] = {}
+        self.agent_cpu = 0.0
+        self.agent_cpu_max = 0.0
+        self.agent_calls = 0
+        self.silent = False
+        self.cpu0 = time.process_time()
+
+    def hello(self) -> bytes:
+        """The "ready" message, sent (and repeated) while the pool waits for a set-up."""
+        return wire.encode(wire.HELLO, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"pool": self.index, "pools": self.n_pools})
+
+    @property
+    def idle(self) -> bool:
+        return self.config is None
+
+    def on_frame(self, frame: bytes) -> list[bytes]:
+        """Handle one frame from the curator; return the frames to send back."""
+        out: list[bytes] = []
+        query_agents: list[int] = []
+        query_payloads: list[Any] = []
+        qround = None
+        for obj, size in wire.iter_frame(frame, self.limits.max_frame_bytes):
+            env = wire.check_envelope(obj, size)
+            if env.kind == wire.QUERY:
+                if self.silent or env.run != self.run:
+                    continue
+                query_agents.append(env.agent)
+                query_payloads.append(env.payload)
+                qround = env.round
+            elif env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
+                if self.config is None:
+                    out.extend(self._setup(env.run, env.payload["config"]))
+            elif env.kind == wire.BCAST:
+                self.broadcasts[env.round] = env.payload
+            elif env.kind == wire.DONE:
+                if env.run == wire.ANY_RUN:
+                    self.exit = True
+                elif env.run == self.run and self.config is not None:
+                    if not self.silent:
+                        out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,
+                                               wire.NO_AGENT, self._stats()))
+                    self._reset()
+                    self.run = None
+            # ERROR envelopes from the curator are informational for a pool.
+        if query_agents:
+            out.extend(self._respond(qround, query_agents, query_payloads))
+        return out
+
+    def _setup(self, run: int, cfg: dict[str, Any]) -> list[bytes]:
+        self.run = run
+        self.config = cfg
+        keys = run_keys(cfg["seed"])
+        self.keys = keys
+        dataset = get_data_kind(cfg["data"]["kind"]).build(
+            {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
+        self.protocol = get_protocol(cfg["protocol"])
+        self.public = dataset.public
+        self.params = self.protocol.resolve(cfg["params"], self.public)
+        self.n = dataset.n
+        self.start, self.stop = block_of(self.index, self.n_pools, self.n)
+        self.data = dataset.rows(self.start, self.stop)  # only this pool's agents
+        self.exact = cfg.get("agent_mode", "batched") == "exact"
+        self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
+        out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
+            "pool": self.index, "pools": self.n_pools, "token": self.token, "n": self.n,
+            "agents": [self.start, self.stop], "public": self.public})]
+        coll = cfg.get("collusion", {})
+        if coll.get("curator", True):
+            mask = colluder_mask(self.n, coll, keys.collusion)[self.start:self.stop]
+            ids = np.flatnonzero(mask) + self.start
+            if len(ids):
+                coins = rngm.agent_keys(keys.agents, ids)
+                bufs, _ = wire.encode_many(
+                    wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
+                    [{"data": self.data[a - self.start], "coins": int(c)}
+                     for a, c in zip(ids.tolist(), coins.tolist(), strict=True)])
+                out.append(b"".join(bufs))
+        return out
+
+    def _fault(self, rnd: int) -> None:
+        for f in self.faults:
+            if int(f.get("round", 0)) == rnd:
+                action = f.get("action")
+                if action == "kill" and self.can_die:
+                    os.kill(os.getpid(), 9)
+                elif action == "kill":  # in-process backend: a dead pool is a silent one
+                    self.silent = True
+                elif action == "silent":
+                    self.silent = True
+                elif action == "raise":
+                    raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
+
+    def _respond(self, rnd: int, agents: list[int], payloads: list[Any]) -> list[bytes]:
+        self._fault(rnd)
+        if self.silent:
+            return []
+        ids = np.asarray(agents, dtype=np.int64)
+        if ((ids < self.start) | (ids >= self.stop)).any():
+            raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        queries = None if payloads[0] is None else np.asarray(payloads)
+        rows = self.data[ids - self.start]
+        bcast = self.broadcasts.get(rnd)
+        p = self.protocol
+        key = self.keys.agents
+        if self.exact:
+            parts = []
+            for i in range(len(ids)):
+                t = time.perf_counter()
+                r = p.respond(rnd, None if queries is None else queries[i:i + 1], bcast,
+                              rows[i:i + 1], ids[i:i + 1], key, self.params, self.public)
+                dt = time.perf_counter() - t
+                self.agent_cpu += dt
+                self.agent_cpu_max = max(self.agent_cpu_max, dt)
+                parts.append(r)
+            reports = np.concatenate(parts)
+        else:
+            t = time.perf_counter()
+            reports = p.respond(rnd, queries, bcast, rows, ids, key, self.params, self.public)
+            dt = time.perf_counter() - t
+            self.agent_cpu += dt
+            self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
+        self.agent_calls += len(ids)
+        bufs, _ = wire.encode_many(wire.REPORT, self.run, rnd, agents, reports.tolist())
+        return [b"".join(bufs)]
+
+    def _stats(self) -> dict[str, Any]:
+        return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
+                self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
+                "agent_time_mode": "exact" if self.exact else "amortised",
+                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb()}
+
+    def error(self, exc: BaseException) -> bytes:
+        """An ERROR envelope describing an unhandled exception in this pool."""
+        return wire.encode(wire.ERROR, self.run if self.run is not None else wire.ANY_RUN,
+                           wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"error": f"{type(exc).__name__}: {exc}",
+                            "traceback": traceback.format_exc()})
+
+
+def iter_out(out: Out) -> Iterator[tuple[bytes, bytes]]:
+    """Materialise a session's output lazily (helper for drivers)."""
+    yield from out

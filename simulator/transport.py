@@ -1,0 +1,239 @@
+"""ZeroMQ drivers: the curator's ROUTER loop, the pools' DEALER loop, and process management.
+
+One curator process binds a ROUTER socket; P pool processes each connect one DEALER (never one
+socket per logical agent). The ROUTER is ``ROUTER_MANDATORY`` (a send to a vanished pool raises
+instead of dropping silently), high-water marks are unlimited on both sides (a round's traffic is
+bounded by the run, and bounded HWMs can deadlock a curator that sends queries while pools send
+reports), ``LINGER`` is 0 so no process hangs at exit, and each process creates its own context
+after ``fork``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import secrets
+import signal
+import tempfile
+import time
+import traceback
+import uuid
+from typing import Any
+
+import zmq
+
+from simulator import wire
+from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent dies, so no child outlives the orchestrator."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class CuratorServer:
+    """The curator's socket. Runs one session after another on the same bound endpoint."""
+
+    def __init__(self, endpoint: str, limits: Limits) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        # Last line of defence; frames above the application limit are rejected with a reason.
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * limits.max_frame_bytes)
+        self.sock.bind(endpoint)
+        self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.limits = limits
+        self.peers: set[bytes] = set()
+        self.unreachable = 0
+
+    def _send_all(self, outs) -> None:
+        for peer, frame in outs:
+            try:
+                self.sock.send_multipart([peer, frame], copy=len(frame) < 65536)
+            except zmq.ZMQError as e:  # EHOSTUNREACH: the pool is gone; its agents drop out
+                if e.errno != zmq.EHOSTUNREACH:
+                    raise
+                self.unreachable += 1
+                self.peers.discard(peer)
+
+    def run(self, run_no: int, config: dict[str, Any], token: str,
+            record_view: bool = False) -> dict[str, Any]:
+        """Serve one run to completion and return the curator's result."""
+        sess = CuratorSession(run_no, config, token, self.limits, record_view)
+        for peer in sorted(self.peers):
+            self._send_all(sess.on_ready(peer))
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        while not sess.finished:
+            wait = max(0.0, sess.next_deadline() - time.monotonic())
+            if poller.poll(int(wait * 1000) + 1):
+                frames = self.sock.recv_multipart(copy=True)
+                peer, body = frames[0], frames[1:]
+                if len(body) != 1:
+                    self._send_all(sess.reject(peer, f"expected one frame per message, got "
+                                                     f"{len(body)}"))
+                    continue
+                self._send_all(sess.on_frame(peer, body[0]))
+                self.peers |= sess.ready
+            elif time.monotonic() >= sess.next_deadline():
+                self._send_all(sess.on_timeout())
+        return sess.result
+
+    def close(self) -> None:
+        """Tell every known pool there are no more runs, then close."""
+        bye = wire.encode(wire.DONE, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT, None)
+        for peer in self.peers:
+            with contextlib.suppress(zmq.ZMQError):
+                self.sock.send_multipart([peer, bye])
+        time.sleep(0.05)
+        self.sock.close(linger=0)
+        self.ctx.term()
+
+
+def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
+              idle_timeout_s: float | None = None) -> int:
+    """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
+
+    Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
+    curator as an ERROR envelope first), 2 when the curator fell silent for ``idle_timeout_s``.
+    """
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+        sock.setsockopt(opt, val)
+    sock.connect(endpoint)
+    sess = PoolSession(index, n_pools, token, limits)
+    idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
+    code = 0
+    try:
+        sock.send(sess.hello())
+        last_hello = last_msg = time.monotonic()
+        while not sess.exit:
+            if sock.poll(200):
+                frame = sock.recv(copy=True)
+                last_msg = time.monotonic()
+                for out in sess.on_frame(frame):
+                    sock.send(out, copy=len(out) < 65536)
+                if sess.idle and not sess.exit:
+                    sock.send(sess.hello())
+                    last_hello = time.monotonic()
+            else:
+                now = time.monotonic()
+                if sess.idle and now - last_hello > 0.5:
+                    sock.send(sess.hello())
+                    last_hello = now
+                if now - last_msg > idle_timeout_s:
+                    code = 2
+                    break
+    except Exception as exc:  # report, then fail loudly
+        code = 1
+        with contextlib.suppress(Exception):
+            sock.send(sess.error(exc))
+            time.sleep(0.2)
+        traceback.print_exc()
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+    return code
+
+
+# ------------------------------------------------------------------ the processes backend
+
+
+def _curator_child(endpoint: str, config: dict, token: str, limits: Limits, record_view: bool,
+                   conn) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    server = None
+    try:
+        server = CuratorServer(endpoint, limits)
+        result = server.run(0, config, token, record_view)
+        conn.send(("ok", result))
+    except RunFailed as e:
+        conn.send(("error", str(e)))
+    except BaseException:
+        conn.send(("error", "curator process failed:\n" + traceback.format_exc()))
+    finally:
+        if server is not None:
+            server.close()
+        conn.close()
+
+
+def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os._exit(pool_loop(endpoint, index, n_pools, token, limits))
+
+
+def _stop(procs: list) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + 2.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = False,
+                  endpoint: str | None = None, token: str | None = None,
+                  spawn_pools: bool = True) -> dict:
+    """Run one configured run as 1 curator + P pool processes talking over ZeroMQ.
+
+    Raises RunFailed (with the failing process's traceback) when any process raises, and
+    stops every child on the way out, including on KeyboardInterrupt.
+    """
+    ctx = mp.get_context("fork")
+    token = token or secrets.token_hex(16)
+    ipc_path = None
+    if endpoint is None:
+        ipc_path = os.path.join(tempfile.gettempdir(), f"ldpsim-{uuid.uuid4().hex[:12]}.ipc")
+        endpoint = "ipc://" + ipc_path
+    n_pools = int(config["pools"])
+    rx, tx = ctx.Pipe(duplex=False)
+    curator = ctx.Process(target=_curator_child, name="ldpsim-curator",
+                          args=(endpoint, config, token, limits, record_view, tx))
+    pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
+                         args=(endpoint, i, n_pools, token, limits))
+             for i in range(n_pools)] if spawn_pools else []
+    procs = [curator, *pools]
+    try:
+        curator.start()
+        tx.close()
+        for p in pools:
+            p.start()
+        failed_at = None
+        while True:
+            if rx.poll(0.05):
+                status, payload = rx.recv()
+                if status != "ok":
+                    raise RunFailed(payload)
+                result = payload
+                break
+            if not curator.is_alive():
+                if rx.poll(0.5):
+                    continue
+                raise RunFailed(f"curator process died (exit code {curator.exitcode})")
+            for i, p in enumerate(pools):
+                if p.exitcode is not None and p.exitcode > 0:
+                    failed_at = failed_at or time.monotonic()
+                    if time.monotonic() - failed_at > 2.0:  # the curator did not report it
+                        raise RunFailed(f"pool {i} failed (exit code {p.exitcode}); "
+                                        "see its traceback on stderr")
+        for p in pools:
+            p.join(2.0)
+        return result
+    finally:
+        _stop(procs)
+        rx.close()
+        if ipc_path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ipc_path)

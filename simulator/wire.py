@@ -1,0 +1,157 @@
+"""The wire format: msgpack envelopes ``[version, type, run, round, agent, payload]``.
+
+A ZeroMQ message carries one frame holding a *batch*: the concatenation of many envelopes, each
+encoded on its own. Because msgpack is self-delimiting, the receiver reads them back one by one
+and knows each envelope's exact size, so per-agent byte counts are what that agent would have sent
+alone (``len`` of its envelope), whatever the batching.
+
+numpy arrays travel as msgpack ext type 1: one byte dtype code, one byte ndim, ndim little-endian
+uint32 dimensions, then the raw little-endian bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+VERSION = 1
+
+HELLO, QUERY, BCAST, REPORT, DISCLOSE, ERROR, DONE = range(7)
+TYPE_NAMES = {HELLO: "HELLO", QUERY: "QUERY", BCAST: "BCAST", REPORT: "REPORT",
+              DISCLOSE: "DISCLOSE", ERROR: "ERROR", DONE: "DONE"}
+NO_AGENT = -1  # agent field of pool-level messages (HELLO, BCAST, DONE, ERROR)
+SETUP_ROUND = -1  # round field of the set-up broadcast and registration HELLO
+ANY_RUN = -1
+
+EXT_NDARRAY = 1
+_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+           "float32", "float64"]
+_DTYPE_CODE = {np.dtype(d).str.lstrip("<>|="): i for i, d in enumerate(_DTYPES)}
+_CODE_DTYPE = [np.dtype(d).newbyteorder("<") for d in _DTYPES]
+
+
+class WireError(ValueError):
+    """A message could not be decoded or does not have the envelope shape."""
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        code = _DTYPE_CODE.get(obj.dtype.str.lstrip("<>|="))
+        if code is None:
+            raise TypeError(f"cannot send numpy dtype {obj.dtype}")
+        arr = np.ascontiguousarray(obj, dtype=_CODE_DTYPE[code])
+        head = struct.pack(f"<BB{arr.ndim}I", code, arr.ndim, *arr.shape)
+        return msgpack.ExtType(EXT_NDARRAY, head + arr.tobytes())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code != EXT_NDARRAY:
+        raise WireError(f"unknown msgpack ext type {code}")
+    if len(data) < 2 or data[0] >= len(_CODE_DTYPE):
+        raise WireError("malformed ndarray ext")
+    dtype = _CODE_DTYPE[data[0]]
+    ndim = data[1]
+    head = 2 + 4 * ndim
+    if len(data) < head:
+        raise WireError("malformed ndarray ext")
+    shape = struct.unpack(f"<{ndim}I", data[2:head])
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(data) - head != count * dtype.itemsize:
+        raise WireError("ndarray ext size does not match its shape")
+    return np.frombuffer(data, dtype=dtype, offset=head).reshape(shape)
+
+
+def packer() -> msgpack.Packer:
+    """A reusable msgpack Packer with the ndarray hook (not thread-safe)."""
+    return msgpack.Packer(default=_default, use_bin_type=True)
+
+
+_PACKER = packer()
+
+
+def encode(kind: int, run: int, rnd: int, agent: int, payload: Any = None) -> bytes:
+    """One envelope as bytes."""
+    return _PACKER.pack([VERSION, kind, run, rnd, agent, payload])
+
+
+def encode_many(kind: int, run: int, rnd: int, agents: Iterable[int],
+                payloads: Iterable[Any] | None) -> tuple[list[bytes], list[int]]:
+    """Encode one envelope per agent; returns the envelopes and their sizes in bytes."""
+    pack = _PACKER.pack
+    if payloads is None:
+        bufs = [pack([VERSION, kind, run, rnd, a, None]) for a in agents]
+    else:
+        bufs = [pack([VERSION, kind, run, rnd, a, p]) for a, p in zip(agents, payloads,
+                                                                      strict=True)]
+    return bufs, [len(b) for b in bufs]
+
+
+@dataclass
+class Envelope:
+    """A decoded envelope and its exact size on the wire."""
+
+    kind: int
+    run: int
+    round: int
+    agent: int
+    payload: Any
+    size: int
+
+
+def iter_frame(frame: bytes, max_buffer: int) -> Iterator[tuple[Any, int]]:
+    """Yield ``(object, size)`` for each msgpack object in a batch frame.
+
+    Raises WireError at the first undecodable or truncated object (objects before it have
+    already been yielded).
+    """
+    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
+        max_buffer, len(frame)), strict_map_key=True, use_list=True)
+    unpacker.feed(frame)
+    prev = 0
+    try:
+        for obj in unpacker:
+            pos = unpacker.tell()
+            yield obj, pos - prev
+            prev = pos
+    except WireError:
+        raise
+    except Exception as e:  # msgpack raises several types (FormatError, StackError, ValueError)
+        raise WireError(f"undecodable msgpack at byte {prev}: {type(e).__name__}: {e}") from None
+    if prev != len(frame):
+        raise WireError(f"truncated envelope: {len(frame) - prev} trailing bytes at byte {prev}")
+
+
+def check_envelope(obj: Any, size: int) -> Envelope:
+    """Validate the envelope shape and field types; raise WireError with the reason."""
+    if type(obj) is not list or len(obj) != 6:
+        raise WireError(f"not an envelope: expected a list of 6 fields, got "
+                        f"{type(obj).__name__}{'' if type(obj) is not list else f' of {len(obj)}'}")
+    version, kind, run, rnd, agent, payload = obj
+    if version != VERSION or type(version) is not int:
+        raise WireError(f"unsupported version {version!r}; this is version {VERSION}")
+    if type(kind) is not int or kind not in TYPE_NAMES:
+        raise WireError(f"unknown message type {kind!r}")
+    for name, v in (("run", run), ("round", rnd), ("agent", agent)):
+        if type(v) is not int:
+            raise WireError(f"field {name} must be an integer, got {type(v).__name__}")
+    return Envelope(kind, run, rnd, agent, payload, size)
+
+
+def decode_one(buf: bytes, max_buffer: int = 1 << 20) -> Envelope:
+    """Decode a frame that holds exactly one envelope."""
+    items = list(iter_frame(buf, max_buffer))
+    if len(items) != 1:
+        raise WireError(f"expected one envelope, got {len(items)}")
+    return check_envelope(*items[0])

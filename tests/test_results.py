@@ -1,0 +1,333 @@
+"""Tests of simulator.results (store, summary, table, plots) and simulator.progress."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simulator.progress import ProgressBar, _TextProgress, progress
+from simulator.results import (
+    RESULTS_FILE,
+    ResultsCorruptError,
+    ResultStore,
+    format_table,
+    jsonable,
+    plot,
+    summarize,
+    write_summary,
+)
+
+
+def rec(key: str, point: dict[str, Any], metrics: dict[str, Any], repeat: int = 0,
+        **extra: Any) -> dict[str, Any]:
+    """A minimal result record."""
+    protocol = point.get("protocol", "ldp_kwiksort_rr")
+    r = {"key": key, "scenario": "t", "protocol": protocol, "params": {}, "data": {"kind": "x"},
+         "point": point, "repeat": repeat, "seed": 1, "backend": "inproc", "pools": 1,
+         "n_agents": 10, "output": {}, "metrics": metrics, "comm": {}, "timing": {},
+         "rejected": 0, "versions": {}}
+    r.update(extra)
+    return r
+
+
+# ------------------------------------------------------------------------------------------
+# ResultStore
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "out" / "sub")
+    assert store.path == tmp_path / "out" / "sub" / RESULTS_FILE
+    assert store.done_keys() == set()
+    assert store.records() == []
+    a = rec("a", {"params.epsilon": 0.5}, {"tau": np.float64(0.25), "n": np.int64(3)},
+            output={"ranking": np.arange(3)})
+    b = rec("b", {"params.epsilon": 1.0}, {"tau": 0.5})
+    store.append(a)
+    store.append(b)
+    assert store.done_keys() == {"a", "b"}
+    again = ResultStore(tmp_path / "out" / "sub")
+    assert again.done_keys() == {"a", "b"}
+    got = again.records()
+    assert [r["key"] for r in got] == ["a", "b"]
+    assert got[0]["metrics"] == {"tau": 0.25, "n": 3}
+    assert type(got[0]["metrics"]["n"]) is int
+    assert got[0]["output"] == {"ranking": [0, 1, 2]}
+    assert got[1] == b
+    lines = store.path.read_text().splitlines()
+    assert len(lines) == 2
+    assert ", " not in lines[0] and ": " not in lines[0]  # compact separators
+
+
+def test_duplicate_key_refused(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": 1.0}))
+    with pytest.raises(ValueError, match="already"):
+        store.append(rec("a", {}, {"tau": 2.0}))
+    with pytest.raises(ValueError, match="already"):
+        ResultStore(tmp_path).append(rec("a", {}, {"tau": 3.0}))
+    with pytest.raises(ValueError, match="key"):
+        store.append({"metrics": {}})
+    assert len(store.records()) == 1
+    assert store.records()[0]["metrics"]["tau"] == 1.0
+
+
+def test_truncated_last_line_repaired(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": 1.0}))
+    store.append(rec("b", {}, {"tau": 2.0}))
+    good = store.path.read_bytes()
+    partial = json.dumps(rec("c", {}, {"tau": 3.0}))[:25]
+    with open(store.path, "a") as f:
+        f.write(partial)  # crash in the middle of a write: no newline
+    fresh = ResultStore(tmp_path)
+    assert fresh.done_keys() == {"a", "b"}
+    assert store.path.read_bytes() == good  # the partial line was removed from the file
+    fresh.append(rec("c", {}, {"tau": 3.0}))
+    assert [r["key"] for r in ResultStore(tmp_path).records()] == ["a", "b", "c"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_truncated_last_line_with_newline_and_bad_utf8(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": 1.0}))
+    good = store.path.read_bytes()
+    with open(store.path, "ab") as f:
+        f.write(b'{"key":"b","x":"\xc3\n\n')  # cut inside a UTF-8 character, blank lines after
+    assert ResultStore(tmp_path).records() == [rec("a", {}, {"tau": 1.0})]
+    assert store.path.read_bytes() == good
+
+
+def test_complete_last_line_missing_newline_kept(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": 1.0}))
+    line = json.dumps(rec("b", {}, {"tau": 2.0}), separators=(",", ":"))
+    with open(store.path, "a") as f:
+        f.write(line)
+    fresh = ResultStore(tmp_path)
+    assert fresh.done_keys() == {"a", "b"}
+    assert store.path.read_text().endswith(line + "\n")
+    fresh.append(rec("c", {}, {"tau": 3.0}))
+    assert [r["key"] for r in fresh.records()] == ["a", "b", "c"]
+
+
+def test_corrupt_middle_line_raises(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": 1.0}))
+    good_c = json.dumps(rec("c", {}, {"tau": 3.0}))
+    with open(store.path, "a") as f:
+        f.write('{"key": "b", "metr\n' + good_c + "\n")  # damage before the last line
+    before = store.path.read_bytes()
+    with pytest.raises(ResultsCorruptError, match="line 2"):
+        ResultStore(tmp_path).done_keys()
+    with pytest.raises(ValueError, match="line 2"):
+        ResultStore(tmp_path).records()
+    with pytest.raises(ValueError, match="line 2"):
+        ResultStore(tmp_path).append(rec("d", {}, {"tau": 4.0}))
+    assert store.path.read_bytes() == before  # the file is left untouched
+
+
+def test_non_record_line_raises(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.path.write_text('{"key":"a"}\n[1,2]\n{"key":"b"}\n')
+    with pytest.raises(ResultsCorruptError, match="line 2"):
+        store.done_keys()
+
+
+def test_nan_becomes_null(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.append(rec("a", {}, {"tau": float("nan"), "err": np.float32(np.inf), "ok": 1.5},
+                     output={"v": np.array([1.0, np.nan, -np.inf])}))
+    text = store.path.read_text()
+    assert '"tau":null' in text and '"err":null' in text and "NaN" not in text
+    got = store.records()[0]
+    assert got["metrics"] == {"tau": None, "err": None, "ok": 1.5}
+    assert got["output"] == {"v": [1.0, None, None]}
+
+
+def test_jsonable() -> None:
+    x = {1: (np.int32(2), np.bool_(True)), "a": {np.float64(1.5), 2.0}, "p": Path("q"),
+         "m": np.array([[1, 2], [3, 4]], dtype=np.int16), "n": -math.inf}
+    got = jsonable(x)
+    assert got == {"1": [2, True], "a": [1.5, 2.0], "p": "q", "m": [[1, 2], [3, 4]], "n": None}
+    assert type(got["1"][0]) is int and type(got["1"][1]) is bool
+    json.dumps(got, allow_nan=False)
+
+
+# ------------------------------------------------------------------------------------------
+# summarize / write_summary / format_table
+
+
+def sweep_records() -> list[dict[str, Any]]:
+    """ldp at two epsilons x 2 repeats, plain kwiksort (no epsilon axis) x 3 repeats."""
+    out = []
+    ldp = "ldp_kwiksort_rr"
+    vals = {0.5: [(1.0, 10.0), (3.0, None)], 2.0: [(4.0, 20.0), (6.0, 40.0)]}
+    for eps, reps in vals.items():
+        for i, (tau, err) in enumerate(reps):
+            metrics: dict[str, Any] = {"tau": tau}
+            if err is not None:
+                metrics["err"] = err
+            out.append(rec(f"{ldp}-{eps}-{i}",
+                           {"protocol": ldp, "params.epsilon": eps, "data.n": 100}, metrics,
+                           repeat=i, comm={"bytes_up_per_agent_mean": 100.0 * (i + 1),
+                                           "bytes_down_per_agent_mean": 8.0},
+                           timing={"agent_cpu_s_mean": 0.5, "wall_s": 2.0 + i}))
+    for i, tau in enumerate([0.5, 0.5, 2.0]):
+        out.append(rec(f"ks-{i}", {"protocol": "kwiksort", "data.n": 100},
+                       {"tau": tau, "err": None}, repeat=i, timing={"wall_s": 1.0}))
+    return out
+
+
+EXPECTED_COLUMNS = ["protocol", "params.epsilon", "data.n", "repeats", "tau_mean", "tau_std",
+                    "err_mean", "err_std", "comm.bytes_up_per_agent_mean",
+                    "comm.bytes_down_per_agent_mean", "timing.agent_cpu_s_mean", "timing.wall_s"]
+
+
+def test_summarize_exact() -> None:
+    columns, rows = summarize(sweep_records())
+    assert columns == EXPECTED_COLUMNS
+    assert len(rows) == 3
+    assert all(list(r) == EXPECTED_COLUMNS for r in rows)
+    r05, r2, ks = rows
+    assert r05 == {"protocol": "ldp_kwiksort_rr", "params.epsilon": 0.5, "data.n": 100,
+                   "repeats": 2, "tau_mean": 2.0, "tau_std": math.sqrt(2.0),
+                   "err_mean": 10.0, "err_std": 0.0,  # one value: the other record lacks err
+                   "comm.bytes_up_per_agent_mean": 150.0, "comm.bytes_down_per_agent_mean": 8.0,
+                   "timing.agent_cpu_s_mean": 0.5, "timing.wall_s": 2.5}
+    assert r2["tau_mean"] == 5.0 and r2["tau_std"] == math.sqrt(2.0)
+    assert r2["err_mean"] == 30.0 and r2["err_std"] == math.sqrt(200.0)
+    assert r2["repeats"] == 2
+    assert ks == {"protocol": "kwiksort", "params.epsilon": None, "data.n": 100, "repeats": 3,
+                  "tau_mean": 1.0, "tau_std": math.sqrt(0.75), "err_mean": None,
+                  "err_std": None, "comm.bytes_up_per_agent_mean": None,
+                  "comm.bytes_down_per_agent_mean": None, "timing.agent_cpu_s_mean": None,
+                  "timing.wall_s": 1.0}
+
+
+def test_summarize_order_and_empty() -> None:
+    recs = [rec("b1", {"params.epsilon": 2.0}, {"m": 1.0}),
+            rec("a1", {"params.epsilon": 1.0}, {"m": 2.0}),
+            rec("b2", {"params.epsilon": 2.0}, {"m": 3.0})]
+    columns, rows = summarize(recs)
+    assert columns == ["params.epsilon", "repeats", "m_mean", "m_std"]
+    assert [(r["params.epsilon"], r["repeats"], r["m_mean"]) for r in rows] == [
+        (2.0, 2, 2.0), (1.0, 1, 2.0)]
+    assert summarize([]) == (["repeats"], [])
+
+
+def test_write_summary_csv(tmp_path: Path) -> None:
+    path = write_summary(tmp_path / "o", sweep_records())
+    assert path == tmp_path / "o" / "summary.csv"
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        assert reader.fieldnames == EXPECTED_COLUMNS
+    assert len(rows) == 3
+    assert rows[0]["params.epsilon"] == "0.5" and rows[0]["tau_mean"] == "2.0"
+    assert float(rows[0]["tau_std"]) == math.sqrt(2.0)
+    assert rows[2]["protocol"] == "kwiksort"
+    assert rows[2]["params.epsilon"] == "" and rows[2]["err_mean"] == ""
+    assert rows[2]["repeats"] == "3"
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["summary.csv"]
+
+
+def test_format_table() -> None:
+    columns, rows = summarize(sweep_records())
+    text = format_table(columns, rows)
+    lines = text.splitlines()
+    header = lines[0].split()
+    assert header == ["protocol", "params.epsilon", "data.n", "repeats", "tau_mean", "err_mean"]
+    assert len(lines) == 2 + 3
+    assert "ldp_kwiksort_rr" in lines[2] and "0.5" in lines[2] and "100" in lines[2]
+    assert lines[3].split() == ["ldp_kwiksort_rr", "2", "100", "2", "5", "30"]
+    assert lines[4].split() == ["kwiksort", "100", "3", "1"]
+    assert "1.414" not in text  # std columns are not shown
+    assert len({len(ln) for ln in lines[:2]}) == 1
+    short = format_table(columns, rows, max_rows=1)
+    assert short.splitlines()[-1] == "... (2 more rows)"
+    assert format_table(columns, []) == "(no results)"
+    one = format_table(["x", "repeats", "m_mean"], [{"x": 1, "repeats": 1, "m_mean": 1 / 3}])
+    assert "0.3333" in one and "0.33333" not in one
+
+
+# ------------------------------------------------------------------------------------------
+# plot
+
+
+def test_plot_writes_pngs(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    recs = []
+    for proto in ("ldp_kwiksort_rr", "ldp_kwiksort_lap"):
+        for eps in (0.1, 1.0, 10.0):
+            for n in (50, 100):
+                for i in range(2):
+                    recs.append(rec(f"{proto}-{eps}-{n}-{i}",
+                                    {"protocol": proto, "params.epsilon": eps, "data.n": n},
+                                    {"tau": eps / (1 + eps) + 0.01 * i, "err": 1 / eps}))
+    for n in (50, 100):
+        recs.append(rec(f"ks-{n}", {"protocol": "kwiksort", "data.n": n}, {"tau": 0.9}))
+    paths = plot(tmp_path, recs)
+    names = sorted(p.name for p in paths)
+    assert names == ["plot_err_vs_data.n.png", "plot_err_vs_params.epsilon.png",
+                     "plot_tau_vs_data.n.png", "plot_tau_vs_params.epsilon.png"]
+    for p in paths:
+        assert p.parent == tmp_path
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a single value per axis: nothing to plot
+    assert plot(tmp_path / "none", [rec("a", {"params.epsilon": 1.0}, {"tau": 1.0})]) == []
+
+
+def test_plot_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    recs = [rec(f"k{e}", {"params.epsilon": e}, {"tau": e}) for e in (1.0, 2.0)]
+    assert plot(tmp_path, recs) == []
+
+
+# ------------------------------------------------------------------------------------------
+# progress
+
+
+def test_progress_disabled_and_tqdm(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress(3, "runs", enabled=False) as bar:
+        assert isinstance(bar, ProgressBar)
+        bar.update()
+        bar.set_postfix_str("x")
+    assert capsys.readouterr().err == ""
+    with progress(2, "runs") as bar:
+        bar.update()
+        bar.set_postfix_str("eps=1")
+        bar.update(1)
+    err = capsys.readouterr().err
+    if importlib.util.find_spec("tqdm") is not None:
+        assert "runs" in err and "2/2" in err
+
+
+def test_text_progress_fallback() -> None:
+    buf = io.StringIO()
+    with _TextProgress(3, "runs", buf, min_interval=0.0) as bar:
+        bar.update()
+        bar.set_postfix_str("last=a")
+        bar.update(2)
+    out = buf.getvalue()
+    assert out.startswith("\rruns: 0/3")
+    assert "\rruns: 1/3" in out and "\rruns: 3/3 last=a" in out
+    assert out.endswith("\n")
+    bar.update()  # ignored after close
+    assert buf.getvalue() == out
