@@ -237,3 +237,76 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
         if ipc_path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(ipc_path)
+
+
+# ---------------------------------------------------------------------- the hosts backend
+
+
+def _server_child(endpoint: str, limits: Limits, rx, tx) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    server = None
+    try:
+        server = CuratorServer(endpoint, limits)
+        tx.send(("bound", server.endpoint))
+        while True:
+            msg = rx.recv()
+            if msg[0] == "stop":
+                break
+            _, run_no, config, token, record_view = msg
+            try:
+                tx.send(("ok", server.run(run_no, config, token, record_view)))
+            except RunFailed as e:
+                tx.send(("error", str(e)))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            tx.send(("error", "curator process failed:\n" + traceback.format_exc()))
+    finally:
+        if server is not None:
+            server.close()
+
+
+class HostsCurator:
+    """A long-lived curator process bound to a public endpoint, for pools started by hand.
+
+    ``run()`` serves one run after another on the same socket; pools connected with
+    ``ldpsim agents --connect ...`` take part in every run until ``close()``.
+    """
+
+    def __init__(self, endpoint: str, limits: Limits) -> None:
+        ctx = mp.get_context("fork")
+        self._to_child, child_rx = ctx.Pipe(duplex=False)
+        child_tx_rx, child_tx = ctx.Pipe(duplex=False)
+        self._from_child = child_tx_rx
+        self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
+                                args=(endpoint, limits, child_rx, child_tx))
+        self.proc.start()
+        status, payload = self._recv(30.0)
+        if status != "bound":
+            self.close()
+            raise RunFailed(payload)
+        self.endpoint = payload
+        self.runs = 0
+
+    def _recv(self, timeout: float | None = None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._from_child.poll(0.1):
+            if not self.proc.is_alive() and not self._from_child.poll(0.2):
+                raise RunFailed(f"curator process died (exit code {self.proc.exitcode})")
+            if deadline and time.monotonic() > deadline:
+                raise RunFailed("curator process did not answer")
+        return self._from_child.recv()
+
+    def run(self, config: dict[str, Any], token: str, record_view: bool = False) -> dict:
+        self._to_child.send(("run", self.runs, config, token, record_view))
+        self.runs += 1
+        status, payload = self._recv()
+        if status != "ok":
+            raise RunFailed(payload)
+        return payload
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._to_child.send(("stop",))
+        self.proc.join(3.0)
+        _stop([self.proc])

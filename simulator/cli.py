@@ -1,0 +1,198 @@
+"""The ``ldpsim`` command line (also ``python -m simulator``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from protocols import DATA_KINDS, PROTOCOLS, ParamError
+from simulator import __version__
+from simulator.session import Limits, RunFailed
+
+SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
+
+
+def _scenario_files() -> list[Path]:
+    seen: dict[str, Path] = {}
+    for d in SCENARIO_DIRS:
+        if d.is_dir():
+            for f in sorted(d.glob("*.toml")):
+                seen.setdefault(f.name, f)
+    return list(seen.values())
+
+
+def _err(*a, **k) -> None:
+    print(*a, file=sys.stderr, **{x: y for x, y in k.items() if x != "file"})
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print("protocols:")
+    for name, p in sorted(PROTOCOLS.items()):
+        params = ", ".join(f"{k}={s.default!r}" for k, s in p.params.items()) or "-"
+        print(f"  {name:18s} {p.summary}\n  {'':18s} params: {params}")
+    print("\ndata kinds:")
+    for name, d in sorted(DATA_KINDS.items()):
+        args_ = ", ".join(f"{k}{'*' if s.required else ''}" for k, s in d.params.items())
+        print(f"  {name:18s} {d.summary}\n  {'':18s} args: {args_}  (* required)")
+    print("\nscenarios:")
+    for f in _scenario_files():
+        first = ""
+        for line in f.read_text().splitlines():
+            if line.startswith("description"):
+                first = line.split("=", 1)[1].strip().strip('"')
+                break
+        print(f"  {str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else f}: {first}")
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    from simulator import scenario as sc
+
+    overrides = list(args.set or [])
+    for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
+                     ("seed", "seed"), ("bind", "runtime.endpoint"),
+                     ("token", "runtime.token")):
+        val = getattr(args, opt, None)
+        if val is not None:
+            overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
+    path = args.scenario
+    if not Path(path).is_file():
+        for d in SCENARIO_DIRS:
+            cand = d / path
+            for c in (cand, cand.with_suffix(".toml")):
+                if c.is_file():
+                    path = str(c)
+                    break
+    return sc.load(path, overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from simulator.runner import print_summary, run_scenario
+    from simulator.scenario import ScenarioError
+
+    try:
+        scenario = _load(args)
+        out = args.out or scenario.output["dir"] or f"results/{scenario.name}"
+        n_runs = len(scenario.runs())
+        _err(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
+             f"{scenario.runtime['pools']} pools -> {out}")
+        records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
+                                        echo=_err)
+    except (ScenarioError, ParamError) as e:
+        _err(f"error: {e}")
+        return 2
+    except RunFailed as e:
+        _err(f"run failed: {e}")
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted: finished runs are saved; run the same command again to resume")
+        return 130
+    print_summary(records)
+    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from simulator.results import ResultStore, plot, write_summary
+    from simulator.runner import print_summary
+
+    store = ResultStore(args.out)
+    records = store.records()
+    if not records:
+        _err(f"no results in {args.out}")
+        return 1
+    print_summary(records)
+    write_summary(args.out, records)
+    if args.plots:
+        for p in plot(args.out, records):
+            print(p)
+    return 0
+
+
+def cmd_curator(args: argparse.Namespace) -> int:
+    args.backend = "hosts"
+    return cmd_run(args)
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    from simulator.transport import pool_loop
+
+    try:
+        i, p = (int(x) for x in args.pool.split("/"))
+        if not 0 <= i < p:
+            raise ValueError
+    except ValueError:
+        _err(f"error: --pool {args.pool!r}: expected I/P with 0 <= I < P, e.g. 0/2")
+        return 2
+    limits = Limits(timeout_s=args.timeout)
+    return pool_loop(args.connect, i, p, args.token or "", limits,
+                     idle_timeout_s=args.idle_timeout)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from simulator.bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ldpsim", description=(
+        "Simulate privacy-preserving data collection: an untrusted curator and many agents as "
+        "real processes over ZeroMQ."))
+    ap.add_argument("--version", action="version", version=f"ldpsim {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def run_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override any key, e.g. params.epsilon=1.0 or data.n=100000")
+        p.add_argument("--pools", type=int, help="number of agent pools")
+        p.add_argument("--seed", type=int, help="scenario seed")
+        p.add_argument("--out", help="results directory (default results/NAME)")
+        p.add_argument("--token", help="shared secret pools present to register (hosts)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("run", help="run a scenario or sweep (resumes an interrupted one)")
+    run_opts(r)
+    r.add_argument("--backend", choices=("inproc", "processes", "hosts"))
+    r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
+    run_opts(c)
+    c.add_argument("--bind", required=True, help="endpoint to bind, e.g. tcp://*:5555")
+    c.set_defaults(func=cmd_curator)
+
+    a = sub.add_parser("agents", help="hosts backend: serve one agent pool")
+    a.add_argument("--connect", required=True, help="curator endpoint, e.g. tcp://host:5555")
+    a.add_argument("--pool", required=True, help="I/P: this is pool I of P")
+    a.add_argument("--token", help="the curator's shared secret")
+    a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")
+    a.add_argument("--idle-timeout", type=float, default=600.0,
+                   help="exit after this long without hearing from the curator (s)")
+    a.set_defaults(func=cmd_agents)
+
+    ls = sub.add_parser("list", help="protocols, data kinds and scenarios")
+    ls.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("summary", help="reload a results directory: table, CSV and plots")
+    s.add_argument("out", help="results directory")
+    s.add_argument("--plots", action="store_true", help="also redraw the plots")
+    s.set_defaults(func=cmd_summary)
+
+    b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")
+    b.add_argument("--sizes", default="100000,1000000", help="agent counts, comma separated")
+    b.add_argument("--pools", type=int, default=2)
+    b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    b.set_defaults(func=cmd_bench)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

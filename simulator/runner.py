@@ -1,0 +1,152 @@
+"""The orchestrator: runs a scenario's runs on a backend, scores them, records the results.
+
+The orchestrator is the only party that sees ground truth: it builds the data set itself (from
+the same seed the pools use), computes the truth summary, and evaluates the curator's public
+output. Curator code never receives truth.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import scipy
+import zmq
+
+from protocols import get_data_kind, get_protocol
+from simulator import __version__
+from simulator.collusion import save_view
+from simulator.inproc import run_inproc
+from simulator.progress import progress
+from simulator.results import ResultStore, format_table, plot, summarize, write_summary
+from simulator.scenario import RunSpec, Scenario, check_runs
+from simulator.seeding import run_keys
+from simulator.session import Limits
+from simulator.transport import HostsCurator, run_processes
+
+
+def versions() -> dict[str, str]:
+    """Versions of ldpsim and everything that can change a result."""
+    return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "scipy": scipy.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
+            "msgpack": ".".join(map(str, msgpack.version))}
+
+
+def limits_of(runtime: dict[str, Any]) -> Limits:
+    return Limits(max_frame_bytes=runtime["max_frame_bytes"],
+                  max_envelope_bytes=runtime["max_envelope_bytes"],
+                  timeout_s=runtime["timeout_s"])
+
+
+class TruthCache:
+    """Ground truth per (data, seed): every protocol of one repetition shares its data."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def get(self, data: dict[str, Any], seed: int) -> dict[str, Any]:
+        sig = json.dumps([data, seed], sort_keys=True, default=str)
+        if sig not in self._cache:
+            if len(self._cache) > 8:
+                self._cache.pop(next(iter(self._cache)))
+            kind = get_data_kind(data["kind"])
+            ds = kind.build({k: v for k, v in data.items() if k != "kind"}, run_keys(seed).data)
+            self._cache[sig] = ds.truth()
+        return self._cache[sig]
+
+
+def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator | None = None,
+            view_dir: Path | None = None) -> dict[str, Any]:
+    """Run one RunSpec on its backend and return its result record."""
+    truth = truth or TruthCache()
+    config = spec.config()
+    limits = limits_of(spec.runtime)
+    backend = spec.runtime["backend"]
+    record_view = bool(spec.collusion.get("save_view")) and view_dir is not None
+    t0 = time.perf_counter()
+    if backend == "inproc":
+        res = run_inproc(config, limits, record_view)
+    elif backend == "processes":
+        res = run_processes(config, limits, record_view)
+    else:
+        if hosts is None:
+            raise ValueError("the hosts backend needs a running HostsCurator")
+        res = hosts.run(config, spec.runtime["token"], record_view)
+    wall = time.perf_counter() - t0
+    proto = get_protocol(spec.protocol)
+    metrics = proto.evaluate(res["output"], truth.get(spec.data, spec.seed))
+    claim = proto.claim(res["params"], res["public"])
+    timing = dict(res["timing"])
+    timing["run_wall_s"] = wall
+    record = {
+        "key": spec.key, "scenario": spec.scenario, "protocol": spec.protocol,
+        "params": res["params"], "params_requested": spec.params, "data": spec.data,
+        "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
+        "scenario_seed": spec.scenario_seed, "backend": backend,
+        "pools": spec.runtime["pools"], "n_agents": res["n_agents"], "output": res["output"],
+        "metrics": metrics, "privacy": claim.as_dict(), "comm": res["comm"], "timing": timing,
+        "rejected": res["rejected"], "rejections": res["rejections"],
+        "dropouts": res["dropouts"], "dropouts_registration": res["dropouts_registration"],
+        "collusion": {"colluders": res["colluders"], "curator": res["curator_colludes"],
+                      "spec": spec.collusion["colluders"]},
+        "versions": versions(),
+    }
+    if record_view:
+        path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
+        record["view_path"] = str(path)
+    return record
+
+
+def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
+                 echo=print) -> tuple[list[dict[str, Any]], Path]:
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots."""
+    specs = scenario.runs()
+    check_runs(specs)  # every error before any process starts
+    store = ResultStore(out_dir)
+    done = store.done_keys()
+    todo = [s for s in specs if s.key not in done]
+    if done:
+        echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
+             f"{store.path}", file=sys.stderr)
+    truth = TruthCache()
+    hosts = None
+    view_dir = Path(out_dir) / "views"
+    try:
+        if todo and scenario.runtime["backend"] == "hosts":
+            rt = scenario.runtime
+            hosts = HostsCurator(rt["endpoint"], limits_of(rt))
+            echo(f"curator bound at {hosts.endpoint}; start {rt['pools']} pools with:\n  "
+                 f"ldpsim agents --connect tcp://HOST:PORT --pool I/{rt['pools']}"
+                 + (" --token ..." if rt["token"] else ""), file=sys.stderr)
+        with progress(len(specs), scenario.name, enabled=show_progress and
+                      scenario.runtime["progress"]) as bar:
+            bar.update(len(specs) - len(todo))
+            for spec in todo:
+                rec = execute(spec, truth, hosts, view_dir)
+                store.append(rec)
+                m = rec["metrics"]
+                bar.set_postfix_str(f"{spec.protocol} " + " ".join(
+                    f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
+                bar.update(1)
+    finally:
+        if hosts is not None:
+            hosts.close()
+        records = store.records()
+        if records:
+            write_summary(out_dir, records)
+    summary = Path(out_dir) / "summary.csv"
+    if scenario.output["plots"]:
+        plot(out_dir, records)
+    return records, summary
+
+
+def print_summary(records: list[dict[str, Any]], echo=print) -> None:
+    """Print the sweep's summary table."""
+    cols, rows = summarize(records)
+    echo(format_table(cols, rows))

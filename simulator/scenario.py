@@ -1,0 +1,329 @@
+"""Scenario files (TOML): validation, command-line overrides and expansion into runs.
+
+A scenario names a protocol (or several), a data set or generator, protocol parameters, a number
+of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]`` is a sweep
+axis; the runs are the product grid of all axes, times the protocols, times the repetitions.
+Everything is checked before any process starts, and every error names the key and what is
+allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
+from protocols.base import ParamSpec
+from simulator.seeding import run_seed
+
+
+class ScenarioError(ValueError):
+    """A scenario file or override is invalid; the message names the key and allowed values."""
+
+
+TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
+            "runtime", "collusion", "output"}
+
+RUNTIME = {
+    "backend": ParamSpec("backend", "str", "processes", choices=("inproc", "processes", "hosts")),
+    "pools": ParamSpec("pools", "int", 2, low=1, high=256),
+    "timeout_s": ParamSpec("timeout_s", "float", 30.0, low=0, low_open=True),
+    "agent_mode": ParamSpec("agent_mode", "str", "batched", choices=("batched", "exact")),
+    "batch": ParamSpec("batch", "int", 4096, low=1),
+    "endpoint": ParamSpec("endpoint", "str", "tcp://*:5555"),
+    "token": ParamSpec("token", "str", ""),
+    "max_frame_bytes": ParamSpec("max_frame_bytes", "int", 64 << 20, low=1024),
+    "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", 1 << 20, low=64),
+    "progress": ParamSpec("progress", "bool", True),
+}
+FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
+              "round": ParamSpec("round", "int", 0, low=0),
+              "action": ParamSpec("action", "str", required=True,
+                                  choices=("kill", "silent", "raise"))}
+COLLUSION = {"curator": ParamSpec("curator", "bool", True),
+             "save_view": ParamSpec("save_view", "bool", False)}
+OUTPUT = {"dir": ParamSpec("dir", "str", ""), "plots": ParamSpec("plots", "bool", True)}
+
+
+@dataclass
+class RunSpec:
+    """One run of a scenario: everything needed to execute and record it."""
+
+    scenario: str
+    protocol: str
+    params: dict[str, Any]
+    data: dict[str, Any]
+    repeat: int
+    scenario_seed: int
+    seed: int
+    runtime: dict[str, Any]
+    collusion: dict[str, Any]
+    point: dict[str, Any]
+    key: str
+
+    def config(self) -> dict[str, Any]:
+        """The public run configuration the curator sends to every pool."""
+        return {"protocol": self.protocol, "params": self.params, "data": self.data,
+                "seed": self.seed, "pools": self.runtime["pools"],
+                "agent_mode": self.runtime["agent_mode"], "batch": self.runtime["batch"],
+                "collusion": {k: self.collusion[k] for k in ("colluders", "curator")},
+                "faults": self.runtime.get("faults", [])}
+
+
+@dataclass
+class Scenario:
+    """A validated scenario."""
+
+    name: str
+    path: str | None
+    raw: dict[str, Any]
+    protocols: list[str]
+    repeats: int
+    seed: int
+    data: dict[str, Any]
+    params: dict[str, Any]
+    runtime: dict[str, Any]
+    collusion: dict[str, Any]
+    output: dict[str, Any]
+
+    def runs(self) -> list[RunSpec]:
+        """Expand the sweep: protocols × data grid × params grid × repetitions."""
+        data_axes = {k: v for k, v in self.data.items() if isinstance(v, list)}
+        specs: list[RunSpec] = []
+        seen: set[str] = set()
+        for proto in self.protocols:
+            accepted = PROTOCOLS[proto].params
+            params = {k: v for k, v in self.params.items() if k in accepted}
+            param_axes = {k: v for k, v in params.items() if isinstance(v, list)}
+            for dvals in _grid(data_axes):
+                data = {**self.data, **dvals}
+                for pvals in _grid(param_axes):
+                    p = {**params, **pvals}
+                    point: dict[str, Any] = {"protocol": proto}
+                    point.update({f"params.{k}": v for k, v in pvals.items()})
+                    point.update({f"data.{k}": v for k, v in dvals.items()})
+                    for r in range(self.repeats):
+                        key = _key(proto, p, data, r, self.seed, self.collusion,
+                                   self.runtime.get("faults", []))
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
+                                             run_seed(self.seed, r), dict(self.runtime),
+                                             dict(self.collusion), point, key))
+        return specs
+
+
+def _grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    names = list(axes)
+    return [dict(zip(names, vals, strict=True)) for vals in
+            itertools.product(*(axes[n] for n in names))]
+
+
+def _key(proto, params, data, repeat, seed, collusion, faults) -> str:
+    blob = json.dumps([proto, params, data, repeat, seed,
+                       {k: collusion[k] for k in ("colluders", "curator")}, faults],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` (value in TOML syntax; bare words are strings)."""
+    if "=" not in text:
+        raise ScenarioError(f"--set {text!r}: expected KEY=VALUE, e.g. params.epsilon=1.0")
+    key, value = text.split("=", 1)
+    path = [k.strip() for k in key.strip().split(".")]
+    if not all(path):
+        raise ScenarioError(f"--set {text!r}: empty key")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return path, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of the raw scenario with ``--set`` overrides applied."""
+    raw = copy.deepcopy(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ScenarioError(f"--set {text!r}: {part!r} is not a table")
+        if path == ["protocol"]:
+            raw.pop("protocols", None)
+        if path == ["protocols"]:
+            raw.pop("protocol", None)
+        node[path[-1]] = value
+    return raw
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None,
+         raw: dict[str, Any] | None = None) -> Scenario:
+    """Read, override and validate a scenario file (or a raw dict)."""
+    if raw is None:
+        p = Path(path)
+        if not p.is_file():
+            raise ScenarioError(f"scenario file not found: {path}")
+        try:
+            raw = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    raw = apply_overrides(raw, overrides or [])
+    try:
+        return validate(raw, str(path) if path else None)
+    except ParamError as e:
+        raise ScenarioError(str(e)) from None
+
+
+def _table(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    t = raw.get(name, {})
+    if not isinstance(t, dict):
+        raise ScenarioError(f"[{name}]: must be a table")
+    return t
+
+
+def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str) -> dict:
+    out = {}
+    for k, v in table.items():
+        if k not in specs:
+            raise ScenarioError(f"[{section}] {k}: unknown key; allowed: {', '.join(specs)}")
+        out[k] = specs[k].check(v, f"[{section}] {k}")
+    for k, spec in specs.items():
+        if k not in out:
+            if spec.required:
+                raise ScenarioError(f"[{section}] {k}: required; allowed: {spec.describe()}")
+            out[k] = spec.default
+    return out
+
+
+def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
+    """Check every key and value of a raw scenario dict."""
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ScenarioError(f"{k}: unknown top-level key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    name = raw.get("name") or (Path(path).stem if path else "scenario")
+    if not isinstance(name, str):
+        raise ScenarioError("name: must be a string")
+    if "protocol" in raw and "protocols" in raw:
+        raise ScenarioError("protocol/protocols: give one of them, not both")
+    protos = raw.get("protocols", raw.get("protocol"))
+    if protos is None:
+        raise ScenarioError(f"protocol: required; allowed: {', '.join(sorted(PROTOCOLS))}")
+    protos = protos if isinstance(protos, list) else [protos]
+    if not protos:
+        raise ScenarioError("protocols: must not be empty")
+    for p in protos:
+        if not isinstance(p, str):
+            raise ScenarioError(f"protocol: {p!r} is not a name; allowed: "
+                                f"{', '.join(sorted(PROTOCOLS))}")
+        get_protocol(p)
+    repeats = raw.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ScenarioError(f"repeats: got {repeats!r}; allowed: an integer >= 1")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ScenarioError(f"seed: got {seed!r}; allowed: an integer >= 0")
+
+    data = dict(_table(raw, "data"))
+    kind = data.get("kind")
+    if kind is None:
+        raise ScenarioError(f"[data] kind: required; allowed: {', '.join(sorted(DATA_KINDS))}")
+    dk = get_data_kind(kind)
+    data_types = {PROTOCOLS[p].data_type for p in protos}
+    if data_types != {dk.data_type}:
+        raise ScenarioError(f"[data] kind: {kind!r} holds {dk.data_type} data, but protocol(s) "
+                            f"{', '.join(protos)} need {', '.join(sorted(data_types))}")
+    for k, v in data.items():
+        if k == "kind":
+            continue
+        if k not in dk.params:
+            raise ScenarioError(f"[data] {k}: unknown argument for kind {kind!r}; allowed: "
+                                f"{', '.join(sorted(dk.params))}")
+        for item in (v if isinstance(v, list) else [v]):
+            dk.params[k].check(item, f"[data] {k}")
+        if isinstance(v, list) and not v:
+            raise ScenarioError(f"[data] {k}: an empty list sweeps nothing")
+
+    params = dict(_table(raw, "params"))
+    for k, v in params.items():
+        specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
+        if not specs:
+            allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
+            raise ScenarioError(f"[params] {k}: not a parameter of {', '.join(protos)}; "
+                                f"allowed: {', '.join(allowed) or '(none)'}")
+        if isinstance(v, list) and not v:
+            raise ScenarioError(f"[params] {k}: an empty list sweeps nothing")
+        for item in (v if isinstance(v, list) else [v]):
+            for spec in specs:
+                spec.check(item, f"[params] {k}")
+
+    rt_raw = dict(_table(raw, "runtime"))
+    faults = rt_raw.pop("faults", [])
+    runtime = _check_table(rt_raw, RUNTIME, "runtime")
+    if not isinstance(faults, list):
+        raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
+    runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,
+                                      "runtime.faults") for f in faults]
+    for f in runtime["faults"]:
+        if f["pool"] >= runtime["pools"]:
+            raise ScenarioError(f"[runtime.faults] pool: got {f['pool']}; allowed: 0 .. "
+                                f"{runtime['pools'] - 1} (pools = {runtime['pools']})")
+
+    col_raw = dict(_table(raw, "collusion"))
+    colluders = col_raw.pop("colluders", 0)
+    collusion = _check_table(col_raw, COLLUSION, "collusion")
+    collusion["colluders"] = _check_colluders(colluders)
+    output = _check_table(_table(raw, "output"), OUTPUT, "output")
+    return Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
+                    output)
+
+
+def _check_colluders(v: Any) -> Any:
+    allowed = ("a fraction in [0, 1), a count (integer >= 0), or a list of agent ids")
+    if isinstance(v, bool):
+        raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+    if isinstance(v, float):
+        if not 0 <= v < 1:
+            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+        return v
+    if isinstance(v, int):
+        if v < 0:
+            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+        return v
+    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                   for x in v):
+        return sorted(set(v))
+    raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+
+
+def check_runs(specs: list[RunSpec]) -> None:
+    """Resolve every run's parameters against its data's public facts (before any process).
+
+    Catches values that are valid in isolation but not for the data, e.g. more queries than
+    there are pairs, and missing data files.
+    """
+    seen = set()
+    for s in specs:
+        sig = json.dumps([s.protocol, s.params, s.data], sort_keys=True, default=str)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        try:
+            kind = get_data_kind(s.data["kind"])
+            ds = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
+            get_protocol(s.protocol).resolve(s.params, ds.public)
+            if s.runtime["pools"] > ds.n:
+                raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "
+                                 f"the number of agents ({ds.n})")
+        except ParamError as e:
+            raise ScenarioError(f"{e} (protocol {s.protocol}, point {s.point})") from None
