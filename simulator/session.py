@@ -207,7 +207,8 @@ class CuratorSession:
         self.frames_up += 1
         if self.finished:
             return
-        self._touch()
+        # The inactivity deadline moves only on progress (registrations, accepted reports,
+        # DONE stats): heartbeats or garbage from a hostile peer cannot stall the curator.
         if len(frame) > self.limits.max_frame_bytes:
             yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
                                          f"{self.limits.max_frame_bytes}")
@@ -279,6 +280,7 @@ class CuratorSession:
                 yield from self.reject(peer, "unexpected DONE", env)
             else:
                 pool.stats = env.payload
+                self._touch()
         else:
             yield from self.reject(peer, f"a curator does not accept "
                                          f"{wire.TYPE_NAMES[env.kind]} messages", env)
@@ -319,6 +321,7 @@ class CuratorSession:
             return
         self.pools[peer] = _Pool(peer, index, start, stop)
         self.owner[start:stop] = index
+        self._touch()
         if len(self.pools) == self.n_pools:
             yield from self._start()
 
@@ -379,6 +382,7 @@ class CuratorSession:
             self.up[gi] += sz[good]  # gi holds each agent at most once
             self.msgs_up[gi] += 1
             rnd.bytes_up += int(sz[good].sum())
+            self._touch()
 
     # -- rounds -----------------------------------------------------------------------------
     def _start(self) -> Out:

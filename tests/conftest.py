@@ -8,3 +8,37 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def child_pids() -> list[int]:
+    """Live (non-zombie) child processes of this test process, from /proc."""
+    import os
+
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            out.append(int(d.name))
+    return out
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    """Every test must leave no child process behind."""
+    yield
+    import time
+
+    deadline = time.monotonic() + 3.0
+    while child_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child_pids() == [], "a test left child processes running"

@@ -1,0 +1,150 @@
+"""A running curator fed garbage over its real ZeroMQ socket survives, rejects each bad message
+with a reason, counts it, and produces exactly the output of a clean run."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import socket
+import threading
+import time
+
+import msgpack
+import zmq
+
+from simulator import wire
+from simulator.inproc import run_inproc
+from simulator.session import Limits, PoolSession
+from simulator.transport import _pool_child, run_processes
+
+TOKEN = "secret-token"
+LIMITS = Limits(timeout_s=10.0, max_frame_bytes=64 * 1024)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config() -> dict:
+    return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 2.0, "queries": 1},
+            "data": {"kind": "mallows", "n": 600, "m": 6, "theta": 0.5}, "seed": 11,
+            "pools": 2, "agent_mode": "batched", "batch": 4096,
+            "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+def split_envelopes(frame: bytes) -> list[bytes]:
+    out, pos = [], 0
+    for _, size in wire.iter_frame(frame, 1 << 20):
+        out.append(frame[pos:pos + size])
+        pos += size
+    return out
+
+
+def attacker_garbage() -> list[list[bytes]]:
+    """Messages from a peer that never registered (each is one ZeroMQ message)."""
+    return [
+        [b"\xc1\xc1 not msgpack at all"],                           # undecodable
+        [msgpack.packb({"hello": 1})],                               # not an envelope
+        [msgpack.packb([99, wire.REPORT, 0, 0, 5, [1]])],            # wrong version
+        [msgpack.packb([1, 42, 0, 0, 5, [1]])],                      # unknown type
+        [wire.encode(wire.HELLO, 0, -1, -1, {"pool": 1, "token": "wrong", "n": 600,
+                                             "agents": [300, 600], "public": {}})],  # bad token
+        [b"one", b"two"],                                            # two frames
+        [b"\x00" * (100 * 1024)],                                    # oversized frame
+    ]
+
+
+def pool_garbage(run: int, block: tuple[int, int]) -> list[bytes]:
+    """Bad reports from the registered test pool (pool 1)."""
+    a = block[0]
+    return [
+        wire.encode(wire.REPORT, run, 5, a, [1]),                    # out of round
+        wire.encode(wire.REPORT, run, 0, a, [7]),                    # out of domain
+        wire.encode(wire.REPORT, run, 0, 10**9, [1]),                # unknown agent id
+        wire.encode(wire.REPORT, 7, 0, a, [1]),                      # wrong run
+        wire.encode(wire.REPORT, run, 0, a + 1, [0.5]),              # wrong type
+        wire.encode(wire.REPORT, run, 0, 0, [1]),                    # agent of another pool
+    ]
+
+
+def test_curator_survives_garbage_and_output_is_unchanged():
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    cfg = config()
+    result: dict = {}
+
+    def curator() -> None:
+        try:
+            result["res"] = run_processes(cfg, LIMITS, endpoint=endpoint, token=TOKEN,
+                                          spawn_pools=False)
+        except Exception as e:  # surfaced below
+            result["err"] = e
+
+    ctx = mp.get_context("fork")
+    real_pool = ctx.Process(target=_pool_child, args=(endpoint, 0, 2, TOKEN, LIMITS))
+    real_pool.start()
+    thread = threading.Thread(target=curator)
+    thread.start()
+
+    zctx = zmq.Context()
+    attacker = zctx.socket(zmq.DEALER)
+    attacker.setsockopt(zmq.LINGER, 0)
+    attacker.connect(endpoint)
+    for msg in attacker_garbage():
+        attacker.send_multipart(msg)
+
+    pool = zctx.socket(zmq.DEALER)
+    pool.setsockopt(zmq.LINGER, 0)
+    pool.connect(endpoint)
+    ps = PoolSession(1, 2, TOKEN, LIMITS)
+    pool.send(ps.hello())
+    n_dup = 0
+    deadline = time.monotonic() + 30
+    try:
+        while not ps.exit and time.monotonic() < deadline:
+            if not pool.poll(100):
+                continue
+            frame = pool.recv()
+            is_query = any(o[1] == wire.QUERY for o, _ in wire.iter_frame(frame, 1 << 20))
+            outs = ps.on_frame(frame)
+            if not is_query:
+                for out in outs:
+                    pool.send(out)
+                continue
+            attacker.send(msgpack.packb([1, wire.REPORT, ps.run, 0, 5, [1]]))  # unknown peer
+            time.sleep(0.3)  # let the attacker's messages be processed first
+            for bad in pool_garbage(ps.run, (ps.start, ps.stop)):
+                pool.send(bad)
+            envs = split_envelopes(outs[0])
+            half = envs[: len(envs) // 2]
+            pool.send(b"".join(half))
+            pool.send(b"".join(half))  # every one a duplicate
+            n_dup = len(half)
+            pool.send(b"".join(envs[len(envs) // 2:]))
+        thread.join(30)
+        errors = []
+        while attacker.poll(200):
+            errors.append(wire.decode_one(attacker.recv()))
+    finally:
+        attacker.close()
+        pool.close()
+        zctx.term()
+        real_pool.join(10)
+        if real_pool.is_alive():
+            real_pool.kill()
+    assert "err" not in result, result.get("err")
+    res = result["res"]
+    clean = run_inproc(cfg, LIMITS)
+    assert res["output"] == clean["output"]
+    assert res["dropouts"] == 0
+    assert res["rejected"] == len(attacker_garbage()) + 1 + len(pool_garbage(0, (0, 1))) + n_dup
+    reasons = " | ".join(r["reason"] for r in res["rejections"])
+    for needle in ("undecodable", "not an envelope", "unsupported version",
+                   "unknown message type", "unknown peer", "bad or missing token",
+                   "expected one frame", "oversized frame", "out-of-round", "out-of-domain",
+                   "unknown agent 1000000000", "wrong run", "duplicate report",
+                   "not hosted by pool 1"):
+        assert needle in reasons, needle
+    # the attacker was answered with ERROR envelopes that say why
+    assert errors and all(e.kind == wire.ERROR for e in errors)
+    assert any("undecodable" in e.payload["error"] for e in errors)

@@ -1,0 +1,132 @@
+"""Tests of ``protocols.mechanisms``: randomized response and the Laplace mechanism.
+
+Randomness comes from ``protocols.rng`` with fixed keys; tolerances are 5 standard errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from protocols import mechanisms as mech
+from protocols import rng
+
+KEY = rng.stream_key(99, "mechanism-tests")
+Z = 5.0
+EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0]
+
+
+def _uniforms(n: int, rnd: int = 0) -> np.ndarray:
+    return rng.uniform(KEY, np.arange(n), rnd, 1)[:, 0]
+
+
+def _test_bits(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 2, size=n)
+
+
+def _binomial_se(p: float, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n)
+
+
+# --------------------------------------------------------------------------- RR, exact
+
+
+def test_rr_keep_probability_values():
+    assert mech.rr_keep_probability(0.0) == 0.5
+    assert mech.rr_keep_probability(math.log(3)) == pytest.approx(0.75, abs=1e-15)
+    assert mech.rr_keep_probability(1.0) == pytest.approx(math.e / (1 + math.e), abs=1e-15)
+    assert mech.rr_keep_probability(800.0) == 1.0  # no overflow for huge epsilon
+    ps = [mech.rr_keep_probability(e) for e in (0.1, 0.5, 1, 2, 5, 20)]
+    assert all(a < b for a, b in zip(ps, ps[1:], strict=False))
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_rr_ratio_is_exactly_e_eps(eps):
+    p = mech.rr_keep_probability(eps)
+    assert p / (1 - p) == pytest.approx(math.exp(eps), rel=1e-12)
+
+
+def test_rr_keeps_exactly_when_u_below_p():
+    eps = 1.0
+    p = mech.rr_keep_probability(eps)
+    u = np.array([1e-9, np.nextafter(p, 0), p, np.nextafter(p, 1), 1 - 1e-9])
+    for bit in (0, 1):
+        out = mech.randomized_response(np.full(5, bit), u, eps)
+        assert out.tolist() == [bit, bit, 1 - bit, 1 - bit, 1 - bit]
+
+
+# --------------------------------------------------------------------------- RR, statistical
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_rr_keep_rate_matches_theory(eps):
+    n = 200_000
+    bits = _test_bits(n, seed=1)
+    out = mech.randomized_response(bits, _uniforms(n), eps)
+    assert set(np.unique(out).tolist()) <= {0, 1}
+    p = mech.rr_keep_probability(eps)
+    for b in (0, 1):
+        sel = bits == b
+        kept = (out[sel] == b).mean()
+        assert abs(kept - p) <= Z * _binomial_se(p, sel.sum())
+
+
+@pytest.mark.parametrize("eps", [0.25, 1.0, 2.0])
+def test_rr_empirical_likelihood_ratio(eps):
+    # P(out = y | in = y) / P(out = y | in = 1 - y) should be e^eps for both outputs y.
+    # By the delta method, Var[log(q1 / q0)] ~ (1 - q1) / (n q1) + (1 - q0) / (n q0).
+    n = 200_000
+    p = mech.rr_keep_probability(eps)
+    out1 = mech.randomized_response(np.ones(n, dtype=np.int64), _uniforms(n, rnd=1), eps)
+    out0 = mech.randomized_response(np.zeros(n, dtype=np.int64), _uniforms(n, rnd=2), eps)
+    for y in (0, 1):
+        q_same = ((out1 if y == 1 else out0) == y).mean()
+        q_other = ((out0 if y == 1 else out1) == y).mean()
+        se = math.sqrt((1 - p) / (n * p) + p / (n * (1 - p)))
+        assert abs(math.log(q_same / q_other) - eps) <= Z * se
+
+
+# --------------------------------------------------------------------------- Laplace
+
+
+def test_laplace_scale():
+    assert mech.laplace_scale(1.0, 1.0) == 1.0
+    assert mech.laplace_scale(2.0, 0.5) == 4.0
+    assert mech.laplace_scale(1.0, 4.0) == 0.25
+
+
+def test_laplace_mechanism_adds_inverse_cdf_noise():
+    u = _uniforms(1000)
+    values = np.arange(1000) % 2
+    out = mech.laplace_mechanism(values, u, 2.0, 0.5)
+    assert out.dtype == np.float64
+    assert np.array_equal(out, values + rng.laplace_from_uniform(u, 4.0))
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_laplace_mechanism_noise_variance(eps):
+    n = 200_000
+    b = mech.laplace_scale(1.0, eps)
+    noise = mech.laplace_mechanism(np.zeros(n), _uniforms(n, rnd=3), 1.0, eps)
+    assert abs(noise.mean()) <= Z * math.sqrt(2 * b**2 / n)
+    assert abs((noise**2).mean() - 2 * b**2) <= Z * math.sqrt(20 * b**4 / n)
+
+
+def test_laplace_threshold_keep_probability_values():
+    assert mech.laplace_threshold_keep_probability(0.0) == 0.5
+    assert mech.laplace_threshold_keep_probability(2.0) == pytest.approx(1 - 0.5 / math.e)
+    assert mech.laplace_threshold_keep_probability(200.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_laplace_threshold_keep_rate_matches_theory(eps):
+    n = 200_000
+    o = _test_bits(n, seed=2)
+    noisy = mech.laplace_mechanism(o, _uniforms(n, rnd=4), 1.0, eps)
+    decided = (noisy >= 0.5).astype(np.int64)
+    p = mech.laplace_threshold_keep_probability(eps)
+    for b in (0, 1):
+        sel = o == b
+        assert abs((decided[sel] == b).mean() - p) <= Z * _binomial_se(p, sel.sum())
