@@ -1,0 +1,34 @@
+# ldpsim: every target creates .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench lint fmt clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ldpsim run scenarios/demo.toml --out results/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(VENV)/bin/ldpsim bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check simulator protocols tests
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix simulator protocols tests
+
+clean:
+	rm -rf $(VENV) results *.egg-info
