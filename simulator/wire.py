@@ -155,3 +155,52 @@ def decode_one(buf: bytes, max_buffer: int = 1 << 20) -> Envelope:
     if len(items) != 1:
         raise WireError(f"expected one envelope, got {len(items)}")
     return check_envelope(*items[0])
+
+
+def unpack_all(frame: bytes, max_buffer: int) -> list[Any]:
+    """All objects of a batch frame, decoded in one C loop (no per-object sizes).
+
+    Raises WireError on undecodable or truncated input.
+    """
+    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
+        max_buffer, len(frame)), strict_map_key=True, use_list=True)
+    unpacker.feed(frame)
+    try:
+        objs = list(unpacker)
+    except Exception as e:
+        raise WireError(f"undecodable msgpack: {type(e).__name__}: {e}") from None
+    if unpacker.tell() != len(frame):
+        raise WireError("truncated envelope")
+    return objs
+
+
+def int_sizes(a: np.ndarray) -> np.ndarray:
+    """Bytes of the shortest msgpack encoding of each integer (what msgpack-python emits)."""
+    a = np.asarray(a, dtype=np.int64)
+    s = np.full(a.shape, 9, dtype=np.int64)
+    pos = a >= 0
+    for bound, size in ((1 << 32, 5), (1 << 16, 3), (1 << 8, 2), (1 << 7, 1)):
+        s[pos & (a < bound)] = size
+    neg = ~pos
+    for bound, size in ((-(1 << 31), 5), (-(1 << 15), 3), (-(1 << 7), 2), (-32, 1)):
+        s[neg & (a >= bound)] = size
+    return s
+
+
+def array_header_size(length: int) -> int:
+    """Bytes of a msgpack array header for ``length`` items."""
+    return 1 if length < 16 else 3 if length < 65536 else 5
+
+
+def minimal_report_sizes(run: int, rnd: int, agents: np.ndarray, values: np.ndarray,
+                         dtype: str) -> np.ndarray:
+    """Shortest possible size of each envelope ``[1, REPORT, run, rnd, agent, list(values)]``.
+
+    If these sum to the frame's length, every envelope in it has exactly this size (no
+    envelope can be shorter than its shortest encoding), so per-agent bytes stay exact.
+    """
+    k = values.shape[1]
+    head = 3 + int(int_sizes(np.array([run]))[0]) + int(int_sizes(np.array([rnd]))[0])
+    body = array_header_size(k) + (int_sizes(values).sum(axis=1) if dtype == "int"
+                                   else np.full(len(agents), 9 * k, dtype=np.int64))
+    return head + int_sizes(agents) + body

@@ -196,6 +196,21 @@ def test_mean_comparisons_match_quicksort_theory():
 # --------------------------------------------------------------------------- ties
 
 
+def test_tied_item_goes_before_the_pivot_half_the_time():
+    # Every comparison is a tie; the recorded (item, pivot) calls tell which coin was tossed,
+    # and the item ends before its pivot exactly when that coin said "left". Coins are
+    # independent, so the count is binomial(n_calls, 1/2).
+    m, runs = 8, 2000
+    before = []
+    for seed in range(runs):
+        counter = _CountingCompare(np.zeros((m, m)))
+        res = kwiksort(None, np.random.default_rng(seed), compare=counter, m=m)
+        pos = {x: i for i, x in enumerate(res.ranking)}
+        before.extend(pos[a] < pos[p] for a, p in counter.calls)
+    frac = np.mean(before)
+    assert abs(frac - 0.5) <= Z * math.sqrt(0.25 / len(before))
+
+
 def test_two_item_tie_is_a_fair_coin():
     runs = 4000
     firsts = [kwiksort(np.zeros((2, 2)), np.random.default_rng(s)).ranking[0] for s in range(runs)]

@@ -1,0 +1,184 @@
+"""Benchmarks (``make bench`` / ``ldpsim bench``): transport ceiling against full protocol runs.
+
+* **transport ceiling**: the same number of agent envelopes, of the same sizes and in the same
+  batches, pushed curator -> pools -> curator through the same sockets (ROUTER/DEALER, same
+  options, one process per pool), with no protocol logic: frames are pre-built bytes and pools
+  answer each query frame with a pre-built report frame of the same agent count.
+* **full run**: LDP-KwikSort:RR (m = 10, K = 1) end to end on the processes backend (set-up,
+  registration, queries, local randomizers, validation, estimation, KwikSort), and on inproc.
+
+Speeds are agents per second over the run's wall time; the ratio to the ceiling is measured in
+the same invocation, so machine noise affects both alike.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import zmq
+
+from simulator import wire
+from simulator.inproc import run_inproc
+from simulator.session import Limits
+from simulator.transport import _die_with_parent, run_processes
+
+
+def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
+    _die_with_parent()
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+        s.setsockopt(opt, val)
+    s.connect(endpoint)
+    s.send(b"ready")
+    while True:
+        frame = s.recv()
+        if frame == b"stop":
+            break
+        s.send(report_frames[len(frame)])
+    s.close()
+    ctx.term()
+    os._exit(0)
+
+
+def _envelope_pool(endpoint: str, _unused: Any) -> None:
+    _die_with_parent()
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+        s.setsockopt(opt, val)
+    s.connect(endpoint)
+    s.send(b"ready")
+    while True:
+        frame = s.recv()
+        if frame == b"stop":
+            break
+        agents = [obj[4] for obj, _ in wire.iter_frame(frame, 1 << 30)]
+        bufs, _ = wire.encode_many(wire.REPORT, 0, 0, agents, [[1]] * len(agents))
+        s.send(b"".join(bufs))
+    s.close()
+    ctx.term()
+    os._exit(0)
+
+
+def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
+                      report_size: int, envelopes: bool = False) -> float:
+    """Seconds to move n query envelopes out and n report envelopes back, batched, no logic.
+
+    With ``envelopes`` the curator encodes one msgpack envelope per agent and decodes every
+    report envelope (as the runtime must, to count exact per-agent bytes), and pools decode
+    queries and encode reports, but nobody validates, randomizes or estimates.
+    """
+    ctx_mp = mp.get_context("fork")
+    endpoint = f"ipc:///tmp/ldpsim-bench-{os.getpid()}.ipc"
+    zctx = zmq.Context()
+    router = zctx.socket(zmq.ROUTER)
+    for opt, val in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
+                     (zmq.LINGER, 0)):
+        router.setsockopt(opt, val)
+    router.bind(endpoint)
+    sizes = {min(batch, n // pools - s) for s in range(0, n // pools + 1, batch)} - {0}
+    reports = {k * query_size: b"r" * (k * report_size) for k in sizes}
+    target = _envelope_pool if envelopes else _ceiling_pool
+    procs = [ctx_mp.Process(target=target, args=(endpoint, reports)) for _ in range(pools)]
+    for p in procs:
+        p.start()
+    peers = [router.recv_multipart()[0] for _ in range(pools)]
+    queries = {k: b"q" * (k * query_size) for k in sizes}
+    t = time.perf_counter()
+    received = 0
+    for i, peer in enumerate(peers):
+        lo, hi = i * n // pools, (i + 1) * n // pools
+        for s in range(lo, hi, batch):
+            if envelopes:
+                ids = list(range(s, min(hi, s + batch)))
+                bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, [[0]] * len(ids))
+                router.send_multipart([peer, b"".join(bufs)])
+            else:
+                router.send_multipart([peer, queries[min(batch, hi - s)]])
+    if envelopes:
+        while received < n:
+            frame = router.recv_multipart()[1]
+            received += sum(1 for _ in wire.iter_frame(frame, 1 << 30))
+    else:
+        expected = sum(len(reports[k * query_size]) for i in range(pools) for k in
+                       [min(batch, (i + 1) * n // pools - s) for s in
+                        range(i * n // pools, (i + 1) * n // pools, batch)])
+        while received < expected:
+            received += len(router.recv_multipart()[1])
+    elapsed = time.perf_counter() - t
+    for peer in peers:
+        router.send_multipart([peer, b"stop"])
+    for p in procs:
+        p.join(5)
+    router.close()
+    zctx.term()
+    return elapsed
+
+
+def _config(n: int, pools: int, batch: int) -> dict[str, Any]:
+    return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
+            "data": {"kind": "mallows", "n": n, "m": 10, "theta": 0.5}, "seed": 1,
+            "pools": pools, "agent_mode": "batched", "batch": batch,
+            "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+def _row(name: str, n: int, wall: float, ceiling: float | None, mem: str,
+         raw: float | None = None) -> list[str]:
+    rate = n / wall
+    ratio = "" if ceiling is None else f"{ceiling / wall:.2f}"
+    ratio_raw = "" if raw is None else f"{raw / wall:.3f}"
+    return [name, f"{n:,}", f"{wall:.2f}", f"{rate:,.0f}", ratio, ratio_raw, mem]
+
+
+def main(args: Any) -> int:
+    sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
+    pools = args.pools
+    batch = 4096
+    limits = Limits(timeout_s=120)
+    rows = []
+    print(f"ldpsim bench: LDP-KwikSort:RR m=10 K=1, {pools} pools, batch {batch}, "
+          f"{os.cpu_count()} cores", file=sys.stderr)
+    for n in sizes:
+        cfg = _config(n, pools, batch)
+        res = run_processes(cfg, limits)
+        q = res["comm"]["bytes_down_per_agent_mean"]
+        r = res["comm"]["bytes_up_per_agent_mean"]
+        raw = min(transport_ceiling(n, pools, batch, round(q), round(r)) for _ in range(3))
+        rows.append(_row("ceiling: raw bytes", n, raw, None,
+                         f"{round(q)} B down / {round(r)} B up per agent"))
+        ceiling = min(transport_ceiling(n, pools, batch, round(q), round(r), envelopes=True)
+                      for _ in range(2))
+        rows.append(_row("ceiling: envelopes", n, ceiling, None,
+                         "msgpack envelope per agent, no protocol logic"))
+        wall = res["timing"]["wall_s"]
+        mem = (f"curator {res['timing']['curator_peak_rss_mb']:.0f} MB, "
+               f"pool {res['timing']['pool_peak_rss_mb']:.0f} MB")
+        rows.append(_row("full run, processes", n, wall, ceiling, mem, raw))
+        t = time.perf_counter()
+        run_inproc(cfg, limits)
+        wall_in = time.perf_counter() - t
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rows.append(_row("full run, inproc", n, wall_in, ceiling, f"process {rss:.0f} MB", raw))
+    head = ["benchmark", "agents", "wall s", "agents/s", "/envelopes", "/raw", "notes"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="100000,1000000")
+    ap.add_argument("--pools", type=int, default=2)
+    ap.add_argument("--quick", action="store_true")
+    sys.exit(main(ap.parse_args()))
