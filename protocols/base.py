@@ -134,7 +134,8 @@ class ReportSchema:
     def reason(self, payload: Any) -> str:
         """Explain why one payload is invalid (for the ERROR record)."""
         if not isinstance(payload, list | tuple):
-            return f"payload must be a list of {self.length} {self.dtype}s, got {type(payload).__name__}"
+            return (f"payload must be a list of {self.length} {self.dtype}s, "
+                    f"got {type(payload).__name__}")
         if len(payload) != self.length:
             return f"payload must have {self.length} values, got {len(payload)}"
         return (f"payload values must be {self.dtype}s in [{self.low:g}, {self.high:g}], "
@@ -206,7 +207,8 @@ class Curator:
     def plan(self, rnd: int) -> RoundPlan | None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:  # pragma: no cover
+    def absorb(self, rnd: int, agents: np.ndarray,
+               reports: np.ndarray) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
     def finish(self) -> dict[str, Any]:  # pragma: no cover - interface
@@ -223,7 +225,7 @@ class Protocol:
     params: dict[str, ParamSpec] = {}
 
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
-        """Fill defaults and derived values (e.g. queries="auto"); raise ParamError on bad values."""
+        """Fill defaults and derived values (e.g. queries="auto"); ParamError on bad values."""
         out = {}
         for name, spec in self.params.items():
             if name in params:

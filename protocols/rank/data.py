@@ -1,4 +1,4 @@
-"""Ranking data: the Mallows generator and loaders for SUSHI ``.order`` and PrefLib ``.soc`` files."""
+"""Ranking data: the Mallows generator and loaders for SUSHI ``.order`` and PrefLib ``.soc``."""
 
 from __future__ import annotations
 
@@ -65,7 +65,10 @@ def _mallows(key: int, n: int, m: int, theta: float | None = None,
 
 
 def read_order(path: str) -> np.ndarray:
-    """Kamishima's SUSHI ``.order`` file: header ``m 1``, then ``0 m i1 .. im`` per agent (0-based)."""
+    """Kamishima's SUSHI ``.order`` file: header ``m 1``, then ``0 m i1 .. im`` per agent.
+
+    Item ids are 0-based, listed best first.
+    """
     lines = resolve_path(path).read_text().split("\n")
     m = int(lines[0].split()[0])
     rows = []
@@ -81,7 +84,7 @@ def read_order(path: str) -> np.ndarray:
 
 
 def read_soc(path: str) -> np.ndarray:
-    """PrefLib ``.soc`` (strict orders, complete): ``count: a1,...,am`` best first, 1-based items."""
+    """PrefLib ``.soc`` (strict complete orders): ``count: a1,...,am`` best first, 1-based."""
     rows = []
     m = None
     for no, line in enumerate(resolve_path(path).read_text().splitlines(), start=1):
