@@ -275,9 +275,8 @@ class HostsCurator:
 
     def __init__(self, endpoint: str, limits: Limits) -> None:
         ctx = mp.get_context("fork")
-        self._to_child, child_rx = ctx.Pipe(duplex=False)
-        child_tx_rx, child_tx = ctx.Pipe(duplex=False)
-        self._from_child = child_tx_rx
+        child_rx, self._to_child = ctx.Pipe(duplex=False)  # (reader, writer)
+        self._from_child, child_tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
                                 args=(endpoint, limits, child_rx, child_tx))
         self.proc.start()

@@ -1,0 +1,71 @@
+"""The hosts backend: a curator bound on TCP and pools started as separate `ldpsim agents`
+commands (as they would be on other machines) give the same output as inproc, over several runs
+on the same curator."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from simulator.inproc import run_inproc
+from simulator.session import Limits, RunFailed
+from simulator.transport import HostsCurator
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMITS = Limits(timeout_s=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cfg(protocol: str, seed: int) -> dict:
+    return {"protocol": protocol, "params": {"epsilon": 1.0},
+            "data": {"kind": "mallows", "n": 1000, "m": 7, "theta": 0.3}, "seed": seed,
+            "pools": 2, "agent_mode": "batched", "batch": 256,
+            "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+def test_hosts_backend_matches_inproc_over_several_runs():
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+                               f"tcp://127.0.0.1:{port}", "--pool", f"{i}/2", "--token", "tk"],
+                              env=env, stderr=subprocess.PIPE) for i in range(2)]
+    try:
+        for protocol, seed in (("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
+                               ("ldp_kwiksort_lap", 3)):
+            res = hosts.run(cfg(protocol, seed), "tk")
+            assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS)["output"]
+            assert res["pools_registered"] == 2 and res["dropouts"] == 0
+    finally:
+        hosts.close()
+        codes = [p.wait(timeout=15) for p in pools]
+    assert codes == [0, 0]  # the pools exit cleanly when the curator says there are no more runs
+
+
+def test_hosts_pool_with_wrong_token_is_refused():
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    pool = subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+                             f"tcp://127.0.0.1:{port}", "--pool", "0/1", "--token", "bad"],
+                            env=env, stderr=subprocess.PIPE)
+    try:
+        c = cfg("ldp_kwiksort_rr", 1)
+        c["pools"] = 1
+        try:
+            hosts.run(c, "good")
+            raise AssertionError("a pool with the wrong token registered")
+        except RunFailed as e:
+            assert "no pool registered" in str(e)
+    finally:
+        hosts.close()
+        pool.kill()
+        pool.wait(5)
