@@ -94,15 +94,19 @@ class Scenario:
 
     def runs(self) -> list[RunSpec]:
         """Expand the sweep: protocols × data grid × params grid × repetitions."""
-        data_axes = {k: v for k, v in self.data.items() if isinstance(v, list)}
+        dk = get_data_kind(self.data["kind"])
+        norm_data = {k: (v if k == "kind" else _norm(dk.params[k], v))
+                     for k, v in self.data.items()}
+        data_axes = {k: v for k, v in norm_data.items() if isinstance(v, list)}
         specs: list[RunSpec] = []
         seen: set[str] = set()
         for proto in self.protocols:
             accepted = PROTOCOLS[proto].params
-            params = {k: v for k, v in self.params.items() if k in accepted}
+            params = {k: _norm(accepted[k], v) for k, v in self.params.items()
+                      if k in accepted}
             param_axes = {k: v for k, v in params.items() if isinstance(v, list)}
             for dvals in _grid(data_axes):
-                data = {**self.data, **dvals}
+                data = {**norm_data, **dvals}
                 for pvals in _grid(param_axes):
                     p = {**params, **pvals}
                     point: dict[str, Any] = {"protocol": proto}
@@ -118,6 +122,13 @@ class Scenario:
                                              run_seed(self.seed, r), dict(self.runtime),
                                              dict(self.collusion), point, key))
         return specs
+
+
+def _norm(spec: ParamSpec, value: Any) -> Any:
+    """Coerce a value (or each value of a sweep list) to its kind: 1 and 1.0 are one epsilon."""
+    if isinstance(value, list):
+        return [spec.check(v, spec.name) for v in value]
+    return spec.check(value, spec.name)
 
 
 def _grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -238,6 +249,9 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     kind = data.get("kind")
     if kind is None:
         raise ScenarioError(f"[data] kind: required; allowed: {', '.join(sorted(DATA_KINDS))}")
+    if not isinstance(kind, str):
+        raise ScenarioError(f"[data] kind: got {kind!r}; allowed: one of "
+                            f"{', '.join(sorted(DATA_KINDS))} (a data kind cannot be swept)")
     dk = get_data_kind(kind)
     data_types = {PROTOCOLS[p].data_type for p in protos}
     if data_types != {dk.data_type}:
@@ -257,10 +271,12 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     params = dict(_table(raw, "params"))
     for k, v in params.items():
         specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
-        if not specs:
-            allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
-            raise ScenarioError(f"[params] {k}: not a parameter of {', '.join(protos)}; "
-                                f"allowed: {', '.join(allowed) or '(none)'}")
+        if not specs and not any(k in q.params for q in PROTOCOLS.values()):
+            allowed = sorted({n for q in PROTOCOLS.values() for n in q.params})
+            raise ScenarioError(f"[params] {k}: not a parameter of any protocol; "
+                                f"allowed: {', '.join(allowed)}")
+        # a parameter of other protocols (e.g. epsilon with protocol = "kwiksort") is not
+        # applied to protocols that do not take it
         if isinstance(v, list) and not v:
             raise ScenarioError(f"[params] {k}: an empty list sweeps nothing")
         for item in (v if isinstance(v, list) else [v]):
@@ -313,14 +329,18 @@ def check_runs(specs: list[RunSpec]) -> None:
     there are pairs, and missing data files.
     """
     seen = set()
+    built: dict[str, Any] = {}
     for s in specs:
         sig = json.dumps([s.protocol, s.params, s.data], sort_keys=True, default=str)
         if sig in seen:
             continue
         seen.add(sig)
         try:
-            kind = get_data_kind(s.data["kind"])
-            ds = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
+            dsig = json.dumps(s.data, sort_keys=True, default=str)
+            if dsig not in built:
+                kind = get_data_kind(s.data["kind"])
+                built[dsig] = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
+            ds = built[dsig]
             get_protocol(s.protocol).resolve(s.params, ds.public)
             if s.runtime["pools"] > ds.n:
                 raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import protocols
-from protocols.base import Curator, Protocol, PrivacyClaim, ReportSchema, RoundPlan
+from protocols.base import Curator, PrivacyClaim, Protocol, ReportSchema, RoundPlan
 from protocols.rank.data import KINDS
 from simulator.inproc import run_inproc
 from simulator.seeding import run_keys

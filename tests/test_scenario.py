@@ -1,0 +1,837 @@
+"""Scenario files: loading, ``--set`` overrides, sweep expansion, run keys, error messages, and
+the ``ldpsim`` command line (list, run, resume after a crash, summary).
+
+Everything here is exact and fast: expansion and validation tests need no process; the command
+line tests run tiny ``inproc`` scenarios in a subprocess.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from protocols import DATA_KINDS, PROTOCOLS
+from simulator import scenario as sc
+from simulator.scenario import ScenarioError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCEN_DIR = ROOT / "scenarios"
+SCENARIO_FILES = sorted(SCEN_DIR.glob("*.toml"))
+FILE_DATA_KINDS = {"sushi", "preflib"}
+ALL_PROTOCOLS = ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr", "ldp_kwiksort_lap"]
+
+# scenarios/demo.toml, key for key (test_demo_file_is_the_raw_dict checks they agree).
+DEMO_RAW = {
+    "name": "demo",
+    "description": "Quick tour: LDP-KwikSort:RR against KwikSort and DP-KwikSort on generated "
+                   "Mallows data",
+    "protocols": ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr"],
+    "repeats": 3,
+    "seed": 1,
+    "data": {"kind": "mallows", "n": 2000, "m": 10, "theta": 0.5},
+    "params": {"epsilon": [0.5, 1.0, 2.0], "queries": "auto"},
+    "runtime": {"backend": "processes", "pools": 2, "timeout_s": 30},
+    "collusion": {"colluders": 0.0, "curator": True},
+}
+
+# The scenario shape of ../shared/DESIGN.md, verbatim ("these must work as written").
+DESIGN_TOML = """
+name = "demo"
+protocol = "ldp_kwiksort_rr"     # or protocols = ["kwiksort", "ldp_kwiksort_rr"] to compare
+repeats = 5                      # independent repetitions per parameter point
+seed = 1
+
+[data]                           # a generator or a loader, by name, with its arguments
+kind = "mallows"
+n = 2000
+m = 10
+theta = 0.5                      # `path = "..."` for file loaders
+
+[params]                         # protocol parameters; a list here or in [data] is a sweep axis
+epsilon = [0.5, 1.0, 2.0]
+queries = "auto"
+
+[runtime]
+backend = "processes"            # "inproc" | "processes" | "hosts"
+pools = 2
+timeout_s = 30
+
+[collusion]
+colluders = 0.0                  # fraction, count, or list of agent ids
+curator = true                   # the curator is in the coalition (the LDP threat model);
+                                 # false models a trusted curator (central DP)
+"""
+
+
+def demo(**changes) -> dict:
+    """A deep copy of DEMO_RAW with top-level keys replaced (None deletes the key)."""
+    raw = json.loads(json.dumps(DEMO_RAW))
+    for k, v in changes.items():
+        if v is None:
+            raw.pop(k, None)
+        else:
+            raw[k] = v
+    return raw
+
+
+def raw_of(path: Path) -> dict:
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def protocols_of(raw: dict) -> list[str]:
+    p = raw.get("protocols", raw.get("protocol"))
+    return list(dict.fromkeys(p if isinstance(p, list) else [p]))
+
+
+def expected_run_count(raw: dict) -> int:
+    """protocols × data grid × (the protocol's own) params grid × repeats, computed from raw."""
+    data_axes = [len(v) for v in raw["data"].values() if isinstance(v, list)]
+    total = 0
+    for p in protocols_of(raw):
+        accepted = PROTOCOLS[p].params
+        axes = data_axes + [len(v) for k, v in raw.get("params", {}).items()
+                            if k in accepted and isinstance(v, list)]
+        total += math.prod(axes) * raw.get("repeats", 1)
+    return total
+
+
+def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
+    point = {"protocol": spec.protocol}
+    accepted = PROTOCOLS[spec.protocol].params
+    for k, v in raw.get("params", {}).items():
+        if k in accepted and isinstance(v, list):
+            point[f"params.{k}"] = spec.params[k]
+    for k, v in raw["data"].items():
+        if isinstance(v, list):
+            point[f"data.{k}"] = spec.data[k]
+    return point
+
+
+def missing_data_file(raw: dict) -> str | None:
+    """The data path (relative to the repository root) when the file is absent, else None."""
+    data = raw["data"]
+    if data.get("kind") in FILE_DATA_KINDS and not (ROOT / data["path"]).is_file():
+        return data["path"]
+    return None
+
+
+def thin(specs: list[sc.RunSpec]) -> list[sc.RunSpec]:
+    """One spec per (protocol, data, params other than epsilon).
+
+    check_runs resolves each distinct (protocol, params, data) against the built data set; for
+    file data that re-reads the file every time. Whether a run is valid for its data depends on
+    the data and ``queries`` (<= C(m,2)), not on epsilon (checked on its own by load), so this
+    subset checks exactly the same constraints, fast.
+    """
+    seen, out = set(), []
+    for s in specs:
+        sig = json.dumps([s.protocol, s.data, {k: v for k, v in s.params.items()
+                                               if k != "epsilon"}], sort_keys=True)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(s)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The scenario files
+
+
+PAPER_FILES = {  # file stem -> number of runs
+    "demo": 21,
+    "paper000_fig3_4_queries": 2 * 4 * 6 * 30,
+    "paper000_fig5_epsilon": 3 * (1 + 3 * 11) * 30,
+    "paper000_fig6_agents": 7 * 3 * 3 * 4 * 30,
+    "paper000_theta": 3 * 4 * 30,
+    "paper000_table3_time": 5 * 4 * 5,
+    "paper000_sushi": (1 + 12 + 2 * 12 * 7) * 30,
+    "paper000_turkdots": (1 + 12 + 2 * 12 * 7) * 30,
+    "paper000_turkpuzzle": (1 + 12 + 2 * 12 * 7) * 30,
+}
+
+
+def test_scenario_catalogue_is_complete():
+    assert set(PAPER_FILES) <= {f.stem for f in SCENARIO_FILES}
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.name)
+def test_scenario_file_loads_and_expands(path):
+    raw = raw_of(path)
+    s = sc.load(path)
+    assert s.name == raw.get("name", path.stem) == path.stem
+    desc = raw.get("description", "")
+    assert isinstance(desc, str) and desc and "\n" not in desc
+    assert s.protocols == protocols_of(raw)
+    for k, v in [*raw["data"].items(), *raw.get("params", {}).items()]:
+        if isinstance(v, list):
+            assert len(set(map(json.dumps, v))) == len(v), f"{path.name}: repeated {k} value"
+    specs = s.runs()
+    assert len(specs) == expected_run_count(raw)
+    if path.stem in PAPER_FILES:
+        assert len(specs) == PAPER_FILES[path.stem]
+    assert len({x.key for x in specs}) == len(specs)
+    for x in specs:
+        assert x.scenario == path.stem
+        assert x.point == expected_point(x, raw)
+        assert set(x.params) <= set(PROTOCOLS[x.protocol].params)
+        assert 0 <= x.repeat < s.repeats
+        assert x.runtime["backend"] == raw["runtime"]["backend"]
+
+
+@pytest.mark.parametrize("path", SCENARIO_FILES, ids=lambda p: p.name)
+def test_scenario_file_check_runs(path, monkeypatch):
+    raw = raw_of(path)
+    missing = missing_data_file(raw)
+    if missing:
+        pytest.skip(f"data file {missing} not present (loading is tested without it)")
+    monkeypatch.chdir(ROOT)  # data paths are relative to the repository root
+    sc.check_runs(thin(sc.load(path).runs()))
+
+
+@pytest.mark.parametrize("path", [f for f in SCENARIO_FILES if f.stem.startswith("paper")],
+                         ids=lambda p: p.name)
+def test_paper_file_descriptions(path):
+    raw = raw_of(path)
+    desc = raw["description"]
+    assert "Seed 000" in desc and any(w in desc for w in ("Fig.", "Figs.", "Table", "Sec."))
+    if raw["data"]["kind"] in FILE_DATA_KINDS:
+        assert "--set data.path=" in desc
+        assert raw["data"]["path"].startswith("../shared/data/")
+
+
+def test_paper_files_use_the_papers_settings():
+    f34 = raw_of(SCEN_DIR / "paper000_fig3_4_queries.toml")
+    m = f34["data"]["m"]
+    assert f34["params"]["queries"] == [1, 2, 3, 4, m + 1, math.comb(m, 2)]
+    assert f34["params"]["epsilon"] == [1.0, 2.0, 4.0, 10.0]
+    assert f34["protocols"] == ["ldp_kwiksort_rr", "ldp_kwiksort_lap"]
+    assert f34["repeats"] == 30 and f34["runtime"]["backend"] == "inproc"
+
+    f5 = raw_of(SCEN_DIR / "paper000_fig5_epsilon.toml")
+    assert f5["params"]["epsilon"] == [0.1] + [x / 2 for x in range(1, 11)]
+    assert (f5["data"]["n"], f5["data"]["m"], f5["data"]["theta"]) == (5000, 15,
+                                                                     [0.25, 0.5, 0.75])
+    assert f5["protocols"] == ALL_PROTOCOLS and f5["params"]["queries"] == "auto"
+
+    f6 = raw_of(SCEN_DIR / "paper000_fig6_agents.toml")
+    assert f6["data"]["n"] == [100, 500, 1000, 2500, 5000, 7500, 10000]
+    assert f6["data"]["m"] == [15, 30, 45] and f6["data"]["theta"] == [0.25, 0.5, 0.75]
+    assert f6["params"]["epsilon"] == 2.0 and f6["protocols"] == ALL_PROTOCOLS
+
+    th = raw_of(SCEN_DIR / "paper000_theta.toml")
+    assert (th["data"]["n"], th["data"]["m"], th["data"]["theta"]) == (5000, 45,
+                                                                     [0.25, 0.5, 0.75])
+    assert th["params"]["epsilon"] == 2.0 and th["protocols"] == ALL_PROTOCOLS
+
+    t3 = raw_of(SCEN_DIR / "paper000_table3_time.toml")
+    assert t3["data"]["m"] == [5, 10, 15, 30, 45] and t3["data"]["n"] == 5000
+    assert t3["runtime"]["backend"] == "processes" and t3["repeats"] == 5
+    assert t3["params"] == {"epsilon": 2.0, "queries": "auto"}
+
+    for stem, m in (("paper000_sushi", 10), ("paper000_turkdots", 4),
+                    ("paper000_turkpuzzle", 4)):
+        r = raw_of(SCEN_DIR / f"{stem}.toml")
+        assert r["protocols"] == ALL_PROTOCOLS
+        assert r["params"]["queries"] == ["auto", 1, 2, 3, 4, m + 1, math.comb(m, 2)]
+        assert {1.0, 2.0, 4.0, 10.0} <= set(r["params"]["epsilon"])
+        assert set(f5["params"]["epsilon"]) <= set(r["params"]["epsilon"])
+
+
+# --------------------------------------------------------------------------------------------
+# The DESIGN shape, as written
+
+
+def test_demo_file_is_the_raw_dict():
+    assert raw_of(SCEN_DIR / "demo.toml") == DEMO_RAW
+
+
+def test_every_key_of_the_design_shape_works_as_written():
+    s = sc.load(raw=demo())
+    assert s.name == "demo" and s.raw["description"] == DEMO_RAW["description"]
+    assert s.protocols == ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr"]
+    assert (s.repeats, s.seed) == (3, 1)
+    assert s.data == {"kind": "mallows", "n": 2000, "m": 10, "theta": 0.5}
+    assert s.params == {"epsilon": [0.5, 1.0, 2.0], "queries": "auto"}
+    rt = s.runtime
+    assert (rt["backend"], rt["pools"], rt["timeout_s"]) == ("processes", 2, 30.0)
+    assert isinstance(rt["timeout_s"], float)
+    assert (rt["agent_mode"], rt["batch"], rt["faults"]) == ("batched", 4096, [])
+    assert s.collusion == {"colluders": 0.0, "curator": True, "save_view": False}
+    assert s.output == {"dir": "", "plots": True}
+    specs = s.runs()
+    assert len(specs) == 3 + 3 * 3 + 3 * 3
+    rr = [x for x in specs if x.protocol == "ldp_kwiksort_rr"]
+    assert {x.params["epsilon"] for x in rr} == {0.5, 1.0, 2.0}
+    assert all(x.params["queries"] == "auto" for x in rr)
+    cfg = rr[0].config()
+    assert cfg["protocol"] == "ldp_kwiksort_rr" and cfg["pools"] == 2
+    assert cfg["data"] == DEMO_RAW["data"]
+    assert cfg["collusion"] == {"colluders": 0.0, "curator": True}
+    assert cfg["faults"] == [] and cfg["seed"] == rr[0].seed
+
+
+def test_design_md_scenario_verbatim():
+    s = sc.load(raw=tomllib.loads(DESIGN_TOML))
+    assert s.protocols == ["ldp_kwiksort_rr"]
+    specs = s.runs()
+    assert len(specs) == 3 * 5
+    assert {x.point["params.epsilon"] for x in specs} == {0.5, 1.0, 2.0}
+    assert sorted({x.repeat for x in specs}) == [0, 1, 2, 3, 4]
+
+
+def test_optional_keys_of_the_readme():
+    raw = demo(output={"dir": "results/x", "plots": False})
+    raw["runtime"].update(agent_mode="exact", batch=128, endpoint="tcp://*:6000", token="t",
+                          max_frame_bytes=1 << 20, max_envelope_bytes=4096, progress=False,
+                          faults=[{"pool": 1, "round": 0, "action": "kill"}])
+    raw["collusion"].update(colluders=[3, 1, 3], curator=False, save_view=True)
+    s = sc.load(raw=raw)
+    assert s.runtime["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
+    assert (s.runtime["agent_mode"], s.runtime["batch"], s.runtime["progress"]) == (
+        "exact", 128, False)
+    assert s.collusion == {"colluders": [1, 3], "curator": False, "save_view": True}
+    assert s.output == {"dir": "results/x", "plots": False}
+    cfg = s.runs()[0].config()
+    assert cfg["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
+    assert cfg["agent_mode"] == "exact" and cfg["batch"] == 128
+    for colluders in (0.25, 0, 7, []):
+        assert sc.load(raw=demo(collusion={"colluders": colluders})).collusion[
+            "colluders"] == colluders
+
+
+def test_data_variants_phi_and_file_kinds():
+    s = sc.load(raw=demo(data={"kind": "mallows", "n": 50, "m": 4, "phi": [0.2, 0.8]}))
+    assert len(s.runs()) == 2 * (1 + 3 + 3) * 3
+    for kind in ("sushi", "preflib"):
+        s = sc.load(raw=demo(data={"kind": kind, "path": "x.soc", "n": [10, 20]}))
+        assert {x.point["data.n"] for x in s.runs()} == {10, 20}
+
+
+# --------------------------------------------------------------------------------------------
+# --set overrides
+
+
+def test_override_epsilon_scalar_replaces_the_sweep():
+    s = sc.load(raw=demo(), overrides=["params.epsilon=1.0"])
+    assert s.params["epsilon"] == 1.0
+    specs = s.runs()
+    assert len(specs) == 3 * 3
+    for x in specs:
+        assert "params.epsilon" not in x.point
+        if x.protocol != "kwiksort":
+            assert x.params["epsilon"] == 1.0
+
+
+def test_override_from_a_file_path_and_list_value():
+    s = sc.load(SCEN_DIR / "demo.toml", overrides=["params.epsilon=[0.5,1,2,4]"])
+    assert s.params["epsilon"] == [0.5, 1, 2, 4]
+    assert len(s.runs()) == 3 + 4 * 3 + 4 * 3
+    assert s.path == str(SCEN_DIR / "demo.toml")
+
+
+def test_override_data_n():
+    s = sc.load(raw=demo(), overrides=["data.n=100000"])
+    assert s.data["n"] == 100000
+    assert all(x.data["n"] == 100000 and type(x.data["n"]) is int for x in s.runs())
+
+
+@pytest.mark.parametrize("text", ['runtime.backend="inproc"', "runtime.backend='inproc'",
+                                  "runtime.backend=inproc", " runtime.backend = inproc "])
+def test_override_backend(text):
+    s = sc.load(raw=demo(), overrides=[text])
+    assert s.runtime["backend"] == "inproc"
+    assert all(x.runtime["backend"] == "inproc" for x in s.runs())
+
+
+def test_override_protocol_replaces_protocols():
+    raw = demo()
+    s = sc.load(raw=raw, overrides=["protocol=ldp_kwiksort_rr"])
+    assert s.protocols == ["ldp_kwiksort_rr"] and "protocols" not in s.raw
+    assert len(s.runs()) == 3 * 3
+    s = sc.load(raw=raw, overrides=["protocol=kwiksort", "params={}"])
+    assert s.protocols == ["kwiksort"] and "protocols" not in s.raw
+    specs = s.runs()
+    assert len(specs) == 3 and all(x.point == {"protocol": "kwiksort"} for x in specs)
+    assert raw == DEMO_RAW  # overrides work on a copy
+
+
+def test_override_protocol_kwiksort_on_a_file_with_epsilon():
+    s = sc.load(raw=demo(), overrides=["protocol=kwiksort"])
+    assert len(s.runs()) == 3
+
+
+def test_override_protocols_replaces_protocol():
+    raw = tomllib.loads(DESIGN_TOML)
+    s = sc.load(raw=raw, overrides=['protocols=["kwiksort", "ldp_kwiksort_lap"]'])
+    assert s.protocols == ["kwiksort", "ldp_kwiksort_lap"] and "protocol" not in s.raw
+    assert len(s.runs()) == 5 + 3 * 5
+
+
+def test_override_bare_words_are_strings():
+    s = sc.load(raw=demo(), overrides=["name=my_run", "data.kind=mallows",
+                                       "runtime.agent_mode=exact", "params.queries=auto"])
+    assert (s.name, s.data["kind"], s.runtime["agent_mode"], s.params["queries"]) == (
+        "my_run", "mallows", "exact", "auto")
+    raw = sc.apply_overrides({}, ["data.path=/data/sushi3a.5000.10.order",
+                                  "data.path2=../a=b.soc"])
+    assert raw == {"data": {"path": "/data/sushi3a.5000.10.order", "path2": "../a=b.soc"}}
+
+
+def test_override_typed_values_and_new_tables():
+    raw = sc.apply_overrides({}, ["repeats=2", "seed=7", "collusion.curator=false",
+                                  "runtime.timeout_s=1.5", "output.dir=results/x",
+                                  'runtime.faults=[{pool = 0, action = "kill"}]'])
+    assert raw == {"repeats": 2, "seed": 7, "collusion": {"curator": False},
+                   "runtime": {"timeout_s": 1.5, "faults": [{"pool": 0, "action": "kill"}]},
+                   "output": {"dir": "results/x"}}
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("params.epsilon", "expected KEY=VALUE"),
+    ("params..epsilon=1", "empty key"),
+    ("=1", "empty key"),
+    ("data.n.x=1", "'n' is not a table"),
+])
+def test_bad_override(text, needle):
+    with pytest.raises(ScenarioError, match=needle) as e:
+        sc.load(raw=demo(), overrides=[text])
+    assert repr(text) in str(e.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Sweep expansion and keys
+
+
+def test_kwiksort_is_not_repeated_per_epsilon():
+    specs = sc.load(raw=demo()).runs()
+    ks = [x for x in specs if x.protocol == "kwiksort"]
+    assert len(ks) == 3 and [x.repeat for x in ks] == [0, 1, 2]
+    assert all(x.params == {} and x.point == {"protocol": "kwiksort"} for x in ks)
+    dp = [x for x in specs if x.protocol == "dp_kwiksort"]
+    assert all(x.params.keys() == {"epsilon"} for x in dp)  # queries is not dp's parameter
+    assert sorted(x.point["params.epsilon"] for x in dp) == [0.5] * 3 + [1.0] * 3 + [2.0] * 3
+    points = {json.dumps(x.point, sort_keys=True) for x in specs}
+    assert len(points) == 1 + 3 + 3
+
+
+def test_grid_expansion_counts_and_points():
+    raw = demo(protocols=ALL_PROTOCOLS, repeats=2,
+               data={"kind": "mallows", "n": [100, 200], "m": 5, "theta": [0.25, 0.5]},
+               params={"epsilon": [1.0, 2.0], "queries": [1, 2]})
+    specs = sc.load(raw=raw).runs()
+    by = {p: [x for x in specs if x.protocol == p] for p in ALL_PROTOCOLS}
+    assert {p: len(v) for p, v in by.items()} == {
+        "kwiksort": 4 * 2, "dp_kwiksort": 4 * 2 * 2, "ldp_kwiksort_rr": 4 * 2 * 2 * 2,
+        "ldp_kwiksort_lap": 4 * 2 * 2 * 2}
+    assert len(specs) == expected_run_count(raw) == 88
+    assert {frozenset(x.point) for x in by["kwiksort"]} == {
+        frozenset({"protocol", "data.n", "data.theta"})}
+    assert {frozenset(x.point) for x in by["dp_kwiksort"]} == {
+        frozenset({"protocol", "data.n", "data.theta", "params.epsilon"})}
+    rr_points = {json.dumps(x.point, sort_keys=True) for x in by["ldp_kwiksort_rr"]}
+    assert len(rr_points) == 16
+    for x in specs:
+        assert x.point == expected_point(x, raw)
+        assert x.data["m"] == 5 and x.data["kind"] == "mallows"
+        assert x.data["n"] == x.point["data.n"] and x.data["theta"] == x.point["data.theta"]
+    # every point has each repeat exactly once
+    reps: dict[str, list[int]] = {}
+    for x in specs:
+        reps.setdefault(json.dumps(x.point, sort_keys=True), []).append(x.repeat)
+    assert all(sorted(r) == [0, 1] for r in reps.values())
+
+
+def test_run_seeds_are_common_per_repeat():
+    specs = sc.load(raw=demo()).runs()
+    seeds = {r: {x.seed for x in specs if x.repeat == r} for r in range(3)}
+    assert all(len(v) == 1 for v in seeds.values())
+    assert len({next(iter(v)) for v in seeds.values()}) == 3
+    other = sc.load(raw=demo(seed=2)).runs()
+    assert not {x.seed for x in specs} & {x.seed for x in other}
+    assert all(x.scenario_seed == 1 for x in specs)
+
+
+def test_keys_are_stable():
+    a = sc.load(raw=demo()).runs()
+    b = sc.load(SCEN_DIR / "demo.toml").runs()
+    assert [x.key for x in a] == [x.key for x in b]
+    # Golden values: changing the key scheme makes every existing results directory re-run.
+    first = {(x.protocol, x.params.get("epsilon"), x.repeat): x.key for x in a}
+    assert first[("kwiksort", None, 0)] == "09710abf7746eb1beb6e"
+    assert first[("dp_kwiksort", 0.5, 0)] == "7d333cb987709d4faa9b"
+    assert all(len(x.key) == 20 and int(x.key, 16) >= 0 for x in a)
+
+
+def test_keys_ignore_what_does_not_change_a_run():
+    base = {x.key for x in sc.load(raw=demo()).runs()}
+    same = [
+        demo(name="other", description="other"),
+        demo(protocols=["ldp_kwiksort_rr", "dp_kwiksort", "kwiksort"]),
+        demo(params={"epsilon": [2.0, 1.0, 0.5], "queries": "auto"}),
+        demo(runtime={"backend": "inproc", "pools": 3, "timeout_s": 5, "batch": 7}),
+        demo(output={"dir": "elsewhere", "plots": False}),
+        demo(collusion={"colluders": 0.0, "curator": True, "save_view": True}),
+    ]
+    for raw in same:
+        assert {x.key for x in sc.load(raw=raw).runs()} == base
+
+
+def test_keys_separate_what_changes_a_run():
+    base = sc.load(raw=demo()).runs()
+    keys = {x.key for x in base}
+    data2 = dict(DEMO_RAW["data"], n=2001)
+    variants = [demo(seed=2), demo(data=data2), demo(collusion={"colluders": 5}),
+                demo(collusion={"colluders": 0.0, "curator": False}),
+                demo(runtime={"pools": 2, "faults": [{"pool": 0, "action": "silent"}]})]
+    for raw in variants:
+        other = {x.key for x in sc.load(raw=raw).runs()}
+        assert len(other) == len(keys) and not other & keys, raw
+    # queries = 1 instead of "auto" changes the LDP runs only: the others do not take queries
+    q1 = sc.load(raw=demo(params={"epsilon": [0.5, 1.0, 2.0], "queries": 1})).runs()
+    assert {x.key for x in q1 if x.protocol != "ldp_kwiksort_rr"} <= keys
+    assert not {x.key for x in q1 if x.protocol == "ldp_kwiksort_rr"} & keys
+    # more repeats keep the first ones' keys: a resumed sweep only adds runs
+    more = {x.key for x in sc.load(raw=demo(repeats=5)).runs()}
+    assert keys < more and len(more) == 35
+
+
+def test_repeated_sweep_values_give_one_run():
+    specs = sc.load(raw=demo(params={"epsilon": [1.0, 1.0]})).runs()
+    assert len(specs) == 3 + 3 + 3
+    assert len({x.key for x in specs}) == len(specs)
+
+
+def test_keys_do_not_depend_on_number_spelling():
+    a = sc.load(raw=demo(), overrides=["params.epsilon=[0.5,1.0,2.0]"]).runs()
+    b = sc.load(raw=demo(), overrides=["params.epsilon=[0.5,1,2]"]).runs()
+    assert [x.key for x in a] == [x.key for x in b]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors name the key and what is allowed
+
+
+ALLOWED_TOP = "allowed: collusion, data, description, name, output, params, protocol, " \
+              "protocols, repeats, runtime, seed"
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (["epsilon=1"], ["epsilon: unknown top-level key", ALLOWED_TOP]),
+    (["data.q=1"], ["[data] q: unknown argument for kind 'mallows'",
+                    "allowed: m, n, phi, theta"]),
+    (["data.kind=mallow"], ["[data] kind", "'mallow'", "allowed: mallows, preflib, sushi"]),
+    (["protocol=kwiksort_ldp"], ["protocol", "'kwiksort_ldp'", "allowed: " + ", ".join(
+        sorted(ALL_PROTOCOLS))]),
+    (["params.epsilon=-1"], ["[params] epsilon: got -1; allowed: a number > 0 and <= 1000"]),
+    (["params.epsilon=x"], ["[params] epsilon: got 'x'; allowed: a number > 0"]),
+    (["params.epsilon=0"], ["[params] epsilon: got 0; allowed: a number > 0"]),
+    (["params.epsilon=[1.0, -2.0]"], ["[params] epsilon: got -2.0; allowed: a number > 0"]),
+    (["params.epsilon=[]"], ["[params] epsilon: an empty list sweeps nothing"]),
+    (["params.queries=0"], ['[params] queries: got 0; allowed: "auto" or an integer >= 1']),
+    (["params.queries=1.5"], ["[params] queries: got 1.5; allowed:"]),
+    (["params.epsilom=1"], ["[params] epsilom: not a parameter of",
+                            "allowed: epsilon, queries"]),
+    (["runtime.backend=docker"], ["[runtime] backend: got 'docker'; allowed: one of "
+                                  "'inproc', 'processes', 'hosts'"]),
+    (["runtime.pools=0"], ["[runtime] pools: got 0; allowed: an integer >= 1 and <= 256"]),
+    (["runtime.timeout_s=0"], ["[runtime] timeout_s: got 0; allowed: a number > 0"]),
+    (["runtime.backnd=inproc"], ["[runtime] backnd: unknown key; allowed: backend, pools, "
+                                 "timeout_s, agent_mode"]),
+    (["collusion.colluders=1.5"], ["[collusion] colluders: got 1.5; allowed: a fraction in "
+                                   "[0, 1), a count (integer >= 0), or a list of agent ids"]),
+    (["collusion.colluders=true"], ["[collusion] colluders: got True; allowed: a fraction"]),
+    (["collusion.colluders=-1"], ["[collusion] colluders: got -1; allowed:"]),
+    (["collusion.colluders=[1, -1]"], ["[collusion] colluders: got [1, -1]; allowed:"]),
+    (["collusion.curator=1"], ["[collusion] curator: got 1; allowed: true/false"]),
+    (["collusion.spies=1"], ["[collusion] spies: unknown key; allowed: curator, save_view"]),
+    (['runtime.faults=[{pool = 2, action = "kill"}]'],
+     ["[runtime.faults] pool: got 2; allowed: 0 .. 1 (pools = 2)"]),
+    (['runtime.faults=[{pool = 0, action = "explode"}]'],
+     ["[runtime.faults] action: got 'explode'; allowed: one of 'kill', 'silent', 'raise'"]),
+    (["runtime.faults=[{pool = 0}]"], ["[runtime.faults] action: required; allowed: one of"]),
+    (["repeats=0"], ["repeats: got 0; allowed: an integer >= 1"]),
+    (["seed=-1"], ["seed: got -1; allowed: an integer >= 0"]),
+    (["data.n=0"], ["[data] n: got 0; allowed: an integer >= 1"]),
+    (["data.m=[4, 500]"], ["[data] m: got 500; allowed: an integer >= 2 and <= 200"]),
+    (["protocols=[]"], ["protocols: must not be empty"]),
+    (["data=5"], ["[data]: must be a table"]),
+])
+def test_errors_name_the_key_and_allowed_values(overrides, needles):
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=demo(), overrides=overrides)
+    for n in needles:
+        assert n in str(e.value)
+
+
+def test_protocol_and_protocols_together():
+    with pytest.raises(ScenarioError, match="give one of them, not both"):
+        sc.load(raw=demo(protocol="kwiksort"))
+    with pytest.raises(ScenarioError, match="protocol: required; allowed: dp_kwiksort"):
+        sc.load(raw=demo(protocols=None))
+    with pytest.raises(ScenarioError, match=r"\[data\] kind: required; allowed: mallows"):
+        sc.load(raw=demo(data={"n": 10, "m": 3}))
+
+
+def test_unhashable_data_kind_is_a_scenario_error():
+    with pytest.raises(ScenarioError, match=r"\[data\] kind"):
+        sc.load(raw=demo(), overrides=['data.kind=["mallows"]'])
+
+
+def test_file_errors():
+    with pytest.raises(ScenarioError, match="scenario file not found: /no/such.toml"):
+        sc.load("/no/such.toml")
+
+
+def test_bad_toml(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("name = \n")
+    with pytest.raises(ScenarioError, match="bad.toml: not valid TOML"):
+        sc.load(f)
+
+
+def test_queries_beyond_the_pairs_fail_in_check_runs():
+    s = sc.load(raw=demo(), overrides=["params.queries=46"])  # valid in isolation
+    with pytest.raises(ScenarioError) as e:
+        sc.check_runs(s.runs())
+    msg = str(e.value)
+    assert "[params] queries: got 46; allowed:" in msg and "[1, 45]" in msg and "m=10" in msg
+    assert "protocol ldp_kwiksort_rr" in msg
+    sc.check_runs(sc.load(raw=demo(), overrides=["params.queries=45"]).runs())
+
+
+def test_check_runs_pools_and_data_arguments():
+    with pytest.raises(ScenarioError, match=r"\[runtime\] pools: got 5; allowed: at most the "
+                                            r"number of agents \(4\)"):
+        sc.check_runs(sc.load(raw=demo(), overrides=["data.n=4", "runtime.pools=5"]).runs())
+    with pytest.raises(ScenarioError, match=r"\[data\] theta/phi: give exactly one"):
+        sc.check_runs(sc.load(raw=demo(), overrides=["data.phi=0.5"]).runs())
+
+
+@pytest.mark.parametrize("kind", ["sushi", "preflib"])
+def test_missing_data_file_fails_in_check_runs(kind, tmp_path):
+    missing = str(tmp_path / "nowhere" / "sushi3a.5000.10.order")
+    s = sc.load(raw=demo(data={"kind": kind, "path": missing}))  # loading needs no file
+    with pytest.raises(ScenarioError) as e:
+        sc.check_runs(s.runs())
+    assert "[data] path" in str(e.value) and missing in str(e.value)
+
+
+def test_path_override_of_a_real_data_scenario(tmp_path):
+    missing = str(tmp_path / "sushi.order")
+    s = sc.load(SCEN_DIR / "paper000_sushi.toml", overrides=[f"data.path={missing}"])
+    assert all(x.data["path"] == missing for x in s.runs())
+    with pytest.raises(ScenarioError, match="file not found"):
+        sc.check_runs(s.runs()[:1])
+
+
+def test_file_data_n_beyond_the_file(tmp_path):
+    f = tmp_path / "tiny.soc"
+    f.write_text("# NUMBER ALTERNATIVES: 3\n2: 1,2,3\n1: 3,2,1\n")
+    s = sc.load(raw=demo(data={"kind": "preflib", "path": str(f), "n": [2, 4]},
+                         runtime={"pools": 1}))
+    with pytest.raises(ScenarioError, match=r"\[data\] n: the file has 3 agents, asked for 4"):
+        sc.check_runs(s.runs())
+    sc.check_runs(sc.load(raw=demo(data={"kind": "preflib", "path": str(f)},
+                                   runtime={"pools": 3})).runs())
+
+
+# --------------------------------------------------------------------------------------------
+# The command line
+
+
+def cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+TINY = """
+name = "tiny"
+description = "tiny inproc scenario for the CLI tests"
+protocols = ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr", "ldp_kwiksort_lap"]
+repeats = 2
+seed = 3
+
+[data]
+kind = "mallows"
+n = 60
+m = 4
+theta = 0.5
+
+[params]
+epsilon = [1.0, 2.0]
+queries = "auto"
+
+[runtime]
+backend = "inproc"
+pools = 2
+timeout_s = 10
+
+[collusion]
+colluders = 0.0
+curator = true
+
+[output]
+plots = false
+"""
+TINY_RUNS = 2 * (1 + 2 + 2 + 2)
+TINY_POINTS = 1 + 2 + 2 + 2
+
+RECORD_KEYS = {"scenario", "protocol", "params", "repeat", "seed", "backend", "pools",
+               "n_agents", "output", "metrics", "comm", "timing", "rejected", "versions"}
+COMM_KEYS = {"bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_total",
+             "messages_total", "rounds", "report_bits_per_agent"}
+TIMING_KEYS = {"wall_s", "curator_cpu_s", "agent_cpu_s_mean", "agent_time_mode"}
+
+
+def read_lines(out: Path) -> list[str]:
+    return (out / "results.jsonl").read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Run the tiny scenario once; tests that modify the results work on copies."""
+    d = tmp_path_factory.mktemp("cli")
+    scen = d / "tiny.toml"
+    scen.write_text(TINY)
+    out = d / "out"
+    t0 = time.monotonic()
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    return scen, out, res, elapsed
+
+
+def test_cli_list():
+    res = cli("list")
+    assert res.returncode == 0, res.stderr
+    for name in [*ALL_PROTOCOLS, *DATA_KINDS, "demo.toml", "paper000_fig5_epsilon.toml"]:
+        assert name in res.stdout
+    assert set(DATA_KINDS) == {"mallows", "sushi", "preflib"}
+    assert "Seed 000 Fig. 5(d-f)" in res.stdout
+
+
+@pytest.mark.parametrize("bad, key", [
+    (["--set", "params.epsilom=1"], "epsilom"),
+    (["--set", "colluders=0.1"], "colluders"),
+    (["--set", "runtime.backend=docker"], "backend"),
+    (["--set", "params.queries=7"], "queries"),  # m = 4: only C(4,2) = 6 pairs (check_runs)
+])
+def test_cli_run_bad_key_exits_2_before_any_process(tmp_path, bad, key):
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TINY.replace('backend = "inproc"', 'backend = "processes"'))
+    out = tmp_path / "out"
+    res = cli("run", str(scen), "--out", str(out), "--no-progress", *bad)
+    assert res.returncode == 2
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and key in last
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert not out.exists()  # nothing was written, so no run (and no process) was started
+
+
+def test_cli_run_writes_records(tiny_run):
+    scen, out, res, elapsed = tiny_run
+    assert f"scenario tiny: {TINY_RUNS} runs, backend inproc, 2 pools" in res.stderr
+    assert "results.jsonl" in res.stdout and "error_rate_mean" in res.stdout
+    lines = read_lines(out)
+    assert len(lines) == TINY_RUNS
+    recs = [json.loads(ln) for ln in lines]
+    expected = {x.key: x for x in sc.load(scen).runs()}
+    assert {r["key"] for r in recs} == set(expected)
+    for r in recs:
+        assert RECORD_KEYS <= set(r), RECORD_KEYS - set(r)
+        assert COMM_KEYS <= set(r["comm"]), COMM_KEYS - set(r["comm"])
+        assert TIMING_KEYS <= set(r["timing"]), TIMING_KEYS - set(r["timing"])
+        spec = expected[r["key"]]
+        assert (r["scenario"], r["protocol"], r["repeat"], r["seed"]) == (
+            "tiny", spec.protocol, spec.repeat, spec.seed)
+        assert (r["backend"], r["pools"], r["n_agents"], r["rejected"]) == ("inproc", 2, 60, 0)
+        assert r["point"] == spec.point
+        assert {"error_rate", "kendall_tau"} <= set(r["metrics"])
+        assert sorted(r["output"]["ranking"]) == [0, 1, 2, 3]
+        assert r["comm"]["rounds"] == 1
+        if spec.protocol.startswith("ldp_"):
+            assert r["params"]["queries"] in range(1, 7)  # "auto" resolved
+        assert isinstance(r["versions"], dict) and r["versions"]["ldpsim"]
+    assert not list(out.glob("*.png"))  # [output] plots = false
+
+
+def test_cli_run_summary_csv(tiny_run):
+    _, out, _, _ = tiny_run
+    with open(out / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == TINY_POINTS
+    cols = set(rows[0])
+    assert {"protocol", "params.epsilon", "repeats", "error_rate_mean", "error_rate_std",
+            "kendall_tau_mean", "kendall_tau_std"} <= cols
+    assert all(r["repeats"] == "2" for r in rows)
+    assert [r["protocol"] for r in rows].count("kwiksort") == 1
+    assert {(r["protocol"], r["params.epsilon"]) for r in rows} == {
+        ("kwiksort", ""), *((p, e) for p in ALL_PROTOCOLS[1:] for e in ("1.0", "2.0"))}
+    for r in rows:
+        assert 0 <= float(r["error_rate_mean"]) <= 1
+        assert 0 <= float(r["kendall_tau_mean"]) <= 1
+
+
+def test_cli_resume_runs_nothing_new(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    before = (out / "results.jsonl").read_bytes()
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming: {TINY_RUNS} of {TINY_RUNS} runs already in" in res.stderr
+    assert (out / "results.jsonl").read_bytes() == before
+    assert len(read_lines(out)) == TINY_RUNS
+
+
+def test_cli_resume_after_a_truncated_last_line(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    path = out / "results.jsonl"
+    lines = read_lines(out)
+    lost = json.loads(lines[-1])
+    # a crash in the middle of writing the last record
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming: {TINY_RUNS - 1} of {TINY_RUNS} runs" in res.stderr
+    new = read_lines(out)
+    assert len(new) == TINY_RUNS
+    assert new[:-1] == lines[:-1]
+    keys = [json.loads(ln)["key"] for ln in new]
+    assert len(set(keys)) == TINY_RUNS and set(keys) == {json.loads(ln)["key"] for ln in lines}
+    redone = json.loads(new[-1])
+    assert redone["key"] == lost["key"]
+    assert (redone["output"], redone["metrics"]) == (lost["output"], lost["metrics"])
+    # and once more: still nothing new
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0 and read_lines(out) == new
+
+
+def test_cli_summary_reloads(tiny_run, tmp_path):
+    _, out0, run_res, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    (out / "summary.csv").unlink()
+    res = cli("summary", str(out))
+    assert res.returncode == 0, res.stderr
+    table = res.stdout.strip().splitlines()
+    assert table[0].split()[:3] == ["protocol", "params.epsilon", "repeats"]
+    assert "error_rate_mean" in table[0] and "kendall_tau_mean" in table[0]
+    assert len(table) == 2 + TINY_POINTS
+    assert res.stdout.strip() in run_res.stdout  # the same table as the run printed
+    assert (out / "summary.csv").read_bytes() == (out0 / "summary.csv").read_bytes()
+    empty = cli("summary", str(tmp_path / "nothing"))
+    assert empty.returncode == 1 and "no results in" in empty.stderr
