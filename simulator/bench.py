@@ -28,7 +28,8 @@ from simulator.session import Limits
 from simulator.transport import _die_with_parent, run_processes
 
 
-def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
+def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
+    """A benchmark pool's DEALER, with the runtime's socket options, announced to the router."""
     _die_with_parent()
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
@@ -36,6 +37,11 @@ def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
         s.setsockopt(opt, val)
     s.connect(endpoint)
     s.send(b"ready")
+    return ctx, s
+
+
+def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
+    ctx, s = _bench_dealer(endpoint)
     while True:
         frame = s.recv()
         if frame == b"stop":
@@ -47,13 +53,7 @@ def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
 
 
 def _envelope_pool(endpoint: str, _unused: Any) -> None:
-    _die_with_parent()
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.DEALER)
-    for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
-        s.setsockopt(opt, val)
-    s.connect(endpoint)
-    s.send(b"ready")
+    ctx, s = _bench_dealer(endpoint)
     while True:
         frame = s.recv()
         if frame == b"stop":
