@@ -28,7 +28,7 @@ import os
 import resource
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,13 @@ def peak_rss_mb() -> float:
 
 
 # ----------------------------------------------------------------------------------- curator
+
+
+def _is_report(obj: Any, run: int, rno: int | None) -> bool:
+    """A well-formed REPORT envelope for this run and round (fields checked, payload not)."""
+    return (type(obj) is list and len(obj) == 6 and obj[0] == wire.VERSION
+            and obj[1] == wire.REPORT and obj[2] == run and type(obj[3]) is int
+            and obj[3] == rno and type(obj[4]) is int)
 
 
 @dataclass
@@ -225,11 +232,7 @@ class CuratorSession:
         run = self.run
         try:
             for obj, size in wire.iter_frame(frame, self.limits.max_frame_bytes):
-                # A well-formed REPORT for the current run and round.
-                if (type(obj) is list and len(obj) == 6 and obj[0] == wire.VERSION
-                        and obj[1] == wire.REPORT and obj[2] == run and obj[3] == rno
-                        and type(obj[4]) is int and type(obj[3]) is int
-                        and size <= self.limits.max_envelope_bytes):
+                if _is_report(obj, run, rno) and size <= self.limits.max_envelope_bytes:
                     fast_agents.append(obj[4])
                     fast_payloads.append(obj[5])
                     fast_sizes.append(size)
@@ -254,12 +257,8 @@ class CuratorSession:
             objs = wire.unpack_all(frame, self.limits.max_frame_bytes)
         except wire.WireError:
             return False
-        run, rno, rep, ver = self.run, rnd.number, wire.REPORT, wire.VERSION
-        for o in objs:
-            if not (type(o) is list and len(o) == 6 and o[0] == ver and o[1] == rep
-                    and o[2] == run and o[3] == rno and type(o[4]) is int):
-                return False
-        if not objs:
+        run, rno = self.run, rnd.number
+        if not objs or not all(_is_report(o, run, rno) for o in objs):
             return False
         agents = np.fromiter((o[4] for o in objs), dtype=np.int64, count=len(objs))
         payloads = [o[5] for o in objs]
@@ -649,9 +648,7 @@ class PoolSession:
                 qround = obj[3]
                 continue
             env = wire.check_envelope(obj, 0)
-            if env.kind == wire.QUERY:
-                continue
-            elif env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
+            if env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
                 if self.config is None:
                     out.extend(self._setup(env.run, env.payload["config"]))
             elif env.kind == wire.BCAST:
@@ -760,7 +757,3 @@ class PoolSession:
                            {"error": f"{type(exc).__name__}: {exc}",
                             "traceback": traceback.format_exc()})
 
-
-def iter_out(out: Out) -> Iterator[tuple[bytes, bytes]]:
-    """Materialise a session's output lazily (helper for drivers)."""
-    yield from out

@@ -110,15 +110,21 @@ class Envelope:
     size: int
 
 
+def _unpacker(frame: bytes, max_buffer: int) -> msgpack.Unpacker:
+    """An Unpacker fed with one batch frame (ndarray ext hook, string map keys only)."""
+    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
+        max_buffer, len(frame)), strict_map_key=True, use_list=True)
+    unpacker.feed(frame)
+    return unpacker
+
+
 def iter_frame(frame: bytes, max_buffer: int) -> Iterator[tuple[Any, int]]:
     """Yield ``(object, size)`` for each msgpack object in a batch frame.
 
     Raises WireError at the first undecodable or truncated object (objects before it have
     already been yielded).
     """
-    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
-        max_buffer, len(frame)), strict_map_key=True, use_list=True)
-    unpacker.feed(frame)
+    unpacker = _unpacker(frame, max_buffer)
     prev = 0
     try:
         for obj in unpacker:
@@ -162,9 +168,7 @@ def unpack_all(frame: bytes, max_buffer: int) -> list[Any]:
 
     Raises WireError on undecodable or truncated input.
     """
-    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
-        max_buffer, len(frame)), strict_map_key=True, use_list=True)
-    unpacker.feed(frame)
+    unpacker = _unpacker(frame, max_buffer)
     try:
         objs = list(unpacker)
     except Exception as e:
