@@ -6,16 +6,30 @@ these objects through the small interface in ``protocols.base``.
 
 from __future__ import annotations
 
+from protocols import ethics, rank, safari, truth, vote
 from protocols.base import ParamError, Protocol
 from protocols.data import DataKind
-from protocols.rank import data as rank_data
-from protocols.rank.protocols import DPKwikSort, KwikSortPlain, LDPKwikSortLap, LDPKwikSortRR
 
-PROTOCOLS: dict[str, Protocol] = {
-    p.name: p for p in (KwikSortPlain(), DPKwikSort(), LDPKwikSortRR(), LDPKwikSortLap())
-}
+#: Each family package exposes ``PROTOCOLS`` (instances) and ``KINDS`` (data kinds by name).
+FAMILIES = (rank, truth, vote, safari, ethics)
 
-DATA_KINDS: dict[str, DataKind] = dict(rank_data.KINDS)
+
+def _collect() -> tuple[dict[str, Protocol], dict[str, DataKind]]:
+    protocols: dict[str, Protocol] = {}
+    kinds: dict[str, DataKind] = {}
+    for fam in FAMILIES:
+        for p in fam.PROTOCOLS:
+            if p.name in protocols:
+                raise RuntimeError(f"protocol name {p.name!r} registered twice")
+            protocols[p.name] = p
+        for name, kind in fam.KINDS.items():
+            if name in kinds:
+                raise RuntimeError(f"data kind {name!r} registered twice")
+            kinds[name] = kind
+    return protocols, kinds
+
+
+PROTOCOLS, DATA_KINDS = _collect()
 
 
 def get_protocol(name: str) -> Protocol:

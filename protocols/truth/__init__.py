@@ -1,0 +1,4 @@
+"""Truth inference on sparse crowdsourcing answers under LDP (seed 001)."""
+
+PROTOCOLS: tuple = ()
+KINDS: dict = {}
