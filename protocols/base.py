@@ -215,6 +215,24 @@ class Curator:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class AuditSpec:
+    """What the privacy audit (``ldpsim audit``) needs to attack one target agent.
+
+    ``values`` are candidate private rows of one agent (shape ``(V, *row_shape)``, the same
+    row layout as ``Dataset.rows``) with a ``prior`` over them (sums to 1): the single-report
+    inference attack guesses the target's row among them. ``pair`` indexes the two neighbouring
+    rows the ε audit tries to tell apart; pick the pair the mechanism finds hardest to hide
+    (e.g. opposite answers everywhere). ``secret`` optionally maps a row to the value an attack
+    should recover (default: the row index in ``values``).
+    """
+
+    values: np.ndarray
+    prior: np.ndarray
+    pair: tuple[int, int] = (0, 1)
+    notes: str = ""
+
+
 class Protocol:
     """A protocol: parameters, privacy claim, curator factory, local randomizer, evaluation."""
 
@@ -256,3 +274,19 @@ class Protocol:
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         raise NotImplementedError
+
+    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec | None:
+        """Candidate rows, prior and neighbouring pair for the privacy audit (None: no audit)."""
+        return None
+
+    def log_likelihood(self, rnd: int, queries: np.ndarray | None, broadcast: Any,
+                       reports: np.ndarray, rows: np.ndarray, params: dict[str, Any],
+                       public: dict[str, Any]) -> np.ndarray | None:
+        """log P(report_i | row_i, query_i) of round ``rnd`` for each i, or None if unknown.
+
+        The exact likelihood of the local randomizer (``-inf`` where a report is impossible,
+        as for truthful answers that differ). The audit's likelihood-ratio test (the
+        Neyman-Pearson optimal test) and the Bayes attack use it; protocols whose randomizer has
+        no closed-form density return None and the audit falls back to a learned linear test.
+        """
+        return None
