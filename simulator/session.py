@@ -103,6 +103,7 @@ class _Round:
     got: int = 0
     agents: list[np.ndarray] = field(default_factory=list)
     reports: list[np.ndarray] = field(default_factory=list)
+    pending: dict[tuple[bytes, int], np.ndarray] = field(default_factory=dict)  # sent batches
     t_wall: float = 0.0
     t_cpu: float = 0.0
     bytes_down: int = 0
@@ -222,7 +223,8 @@ class CuratorSession:
             return
         rnd = self.round
         rno = rnd.number if rnd is not None else None
-        if rnd is not None and (yield from self._fast_reports(peer, frame, rnd)):
+        if rnd is not None and ((yield from self._batch_reports(peer, frame, rnd))
+                                or (yield from self._fast_reports(peer, frame, rnd))):
             yield from self._maybe_advance()
             return
         fast_agents: list[int] = []
@@ -245,6 +247,36 @@ class CuratorSession:
         if fast_agents:
             yield from self._on_reports(peer, fast_agents, fast_payloads, fast_sizes)
         yield from self._maybe_advance()
+
+    def _batch_reports(self, peer: bytes, frame: bytes, rnd: _Round):
+        """Fastest path: the frame answers a query batch this peer was sent, canonically.
+
+        The pool answers each query batch with one frame of reports for the same agents in the
+        same order; if the frame is byte for byte the canonical encoding of those envelopes
+        (``wire.match_batch``), its payloads are read as one array without decoding envelope
+        by envelope. Every check of the general path still applies (owner, asked, duplicates,
+        domain, size). Returns False, having done nothing, otherwise.
+        """
+        first = wire.first_agent(frame, wire.REPORT)
+        if first is None or first[0] != self.run or first[1] != rnd.number:
+            return False
+        ids = rnd.pending.get((peer, first[2]))
+        if ids is None:
+            return False
+        schema = rnd.plan.schema
+        values = wire.match_batch(frame, wire.REPORT, self.run, rnd.number, ids, schema.length,
+                                  schema.dtype)
+        if values is None:
+            return False
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(values).all(axis=1) & (values >= schema.low).all(axis=1) & (
+                values <= schema.high).all(axis=1)
+        sizes = wire.minimal_report_sizes(self.run, rnd.number, ids, values, schema.dtype)
+        if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
+            return False
+        del rnd.pending[(peer, first[2])]
+        yield from self._on_reports(peer, ids, None, sizes, (ok, values))
+        return True
 
     def _fast_reports(self, peer: bytes, frame: bytes, rnd: _Round):
         """Fast path for a frame made only of well-formed reports for this round.
@@ -448,7 +480,8 @@ class CuratorSession:
                                         "queries": plan.queries, "broadcast": plan.broadcast,
                                         "report_agents": None, "reports": None})
         queries = plan.queries
-        if isinstance(queries, np.ndarray):
+        vector = wire.batchable(queries)
+        if not vector and isinstance(queries, np.ndarray):
             queries = queries.tolist()
         batch = max(1, int(self.config.get("batch", 4096)))
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
@@ -463,13 +496,18 @@ class CuratorSession:
             for s in range(lo, hi, batch):
                 e = min(hi, s + batch)
                 ids = agents[s:e]
-                bufs, sizes = wire.encode_many(wire.QUERY, self.run, number, ids.tolist(),
-                                               None if queries is None else queries[s:e])
-                sz = np.asarray(sizes, dtype=np.int64)
+                if vector:
+                    frame, sz = wire.encode_batch(wire.QUERY, self.run, number, ids,
+                                                  None if queries is None else queries[s:e])
+                else:
+                    bufs, sizes = wire.encode_many(wire.QUERY, self.run, number, ids.tolist(),
+                                                   queries[s:e])
+                    frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
+                rnd.pending[(pool.peer, int(ids[0]))] = ids
                 self.down[ids] += sz
                 self.msgs_down[ids] += 1
                 rnd.bytes_down += int(sz.sum())
-                yield self._send(pool.peer, b"".join(bufs))
+                yield self._send(pool.peer, frame)
         self._touch()
         if rnd.expected == 0:
             yield from self._end_round()
@@ -635,6 +673,12 @@ class PoolSession:
     def on_frame(self, frame: bytes) -> list[bytes]:
         """Handle one frame from the curator; return the frames to send back."""
         out: list[bytes] = []
+        fast = wire.parse_consecutive(frame, wire.QUERY)
+        if fast is not None:
+            run, rnd, ids, queries = fast
+            if self.silent or run != self.run or self.config is None:
+                return out
+            return self._respond(rnd, ids, queries)
         query_agents: list[int] = []
         query_payloads: list[Any] = []
         qround = None
@@ -664,7 +708,8 @@ class PoolSession:
                     self.run = None
             # ERROR envelopes from the curator are informational for a pool.
         if query_agents:
-            out.extend(self._respond(qround, query_agents, query_payloads))
+            queries = None if query_payloads[0] is None else np.asarray(query_payloads)
+            out.extend(self._respond(qround, np.asarray(query_agents, dtype=np.int64), queries))
         return out
 
     def _setup(self, run: int, cfg: dict[str, Any]) -> list[bytes]:
@@ -711,14 +756,12 @@ class PoolSession:
                 elif action == "raise":
                     raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
 
-    def _respond(self, rnd: int, agents: list[int], payloads: list[Any]) -> list[bytes]:
+    def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None) -> list[bytes]:
         self._fault(rnd)
         if self.silent:
             return []
-        ids = np.asarray(agents, dtype=np.int64)
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
-        queries = None if payloads[0] is None else np.asarray(payloads)
         rows = self.data[ids - self.start]
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
@@ -741,8 +784,8 @@ class PoolSession:
             self.agent_cpu += dt
             self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
         self.agent_calls += len(ids)
-        bufs, _ = wire.encode_many(wire.REPORT, self.run, rnd, agents, reports.tolist())
-        return [b"".join(bufs)]
+        frame, _ = wire.encode_batch(wire.REPORT, self.run, rnd, ids, np.asarray(reports))
+        return [frame]
 
     def _stats(self) -> dict[str, Any]:
         return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":

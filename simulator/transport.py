@@ -172,6 +172,7 @@ def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Lim
 
 
 def _stop(procs: list) -> None:
+    procs = [p for p in procs if p.pid is not None]  # Ctrl-C may come before some start
     for p in procs:
         if p.is_alive():
             p.terminate()
