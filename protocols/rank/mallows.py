@@ -44,20 +44,20 @@ def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     agents = np.asarray(agents, dtype=np.int64)
     n = len(agents)
     ref = reference_ranking(key, m)
-    u = rng_mod.uniform(key, agents, 0, m)
+    u = np.asfortranarray(rng_mod.uniform(key, agents, 0, m))
     # pos[:, k] = position (0 = top) of reference item k among those inserted so far.
-    pos = np.zeros((n, m), dtype=np.int64)
+    small = np.int16 if m < 2**15 else np.int64
+    pos = np.zeros((n, m), dtype=small, order="F")  # column-wise updates below
     for i in range(1, m + 1):
         cdf = np.cumsum(insertion_pmf(phi, i))
         cdf[-1] = 1.0
         v = np.searchsorted(cdf, u[:, i - 1], side="right")  # items placed below the new one
-        v = np.minimum(v, i - 1)
-        p = (i - 1) - v  # insertion position from the top
+        p = ((i - 1) - np.minimum(v, i - 1)).astype(small)  # insertion position from the top
         if i > 1:
             head = pos[:, : i - 1]
             head += head >= p[:, None]
         pos[:, i - 1] = p
     ranking = np.empty((n, m), dtype=np.int16)
-    rows = np.repeat(np.arange(n), m)
-    ranking[rows, pos.ravel()] = np.tile(ref, n)
+    np.put_along_axis(ranking, pos.astype(np.intp), np.broadcast_to(
+        ref.astype(np.int16), (n, m)), axis=1)
     return ranking
