@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocols import PROTOCOLS
+from protocols import PROTOCOLS, rank
 from simulator.inproc import run_inproc
 from simulator.runner import TruthCache
 from simulator.session import Limits
@@ -37,7 +37,7 @@ COMM_KEYS = ("bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_tota
              "messages_total", "rounds", "report_bits_per_agent", "bytes_up_per_agent_max")
 
 
-@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+@pytest.mark.parametrize("protocol", sorted(p.name for p in rank.PROTOCOLS))
 def test_inproc_equals_processes_for_any_pool_count(protocol):
     ref_cfg = config(protocol, pools=1)
     ref = run_inproc(ref_cfg, LIMITS)
