@@ -290,3 +290,17 @@ class Protocol:
         no closed-form density return None and the audit falls back to a learned linear test.
         """
         return None
+
+    def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
+                           public: dict[str, Any]) -> np.ndarray | None:
+        """The additive aggregate the public output releases (NaN where not released), or None.
+
+        With ``true_aggregate`` this drives the differencing attack: the coalition subtracts
+        the known agents' contribution from the released aggregate to isolate the target's.
+        """
+        return None
+
+    def true_aggregate(self, rows: np.ndarray, params: dict[str, Any],
+                       public: dict[str, Any]) -> np.ndarray | None:
+        """What ``released_aggregate`` estimates, computed from raw rows (a sum over rows)."""
+        return None

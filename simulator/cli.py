@@ -93,6 +93,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from simulator.audit import AUDIT_COLUMNS, audit_scenario
+    from simulator.results import format_table
+    from simulator.scenario import ScenarioError
+
+    if args.trials < 20:
+        _err(f"error: --trials: got {args.trials}; allowed: an integer >= 20")
+        return 2
+    try:
+        scenario = _load(args)
+        out = args.out or f"results/{scenario.name}-audit"
+        n = len([s for s in scenario.runs() if s.repeat == 0])
+        _err(f"audit {scenario.name}: {n} settings x {args.trials} trials (inproc) -> {out}")
+        records = audit_scenario(scenario, out, args.trials, target=args.target,
+                                 show_progress=not args.no_progress, echo=_err)
+    except (ScenarioError, ParamError, ValueError) as e:
+        _err(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted: finished settings are saved; run the same command again to resume")
+        return 130
+    print(format_table(AUDIT_COLUMNS, records))
+    flagged = [r for r in records if r["flagged"]]
+    print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed)")
+    print(f"audit: {Path(out) / 'audit.jsonl'}")
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from simulator.results import ResultStore, plot, write_summary
     from simulator.runner import print_summary
@@ -172,6 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--idle-timeout", type=float, default=600.0,
                    help="exit after this long without hearing from the curator (s)")
     a.set_defaults(func=cmd_agents)
+
+    au = sub.add_parser("audit", help="attacks of the semi-honest coalition and an empirical "
+                                      "epsilon audit (inproc)")
+    au.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
+    au.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any key")
+    au.add_argument("--seed", type=int, help="scenario seed")
+    au.add_argument("--trials", type=int, default=2000,
+                    help="runs per neighbouring row (and for the inference attacks)")
+    au.add_argument("--target", type=int, help="agent to attack (default: first honest one)")
+    au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
+    au.add_argument("--no-progress", action="store_true", help="no progress bar")
+    au.set_defaults(func=cmd_audit)
 
     ls = sub.add_parser("list", help="protocols, data kinds and scenarios")
     ls.set_defaults(func=cmd_list)

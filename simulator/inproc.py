@@ -14,14 +14,20 @@ from typing import Any
 from simulator.session import CuratorSession, Limits, PoolSession
 
 
-def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False) -> dict:
-    """Run one configured run in this process; return the curator's result record."""
+def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False,
+               override: dict[str, Any] | None = None) -> dict:
+    """Run one configured run in this process; return the curator's result record.
+
+    ``override`` ({"agent": a, "row": values}) replaces agent a's private row in the pool that
+    hosts it: the privacy audit's neighbouring data sets. It bypasses the curator entirely.
+    """
     token = "inproc"
     n_pools = int(config["pools"])
     cur = CuratorSession(0, config, token, limits, record_view)
     pools = [PoolSession(i, n_pools, token, limits) for i in range(n_pools)]
     for p in pools:
         p.can_die = False
+        p.override = override
     peers = [b"pool-%d" % i for i in range(n_pools)]
     index = {peer: i for i, peer in enumerate(peers)}
     queue: deque[tuple[bool, bytes, bytes]] = deque()  # (to_curator, peer, frame)

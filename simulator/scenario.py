@@ -272,9 +272,9 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     for k, v in params.items():
         specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
         if not specs and not any(k in q.params for q in PROTOCOLS.values()):
-            allowed = sorted({n for q in PROTOCOLS.values() for n in q.params})
-            raise ScenarioError(f"[params] {k}: not a parameter of any protocol; "
-                                f"allowed: {', '.join(allowed)}")
+            allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
+            raise ScenarioError(f"[params] {k}: not a parameter of any protocol; allowed for "
+                                f"{', '.join(protos)}: {', '.join(allowed) or '(none)'}")
         # a parameter of other protocols (e.g. epsilon with protocol = "kwiksort") is not
         # applied to protocols that do not take it
         if isinstance(v, list) and not v:

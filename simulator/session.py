@@ -647,6 +647,7 @@ class PoolSession:
         self.exit = False
         self.silent = False
         self.can_die = True
+        self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
         self._reset()
 
     def _reset(self) -> None:
@@ -725,6 +726,11 @@ class PoolSession:
         self.n = dataset.n
         self.start, self.stop = block_of(self.index, self.n_pools, self.n)
         self.data = dataset.rows(self.start, self.stop)  # only this pool's agents
+        over = self.override  # the privacy audit sets one agent's row (neighbouring data sets)
+        if over is not None and self.start <= int(over["agent"]) < self.stop:
+            self.data = np.array(self.data, copy=True)
+            self.data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
+                self.data.dtype)
         self.exact = cfg.get("agent_mode", "batched") == "exact"
         self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {

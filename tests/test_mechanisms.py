@@ -102,7 +102,28 @@ def test_laplace_mechanism_adds_inverse_cdf_noise():
     values = np.arange(1000) % 2
     out = mech.laplace_mechanism(values, u, 2.0, 0.5)
     assert out.dtype == np.float64
-    assert np.array_equal(out, values + rng.laplace_from_uniform(u, 4.0))
+    ideal = values + rng.laplace_from_uniform(u, 4.0)
+    grid = 2.0 ** (2 - mech.GRID_BITS)  # b = 4 = 2^2
+    assert np.abs(out - ideal).max() <= grid / 2
+    assert np.array_equal(out, np.round(ideal / grid) * grid)
+
+
+def test_snapped_laplace_hides_the_low_bits_of_the_input():
+    """Mironov's attack: 0 + noise and 1 + noise land on different float grids unless snapped.
+
+    With the same uniforms, every snapped output for input 1 is exactly 1 + the snapped output
+    for input 0 (shifted grid, same cells), so no bit pattern tells the inputs apart.
+    """
+    u = _uniforms(20000)
+    raw0, raw1 = rng.laplace_from_uniform(u, 1.0), 1.0 + rng.laplace_from_uniform(u, 1.0)
+    def fine(x):  # has bits below 2^-53: impossible for 1 + noise, common for 0 + noise
+        return np.modf(np.abs(x) * 2.0**53)[0] != 0
+
+    assert fine(raw0).mean() > 0.2 and not fine(raw1).any()  # the leak
+    s0 = mech.laplace_mechanism(np.zeros(20000), u, 1.0, 1.0)
+    s1 = mech.laplace_mechanism(np.ones(20000), u, 1.0, 1.0)
+    assert not fine(s0 * 2.0**33).any() and not fine(s1 * 2.0**33).any()  # on the 2^-20 grid
+    assert (s1 - s0 != 1.0).mean() < 1e-3  # only ulp-boundary cases may differ
 
 
 @pytest.mark.parametrize("eps", [0.5, 2.0])

@@ -8,6 +8,7 @@ agent K distinct random pairs and receive randomized answers with ε/K each.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -15,7 +16,15 @@ import numpy as np
 
 from protocols import mechanisms as mech
 from protocols import rng as rngm
-from protocols.base import Curator, ParamSpec, PrivacyClaim, Protocol, ReportSchema, RoundPlan
+from protocols.base import (
+    AuditSpec,
+    Curator,
+    ParamSpec,
+    PrivacyClaim,
+    Protocol,
+    ReportSchema,
+    RoundPlan,
+)
 from protocols.rank import profile
 from protocols.rank.kwiksort import kwiksort
 
@@ -111,7 +120,7 @@ class _DPCurator(_AllPairsCurator):
         noisy = np.full((self.m, self.m), np.nan)
 
         def compare(a: int, p: int) -> float:
-            v = exact[a, p] + noise_rng.laplace(0.0, scale)
+            v = float(mech.snap_to_grid(exact[a, p] + noise_rng.laplace(0.0, scale), scale))
             noisy[a, p], noisy[p, a] = v, -v
             return v
 
@@ -206,6 +215,43 @@ class _RankProtocol(Protocol):
             metrics["cap_hit"] = float(output["capped"])
         return metrics
 
+    # -- what the privacy audit needs ----------------------------------------------------------
+    def audit_spec(self, params, public):
+        """Candidate rankings of one agent: all m! when m <= 6 (uniform prior), else the
+        identity and its reverse. The audited pair is a ranking and its reverse: they disagree
+        on every pair, so whichever pairs are queried, every answer differs."""
+        m = int(public["m"])
+        if m <= 6:
+            values = np.array(list(itertools.permutations(range(m))), dtype=np.int16)
+            rev = int(np.flatnonzero((values == np.arange(m)[::-1]).all(axis=1))[0])
+            pair, notes = (0, rev), "all m! rankings, uniform prior"
+        else:
+            values = np.array([np.arange(m), np.arange(m)[::-1]], dtype=np.int16)
+            pair, notes = (0, 1), "identity and reverse only (m! too large to enumerate)"
+        return AuditSpec(values, np.full(len(values), 1.0 / len(values)), pair, notes)
+
+    def _all_pairs(self, m: int, n: int) -> np.ndarray:
+        return np.broadcast_to(np.arange(m * (m - 1) // 2), (n, m * (m - 1) // 2))
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Truthful answers to all pairs: probability 1 for the true answers, 0 otherwise."""
+        m = rows.shape[1]
+        truth = profile.answers(rows, self._all_pairs(m, len(rows)))
+        return np.where((np.asarray(reports) == truth).all(axis=1), 0.0, -np.inf)
+
+    def released_aggregate(self, output, params, public):
+        """cmp_hat: the released estimate of C_jl - C_lj per pair (NaN where not released)."""
+        return np.array([np.nan if v is None else v for v in output["cmp_hat"]], dtype=float)
+
+    def true_aggregate(self, rows, params, public):
+        """C_jl - C_lj per pair, summed over the given agents' rankings."""
+        m = rows.shape[1]
+        ans = profile.answers(rows, self._all_pairs(m, len(rows)))
+        return (2.0 * ans - 1.0).sum(axis=0) * self._aggregate_scale(params, public)
+
+    def _aggregate_scale(self, params, public) -> float:
+        return 1.0
+
 
 class KwikSortPlain(_RankProtocol):
     """Non-private KwikSort: every agent answers all C(m,2) pairs truthfully (seed 000 §6.1.1)."""
@@ -269,6 +315,11 @@ class _LDPRank(_RankProtocol):
     def _queried_answers(self, data, queries):
         return profile.answers(data, np.asarray(queries, dtype=np.int64))
 
+    def _aggregate_scale(self, params, public) -> float:
+        # each pair is asked of a fraction K / C(m,2) of the agents
+        m = int(public["m"])
+        return params["queries"] / (m * (m - 1) // 2)
+
 
 class LDPKwikSortRR(_LDPRank):
     """LDP-KwikSort:RR — Algorithm 1 (randomized response with ε/K per answer) and Algorithm 2."""
@@ -287,6 +338,13 @@ class LDPKwikSortRR(_LDPRank):
         o = self._queried_answers(data, queries)
         u = rngm.uniform(key, agents, rnd, k)
         return mech.randomized_response(o, u, params["epsilon"] / k)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Σ_k log p (report = true answer) or log(1 - p) (flipped), p = e^ε_k / (1 + e^ε_k)."""
+        p = mech.rr_keep_probability(params["epsilon"] / params["queries"])
+        same = np.asarray(reports) == self._queried_answers(rows, queries)
+        with np.errstate(divide="ignore"):
+            return np.where(same, math.log(p), math.log1p(-p) if p < 1 else -np.inf).sum(axis=1)
 
 
 class LDPKwikSortLap(_LDPRank):
@@ -311,3 +369,14 @@ class LDPKwikSortLap(_LDPRank):
         o = self._queried_answers(data, queries)
         u = rngm.uniform(key, agents, rnd, k)
         return mech.laplace_mechanism(o, u, 1.0, params["epsilon"] / k)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Σ_k log Laplace density of (report - true answer) at scale K/ε."""
+        b = mech.laplace_scale(1.0, params["epsilon"] / params["queries"])
+        o = self._queried_answers(rows, queries)
+        return (-math.log(2 * b) - np.abs(np.asarray(reports, dtype=float) - o) / b).sum(axis=1)
+
+    def _aggregate_scale(self, params, public) -> float:
+        # thresholded reports: E[ones - zeros] = (2q - 1) x the asked agents' C_jl - C_lj
+        q = mech.laplace_threshold_keep_probability(params["epsilon"] / params["queries"])
+        return super()._aggregate_scale(params, public) * (2 * q - 1)

@@ -1,0 +1,462 @@
+"""What a semi-honest coalition learns: attacks on the adversary view and an empirical ε audit.
+
+The coalition is the curator (optionally) plus colluding agents, up to n - 1 of them. Its view
+(``simulator.collusion``) is exactly: what the curator received (the queries it sent, every
+report, the broadcasts), the colluders' disclosed data and coins, and the public output. When the
+curator is *not* in the coalition (a trusted curator, the central-DP model) the view shrinks to
+the broadcasts, the colluders' own data and the public output. Every attack below is a function of
+that view and of public protocol facts only; the harness, which knows the truth, scores them.
+
+Attacks
+-------
+* **single-report inference** (``bayes_guess``): the Bayes-optimal (maximum a posteriori) guess
+  of an honest target's private row among the protocol's candidate rows (``AuditSpec``), from
+  the target's own reports: argmax_v log prior(v) + Σ_rounds log P(report | v). Needs the
+  curator in the coalition and a closed-form ``log_likelihood``.
+* **differencing** (``differencing_guess``): subtract the known agents' contribution from the
+  released aggregate and match the residual to a candidate's contribution. Exact recovery on a
+  non-private aggregate with n - 1 colluders; bounded under LDP or central DP.
+* **empirical ε audit** (``epsilon_audit``): the target holds one of two neighbouring rows; the
+  protocol is run ``trials`` times with each (inproc, same seeds for both rows); a
+  distinguishing statistic is computed from each view: the log-likelihood ratio of the target's
+  reports (Neyman-Pearson optimal) when the curator colludes and the likelihood is known, else a
+  linear discriminant learned on the training half over the target's reports or the
+  differencing residual. The rejection region is chosen on the training half; on the held-out
+  half, ε̂ = ln(TPR / FPR) and its lower confidence bound
+  ε_lower = ln(CP_lower(TPR) / CP_upper(FPR)) with Clopper-Pearson bounds at level α/2 each
+  (overall 1 - α). A correct mechanism gives ε_lower <= ε with probability >= 1 - α; the claim
+  is *flagged* (refuted) when ε_lower > ε_claimed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta
+
+from protocols import get_protocol
+from protocols.base import AuditSpec, Protocol
+from protocols.rng import party_generator, stream_key
+from simulator.collusion import colluder_mask
+from simulator.inproc import run_inproc
+from simulator.seeding import run_keys, run_seed
+from simulator.session import Limits
+
+ALPHA = 0.05  # 95% confidence for epsilon_lower
+
+
+# ------------------------------------------------------------------------------- the view
+
+
+def coalition_view(view: dict[str, Any], curator_colludes: bool,
+                   colluder_rows: dict[int, np.ndarray]) -> dict[str, Any]:
+    """Restrict a recorded curator view to what the coalition sees.
+
+    With the curator in the coalition, that is the whole recorded view (its disclosures come
+    over the wire). Without it, the colluding agents see only the broadcasts, their own data
+    and the public output.
+    """
+    if curator_colludes:
+        return view
+    return {"rounds": [{"round": r["round"], "broadcast": r["broadcast"]}
+                       for r in view["rounds"]],
+            "disclosures": {a: {"data": row} for a, row in colluder_rows.items()},
+            "output": view["output"], "public": view["public"], "params": view["params"]}
+
+
+def target_reports(view: dict[str, Any], target: int) -> list[tuple[int, Any, Any, np.ndarray]]:
+    """(round, query row or None, broadcast, report row) of each round the target reported in."""
+    out = []
+    for r in view.get("rounds", []):
+        ra = r.get("report_agents")
+        if ra is None or len(ra) == 0:
+            continue
+        ra = np.asarray(ra)
+        i = int(np.searchsorted(ra, target))
+        if i >= len(ra) or ra[i] != target:
+            continue
+        report = np.asarray(r["reports"])[i:i + 1]
+        q = r.get("queries")
+        if q is not None:
+            asked = np.asarray(r["agents"])
+            j = int(np.searchsorted(asked, target))
+            q = np.asarray(q)[j:j + 1]
+        out.append((int(r["round"]), q, r.get("broadcast"), report))
+    return out
+
+
+def _log_likelihoods(protocol: Protocol, view: dict[str, Any], target: int,
+                     values: np.ndarray) -> np.ndarray | None:
+    """Σ over the target's reports of log P(report | row) for each candidate row."""
+    reps = target_reports(view, target)
+    if not reps:
+        return None
+    total = np.zeros(len(values))
+    for rnd, q, bcast, rep in reps:
+        n = len(values)
+        ll = protocol.log_likelihood(rnd, None if q is None else np.repeat(q, n, axis=0), bcast,
+                                     np.repeat(rep, n, axis=0), values, view["params"],
+                                     view["public"])
+        if ll is None:
+            return None
+        total = total + np.asarray(ll, dtype=float)
+    return total
+
+
+# ----------------------------------------------------------------------------- the attacks
+
+
+def bayes_guess(view: dict[str, Any], target: int, protocol: Protocol,
+                spec: AuditSpec) -> int | None:
+    """MAP guess (index into ``spec.values``) of the target's row from its reports, or None."""
+    ll = _log_likelihoods(protocol, view, target, spec.values)
+    if ll is None:
+        return None
+    with np.errstate(divide="ignore"):
+        post = np.log(spec.prior) + ll
+    return int(np.argmax(post))
+
+
+def _residual(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarray | None:
+    """Released aggregate minus the known agents' contribution (the differencing residual)."""
+    params, public = view["params"], view["public"]
+    rel = protocol.released_aggregate(view["output"], params, public)
+    if rel is None:
+        return None
+    known = [np.asarray(d["data"]) for a, d in sorted(view.get("disclosures", {}).items())
+             if int(a) != target]
+    if known:
+        base = protocol.true_aggregate(np.stack(known), params, public)
+        if base is None:
+            return None
+        return np.asarray(rel, dtype=float) - base
+    return np.asarray(rel, dtype=float)
+
+
+def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
+                       spec: AuditSpec) -> int | None:
+    """Candidate whose contribution is closest to the differencing residual, or None."""
+    resid = _residual(view, target, protocol)
+    if resid is None:
+        return None
+    params, public = view["params"], view["public"]
+    contrib = np.stack([protocol.true_aggregate(spec.values[v:v + 1], params, public)
+                        for v in range(len(spec.values))])
+    ok = np.isfinite(resid)
+    if not ok.any():
+        return None
+    d = ((resid[ok] - contrib[:, ok]) ** 2).sum(axis=1)
+    return int(np.argmin(d))
+
+
+def llr_statistic(view: dict[str, Any], target: int, protocol: Protocol,
+                  spec: AuditSpec) -> float | None:
+    """log P(view | row = pair[1]) - log P(view | row = pair[0]) from the target's reports."""
+    ll = _log_likelihoods(protocol, view, target, spec.values[list(spec.pair)])
+    if ll is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        s = ll[1] - ll[0]
+    return 0.0 if math.isnan(s) else float(s)
+
+
+def features(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarray:
+    """Numeric features for the learned test: the target's reports, else the residual."""
+    reps = target_reports(view, target)
+    if reps:
+        return np.concatenate([np.asarray(r[3], dtype=float).ravel() for r in reps])
+    resid = _residual(view, target, protocol)
+    if resid is not None:
+        return np.nan_to_num(resid, nan=0.0)
+    return np.array([0.0])
+
+
+# ------------------------------------------------------------------------ the statistics
+
+
+def cp_lower(k: int, n: int, a: float) -> float:
+    """Clopper-Pearson lower bound (one-sided level a) on a binomial proportion k / n."""
+    return 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+
+
+def cp_upper(k: int, n: int, a: float) -> float:
+    """Clopper-Pearson upper bound (one-sided level a) on a binomial proportion k / n."""
+    return 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+
+
+def _eps_lower(tp: int, fp: int, n: int, alpha: float) -> float:
+    lo, hi = cp_lower(tp, n, alpha / 2), cp_upper(fp, n, alpha / 2)
+    return max(0.0, math.log(lo / hi)) if lo > 0 else 0.0
+
+
+def _counts(s: np.ndarray, tau: np.ndarray, direction: int) -> np.ndarray:
+    """How many of ``s`` fall in the region {direction * s >= direction * tau}, per tau."""
+    srt = np.sort(direction * s)
+    return len(s) - np.searchsorted(srt, direction * tau, side="left")
+
+
+def choose_region(s0: np.ndarray, s1: np.ndarray,
+                  alpha: float = ALPHA) -> tuple[int, float, bool]:
+    """The rejection region (direction, threshold, swapped) maximising the ε lower bound.
+
+    Regions are {d * s >= d * tau}; "swapped" tests the ratio P0(E) / P1(E) instead of
+    P1(E) / P0(E) (ε bounds both). Chosen on training data only.
+    """
+    both = np.concatenate([s0, s1])
+    cands = np.unique(both)
+    if len(cands) > 400:
+        cands = np.unique(np.quantile(both, np.linspace(0, 1, 401)))
+    n0, n1 = len(s0), len(s1)
+    best = (-1.0, 1, float(cands[0]), False)
+    for d in (1, -1):
+        c0, c1 = _counts(s0, cands, d), _counts(s1, cands, d)
+        for i, tau in enumerate(cands):
+            for swap, (tp, n_tp, fp, n_fp) in ((False, (c1[i], n1, c0[i], n0)),
+                                               (True, (c0[i], n0, c1[i], n1))):
+                lo, hi = cp_lower(int(tp), n_tp, alpha / 2), cp_upper(int(fp), n_fp, alpha / 2)
+                score = math.log(lo / hi) if lo > 0 else -math.inf
+                if score > best[0]:
+                    best = (score, d, float(tau), swap)
+    return best[1], best[2], best[3]
+
+
+def epsilon_audit(s0: np.ndarray, s1: np.ndarray,
+                  alpha: float = ALPHA) -> dict[str, float]:
+    """ε̂ and its lower confidence bound from statistics under the two neighbouring rows.
+
+    The first half of each sample chooses the region, the second half estimates it; both
+    halves must have the same length. Returns epsilon_estimate, epsilon_lower, tpr, fpr.
+    """
+    s0, s1 = np.asarray(s0, dtype=float), np.asarray(s1, dtype=float)
+    h = min(len(s0), len(s1)) // 2
+    d, tau, swap = choose_region(s0[:h], s1[:h], alpha)
+    test0, test1 = s0[h:2 * h], s1[h:2 * h]
+    in0 = int(_counts(test0, np.array([tau]), d)[0])
+    in1 = int(_counts(test1, np.array([tau]), d)[0])
+    tp, fp = (in0, in1) if swap else (in1, in0)
+    tpr, fpr = tp / h, fp / h
+    if tpr == 0:
+        est = 0.0
+    elif fpr == 0:
+        est = math.inf
+    else:
+        est = max(0.0, math.log(tpr / fpr))
+    return {"epsilon_estimate": est, "epsilon_lower": _eps_lower(tp, fp, h, alpha),
+            "tpr": tpr, "fpr": fpr}
+
+
+def _linear(train0: np.ndarray, train1: np.ndarray) -> np.ndarray:
+    """Weights of a diagonal linear discriminant (difference of means over pooled variance)."""
+    mu0, mu1 = train0.mean(axis=0), train1.mean(axis=0)
+    var = np.concatenate([train0 - mu0, train1 - mu1]).var(axis=0) + 1e-12
+    return (mu1 - mu0) / var
+
+
+# ------------------------------------------------------------------------------ the harness
+
+
+@dataclass
+class AuditSetting:
+    """One audited configuration: a run config (one repetition), the coalition and target."""
+
+    config: dict[str, Any]
+    scenario_seed: int
+    target: int
+    curator_colludes: bool
+    colluders: np.ndarray  # ids of the colluding agents (never the target)
+
+
+def make_setting(config: dict[str, Any], scenario_seed: int,
+                 target: int | None = None) -> AuditSetting:
+    """Fix the coalition once (so the target stays honest in every trial) and pick the target.
+
+    The target is ``target`` or the lowest-numbered honest agent; if the coalition would
+    include it (e.g. n - 1 colluders), the target is swapped out of it for another agent.
+    """
+    from protocols import get_data_kind
+
+    data = config["data"]
+    kind = get_data_kind(data["kind"])
+    keys = run_keys(run_seed(scenario_seed, 0))
+    n = kind.build({k: v for k, v in data.items() if k != "kind"}, keys.data).n
+    coll = config.get("collusion", {})
+    curator = bool(coll.get("curator", True))
+    mask = colluder_mask(n, coll, keys.collusion)
+    if target is None:
+        honest = np.flatnonzero(~mask)
+        target = int(honest[0]) if len(honest) else 0
+    if not 0 <= target < n:
+        raise ValueError(f"--target: agent {target} does not exist (n = {n})")
+    if mask[target]:
+        mask[target] = False
+        spare = np.flatnonzero(~mask & (np.arange(n) != target))
+        if len(spare) and int(mask.sum()) < n - 1:
+            mask[spare[0]] = True
+    colluders = np.flatnonzero(mask)
+    cfg = dict(config, pools=1, agent_mode="batched",
+               collusion={"colluders": colluders.tolist(), "curator": curator}, faults=[])
+    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders)
+
+
+class _Trials:
+    """Runs one setting repeatedly on the inproc backend with the target's row overridden."""
+
+    def __init__(self, setting: AuditSetting, limits: Limits) -> None:
+        from protocols import get_data_kind
+
+        self.s = setting
+        self.limits = limits
+        self.protocol = get_protocol(setting.config["protocol"])
+        self.kind = get_data_kind(setting.config["data"]["kind"])
+
+    def view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
+        seed = run_seed(self.s.scenario_seed, trial)
+        cfg = dict(self.s.config, seed=seed)
+        res = run_inproc(cfg, self.limits, record_view=True,
+                         override={"agent": self.s.target, "row": row})
+        rows = {}
+        if not self.s.curator_colludes and len(self.s.colluders):
+            data = {k: v for k, v in cfg["data"].items() if k != "kind"}
+            ds = self.kind.build(data, run_keys(seed).data)
+            for a in self.s.colluders.tolist():
+                rows[a] = ds.rows(a, a + 1)[0]
+        return coalition_view(res["view"], self.s.curator_colludes, rows)
+
+
+def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = None,
+                  progress: Any = None) -> dict[str, Any]:
+    """Run every attack and the ε audit on one setting; return one audit record."""
+    t0 = time.perf_counter()
+    limits = limits or Limits(timeout_s=10)
+    runner = _Trials(setting, limits)
+    protocol = runner.protocol
+    from protocols import get_data_kind
+
+    data = setting.config["data"]
+    ds = get_data_kind(data["kind"]).build({k: v for k, v in data.items() if k != "kind"},
+                                           run_keys(run_seed(setting.scenario_seed, 0)).data)
+    public = ds.public
+    params = protocol.resolve(setting.config["params"], public)
+    claim = protocol.claim(params, public)
+    spec = protocol.audit_spec(params, public)
+    if spec is None:
+        raise ValueError(f"protocol {protocol.name!r} does not support the audit")
+    target = setting.target
+
+    # 1. the ε audit on the neighbouring pair, common seeds for both rows
+    v0, v1 = spec.values[spec.pair[0]], spec.values[spec.pair[1]]
+    stats: list[list[Any]] = [[], []]
+    feats: list[list[np.ndarray]] = [[], []]
+    use_llr = None
+    for t in range(trials):
+        for b, row in ((0, v0), (1, v1)):
+            view = runner.view(t, row)
+            if use_llr is None:
+                use_llr = llr_statistic(view, target, protocol, spec) is not None
+            if use_llr:
+                stats[b].append(llr_statistic(view, target, protocol, spec))
+            else:
+                feats[b].append(features(view, target, protocol))
+        if progress is not None:
+            progress(1)
+    if use_llr:
+        s0, s1 = np.array(stats[0]), np.array(stats[1])
+        test = "likelihood ratio"
+    else:
+        f0, f1 = np.stack(feats[0]), np.stack(feats[1])
+        h = trials // 2
+        w = _linear(f0[:h], f1[:h])
+        s0, s1 = f0 @ w, f1 @ w
+        test = "linear discriminant"
+    eps = epsilon_audit(s0, s1)
+
+    # 2. single-report inference and differencing: target's row drawn from the prior
+    g = party_generator(stream_key(setting.scenario_seed, "audit-prior", target))
+    truth = g.choice(len(spec.values), size=trials, p=spec.prior)
+    bayes_hits, diff_hits, bayes_n, diff_n = 0, 0, 0, 0
+    for t in range(trials):
+        view = runner.view(trials + t, spec.values[truth[t]])
+        bg = bayes_guess(view, target, protocol, spec)
+        if bg is not None:
+            bayes_n += 1
+            bayes_hits += int(_same(spec, bg, truth[t]))
+        dg = differencing_guess(view, target, protocol, spec)
+        if dg is not None:
+            diff_n += 1
+            diff_hits += int(_same(spec, dg, truth[t]))
+        if progress is not None:
+            progress(1)
+    claimed = claim.epsilon
+    return {
+        "protocol": protocol.name, "params": params, "data": dict(data), "target": target,
+        "claim_model": claim.model, "epsilon_claimed": claimed,
+        "per_report_epsilon": claim.per_report_epsilon,
+        "epsilon_estimate": eps["epsilon_estimate"], "epsilon_lower": eps["epsilon_lower"],
+        "tpr": eps["tpr"], "fpr": eps["fpr"], "test": test, "trials": trials,
+        "colluders": int(len(setting.colluders)), "curator_colludes": setting.curator_colludes,
+        "flagged": bool(eps["epsilon_lower"] > claimed),
+        "bayes_accuracy": bayes_hits / bayes_n if bayes_n else None,
+        "differencing_accuracy": diff_hits / diff_n if diff_n else None,
+        "prior_baseline": float(spec.prior.max()),
+        "candidates": int(len(spec.values)), "audit_notes": spec.notes,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _same(spec: AuditSpec, guess: int, truth: int) -> bool:
+    """A guess is right when it names the true row (candidate rows may repeat)."""
+    return bool(np.array_equal(spec.values[guess], spec.values[truth]))
+
+
+def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | None = None,
+                   show_progress: bool = True, echo: Any = print) -> list[dict[str, Any]]:
+    """Audit every (protocol, parameter point) of a scenario (its first repetition's config).
+
+    Appends one JSON line per audited setting to ``OUT/audit.jsonl`` and skips settings
+    already there (an interrupted audit resumes).
+    """
+    import json
+
+    from simulator.progress import progress as bar
+    from simulator.results import jsonable
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "audit.jsonl"
+    done: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line from an interrupted audit is redone
+            done[rec.get("key", "")] = rec
+    specs = [s for s in scenario.runs() if s.repeat == 0]
+    records = []
+    with bar(total=len(specs) * 2 * trials, desc="audit", enabled=show_progress) as pb:
+        for spec in specs:
+            key = json.dumps([spec.protocol, spec.params, spec.data, spec.collusion, trials,
+                              target, scenario.seed], sort_keys=True, default=str)
+            if key in done:
+                records.append(done[key])
+                pb.update(2 * trials)
+                continue
+            setting = make_setting(spec.config(), scenario.seed, target)
+            rec = audit_setting(setting, trials, progress=pb.update)
+            rec["key"] = key
+            rec["scenario"] = scenario.name
+            with path.open("a") as f:
+                f.write(json.dumps(jsonable(rec)) + "\n")
+                f.flush()
+            records.append(rec)
+    return records
+
+
+AUDIT_COLUMNS = ["protocol", "claim_model", "curator_colludes", "colluders", "epsilon_claimed",
+                 "epsilon_estimate", "epsilon_lower", "flagged", "bayes_accuracy",
+                 "differencing_accuracy", "prior_baseline", "test"]

@@ -1,0 +1,144 @@
+"""The privacy audit: sound (never refutes a correct claim), powerful (refutes a leaky one),
+and its attacks use the adversary view only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import protocols
+from protocols import mechanisms as mech
+from protocols.rank.protocols import LDPKwikSortRR
+from simulator import audit
+from simulator.collusion import load_view, save_view
+from simulator.session import Limits
+
+
+def cfg(protocol, eps=1.0, colluders=9, curator=True, n=10, m=4, **params):
+    p = {} if protocol == "kwiksort" else {"epsilon": eps}
+    if protocol.startswith("ldp"):
+        p["queries"] = 1
+    p.update(params)
+    return {"protocol": protocol, "params": p,
+            "data": {"kind": "mallows", "n": n, "m": m, "theta": 0.5}, "seed": 0, "pools": 1,
+            "collusion": {"colluders": colluders, "curator": curator}}
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_clopper_pearson_closed_forms():
+    n, a = 50, 0.025
+    assert audit.cp_lower(n, n, a) == pytest.approx(a ** (1 / n))
+    assert audit.cp_upper(0, n, a) == pytest.approx(1 - a ** (1 / n))
+    assert audit.cp_lower(0, n, a) == 0 and audit.cp_upper(n, n, a) == 1
+    assert audit.cp_lower(20, n, a) < 20 / n < audit.cp_upper(20, n, a)
+
+
+def rr_stats(eps, trials, seed):
+    """LLR of one binary RR report under the two inputs: ±eps."""
+    g = np.random.default_rng(seed)
+    p = mech.rr_keep_probability(eps)
+    s1 = np.where(g.random(trials) < p, eps, -eps)
+    s0 = np.where(g.random(trials) < p, -eps, eps)
+    return s0, s1
+
+
+@pytest.mark.parametrize("eps", [0.25, 1.0, 3.0])
+def test_epsilon_audit_is_sound_on_exact_rr(eps):
+    """Over many independent audits the lower bound exceeds the true ε in at most ~α of them."""
+    over = sum(audit.epsilon_audit(*rr_stats(eps, 2000, s))["epsilon_lower"] > eps
+               for s in range(40))
+    # P(>= 6 of 40 | rate <= 0.05) < 0.05: a sound 95% bound passes this test
+    assert over <= 5
+
+
+def test_epsilon_audit_approaches_eps_with_enough_trials():
+    r = audit.epsilon_audit(*rr_stats(1.0, 40000, 1))
+    assert 0.8 <= r["epsilon_lower"] <= 1.0
+    assert r["epsilon_estimate"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_epsilon_audit_sees_a_perfect_separator():
+    s0, s1 = np.zeros(1000), np.ones(1000)
+    r = audit.epsilon_audit(s0, s1)
+    assert math.isinf(r["epsilon_estimate"])
+    # no false positive in 500 held-out trials: ln(0.025^(1/500) / (1 - 0.025^(1/500)))
+    b = 0.025 ** (1 / 500)
+    assert r["epsilon_lower"] == pytest.approx(math.log(b / (1 - b)))
+
+
+# ----------------------------------------------------------------------- end to end (inproc)
+
+
+def test_ldp_kwiksort_rr_claim_holds_and_attacks_stay_near_the_prior():
+    rec = audit.audit_setting(audit.make_setting(cfg("ldp_kwiksort_rr"), 1), 600)
+    assert rec["test"] == "likelihood ratio" and not rec["flagged"]
+    assert 0 < rec["epsilon_lower"] <= 1.0 and rec["colluders"] == 9
+    # one RR bit at eps = 1 about one of 6 pairs: the MAP guess among 24 rankings stays poor
+    se = math.sqrt(0.25 / 600)
+    assert rec["bayes_accuracy"] < rec["prior_baseline"] + 0.1 + 5 * se
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["ldp_kwiksort_rr", "ldp_kwiksort_lap"])
+def test_ldp_kwiksort_lower_bound_within_20_percent(protocol):
+    rec = audit.audit_setting(audit.make_setting(cfg(protocol), 1), 6000)
+    assert 0.8 <= rec["epsilon_lower"] <= 1.0
+
+
+def test_central_dp_kwiksort_gives_no_protection_against_a_colluding_curator():
+    rec = audit.audit_setting(audit.make_setting(cfg("dp_kwiksort"), 1), 200)
+    assert rec["claim_model"] == "central" and rec["flagged"]
+    assert rec["bayes_accuracy"] == 1.0  # the curator reads the target's true answers
+
+
+def test_differencing_recovers_the_target_from_a_non_private_aggregate():
+    # curator trusted (not in the coalition), n - 1 agents collude: output minus their rows
+    rec = audit.audit_setting(audit.make_setting(cfg("kwiksort", curator=False), 1), 100)
+    assert rec["bayes_accuracy"] is None  # reports are not in this coalition's view
+    assert rec["differencing_accuracy"] == 1.0
+
+
+def test_trusted_curator_dp_kwiksort_claim_is_not_refuted():
+    rec = audit.audit_setting(audit.make_setting(cfg("dp_kwiksort", curator=False), 1), 300)
+    assert rec["test"] == "linear discriminant" and not rec["flagged"]
+
+
+class LeakyRR(LDPKwikSortRR):
+    """A broken randomizer: claims ε-LDP randomized response but sends the true answers."""
+
+    name = "leaky_rr"
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        return self._queried_answers(data, queries)
+
+
+def test_audit_flags_a_leaky_mechanism(monkeypatch):
+    monkeypatch.setitem(protocols.PROTOCOLS, "leaky_rr", LeakyRR())
+    rec = audit.audit_setting(audit.make_setting(cfg("leaky_rr"), 1), 200)
+    assert rec["flagged"] and rec["epsilon_lower"] > 3
+
+
+def test_attacks_use_only_the_adversary_view(tmp_path):
+    """The same view, saved to disk and reloaded, gives the same guesses and statistics."""
+    setting = audit.make_setting(cfg("ldp_kwiksort_rr", colluders=5), 3)
+    p = protocols.get_protocol("ldp_kwiksort_rr")
+    trials = audit._Trials(setting, Limits(timeout_s=5))
+    params = p.resolve(setting.config["params"], {"m": 4})
+    spec = p.audit_spec(params, {"m": 4})
+    view = trials.view(0, spec.values[7])
+    again = load_view(save_view(tmp_path / "v.msgpack", view))
+    t = setting.target
+    assert t not in setting.colluders.tolist()
+    for f in (audit.bayes_guess, audit.differencing_guess, audit.llr_statistic):
+        assert f(view, t, p, spec) == f(again, t, p, spec)
+    # the curator never holds the target's row: the override reaches its pool only
+    assert all(int(a) != t for a in view["disclosures"])
+
+
+def test_target_stays_honest_under_maximal_collusion():
+    s = audit.make_setting(cfg("ldp_kwiksort_rr", colluders=50), 1, target=0)
+    assert s.target == 0 and 0 not in s.colluders.tolist() and len(s.colluders) == 9
