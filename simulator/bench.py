@@ -18,6 +18,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -166,6 +167,28 @@ def _row(name: str, n: int, wall: float, ceiling: float | None, mem: str,
     return [name, f"{n:,}", f"{wall:.2f}", f"{rate:,.0f}", ratio, ratio_raw, mem]
 
 
+def scenario_rows(paths: list[Path]) -> list[list[str]]:
+    """One row per run of each benchmark scenario (processes backend, as the file says)."""
+    from simulator import scenario as sc
+    from simulator.runner import execute
+
+    rows = []
+    for path in paths:
+        scen = sc.load(path)
+        for spec in scen.runs():
+            rec = execute(spec)
+            t, c = rec["timing"], rec["comm"]
+            metric = ", ".join(f"{k} {v:.3g}" for k, v in list(rec["metrics"].items())[:2])
+            rows.append([f"{path.stem} {spec.protocol}", f"{rec['n_agents']:,}",
+                         f"{t['wall_s']:.2f}", f"{rec['n_agents'] / t['wall_s']:,.0f}", "", "",
+                         f"agent {1e6 * t['agent_cpu_s_mean']:.1f} us ({t['agent_time_mode']}),"
+                         f" up {c['bytes_up_per_agent_mean']:,.0f} B / down "
+                         f"{c['bytes_down_per_agent_mean']:,.0f} B per agent, curator "
+                         f"{t['curator_peak_rss_mb']:.0f} MB, pool "
+                         f"{t['pool_peak_rss_mb']:.0f} MB; {metric}"])
+    return rows
+
+
 def main(args: Any) -> int:
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
@@ -201,6 +224,9 @@ def main(args: Any) -> int:
         wall_in = time.perf_counter() - t
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         rows.append(_row("full run, inproc", n, wall_in, ceiling, f"process {rss:.0f} MB", raw))
+    if not args.quick and not getattr(args, "no_scenarios", False):
+        here = Path(__file__).resolve().parents[1] / "scenarios"
+        rows.extend(scenario_rows(sorted(here.glob("bench_*.toml"))))
     head = ["benchmark", "agents", "wall s", "agents/s", "/ceiling", "/raw", "notes"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))

@@ -225,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sizes", default="100000,1000000", help="agent counts, comma separated")
     b.add_argument("--pools", type=int, default=2)
     b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    b.add_argument("--no-scenarios", action="store_true",
+                   help="skip the protocol benchmarks (scenarios/bench_*.toml)")
     b.set_defaults(func=cmd_bench)
     return ap
 
