@@ -8,6 +8,7 @@ from pathlib import Path
 
 from protocols import DATA_KINDS, PROTOCOLS, ParamError
 from simulator import __version__
+from simulator.curve import CurveError
 from simulator.session import Limits, RunFailed
 
 SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
@@ -52,7 +53,7 @@ def _load(args: argparse.Namespace):
     overrides = list(args.set or [])
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
                      ("seed", "seed"), ("bind", "runtime.endpoint"),
-                     ("token", "runtime.token")):
+                     ("token", "runtime.token"), ("curve", "runtime.curve")):
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
@@ -79,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
              f"{scenario.runtime['pools']} pools -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
                                         echo=_err)
-    except (ScenarioError, ParamError) as e:
+    except (ScenarioError, ParamError, CurveError) as e:
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -153,9 +154,33 @@ def cmd_agents(args: argparse.Namespace) -> int:
     except ValueError:
         _err(f"error: --pool {args.pool!r}: expected I/P with 0 <= I < P, e.g. 0/2")
         return 2
+    if bool(args.curve_key) != bool(args.curve_server):
+        _err("error: --curve-key and --curve-server go together (this pool's .key_secret and "
+             "the curator's server.key)")
+        return 2
+    curve = (args.curve_key, args.curve_server) if args.curve_key else None
     limits = Limits(timeout_s=args.timeout)
-    return pool_loop(args.connect, i, p, args.token or "", limits,
-                     idle_timeout_s=args.idle_timeout)
+    try:
+        return pool_loop(args.connect, i, p, args.token or "", limits,
+                         idle_timeout_s=args.idle_timeout, curve=curve)
+    except CurveError as e:
+        _err(f"error: {e}")
+        return 2
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from simulator.curve import make_keys
+
+    try:
+        files = make_keys(args.dir, args.pools)
+    except CurveError as e:
+        _err(f"error: {e}")
+        return 2
+    for f in files:
+        print(f)
+    print(f"\ncurator: ldpsim curator --curve {args.dir} ...\n"
+          f"pool I:  ldpsim agents --curve-key pool-I.key_secret --curve-server server.key ...")
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -190,12 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
     run_opts(c)
     c.add_argument("--bind", required=True, help="endpoint to bind, e.g. tcp://*:5555")
+    c.add_argument("--curve", help="CURVE key directory from `ldpsim keys`: encrypt and accept "
+                                   "only enrolled pools")
     c.set_defaults(func=cmd_curator)
 
     a = sub.add_parser("agents", help="hosts backend: serve one agent pool")
     a.add_argument("--connect", required=True, help="curator endpoint, e.g. tcp://host:5555")
     a.add_argument("--pool", required=True, help="I/P: this is pool I of P")
     a.add_argument("--token", help="the curator's shared secret")
+    a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
+    a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
     a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")
     a.add_argument("--idle-timeout", type=float, default=600.0,
                    help="exit after this long without hearing from the curator (s)")
@@ -212,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)
+
+    k = sub.add_parser("keys", help="hosts backend: create CURVE keys for a curator and pools")
+    k.add_argument("dir", help="directory for the key files")
+    k.add_argument("--pools", type=int, default=2, help="number of pool key pairs")
+    k.set_defaults(func=cmd_keys)
 
     ls = sub.add_parser("list", help="protocols, data kinds and scenarios")
     ls.set_defaults(func=cmd_list)

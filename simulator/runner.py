@@ -22,6 +22,7 @@ import zmq
 from protocols import get_data_kind, get_protocol
 from simulator import __version__
 from simulator.collusion import save_view
+from simulator.curve import check_dir
 from simulator.inproc import run_inproc
 from simulator.progress import progress
 from simulator.results import ResultStore, format_table, plot, summarize, write_summary
@@ -120,10 +121,14 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     try:
         if todo and scenario.runtime["backend"] == "hosts":
             rt = scenario.runtime
-            hosts = HostsCurator(rt["endpoint"], limits_of(rt))
+            if rt.get("curve"):
+                check_dir(rt["curve"])  # a clear error before any process starts
+            hosts = HostsCurator(rt["endpoint"], limits_of(rt), rt.get("curve") or None)
             echo(f"curator bound at {hosts.endpoint}; start {rt['pools']} pools with:\n  "
                  f"ldpsim agents --connect tcp://HOST:PORT --pool I/{rt['pools']}"
-                 + (" --token ..." if rt["token"] else ""), file=sys.stderr)
+                 + (" --token ..." if rt["token"] else "")
+                 + (" --curve-key pool-I.key_secret --curve-server server.key"
+                    if rt.get("curve") else ""), file=sys.stderr)
         with progress(len(specs), scenario.name, enabled=show_progress and
                       scenario.runtime["progress"]) as bar:
             bar.update(len(specs) - len(todo))

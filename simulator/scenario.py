@@ -38,6 +38,7 @@ RUNTIME = {
     "batch": ParamSpec("batch", "int", 4096, low=1),
     "endpoint": ParamSpec("endpoint", "str", "tcp://*:5555"),
     "token": ParamSpec("token", "str", ""),
+    "curve": ParamSpec("curve", "str", "", help="hosts: CURVE key directory (ldpsim keys)"),
     "max_frame_bytes": ParamSpec("max_frame_bytes", "int", 64 << 20, low=1024),
     "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", 1 << 20, low=64),
     "progress": ParamSpec("progress", "bool", True),

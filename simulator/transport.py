@@ -25,6 +25,7 @@ from typing import Any
 import zmq
 
 from simulator import wire
+from simulator.curve import connect_curve, serve_curve
 from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
 
@@ -37,9 +38,10 @@ def _die_with_parent() -> None:
 class CuratorServer:
     """The curator's socket. Runs one session after another on the same bound endpoint."""
 
-    def __init__(self, endpoint: str, limits: Limits) -> None:
+    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
+        self.auth = serve_curve(self.ctx, self.sock, curve) if curve else None
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
@@ -93,20 +95,26 @@ class CuratorServer:
                 self.sock.send_multipart([peer, bye])
         time.sleep(0.05)
         self.sock.close(linger=0)
+        if self.auth is not None:
+            self.auth.stop()
         self.ctx.term()
 
 
 def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
-              idle_timeout_s: float | None = None) -> int:
+              idle_timeout_s: float | None = None,
+              curve: tuple[str, str] | None = None) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
     curator as an ERROR envelope first), 2 when the curator fell silent for ``idle_timeout_s``.
+    ``curve`` is (this pool's secret key file, the curator's public key file).
     """
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
         sock.setsockopt(opt, val)
+    if curve:
+        connect_curve(sock, *curve)
     sock.connect(endpoint)
     sess = PoolSession(index, n_pools, token, limits)
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
@@ -243,12 +251,12 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
 # ---------------------------------------------------------------------- the hosts backend
 
 
-def _server_child(endpoint: str, limits: Limits, rx, tx) -> None:
+def _server_child(endpoint: str, limits: Limits, rx, tx, curve: str | None = None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = None
     try:
-        server = CuratorServer(endpoint, limits)
+        server = CuratorServer(endpoint, limits, curve)
         tx.send(("bound", server.endpoint))
         while True:
             msg = rx.recv()
@@ -274,12 +282,12 @@ class HostsCurator:
     ``ldpsim agents --connect ...`` take part in every run until ``close()``.
     """
 
-    def __init__(self, endpoint: str, limits: Limits) -> None:
+    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
         ctx = mp.get_context("fork")
         child_rx, self._to_child = ctx.Pipe(duplex=False)  # (reader, writer)
         self._from_child, child_tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
-                                args=(endpoint, limits, child_rx, child_tx))
+                                args=(endpoint, limits, child_rx, child_tx, curve))
         self.proc.start()
         status, payload = self._recv(30.0)
         if status != "bound":

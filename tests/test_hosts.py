@@ -69,3 +69,56 @@ def test_hosts_pool_with_wrong_token_is_refused():
         hosts.close()
         pool.kill()
         pool.wait(5)
+
+
+def test_curve_admits_enrolled_pools_only(tmp_path):
+    """With CURVE, a pool with an enrolled key runs; one with another key never gets in."""
+    from simulator.curve import make_keys
+
+    keys, stranger = tmp_path / "keys", tmp_path / "stranger"
+    make_keys(keys, 1)
+    make_keys(stranger, 1)  # valid keys, but not enrolled with this curator
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2.0), curve=str(keys))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def pool(secret):
+        return subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+                                 f"tcp://127.0.0.1:{port}", "--pool", "0/1", "--token", "tk",
+                                 "--curve-key", str(secret), "--curve-server",
+                                 str(keys / "server.key"), "--idle-timeout", "3"],
+                                env=env, stderr=subprocess.PIPE)
+
+    c = cfg("ldp_kwiksort_rr", 1)
+    c["pools"] = 1
+    intruder = pool(stranger / "pool-0.key_secret")
+    try:
+        try:
+            hosts.run(c, "tk")
+            raise AssertionError("a pool with an unenrolled CURVE key registered")
+        except RunFailed as e:
+            assert "no pool registered" in str(e)
+        member = pool(keys / "pool-0.key_secret")
+        res = hosts.run(c, "tk")
+        assert res["output"] == run_inproc(c, LIMITS)["output"]
+    finally:
+        hosts.close()
+        intruder.kill()
+        intruder.wait(5)
+    assert member.wait(timeout=15) == 0
+
+
+def test_curve_key_errors_are_clear(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-m", "simulator", "agents", "--connect",
+                          "tcp://127.0.0.1:9", "--pool", "0/1", "--curve-key",
+                          str(tmp_path / "nope.key_secret"), "--curve-server",
+                          str(tmp_path / "server.key")], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 2 and "CURVE key file not found" in res.stderr
+    res = subprocess.run([sys.executable, "-m", "simulator", "keys", str(tmp_path / "k"),
+                          "--pools", "2"], env=env, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0
+    assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
+        "clients", "pool-0.key", "pool-0.key_secret", "pool-1.key", "pool-1.key_secret",
+        "server.key", "server.key_secret"]
