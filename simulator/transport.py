@@ -30,9 +30,30 @@ from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
 
 def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the parent dies, so no child outlives the orchestrator."""
+    """Linux: get SIGKILL when the parent dies, so no child outlives the orchestrator.
+
+    Also ignores SIGINT (Ctrl-C reaches the whole process group; the orchestrator alone
+    handles it and stops the children) and lifts the SIGINT block ``_start`` set around fork.
+    """
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _start(proc) -> None:
+    """Start a child with SIGINT blocked across fork.
+
+    Without this, a Ctrl-C landing while the child is being forked can hit the child before it
+    ignores SIGINT, or interrupt the parent half-way through ``Process.start``. With it, the
+    child starts with SIGINT ignored, and a pending Ctrl-C reaches the parent right after the
+    child is registered, where the caller's clean-up can stop it.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class CuratorServer:
@@ -157,7 +178,6 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
 def _curator_child(endpoint: str, config: dict, token: str, limits: Limits, record_view: bool,
                    conn) -> None:
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = None
     try:
         server = CuratorServer(endpoint, limits)
@@ -175,7 +195,6 @@ def _curator_child(endpoint: str, config: dict, token: str, limits: Limits, reco
 
 def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits) -> None:
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os._exit(pool_loop(endpoint, index, n_pools, token, limits))
 
 
@@ -215,10 +234,10 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
              for i in range(n_pools)] if spawn_pools else []
     procs = [curator, *pools]
     try:
-        curator.start()
+        _start(curator)
         tx.close()
         for p in pools:
-            p.start()
+            _start(p)
         failed_at = None
         while True:
             if rx.poll(0.05):
@@ -253,7 +272,6 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
 
 def _server_child(endpoint: str, limits: Limits, rx, tx, curve: str | None = None) -> None:
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     server = None
     try:
         server = CuratorServer(endpoint, limits, curve)
@@ -288,7 +306,7 @@ class HostsCurator:
         self._from_child, child_tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
                                 args=(endpoint, limits, child_rx, child_tx, curve))
-        self.proc.start()
+        _start(self.proc)
         status, payload = self._recv(30.0)
         if status != "bound":
             self.close()
