@@ -271,7 +271,7 @@ class CuratorSession:
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(values).all(axis=1) & (values >= schema.low).all(axis=1) & (
                 values <= schema.high).all(axis=1)
-        sizes = wire.minimal_report_sizes(self.run, rnd.number, ids, values, schema.dtype)
+        sizes = wire.batch_sizes(self.run, rnd.number, ids, schema.length, schema.dtype)
         if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
             return False
         del rnd.pending[(peer, first[2])]
@@ -522,10 +522,14 @@ class CuratorSession:
     def _end_round(self) -> Out:
         rnd = self.round
         if rnd.agents:
-            agents = np.concatenate(rnd.agents)
-            reports = np.concatenate(rnd.reports)
-            order = np.argsort(agents, kind="stable")  # canonical order: arrival-independent
-            agents, reports = agents[order], reports[order]
+            # canonical order (arrival-independent): batches are sorted, disjoint blocks in
+            # the common case, so ordering the blocks by their first id is enough
+            blocks = sorted(range(len(rnd.agents)), key=lambda i: int(rnd.agents[i][0]))
+            agents = np.concatenate([rnd.agents[i] for i in blocks])
+            reports = np.concatenate([rnd.reports[i] for i in blocks])
+            if len(agents) > 1 and not (np.diff(agents) > 0).all():
+                order = np.argsort(agents, kind="stable")
+                agents, reports = agents[order], reports[order]
         else:
             agents = np.zeros(0, dtype=np.int64)
             reports = np.zeros((0, rnd.plan.schema.length))

@@ -248,12 +248,30 @@ def _int_columns(a: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+_WIDTH_EDGES = np.array([1 << 7, 1 << 8, 1 << 16, 1 << 32], dtype=np.int64)
+_WIDTHS = (1, 2, 3, 5, 9)
+
+
 def _groups(agents: np.ndarray) -> list[tuple[int, int, int]]:
-    """Split sorted non-negative ids into runs of equal msgpack width: (lo, hi, width)."""
-    w = int_sizes(agents)
-    cut = np.flatnonzero(np.diff(w)) + 1
-    edges = [0, *cut.tolist(), len(agents)]
-    return [(lo, hi, int(w[lo])) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    """Split sorted non-negative ids into runs of equal msgpack width: (lo, hi, width).
+
+    Sorted ids change width only at 2^7, 2^8, 2^16 and 2^32, so this is a binary search.
+    """
+    cuts = np.searchsorted(agents, _WIDTH_EDGES).tolist()
+    edges = [0, *cuts, len(agents)]
+    return [(lo, hi, _WIDTHS[i]) for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:],
+                                                                strict=True)) if hi > lo]
+
+
+def batch_sizes(run: int, rnd: int, agents: np.ndarray, k: int | None,
+                dtype: str) -> np.ndarray:
+    """Envelope sizes of the canonical batch ``match_batch`` accepts (sorted ids)."""
+    head = 3 + len(_int_bytes(run)) + len(_int_bytes(rnd))
+    body = 1 if k is None else len(_array_header(k)) + k * (9 if dtype == "float" else 1)
+    sizes = np.empty(len(agents), dtype=np.int64)
+    for lo, hi, width in _groups(np.asarray(agents, dtype=np.int64)):
+        sizes[lo:hi] = head + width + body
+    return sizes
 
 
 def _payload_kind(payload: np.ndarray | None) -> str | None:

@@ -88,3 +88,12 @@ def test_parse_consecutive_declines_gaps_and_other_kinds():
     assert wire.parse_consecutive(frame, wire.QUERY) is None
     assert wire.parse_consecutive(b"\x96\x01", wire.QUERY) is None
     assert wire.parse_consecutive(b"", wire.QUERY) is None
+
+
+def test_batch_sizes_match_the_encoded_envelopes():
+    agents = np.unique(np.concatenate([np.array(EDGES), np.arange(120, 300)]))
+    for k, dtype, payload in ((None, "int", None),
+                              (3, "int", np.ones((len(agents), 3), dtype=np.int64)),
+                              (2, "float", np.zeros((len(agents), 2)))):
+        _, sizes = wire.encode_batch(wire.REPORT, 7, 2, agents, payload)
+        assert np.array_equal(wire.batch_sizes(7, 2, agents, k, dtype), sizes)
