@@ -260,10 +260,17 @@ class CuratorSession:
         first = wire.first_agent(frame, wire.REPORT)
         if first is None or first[0] != self.run or first[1] != rnd.number:
             return False
-        ids = rnd.pending.get((peer, first[2]))
-        if ids is None:
+        sent = rnd.pending.get((peer, first[2]))
+        if sent is None:
             return False
         schema = rnd.plan.schema
+        # the frame may answer a prefix of the batch (a pool splits large replies)
+        ends = np.cumsum(wire.batch_sizes(self.run, rnd.number, sent, schema.length,
+                                          schema.dtype))
+        j = int(np.searchsorted(ends, len(frame))) + 1
+        if j > len(sent) or ends[j - 1] != len(frame):
+            return False
+        ids = sent[:j]
         values = wire.match_batch(frame, wire.REPORT, self.run, rnd.number, ids, schema.length,
                                   schema.dtype)
         if values is None:
@@ -271,10 +278,12 @@ class CuratorSession:
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(values).all(axis=1) & (values >= schema.low).all(axis=1) & (
                 values <= schema.high).all(axis=1)
-        sizes = wire.batch_sizes(self.run, rnd.number, ids, schema.length, schema.dtype)
+        sizes = np.diff(ends[:j], prepend=0)
         if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
             return False
         del rnd.pending[(peer, first[2])]
+        if j < len(sent):
+            rnd.pending[(peer, int(sent[j]))] = sent[j:]
         yield from self._on_reports(peer, ids, None, sizes, (ok, values))
         return True
 
@@ -794,8 +803,14 @@ class PoolSession:
             self.agent_cpu += dt
             self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
         self.agent_calls += len(ids)
-        frame, _ = wire.encode_batch(wire.REPORT, self.run, rnd, ids, np.asarray(reports))
-        return [frame]
+        reports = np.asarray(reports)
+        # one frame per query batch, split when it would exceed half the frame limit (large
+        # reports, e.g. a whole answer vector per worker); the curator matches the pieces
+        row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
+        per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
+        return [wire.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
+                                  reports[s:s + per_frame])[0]
+                for s in range(0, len(ids), per_frame)]
 
     def _stats(self) -> dict[str, Any]:
         return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":

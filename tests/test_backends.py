@@ -81,3 +81,16 @@ def test_per_agent_bytes_are_exact_envelope_sizes():
     assert res["comm"]["bytes_up_per_agent_mean"] == pytest.approx(np.mean(up), abs=1e-12)
     assert res["comm"]["report_bits_per_agent"] == 2
     assert res["comm"]["messages_total"] == 600
+
+
+@pytest.mark.parametrize("backend", ["inproc", "processes"])
+def test_large_replies_are_split_under_the_frame_limit(backend):
+    """A pool splits a reply that would exceed the frame limit; nothing is lost or rejected."""
+    cfg = config("ldp_kwiksort_lap", n=3000)
+    ref = run_inproc(cfg, LIMITS)
+    small = Limits(timeout_s=10, max_frame_bytes=4096)
+    res = run_inproc(cfg, small) if backend == "inproc" else run_processes(cfg, small)
+    assert res["output"] == ref["output"]
+    assert res["rejected"] == 0 and res["dropouts"] == 0
+    assert {k: res["comm"][k] for k in COMM_KEYS} == {k: ref["comm"][k] for k in COMM_KEYS}
+    assert res["comm"]["physical_frames"] > 2 * ref["comm"]["physical_frames"]

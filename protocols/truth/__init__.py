@@ -1,4 +1,9 @@
-"""Truth inference on sparse crowdsourcing answers under LDP (seed 001)."""
+"""Truth inference on sparse crowdsourcing answers under LDP (seed 001): Algorithm 1 on answers
+perturbed by LP, RR with NULL, MF (objective perturbation) or the 2-Layer baseline."""
 
-PROTOCOLS: tuple = ()
-KINDS: dict = {}
+from protocols.truth.data import KINDS
+from protocols.truth.protocols import TruthLP, TruthMF, TruthPlain, TruthRR, TruthTwoLayer
+
+PROTOCOLS = (TruthPlain(), TruthLP(), TruthRR(), TruthMF(), TruthTwoLayer())
+
+__all__ = ["PROTOCOLS", "KINDS"]

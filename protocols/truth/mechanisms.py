@@ -1,0 +1,242 @@
+"""Cell-level local randomizers of seed 001 §IV and the 2-Layer baseline of §VI-A.
+
+Answers are integers in Γ = {0, 1, ..., L-1} (L = ``levels`` = |Γ|); NULL is NaN in a data row
+and the code ``L`` in an integer report. Every randomizer here is applied to every cell of a
+worker's answer vector, NULL cells included, so a report does not reveal which tasks the worker
+answered. Each mechanism states its per-cell ε (Definition II.1, ε-cell LDP) and sensitivity in
+one function, which the protocols' ``claim()`` uses.
+
+All functions are vectorised over a block of workers (one row each) and take their randomness
+as uniforms in (0, 1) drawn per agent, so a row depends only on that agent's data and coins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import logsumexp, roots_legendre
+
+from protocols import mechanisms as mech
+from protocols.rng import laplace_from_uniform
+
+# --------------------------------------------------------------------------- codes
+
+
+def to_codes(rows: np.ndarray, levels: int) -> np.ndarray:
+    """Answer rows (float, NaN = NULL) to integer codes: the answer itself, ``levels`` for NULL."""
+    r = np.asarray(rows, dtype=np.float64)
+    return np.where(np.isnan(r), levels, np.nan_to_num(r)).astype(np.int64)
+
+
+def from_codes(codes: np.ndarray, levels: int) -> np.ndarray:
+    """Integer codes back to answer rows (float, NaN = NULL)."""
+    c = np.asarray(codes)
+    return np.where(c == levels, np.nan, c).astype(np.float64)
+
+
+# --------------------------------------------------------------------------- LP (Eq. 6-7)
+
+
+def lp_sensitivity(levels: int) -> float:
+    """Sensitivity of one cell under LP as the paper sets it: Δ = |Γ| (Eq. 7, Theorem 1).
+
+    After the NULL replacement g of Eq. (6) every cell lies in [0, L-1], so the true L1
+    sensitivity of a cell is L-1 <= |Γ|; the paper's Lap(|Γ|/ε) is therefore (ε(L-1)/L)-cell
+    LDP, slightly better than claimed. We keep the paper's scale for reproduction.
+    """
+    return float(levels)
+
+
+def lp_scale(levels: int, epsilon: float) -> float:
+    """Laplace scale b = |Γ|/ε of Eq. (7); ε-cell LDP (Theorem 1) with Δ = ``lp_sensitivity``."""
+    return mech.laplace_scale(lp_sensitivity(levels), epsilon)
+
+
+def null_fill(rows: np.ndarray, u: np.ndarray, levels: int, mode: str,
+              value: float) -> np.ndarray:
+    """Eq. (6): g(a) = a for an answer, v for NULL.
+
+    ``mode`` "uniform" draws v uniformly from Γ (one uniform of ``u`` per cell; E[v] = (L-1)/2,
+    as in the paper's experiments), "constant" uses ``value`` (any number in [0, L-1]: Theorem 1
+    only needs v inside the answer range).
+    """
+    r = np.asarray(rows, dtype=np.float64)
+    if mode == "uniform":
+        v = np.minimum(np.floor(u * levels), levels - 1)
+    elif mode == "constant":
+        v = np.full(r.shape, float(value))
+    else:
+        raise ValueError(f"unknown NULL fill {mode!r}")
+    return np.where(np.isnan(r), v, r)
+
+
+def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels: int,
+               epsilon: float, mode: str = "uniform", value: float = 0.0) -> np.ndarray:
+    """Eq. (7): g(a_ij) + Lap(|Γ|/ε) for every cell, NULL cells included (Theorem 1).
+
+    Parameters
+    ----------
+    rows : ndarray, shape (B, n)
+        Answer rows, NaN = NULL.
+    u_fill, u_noise : ndarray, shape (B, n)
+        The workers' uniforms for the NULL replacement of Eq. (6) and for the Laplace noise.
+    levels : int
+        |Γ| = L (answers 0..L-1).
+    epsilon : float
+        Per-cell budget; each cell is ε-cell LDP with Δ = ``lp_sensitivity(levels)``.
+    mode, value
+        NULL replacement, see ``null_fill``.
+
+    Returns
+    -------
+    ndarray, shape (B, n)
+        Finite reports; a NULL cell is indistinguishable in kind from an answered one.
+    """
+    filled = null_fill(rows, u_fill, levels, mode, value)
+    return filled + laplace_from_uniform(u_noise, lp_scale(levels, epsilon))
+
+
+def _laplace_logpdf(x: np.ndarray, b: float) -> np.ndarray:
+    return -np.abs(x) / b - math.log(2.0 * b)
+
+
+def lp_log_likelihood(reports: np.ndarray, rows: np.ndarray, levels: int, epsilon: float,
+                      mode: str = "uniform", value: float = 0.0) -> np.ndarray:
+    """Exact log-density of LP reports given the rows (sum over cells).
+
+    A NULL cell is a mixture: uniform fill gives (1/L) Σ_v Lap(y - v; b); constant fill gives
+    Lap(y - value; b).
+    """
+    y = np.asarray(reports, dtype=np.float64)
+    r = np.asarray(rows, dtype=np.float64)
+    b = lp_scale(levels, epsilon)
+    null = np.isnan(r)
+    ans = _laplace_logpdf(y - np.nan_to_num(r), b)
+    if mode == "uniform":
+        grid = np.arange(levels, dtype=np.float64)
+        mix = logsumexp(_laplace_logpdf(y[..., None] - grid, b), axis=-1) - math.log(levels)
+    else:
+        mix = _laplace_logpdf(y - value, b)
+    return np.where(null, mix, ans).sum(axis=-1)
+
+
+# --------------------------------------------------------------------------- RR (Eq. 8)
+
+
+def rr_epsilon(epsilon: float) -> float:
+    """Per-cell ε of RR with NULL (Eq. 8): the ratio of any output's probability under two
+    inputs is at most e^ε / 1, so each cell (NULL or not) is ε-cell LDP; sensitivity does not
+    apply (randomized response over the |Γ| + 1 symbols Γ ∪ {NULL})."""
+    return float(epsilon)
+
+
+def rr_keep_probability(levels: int, epsilon: float | np.ndarray) -> float | np.ndarray:
+    """Eq. (8): P(report = input) = e^ε / (|Γ| + e^ε) over the |Γ| + 1 symbols Γ ∪ {NULL}.
+
+    Each of the |Γ| other symbols has probability 1 / (|Γ| + e^ε).
+    """
+    e = np.asarray(epsilon, dtype=np.float64)
+    p = 1.0 / (1.0 + levels * np.exp(-e))
+    return float(p) if p.ndim == 0 else p
+
+
+def rr_transition_matrix(levels: int, epsilon: float) -> np.ndarray:
+    """P[x, y] = P(report y | input x) over codes 0..L (L = NULL), Eq. (8)."""
+    p = rr_keep_probability(levels, epsilon)
+    q = (1.0 - p) / levels
+    mat = np.full((levels + 1, levels + 1), q)
+    np.fill_diagonal(mat, p)
+    return mat
+
+
+def rr_perturb(codes: np.ndarray, u: np.ndarray, levels: int,
+               epsilon: float | np.ndarray) -> np.ndarray:
+    """Eq. (8) on every cell, one uniform per cell.
+
+    Keep the code when ``u < p``; otherwise report one of the other L symbols uniformly:
+    ``(c + 1 + k) mod (L + 1)`` with ``k = floor((u - p) / (1 - p) * L)``.
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (B, n)
+        Answer codes 0..L-1, and L for NULL (``to_codes``).
+    u : ndarray, shape (B, n)
+        One uniform per cell.
+    levels : int
+        |Γ| = L; the randomizer works over the L + 1 symbols Γ ∪ {NULL}.
+    epsilon : float or ndarray of shape (B,)
+        Per-cell budget, or one per row (the 2-Layer mechanism's ε_i).
+
+    Returns
+    -------
+    ndarray of int, shape (B, n)
+        Codes 0..L; every cell is ε-cell LDP (``rr_epsilon``).
+    """
+    c = np.asarray(codes, dtype=np.int64)
+    eps = np.asarray(epsilon, dtype=np.float64)
+    p = rr_keep_probability(levels, eps)
+    p = np.asarray(p)[:, None] if eps.ndim == 1 else p
+    keep = u < p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.floor((u - p) / (1.0 - p) * levels)
+    k = np.clip(np.nan_to_num(k), 0, levels - 1).astype(np.int64)
+    return np.where(keep, c, (c + 1 + k) % (levels + 1))
+
+
+def rr_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int,
+                      epsilon: float) -> np.ndarray:
+    """Exact log P(report | row) of Eq. (8), summed over cells."""
+    y = np.asarray(reports, dtype=np.int64)
+    c = np.asarray(codes, dtype=np.int64)
+    p = rr_keep_probability(levels, epsilon)
+    same = (y == c).sum(axis=-1)
+    return same * math.log(p) + (y.shape[-1] - same) * math.log((1.0 - p) / levels)
+
+
+# --------------------------------------------------------------------------- 2-Layer
+
+
+def two_layer_epsilons(u: np.ndarray, epsilon: float, spread: float) -> np.ndarray:
+    """Layer 1 of the 2-Layer baseline as seed 001 §VI-D runs it: each worker draws its own
+    budget ε_i ~ Uniform[ε(1 - spread), ε(1 + spread)] (mean ε) from one uniform ``u``.
+
+    Li et al. (KDD 2018) let each worker draw its own perturbation probability from a public
+    hyper-distribution; seed 001 describes the budget form, which we follow.
+    """
+    lo = epsilon * (1.0 - spread)
+    return lo + 2.0 * epsilon * spread * np.asarray(u, dtype=np.float64)
+
+
+def two_layer_max_epsilon(epsilon: float, spread: float) -> float:
+    """Worst-case per-cell ε of the 2-Layer baseline: ε(1 + spread).
+
+    Layer 2 is Eq. (8) with the worker's ε_i, so every cell is ε_i-cell LDP given ε_i. The
+    worker's other cells leak information about ε_i, so the guarantee that holds for the whole
+    report is the largest ε_i the hyper-distribution allows, not its mean ε (the paper's
+    nominal budget). With ``spread`` = 0 it is plain RR.
+    """
+    return float(epsilon * (1.0 + spread))
+
+
+def two_layer_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int,
+                             epsilon: float, spread: float, nodes: int = 64) -> np.ndarray:
+    """log P(report | row) of the 2-Layer mechanism: the RR likelihood averaged over ε_i.
+
+    The average over ε_i ~ Uniform is a one-dimensional integral, computed by Gauss-Legendre
+    quadrature with ``nodes`` nodes (the integrand is smooth in ε_i; 64 nodes are exact to
+    double precision for the report lengths used here).
+    """
+    y = np.asarray(reports, dtype=np.int64)
+    c = np.asarray(codes, dtype=np.int64)
+    same = (y == c).sum(axis=-1).astype(np.float64)
+    diff = y.shape[-1] - same
+    if spread == 0:
+        return rr_log_likelihood(y, c, levels, epsilon)
+    x, w = roots_legendre(nodes)
+    lo, hi = epsilon * (1 - spread), epsilon * (1 + spread)
+    e = 0.5 * (hi - lo) * x + 0.5 * (hi + lo)
+    p = rr_keep_probability(levels, e)
+    terms = (same[..., None] * np.log(p) + diff[..., None] * np.log((1 - p) / levels)
+             + np.log(0.5 * w))
+    return logsumexp(terms, axis=-1)

@@ -1,0 +1,414 @@
+"""Truth-inference protocols of seed 001 (Sun, Dong, Wang, Yu & Qin, "Truth Inference on Sparse
+Crowdsourcing Data with Local Differential Privacy"): ``truth_plain`` (no privacy), ``truth_lp``
+(§IV-A), ``truth_rr`` (§IV-B), ``truth_mf`` (§V) and ``truth_two_layer`` (the 2-Layer baseline of
+Li et al., KDD 2018, with NULL as an extra answer, §VI-A).
+
+Every protocol runs one round: the curator asks every worker (MF also broadcasts the task-profile
+matrix V), each worker perturbs its whole answer vector, NULL cells included, and the curator
+runs Algorithm 1 on what it received (NULL reports count as "not answered"). The headline metric
+is the MAE change MAE_P - MAE_O (§VI-A), where MAE_O is Algorithm 1 on the original answers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from protocols import rng as rngm
+from protocols.base import (
+    AuditSpec,
+    Curator,
+    ParamError,
+    ParamSpec,
+    PrivacyClaim,
+    Protocol,
+    ReportSchema,
+    RoundPlan,
+)
+from protocols.truth import mechanisms as tm
+from protocols.truth import mf
+from protocols.truth.data import DATA_TYPE
+from protocols.truth.inference import MAX_ITER, TOL, infer_truth, mae
+
+EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
+                    help="privacy budget ε per cell (ε-cell LDP, Definition II.1)")
+#: Cells per internal chunk of ``respond`` (bounds temporaries; does not change any report).
+CELLS = 1 << 18
+INFERENCE = {
+    "tol": ParamSpec("tol", "float", default=TOL, low=0, low_open=True,
+                     help="Algorithm 1 stops when no truth moves by tol or more"),
+    "max_iter": ParamSpec("max_iter", "int", default=MAX_ITER, low=1, high=100000,
+                          help="Algorithm 1 iteration cap"),
+}
+
+
+class TruthCurator(Curator):
+    """One round: ask every worker, collect the reports, run Algorithm 1 in ``finish``."""
+
+    def __init__(self, protocol: _TruthProtocol, params, public, agents, key):
+        super().__init__(params, public, agents, key)
+        self.protocol = protocol
+        self.tasks = int(public["tasks"])
+        self.levels = int(public["levels"])
+        self.answers: np.ndarray | None = None
+        self.broadcast: Any = None
+
+    def plan(self, rnd: int) -> RoundPlan | None:
+        if rnd > 0:
+            return None
+        self.broadcast = self.protocol.broadcast(self.params, self.public, self.key)
+        schema, bits = self.protocol.schema(self.params, self.public)
+        return RoundPlan(rnd, self.agents, None, self.broadcast, schema, report_bits=bits)
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        self.answers = self.protocol.decode(reports, self.broadcast, self.params, self.public)
+
+    def finish(self) -> dict[str, Any]:
+        x = self.answers if self.answers is not None else np.full((0, self.tasks), np.nan)
+        res = infer_truth(x, self.params["tol"], self.params["max_iter"])
+        return {"mu_hat": res.mu.tolist(), "iterations": int(res.iterations),
+                "converged": bool(res.converged), "workers": int(len(x)),
+                "null_fraction": float(np.isnan(x).mean()) if x.size else 1.0}
+
+
+class _TruthProtocol(Protocol):
+    family = "truth inference (seed 001)"
+    data_type = DATA_TYPE
+    params: dict[str, ParamSpec] = dict(INFERENCE)
+
+    # -- curator side ------------------------------------------------------------------------
+    def make_curator(self, params, public, agents, key):
+        return TruthCurator(self, params, public, agents, key)
+
+    def broadcast(self, params: dict[str, Any], public: dict[str, Any], key: int) -> Any:
+        """The round's broadcast (None; MF sends V)."""
+        return None
+
+    def schema(self, params: dict[str, Any], public: dict[str, Any]) -> tuple[ReportSchema,
+                                                                            float]:
+        """Report schema and information-theoretic bits per report: integer codes 0..L."""
+        n, levels = int(public["tasks"]), int(public["levels"])
+        return ReportSchema("int", n, 0, levels), n * math.log2(levels + 1)
+
+    def decode(self, reports: np.ndarray, broadcast: Any, params: dict[str, Any],
+               public: dict[str, Any]) -> np.ndarray:
+        """Reports to the answer matrix Algorithm 1 runs on (float, NaN = NULL)."""
+        return tm.from_codes(reports, int(public["levels"]))
+
+    # -- agent side ------------------------------------------------------------------------
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        """Perturb each worker's whole answer vector (NULL cells included), in row chunks of
+        about ``CELLS`` cells so the temporaries stay in cache; each row depends only on its
+        own data and its agent's coins, so chunking (and batching) does not change any row."""
+        data = np.asarray(data, dtype=np.float64)
+        agents = np.asarray(agents, dtype=np.int64)
+        step = max(1, CELLS // max(1, data.shape[1]))
+        parts = [self._respond_block(rnd, broadcast, data[s:s + step], agents[s:s + step], key,
+                                     params, public) for s in range(0, len(data), step)]
+        return np.concatenate(parts) if parts else self._respond_block(
+            rnd, broadcast, data, agents, key, params, public)
+
+    def _respond_block(self, rnd: int, broadcast: Any, data: np.ndarray, agents: np.ndarray,
+                       key: int, params: dict[str, Any], public: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- orchestrator side -------------------------------------------------------------------
+    def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
+        """``mae`` (Eq. 3, over tasks with ground truth), ``mae_change`` = MAE_P - MAE_O (§VI-A).
+
+        Also ``mae_original`` (MAE_O), ``mae_vs_original`` (mean |μ̂_P - μ̂_O| over all tasks)
+        and ``corr`` (Pearson correlation of μ̂_P with the truth over tasks with ground truth:
+        whether the estimate carries task-specific signal, not only a level).
+        """
+        est = np.asarray(output["mu_hat"], dtype=np.float64)
+        mu = np.asarray(truth["mu"], dtype=np.float64)
+        value = mae(est, mu)
+        sel = np.isfinite(mu)
+        if sel.sum() > 1 and np.std(est[sel]) > 0 and np.std(mu[sel]) > 0:
+            corr = float(np.corrcoef(est[sel], mu[sel])[0, 1])
+        else:
+            corr = float("nan")
+        orig = np.asarray(truth["mu_hat_original"], dtype=np.float64)
+        return {"mae": value, "mae_change": value - float(truth["mae_original"]),
+                "mae_original": float(truth["mae_original"]),
+                "mae_vs_original": float(np.mean(np.abs(est - orig))), "corr": corr}
+
+    # -- audit ---------------------------------------------------------------------------------
+    def audit_pair(self, params: dict[str, Any]) -> tuple[Any, Any]:
+        """The two values of task 0 the audit tries to tell apart ("null", an answer x, or
+        "top" = L-1). For randomized response every pair is equally hard; NULL vs an answer
+        is the participation secret the paper sets out to protect."""
+        return ("null", 0)
+
+    def audit_spec(self, params, public) -> AuditSpec:
+        """Candidate rows: task 0 is NULL (row 0) or answer x (row 1 + x); tasks 1..5 are
+        answered with L // 2 in every candidate. Neighbouring rows differ in task 0 only
+        (Definition II.1); ``audit_pair`` picks the pair hardest to hide."""
+        n, levels = int(public["tasks"]), int(public["levels"])
+        base = np.full(n, np.nan)
+        base[1:min(n, 6)] = levels // 2
+        values = np.tile(base, (levels + 1, 1))
+        values[1:, 0] = np.arange(levels)
+
+        def row(v: Any) -> int:
+            return 0 if v == "null" else levels if v == "top" else 1 + int(v)
+
+        a, b = self.audit_pair(params)
+        return AuditSpec(values, np.full(levels + 1, 1.0 / (levels + 1)), (row(a), row(b)),
+                         notes=f"task 0 NULL or 0..{levels - 1}; pair ({a}, {b})")
+
+
+class TruthPlain(_TruthProtocol):
+    """No privacy: workers send their answer vectors as they are (codes, L = NULL).
+
+    Its ``mae_change`` is exactly 0: the curator runs the same Algorithm 1 on the same answers.
+    """
+
+    name = "truth_plain"
+    summary = "no privacy: Algorithm 1 on the original answers (MAE_O reference)"
+
+    def claim(self, params, public):
+        return PrivacyClaim("none", math.inf, mechanism="none")
+
+    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
+        return tm.to_codes(data, int(public["levels"]))
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        same = (np.asarray(reports) == tm.to_codes(rows, int(public["levels"]))).all(axis=1)
+        return np.where(same, 0.0, -np.inf)
+
+
+class TruthLP(_TruthProtocol):
+    """LP (§IV-A): NULL replaced by v ∈ Γ (Eq. 6), then Lap(|Γ|/ε) on every cell (Eq. 7).
+
+    ε-cell LDP by Theorem 1 for both a constant and a random v. ``null_fill`` "uniform" draws v
+    uniformly from Γ (the paper's experiments, E[v] = (L-1)/2); "constant" uses ``fill_value``
+    (default (L-1)/2).
+    """
+
+    name = "truth_lp"
+    summary = "Laplace perturbation of every cell, NULL replaced by a value of Γ (Eq. 6-7)"
+    params = {"epsilon": EPSILON,
+              "null_fill": ParamSpec("null_fill", "str", default="uniform",
+                                     choices=("uniform", "constant"),
+                                     help="NULL replacement g of Eq. (6)"),
+              "fill_value": ParamSpec("fill_value", "float",
+                                      help="constant NULL replacement (default (L-1)/2)"),
+              **INFERENCE}
+
+    def audit_pair(self, params):
+        """The extreme answers 0 and L-1: NULL becomes a value inside Γ, so it is no harder."""
+        return (0, "top")
+
+    def resolve(self, params, public):
+        out = super().resolve(params, public)
+        top = int(public["levels"]) - 1
+        if out["fill_value"] is None:
+            out["fill_value"] = top / 2.0
+        elif not 0 <= out["fill_value"] <= top:
+            raise ParamError(f"[params] fill_value: got {out['fill_value']}; allowed: a number "
+                             f"in [0, {top}] (inside Γ = 0..{top})")
+        return out
+
+    def claim(self, params, public):
+        levels = int(public["levels"])
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
+                            sensitivity=tm.lp_sensitivity(levels), mechanism="laplace",
+                            notes="ε-cell LDP per cell (Theorem 1); the n cells of one worker "
+                                  "compose to nε")
+
+    def schema(self, params, public):
+        n = int(public["tasks"])
+        return ReportSchema("float", n), 64.0 * n
+
+    def decode(self, reports, broadcast, params, public):
+        return np.asarray(reports, dtype=np.float64)
+
+    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
+        n, levels = int(public["tasks"]), int(public["levels"])
+        u_fill = rngm.uniform(key, agents, rnd, n, 0)
+        u_noise = rngm.uniform(key, agents, rnd, n, n)
+        return tm.lp_perturb(data, u_fill, u_noise, levels, params["epsilon"],
+                             params["null_fill"], params["fill_value"])
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        return tm.lp_log_likelihood(reports, rows, int(public["levels"]), params["epsilon"],
+                                    params["null_fill"], params["fill_value"])
+
+
+class TruthRR(_TruthProtocol):
+    """RR with NULL as an extra answer (§IV-B, Eq. 8): generalised randomized response over the
+    |Γ| + 1 symbols Γ ∪ {NULL}; a NULL may come out as an answer and an answer as NULL."""
+
+    name = "truth_rr"
+    summary = "randomized response over Γ ∪ {NULL} on every cell (Eq. 8)"
+    params = {"epsilon": EPSILON, **INFERENCE}
+
+    def claim(self, params, public):
+        return PrivacyClaim("local", tm.rr_epsilon(params["epsilon"]),
+                            per_report_epsilon=tm.rr_epsilon(params["epsilon"]),
+                            mechanism="randomized_response",
+                            notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
+                                  "worker compose to nε")
+
+    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
+        n, levels = int(public["tasks"]), int(public["levels"])
+        u = rngm.uniform(key, agents, rnd, n)
+        return tm.rr_perturb(tm.to_codes(data, levels), u, levels, params["epsilon"])
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        levels = int(public["levels"])
+        return tm.rr_log_likelihood(reports, tm.to_codes(rows, levels), levels,
+                                    params["epsilon"])
+
+
+class TruthTwoLayer(_TruthProtocol):
+    """2-Layer baseline (Li et al., KDD 2018) with NULL as a unique answer, as seed 001 §VI runs
+    it: each worker draws its own budget ε_i ~ Uniform[ε(1-spread), ε(1+spread)] (mean ε) and
+    applies Eq. (8) with ε_i to every cell. The curator never learns ε_i; Algorithm 1's
+    qualities down-weight the workers who drew small budgets.
+
+    The guarantee claimed is the worst case ε(1 + spread) (see ``two_layer_max_epsilon``);
+    the paper's nominal ε is the mean.
+    """
+
+    name = "truth_two_layer"
+    summary = "2-Layer: per-worker ε_i ~ U[ε(1-s), ε(1+s)], then RR over Γ ∪ {NULL}"
+    params = {"epsilon": EPSILON,
+              "spread": ParamSpec("spread", "float", default=1.0, low=0, high=1,
+                                  help="ε_i ~ Uniform[ε(1-spread), ε(1+spread)]"),
+              **INFERENCE}
+
+    def claim(self, params, public):
+        worst = tm.two_layer_max_epsilon(params["epsilon"], params["spread"])
+        return PrivacyClaim("local", worst, per_report_epsilon=worst,
+                            mechanism="two_layer_randomized_response",
+                            notes=f"worst-case ε-cell LDP; nominal (mean) ε = "
+                                  f"{params['epsilon']:g}")
+
+    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
+        n, levels = int(public["tasks"]), int(public["levels"])
+        eps_i = tm.two_layer_epsilons(rngm.uniform(key, agents, rnd, 1, 0)[:, 0],
+                                      params["epsilon"], params["spread"])
+        u = rngm.uniform(key, agents, rnd, n, 1)
+        return tm.rr_perturb(tm.to_codes(data, levels), u, levels, eps_i)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        levels = int(public["levels"])
+        return tm.two_layer_log_likelihood(reports, tm.to_codes(rows, levels), levels,
+                                           params["epsilon"], params["spread"])
+
+
+class TruthMF(_TruthProtocol):
+    """MF perturbation (§V, Algorithm 2): the curator broadcasts V (d × n, column 1-norms <= 1);
+    each worker solves Eq. (9)-(10) in closed form (``mf.solve_profiles``) and sends u_i V
+    (``send`` = "uv", as the paper) or only u_i (``send`` = "u": d numbers instead of n; the
+    curator computes u_i V itself, which is post-processing, so the privacy is the same).
+
+    See ``protocols.truth.mf`` for the ridge term λ, the solver and the NULL modes.
+    """
+
+    name = "truth_mf"
+    summary = "objective-perturbed matrix factorisation with a curator-drawn V (Eq. 9-10)"
+    params = {"epsilon": EPSILON,
+              "d": ParamSpec("d", "int", default=10, low=1, high=1000,
+                             help="factorisation parameter (rows of V)"),
+              "ridge": ParamSpec("ridge", "float", default=1.0, low=0, low_open=True,
+                                 help="λ of the added λ||u||² (keeps the minimiser unique)"),
+              "profiles": ParamSpec("profiles", "str", default="uniform",
+                                    choices=("uniform", "gaussian"),
+                                    help="distribution of V's entries before normalisation"),
+              "null_mode": ParamSpec("null_mode", "str", default="skip",
+                                     choices=("skip", "uniform", "constant"),
+                                     help="skip NULL cells (Eq. 9) or fill them as LP does"),
+              "fill_value": ParamSpec("fill_value", "float",
+                                      help='NULL value for null_mode = "constant" '
+                                           "(default (L-1)/2)"),
+              "send": ParamSpec("send", "str", default="uv", choices=("uv", "u"),
+                                help="report u_i V (n numbers, the paper) or u_i (d numbers)"),
+              **INFERENCE}
+
+    def resolve(self, params, public):
+        out = super().resolve(params, public)
+        n, top = int(public["tasks"]), int(public["levels"]) - 1
+        if out["d"] > n:
+            raise ParamError(f"[params] d: got {out['d']}; allowed: an integer in [1, {n}] "
+                             f"(at most the number of tasks)")
+        if out["fill_value"] is None:
+            out["fill_value"] = top / 2.0
+        elif not 0 <= out["fill_value"] <= top:
+            raise ParamError(f"[params] fill_value: got {out['fill_value']}; allowed: a number "
+                             f"in [0, {top}] (inside Γ = 0..{top})")
+        return out
+
+    def audit_pair(self, params):
+        """NULL vs L-1 when NULL cells are skipped (the case Theorem 4 does not cover), else
+        the extreme answers 0 vs L-1."""
+        return ("null", "top") if params["null_mode"] == "skip" else (0, "top")
+
+    def claim(self, params, public):
+        levels = int(public["levels"])
+        notes = "ε-cell LDP (Theorem 4) for a change of an answered value"
+        if params["null_mode"] == "skip":
+            notes += ("; a NULL <-> answer change is not covered (Theorem 4's proof assumes the "
+                      'same answered set); null_mode = "uniform"/"constant" covers it')
+        else:
+            notes += " or of a NULL cell (NULLs are filled before the solve)"
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
+                            sensitivity=mf.mf_sensitivity(levels),
+                            mechanism="objective_perturbation_laplace", notes=notes)
+
+    def broadcast(self, params, public, key):
+        gen = rngm.party_generator(rngm.stream_key(key, "task-profiles"))
+        return mf.task_profiles(gen, params["d"], int(public["tasks"]), params["profiles"])
+
+    def schema(self, params, public):
+        k = int(public["tasks"]) if params["send"] == "uv" else params["d"]
+        return ReportSchema("float", k), 64.0 * k
+
+    def decode(self, reports, broadcast, params, public):
+        r = np.asarray(reports, dtype=np.float64)
+        return r if params["send"] == "uv" else mf.reconstruct(r, broadcast)
+
+    def _profiles(self, broadcast, params, public) -> np.ndarray:
+        v = np.asarray(broadcast, dtype=np.float64)
+        if v.shape != (params["d"], int(public["tasks"])):
+            raise ValueError(f"task profiles must be a {params['d']} x {public['tasks']} "
+                             f"matrix, got shape {v.shape}")
+        return mf.clip_profiles(v)
+
+    def _filled(self, data, agents, key, rnd, params, public) -> np.ndarray:
+        if params["null_mode"] == "skip":
+            return np.asarray(data, dtype=np.float64)
+        n, levels = int(public["tasks"]), int(public["levels"])
+        u = rngm.uniform(key, agents, rnd, n, params["d"])
+        return tm.null_fill(data, u, levels, params["null_mode"], params["fill_value"])
+
+    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
+        v = self._profiles(broadcast, params, public)
+        levels = int(public["levels"])
+        eta = mf.laplace_eta(rngm.uniform(key, agents, rnd, params["d"], 0), levels,
+                             params["epsilon"])
+        a = self._filled(data, agents, key, rnd, params, public)
+        u = mf.solve_profiles(a, v, eta, params["ridge"])
+        return mf.reconstruct(u, v) if params["send"] == "uv" else u
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Exact for null_mode "skip" and "constant"; None for "uniform" (a mixture over the
+        L^(#NULL) possible fills, no closed form)."""
+        if params["null_mode"] == "uniform":
+            return None
+        v = self._profiles(broadcast, params, public)
+        r = np.asarray(reports, dtype=np.float64)
+        if params["send"] == "uv":
+            u, ok = mf.profiles_from_reports(r, v)
+        else:
+            u, ok = r, np.ones(len(r), dtype=bool)
+        rows = np.asarray(rows, dtype=np.float64)
+        if params["null_mode"] == "constant":
+            rows = np.where(np.isnan(rows), params["fill_value"], rows)
+        ll = mf.log_likelihood(u, rows, v, int(public["levels"]), params["epsilon"],
+                               params["ridge"])
+        return np.where(ok, ll, -np.inf)
