@@ -1,4 +1,12 @@
 """Weighted voting under LDP (seed 002): DPWeVote and its Laplace baseline."""
 
-PROTOCOLS: tuple = ()
-KINDS: dict = {}
+from protocols.vote.data import KINDS
+from protocols.vote.dpwevote import DPWeVote, DPWeVoteLaplace
+
+PROTOCOLS = (DPWeVote(), DPWeVoteLaplace())
+
+#: A small valid run of this family (data table and params), for generic runtime tests.
+EXAMPLE = {"data": {"kind": "weighted_votes", "n": 300, "candidates": 2},
+           "params": {"epsilon": 1.5}}
+
+__all__ = ["PROTOCOLS", "KINDS", "EXAMPLE"]

@@ -1,0 +1,593 @@
+"""DPWeVote (seed 002: Yan, Liu & Liu, "DPWeVote: differentially private weighted voting protocol
+for cloud-based decision-making", Enterprise Information Systems 2018) and its Laplace baseline.
+
+A game has n partners with a private weight group ``w`` in {1, 2, 3} and, for each of k proposal
+candidates, a private opinion ``φ_l`` in {0, 1}. The semi-honest cloud server (the curator)
+decides every candidate by the weighted majority rule of Definition 2.2 with the quota
+``q = ½ Σ w`` (PASS iff ``Σ w·φ >= q``). The protocol runs as real rounds:
+
+* round 0, *Randomized Weights Collection* (§4.2): every partner reports its weight group by
+  3-ary randomized response (matrix M_w, Eq. 9a, budget ε1); the server estimates the group
+  sizes ``x̂_w = M_w^{-1} y_w`` (Eq. 3) and the quota ``q̂ = ½ Σ_g g·x̂_g`` (Eq. 4b);
+* round l = 1..k, *Randomized Opinions Collection* (§4.3) for candidate l: every partner that
+  joined in round 0 reports its opinion by binary randomized response (M_φ, Eq. 9b, budget ε2);
+  the server tabulates the reports by weight group and estimates ``x̂_{g,φY}`` (Eq. 5) and
+  ``Σ ŵφ = Σ_g g·x̂_{g,φY}`` (Eq. 8b);
+* *Voting Results Release* (§4.4): PASS iff ``Σ ŵφ >= q̂``. Candidate l's result is decided
+  when its reports are absorbed, released to every partner in the broadcast of round l + 1
+  (``"released"``), and the full list (with the winners) is the public output, which the
+  runtime sends to every pool when the game ends. Releasing needs no report round.
+
+Two estimators for round l (same reports, same privacy):
+
+* ``estimator = "faithful"`` (the paper): the server can only group partners by their
+  *reported* weight group, and applies M_φ^{-1} within each reported group (Eq. 5). Eq. (8b)
+  then treats these as counts of the *true* groups, which they are not: in expectation
+  ``x̂^faith_{g̃,φY} = Σ_g M_w[g̃, g] x_{g,φY}``, so ``Σ ŵφ`` estimates ``Σ E[w̃]·φ`` with
+  ``E[w̃ | w] = (p_w - r_w) w + 6 r_w`` -- shrunk towards an unweighted count of 'Yes'.
+  This is the slip noted in DESIGN.md; it is reproduced as printed.
+* ``estimator = "joint"``: the pair (w̃, φ̃) is randomized response of the pair (w, φ) with
+  transformation ``M_w ⊗ M_φ``, so ``X̂ = M_w^{-1} Y M_φ^{-T}`` (Y: 3x2 table of reported pairs)
+  is unbiased for the true table. Equivalently ``x̂^joint_{·,φY} = M_w^{-1} x̂^faith_{·,φY}``.
+  Its row sums equal Eq. (3)'s ``x̂_w``. It removes the bias, not the noise: its decision
+  statistic ``Σ ŵφ - q̂ = Σ_i ŵ_i (φ̂_i - ½)`` multiplies the amplified weight noise
+  (``ŵ_i = (w̃_i - 6 r_w)/(p_w - r_w)``) by the amplified opinion noise, where the faithful one
+  only adds them. On the paper's data (opinions independent of weights, groups equal in
+  expectation, so ``M_w x ≈ x`` and the faithful bias nearly vanishes) ``joint`` has *lower*
+  accuracy and *higher* MSE_φ for ε <= 5; when opinions depend on the weight, the faithful
+  bias dominates for large n·ε and ``joint`` wins (scenario ``paper002_estimators``).
+
+Privacy (Theorem 4.3 and its extension to k candidates). One weight report is ε1-LDP and one
+opinion report is ε2-LDP; by sequential composition (Theorem 2.6) a partner's whole game is
+``(ε1 + k·ε2)``-LDP, and this holds against the server colluding with all other partners (their
+reports are independent of the target's coins). ``budget = "game"`` (default) makes the
+configured ``epsilon`` the budget of the whole game: ``ε1 = split·ε``, ``ε2 = (1 - split)·ε / k``.
+``budget = "candidate"`` makes it the paper's per-candidate ε = ε1 + ε2 (``ε1 = split·ε``,
+``ε2 = (1 - split)·ε``) and the game then costs ``ε1 + k·ε2``. With k = 1 (all the paper's
+experiments) both are the paper's setting; the default split 0.5 is its ε1 = ε2 = ε/2 (§5.1.1).
+
+Other readings of the text: §4.1 says each candidate runs "the above phases" (weights
+included); weights are collected once here, as the weight group does not change between
+candidates. §4.1 says "larger than", Definition 2.2 says ">=": ties PASS. Eq. (5)'s text calls
+the observed counts ``x_{wI,φY}``; they are the ``y`` of Fig. 3.
+
+Baseline (§5.1.3, ``dpwevote_laplace``): each partner uploads ``w + Lap(2/ε1)`` (sensitivity 2:
+w moves from 1 to 3) and ``φ_l + Lap(1/ε2)`` (sensitivity 1); the server releases PASS iff
+``Σ w̃·φ̃ >= ½ Σ w̃``. The product of independent zero-mean noises keeps ``Σ w̃·φ̃`` unbiased for
+``Σ w·φ``; this estimator reproduces the paper's Table 3/4 baseline numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from protocols import rng as rngm
+from protocols.base import (
+    AuditSpec,
+    Curator,
+    ParamError,
+    ParamSpec,
+    PrivacyClaim,
+    Protocol,
+    ReportSchema,
+    RoundPlan,
+)
+from protocols.vote import rr
+from protocols.vote.data import DATA_TYPE, WEIGHTS
+
+G = np.asarray(WEIGHTS, dtype=np.float64)  # the weight of each group wI, wII, wIII
+LAPLACE_SENSITIVITY_W = 2.0  # §5.1.3: w changes by at most 3 - 1
+LAPLACE_SENSITIVITY_PHI = 1.0  # §5.1.3: φ changes by at most 1
+PASS, NOT_PASS = "PASS", "NOT PASS"
+TIE_TOL = 1e-9  # relative; only absorbs floating-point rounding at exact ties
+
+EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
+                    help="privacy budget per partner (of the game, or per candidate: see budget)")
+SPLIT = ParamSpec("split", "float", default=0.5, low=0, low_open=True, high=1,
+                  help="share of epsilon for the weight report: eps1 = split*eps (paper: 0.5)")
+BUDGET = ParamSpec("budget", "str", default="game", choices=("game", "candidate"),
+                   help='"game": epsilon covers all k candidates; "candidate": eps = eps1 + eps2')
+ESTIMATOR = ParamSpec("estimator", "str", default="faithful", choices=("faithful", "joint"),
+                      help='"faithful": Eq. 5 per reported weight group (paper); "joint": '
+                           "invert M_w (x) M_phi")
+
+
+# --------------------------------------------------------------------------- privacy budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """ε1 (weight report), ε2 (each opinion report) and the game's total ε1 + k·ε2."""
+
+    eps_w: float
+    eps_phi: float
+    candidates: int
+
+    @property
+    def total(self) -> float:
+        """Sequential composition (Theorem 2.6) over one weight and k opinion reports."""
+        return self.eps_w + self.candidates * self.eps_phi
+
+
+def budget(epsilon: float, split: float, candidates: int, scope: str = "game") -> Budget:
+    """Split the budget as §4.5 / §5.1.1 (ε = ε1 + ε2, default ε1 = ε2 = ε/2), for k candidates.
+
+    Parameters
+    ----------
+    epsilon : float
+        The configured ε.
+    split : float
+        ε1 / ε for the weight report, in (0, 1).
+    candidates : int
+        k, the number of proposal candidates (opinion reports per partner).
+    scope : {"game", "candidate"}
+        ``"game"``: ε is the whole game's budget, ε2 = (1 - split) ε / k, total = ε.
+        ``"candidate"``: ε = ε1 + ε2 as in Theorem 4.3 for one candidate, total = ε1 + k ε2.
+    """
+    eps_w = split * epsilon
+    eps_phi = (1.0 - split) * epsilon
+    if scope == "game":
+        eps_phi /= candidates
+    return Budget(eps_w, eps_phi, candidates)
+
+
+def rr_probabilities(b: Budget) -> dict[str, float]:
+    """Eq. (9a) ``p_w = e^ε1 / (2 + e^ε1)`` and Eq. (9b) ``p_φ = e^ε2 / (1 + e^ε2)``.
+
+    Each report is ε-LDP with the ratio p / r = e^ε (Theorems 4.1, 4.2; §4.5 parts 1-2):
+    one weight report ε1-LDP, one opinion report ε2-LDP. Randomized response has no sensitivity.
+    """
+    return {"p_w": rr.keep_probability(b.eps_w, 3), "r_w": rr.other_probability(b.eps_w, 3),
+            "p_phi": rr.keep_probability(b.eps_phi, 2),
+            "r_phi": rr.other_probability(b.eps_phi, 2)}
+
+
+def laplace_scales(b: Budget) -> tuple[float, float]:
+    """§5.1.3 baseline: Laplace scales ``(Δ_w/ε1, Δ_φ/ε2) = (2/ε1, 1/ε2)``.
+
+    ``w + Lap(2/ε1)`` is ε1-LDP because w in {1, 2, 3} moves by at most Δ_w = 2; each
+    ``φ_l + Lap(1/ε2)`` is ε2-LDP with Δ_φ = 1. The game is (ε1 + k ε2)-LDP as for DPWeVote.
+    """
+    return LAPLACE_SENSITIVITY_W / b.eps_w, LAPLACE_SENSITIVITY_PHI / b.eps_phi
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def estimate_weights(y_w: np.ndarray, eps_w: float) -> np.ndarray:
+    """Eq. (3): ``x̂_w = M_w^{-1} y_w`` from the observed counts (y_wI, y_wII, y_wIII)."""
+    return rr.estimate(y_w, eps_w, 3)
+
+
+def quota(x_w: np.ndarray) -> np.ndarray:
+    """Eq. (4a)/(4b): ``q = ½ (1·x_wI + 2·x_wII + 3·x_wIII)`` (true or estimated counts).
+
+    Like every estimator here it works along the last axis (leading axes: repeated games).
+    """
+    return 0.5 * (np.asarray(x_w, dtype=np.float64) @ G)
+
+
+def opinion_table(w_reported: np.ndarray, phi_reported: np.ndarray) -> np.ndarray:
+    """The 3x2 table ``Y[g, φ]`` of partners who reported weight group g+1 and opinion φ."""
+    idx = (np.asarray(w_reported, dtype=np.int64) - 1) * 2 + np.asarray(phi_reported, np.int64)
+    return np.bincount(idx.ravel(), minlength=6)[:6].reshape(3, 2)
+
+
+def estimate_opinions_faithful(table: np.ndarray, eps_phi: float) -> np.ndarray:
+    """Eq. (5) per *reported* weight group: ``x̂_{g̃,φY}`` = 'Yes' entry of ``M_φ^{-1} Y[g̃]``.
+
+    Returns the three estimates (wI, wII, wIII as reported). Seed 002 uses them as counts of
+    the true groups in Eq. (8b); they are biased for those (module docstring).
+    """
+    t = np.asarray(table, dtype=np.float64)
+    return (t @ rr.inverse_matrix(eps_phi, 2).T)[..., 1]
+
+
+def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
+    """Unbiased 3x2 table of true (weight group, opinion) counts: ``M_w^{-1} Y M_φ^{-T}``.
+
+    The pair of reports is randomized response on the pair of values with matrix M_w ⊗ M_φ
+    (independent coins), whose inverse is M_w^{-1} ⊗ M_φ^{-1}.
+    """
+    t = np.asarray(table, dtype=np.float64)
+    return rr.inverse_matrix(eps_w, 3) @ t @ rr.inverse_matrix(eps_phi, 2).T
+
+
+def estimate_opinions_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
+    """The 'Yes' column of :func:`estimate_table_joint`: unbiased ``x̂_{g,φY}`` per true group."""
+    return estimate_table_joint(table, eps_w, eps_phi)[..., 1]
+
+
+def weighted_sum(x_yes: np.ndarray) -> np.ndarray:
+    """Eq. (8b): ``Σ ŵφ = 1·x̂_{wI,φY} + 2·x̂_{wII,φY} + 3·x̂_{wIII,φY}``."""
+    return np.asarray(x_yes, dtype=np.float64) @ G
+
+
+def quota_variance_per_partner(b: Budget, mechanism: str = "rr") -> np.ndarray:
+    """``Var(q̂)`` contributed by one partner of weight 1, 2, 3 (Eq. 4b; baseline §5.1.3).
+
+    RR: ``q̂ = ½ (Σ_i w̃_i - 6 r_w N) / (p_w - r_w)``, so a partner with weight w adds
+    ``Var(w̃ | w) / (4 (p_w - r_w)²)`` with ``E[w̃|w] = p_w w + r_w (6 - w)`` and
+    ``E[w̃²|w] = p_w w² + r_w (14 - w²)``. Laplace: ``q̂ = ½ Σ w̃`` adds ``2 (2/ε1)² / 4``.
+    """
+    if mechanism == "laplace":
+        sw, _ = laplace_scales(b)
+        return np.full(3, 2 * sw**2 / 4)
+    p, r = rr.keep_probability(b.eps_w, 3), rr.other_probability(b.eps_w, 3)
+    m1 = p * G + r * (6 - G)
+    m2 = p * G**2 + r * (14 - G**2)
+    return (m2 - m1**2) / (4 * (p - r) ** 2)
+
+
+def expected_sq_err_q(n: int, b: Budget, mechanism: str = "rr",
+                      weight_probs: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)) -> float:
+    """Exact MSE_q of Eq. (12) over random games with i.i.d. weights (§5.1.1).
+
+    ``E[(q̂ - q)² / (Σw)²] = E_x[ Σ_g x_g v_g / (Σ_g g x_g)² ]`` (q̂ is unbiased given the
+    weights; ``v_g`` from :func:`quota_variance_per_partner`), the expectation taken exactly
+    over the multinomial group sizes x (O(n²) terms). Reproduces Table 4 (README).
+    """
+    from scipy.stats import multinomial
+
+    i, j = np.triu_indices(n + 1)
+    x1, x2 = i, j - i
+    x3 = n - j
+    x = np.stack([x1, x2, x3], axis=1)
+    pmf = multinomial.pmf(x, n, weight_probs)
+    v = quota_variance_per_partner(b, mechanism)
+    total_w = x @ G
+    return float(np.sum(pmf * (x @ v) / total_w**2))
+
+
+def decide(sum_hat: float | np.ndarray, q_hat: float | np.ndarray) -> bool | np.ndarray:
+    """§4.4 with Definition 2.2's ``>=``: PASS iff ``Σ ŵφ >= q̂``.
+
+    A relative tolerance of 1e-9 absorbs floating-point rounding so that an exact tie (e.g. the
+    truthful limit ε -> ∞) is PASS, as Definition 2.2 says; §4.1's "larger than" is read as >=.
+    """
+    out = np.asarray(sum_hat) >= np.asarray(q_hat) - TIE_TOL * (1.0 + np.abs(q_hat))
+    return bool(out) if out.ndim == 0 else out
+
+
+# --------------------------------------------------------------------------- shared plumbing
+
+
+def _phase(broadcast: Any) -> tuple[str, int]:
+    """(phase, candidate) from a round's broadcast ``{"phase": ..., "candidate": ...}``."""
+    if not isinstance(broadcast, dict) or broadcast.get("phase") not in ("weights", "opinions"):
+        raise ValueError(f"DPWeVote: unexpected broadcast {broadcast!r}")
+    return broadcast["phase"], int(broadcast.get("candidate", -1))
+
+
+def _report_column(reports: Any, rows: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Reports as a 1-D float column and rows as int64, broadcast against each other (one
+    report against many candidate rows, or one row per report)."""
+    rep = np.asarray(reports, dtype=np.float64)
+    rep = rep.reshape(-1) if rep.ndim < 2 else rep[:, 0]
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    if len(rep) == 1 and len(rows) > 1:
+        rep = np.repeat(rep, len(rows))
+    elif len(rows) == 1 and len(rep) > 1:
+        rows = np.repeat(rows, len(rep), axis=0)
+    return rep, rows
+
+
+def _metrics(output: dict[str, Any], truth: dict[str, Any], intermediate: bool) -> dict:
+    """Per-run metrics; their means over repeated games are Eq. (10)-(13).
+
+    ``correct`` (mean over the k candidates of released == true, so its mean over games is the
+    Accuracy of Eq. 10), ``tp``/``fp``/``tn``/``fn`` (Table 2, as fractions of the k
+    candidates), ``sq_err_q`` (Eq. 12's ``((q̂ - q)/Σw)²``), ``sq_err_sum`` (the same for
+    ``Σ ŵφ``), and for DPWeVote ``sq_err_w`` (Eq. 11's bracket) and ``sq_err_phi`` (Eq. 13's
+    bracket, averaged over the candidates).
+    """
+    n = float(truth["n"])
+    sum_w = float(truth["sum_w"])
+    true_pass = np.asarray(truth["passed"], dtype=bool)
+    released = np.asarray([r == PASS for r in output["released"]], dtype=bool)
+    m: dict[str, float] = {
+        "correct": float(np.mean(released == true_pass)),
+        "tp": float(np.mean(released & true_pass)),
+        "fp": float(np.mean(released & ~true_pass)),
+        "tn": float(np.mean(~released & ~true_pass)),
+        "fn": float(np.mean(~released & true_pass)),
+        "sq_err_q": ((float(output["q_hat"]) - sum_w / 2) / sum_w) ** 2,
+        "sq_err_sum": float(np.mean(((np.asarray(output["sum_hat"], dtype=float)
+                                      - np.asarray(truth["sum_wphi"], dtype=float)) / sum_w)
+                                    ** 2)),
+    }
+    if intermediate:
+        xw = np.asarray(output["x_w_hat"], dtype=float)
+        m["sq_err_w"] = float(np.mean((xw / n - np.asarray(truth["x_w"]) / n) ** 2))
+        xy = np.asarray(output["x_phi_hat"], dtype=float)
+        m["sq_err_phi"] = float(np.mean((xy / n - np.asarray(truth["x_wy"]) / n) ** 2))
+    return m
+
+
+class _GameCurator(Curator):
+    """Rounds of one game: 0 = weights, l = 1..k = opinions on candidate l - 1; then finish."""
+
+    def __init__(self, params, public, agents, key):
+        super().__init__(params, public, agents, key)
+        self.k = int(public["candidates"])
+        self.b = budget(params["epsilon"], params["split"], self.k, params["budget"])
+        self.w_agents = np.zeros(0, dtype=np.int64)  # partners who joined (reported a weight)
+        self.w_reports = np.zeros(0)
+        self.q_hat = math.nan
+        self.sum_hat: list[float] = []
+        self.released: list[str] = []
+        self.reporters: list[int] = []
+
+    def plan(self, rnd: int) -> RoundPlan | None:
+        if rnd == 0:
+            return RoundPlan(0, self.agents, None, {"phase": "weights"}, self.weight_schema(),
+                             report_bits=self.weight_bits())
+        if rnd <= self.k:
+            bc = {"phase": "opinions", "candidate": rnd - 1, "released": list(self.released)}
+            return RoundPlan(rnd, self.w_agents, None, bc, self.opinion_schema(),
+                             report_bits=self.opinion_bits())
+        return None
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        reports = np.asarray(reports)[:, 0] if len(agents) else np.zeros(0)
+        self.reporters.append(int(len(agents)))
+        if rnd == 0:
+            self.w_agents = np.asarray(agents, dtype=np.int64)
+            self.w_reports = reports
+            self.absorb_weights(reports)
+            return
+        # partners who reported an opinion but no weight cannot be used (never asked, in fact)
+        pos = np.searchsorted(self.w_agents, agents)
+        pos = np.minimum(pos, max(len(self.w_agents) - 1, 0))
+        known = (self.w_agents[pos] == agents) if len(self.w_agents) else np.zeros(0, bool)
+        s = self.absorb_opinions(self.w_reports[pos[known]], reports[known])
+        self.sum_hat.append(s)
+        self.released.append(PASS if decide(s, self.q_hat) else NOT_PASS)
+
+    def output(self) -> dict[str, Any]:
+        return {"released": list(self.released),
+                "winners": [i for i, r in enumerate(self.released) if r == PASS],
+                "q_hat": float(self.q_hat), "sum_hat": [float(s) for s in self.sum_hat],
+                "reporters": list(self.reporters)}
+
+    def finish(self) -> dict[str, Any]:
+        return self.output()
+
+    # subclasses
+    def weight_schema(self) -> ReportSchema:
+        raise NotImplementedError
+
+    def opinion_schema(self) -> ReportSchema:
+        raise NotImplementedError
+
+    def weight_bits(self) -> float:
+        raise NotImplementedError
+
+    def opinion_bits(self) -> float:
+        raise NotImplementedError
+
+    def absorb_weights(self, w: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def absorb_opinions(self, w: np.ndarray, phi: np.ndarray) -> float:
+        raise NotImplementedError
+
+
+class _RRCurator(_GameCurator):
+    """DPWeVote's server: Eq. (3)-(4b) in round 0, Eq. (5)/(8b) (or the joint inverse) later."""
+
+    def __init__(self, params, public, agents, key):
+        super().__init__(params, public, agents, key)
+        self.x_w_hat = np.full(3, math.nan)
+        self.x_phi_hat: list[list[float]] = []
+        self.tables: list[list[list[int]]] = []
+
+    def weight_schema(self):
+        return ReportSchema("int", 1, 1, 3)
+
+    def opinion_schema(self):
+        return ReportSchema("int", 1, 0, 1)
+
+    def weight_bits(self):
+        return math.log2(3)
+
+    def opinion_bits(self):
+        return 1.0
+
+    def absorb_weights(self, w):
+        y_w = rr.counts(w.astype(np.int64) - 1, 3)
+        self.x_w_hat = estimate_weights(y_w, self.b.eps_w)
+        self.q_hat = float(quota(self.x_w_hat))
+
+    def absorb_opinions(self, w, phi):
+        table = opinion_table(w, phi)
+        self.tables.append(table.tolist())
+        if self.params["estimator"] == "joint":
+            x_yes = estimate_opinions_joint(table, self.b.eps_w, self.b.eps_phi)
+        else:
+            x_yes = estimate_opinions_faithful(table, self.b.eps_phi)
+        self.x_phi_hat.append([float(v) for v in x_yes])
+        return float(weighted_sum(x_yes))
+
+    def output(self):
+        out = super().output()
+        out.update(estimator=self.params["estimator"],
+                   x_w_hat=[float(v) for v in self.x_w_hat], x_phi_hat=self.x_phi_hat,
+                   tables=self.tables)
+        return out
+
+
+class _LaplaceCurator(_GameCurator):
+    """§5.1.3 baseline server: ``q̂ = ½ Σ w̃`` and ``Σ ŵφ = Σ w̃·φ̃``."""
+
+    def weight_schema(self):
+        return ReportSchema("float", 1)
+
+    def opinion_schema(self):
+        return ReportSchema("float", 1)
+
+    def weight_bits(self):
+        return 64.0
+
+    def opinion_bits(self):
+        return 64.0
+
+    def absorb_weights(self, w):
+        self.q_hat = 0.5 * float(np.sum(w))
+
+    def absorb_opinions(self, w, phi):
+        return float(np.dot(w, phi))
+
+
+class _VoteProtocol(Protocol):
+    family = "weighted voting (seed 002)"
+    data_type = DATA_TYPE
+    curator_cls: type = _RRCurator
+
+    def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
+        out = super().resolve(params, public)
+        if "candidates" not in public:
+            raise ParamError(f"[data] kind: protocol {self.name!r} needs weighted_votes data "
+                             "(public fact 'candidates' missing)")
+        if out["split"] >= 1.0:
+            raise ParamError(f"[params] split: got {out['split']!r}; allowed: a number > 0 and "
+                             "< 1 (eps1 = split*eps, eps2 = (1 - split)*eps must both be > 0)")
+        return out
+
+    def budget(self, params: dict[str, Any], public: dict[str, Any]) -> Budget:
+        return budget(params["epsilon"], params["split"], int(public["candidates"]),
+                      params["budget"])
+
+    def make_curator(self, params, public, agents, key):
+        return self.curator_cls(params, public, agents, key)
+
+    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec:
+        """All rows ``[w, φ_1..φ_k]`` (k <= 10) with the data's prior; the hardest pair.
+
+        The prior is the generating distribution the data kind makes public (weights i.i.d.,
+        opinions i.i.d. given the weight); a uniform one when it is absent.
+
+        The pair is ``[1, 0, .., 0]`` vs ``[3, 1, .., 1]``: every report's likelihood ratio is
+        then at its bound (RR: any two different values; Laplace: |Δw| = 2, |Δφ| = 1), so the
+        pair attains the full ε1 + k·ε2. For k > 10 only the 6 rows with all opinions equal are
+        listed (prior renormalised over them).
+        """
+        k = int(public["candidates"])
+        pw = np.asarray(public.get("prior_weights", [1 / 3] * 3), dtype=np.float64)
+        py_w = np.asarray(public.get("prior_yes_by_weight",
+                                     [public.get("prior_yes", 0.5)] * 3), dtype=np.float64)
+        if k <= 10:
+            ops = ((np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1).astype(np.int64)
+            notes = "all 3*2^k rows"
+        else:
+            ops = np.array([[0] * k, [1] * k], dtype=np.int64)
+            notes = "k > 10: only rows whose k opinions are all equal"
+        values = np.array([[w, *o] for w in WEIGHTS for o in ops.tolist()], dtype=np.int64)
+        yes = values[:, 1:].sum(axis=1)
+        py = py_w[values[:, 0] - 1]
+        prior = pw[values[:, 0] - 1] * py**yes * (1 - py) ** (k - yes)
+        prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(values), 1 / len(values))
+        lo = int(np.flatnonzero((values[:, 0] == 1) & (yes == 0))[0])
+        hi = int(np.flatnonzero((values[:, 0] == 3) & (yes == k))[0])
+        b = self.budget(params, public)
+        return AuditSpec(values, prior, (lo, hi),
+                         notes=f"{notes}; pair attains eps1 + k*eps2 = {b.total:g}")
+
+
+class DPWeVote(_VoteProtocol):
+    """DPWeVote (seed 002 §4): 3-ary RR weights, binary RR opinions per candidate, release.
+
+    Parameters: ``epsilon``, ``split`` (ε1 = split·ε; paper 0.5), ``budget`` ("game": ε for all
+    k candidates; "candidate": the paper's ε = ε1 + ε2 per candidate) and ``estimator``
+    ("faithful" Eq. 5 per reported group, or "joint"). See the module docstring.
+    """
+
+    name = "dpwevote"
+    summary = "LDP weighted voting: 3-ary RR weights, binary RR opinions, estimated quota"
+    params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET, "estimator": ESTIMATOR}
+    curator_cls = _RRCurator
+
+    def claim(self, params, public):
+        b = self.budget(params, public)
+        pr = rr_probabilities(b)
+        return PrivacyClaim(
+            "local", b.total, per_report_epsilon=max(b.eps_w, b.eps_phi), sensitivity=None,
+            mechanism="randomized_response",
+            notes=(f"weight: 3-ary RR, eps1={b.eps_w:g} (p_w={pr['p_w']:.6g}); each of k="
+                   f"{b.candidates} opinions: binary RR, eps2={b.eps_phi:g} "
+                   f"(p_phi={pr['p_phi']:.6g}); game: eps1 + k*eps2"))
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        """Round 0: ``w̃ = RR_3(w)`` with ε1; round l: ``φ̃_l = RR_2(φ_l)`` with ε2 (§4.2-4.3)."""
+        b = self.budget(params, public)
+        phase, c = _phase(broadcast)
+        u = rngm.uniform(key, agents, rnd, 1)[:, 0]
+        data = np.asarray(data, dtype=np.int64)
+        if phase == "weights":
+            rep = rr.randomize(data[:, 0] - 1, u, b.eps_w, 3) + 1
+        else:
+            rep = rr.randomize(data[:, 1 + c], u, b.eps_phi, 2)
+        return rep.astype(np.int64)[:, None]
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Exact ``log M_w[w̃, w]`` (round 0) or ``log M_φ[φ̃, φ_l]`` (round l)."""
+        b = self.budget(params, public)
+        phase, c = _phase(broadcast)
+        rep, rows = _report_column(reports, rows)
+        if phase == "weights":
+            return rr.log_likelihood(rep - 1, rows[:, 0] - 1, b.eps_w, 3)
+        return rr.log_likelihood(rep, rows[:, 1 + c], b.eps_phi, 2)
+
+    def evaluate(self, output, truth):
+        return _metrics(output, truth, intermediate=True)
+
+
+class DPWeVoteLaplace(_VoteProtocol):
+    """§5.1.3 baseline: ``w + Lap(2/ε1)`` and ``φ_l + Lap(1/ε2)``; PASS iff Σw̃φ̃ >= ½Σw̃.
+
+    The paper reports only its MSE_q (it has no x̂_w or x̂_φ); ``sq_err_sum`` is given too.
+    """
+
+    name = "dpwevote_laplace"
+    summary = "LDP weighted voting baseline: Laplace noise on weight (D=2) and opinions (D=1)"
+    params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET}
+    curator_cls = _LaplaceCurator
+
+    def claim(self, params, public):
+        b = self.budget(params, public)
+        sw, sp = laplace_scales(b)
+        return PrivacyClaim(
+            "local", b.total, per_report_epsilon=max(b.eps_w, b.eps_phi),
+            sensitivity=LAPLACE_SENSITIVITY_W, mechanism="laplace",
+            notes=(f"weight: Lap(2/eps1) with eps1={b.eps_w:g} (scale {sw:.6g}, sensitivity 2); "
+                   f"each of k={b.candidates} opinions: Lap(1/eps2) with eps2={b.eps_phi:g} "
+                   f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2"))
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        b = self.budget(params, public)
+        sw, sp = laplace_scales(b)
+        phase, c = _phase(broadcast)
+        u = rngm.uniform(key, agents, rnd, 1)[:, 0]
+        data = np.asarray(data, dtype=np.int64)
+        if phase == "weights":
+            rep = data[:, 0] + rngm.laplace_from_uniform(u, sw)
+        else:
+            rep = data[:, 1 + c] + rngm.laplace_from_uniform(u, sp)
+        return rep.astype(np.float64)[:, None]
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Exact Laplace log-density ``-log(2s) - |x̃ - x| / s`` of the report."""
+        b = self.budget(params, public)
+        sw, sp = laplace_scales(b)
+        phase, c = _phase(broadcast)
+        rep, rows = _report_column(reports, rows)
+        x, s = (rows[:, 0], sw) if phase == "weights" else (rows[:, 1 + c], sp)
+        out = -math.log(2 * s) - np.abs(rep - x) / s
+        return np.where(np.isfinite(rep), out, -np.inf)
+
+    def evaluate(self, output, truth):
+        return _metrics(output, truth, intermediate=False)
