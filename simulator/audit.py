@@ -450,6 +450,7 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
             rec = audit_setting(setting, trials, progress=pb.update)
             rec["key"] = key
             rec["scenario"] = scenario.name
+            rec["point"] = {k: v for k, v in spec.point.items() if k != "protocol"}
             with path.open("a") as f:
                 f.write(json.dumps(jsonable(rec)) + "\n")
                 f.flush()

@@ -115,7 +115,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted: finished settings are saved; run the same command again to resume")
         return 130
-    print(format_table(AUDIT_COLUMNS, records))
+    axes = sorted({k for r in records for k in r.get("point", {})})
+    rows = [{**r, **r.get("point", {})} for r in records]
+    print(format_table(AUDIT_COLUMNS[:1] + axes + AUDIT_COLUMNS[1:], rows))
     flagged = [r for r in records if r["flagged"]]
     print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed)")
     print(f"audit: {Path(out) / 'audit.jsonl'}")

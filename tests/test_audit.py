@@ -142,3 +142,22 @@ def test_attacks_use_only_the_adversary_view(tmp_path):
 def test_target_stays_honest_under_maximal_collusion():
     s = audit.make_setting(cfg("ldp_kwiksort_rr", colluders=50), 1, target=0)
     assert s.target == 0 and 0 not in s.colluders.tolist() and len(s.colluders) == 9
+
+
+@pytest.mark.parametrize("protocol", ["dpwevote", "dpwevote_laplace"])
+def test_dpwevote_claims_hold_under_maximal_collusion(protocol):
+    c = {"protocol": protocol, "params": {"epsilon": 1.0},
+         "data": {"kind": "weighted_votes", "n": 10, "candidates": 2}, "seed": 0, "pools": 1,
+         "collusion": {"colluders": 9, "curator": True}}
+    rec = audit.audit_setting(audit.make_setting(c, 1), 400)
+    assert rec["test"] == "likelihood ratio" and rec["colluders"] == 9
+    assert not rec["flagged"] and rec["epsilon_lower"] <= 1.0
+
+
+@pytest.mark.slow
+def test_dpwevote_lower_bound_within_20_percent():
+    c = {"protocol": "dpwevote", "params": {"epsilon": 1.0},
+         "data": {"kind": "weighted_votes", "n": 10, "candidates": 1}, "seed": 0, "pools": 1,
+         "collusion": {"colluders": 9, "curator": True}}
+    rec = audit.audit_setting(audit.make_setting(c, 1), 12000)
+    assert 0.8 <= rec["epsilon_lower"] <= 1.0
