@@ -145,8 +145,11 @@ def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
     if resid is None:
         return None
     params, public = view["params"], view["public"]
-    contrib = np.stack([protocol.true_aggregate(spec.values[v:v + 1], params, public)
-                        for v in range(len(spec.values))])
+    parts = [protocol.true_aggregate(spec.values[v:v + 1], params, public)
+             for v in range(len(spec.values))]
+    if any(p is None for p in parts):
+        return None
+    contrib = np.stack(parts)
     ok = np.isfinite(resid)
     if not ok.any():
         return None
@@ -410,7 +413,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
 
 def _same(spec: AuditSpec, guess: int, truth: int) -> bool:
     """A guess is right when it names the true row (candidate rows may repeat)."""
-    return bool(np.array_equal(spec.values[guess], spec.values[truth]))
+    return bool(np.array_equal(spec.values[guess], spec.values[truth], equal_nan=True))
 
 
 def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | None = None,

@@ -48,14 +48,17 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 class TruthCache:
     """Ground truth per (data, seed): every protocol of one repetition shares its data."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
         self._cache: dict[str, dict[str, Any]] = {}
 
     def get(self, data: dict[str, Any], seed: int) -> dict[str, Any]:
         sig = json.dumps([data, seed], sort_keys=True, default=str)
-        if sig not in self._cache:
-            if len(self._cache) > 8:
-                self._cache.pop(next(iter(self._cache)))
+        if sig in self._cache:
+            self._cache[sig] = self._cache.pop(sig)  # most recently used last
+        else:
+            if len(self._cache) >= self.size:
+                self._cache.pop(next(iter(self._cache)))  # least recently used
             kind = get_data_kind(data["kind"])
             ds = kind.build({k: v for k, v in data.items() if k != "kind"}, run_keys(seed).data)
             self._cache[sig] = ds.truth()

@@ -1,4 +1,20 @@
-"""Crowd-guided ethical decisions with central and local DP (seed 004)."""
+"""Crowd-guided ethical decisions with central and local DP (seed 004: Wang et al., CIKM 2019).
 
-PROTOCOLS: tuple = ()
-KINDS: dict = {}
+Thurstone–Mosteller voters, the norm-bounded per-voter MLE (``mle``), Algorithm 1 (VLCP/RLCP),
+Algorithm 2 (VLDP/RLDP Laplace), Algorithm 3 (RLDP functional mechanism, ``fm``) and the
+synthetic generator of §5.1 (``data``).
+"""
+
+from protocols.ethics.data import KINDS
+from protocols.ethics.protocols import (
+    RLCP,
+    VLCP,
+    VLDP,
+    NonPrivate,
+    RLDPFunctional,
+    RLDPLaplace,
+)
+
+PROTOCOLS = (NonPrivate(), VLCP(), RLCP(), VLDP(), RLDPLaplace(), RLDPFunctional())
+
+__all__ = ["PROTOCOLS", "KINDS"]
