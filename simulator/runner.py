@@ -48,7 +48,7 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 class TruthCache:
     """Ground truth per (data, seed): every protocol of one repetition shares its data."""
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 64) -> None:
         self.size = size
         self._cache: dict[str, dict[str, Any]] = {}
 

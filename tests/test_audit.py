@@ -161,3 +161,14 @@ def test_dpwevote_lower_bound_within_20_percent():
          "collusion": {"colluders": 9, "curator": True}}
     rec = audit.audit_setting(audit.make_setting(c, 1), 12000)
     assert 0.8 <= rec["epsilon_lower"] <= 1.0
+
+
+def test_ethics_central_aggregator_learns_everything_when_it_colludes():
+    """Seed 004 Algorithm 1 trusts the aggregator: colluding, it reads every voter's β_i."""
+    c = {"protocol": "ethics_vlcp", "params": {"epsilon": 1.0},
+         "data": {"kind": "ethics_synthetic", "n": 10, "d": 2, "records": 13,
+                  "test_instances": 200}, "seed": 0, "pools": 1,
+         "collusion": {"colluders": 9, "curator": True}}
+    rec = audit.audit_setting(audit.make_setting(c, 1), 150)
+    assert rec["claim_model"] == "central" and rec["flagged"]
+    assert rec["bayes_accuracy"] == 1.0
