@@ -1,4 +1,21 @@
-"""Preference-ranking collection under LDP (seed 003): SAFARI and full-domain baselines."""
+"""Preference-ranking collection under LDP (seed 003): SAFARI and full-domain baselines.
 
-PROTOCOLS: tuple = ()
-KINDS: dict = {}
+Protocols: ``safari`` (Rule I → SAFA → LADE → Anchors K-thin chain → Rule II → SAFA →
+synthesis), ``safari_nopriv`` (the same without privacy), and the baselines over all d!
+rankings ``rank_grr``, ``rank_olh``, ``rank_harmony``, ``rank_calm``. Data kinds:
+``sushi_subset``, ``jester``, ``safari_mallows``.
+"""
+
+from protocols.safari.data import KINDS
+from protocols.safari.protocols import (
+    RankCALM,
+    RankGRR,
+    RankHarmony,
+    RankOLH,
+    Safari,
+    SafariNoPriv,
+)
+
+PROTOCOLS = (Safari(), SafariNoPriv(), RankGRR(), RankOLH(), RankHarmony(), RankCALM())
+
+__all__ = ["PROTOCOLS", "KINDS"]

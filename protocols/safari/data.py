@@ -1,0 +1,177 @@
+"""Ranking data for the SAFARI family: SUSHI and Jester subsets (seed 003 §6.1) and Mallows.
+
+Every kind holds full rankings of ``d`` items, one per agent (a row of item ids, best first, the
+rank family's row layout). Public facts: ``d`` (also as ``m``, so the rank family's protocols run
+on these kinds too) and ``n``. Ground truth (:func:`metrics.truth_of`): the first- and
+second-order marginals Q1, Q2, the distributions S2 and S3, and the pairwise count matrix.
+
+* ``sushi_subset``: SUSHI set A (Kamishima), 5000 rankings of 10 sushi, restricted to the items
+  0 .. d-1 (each agent's relative ranking of them). The paper builds test sets "with the number
+  of items ranging from 3 to 10" without saying which items; the first d item ids is our choice.
+* ``jester``: Jester ratings turned into rankings by ordering a user's ratings (seed 003 §6.1).
+  The items are the d jokes with the most ratings in the file (ties: smaller joke id first),
+  the agents are the users who rated all d of them (in user-id order), and a user's ranking
+  orders the jokes by rating, highest first (ties: the more-rated joke first). The paper used
+  20,000 users; the excerpt we have holds 906 users, of whom 557-862 rated the top 3-10 jokes.
+* ``safari_mallows``: Mallows rankings (repeated insertion, generated per agent), the built-in
+  default that needs no download.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols.base import ParamError, ParamSpec
+from protocols.data import DataKind, Dataset, resolve_path
+from protocols.rank import mallows
+from protocols.rank.data import read_order, read_soc
+from protocols.safari import metrics
+
+D_MAX = 20
+
+
+@dataclass
+class SafariRankings(Dataset):
+    """Full rankings of ``d`` items; subclasses provide ``rows``."""
+
+    d: int = 0
+
+    def truth(self) -> dict:
+        step = 1 << 16
+        blocks = (self.rows(s, min(self.n, s + step)) for s in range(0, self.n, step))
+        return metrics.truth_of(blocks, self.d)
+
+
+@dataclass
+class TableRankings(SafariRankings):
+    """Rankings read from a file; a pool keeps only its own rows."""
+
+    table: np.ndarray | None = None
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return self.table[start:stop]
+
+
+@dataclass
+class MallowsRankings(SafariRankings):
+    """Mallows(phi) around a random reference ranking, generated per agent."""
+
+    phi: float = 1.0
+    key: int = 0
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return mallows.sample(self.key, np.arange(start, stop), self.d, self.phi)
+
+    def truth(self) -> dict:
+        t = super().truth()
+        t["reference"] = mallows.reference_ranking(self.key, self.d).tolist()
+        return t
+
+
+def public_of(d: int, n: int, **extra) -> dict:
+    return {"d": d, "m": d, "n": n, "data_type": "ranking", **extra}
+
+
+def subset_items(table: np.ndarray, d: int) -> np.ndarray:
+    """Each row's relative ranking of the items 0 .. d-1 (order kept, other items dropped)."""
+    table = np.asarray(table)
+    if d > table.shape[1]:
+        raise ParamError(f"[data] d: got {d}; allowed: 3 .. {table.shape[1]} (the file ranks "
+                         f"{table.shape[1]} items)")
+    return table[table < d].reshape(len(table), d).astype(np.int16)
+
+
+def _take(table: np.ndarray, n: int | None) -> np.ndarray:
+    if n is not None:
+        if n > len(table):
+            raise ParamError(f"[data] n: the file has {len(table)} agents, asked for {n}")
+        table = table[:n]
+    return table
+
+
+def _sushi_subset(key: int, path: str, d: int = 10, n: int | None = None) -> TableRankings:
+    full = read_soc(path) if path.endswith(".soc") else read_order(path)
+    table = _take(subset_items(full, d), n)
+    return TableRankings(kind="sushi_subset", n=len(table), d=d, table=table,
+                         public=public_of(d, len(table)))
+
+
+def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:
+    """(rankings (n, d) of item indices 0..d-1, the d joke ids) from a Jester ratings CSV.
+
+    Accepts the long ``userId,jokeId,rating`` layout (header optional).
+    """
+    ratings: dict[int, dict[int, float]] = defaultdict(dict)
+    with resolve_path(path).open(newline="") as fh:
+        for no, row in enumerate(csv.reader(fh), start=1):
+            if not row or (no == 1 and not row[0].strip().lstrip("-").isdigit()):
+                continue
+            try:
+                u, j, r = int(row[0]), int(row[1]), float(row[2])
+            except (ValueError, IndexError) as e:
+                raise ParamError(f"[data] path: {path}:{no}: expected 'userId,jokeId,rating'"
+                                 ) from e
+            ratings[u][j] = r
+    per_joke = Counter(j for r in ratings.values() for j in r)
+    jokes = [j for j, _ in sorted(per_joke.items(), key=lambda kv: (-kv[1], kv[0]))[:d]]
+    if len(jokes) < d:
+        raise ParamError(f"[data] d: got {d}; the file rates only {len(jokes)} jokes")
+    rows = []
+    for u in sorted(ratings):
+        r = ratings[u]
+        if all(j in r for j in jokes):
+            rows.append(sorted(range(d), key=lambda i: (-r[jokes[i]], i)))
+    if not rows:
+        raise ParamError(f"[data] d: no user rated all of the {d} most-rated jokes")
+    return np.asarray(rows, dtype=np.int16), jokes
+
+
+def _jester(key: int, path: str, d: int = 10, n: int | None = None) -> TableRankings:
+    table, jokes = read_jester(path, d)
+    table = _take(table, n)
+    return TableRankings(kind="jester", n=len(table), d=d, table=table,
+                         public=public_of(d, len(table), items=jokes))
+
+
+def _mallows(key: int, n: int, d: int, theta: float | None = None,
+             phi: float | None = None) -> MallowsRankings:
+    if theta is None and phi is None:
+        theta = 0.5
+    try:
+        p = mallows.phi_from(theta, phi)
+    except ValueError as e:
+        raise ParamError("[data] theta/phi: give exactly one of theta (1 - q/p, seed 000's "
+                         "convention) or phi (Mallows' q/p), both in [0, 1]") from e
+    return MallowsRankings(kind="safari_mallows", n=n, d=d, phi=p, key=key,
+                           public=public_of(d, n))
+
+
+_D = ParamSpec("d", "int", default=10, low=3, high=10, help="number of items (the paper: 3..10)")
+_N = ParamSpec("n", "int", low=1, help="keep only the first n agents")
+
+KINDS = {
+    "sushi_subset": DataKind(
+        "sushi_subset", _sushi_subset,
+        {"path": ParamSpec("path", "str", required=True,
+                           help="sushi3a.5000.10.order (Kamishima) or the PrefLib .soc copy"),
+         "d": _D, "n": _N},
+        "ranking", "SUSHI set A restricted to items 0..d-1 (seed 003 §6.1: 5000 users, d=3..10)"),
+    "jester": DataKind(
+        "jester", _jester,
+        {"path": ParamSpec("path", "str", required=True,
+                           help="Jester ratings CSV (userId,jokeId,rating)"),
+         "d": _D, "n": _N},
+        "ranking", "Jester ratings → rankings of the d most-rated jokes (seed 003 §6.1)"),
+    "safari_mallows": DataKind(
+        "safari_mallows", _mallows,
+        {"n": ParamSpec("n", "int", required=True, low=1, help="number of agents"),
+         "d": ParamSpec("d", "int", required=True, low=3, high=D_MAX, help="number of items"),
+         "theta": ParamSpec("theta", "float", low=0, high=1,
+                            help="dispersion 1 - q/p as seed 000 defines it (default 0.5)"),
+         "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
+        "ranking", "Mallows rankings of d items by repeated insertion (no download needed)"),
+}

@@ -1,0 +1,150 @@
+"""Indexing of permutations and combinations, vectorised over many rankings.
+
+Conventions used throughout the SAFARI family (seed 003):
+
+* a *ranking* is a row of item ids, best first: ``ranking[r]`` is the item at rank ``r``
+  (0-based; the paper's ranks are 1-based, σ(j) = x_k);
+* its *positions* are the inverse: ``pos[k]`` is the rank of item ``k`` (the paper's σ^{-1});
+* a permutation of ``k`` symbols is indexed by its lexicographic rank in ``[0, k!)`` (Lehmer
+  code), which orders relative rankings as Example 7 lists them (⟨B, W⟩ before ⟨W, B⟩);
+* a ``p``-subset of ``{0, .., N-1}`` is indexed by its lexicographic rank among the sorted
+  ``p``-tuples (``itertools.combinations`` order), which orders interleavings as Example 7
+  lists them (⟨l2, l2, l3, l3⟩, ⟨l2, l3, l2, l3⟩, ...).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from functools import lru_cache
+
+import numpy as np
+
+
+def positions(rankings: np.ndarray) -> np.ndarray:
+    """Inverse permutations: ``pos[i, k]`` = rank of item ``k`` in ranking ``i`` (0 = best).
+
+    Parameters
+    ----------
+    rankings : (n, d) array of item ids, best first (each row a permutation of 0..d-1).
+
+    Returns
+    -------
+    (n, d) int64 array.
+    """
+    r = np.asarray(rankings, dtype=np.int64)
+    n, d = r.shape
+    pos = np.empty((n, d), dtype=np.int64)
+    np.put_along_axis(pos, r, np.broadcast_to(np.arange(d, dtype=np.int64), (n, d)), axis=1)
+    return pos
+
+
+def rankings_from_positions(pos: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`positions` (the same operation: a permutation's inverse)."""
+    return positions(pos)
+
+
+def is_permutation(rows: np.ndarray) -> np.ndarray:
+    """Boolean per row: is it a permutation of ``0 .. d-1``?"""
+    r = np.asarray(rows)
+    d = r.shape[1]
+    inside = ((r >= 0) & (r < d)).all(axis=1)
+    s = np.sort(np.where(inside[:, None], r, 0), axis=1)
+    return inside & (s == np.arange(d)).all(axis=1)
+
+
+@lru_cache(maxsize=64)
+def _factorials(k: int) -> np.ndarray:
+    return np.array([math.factorial(i) for i in range(k + 1)], dtype=np.int64)
+
+
+def lex_rank(perms: np.ndarray) -> np.ndarray:
+    """Lexicographic index in ``[0, k!)`` of each row, a permutation of ``0 .. k-1`` (k <= 20).
+
+    The Lehmer digit of position ``r`` counts the later entries smaller than ``perm[r]``; the
+    index is ``sum_r digit_r * (k-1-r)!``.
+    """
+    p = np.asarray(perms, dtype=np.int64)
+    n, k = p.shape
+    f = _factorials(k)
+    idx = np.zeros(n, dtype=np.int64)
+    for r in range(k - 1):
+        digit = (p[:, r + 1:] < p[:, r:r + 1]).sum(axis=1)
+        idx += digit * f[k - 1 - r]
+    return idx
+
+
+def lex_unrank(index: np.ndarray, k: int) -> np.ndarray:
+    """Inverse of :func:`lex_rank`: the permutations of ``0 .. k-1`` with the given indices."""
+    idx = np.asarray(index, dtype=np.int64).copy()
+    n = len(idx)
+    f = _factorials(k)
+    used = np.zeros((n, k), dtype=bool)
+    out = np.empty((n, k), dtype=np.int64)
+    for r in range(k):
+        digit, idx = np.divmod(idx, f[k - 1 - r])
+        free_rank = np.cumsum(~used, axis=1) - 1  # rank of each symbol among the unused ones
+        choice = np.argmax((free_rank == digit[:, None]) & ~used, axis=1)
+        out[:, r] = choice
+        used[np.arange(n), choice] = True
+    return out
+
+
+def all_permutations(k: int) -> np.ndarray:
+    """All ``k!`` permutations of ``0 .. k-1`` in lexicographic order, shape ``(k!, k)``, int8.
+
+    Built by prefixing each first symbol to the permutations of the remaining ones; row ``i``
+    is ``lex_unrank(i)``. Memory: ``k * k!`` bytes (36 MB for k = 10).
+    """
+    if k > 12:
+        raise ValueError(f"all_permutations: k = {k} is too large to enumerate")
+    perms = np.zeros((1, 0), dtype=np.int8)
+    for m in range(1, k + 1):
+        prev = perms  # permutations of 0..m-2, lexicographic
+        blocks = []
+        for first in range(m):
+            tail = prev + (prev >= first).astype(np.int8)
+            blocks.append(np.hstack([np.full((len(prev), 1), first, dtype=np.int8), tail]))
+        perms = np.vstack(blocks)
+    return perms
+
+
+@lru_cache(maxsize=256)
+def combinations_table(n_slots: int, p: int) -> np.ndarray:
+    """All sorted ``p``-subsets of ``0 .. n_slots-1`` in lexicographic order, ``(C(N,p), p)``."""
+    t = np.array(list(itertools.combinations(range(n_slots), p)), dtype=np.int64)
+    t = t.reshape(math.comb(n_slots, p), p)
+    t.setflags(write=False)
+    return t
+
+
+def comb_rank(subsets: np.ndarray, n_slots: int) -> np.ndarray:
+    """Lexicographic index of each row, a strictly increasing ``p``-subset of ``0 .. N-1``.
+
+    With ``c_{-1} = -1``, the index is ``sum_i [C(N-1-c_{i-1}, p-i) - C(N-c_i, p-i)]`` (the
+    hockey-stick identity summed over the values skipped before each ``c_i``).
+    """
+    c = np.asarray(subsets, dtype=np.int64)
+    n, p = c.shape
+    binom = np.array([[math.comb(a, b) for b in range(p + 1)] for a in range(n_slots + 2)],
+                     dtype=np.int64)
+    idx = np.zeros(n, dtype=np.int64)
+    prev = np.full(n, -1, dtype=np.int64)
+    for i in range(p):
+        idx += binom[n_slots - 1 - prev, p - i] - binom[n_slots - c[:, i], p - i]
+        prev = c[:, i]
+    return idx
+
+
+def all_positions(k: int, chunk: int = 1 << 18) -> np.ndarray:
+    """Positions (inverse permutations) of :func:`all_permutations`, ``(k!, k)`` int8."""
+    perms = all_permutations(k)
+    out = np.empty_like(perms)
+    cols = np.arange(k, dtype=np.int8)
+    for s in range(0, len(perms), chunk):
+        block = perms[s:s + chunk].astype(np.int64)
+        rows = np.arange(len(block))[:, None]
+        tmp = np.empty(block.shape, dtype=np.int8)
+        tmp[rows, block] = cols
+        out[s:s + chunk] = tmp
+    return out

@@ -1,0 +1,721 @@
+"""Preference-ranking collection under LDP (seed 003, Cheng et al., "Collecting Preference
+Rankings under Local Differential Privacy"): SAFARI, its non-private version and the four
+full-domain baselines.
+
+SAFARI runs two rounds (§5.1):
+
+* round 0 (Phases 1-2): the curator samples one Rule I attribute per user and sends its index;
+  the user answers with SAFA's local randomizer (GRR over that attribute's domain) at ε/2. The
+  curator estimates S1, derives S2 and S3 by LADE (or NAIVE / CALM with Rules I^N / I^C), computes
+  the tripletwise MI and builds a K-thin chain by the Anchors method;
+* round 1 (Phases 3-4): the chain is broadcast, the curator samples one Rule II attribute per
+  user; the user answers GRR at ε/2; the curator estimates the relative-ranking and
+  interleaving distributions;
+* finish (Phase 5): n synthetic rankings are drawn from the RI model; the public output holds
+  the chain, the model and the synthetic set's first- and second-order marginals.
+
+Budget (Theorem 6): every user answers both rounds with ε/2 each, so sequential composition gives
+ε-LDP (``split = "budget"``, the paper). ``split = "users"`` is an alternative the paper does not
+use: a fraction of the users answers round 0 and the others round 1, each with the whole ε
+(parallel composition, also ε-LDP).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from protocols import rng as rngm
+from protocols.base import (
+    AuditSpec,
+    Curator,
+    ParamError,
+    ParamSpec,
+    PrivacyClaim,
+    Protocol,
+    ReportSchema,
+    RoundPlan,
+)
+from protocols.safari import anchors, calm, lade, metrics, oracles, perm, riffle, rules, safa
+from protocols.safari.riffle import Chain, RIModel
+
+LN3 = math.log(3.0)
+MAX_DOMAIN = math.factorial(10)
+DIGITS = 7  # significant digits of the floats in the public output
+
+RULE1 = {"lade": "I", "naive": "IN", "calm": "IC"}
+
+EPSILON = ParamSpec("epsilon", "float", default=LN3, low=0, low_open=True, high=1000,
+                    help="total privacy budget per user (the paper's default: ln 3)")
+MAX_DOMAIN_SPEC = ParamSpec("max_domain", "int", default=MAX_DOMAIN, low=2,
+                            help="largest attribute domain the curator will hold in memory "
+                                 "(default 10! = 3628800)")
+OUTPUT_RANKINGS = ParamSpec("output_rankings", "bool", default=False,
+                            help="include the synthetic rankings in the output (large)")
+
+
+def round_budgets(epsilon: float, split: str) -> tuple[float, float]:
+    """ε of the SAFA report in round 0 and in round 1 (Theorem 6).
+
+    ``"budget"``: both rounds are answered by every user with ε/2, sequential composition
+    (Theorem 1) gives ε. ``"users"``: disjoint user groups, each answers one round with ε
+    (parallel composition). GRR's guarantee is its likelihood ratio p/q = e^ε per report
+    (Theorem 2); no sensitivity is involved.
+    """
+    return (epsilon / 2, epsilon / 2) if split == "budget" else (epsilon, epsilon)
+
+
+def max_rule2_domain(d: int, K: int) -> int:
+    """The largest Rule II domain of a K-thin chain with leaves of K items (§5.3: at most
+    max(K!, C(d, K))); K >= d gives a single leaf, the d! full rankings."""
+    size, dom = d, 1
+    while size > K:
+        dom = max(dom, math.comb(size, K), math.factorial(K))
+        size -= K
+    return max(dom, math.factorial(size))
+
+
+def _need_marginal_truth(name: str, public: dict[str, Any]) -> int:
+    if "d" not in public:
+        raise ParamError(f"[data] kind: protocol {name!r} needs full rankings with marginal "
+                         "ground truth; allowed: jester, safari_mallows, sushi_subset")
+    return int(public["d"])
+
+
+@lru_cache(maxsize=64)
+def rule_of(name: str, d: int, chain: Chain | None = None) -> rules.Rule:
+    return rules.Rule(name, d, chain)
+
+
+def _chain_from(broadcast: Any, d: int) -> Chain:
+    if not isinstance(broadcast, dict) or "chain" not in broadcast:
+        raise ValueError("round 1 needs the K-thin chain broadcast")
+    chain = Chain.of(broadcast["chain"])
+    if chain.d != d:
+        raise ValueError(f"the broadcast chain covers {chain.d} items, the data {d}")
+    return chain
+
+
+def _schema(oracle: str, domains: np.ndarray, epsilon: float) -> tuple[ReportSchema, float]:
+    """(schema, information-theoretic report size in bits averaged over the attributes)."""
+    dom = np.asarray(domains)
+    if oracle == "safa":
+        return ReportSchema("int", 1, 0, int(dom.max()) - 1), float(np.log2(dom).mean())
+    if oracle == "harmony":
+        kp = np.array([oracles.hadamard_order(int(k)) for k in dom])
+        return ReportSchema("int", 2, 0, int(kp.max()) - 1), float(np.log2(kp).mean() + 1)
+    return (ReportSchema("int", 2, 0, 2**oracles.SEED_BITS - 1),
+            oracles.SEED_BITS + math.log2(oracles.olh_g(epsilon)))
+
+
+def _round_list(x: np.ndarray) -> Any:
+    a = np.asarray(x, dtype=float)
+    return np.vectorize(lambda v: float(f"{v:.{DIGITS}g}"), otypes=[float])(a).tolist() \
+        if a.size else a.tolist()
+
+
+def synthetic_output(syn: np.ndarray, include_rankings: bool) -> dict[str, Any]:
+    """The public summary of a synthetic set: its size, how many rows are permutations, and
+    the counts of its first- and second-order marginals (valid rows only)."""
+    syn = np.asarray(syn, dtype=np.int64)
+    ok = perm.is_permutation(syn)
+    pos = perm.positions(syn[ok])
+    out: dict[str, Any] = {
+        "n_synthetic": int(len(syn)), "synthetic_valid": int(ok.sum()),
+        "marginals": {"source": "synthetic", "n": int(ok.sum()),
+                      "q1": metrics.q1_counts(pos).tolist(),
+                      "q2": metrics.q2_counts(pos).tolist()}}
+    if include_rankings:
+        out["rankings"] = syn.tolist()
+    return out
+
+
+def audit_candidates(d: int) -> AuditSpec:
+    """Candidate rankings of one agent: all d! for d <= 6, else the identity, its reverse and
+    254 fixed random rankings; uniform prior. The pair is (identity, reverse): every relative
+    order differs, so every Rule I^N / I^C / II value and, for even d, every rank differs —
+    the inputs the randomizers find hardest to hide."""
+    ident = np.arange(d)
+    if d <= 6:
+        vals = perm.all_permutations(d).astype(np.int64)
+        i0 = 0
+        i1 = int(perm.lex_rank(ident[::-1][None, :])[0])
+    else:
+        gen = rngm.party_generator(rngm.stream_key(0, "safari-audit", d))
+        rest = np.stack([gen.permutation(d) for _ in range(254)])
+        vals = np.vstack([ident, ident[::-1], rest])
+        i0, i1 = 0, 1
+    prior = np.full(len(vals), 1.0 / len(vals))
+    return AuditSpec(vals.astype(np.int16), prior, (i0, i1),
+                     notes="rows are rankings (item ids, best first)")
+
+
+class _RankingProtocol(Protocol):
+    family = "ranking collection (seed 003)"
+    data_type = "ranking"
+
+    def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
+        """avd_q1, avd_q2, sse_q1, sse_q2 (§6.1) of the released marginals; valid_fraction of
+        the synthetic rankings; with ``diagnostics``, avd_s1/avd_s2/avd_s3 of the first round's
+        estimates (Figs. 5-7)."""
+        if "q1" not in truth:
+            raise ValueError("evaluation needs a SAFARI data kind (jester, safari_mallows, "
+                             "sushi_subset) whose truth holds the marginals")
+        mg = output["marginals"]
+        scale = max(1.0, float(mg["n"])) if mg.get("source") == "synthetic" else 1.0
+        q1 = np.asarray(mg["q1"], dtype=float) / scale
+        q2 = np.asarray(mg["q2"], dtype=float) / scale
+        m = metrics.marginal_metrics(q1, q2, truth)
+        if "n_synthetic" in output:
+            m["valid_fraction"] = output["synthetic_valid"] / max(1, output["n_synthetic"])
+        ph = output.get("phase1")
+        if ph is not None:
+            s2 = np.asarray(ph["s2"], dtype=float)
+            t2 = np.asarray(truth["s2"], dtype=float)
+            m["avd_s1"] = metrics.avd(ph["s1"], truth["q1"])
+            m["avd_s2"] = metrics.avd(np.stack([s2, 1 - s2], 1), np.stack([t2, 1 - t2], 1))
+            if truth.get("s3") is not None:
+                m["avd_s3"] = metrics.avd(ph["s3"], truth["s3"])
+        return m
+
+    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec | None:
+        return audit_candidates(int(public["d"]))
+
+
+# ----------------------------------------------------------------------------------- SAFARI
+
+
+def phase1_distributions(rule1: str, z: list[np.ndarray], d: int, regression: str,
+                         alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(S1, S2, S3) from the first round's frequency estimates (§5.2): LADE from Rule I,
+    NAIVE from Rule I^N, CALM from Rule I^C."""
+    if rule1 == "lade":
+        s1 = lade.project_simplex(np.stack(z))
+        s2, s3, _ = lade.lade(s1, regression, alpha)
+        return s1, s2, s3
+    if rule1 == "naive":
+        s3 = lade.project_simplex(np.stack(z))
+        s1, s2 = lade.naive(s3, d)
+        return s1, s2, s3
+    return calm.from_pair_frequencies(z, d)
+
+
+def model_from_rule2(chain: Chain, z: list[np.ndarray]) -> RIModel:
+    """Phase 4: the RI model's distributions from the Rule II estimates, each projected onto
+    the simplex (leaves of one item have the single relative ranking, probability 1)."""
+    rule = rule_of("II", chain.d, chain)
+    by_leaf = dict(zip(rule.leaf_attrs, range(len(rule.leaf_attrs)), strict=True))
+    leaf = [lade.project_simplex(z[by_leaf[j]]) if j in by_leaf else np.ones(1)
+            for j in range(len(chain.leaves))]
+    n_leaf = len(rule.leaf_attrs)
+    inter = [lade.project_simplex(z[n_leaf + t]) for t in range(chain.n_internal)]
+    return RIModel(chain, leaf, inter)
+
+
+class _SafariCurator(Curator):
+    def __init__(self, params, public, agents, key):
+        super().__init__(params, public, agents, key)
+        self.d = int(public["d"])
+        self.rules: dict[int, rules.Rule] = {0: rule_of(RULE1[params["rule1"]], self.d)}
+        self.eps = round_budgets(params["epsilon"], params["split"])
+        self.asked = self._assign()
+        self.attrs: dict[int, np.ndarray] = {}
+        self.chain: Chain | None = None
+        self.model: RIModel | None = None
+        self.phase1: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.stats.update(out_of_domain=[0, 0], reports=[0, 0])
+
+    def _assign(self) -> list[np.ndarray]:
+        if self.params["split"] == "budget":
+            return [self.agents, self.agents]
+        u = rngm.uniform(rngm.stream_key(self.key, "safari-split"), self.agents, 0, 1)[:, 0]
+        first = u < self.params["phase1_fraction"]
+        return [self.agents[first], self.agents[~first]]
+
+    def plan(self, rnd: int) -> RoundPlan | None:
+        if rnd > 1:
+            return None
+        rule = self.rules[rnd]
+        agents = self.asked[rnd]
+        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), agents, rnd, 1)[:, 0]
+        attrs = safa.sample_attributes(u, rule.n_attrs)
+        self.attrs[rnd] = attrs
+        oracle = Safari.oracle_for(self.params, rnd)
+        schema, bits = _schema(oracle, rule.domains, self.eps[rnd])
+        bc = None if rnd == 0 else {"chain": self.chain.to_wire()}
+        return RoundPlan(rnd, agents, attrs[:, None], bc, schema, report_bits=bits)
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        rule = self.rules[rnd]
+        oracle = Safari.oracle_for(self.params, rnd)
+        attrs = self.attrs[rnd][np.searchsorted(self.asked[rnd], agents)]
+        reports = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        ok = safa.valid_reports(oracle, reports, rule.domains[attrs], self.eps[rnd])
+        self.stats["out_of_domain"][rnd] += int((~ok).sum())
+        self.stats["reports"][rnd] += int(ok.sum())
+        z = safa.estimate(oracle, attrs[ok], reports[ok], rule.domains, self.eps[rnd],
+                          self.params["estimator"])
+        if rnd == 0:
+            p = self.params
+            alpha = p["lasso_alpha"] if p["regression"] == "lasso" else p["ridge_alpha"]
+            self.phase1 = phase1_distributions(p["rule1"], z, self.d, p["regression"], alpha)
+            mi = anchors.tripletwise_mi(self.phase1[2], self.d)
+            self.chain = anchors.learn_chain(mi, p["K"], p["leaf_size"])
+            self.rules[1] = rule_of("II", self.d, self.chain)
+        else:
+            self.model = model_from_rule2(self.chain, z)
+
+    def finish(self) -> dict[str, Any]:
+        gen = rngm.party_generator(rngm.stream_key(self.key, "safari-synthesis"))
+        syn = self.model.sample(len(self.agents), gen)
+        out = {"chain": self.chain.to_wire(), "model": self.model.to_wire(DIGITS),
+               **synthetic_output(syn, self.params["output_rankings"]),
+               "stats": {k: list(v) for k, v in self.stats.items()}}
+        if self.params["diagnostics"]:
+            s1, s2, s3 = self.phase1
+            out["phase1"] = {"s1": _round_list(s1), "s2": _round_list(s2),
+                             "s3": _round_list(s3)}
+        return out
+
+
+class Safari(_RankingProtocol):
+    """SAFARI (seed 003 §5): Rule I → SAFA (ε/2) → LADE → K-thin chain by Anchors → broadcast →
+    Rule II → SAFA (ε/2) → RI parameters → n synthetic rankings."""
+
+    name = "safari"
+    summary = "LDP: SAFA on Rule I (ε/2), LADE + Anchors chain, SAFA on Rule II (ε/2), synthesis"
+    params = {
+        "epsilon": EPSILON,
+        "K": ParamSpec("K", "int", default=1, low=1,
+                       help="maximum leaf size of the K-thin chain (the paper's default: 1; "
+                            "K >= d is one leaf: GRR over the d! rankings at ε/2)"),
+        "rule1": ParamSpec("rule1", "str", default="lade", choices=tuple(RULE1),
+                           help="first-round method: LADE (Rule I), NAIVE (Rule I^N) or CALM "
+                                "(Rule I^C, OLH) — Fig. 6"),
+        "regression": ParamSpec("regression", "str", default="lasso",
+                                choices=lade.REGRESSIONS,
+                                help="LADE's regression (Fig. 7)"),
+        "lasso_alpha": ParamSpec("lasso_alpha", "float", default=1e-4, low=0,
+                                 help="Lasso penalty (1/(2m))||y-Mp||² + α||p||₁; 0 = end of "
+                                      "the LARS path"),
+        "ridge_alpha": ParamSpec("ridge_alpha", "float", default=1e-3, low=0, low_open=True,
+                                 help="ridge penalty ||y-Mp||² + α||p||²"),
+        "oracle": ParamSpec("oracle", "str", default="safa", choices=("safa", "harmony"),
+                            help="frequency oracle of both collections: SAFA's GRR or "
+                                 "Harmony (Fig. 5); Rule I^C always uses OLH in round 0"),
+        "estimator": ParamSpec("estimator", "str", default="paper", choices=safa.ESTIMATORS,
+                               help='"paper": Algorithm 1 line 11 (n/|A|); "group": n_j'),
+        "split": ParamSpec("split", "str", default="budget", choices=("budget", "users"),
+                           help='"budget": every user answers both rounds at ε/2 (Theorem 6); '
+                                '"users": disjoint user groups at ε each'),
+        "phase1_fraction": ParamSpec("phase1_fraction", "float", default=0.5, low=0,
+                                     low_open=True, high=1,
+                                     help='share of users in round 0 with split = "users"'),
+        "leaf_size": ParamSpec("leaf_size", "str", default="K", choices=anchors.LEAF_SIZES,
+                               help='"K": leaves of exactly K items; "upto_K": 1..K'),
+        "diagnostics": ParamSpec("diagnostics", "bool", default=False,
+                                 help="publish the round-0 estimates S1, S2, S3 (Figs. 5-7)"),
+        "output_rankings": OUTPUT_RANKINGS,
+        "max_domain": MAX_DOMAIN_SPEC,
+    }
+
+    @staticmethod
+    def oracle_for(params: dict[str, Any], rnd: int) -> str:
+        """The frequency oracle of a round: OLH for Rule I^C (CALM's), else the parameter."""
+        if rnd == 0 and params["rule1"] == "calm":
+            return "olh"
+        return params["oracle"]
+
+    def resolve(self, params, public):
+        d = _need_marginal_truth(self.name, public)
+        out = super().resolve(params, public)
+        K = out["K"]
+        dom = max_rule2_domain(d, K)
+        if dom > out["max_domain"]:
+            raise ParamError(f"[params] K: Rule II domains reach {dom} values for K = {K}, "
+                             f"d = {d} (K! per leaf, C(|g|, K) per interleaving), above "
+                             f"max_domain = {out['max_domain']}; allowed: a smaller K or a "
+                             "larger max_domain")
+        if out["split"] == "users" and out["phase1_fraction"] >= 1:
+            raise ParamError(f"[params] phase1_fraction: got {out['phase1_fraction']}; "
+                             "allowed: a number in (0, 1) with split = \"users\"")
+        return out
+
+    def claim(self, params, public):
+        e0, e1 = round_budgets(params["epsilon"], params["split"])
+        mech = {"safa": "grr", "harmony": "harmony_hadamard_rr"}[params["oracle"]]
+        if params["rule1"] == "calm":
+            mech = f"olh (round 0), {mech} (round 1)"
+        comp = ("sequential composition of two ε/2 rounds (Theorem 6)"
+                if params["split"] == "budget" else "parallel composition (disjoint users)")
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=e0,
+                            sensitivity=None, mechanism=mech,
+                            notes=f"SAFA: attribute sampled independently of the data; {comp}")
+
+    def make_curator(self, params, public, agents, key):
+        return _SafariCurator(params, public, agents, key)
+
+    def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
+        if rnd == 0:
+            return rule_of(RULE1[params["rule1"]], d)
+        if rnd == 1:
+            return rule_of("II", d, _chain_from(broadcast, d))
+        raise ValueError(f"SAFARI has rounds 0 and 1, not {rnd}")
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        """Algorithm 2 (LR): the user's value of the queried attribute, through GRR (or the
+        chosen oracle) at the round's ε. Draws: two uniforms and 64 bits, keyed by agent."""
+        d = int(public["d"])
+        rule = self._round_rule(rnd, broadcast, params, d)
+        attrs = np.asarray(queries, dtype=np.int64).reshape(len(data), -1)[:, 0]
+        if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
+            raise ValueError(f"attribute index outside [0, {rule.n_attrs})")
+        values = rule.values(perm.positions(data), attrs)
+        eps = round_budgets(params["epsilon"], params["split"])[rnd]
+        u = rngm.uniform(key, agents, rnd, 2)
+        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
+        return safa.perturb(self.oracle_for(params, rnd), values, rule.domains[attrs], eps, u,
+                            seed_bits)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        """Exact: GRR (or Harmony / OLH) probability of the report given the queried value."""
+        d = int(public["d"])
+        rule = self._round_rule(rnd, broadcast, params, d)
+        attrs = np.asarray(queries, dtype=np.int64).reshape(len(rows), -1)[:, 0]
+        values = rule.values(perm.positions(rows), attrs)
+        eps = round_budgets(params["epsilon"], params["split"])[rnd]
+        return safa.log_likelihood(self.oracle_for(params, rnd),
+                                   np.asarray(reports).reshape(len(rows), -1), values,
+                                   rule.domains[attrs], eps)
+
+
+
+# ---------------------------------------------------------------------------------- NoPriv
+
+
+class _NoPrivCurator(Curator):
+    def plan(self, rnd):
+        if rnd > 0:
+            return None
+        d = int(self.public["d"])
+        return RoundPlan(rnd, self.agents, None, None, ReportSchema("int", d, 0, d - 1),
+                         report_bits=math.log2(math.factorial(d)))
+
+    def absorb(self, rnd, agents, reports):
+        r = np.asarray(reports, dtype=np.int64)
+        ok = perm.is_permutation(r)
+        self.stats["invalid_rankings"] = int((~ok).sum())
+        self.rankings = r[ok]
+
+    def finish(self):
+        d = int(self.public["d"])
+        p = self.params
+        pos = perm.positions(self.rankings)
+        n = max(1, len(pos))
+        method = p["rule1"]
+        if method == "lade":
+            s1 = metrics.q1_counts(pos) / n
+            s2, s3, _ = lade.lade(s1, p["regression"],
+                                  p["lasso_alpha"] if p["regression"] == "lasso"
+                                  else p["ridge_alpha"])
+        elif method == "calm":
+            joints = metrics.q2_counts(pos) / n
+            s1 = metrics.q1_counts(pos) / n
+            s2 = lade.s2_from_joint(joints)
+            s3 = calm.s3_from_joints(joints)
+        else:  # exact, naive: S3 exactly, S1 and S2 integrate exactly
+            s3 = metrics.s3_counts(pos) / n
+            s1 = metrics.q1_counts(pos) / n
+            s2 = lade.s2_from_joint(metrics.q2_counts(pos) / n)
+        chain = anchors.learn_chain(anchors.tripletwise_mi(s3, d), p["K"], p["leaf_size"])
+        model = riffle.fit_exact(self.rankings, chain)
+        gen = rngm.party_generator(rngm.stream_key(self.key, "safari-synthesis"))
+        syn = model.sample(len(self.agents), gen)
+        out = {"chain": chain.to_wire(), "model": model.to_wire(DIGITS),
+               **synthetic_output(syn, p["output_rankings"]), "stats": dict(self.stats)}
+        if p["diagnostics"]:
+            out["phase1"] = {"s1": _round_list(s1), "s2": _round_list(s2),
+                             "s3": _round_list(s3)}
+        return out
+
+
+class SafariNoPriv(_RankingProtocol):
+    """NoPriv (§6.2, Fig. 4): SAFARI without privacy. Every user sends the true ranking; the
+    curator builds the chain from the exact tripletwise MI (or from LADE*/NAIVE*/CALM* estimates
+    computed from exact inputs, Fig. 6's starred lines) and fits the RI model exactly."""
+
+    name = "safari_nopriv"
+    summary = "non-private SAFARI: exact MI, Anchors chain, exact RI parameters, synthesis"
+    params = {
+        "K": Safari.params["K"],
+        "rule1": ParamSpec("rule1", "str", default="exact",
+                           choices=("exact", "lade", "naive", "calm"),
+                           help="structure from the exact S3, or LADE*/NAIVE*/CALM* (Fig. 6)"),
+        "regression": Safari.params["regression"],
+        "lasso_alpha": Safari.params["lasso_alpha"],
+        "ridge_alpha": Safari.params["ridge_alpha"],
+        "leaf_size": Safari.params["leaf_size"],
+        "diagnostics": Safari.params["diagnostics"],
+        "output_rankings": OUTPUT_RANKINGS,
+    }
+
+    def resolve(self, params, public):
+        _need_marginal_truth(self.name, public)
+        return super().resolve(params, public)
+
+    def claim(self, params, public):
+        return PrivacyClaim("none", math.inf, mechanism="none",
+                            notes="every user sends the true ranking")
+
+    def make_curator(self, params, public, agents, key):
+        return _NoPrivCurator(params, public, agents, key)
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        return np.asarray(data, dtype=np.int64)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        same = (np.asarray(reports) == np.asarray(rows)).all(axis=1)
+        return np.where(same, 0.0, -np.inf)
+
+
+# ------------------------------------------------------------------- full-domain baselines
+
+
+def _full_domain_check(name: str, d: int, max_domain: int) -> int:
+    size = math.factorial(d)
+    if d > 12 or size > max_domain:
+        raise ParamError(f"[params] max_domain: protocol {name!r} works on all d! = {size} "
+                         f"rankings of d = {d} items (about {16 * size / 2**20:.0f} MiB), above "
+                         f"max_domain = {max_domain}; allowed: d with d! <= max_domain (raise "
+                         "max_domain if memory allows; d <= 12 at most)")
+    return size
+
+
+def release(f: np.ndarray, d: int, how: str, n: int, key: int,
+            include_rankings: bool) -> dict[str, Any]:
+    """Public output of a full-domain estimate f over the d! rankings (lexicographic order).
+
+    ``"synthetic"``: project f onto the simplex and draw n synthetic rankings from it (the
+    paper's problem statement, §3.4); ``"estimate"``: the marginals of f itself, negative cells
+    included (what the paper's Fig. 3 evidently plots: "AVD ... larger than 1").
+    """
+    if how == "estimate":
+        q1, q2 = metrics.distribution_marginals(f, perm.all_positions(d))
+        return {"marginals": {"source": "estimate", "n": 1, "q1": _round_list(q1),
+                              "q2": _round_list(q2)}}
+    p = lade.project_simplex(f)
+    gen = rngm.party_generator(rngm.stream_key(key, "safari-synthesis"))
+    idx = riffle.draw_indices(p, n, gen)
+    return synthetic_output(perm.lex_unrank(idx, d), include_rankings)
+
+
+RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic", "estimate"),
+                    help='"synthetic": n rankings drawn from the simplex-projected estimate; '
+                         '"estimate": marginals of the raw unbiased estimate (AVD may exceed 1)')
+
+
+class _FullDomainCurator(Curator):
+    oracle = "grr"
+
+    def plan(self, rnd):
+        if rnd > 0:
+            return None
+        d = int(self.public["d"])
+        size = math.factorial(d)
+        eps = self.params["epsilon"]
+        if self.oracle == "grr":
+            schema, bits = ReportSchema("int", 1, 0, size - 1), math.log2(size)
+        elif self.oracle == "harmony":
+            kp = oracles.hadamard_order(size)
+            schema, bits = ReportSchema("int", 2, 0, kp - 1), math.log2(kp) + 1
+        else:
+            schema, bits = _schema("olh", np.array([size]), eps)
+        return RoundPlan(rnd, self.agents, None, None, schema, report_bits=bits)
+
+    def absorb(self, rnd, agents, reports):
+        d = int(self.public["d"])
+        size = math.factorial(d)
+        eps = self.params["epsilon"]
+        r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
+        ok = safa.valid_reports(oracle, r, np.full(len(r), size), eps)
+        self.stats["out_of_domain"] = int((~ok).sum())
+        r = r[ok]
+        n = len(r)
+        if self.oracle == "grr":
+            self.f = oracles.grr_estimate(np.bincount(r[:, 0], minlength=size), n, eps)
+        elif self.oracle == "harmony":
+            self.f = oracles.harmony_estimate(r[:, 0], r[:, 1], size, n, eps)
+        else:
+            g = oracles.olh_g(eps)
+            self.f = oracles.olh_estimate(oracles.olh_support_counts(r[:, 0], r[:, 1], size, g),
+                                          n, eps)
+
+    def finish(self):
+        d = int(self.public["d"])
+        out = release(self.f, d, self.params["release"], len(self.agents), self.key,
+                      self.params["output_rankings"])
+        out["stats"] = dict(self.stats)
+        return out
+
+
+class _FullDomain(_RankingProtocol):
+    """A frequency oracle over all d! rankings (§4): each ranking is one categorical value,
+    its lexicographic index."""
+
+    oracle = "grr"
+    params = {"epsilon": EPSILON, "release": RELEASE, "max_domain": MAX_DOMAIN_SPEC,
+              "output_rankings": OUTPUT_RANKINGS}
+
+    def resolve(self, params, public):
+        d = _need_marginal_truth(self.name, public)
+        out = super().resolve(params, public)
+        _full_domain_check(self.name, d, out["max_domain"])
+        return out
+
+    def claim(self, params, public):
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
+                            sensitivity=None, mechanism=self.oracle,
+                            notes="one report per user over the d! rankings")
+
+    def make_curator(self, params, public, agents, key):
+        cur = _FullDomainCurator(params, public, agents, key)
+        cur.oracle = self.oracle
+        return cur
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        v = perm.lex_rank(np.asarray(data, dtype=np.int64))
+        size = math.factorial(int(public["d"]))
+        u = rngm.uniform(key, agents, rnd, 2)
+        if self.oracle == "grr":
+            return oracles.grr_perturb(v, size, params["epsilon"], u[:, 0], u[:, 1])[:, None]
+        if self.oracle == "harmony":
+            s, bit = oracles.harmony_perturb(v, size, params["epsilon"], u[:, 0], u[:, 1])
+            return np.stack([s, bit], axis=1)
+        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
+        return safa.perturb("olh", v, np.full(len(v), size), params["epsilon"], u, seed_bits)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        v = perm.lex_rank(np.asarray(rows, dtype=np.int64))
+        size = math.factorial(int(public["d"]))
+        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
+        return safa.log_likelihood(oracle, np.asarray(reports).reshape(len(rows), -1), v,
+                                   np.full(len(v), size), params["epsilon"])
+
+
+class RankGRR(_FullDomain):
+    """GRR over the d! rankings (§4.1): keep the true ranking with e^ε/(e^ε + d! - 1)."""
+
+    name = "rank_grr"
+    summary = "LDP baseline: GRR over all d! rankings"
+    oracle = "grr"
+
+
+class RankHarmony(_FullDomain):
+    """Harmony over the d! rankings (§4.2). The paper describes a random ±1/√m projection
+    (m = O(n)); we use the orthogonal (Sylvester–Hadamard) projection of Harmony's categorical
+    oracle: the user reports one RR'd coefficient (row s, bit), the curator inverts with a fast
+    Walsh–Hadamard transform (same O(1) report, no m × d! matrix to hold)."""
+
+    name = "rank_harmony"
+    summary = "LDP baseline: Harmony (Hadamard coefficient + binary RR) over all d! rankings"
+    oracle = "harmony"
+
+
+class RankOLH(_FullDomain):
+    """OLH over the d! rankings (§4.3): the user sends a 32-bit hash seed and the GRR'd hash of
+    its ranking in [g], g = round(e^ε) + 1. Decoding costs n · d! hash evaluations, capped by
+    ``max_work``."""
+
+    name = "rank_olh"
+    summary = "LDP baseline: OLH over all d! rankings (hash seed + perturbed hash)"
+    oracle = "olh"
+    params = {**_FullDomain.params,
+              "max_work": ParamSpec("max_work", "float", default=2e9, low=1,
+                                    help="largest n · d! decoding work (hash evaluations)")}
+
+    def resolve(self, params, public):
+        out = super().resolve(params, public)
+        d, n = int(public["d"]), int(public["n"])
+        work = n * math.factorial(d)
+        if work > out["max_work"]:
+            raise ParamError(f"[params] max_work: OLH decoding needs n · d! = {n} · "
+                             f"{math.factorial(d)} = {work:.3g} hash evaluations, above "
+                             f"max_work = {out['max_work']:.3g} (about 10 s per 1e9); allowed: "
+                             "fewer agents or items, or a larger max_work")
+        return out
+
+
+class _CalmCurator(Curator):
+    def plan(self, rnd):
+        if rnd > 0:
+            return None
+        d = int(self.public["d"])
+        self.rule = rule_of("IC", d)
+        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), self.agents, rnd, 1)
+        self.attrs = safa.sample_attributes(u[:, 0], self.rule.n_attrs)
+        schema, bits = _schema("olh", self.rule.domains, self.params["epsilon"])
+        return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits)
+
+    def absorb(self, rnd, agents, reports):
+        eps = self.params["epsilon"]
+        attrs = self.attrs[np.searchsorted(self.agents, agents)]
+        r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        ok = safa.valid_reports("olh", r, self.rule.domains[attrs], eps)
+        self.stats["out_of_domain"] = int((~ok).sum())
+        self.z = safa.estimate("olh", attrs[ok], r[ok], self.rule.domains, eps, "group")
+
+    def finish(self):
+        d = int(self.public["d"])
+        joints = calm.make_consistent(lade.joint_to_square(np.asarray(self.z), d))
+        f, collapsed = calm.maxent_rankings(joints, perm.all_positions(d),
+                                            self.params["ipf_iters"])
+        self.stats["maxent_collapsed"] = collapsed
+        out = release(f, d, self.params["release"], len(self.agents), self.key,
+                      self.params["output_rankings"])
+        out["stats"] = dict(self.stats)
+        return out
+
+
+class RankCALM(_FullDomain):
+    """CALM-based baseline (§4.4): users split uniformly between the C(d,2) pairs of items, each
+    reports the pair's absolute ranks with OLH (full ε); the curator makes the 2-D marginals
+    consistent and reconstructs the distribution over the d! rankings by maximum entropy (IPF).
+    Simplified from CALM as described in :mod:`protocols.safari.calm`."""
+
+    name = "rank_calm"
+    summary = "LDP baseline: CALM-style 2-D rank marginals (OLH) + max-entropy over d! rankings"
+    oracle = "olh"
+    params = {**_FullDomain.params,
+              "ipf_iters": ParamSpec("ipf_iters", "int", default=20, low=1,
+                                     help="IPF sweeps over the C(d,2) pair constraints")}
+
+    def claim(self, params, public):
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
+                            sensitivity=None, mechanism="olh",
+                            notes="each user reports one pair marginal (CALM's partition)")
+
+    def make_curator(self, params, public, agents, key):
+        return _CalmCurator(params, public, agents, key)
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        d = int(public["d"])
+        rule = rule_of("IC", d)
+        attrs = np.asarray(queries, dtype=np.int64).reshape(len(data), -1)[:, 0]
+        if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
+            raise ValueError(f"pair index outside [0, {rule.n_attrs})")
+        values = rule.values(perm.positions(data), attrs)
+        u = rngm.uniform(key, agents, rnd, 2)
+        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
+        return safa.perturb("olh", values, rule.domains[attrs], params["epsilon"], u, seed_bits)
+
+    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+        d = int(public["d"])
+        rule = rule_of("IC", d)
+        attrs = np.asarray(queries, dtype=np.int64).reshape(len(rows), -1)[:, 0]
+        values = rule.values(perm.positions(rows), attrs)
+        return safa.log_likelihood("olh", np.asarray(reports).reshape(len(rows), -1), values,
+                                   rule.domains[attrs], params["epsilon"])

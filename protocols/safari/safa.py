@@ -1,0 +1,165 @@
+"""SAFA: the sampling randomizer for multiple attributes (seed 003 §5.4, Algorithms 1-2).
+
+The curator draws one attribute index j per user (uniformly, independent of the data) and
+sends it; the user answers with a local randomizer over dom(A_j) alone; the curator turns the
+per-attribute counts into frequency estimates. SAFA's randomizer is GRR (Algorithm 2); the same
+sampling with Harmony's Hadamard oracle is the Fig. 5 comparison, and with OLH it is CALM's
+collection (§5.2.2). Because the index is data-independent, the report is ε'-LDP (Theorem 2).
+
+Estimators (``estimator``):
+
+* ``"paper"``: Algorithm 1 line 11, z_j[k] = (|𝒜|·count_j[k] - n·q_j) / (n·(p_j - q_j)), which
+  is unbiased over the random sampling (Theorem 3) with the variance of Eq. (7) / Theorem 4;
+* ``"group"``: the same with the number n_j of users actually asked about A_j in place of
+  n/|𝒜| (the usual SMP estimator): conditionally unbiased, slightly smaller variance, and each
+  z_j sums to exactly 1.
+
+``n`` is the number of reports received in the round (dropped-out users are not counted).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from protocols.safari import oracles
+
+ORACLES = ("safa", "harmony", "olh")
+ESTIMATORS = ("paper", "group")
+
+
+def sample_attributes(u: np.ndarray, n_attrs: int) -> np.ndarray:
+    """Algorithm 1 line 3: j uniform in [0, |𝒜|) from one uniform per user."""
+    return np.minimum(np.floor(np.asarray(u) * n_attrs).astype(np.int64), n_attrs - 1)
+
+
+def report_length(oracle: str) -> int:
+    """Numbers per report: GRR sends the value; Harmony (row, bit); OLH (seed, hashed value)."""
+    return 1 if oracle == "safa" else 2
+
+
+def perturb(oracle: str, values: np.ndarray, k: np.ndarray, epsilon: float,
+            u: np.ndarray, seed_bits: np.ndarray | None = None) -> np.ndarray:
+    """Reports (n, report_length) of ``values`` (over domains ``k``) with ε per report.
+
+    ``u`` holds two uniforms per user (n, 2); OLH also takes 64 random bits per user for the
+    hash seed (its top 32 bits).
+    """
+    if oracle == "safa":
+        return oracles.grr_perturb(values, k, epsilon, u[:, 0], u[:, 1])[:, None]
+    if oracle == "harmony":
+        s, bit = oracles.harmony_perturb(values, k, epsilon, u[:, 0], u[:, 1])
+        return np.stack([s, bit], axis=1)
+    seeds = (np.asarray(seed_bits, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
+    y = oracles.olh_perturb(values, seeds, epsilon, u[:, 0], u[:, 1])
+    return np.stack([seeds, y], axis=1)
+
+
+def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray, epsilon: float) -> np.ndarray:
+    """Which reports lie in the domain of their user's attribute (the schema's single
+    [low, high] cannot say this when attributes' domains differ)."""
+    r = np.asarray(reports, dtype=np.int64)
+    if oracle == "safa":
+        return (r[:, 0] >= 0) & (r[:, 0] < k)
+    if oracle == "harmony":
+        kp = np.array([oracles.hadamard_order(int(x)) for x in k], dtype=np.int64)
+        return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
+    return (r[:, 0] >= 0) & (r[:, 0] < 2**oracles.SEED_BITS) & (r[:, 1] >= 0) & (
+        r[:, 1] < oracles.olh_g(epsilon))
+
+
+def log_likelihood(oracle: str, reports: np.ndarray, values: np.ndarray, k: np.ndarray,
+                   epsilon: float) -> np.ndarray:
+    """log P(report | value) of one user's randomizer given its (data-independent) attribute."""
+    r = np.asarray(reports, dtype=np.int64)
+    if oracle == "safa":
+        return oracles.grr_log_likelihood(r[:, 0], values, k, epsilon)
+    if oracle == "harmony":
+        return oracles.harmony_log_likelihood(r[:, 0], r[:, 1], values, k, epsilon)
+    return oracles.olh_log_likelihood(r[:, 0], r[:, 1], values, epsilon)
+
+
+def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray,
+             epsilon: float, estimator: str = "paper", n: int | None = None) -> list[np.ndarray]:
+    """Algorithm 1 lines 7-11: the frequency vector z_j of every attribute.
+
+    Parameters
+    ----------
+    oracle : "safa" (GRR), "harmony" or "olh".
+    attrs : (n,) sampled attribute index of each report.
+    reports : (n, report_length) valid reports.
+    domains : |dom(A_j)| per attribute.
+    estimator : "paper" (normalise by n/|𝒜|) or "group" (by n_j); see the module docstring.
+    n : number of users (default: the number of reports).
+    """
+    attrs = np.asarray(attrs, dtype=np.int64)
+    reports = np.asarray(reports, dtype=np.int64).reshape(len(attrs), -1)
+    domains = np.asarray(domains, dtype=np.int64)
+    n_attrs = len(domains)
+    n = len(attrs) if n is None else n
+    group = np.bincount(attrs, minlength=n_attrs)
+    out = []
+    if oracle == "safa":
+        offsets = np.concatenate([[0], np.cumsum(domains)])
+        counts = np.bincount(offsets[attrs] + reports[:, 0], minlength=int(offsets[-1]))
+    for j in range(n_attrs):
+        k = int(domains[j])
+        n_eff = n / n_attrs if estimator == "paper" else int(group[j])
+        if oracle == "safa":
+            out.append(oracles.grr_estimate(counts[offsets[j]:offsets[j + 1]], n_eff, epsilon))
+            continue
+        sel = attrs == j
+        if oracle == "harmony":
+            out.append(oracles.harmony_estimate(reports[sel, 0], reports[sel, 1], k, n_eff,
+                                                epsilon))
+        else:
+            g = oracles.olh_g(epsilon)
+            c = oracles.olh_support_counts(reports[sel, 0], reports[sel, 1], k, g)
+            out.append(oracles.olh_estimate(c, n_eff, epsilon))
+    return out
+
+
+def variance_theorem4(epsilon: float, k: int, n_attrs: int, n: int) -> float:
+    """Theorem 4: Var[z_j[k]] ≈ ((e^ε' + |dom(A_j)| - 1)·|𝒜| - 1) / (n (e^ε' - 1)²).
+
+    This is Eq. (7) without its term f·(p - q)(|𝒜| - p - q) / (n (p - q)²) >= 0: exact for a
+    value nobody holds, a lower bound otherwise (half the variance of a cell with f = 0.5 at
+    ε' = ln 3, |𝒜| = 4).
+    """
+    e = math.exp(epsilon)
+    return ((e + k - 1) * n_attrs - 1) / (n * (e - 1) ** 2)
+
+
+def variance_eq7(f: np.ndarray | float, epsilon: float, k: int, n_attrs: int,
+                 n: int) -> np.ndarray:
+    """Eq. (7), first line (exact for the "paper" estimator, before Theorem 4's approximation):
+    [f p (|𝒜| - p) + (1 - f) q (|𝒜| - q)] / (n (p - q)²)."""
+    p, q = oracles.grr_probabilities(epsilon, k)
+    f = np.asarray(f, dtype=float)
+    return (f * p * (n_attrs - p) + (1 - f) * q * (n_attrs - q)) / (n * (p - q) ** 2)
+
+
+def harmony_variance_eq8(epsilon: float, n_attrs: int, n: int) -> float:
+    """Eq. (8): the paper's variance of Harmony's estimate, (2|𝒜| - 1)(e^ε'+1)² / (n (e^ε'-1)²).
+
+    (It is the paper's figure, derived from binary local hashing; our Hadamard oracle's own
+    variance is |𝒜| c_ε² / n to first order, see :func:`oracles.harmony_variance`.)
+    """
+    e = math.exp(epsilon)
+    return (2 * n_attrs - 1) * (e + 1) ** 2 / (n * (e - 1) ** 2)
+
+
+def safa_beats_harmony_bound(epsilon: float, n_attrs: int) -> float:
+    """Theorem 5 / Eq. (9): SAFA has the smaller variance iff |dom(A_j)| is below this."""
+    e = math.exp(epsilon)
+    return ((2 * n_attrs - 1) * (e + 1) ** 2 + 1) / n_attrs - e + 1
+
+
+def safa_beats_hadamard_bound(epsilon: float, n_attrs: int) -> float:
+    """The same crossover against the Hadamard oracle we run as Harmony, whose variance with
+    attribute sampling is about |𝒜| c_ε² / n (not Eq. (8)'s (2|𝒜| - 1) c_ε² / n): SAFA is
+    better iff |dom(A_j)| < (e^ε + 1)² - e^ε + 1 + 1/|𝒜| ≈ e^{2ε} + e^ε + 2 (about 14 at
+    ε' = ln 3, but only 6.7 at ε' = ln(3)/2, SAFARI's per-round budget at ε = ln 3)."""
+    e = math.exp(epsilon)
+    return (e + 1) ** 2 - e + 1 + 1 / n_attrs
