@@ -157,7 +157,8 @@ class RoundPlan:
 
     ``agents`` are the asked agents' ids (sorted int64). ``queries`` is None or one msgpack-able
     payload per asked agent (an array with one row per agent is fine). ``broadcast`` is sent once
-    and is the same for every asked agent. ``schema`` validates the reports.
+    and is the same for every asked agent. ``schema`` validates the reports, together with the
+    optional per-agent bounds ``report_high``.
     """
 
     round: int
@@ -166,6 +167,10 @@ class RoundPlan:
     broadcast: Any
     schema: ReportSchema
     report_bits: float = 0.0  # information-theoretic size of one report, for the comm tables
+    #: optional per-agent upper bounds, aligned with ``agents``: shape (N,) for every value of a
+    #: report or (N, length) per value (e.g. the domain of the attribute this agent was asked
+    #: about). The runtime rejects reports above them like any other out-of-domain report.
+    report_high: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

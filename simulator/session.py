@@ -108,6 +108,8 @@ class _Round:
     t_cpu: float = 0.0
     bytes_down: int = 0
     bytes_up: int = 0
+    invalid: int = 0  # asked agents whose only report so far was out of domain
+    invalid_mask: np.ndarray | None = None
 
 
 class CuratorSession:
@@ -433,7 +435,24 @@ class CuratorSession:
         first_mask[first] = True
         fresh &= first_mask
         ok, values = validated or rnd.plan.schema.validate(payloads)
+        high = rnd.plan.report_high
+        above = np.zeros(len(ids), dtype=bool)
+        if high is not None and len(ids):
+            rows = np.minimum(np.searchsorted(rnd.plan.agents, ids), len(rnd.plan.agents) - 1)
+            bound = np.asarray(high)[rows]
+            bound = bound[:, None] if bound.ndim == 1 else bound
+            above = ok & (values > bound).any(axis=1)
+            ok = ok & ~above
         good = fresh & ok
+        # An asked agent's own pool sent an out-of-domain report. The round does not wait for
+        # that agent until the timeout (it counts as answered), but a valid report that still
+        # comes before the round ends replaces it: a broken sender cannot erase an honest one.
+        invalid = fresh & ~ok
+        if invalid.any():
+            bad = np.unique(ids[invalid])
+            bad = bad[~rnd.invalid_mask[bad]]
+            rnd.invalid_mask[bad] = True
+            rnd.invalid += len(bad)
         for i in np.flatnonzero(~good):
             a = int(ids[i])
             if not inside[i]:
@@ -442,12 +461,19 @@ class CuratorSession:
                 why = f"agent {a} was not asked in round {rnd.number}"
             elif not fresh[i]:
                 why = f"duplicate report from agent {a} in round {rnd.number}"
+            elif above[i]:
+                why = (f"out-of-domain report from agent {a}: {values[i].tolist()[:8]} above "
+                       f"this agent's bound {np.ravel(bound[i]).tolist()[:8]}")
             else:
                 why = f"out-of-domain report from agent {a}: {rnd.plan.schema.reason(payloads[i])}"
             env = wire.Envelope(wire.REPORT, self.run, rnd.number, a, None, int(sz[i]))
             yield from self.reject(peer, why, env)
         if good.any():
             gi = ids[good]
+            was = gi[rnd.invalid_mask[gi]]
+            if len(was):
+                rnd.invalid_mask[was] = False
+                rnd.invalid -= len(was)
             rnd.reported[gi] = True
             rnd.got += len(gi)
             rnd.agents.append(gi)
@@ -483,6 +509,7 @@ class CuratorSession:
         agents = np.asarray(plan.agents, dtype=np.int64)
         asked[agents] = True
         self.round = rnd = _Round(number, plan, asked, np.zeros(n, dtype=bool), len(agents))
+        rnd.invalid_mask = np.zeros(n, dtype=bool)
         rnd.t_wall, rnd.t_cpu = t_wall, t_cpu
         if self.record_view:
             self.view["rounds"].append({"round": number, "agents": agents,
@@ -522,7 +549,8 @@ class CuratorSession:
             yield from self._end_round()
 
     def _maybe_advance(self) -> Out:
-        if self.state == "rounds" and self.round is not None and self.round.got >= \
+        if self.state == "rounds" and self.round is not None and \
+                self.round.got + self.round.invalid >= \
                 self.round.expected:
             yield from self._end_round()
         elif self.state == "done" and all(p.stats is not None for p in self.pools.values()):
@@ -542,14 +570,15 @@ class CuratorSession:
         else:
             agents = np.zeros(0, dtype=np.int64)
             reports = np.zeros((0, rnd.plan.schema.length))
-        missing = rnd.expected - rnd.got
+        missing = rnd.expected - rnd.got - rnd.invalid
         self.dropouts_reports += missing
         self.curator.absorb(rnd.number, agents, reports)
         if self.record_view:
             self.view["rounds"][-1].update(report_agents=agents, reports=reports)
         self.rounds.append({
             "round": rnd.number, "asked": rnd.expected, "reported": rnd.got,
-            "dropouts": missing, "bytes_down": rnd.bytes_down, "bytes_up": rnd.bytes_up,
+            "invalid": rnd.invalid, "dropouts": missing, "bytes_down": rnd.bytes_down,
+            "bytes_up": rnd.bytes_up,
             "report_bits": rnd.plan.report_bits,
             "wall_s": time.perf_counter() - rnd.t_wall,
             "curator_cpu_s": time.process_time() - rnd.t_cpu})

@@ -256,6 +256,7 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
                     if time.monotonic() - failed_at > 2.0:  # the curator did not report it
                         raise RunFailed(f"pool {i} failed (exit code {p.exitcode}); "
                                         "see its traceback on stderr")
+        curator.join(2.0)  # let it tell the pools there are no more runs, then exit
         for p in pools:
             p.join(2.0)
         return result

@@ -93,3 +93,40 @@ def test_multi_round_subsets_broadcast_and_state(toy):
     queries = sum(len(msgpack.packb([1, 1, 0, 0, int(i), None])) for i in range(0, 500, 2))
     assert per_round[0]["bytes_down"] == queries + 250 * bcast
     assert a["comm"]["bytes_total"] == b["comm"]["bytes_total"]
+
+
+class _BoundedCurator(_ToyCurator):
+    """Round 1 asks each agent for query + its value, allowing at most query + 2."""
+
+    def plan(self, rnd):
+        plan = super().plan(rnd)
+        if plan is not None and rnd == 1:
+            plan.report_high = (plan.agents % 5) + 2
+        return plan
+
+
+class Bounded(Toy):
+    name = "toy_bounded"
+
+    def make_curator(self, params, public, agents, key):
+        return _BoundedCurator(params, public, agents, key)
+
+
+@pytest.mark.parametrize("backend", ["inproc", "processes"])
+def test_per_agent_report_bounds_reject_out_of_domain_reports(monkeypatch, backend):
+    monkeypatch.setitem(protocols.PROTOCOLS, "toy_bounded", Bounded())
+    c = dict(cfg(), protocol="toy_bounded")
+    run = run_inproc if backend == "inproc" else run_processes
+    res = run(c, Limits(timeout_s=10))
+    rows = KINDS["mallows"].build({"n": 500, "m": 5, "theta": 0.2},
+                                  run_keys(9).data).rows(0, 500)
+    exp = expected(500, 9)
+    ids = np.arange(500)
+    r0 = rows[ids % 2 == 0, 0].astype(int) + 3
+    odd = ids[ids % 2 == 0][r0 % 2 == 1]
+    inside = rows[odd, 1] <= 2
+    assert 0 < (~inside).sum() < len(odd)  # the test bites both ways
+    assert res["rejected"] == int((~inside).sum())
+    assert res["output"]["n1"] == int(inside.sum()) and res["output"]["sum0"] == exp["sum0"]
+    assert res["output"]["sum1"] == int((odd % 5 + rows[odd, 1])[inside].sum())
+    assert any("above this agent's bound" in r["reason"] for r in res["rejections"])
