@@ -271,3 +271,23 @@ def test_fig3_trend_on_sushi():
             assert ours < run(base, d, release="estimate"), (d, base)
         if d >= 6:
             assert ours < run("rank_grr", d), d
+
+
+def test_reports_outside_the_asked_attributes_domain_are_rejected_by_the_runtime():
+    """SAFA reports are checked against the sampled attribute's own domain (report_high)."""
+    p = PROTOCOLS["safari"]
+    public = {"d": 5}
+    params = p.resolve({}, public)
+    cur = p.make_curator(params, public, np.arange(200), 7)
+    first = cur.plan(0)  # Rule I: every attribute is a rank, domain d
+    assert (np.asarray(first.report_high) == 4).all()
+    cur.absorb(0, first.agents, np.arange(200)[:, None] % 5)
+    plan = cur.plan(1)  # Rule II: the chain's attributes have different domains
+    high = np.asarray(plan.report_high)
+    assert high.shape == (200,) and high.max() == plan.schema.high
+    assert (high < plan.schema.high).any()  # some attributes have smaller domains
+    agents = plan.agents
+    # a report of schema.high is inside the schema but outside some agents' domains
+    reports = np.full((len(agents), 1), int(plan.schema.high))
+    inside = reports[:, 0] <= high
+    assert inside.any() and (~inside).any()

@@ -111,6 +111,23 @@ def _schema(oracle: str, domains: np.ndarray, epsilon: float) -> tuple[ReportSch
             oracles.SEED_BITS + math.log2(oracles.olh_g(epsilon)))
 
 
+def _report_high(oracle: str, domains: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
+    """Per-agent upper bounds of each report value, given the asked attribute's domain.
+
+    The runtime rejects reports above them (out of the sampled attribute's domain) before the
+    estimator; the curator's own check (``safa.valid_reports``) stays as a second line.
+    """
+    dom = np.asarray(domains, dtype=np.int64)
+    if oracle == "safa":
+        return dom - 1
+    if oracle == "harmony":
+        kp = np.array([oracles.hadamard_order(int(k)) for k in dom], dtype=np.int64)
+        return np.stack([kp - 1, np.ones_like(kp)], axis=1)
+    g = oracles.olh_g(epsilon)
+    return np.stack([np.full(len(dom), 2**oracles.SEED_BITS - 1, dtype=np.int64),
+                     np.full(len(dom), g - 1, dtype=np.int64)], axis=1)
+
+
 def _round_list(x: np.ndarray) -> Any:
     a = np.asarray(x, dtype=float)
     return np.vectorize(lambda v: float(f"{v:.{DIGITS}g}"), otypes=[float])(a).tolist() \
@@ -246,7 +263,9 @@ class _SafariCurator(Curator):
         oracle = Safari.oracle_for(self.params, rnd)
         schema, bits = _schema(oracle, rule.domains, self.eps[rnd])
         bc = None if rnd == 0 else {"chain": self.chain.to_wire()}
-        return RoundPlan(rnd, agents, attrs[:, None], bc, schema, report_bits=bits)
+        high = _report_high(oracle, rule.domains[attrs])
+        return RoundPlan(rnd, agents, attrs[:, None], bc, schema, report_bits=bits,
+                         report_high=high)
 
     def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
         rule = self.rules[rnd]
@@ -658,7 +677,9 @@ class _CalmCurator(Curator):
         u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), self.agents, rnd, 1)
         self.attrs = safa.sample_attributes(u[:, 0], self.rule.n_attrs)
         schema, bits = _schema("olh", self.rule.domains, self.params["epsilon"])
-        return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits)
+        return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits,
+                         report_high=_report_high("olh", self.rule.domains[self.attrs],
+                                                  self.params["epsilon"]))
 
     def absorb(self, rnd, agents, reports):
         eps = self.params["epsilon"]
