@@ -172,3 +172,20 @@ def test_ethics_central_aggregator_learns_everything_when_it_colludes():
     rec = audit.audit_setting(audit.make_setting(c, 1), 150)
     assert rec["claim_model"] == "central" and rec["flagged"]
     assert rec["bayes_accuracy"] == 1.0
+
+
+def test_dpwevote_differencing_uses_the_released_estimates():
+    """n - 1 colluders know their rows: the released q̂ and Σŵφ minus theirs point at the
+    target. Under LDP it stays far from certain; without privacy it would be exact."""
+    p = protocols.get_protocol("dpwevote")
+    public = {"candidates": 1}
+    rows = np.array([[1, 0], [3, 1], [2, 1]])
+    params = p.resolve({"epsilon": 1.0}, public)
+    assert p.true_aggregate(rows, params, public).tolist() == [3.0, 5.0]
+    out = {"q_hat": 4.0, "sum_hat": [8.0]}
+    spec = p.audit_spec(params, public)
+    view = {"output": out, "params": params, "public": public,
+            "disclosures": {1: {"data": rows[1]}, 2: {"data": rows[2]}}}
+    # residual (4 - 2.5, 8 - 5) = (1.5, 3): exactly the contribution (w/2, w·φ) of [3, Yes]
+    guess = audit.differencing_guess(view, 0, p, spec)
+    assert spec.values[guess].tolist() == [3, 1]

@@ -559,7 +559,7 @@ def test_scenarios_expand():
     from simulator.scenario import check_runs, load
 
     for name, points, repeats in (("paper002_fig4", 108, 2000),
-                                  ("paper002_tables3_4", 60, 2000), ("bench_vote", 9, 3),
+                                  ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),
                                   ("paper002_estimators", 36, 200)):
         path = Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.toml"
         assert load(path).repeats == repeats

@@ -465,6 +465,18 @@ class _VoteProtocol(Protocol):
     def make_curator(self, params, public, agents, key):
         return self.curator_cls(params, public, agents, key)
 
+    def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
+                           public: dict[str, Any]) -> np.ndarray:
+        """The released estimates: q̂ (Eq. 4b) and Σ w·φ_l per candidate (Eq. 8b)."""
+        return np.array([output["q_hat"], *output["sum_hat"]], dtype=np.float64)
+
+    def true_aggregate(self, rows: np.ndarray, params: dict[str, Any],
+                       public: dict[str, Any]) -> np.ndarray:
+        """What they estimate, from raw rows ``[w, φ_1..φ_k]``: ½ Σ w and Σ w·φ_l."""
+        rows = np.asarray(rows, dtype=np.int64)
+        w = G[rows[:, 0] - 1]
+        return np.array([0.5 * w.sum(), *(w[:, None] * rows[:, 1:]).sum(axis=0)])
+
     def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec:
         """All rows ``[w, φ_1..φ_k]`` (k <= 10) with the data's prior; the hardest pair.
 
