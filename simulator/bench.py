@@ -17,6 +17,7 @@ import multiprocessing as mp
 import os
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,7 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     or estimates.
     """
     ctx_mp = mp.get_context("fork")
-    endpoint = f"ipc:///tmp/ldpsim-bench-{os.getpid()}.ipc"
+    endpoint = "ipc://" + os.path.join(tempfile.gettempdir(), f"ldpsim-bench-{os.getpid()}.ipc")
     zctx = zmq.Context()
     router = zctx.socket(zmq.ROUTER)
     for opt, val in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
