@@ -27,7 +27,7 @@ from simulator.scenario import ScenarioError
 ROOT = Path(__file__).resolve().parents[1]
 SCEN_DIR = ROOT / "scenarios"
 SCENARIO_FILES = sorted(SCEN_DIR.glob("*.toml"))
-FILE_DATA_KINDS = {"sushi", "preflib"}
+FILE_DATA_KINDS = {k for k, d in DATA_KINDS.items() if "path" in d.params}  # file loaders
 ALL_PROTOCOLS = ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr", "ldp_kwiksort_lap"]
 
 # scenarios/demo.toml, key for key (test_demo_file_is_the_raw_dict checks they agree).
@@ -120,7 +120,7 @@ def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
 def missing_data_file(raw: dict) -> str | None:
     """The data path (relative to the repository root) when the file is absent, else None."""
     data = raw["data"]
-    if data.get("kind") in FILE_DATA_KINDS and not (ROOT / data["path"]).is_file():
+    if data.get("kind") in FILE_DATA_KINDS and not (ROOT / data["path"]).exists():
         return data["path"]
     return None
 
