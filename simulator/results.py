@@ -479,7 +479,8 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]]) -> list[Path]:
     protocol (one per combination of protocol and the other axes' values when those vary too,
     labelled). Points without that axis (a protocol lacking the parameter, e.g. plain kwiksort
     has no epsilon) are drawn as horizontal dashed lines at their mean. The x axis is
-    logarithmic when its values are positive and span more than a factor 50.
+    logarithmic when its values are positive and span more than a factor 50, the y axis when
+    the plotted means are positive and span more than a factor 1000.
 
     Parameters
     ----------
@@ -542,11 +543,13 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]]) -> list[Path]:
             FigureCanvasAgg(fig)
             ax = fig.add_subplot()
             xs_all: list[float] = []
+            ys_all: list[float] = [m for _, means in flats.values() for m in means]
             n = 0
             for label, pts in lines.values():
                 pts.sort()
                 xs, ys, es = zip(*pts, strict=True)
                 xs_all += xs
+                ys_all += ys
                 ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label,
                             color=colors[n % len(colors)])
                 n += 1
@@ -557,6 +560,9 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]]) -> list[Path]:
             lo, hi = min(xs_all), max(xs_all)
             if lo > 0 and hi / lo > 50:
                 ax.set_xscale("log")
+            ylo, yhi = min(ys_all), max(ys_all)
+            if ylo > 0 and yhi / ylo > 1000:  # e.g. raw-estimate errors over 5 decades
+                ax.set_yscale("log")
             ax.set_xlabel(axis)
             ax.set_ylabel(metric)
             ax.set_title(f"{metric} vs {axis}")

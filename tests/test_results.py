@@ -331,3 +331,21 @@ def test_text_progress_fallback() -> None:
     assert out.endswith("\n")
     bar.update()  # ignored after close
     assert buf.getvalue() == out
+
+
+def test_plot_uses_a_log_y_axis_for_values_over_decades(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    calls: list[str] = []
+    real = Axes.set_yscale
+    monkeypatch.setattr(Axes, "set_yscale",
+                        lambda self, v, **k: (calls.append(v), real(self, v, **k))[1])
+    wide = [rec(f"w{d}", {"protocol": "p", "data.d": d}, {"avd": 10.0 ** (d - 4)})
+            for d in (3, 5, 7, 9)]  # 1e-1 .. 1e5
+    narrow = [rec(f"n{d}", {"protocol": "p", "data.d": d}, {"avd": 0.1 * d}) for d in (3, 9)]
+    plot(tmp_path / "wide", wide)
+    assert calls == ["log"]
+    plot(tmp_path / "narrow", narrow)
+    assert calls == ["log"]  # unchanged: a linear axis
