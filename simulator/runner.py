@@ -137,6 +137,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             bar.update(len(specs) - len(todo))
             for spec in todo:
                 rec = execute(spec, truth, hosts, view_dir)
+                if not scenario.output.get("per_round", True):
+                    rec["comm"].pop("per_round", None)
                 store.append(rec)
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(

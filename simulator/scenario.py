@@ -49,7 +49,10 @@ FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
                                   choices=("kill", "silent", "raise"))}
 COLLUSION = {"curator": ParamSpec("curator", "bool", True),
              "save_view": ParamSpec("save_view", "bool", False)}
-OUTPUT = {"dir": ParamSpec("dir", "str", ""), "plots": ParamSpec("plots", "bool", True)}
+OUTPUT = {"dir": ParamSpec("dir", "str", ""), "plots": ParamSpec("plots", "bool", True),
+          "per_round": ParamSpec("per_round", "bool", True,
+                                 help="keep comm.per_round in every record (false: smaller "
+                                      "results.jsonl for sweeps of many runs)")}
 
 
 @dataclass

@@ -688,6 +688,7 @@ curator = true
 
 [output]
 plots = false
+per_round = false
 """
 TINY_RUNS = 2 * (1 + 2 + 2 + 2)
 TINY_POINTS = 1 + 2 + 2 + 2
@@ -765,6 +766,7 @@ def test_cli_run_writes_records(tiny_run):
         assert {"error_rate", "kendall_tau"} <= set(r["metrics"])
         assert sorted(r["output"]["ranking"]) == [0, 1, 2, 3]
         assert r["comm"]["rounds"] == 1
+        assert "per_round" not in r["comm"]  # [output] per_round = false
         if spec.protocol.startswith("ldp_"):
             assert r["params"]["queries"] in range(1, 7)  # "auto" resolved
         assert isinstance(r["versions"], dict) and r["versions"]["ldpsim"]
