@@ -268,7 +268,7 @@ def test_every_key_of_the_design_shape_works_as_written():
     assert isinstance(rt["timeout_s"], float)
     assert (rt["agent_mode"], rt["batch"], rt["faults"]) == ("batched", 4096, [])
     assert s.collusion == {"colluders": 0.0, "curator": True, "save_view": False}
-    assert s.output == {"dir": "", "plots": True}
+    assert s.output == {"dir": "", "plots": True, "per_round": True}
     specs = s.runs()
     assert len(specs) == 3 + 3 * 3 + 3 * 3
     rr = [x for x in specs if x.protocol == "ldp_kwiksort_rr"]
@@ -301,7 +301,7 @@ def test_optional_keys_of_the_readme():
     assert (s.runtime["agent_mode"], s.runtime["batch"], s.runtime["progress"]) == (
         "exact", 128, False)
     assert s.collusion == {"colluders": [1, 3], "curator": False, "save_view": True}
-    assert s.output == {"dir": "results/x", "plots": False}
+    assert s.output == {"dir": "results/x", "plots": False, "per_round": True}
     cfg = s.runs()[0].config()
     assert cfg["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
     assert cfg["agent_mode"] == "exact" and cfg["batch"] == 128
