@@ -125,3 +125,25 @@ def test_curve_key_errors_are_clear(tmp_path):
     assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
         "clients", "pool-0.key", "pool-0.key_secret", "pool-1.key", "pool-1.key_secret",
         "server.key", "server.key_secret"]
+
+
+def test_hosts_backend_runs_a_multi_round_protocol():
+    """DPWeVote (k + 1 rounds, a broadcast per round, subsets asked) over TCP pools."""
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+                               f"tcp://127.0.0.1:{port}", "--pool", f"{i}/2", "--token", "tk"],
+                              env=env, stderr=subprocess.PIPE) for i in range(2)]
+    c = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
+         "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
+         "pools": 2, "agent_mode": "batched", "batch": 128,
+         "collusion": {"colluders": 0, "curator": True}, "faults": []}
+    try:
+        res = hosts.run(c, "tk")
+        assert res["output"] == run_inproc(c, LIMITS)["output"]
+        assert res["comm"]["rounds"] == 4 and res["dropouts"] == 0
+    finally:
+        hosts.close()
+        codes = [p.wait(timeout=15) for p in pools]
+    assert codes == [0, 0]
