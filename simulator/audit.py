@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta
 
-from protocols import get_protocol
+from protocols import get_data_kind, get_protocol
 from protocols.base import AuditSpec, Protocol
 from protocols.rng import party_generator, stream_key
 from simulator.collusion import colluder_mask
@@ -272,6 +272,7 @@ class AuditSetting:
     target: int
     curator_colludes: bool
     colluders: np.ndarray  # ids of the colluding agents (never the target)
+    public: dict[str, Any]  # the data set's public facts (the same in every trial)
 
 
 def make_setting(config: dict[str, Any], scenario_seed: int,
@@ -281,12 +282,11 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     The target is ``target`` or the lowest-numbered honest agent; if the coalition would
     include it (e.g. n - 1 colluders), the target is swapped out of it for another agent.
     """
-    from protocols import get_data_kind
-
     data = config["data"]
     kind = get_data_kind(data["kind"])
     keys = run_keys(run_seed(scenario_seed, 0))
-    n = kind.build({k: v for k, v in data.items() if k != "kind"}, keys.data).n
+    ds = kind.build({k: v for k, v in data.items() if k != "kind"}, keys.data)
+    n = ds.n
     coll = config.get("collusion", {})
     curator = bool(coll.get("curator", True))
     mask = colluder_mask(n, coll, keys.collusion)
@@ -303,15 +303,13 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     colluders = np.flatnonzero(mask)
     cfg = dict(config, pools=1, agent_mode="batched",
                collusion={"colluders": colluders.tolist(), "curator": curator}, faults=[])
-    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders)
+    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public)
 
 
 class _Trials:
     """Runs one setting repeatedly on the inproc backend with the target's row overridden."""
 
     def __init__(self, setting: AuditSetting, limits: Limits) -> None:
-        from protocols import get_data_kind
-
         self.s = setting
         self.limits = limits
         self.protocol = get_protocol(setting.config["protocol"])
@@ -338,12 +336,8 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     limits = limits or Limits(timeout_s=10)
     runner = _Trials(setting, limits)
     protocol = runner.protocol
-    from protocols import get_data_kind
-
     data = setting.config["data"]
-    ds = get_data_kind(data["kind"]).build({k: v for k, v in data.items() if k != "kind"},
-                                           run_keys(run_seed(setting.scenario_seed, 0)).data)
-    public = ds.public
+    public = setting.public
     params = protocol.resolve(setting.config["params"], public)
     claim = protocol.claim(params, public)
     spec = protocol.audit_spec(params, public)
