@@ -124,12 +124,15 @@ class ReportSchema:
                     arr[i] = p
                 except (ValueError, TypeError, OverflowError):
                     ok[i] = False
-        with np.errstate(invalid="ignore"):
-            inside = np.isfinite(arr).all(axis=1) & (arr >= self.low).all(axis=1) & (
-                arr <= self.high).all(axis=1)
-        ok &= inside
+        ok &= self.inside(arr)
         arr[~ok] = 0
         return ok, arr
+
+    def inside(self, values: np.ndarray) -> np.ndarray:
+        """Per row of numeric ``values``: every value finite and in [low, high]."""
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(values).all(axis=1) & (values >= self.low).all(axis=1) & (
+                values <= self.high).all(axis=1)
 
     def reason(self, payload: Any) -> str:
         """Explain why one payload is invalid (for the ERROR record)."""

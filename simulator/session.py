@@ -277,9 +277,7 @@ class CuratorSession:
                                   schema.dtype)
         if values is None:
             return False
-        with np.errstate(invalid="ignore"):
-            ok = np.isfinite(values).all(axis=1) & (values >= schema.low).all(axis=1) & (
-                values <= schema.high).all(axis=1)
+        ok = schema.inside(values)
         sizes = np.diff(ends[:j], prepend=0)
         if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
             return False
