@@ -43,45 +43,30 @@ def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
     return ctx, s
 
 
-def _ceiling_pool(endpoint: str, report_frames: dict[int, bytes]) -> None:
+def _bench_pool(endpoint: str, reply: Any) -> None:
+    """A benchmark pool: answers every query frame with ``reply(frame)`` until "stop"."""
     ctx, s = _bench_dealer(endpoint)
     while True:
         frame = s.recv()
         if frame == b"stop":
             break
-        s.send(report_frames[len(frame)])
+        s.send(reply(frame))
     s.close()
     ctx.term()
     os._exit(0)
 
 
-def _envelope_pool(endpoint: str, _unused: Any) -> None:
-    ctx, s = _bench_dealer(endpoint)
-    while True:
-        frame = s.recv()
-        if frame == b"stop":
-            break
-        agents = [obj[4] for obj, _ in wire.iter_frame(frame, 1 << 30)]
-        bufs, _ = wire.encode_many(wire.REPORT, 0, 0, agents, [[1]] * len(agents))
-        s.send(b"".join(bufs))
-    s.close()
-    ctx.term()
-    os._exit(0)
+def _msgpack_reply(frame: bytes) -> bytes:
+    """Decode each query envelope, encode one report envelope per agent (general codec)."""
+    agents = [obj[4] for obj, _ in wire.iter_frame(frame, 1 << 30)]
+    return b"".join(wire.encode_many(wire.REPORT, 0, 0, agents, [[1]] * len(agents))[0])
 
 
-def _batch_pool(endpoint: str, _unused: Any) -> None:
-    ctx, s = _bench_dealer(endpoint)
-    while True:
-        frame = s.recv()
-        if frame == b"stop":
-            break
-        _, _, agents, _ = wire.parse_consecutive(frame, wire.QUERY)
-        out, _ = wire.encode_batch(wire.REPORT, 0, 0, agents,
-                                   np.ones((len(agents), 1), dtype=np.int64))
-        s.send(out)
-    s.close()
-    ctx.term()
-    os._exit(0)
+def _batch_reply(frame: bytes) -> bytes:
+    """The same with the runtime's vectorised batch codec."""
+    _, _, agents, _ = wire.parse_consecutive(frame, wire.QUERY)
+    return wire.encode_batch(wire.REPORT, 0, 0, agents,
+                             np.ones((len(agents), 1), dtype=np.int64))[0]
 
 
 def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
@@ -104,8 +89,9 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     router.bind(endpoint)
     sizes = {min(batch, n // pools - s) for s in range(0, n // pools + 1, batch)} - {0}
     reports = {k * query_size: b"r" * (k * report_size) for k in sizes}
-    target = {"raw": _ceiling_pool, "batch": _batch_pool, "msgpack": _envelope_pool}[envelopes]
-    procs = [ctx_mp.Process(target=target, args=(endpoint, reports)) for _ in range(pools)]
+    reply = {"raw": lambda frame: reports[len(frame)], "batch": _batch_reply,
+             "msgpack": _msgpack_reply}[envelopes]
+    procs = [ctx_mp.Process(target=_bench_pool, args=(endpoint, reply)) for _ in range(pools)]
     for p in procs:
         p.start()
     peers = [router.recv_multipart()[0] for _ in range(pools)]
