@@ -137,7 +137,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             bar.update(len(specs) - len(todo))
             for spec in todo:
                 rec = execute(spec, truth, hosts, view_dir)
-                if not scenario.output.get("per_round", True):
+                if not scenario.output["per_round"]:
                     rec["comm"].pop("per_round", None)
                 store.append(rec)
                 m = rec["metrics"]
