@@ -76,6 +76,14 @@ def peak_rss_mb() -> float:
 # ----------------------------------------------------------------------------------- curator
 
 
+def _span(ids: np.ndarray) -> slice | np.ndarray:
+    """Strictly increasing ids as a slice when they form one range (in-place slice updates
+    are much faster than fancy indexing), else the ids themselves."""
+    if len(ids) and int(ids[-1]) - int(ids[0]) + 1 == len(ids):
+        return slice(int(ids[0]), int(ids[-1]) + 1)
+    return ids
+
+
 def _is_report(obj: Any, run: int, rno: int | None) -> bool:
     """A well-formed REPORT envelope for this run and round (fields checked, payload not)."""
     return (type(obj) is list and len(obj) == 6 and obj[0] == wire.VERSION
@@ -101,8 +109,7 @@ class _Round:
     reported: np.ndarray  # bool per agent
     expected: int
     got: int = 0
-    agents: list[np.ndarray] = field(default_factory=list)
-    reports: list[np.ndarray] = field(default_factory=list)
+    values: np.ndarray | None = None  # reports by row of plan.agents (rows of reported agents)
     pending: dict[tuple[bytes, int], np.ndarray] = field(default_factory=dict)  # sent batches
     t_wall: float = 0.0
     t_cpu: float = 0.0
@@ -267,8 +274,8 @@ class CuratorSession:
             return False
         schema = rnd.plan.schema
         # the frame may answer a prefix of the batch (a pool splits large replies)
-        ends = np.cumsum(wire.batch_sizes(self.run, rnd.number, sent, schema.length,
-                                          schema.dtype))
+        all_sizes = wire.batch_sizes(self.run, rnd.number, sent, schema.length, schema.dtype)
+        ends = np.cumsum(all_sizes)
         j = int(np.searchsorted(ends, len(frame))) + 1
         if j > len(sent) or ends[j - 1] != len(frame):
             return False
@@ -278,13 +285,13 @@ class CuratorSession:
         if values is None:
             return False
         ok = schema.inside(values)
-        sizes = np.diff(ends[:j], prepend=0)
+        sizes = all_sizes[:j]
         if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
             return False
         del rnd.pending[(peer, first[2])]
         if j < len(sent):
             rnd.pending[(peer, int(sent[j]))] = sent[j:]
-        yield from self._on_reports(peer, ids, None, sizes, (ok, values))
+        yield from self._on_reports(peer, ids, None, sizes, (ok, values), sent_batch=True)
         return True
 
     def _fast_reports(self, peer: bytes, frame: bytes, rnd: _Round):
@@ -412,7 +419,8 @@ class CuratorSession:
             self.view["disclosures"][int(env.agent)] = env.payload
 
     def _on_reports(self, peer: bytes, agents, payloads: list[Any], sizes,
-                    validated: tuple[np.ndarray, np.ndarray] | None = None) -> Out:
+                    validated: tuple[np.ndarray, np.ndarray] | None = None,
+                    sent_batch: bool = False) -> Out:
         rnd = self.round
         pool = self.pools.get(peer)
         if pool is None:
@@ -423,15 +431,21 @@ class CuratorSession:
             return
         ids = np.asarray(agents, dtype=np.int64)
         sz = np.asarray(sizes, dtype=np.int64)
-        inside = (ids >= pool.start) & (ids < pool.stop)
-        safe = np.where(inside, ids, 0)
-        asked = inside & rnd.asked[safe]
-        fresh = asked & ~rnd.reported[safe]
-        # duplicates inside this batch: keep the first occurrence only
-        _, first = np.unique(ids, return_index=True)
-        first_mask = np.zeros(len(ids), dtype=bool)
-        first_mask[first] = True
-        fresh &= first_mask
+        if sent_batch:  # a prefix of a batch sent to this pool: hosted, asked, sorted, unique
+            span = _span(ids)
+            inside = asked = np.ones(len(ids), dtype=bool)
+            fresh = ~rnd.reported[span]
+        else:
+            span = None
+            inside = (ids >= pool.start) & (ids < pool.stop)
+            safe = np.where(inside, ids, 0)
+            asked = inside & rnd.asked[safe]
+            fresh = asked & ~rnd.reported[safe]
+            # duplicates inside this batch: keep the first occurrence only
+            _, first = np.unique(ids, return_index=True)
+            first_mask = np.zeros(len(ids), dtype=bool)
+            first_mask[first] = True
+            fresh &= first_mask
         ok, values = validated or rnd.plan.schema.validate(payloads)
         high = rnd.plan.report_high
         above = np.zeros(len(ids), dtype=bool)
@@ -467,18 +481,28 @@ class CuratorSession:
             env = wire.Envelope(wire.REPORT, self.run, rnd.number, a, None, int(sz[i]))
             yield from self.reject(peer, why, env)
         if good.any():
-            gi = ids[good]
-            was = gi[rnd.invalid_mask[gi]]
+            if span is not None and good.all():  # the common case: in-place slice updates
+                gi, at, vals, gsz = ids, span, values, sz
+            else:
+                gi = ids[good]
+                at, vals, gsz = gi, values[good], sz[good]
+            was = gi[rnd.invalid_mask[at]]
             if len(was):
                 rnd.invalid_mask[was] = False
                 rnd.invalid -= len(was)
-            rnd.reported[gi] = True
+            rnd.reported[at] = True
             rnd.got += len(gi)
-            rnd.agents.append(gi)
-            rnd.reports.append(values[good])
-            self.up[gi] += sz[good]  # gi holds each agent at most once
-            self.msgs_up[gi] += 1
-            rnd.bytes_up += int(sz[good].sum())
+            if rnd.values is None:
+                rnd.values = np.empty((rnd.expected, vals.shape[1]), dtype=vals.dtype)
+            plan_agents = rnd.plan.agents
+            if isinstance(at, slice):
+                r0 = int(np.searchsorted(plan_agents, gi[0]))
+                rnd.values[r0:r0 + len(gi)] = vals
+            else:
+                rnd.values[np.searchsorted(plan_agents, gi)] = vals
+            self.up[at] += gsz  # each agent at most once
+            self.msgs_up[at] += 1
+            rnd.bytes_up += int(gsz.sum())
             self._touch()
 
     # -- rounds -----------------------------------------------------------------------------
@@ -505,6 +529,9 @@ class CuratorSession:
         n = self.n
         asked = np.zeros(n, dtype=bool)
         agents = np.asarray(plan.agents, dtype=np.int64)
+        if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
+            raise RunFailed(f"{self.config['protocol']}: round {number} must ask sorted, "
+                            "distinct agent ids")
         asked[agents] = True
         self.round = rnd = _Round(number, plan, asked, np.zeros(n, dtype=bool), len(agents))
         rnd.invalid_mask = np.zeros(n, dtype=bool)
@@ -538,8 +565,9 @@ class CuratorSession:
                                                    queries[s:e])
                     frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
                 rnd.pending[(pool.peer, int(ids[0]))] = ids
-                self.down[ids] += sz
-                self.msgs_down[ids] += 1
+                at = _span(ids)
+                self.down[at] += sz
+                self.msgs_down[at] += 1
                 rnd.bytes_down += int(sz.sum())
                 yield self._send(pool.peer, frame)
         self._touch()
@@ -556,18 +584,16 @@ class CuratorSession:
 
     def _end_round(self) -> Out:
         rnd = self.round
-        if rnd.agents:
-            # canonical order (arrival-independent): batches are sorted, disjoint blocks in
-            # the common case, so ordering the blocks by their first id is enough
-            blocks = sorted(range(len(rnd.agents)), key=lambda i: int(rnd.agents[i][0]))
-            agents = np.concatenate([rnd.agents[i] for i in blocks])
-            reports = np.concatenate([rnd.reports[i] for i in blocks])
-            if len(agents) > 1 and not (np.diff(agents) > 0).all():
-                order = np.argsort(agents, kind="stable")
-                agents, reports = agents[order], reports[order]
-        else:
+        # canonical order (arrival-independent): the plan's order of agents, sorted by id
+        plan_agents = np.asarray(rnd.plan.agents, dtype=np.int64)
+        if rnd.values is None:
             agents = np.zeros(0, dtype=np.int64)
             reports = np.zeros((0, rnd.plan.schema.length))
+        elif rnd.got == rnd.expected:
+            agents, reports = plan_agents, rnd.values
+        else:
+            have = rnd.reported[plan_agents]
+            agents, reports = plan_agents[have], rnd.values[have]
         missing = rnd.expected - rnd.got - rnd.invalid
         self.dropouts_reports += missing
         self.curator.absorb(rnd.number, agents, reports)

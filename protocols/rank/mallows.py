@@ -16,6 +16,8 @@ Agent ``a``'s ranking uses only draws keyed by ``a``, so a pool generates exactl
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from protocols import rng as rng_mod
@@ -39,25 +41,61 @@ def insertion_pmf(phi: float, i: int) -> np.ndarray:
     return w / w.sum()
 
 
-def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
-    """Rankings (best first) of the given agents, shape ``(len(agents), m)``, dtype int16."""
-    agents = np.asarray(agents, dtype=np.int64)
-    n = len(agents)
-    ref = reference_ranking(key, m)
-    u = np.asfortranarray(rng_mod.uniform(key, agents, 0, m))
-    # pos[:, k] = position (0 = top) of reference item k among those inserted so far.
-    small = np.int16 if m < 2**15 else np.int64
-    pos = np.zeros((n, m), dtype=small, order="F")  # column-wise updates below
+_BLOCK = 8192  # agents per pass: the block's draws and positions stay in cache
+_BUCKET_BITS = 14
+
+
+@functools.lru_cache(maxsize=32)
+def _column_tables(phi: float, m: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Per inserted item i = 1..m: (cdf of v, lookup table of v by the top bits of u).
+
+    ``table[b]`` is ``searchsorted(cdf, u, "right")`` for every u in [b, b+1) * 2^-14, or -1
+    when a cdf value falls inside that bucket (at most i - 1 of 2^14 buckets); those draws
+    use ``searchsorted`` itself, so the lookup is exact, only faster.
+    """
+    edges = np.arange((1 << _BUCKET_BITS) + 1, dtype=np.float64) * 2.0**-_BUCKET_BITS
+    out = []
     for i in range(1, m + 1):
         cdf = np.cumsum(insertion_pmf(phi, i))
         cdf[-1] = 1.0
-        v = np.searchsorted(cdf, u[:, i - 1], side="right")  # items placed below the new one
-        p = ((i - 1) - np.minimum(v, i - 1)).astype(small)  # insertion position from the top
-        if i > 1:
-            head = pos[:, : i - 1]
-            head += head >= p[:, None]
-        pos[:, i - 1] = p
+        at = np.searchsorted(cdf, edges, side="right")  # value at each bucket's lower edge
+        # constant on [lo, hi) unless some cdf value c has lo < c < hi
+        inner = np.searchsorted(cdf, edges[1:], side="left") != at[:-1]
+        table = np.where(inner, -1, at[:-1]).astype(np.int16)
+        out.append((cdf, table))
+    return tuple(out)
+
+
+def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+    """Rankings (best first) of the given agents, shape ``(len(agents), m)``, dtype int16.
+
+    Item i of the reference is inserted ``v_i`` places above the bottom of the i - 1 items
+    already placed, ``v_i = #{k : cdf_i[k] <= u_i}`` for the agent's own uniform ``u_i``
+    (draw index i - 1 of round 0).
+    """
+    agents = np.asarray(agents, dtype=np.int64)
+    n = len(agents)
+    ref = reference_ranking(key, m).astype(np.int16)
+    tables = _column_tables(float(phi), m)
+    small = np.int16 if m < 2**15 else np.int64
     ranking = np.empty((n, m), dtype=np.int16)
-    np.put_along_axis(ranking, pos.astype(np.intp), np.broadcast_to(
-        ref.astype(np.int16), (n, m)), axis=1)
+    for s in range(0, n, _BLOCK):
+        blk = agents[s:s + _BLOCK]
+        b = len(blk)
+        u = rng_mod.uniform(key, blk, 0, m).T  # column i - 1: the i-th insertion's draw
+        # pos[k] = position (0 = top) of reference item k among those inserted so far
+        pos = np.empty((m, b), dtype=small)
+        for i, (cdf, table) in enumerate(tables, start=1):
+            ui = u[i - 1]
+            v = table[(ui * (1 << _BUCKET_BITS)).astype(np.intp)]
+            edge = np.flatnonzero(v < 0)
+            if len(edge):
+                v[edge] = np.searchsorted(cdf, ui[edge], side="right")
+            p = (i - 1) - np.minimum(v, i - 1)  # insertion position from the top
+            if i > 1:
+                head = pos[: i - 1]
+                head += head >= p
+            pos[i - 1] = p
+        flat = pos.T.astype(np.intp) + (np.arange(b) * m)[:, None]
+        ranking[s:s + b].reshape(-1)[flat.reshape(-1)] = np.tile(ref, b)
     return ranking

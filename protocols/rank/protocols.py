@@ -153,11 +153,15 @@ class _LDPCurator(_RankCurator):
         return reports.astype(bool)
 
     def absorb(self, rnd, agents, reports):
-        rows = np.searchsorted(self.plan0.agents, agents)
-        q = self.plan0.queries[rows]
+        asked = self.plan0.agents
+        if len(agents) == len(asked) and np.array_equal(agents, asked):
+            q = self.plan0.queries  # everyone answered
+        else:
+            q = self.plan0.queries[np.searchsorted(asked, agents)]
         yes = self.classify(reports)
-        self.ones += np.bincount(q[yes], minlength=self.n_pairs)
-        self.zeros += np.bincount(q[~yes], minlength=self.n_pairs)
+        counts = np.bincount((2 * q + yes).ravel(), minlength=2 * self.n_pairs)
+        self.zeros += counts[0::2]
+        self.ones += counts[1::2]
 
 
 class _RRCurator(_LDPCurator):
