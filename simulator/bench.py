@@ -28,7 +28,7 @@ import zmq
 from simulator import wire
 from simulator.inproc import run_inproc
 from simulator.session import Limits
-from simulator.transport import _die_with_parent, run_processes
+from simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
 
 
 def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
@@ -36,7 +36,7 @@ def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
     _die_with_parent()
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
-    for opt, val in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0)):
+    for opt, val in POOL_SOCKET_OPTIONS:
         s.setsockopt(opt, val)
     s.connect(endpoint)
     s.send(b"ready")

@@ -61,6 +61,20 @@ def test_answers_hand_example():
     assert profile.answers(RANKINGS, q).dtype == np.int64
 
 
+def test_answers_few_and_many_pairs_agree():
+    # up to 4 pairs per agent are answered by comparison, more through positions()
+    rng = np.random.default_rng(3)
+    r = np.array([rng.permutation(7) for _ in range(300)], dtype=np.int16)
+    q = rng.integers(0, 21, size=(300, 8))
+    many = profile.answers(r, q)
+    few = np.hstack([profile.answers(r, q[:, :4]), profile.answers(r, q[:, 4:])])
+    assert np.array_equal(many, few)
+    pos = np.argsort(r, axis=1)
+    j, l = profile.pairs(7)
+    rows = np.arange(300)[:, None]
+    assert np.array_equal(many, (pos[rows, j[q]] < pos[rows, l[q]]).astype(np.int64))
+
+
 def test_count_matrix_hand_example():
     assert profile.count_matrix(RANKINGS).tolist() == COUNTS.tolist()
     assert profile.cmp_from_counts(COUNTS).tolist() == [[0, 1, 1], [-1, 0, 1], [-1, -1, 0]]

@@ -25,7 +25,8 @@ def positions(rankings: np.ndarray) -> np.ndarray:
     rankings = np.asarray(rankings)
     n, m = rankings.shape
     pos = np.empty((n, m), dtype=np.int16)
-    pos[np.repeat(np.arange(n), m), rankings.ravel()] = np.tile(np.arange(m, dtype=np.int16), n)
+    flat = rankings.astype(np.intp) + (np.arange(n, dtype=np.intp) * m)[:, None]
+    pos.reshape(-1)[flat.reshape(-1)] = np.tile(np.arange(m, dtype=np.int16), n)
     return pos
 
 
@@ -33,9 +34,20 @@ def answers(rankings: np.ndarray, pair_idx: np.ndarray) -> np.ndarray:
     """True answers o (1 if the agent prefers a_j to a_l) to each agent's queried pairs.
 
     ``pair_idx`` has one row per agent (K pair indices each); the result has the same shape.
+    For a few pairs per agent, each pair's two items are found by comparison (cheaper than
+    inverting every ranking); otherwise through the inverse permutations.
     """
+    rankings = np.asarray(rankings)
+    pair_idx = np.asarray(pair_idx)
     m = rankings.shape[1]
     j, l = pairs(m)
+    if pair_idx.shape[1] <= 4:
+        out = np.empty(pair_idx.shape, dtype=np.int64)
+        for k in range(pair_idx.shape[1]):
+            jk = j[pair_idx[:, k]].astype(rankings.dtype)[:, None]
+            lk = l[pair_idx[:, k]].astype(rankings.dtype)[:, None]
+            out[:, k] = (rankings == jk).argmax(axis=1) < (rankings == lk).argmax(axis=1)
+        return out
     pos = positions(rankings)
     rows = np.arange(len(pos))[:, None]
     return (pos[rows, j[pair_idx]] < pos[rows, l[pair_idx]]).astype(np.int64)
