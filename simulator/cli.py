@@ -8,6 +8,7 @@ from pathlib import Path
 
 from protocols import DATA_KINDS, PROTOCOLS, ParamError
 from simulator import __version__
+from simulator.alloc import keep_freed_memory
 from simulator.curve import CurveError
 from simulator.session import Limits, RunFailed
 
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    keep_freed_memory()  # every command: inproc runs, hosts-backend processes, the audit
     return args.func(args)
 
 

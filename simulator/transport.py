@@ -25,6 +25,7 @@ from typing import Any
 import zmq
 
 from simulator import wire
+from simulator.alloc import keep_freed_memory
 from simulator.curve import connect_curve, serve_curve
 from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
@@ -33,8 +34,10 @@ def _die_with_parent() -> None:
     """Linux: get SIGKILL when the parent dies, so no child outlives the orchestrator.
 
     Also ignores SIGINT (Ctrl-C reaches the whole process group; the orchestrator alone
-    handles it and stops the children) and lifts the SIGINT block ``_start`` set around fork.
+    handles it and stops the children), lifts the SIGINT block ``_start`` set around fork, and
+    tunes the allocator (``simulator.alloc``).
     """
+    keep_freed_memory()
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -304,3 +304,16 @@ def test_party_generator_deterministic_per_key():
     c = rng.party_generator(KEY + 1).random(8)
     assert np.array_equal(a, b)
     assert not np.any(a == c)
+
+
+def test_allocator_tuning_takes_effect_on_glibc():
+    import platform
+
+    from simulator import alloc
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("allocator tuning is glibc-only")
+    assert alloc.keep_freed_memory() is True
+    # and the draws do not depend on it (the tuning only changes where memory comes from)
+    assert np.array_equal(rng.bits(KEY, np.arange(5000), 0, 10)[4321],
+                          rng.bits(KEY, np.array([4321]), 0, 10)[0])
