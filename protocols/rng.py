@@ -101,6 +101,12 @@ def uniform(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> 
     return out
 
 
+def uniform_of(b: np.ndarray) -> np.ndarray:
+    """The uniform ``uniform`` makes of each 64-bit draw in ``b`` (for a few draws at a time)."""
+    x = (np.asarray(b, dtype=np.uint64) >> _S11).view(np.int64).astype(np.float64)
+    return np.minimum((x + 0.5) * _TWO_M53, _BELOW_ONE)
+
+
 def laplace_from_uniform(u: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
     """Inverse-CDF Laplace(0, scale) from uniforms in (0, 1)."""
     x = u - 0.5

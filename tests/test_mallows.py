@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from protocols import rng
 from protocols.rank import mallows
 from protocols.rank.profile import kendall_distance
 
@@ -160,3 +161,22 @@ def test_adjacent_pair_agreement_probability():
     for a, b in zip(ref[:-1], ref[1:], strict=True):
         frac = (pos[:, a] < pos[:, b]).mean()
         assert abs(frac - p) <= Z * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("phi", [1.0, 0.5, 0.93, 0.0])
+def test_bucket_table_equals_search_at_every_bucket_edge(phi):
+    # draws at both ends of every 14-bit bucket, where rounding can put u on the next edge
+    top = np.arange(1 << 14, dtype=np.uint64) << np.uint64(50)
+    offsets = np.array([0, 1, 2, 1 << 49, (1 << 50) - 2, (1 << 50) - 1], dtype=np.uint64)
+    draws = (top[:, None] + offsets[None, :]).ravel()
+    for cdf, table in mallows._column_tables(phi, 9):
+        expected = np.searchsorted(cdf, rng.uniform_of(draws), side="right")
+        assert np.array_equal(mallows._counts(draws, cdf, table), expected)
+
+
+def test_uniform_of_matches_uniform():
+    b = rng.bits(KEY, np.arange(3000), 2, 4)
+    assert np.array_equal(rng.uniform_of(b), rng.uniform(KEY, np.arange(3000), 2, 4))
+    edge = np.array([0, (1 << 64) - 1, (1 << 63) + (1 << 11) - 1], dtype=np.uint64)
+    u = rng.uniform_of(edge)
+    assert (u > 0).all() and (u < 1).all()

@@ -43,27 +43,37 @@ def insertion_pmf(phi: float, i: int) -> np.ndarray:
 
 _BLOCK = 8192  # agents per pass: the block's draws and positions stay in cache
 _BUCKET_BITS = 14
+_BUCKET_SHIFT = np.uint64(64 - _BUCKET_BITS)
 
 
 @functools.lru_cache(maxsize=32)
 def _column_tables(phi: float, m: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """Per inserted item i = 1..m: (cdf of v, lookup table of v by the top bits of u).
+    """Per inserted item i = 1..m: (cdf of v, lookup table of v by the top bits of the draw).
 
-    ``table[b]`` is ``searchsorted(cdf, u, "right")`` for every u in [b, b+1) * 2^-14, or -1
-    when a cdf value falls inside that bucket (at most i - 1 of 2^14 buckets); those draws
-    use ``searchsorted`` itself, so the lookup is exact, only faster.
+    A 64-bit draw ``d`` gives ``u = rng.uniform_of(d)``, and ``v = #{k : cdf[k] <= u}``
+    (``searchsorted(cdf, u, "right")``). Draws whose top 14 bits equal b have u in
+    [b, b + 1] * 2^-14 (the upper end by rounding), so ``table[b]`` is v at the bucket's
+    lower edge unless some cdf value lies in (lo, hi]; then it is -1 (at most i - 1 of the
+    2^14 buckets) and those draws compute u and search. The lookup is exact, only faster.
     """
     edges = np.arange((1 << _BUCKET_BITS) + 1, dtype=np.float64) * 2.0**-_BUCKET_BITS
     out = []
     for i in range(1, m + 1):
         cdf = np.cumsum(insertion_pmf(phi, i))
         cdf[-1] = 1.0
-        at = np.searchsorted(cdf, edges, side="right")  # value at each bucket's lower edge
-        # constant on [lo, hi) unless some cdf value c has lo < c < hi
-        inner = np.searchsorted(cdf, edges[1:], side="left") != at[:-1]
-        table = np.where(inner, -1, at[:-1]).astype(np.int16)
+        at = np.searchsorted(cdf, edges, side="right")  # v at each bucket edge
+        table = np.where(at[1:] != at[:-1], -1, at[:-1]).astype(np.int16)
         out.append((cdf, table))
     return tuple(out)
+
+
+def _counts(draws: np.ndarray, cdf: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``searchsorted(cdf, rng.uniform_of(draws), "right")`` through the bucket table."""
+    v = table[(draws >> _BUCKET_SHIFT).view(np.int64)]
+    edge = np.flatnonzero(v < 0)
+    if len(edge):
+        v[edge] = np.searchsorted(cdf, rng_mod.uniform_of(draws[edge]), side="right")
+    return v
 
 
 def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
@@ -82,15 +92,11 @@ def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     for s in range(0, n, _BLOCK):
         blk = agents[s:s + _BLOCK]
         b = len(blk)
-        u = rng_mod.uniform(key, blk, 0, m).T  # column i - 1: the i-th insertion's draw
+        draws = rng_mod.bits(key, blk, 0, m).T  # column i - 1: the i-th insertion's draw
         # pos[k] = position (0 = top) of reference item k among those inserted so far
         pos = np.empty((m, b), dtype=small)
         for i, (cdf, table) in enumerate(tables, start=1):
-            ui = u[i - 1]
-            v = table[(ui * (1 << _BUCKET_BITS)).astype(np.intp)]
-            edge = np.flatnonzero(v < 0)
-            if len(edge):
-                v[edge] = np.searchsorted(cdf, ui[edge], side="right")
+            v = _counts(draws[i - 1], cdf, table)
             p = (i - 1) - np.minimum(v, i - 1)  # insertion position from the top
             if i > 1:
                 head = pos[: i - 1]
