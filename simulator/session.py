@@ -673,6 +673,8 @@ class CuratorSession:
             "timing": {
                 "wall_s": time.perf_counter() - self.t0_wall,
                 "curator_cpu_s": time.process_time() - self.t0_cpu,
+                # every pool's CPU for this run: data generation, randomizers, codec, sockets
+                "pools_cpu_s": sum(s.get("pool_cpu_s", 0.0) for s in stats),
                 "agent_cpu_s_mean": cpu / calls if calls else 0.0,
                 "agent_cpu_s_max": max((s.get("agent_cpu_s_max", 0.0) for s in stats),
                                        default=0.0),

@@ -697,7 +697,7 @@ RECORD_KEYS = {"scenario", "protocol", "params", "repeat", "seed", "backend", "p
                "n_agents", "output", "metrics", "comm", "timing", "rejected", "versions"}
 COMM_KEYS = {"bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_total",
              "messages_total", "rounds", "report_bits_per_agent"}
-TIMING_KEYS = {"wall_s", "curator_cpu_s", "agent_cpu_s_mean", "agent_time_mode"}
+TIMING_KEYS = {"wall_s", "curator_cpu_s", "pools_cpu_s", "agent_cpu_s_mean", "agent_time_mode"}
 
 
 def read_lines(out: Path) -> list[str]:
