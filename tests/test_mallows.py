@@ -169,9 +169,13 @@ def test_bucket_table_equals_search_at_every_bucket_edge(phi):
     top = np.arange(1 << 14, dtype=np.uint64) << np.uint64(50)
     offsets = np.array([0, 1, 2, 1 << 49, (1 << 50) - 2, (1 << 50) - 1], dtype=np.uint64)
     draws = (top[:, None] + offsets[None, :]).ravel()
-    for cdf, table in mallows._column_tables(phi, 9):
-        expected = np.searchsorted(cdf, rng.uniform_of(draws), side="right")
-        assert np.array_equal(mallows._counts(draws, cdf, table), expected)
+    cdfs, tables = mallows._column_tables(phi, 9)
+    got = mallows._counts(np.repeat(draws[:, None], 8, axis=1), cdfs, tables)
+    u = rng.uniform_of(draws)
+    for c in range(8):
+        cdf = cdfs[c, : c + 2]  # item c + 2 has c + 2 places
+        assert np.array_equal(got[:, c], np.searchsorted(cdf, u, side="right"))
+    assert (tables < 0).sum() > 0  # the exact path is exercised
 
 
 def test_uniform_of_matches_uniform():

@@ -47,33 +47,41 @@ _BUCKET_SHIFT = np.uint64(64 - _BUCKET_BITS)
 
 
 @functools.lru_cache(maxsize=32)
-def _column_tables(phi: float, m: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """Per inserted item i = 1..m: (cdf of v, lookup table of v by the top bits of the draw).
+def _column_tables(phi: float, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's cdf of v and a lookup table of v by the top bits of the draw, items 2..m.
 
     A 64-bit draw ``d`` gives ``u = rng.uniform_of(d)``, and ``v = #{k : cdf[k] <= u}``
     (``searchsorted(cdf, u, "right")``). Draws whose top 14 bits equal b have u in
-    [b, b + 1] * 2^-14 (the upper end by rounding), so ``table[b]`` is v at the bucket's
-    lower edge unless some cdf value lies in (lo, hi]; then it is -1 (at most i - 1 of the
-    2^14 buckets) and those draws compute u and search. The lookup is exact, only faster.
+    [b, b + 1] * 2^-14 (the upper end by rounding), so the table holds v at the bucket's
+    lower edge unless some cdf value lies in (lo, hi]; then it holds -1 (at most i - 1 of the
+    2^14 buckets) and those draws compute u and count exactly. The lookup is exact, only
+    faster. Row i - 2 of both arrays is item i's: cdfs (m - 1, m) padded with inf, tables
+    (m - 1, 2^14). (Item 1 has one place: v = 0 always, and its draw is never needed.)
     """
     edges = np.arange((1 << _BUCKET_BITS) + 1, dtype=np.float64) * 2.0**-_BUCKET_BITS
-    out = []
-    for i in range(1, m + 1):
+    cdfs = np.full((max(m - 1, 0), m), np.inf)
+    tables = np.empty((max(m - 1, 0), 1 << _BUCKET_BITS), dtype=np.int16)
+    for i in range(2, m + 1):
         cdf = np.cumsum(insertion_pmf(phi, i))
         cdf[-1] = 1.0
         at = np.searchsorted(cdf, edges, side="right")  # v at each bucket edge
-        table = np.where(at[1:] != at[:-1], -1, at[:-1]).astype(np.int16)
-        out.append((cdf, table))
-    return tuple(out)
+        cdfs[i - 2, :i] = cdf
+        tables[i - 2] = np.where(at[1:] != at[:-1], -1, at[:-1])
+    return cdfs, tables
 
 
-def _counts(draws: np.ndarray, cdf: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """``searchsorted(cdf, rng.uniform_of(draws), "right")`` through the bucket table."""
-    v = table[(draws >> _BUCKET_SHIFT).view(np.int64)]
-    edge = np.flatnonzero(v < 0)
+def _counts(draws: np.ndarray, cdfs: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """v for draws of shape (N, m - 1), column c holding item c + 2's: ``searchsorted(cdf,
+    rng.uniform_of(draw), "right")`` through the bucket tables, one gather for all columns."""
+    idx = (draws >> _BUCKET_SHIFT).view(np.int64)
+    idx += np.arange(draws.shape[1], dtype=np.int64) << _BUCKET_BITS
+    v = tables.reshape(-1)[idx].reshape(-1)
+    edge = np.flatnonzero(v < 0)  # draws in a bucket that holds a cdf value: count exactly
     if len(edge):
-        v[edge] = np.searchsorted(cdf, rng_mod.uniform_of(draws[edge]), side="right")
-    return v
+        col = edge % draws.shape[1]
+        u = rng_mod.uniform_of(draws.reshape(-1)[edge])
+        v[edge] = (cdfs[col] <= u[:, None]).sum(axis=1)
+    return v.reshape(draws.shape)
 
 
 def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
@@ -86,22 +94,25 @@ def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     agents = np.asarray(agents, dtype=np.int64)
     n = len(agents)
     ref = reference_ranking(key, m).astype(np.int16)
-    tables = _column_tables(float(phi), m)
+    cdfs, tables = _column_tables(float(phi), m)
     small = np.int16 if m < 2**15 else np.int64
     ranking = np.empty((n, m), dtype=np.int16)
+    base = (np.arange(min(n, _BLOCK), dtype=np.intp) * m)[:, None]  # row offsets, flat index
+    items = np.tile(ref, min(n, _BLOCK))
     for s in range(0, n, _BLOCK):
         blk = agents[s:s + _BLOCK]
         b = len(blk)
-        draws = rng_mod.bits(key, blk, 0, m).T  # column i - 1: the i-th insertion's draw
+        # column c: the draw of item c + 2 (draw index c + 1)
+        v = np.ascontiguousarray(_counts(rng_mod.bits(key, blk, 0, m - 1, offset=1), cdfs,
+                                         tables).T)
         # pos[k] = position (0 = top) of reference item k among those inserted so far
         pos = np.empty((m, b), dtype=small)
-        for i, (cdf, table) in enumerate(tables, start=1):
-            v = _counts(draws[i - 1], cdf, table)
-            p = (i - 1) - np.minimum(v, i - 1)  # insertion position from the top
-            if i > 1:
-                head = pos[: i - 1]
-                head += head >= p
+        pos[0] = 0
+        for i in range(2, m + 1):
+            p = (i - 1) - np.minimum(v[i - 2], i - 1)  # insertion position from the top
+            head = pos[: i - 1]
+            head += head >= p
             pos[i - 1] = p
-        flat = pos.T.astype(np.intp) + (np.arange(b) * m)[:, None]
-        ranking[s:s + b].reshape(-1)[flat.reshape(-1)] = np.tile(ref, b)
+        flat = pos.T + base[:b]  # ranking[r, pos[k, r]] = ref[k]
+        ranking[s:s + b].reshape(-1)[flat.reshape(-1)] = items[: b * m]
     return ranking
