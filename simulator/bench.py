@@ -15,6 +15,7 @@ the wall time's share, the run is CPU-bound and the wall ratio is at most the CP
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import resource
@@ -29,7 +30,7 @@ import zmq
 
 from simulator import wire
 from simulator.inproc import run_inproc
-from simulator.session import Limits
+from simulator.session import Limits, block_of
 from simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
 
 
@@ -91,58 +92,68 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
                      (zmq.LINGER, 0)):
         router.setsockopt(opt, val)
     router.bind(endpoint)
-    sizes = {min(batch, n // pools - s) for s in range(0, n // pools + 1, batch)} - {0}
-    reports = {k * query_size: b"r" * (k * report_size) for k in sizes}
+    blocks = [block_of(i, pools, n) for i in range(pools)]  # the runtime's split
+    counts = [min(batch, hi - s) for lo, hi in blocks for s in range(lo, hi, batch)]
+    reports = {k * query_size: b"r" * (k * report_size) for k in set(counts)}
+    queries = {k: b"q" * (k * query_size) for k in set(counts)}
     reply = {"raw": lambda frame: reports[len(frame)], "batch": _batch_reply,
              "msgpack": _msgpack_reply}[envelopes]
     procs = [ctx_mp.Process(target=_bench_pool, args=(endpoint, reply)) for _ in range(pools)]
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for p in procs:
-        p.start()
-    peers = [router.recv_multipart()[0] for _ in range(pools)]
-    queries = {k: b"q" * (k * query_size) for k in sizes}
-    t, cpu0 = time.perf_counter(), time.process_time()
-    received = 0
-    sent: dict[int, np.ndarray] = {}
-    for i, peer in enumerate(peers):
-        lo, hi = i * n // pools, (i + 1) * n // pools
-        for s in range(lo, hi, batch):
-            if envelopes == "msgpack":
-                ids = list(range(s, min(hi, s + batch)))
-                bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, [[0]] * len(ids))
-                router.send_multipart([peer, b"".join(bufs)])
-            elif envelopes == "batch":
-                ids = np.arange(s, min(hi, s + batch), dtype=np.int64)
-                sent[s] = ids
-                frame, _ = wire.encode_batch(wire.QUERY, 0, 0, ids,
-                                             np.zeros((len(ids), 1), dtype=np.int64))
-                router.send_multipart([peer, frame])
-            else:
-                router.send_multipart([peer, queries[min(batch, hi - s)]])
-    if envelopes == "msgpack":
-        while received < n:
-            frame = router.recv_multipart()[1]
-            received += sum(1 for _ in wire.iter_frame(frame, 1 << 30))
-    elif envelopes == "batch":
-        while received < n:
-            frame = router.recv_multipart()[1]
-            ids = sent.pop(wire.first_agent(frame, wire.REPORT)[2])
-            received += len(wire.match_batch(frame, wire.REPORT, 0, 0, ids, 1, "int"))
-    else:
-        expected = sum(len(reports[k * query_size]) for i in range(pools) for k in
-                       [min(batch, (i + 1) * n // pools - s) for s in
-                        range(i * n // pools, (i + 1) * n // pools, batch)])
-        while received < expected:
-            received += len(router.recv_multipart()[1])
-    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu0
-    for peer in peers:
-        router.send_multipart([peer, b"stop"])
-    for p in procs:
-        p.join(5)
+
+    def recv() -> list[bytes]:
+        if not router.poll(60_000):
+            raise RuntimeError("transport ceiling: a benchmark pool stopped answering")
+        return router.recv_multipart()
+
+    peers: list[bytes] = []
+    try:
+        for p in procs:
+            p.start()
+        peers = [recv()[0] for _ in range(pools)]
+        t, cpu0 = time.perf_counter(), time.process_time()
+        received = 0
+        sent: dict[int, np.ndarray] = {}
+        for peer, (lo, hi) in zip(peers, blocks, strict=True):
+            for s in range(lo, hi, batch):
+                if envelopes == "msgpack":
+                    ids = list(range(s, min(hi, s + batch)))
+                    bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, [[0]] * len(ids))
+                    router.send_multipart([peer, b"".join(bufs)])
+                elif envelopes == "batch":
+                    ids = np.arange(s, min(hi, s + batch), dtype=np.int64)
+                    sent[s] = ids
+                    frame, _ = wire.encode_batch(wire.QUERY, 0, 0, ids,
+                                                 np.zeros((len(ids), 1), dtype=np.int64))
+                    router.send_multipart([peer, frame])
+                else:
+                    router.send_multipart([peer, queries[min(batch, hi - s)]])
+        if envelopes == "msgpack":
+            while received < n:
+                received += sum(1 for _ in wire.iter_frame(recv()[1], 1 << 30))
+        elif envelopes == "batch":
+            while received < n:
+                frame = recv()[1]
+                ids = sent.pop(wire.first_agent(frame, wire.REPORT)[2])
+                received += len(wire.match_batch(frame, wire.REPORT, 0, 0, ids, 1, "int"))
+        else:
+            expected = sum(counts) * report_size
+            while received < expected:
+                received += len(recv()[1])
+        elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu0
+    finally:
+        for peer in peers:
+            with contextlib.suppress(zmq.ZMQError):
+                router.send_multipart([peer, b"stop"])
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(1)
+        router.close()
+        zctx.term()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu += (children.ru_utime + children.ru_stime) - (children0.ru_utime + children0.ru_stime)
-    router.close()
-    zctx.term()
     return elapsed, cpu
 
 
