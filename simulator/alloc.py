@@ -4,7 +4,7 @@ A round allocates and frees the same medium-sized numpy arrays thousands of time
 random draws, report values, frames). By default glibc serves blocks above a dynamic threshold
 with fresh ``mmap`` calls and trims freed heap memory back to the kernel, so the next array of
 that size page-faults again, page by page. On the 2-core virtual machines we benchmark on a
-fault costs about 4 µs per 4 KiB page, more than the arithmetic done on it: generating one
+fault costs about 1-4 µs per 4 KiB page, often more than the arithmetic done on it: generating one
 block of 8192 Mallows rankings took 2.4 ms with the default and 1.1 ms with the tuning below.
 
 ``keep_freed_memory`` serves blocks up to 32 MiB (glibc's maximum) from the heap and keeps up to
