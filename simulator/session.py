@@ -167,7 +167,8 @@ class CuratorSession:
         self.coalition_curator = bool(config.get("collusion", {}).get("curator", True))
         self.colluders: np.ndarray | None = None
         # accounting
-        self.up = self.down = self.msgs_up = self.msgs_down = None
+        self.up = self.down = None  # bytes per agent
+        self.msgs_up = self.msgs_down = 0  # envelopes (all to or from registered agents)
         self.phys_up = self.phys_down = 0
         self.frames_up = self.frames_down = 0
         self.disclose_bytes = 0
@@ -501,7 +502,7 @@ class CuratorSession:
             else:
                 rnd.values[np.searchsorted(plan_agents, gi)] = vals
             self.up[at] += gsz  # each agent at most once
-            self.msgs_up[at] += 1
+            self.msgs_up += len(gi)
             rnd.bytes_up += int(gsz.sum())
             self._touch()
 
@@ -516,8 +517,6 @@ class CuratorSession:
         n = self.n
         self.up = np.zeros(n, dtype=np.int64)
         self.down = np.zeros(n, dtype=np.int64)
-        self.msgs_up = np.zeros(n, dtype=np.int64)
-        self.msgs_down = np.zeros(n, dtype=np.int64)
         yield from self._begin_round(0)
 
     def _begin_round(self, number: int) -> Out:
@@ -567,7 +566,7 @@ class CuratorSession:
                 rnd.pending[(pool.peer, int(ids[0]))] = ids
                 at = _span(ids)
                 self.down[at] += sz
-                self.msgs_down[at] += 1
+                self.msgs_down += len(ids)
                 rnd.bytes_down += int(sz.sum())
                 yield self._send(pool.peer, frame)
         self._touch()
@@ -639,7 +638,12 @@ class CuratorSession:
         n = self.n or 0
         registered = self.owner >= 0 if self.owner is not None else np.zeros(0, dtype=bool)
         reg = np.flatnonzero(registered)
-        up, down = self.up[reg], self.down[reg]
+        if self.up is None:
+            up = down = np.zeros(0, dtype=np.int64)
+        elif len(reg) == n:
+            up, down = self.up, self.down
+        else:
+            up, down = self.up[reg], self.down[reg]
         n_rounds = len(self.rounds)
         stats = [p.stats for p in self.pools.values() if p.stats]
         calls = sum(s.get("agent_calls", 0) for s in stats)
@@ -657,10 +661,9 @@ class CuratorSession:
                 "bytes_down_per_agent_mean": float(down.mean()) if len(down) else 0.0,
                 "bytes_down_per_agent_max": int(down.max()) if len(down) else 0,
                 "bytes_total": int(up.sum() + down.sum()),
-                "messages_total": int(self.msgs_up.sum() + self.msgs_down.sum())
-                if self.msgs_up is not None else 0,
-                "messages_up_per_agent_mean": float(self.msgs_up[reg].mean()) if len(reg) else 0,
-                "messages_down_per_agent_mean": float(self.msgs_down[reg].mean())
+                "messages_total": self.msgs_up + self.msgs_down,
+                "messages_up_per_agent_mean": self.msgs_up / len(reg) if len(reg) else 0,
+                "messages_down_per_agent_mean": self.msgs_down / len(reg)
                 if len(reg) else 0,
                 "rounds": n_rounds,
                 "report_bits_per_agent": report_bits,

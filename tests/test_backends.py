@@ -81,6 +81,8 @@ def test_per_agent_bytes_are_exact_envelope_sizes():
     assert res["comm"]["bytes_up_per_agent_mean"] == pytest.approx(np.mean(up), abs=1e-12)
     assert res["comm"]["report_bits_per_agent"] == 2
     assert res["comm"]["messages_total"] == 600
+    assert res["comm"]["messages_up_per_agent_mean"] == 1.0
+    assert res["comm"]["messages_down_per_agent_mean"] == 1.0
 
 
 @pytest.mark.parametrize("backend", ["inproc", "processes"])
