@@ -91,20 +91,26 @@ def uniform(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> 
     b = bits(key, agents, rnd, n, offset)
     out = np.empty(b.shape, dtype=np.float64)
     fb, fo = b.reshape(-1), out.reshape(-1)
-    for s in range(0, fb.size, _CHUNK):  # in cache; same values as the whole-array formula
-        v, o = fb[s:s + _CHUNK], fo[s:s + _CHUNK]
-        v >>= _S11
-        o[...] = v.view(np.int64)  # < 2^53: exact, and int64 -> float64 converts fastest
-        o += 0.5
-        o *= _TWO_M53
-        np.minimum(o, _BELOW_ONE, out=o)
+    for s in range(0, fb.size, _CHUNK):  # in cache
+        _uniform_into(fb[s:s + _CHUNK], fo[s:s + _CHUNK])
     return out
 
 
 def uniform_of(b: np.ndarray) -> np.ndarray:
     """The uniform ``uniform`` makes of each 64-bit draw in ``b`` (for a few draws at a time)."""
-    x = (np.asarray(b, dtype=np.uint64) >> _S11).view(np.int64).astype(np.float64)
-    return np.minimum((x + 0.5) * _TWO_M53, _BELOW_ONE)
+    b = np.array(b, dtype=np.uint64, copy=True)
+    out = np.empty(b.shape, dtype=np.float64)
+    _uniform_into(b, out)
+    return out
+
+
+def _uniform_into(b: np.ndarray, out: np.ndarray) -> None:
+    """``out = min(((b >> 11) + 0.5) * 2^-53, 1 - 2^-53)``; shifts the uint64 ``b`` in place."""
+    b >>= _S11
+    out[...] = b.view(np.int64)  # < 2^53: exact, and int64 -> float64 converts fastest
+    out += 0.5
+    out *= _TWO_M53
+    np.minimum(out, _BELOW_ONE, out=out)
 
 
 def laplace_from_uniform(u: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
