@@ -44,6 +44,16 @@ INFERENCE = {
 }
 
 
+def _resolve_fill_value(out: dict, public: dict) -> None:
+    """The constant NULL replacement: (L-1)/2 by default, else it must lie inside Γ (Eq. 6)."""
+    top = int(public["levels"]) - 1
+    if out["fill_value"] is None:
+        out["fill_value"] = top / 2.0
+    elif not 0 <= out["fill_value"] <= top:
+        raise ParamError(f"[params] fill_value: got {out['fill_value']}; allowed: a number "
+                         f"in [0, {top}] (inside Γ = 0..{top})")
+
+
 class TruthCurator(Curator):
     """One round: ask every worker, collect the reports, run Algorithm 1 in ``finish``."""
 
@@ -204,12 +214,7 @@ class TruthLP(_TruthProtocol):
 
     def resolve(self, params, public):
         out = super().resolve(params, public)
-        top = int(public["levels"]) - 1
-        if out["fill_value"] is None:
-            out["fill_value"] = top / 2.0
-        elif not 0 <= out["fill_value"] <= top:
-            raise ParamError(f"[params] fill_value: got {out['fill_value']}; allowed: a number "
-                             f"in [0, {top}] (inside Γ = 0..{top})")
+        _resolve_fill_value(out, public)
         return out
 
     def claim(self, params, public):
@@ -332,15 +337,11 @@ class TruthMF(_TruthProtocol):
 
     def resolve(self, params, public):
         out = super().resolve(params, public)
-        n, top = int(public["tasks"]), int(public["levels"]) - 1
+        n = int(public["tasks"])
         if out["d"] > n:
             raise ParamError(f"[params] d: got {out['d']}; allowed: an integer in [1, {n}] "
                              f"(at most the number of tasks)")
-        if out["fill_value"] is None:
-            out["fill_value"] = top / 2.0
-        elif not 0 <= out["fill_value"] <= top:
-            raise ParamError(f"[params] fill_value: got {out['fill_value']}; allowed: a number "
-                             f"in [0, {top}] (inside Γ = 0..{top})")
+        _resolve_fill_value(out, public)
         return out
 
     def audit_pair(self, params):
