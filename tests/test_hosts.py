@@ -24,6 +24,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_pool(port: int, pool: str, token: str, *extra: str) -> subprocess.Popen:
+    """``ldpsim agents`` in its own process, as it would run on another machine."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+                             f"tcp://127.0.0.1:{port}", "--pool", pool, "--token", token,
+                             *extra], env=env, stderr=subprocess.PIPE)
+
+
 def cfg(protocol: str, seed: int) -> dict:
     return {"protocol": protocol, "params": {"epsilon": 1.0},
             "data": {"kind": "mallows", "n": 1000, "m": 7, "theta": 0.3}, "seed": seed,
@@ -34,10 +42,7 @@ def cfg(protocol: str, seed: int) -> dict:
 def test_hosts_backend_matches_inproc_over_several_runs():
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
-                               f"tcp://127.0.0.1:{port}", "--pool", f"{i}/2", "--token", "tk"],
-                              env=env, stderr=subprocess.PIPE) for i in range(2)]
+    pools = [start_pool(port, f"{i}/2", "tk") for i in range(2)]
     try:
         for protocol, seed in (("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
                                ("ldp_kwiksort_lap", 3)):
@@ -53,10 +58,7 @@ def test_hosts_backend_matches_inproc_over_several_runs():
 def test_hosts_pool_with_wrong_token_is_refused():
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    pool = subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
-                             f"tcp://127.0.0.1:{port}", "--pool", "0/1", "--token", "bad"],
-                            env=env, stderr=subprocess.PIPE)
+    pool = start_pool(port, "0/1", "bad")
     try:
         c = cfg("ldp_kwiksort_rr", 1)
         c["pools"] = 1
@@ -81,14 +83,10 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     port = free_port()
     # registration waits timeout_s; generous, since a pool is a fresh Python process
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=6.0), curve=str(keys))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def pool(secret):
-        return subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
-                                 f"tcp://127.0.0.1:{port}", "--pool", "0/1", "--token", "tk",
-                                 "--curve-key", str(secret), "--curve-server",
-                                 str(keys / "server.key"), "--idle-timeout", "3"],
-                                env=env, stderr=subprocess.PIPE)
+        return start_pool(port, "0/1", "tk", "--curve-key", str(secret), "--curve-server",
+                          str(keys / "server.key"), "--idle-timeout", "3")
 
     c = cfg("ldp_kwiksort_rr", 1)
     c["pools"] = 1
@@ -131,10 +129,7 @@ def test_hosts_backend_runs_a_multi_round_protocol():
     """DPWeVote (k + 1 rounds, a broadcast per round, subsets asked) over TCP pools."""
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
-                               f"tcp://127.0.0.1:{port}", "--pool", f"{i}/2", "--token", "tk"],
-                              env=env, stderr=subprocess.PIPE) for i in range(2)]
+    pools = [start_pool(port, f"{i}/2", "tk") for i in range(2)]
     c = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
          "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
          "pools": 2, "agent_mode": "batched", "batch": 128,
