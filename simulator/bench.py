@@ -9,8 +9,8 @@
 
 Speeds are agents per second over the run's wall time; every row is the best of three, and the
 ratio to the ceiling is measured in the same invocation, so machine noise affects both alike.
-"CPU s" adds up every process's CPU time (curator and pools): when it exceeds the cores times
-the wall time's share, the run is CPU-bound and the wall ratio is at most the CPU ratio.
+"CPU s" adds up every process's CPU time (curator and pools). A run whose CPU s comes close to
+cores × wall s is CPU-bound: it cannot finish in less than CPU s / cores.
 """
 
 from __future__ import annotations
