@@ -24,6 +24,7 @@ with an ERROR envelope (up to a cap per peer) and never reaches the estimator.
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import time
@@ -544,6 +545,7 @@ class CuratorSession:
         if not vector and isinstance(queries, np.ndarray):
             queries = queries.tolist()
         batch = max(1, int(self.config.get("batch", 4096)))
+        per_pool = []  # per pool: its batches, as (peer, first row, end row) of the plan
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
             lo, hi = np.searchsorted(agents, [pool.start, pool.stop])
             if lo == hi:
@@ -553,8 +555,10 @@ class CuratorSession:
                 self.down[agents[lo:hi]] += len(bc)  # logical: once per receiving agent
                 rnd.bytes_down += len(bc) * int(hi - lo)
                 yield self._send(pool.peer, bc)
-            for s in range(lo, hi, batch):
-                e = min(hi, s + batch)
+            per_pool.append([(pool.peer, s, min(hi, s + batch)) for s in range(lo, hi, batch)])
+        # one batch per pool in turn, so that every pool starts working at once
+        for turn in itertools.zip_longest(*per_pool):
+            for peer, s, e in (x for x in turn if x is not None):
                 ids = agents[s:e]
                 if vector:
                     frame, sz = wire.encode_batch(wire.QUERY, self.run, number, ids,
@@ -563,12 +567,12 @@ class CuratorSession:
                     bufs, sizes = wire.encode_many(wire.QUERY, self.run, number, ids.tolist(),
                                                    queries[s:e])
                     frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
-                rnd.pending[(pool.peer, int(ids[0]))] = ids
+                rnd.pending[(peer, int(ids[0]))] = ids
                 at = _span(ids)
                 self.down[at] += sz
                 self.msgs_down += len(ids)
                 rnd.bytes_down += int(sz.sum())
-                yield self._send(pool.peer, frame)
+                yield self._send(peer, frame)
         self._touch()
         if rnd.expected == 0:
             yield from self._end_round()
@@ -725,6 +729,7 @@ class PoolSession:
         self.config: dict[str, Any] | None = None
         self.protocol = None
         self.data = None
+        self.dataset = None
         self.start = self.stop = 0
         self.broadcasts: dict[int, Any] = {}
         self.agent_cpu = 0.0
@@ -796,12 +801,7 @@ class PoolSession:
         self.params = self.protocol.resolve(cfg["params"], self.public)
         self.n = dataset.n
         self.start, self.stop = block_of(self.index, self.n_pools, self.n)
-        self.data = dataset.rows(self.start, self.stop)  # only this pool's agents
-        over = self.override  # the privacy audit sets one agent's row (neighbouring data sets)
-        if over is not None and self.start <= int(over["agent"]) < self.stop:
-            self.data = np.array(self.data, copy=True)
-            self.data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
-                self.data.dtype)
+        self.dataset = dataset  # rows are generated on first use (``private_rows``)
         self.exact = cfg.get("agent_mode", "batched") == "exact"
         self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
@@ -815,10 +815,33 @@ class PoolSession:
                 coins = rngm.agent_keys(keys.agents, ids)
                 bufs, _ = wire.encode_many(
                     wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
-                    [{"data": self.data[a - self.start], "coins": int(c)}
+                    [{"data": self.private_rows()[a - self.start], "coins": int(c)}
                      for a, c in zip(ids.tolist(), coins.tolist(), strict=True)])
                 out.append(b"".join(bufs))
         return out
+
+    def private_rows(self) -> np.ndarray:
+        """This pool's agents' private rows, generated (or read) on first use.
+
+        The registration goes out before they exist, so the curator plans and sends the
+        first queries while the pool generates its data: on few cores the two overlap instead
+        of queueing. A data set is the same whenever it is generated (keyed by agent).
+        """
+        if self.data is None:
+            data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
+            over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
+            if over is not None and self.start <= int(over["agent"]) < self.stop:
+                data = np.array(data, copy=True)
+                data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
+                    data.dtype)
+            self.data = data
+        return self.data
+
+    def prepare(self) -> None:
+        """Generate this pool's data now if a run is set up (the drivers call it after
+        sending the registration, so the data are ready by the time the queries arrive)."""
+        if self.config is not None and not self.silent:
+            self.private_rows()
 
     def _fault(self, rnd: int) -> None:
         for f in self.faults:
@@ -839,7 +862,7 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
-        rows = self.data[ids - self.start]
+        rows = self.private_rows()[ids - self.start]
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
         key = self.keys.agents

@@ -158,6 +158,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
                 last_msg = time.monotonic()
                 for out in sess.on_frame(frame):
                     sock.send(out, copy=len(out) < 65536)
+                sess.prepare()  # the registration is out: generate while the curator plans
                 if sess.idle and not sess.exit:
                     sock.send(sess.hello())
                     last_hello = time.monotonic()

@@ -1,0 +1,65 @@
+"""Scheduling inside the sessions: when a pool generates its data, in which order queries go out.
+
+Neither changes a result (the backend-equality tests pin that); they decide whether the curator
+and the pools can work at the same time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from protocols import get_data_kind
+from simulator import wire
+from simulator.seeding import run_keys
+from simulator.session import CuratorSession, Limits, PoolSession
+
+LIMITS = Limits(timeout_s=10.0)
+
+
+def config(n: int = 5000, batch: int = 1000) -> dict:
+    return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
+            "data": {"kind": "mallows", "n": n, "m": 6, "theta": 0.5}, "seed": 3, "pools": 2,
+            "agent_mode": "batched", "batch": batch,
+            "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+def test_pool_registers_before_it_generates_its_data():
+    cfg = config()
+    cur = CuratorSession(0, cfg, "t", LIMITS)
+    pool = PoolSession(1, 2, "t", LIMITS)
+    (_, setup), = cur.on_ready(b"p1")
+    out = pool.on_frame(setup)
+    assert [wire.decode_one(f).kind for f in out] == [wire.HELLO]  # the registration
+    assert pool.data is None  # nothing generated yet
+    pool.prepare()
+    want = get_data_kind("mallows").build({"n": 5000, "m": 6, "theta": 0.5},
+                                          run_keys(3).data).rows(2500, 5000)
+    assert np.array_equal(pool.data, want)
+
+
+def test_pool_without_prepare_generates_at_its_first_query():
+    cfg = config()
+    cur = CuratorSession(0, cfg, "t", LIMITS)
+    pools = [PoolSession(i, 2, "t", LIMITS) for i in range(2)]
+    frames = []
+    for i, pool in enumerate(pools):
+        (_, setup), = cur.on_ready(b"p%d" % i)
+        for f in pool.on_frame(setup):
+            frames.extend(cur.on_frame(b"p%d" % i, f))
+    assert all(p.data is None for p in pools)
+    peer, first = frames[0]
+    assert pools[int(peer[1:])].on_frame(first)  # answered: the data were generated
+    assert pools[int(peer[1:])].data is not None
+
+
+def test_query_batches_go_to_the_pools_in_turn():
+    cfg = config(n=5000, batch=1000)  # pool 0: agents 0..2499 (3 batches), pool 1: 2500..4999
+    cur = CuratorSession(0, cfg, "t", LIMITS)
+    frames = []
+    for i in range(2):
+        (_, setup), = cur.on_ready(b"p%d" % i)
+        for f in PoolSession(i, 2, "t", LIMITS).on_frame(setup):
+            frames.extend(cur.on_frame(b"p%d" % i, f))
+    order = [(peer, wire.first_agent(f, wire.QUERY)[2]) for peer, f in frames]
+    assert order == [(b"p0", 0), (b"p1", 2500), (b"p0", 1000), (b"p1", 3500), (b"p0", 2000),
+                     (b"p1", 4500)]
