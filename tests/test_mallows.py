@@ -163,19 +163,60 @@ def test_adjacent_pair_agreement_probability():
         assert abs(frac - p) <= Z * math.sqrt(p * (1 - p) / n)
 
 
+def _reference_sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+    """Plain repeated insertion from the same draws, one agent at a time with Python lists:
+    each group's outcome by ``searchsorted`` on its joint cdf, decoded into the items' counts
+    (mixed radix, the last item fastest), each item inserted v places above the bottom."""
+    groups = mallows._groups(phi, m)
+    ref = mallows.reference_ranking(key, m)
+    u = rng.uniform(key, agents, 0, len(groups))
+    out = []
+    for row in u:
+        order: list[int] = []  # reference indices, best first
+        for j, grp in enumerate(groups):
+            g = int(np.searchsorted(grp.cdf, row[j], side="right"))
+            sizes = list(range(grp.first + 1, grp.last + 1))
+            for i, v in zip(sizes, np.unravel_index(g, sizes), strict=True):
+                assert len(order) == i - 1
+                order.insert(len(order) - int(v), i - 1)
+        out.append([int(ref[k]) for k in order])
+    return np.array(out, dtype=np.int16)
+
+
+@pytest.mark.parametrize(("m", "phi"), [(1, 0.5), (2, 0.3), (5, 0.8), (10, 0.5), (10, 1.0),
+                                        (10, 0.0), (23, 0.93)])
+def test_sample_equals_plain_insertion_from_the_same_draws(m, phi):
+    agents = np.arange(5, 2005)
+    want = _reference_sample(KEY, agents, m, phi)
+    assert np.array_equal(mallows.sample(KEY, agents, m, phi), want)
+    assert np.array_equal(mallows.sample_positions(KEY, agents, m, phi),
+                          np.argsort(want, axis=1))
+
+
+def test_groups_share_draws_within_the_outcome_limit():
+    sizes = [(g.first, g.last) for g in mallows._groups(0.5, 10)]
+    assert sizes == [(0, 5), (5, 8), (8, 10)]  # 5! = 120, 6*7*8 = 336, 9*10 = 90 outcomes
+    for m in (1, 2, 7, 40):
+        groups = mallows._groups(0.7, m)
+        assert groups[0].first == 0 and groups[-1].last == m
+        assert all(a.last == b.first for a, b in itertools.pairwise(groups))
+        for g in groups:
+            outcomes = math.prod(range(g.first + 1, g.last + 1))
+            assert len(g.cdf) == outcomes and g.cdf[-1] == 1.0
+            assert outcomes <= mallows._GROUP_OUTCOMES or g.last == g.first + 1
+
+
 @pytest.mark.parametrize("phi", [1.0, 0.5, 0.93, 0.0])
 def test_bucket_table_equals_search_at_every_bucket_edge(phi):
     # draws at both ends of every 14-bit bucket, where rounding can put u on the next edge
     top = np.arange(1 << 14, dtype=np.uint64) << np.uint64(50)
     offsets = np.array([0, 1, 2, 1 << 49, (1 << 50) - 2, (1 << 50) - 1], dtype=np.uint64)
     draws = (top[:, None] + offsets[None, :]).ravel()
-    cdfs, tables = mallows._column_tables(phi, 9)
-    got = mallows._counts(np.repeat(draws[:, None], 8, axis=1), cdfs, tables)
     u = rng.uniform_of(draws)
-    for c in range(8):
-        cdf = cdfs[c, : c + 2]  # item c + 2 has c + 2 places
-        assert np.array_equal(got[:, c], np.searchsorted(cdf, u, side="right"))
-    assert (tables < 0).sum() > 0  # the exact path is exercised
+    for grp in mallows._groups(phi, 10):
+        want = np.searchsorted(grp.cdf, u, side="right")
+        assert np.array_equal(mallows._outcomes(draws, grp), want)
+        assert (grp.table < 0).sum() > 0  # the exact path is exercised
 
 
 def test_uniform_of_matches_uniform():

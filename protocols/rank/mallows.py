@@ -11,12 +11,16 @@ Repeated insertion (Doignon et al. 2004): item ``c_i`` (the i-th of the referenc
 inserted above ``v_i`` of the ``i - 1`` items already placed, with P(v_i = v) ∝ phi^v, v in
 0..i-1; the total number of inversions is sum v_i = d_K, so P(pi) ∝ phi^d_K.
 
-Agent ``a``'s ranking uses only draws keyed by ``a``, so a pool generates exactly its own block.
+The counts are independent, so consecutive items whose joint outcomes number at most 512 share
+one uniform, read by inverse cdf over their product distribution (exact, like one uniform per
+item): for m = 10 that is 3 draws per ranking instead of 9. Agent ``a``'s ranking uses only
+draws keyed by ``a``, so a pool generates exactly its own block.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,75 +48,124 @@ def insertion_pmf(phi: float, i: int) -> np.ndarray:
 _BLOCK = 8192  # agents per pass: the block's draws and positions stay in cache
 _BUCKET_BITS = 14
 _BUCKET_SHIFT = np.uint64(64 - _BUCKET_BITS)
+_GROUP_OUTCOMES = 512  # consecutive items share one draw while their joint outcomes fit
 
 
-@functools.lru_cache(maxsize=32)
-def _column_tables(phi: float, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each item's cdf of v and a lookup table of v by the top bits of the draw, items 2..m.
+@dataclass(frozen=True)
+class _Group:
+    """Items ``first + 1 .. last`` of the reference (1-based), whose counts share one draw.
 
-    A 64-bit draw ``d`` gives ``u = rng.uniform_of(d)``, and ``v = #{k : cdf[k] <= u}``
-    (``searchsorted(cdf, u, "right")``). Draws whose top 14 bits equal b have u in
-    [b, b + 1] * 2^-14 (the upper end by rounding), so the table holds v at the bucket's
-    lower edge unless some cdf value lies in (lo, hi]; then it holds -1 (at most i - 1 of the
-    2^14 buckets) and those draws compute u and count exactly. The lookup is exact, only
-    faster. Row i - 2 of both arrays is item i's: cdfs (m - 1, m) padded with inf, tables
-    (m - 1, 2^14). (Item 1 has one place: v = 0 always, and its draw is never needed.)
+    Their insertion counts ``v_i`` are independent, so their joint outcome, numbered
+    lexicographically (the last item's count varies fastest), has the product pmf, and one
+    uniform picks it by inverse cdf exactly as one uniform per item picks each count.
+    ``at[t, g]`` is where item ``first + 1 + t`` is inserted under outcome g (0 = top of the
+    items placed before it); in the first group (``first == 0``) it is the item's final place
+    among the group, since the group starts from an empty list.
     """
+
+    first: int
+    last: int
+    cdf: np.ndarray  # (outcomes,), cdf[-1] = 1
+    table: np.ndarray  # (2^14,) outcome by the top 14 bits of a draw; -1: search exactly
+    at: np.ndarray  # (last - first, outcomes), int16
+
+
+def _group(phi: float, first: int, last: int) -> _Group:
+    sizes = list(range(first + 1, last + 1))  # item i has i places
+    v = np.indices(sizes).reshape(len(sizes), -1)  # (items, outcomes), lexicographic
+    pmf = np.ones(v.shape[1])
+    for t, i in enumerate(sizes):
+        pmf *= insertion_pmf(phi, i)[v[t]]
+    cdf = np.cumsum(pmf)
+    cdf[-1] = 1.0
+    at = np.array([(i - 1) - v[t] for t, i in enumerate(sizes)], dtype=np.int64)
+    if first == 0:  # insert into an empty list: keep the final places instead
+        for t in range(1, len(sizes)):
+            at[:t] += at[:t] >= at[t]
     edges = np.arange((1 << _BUCKET_BITS) + 1, dtype=np.float64) * 2.0**-_BUCKET_BITS
-    cdfs = np.full((max(m - 1, 0), m), np.inf)
-    tables = np.empty((max(m - 1, 0), 1 << _BUCKET_BITS), dtype=np.int16)
-    for i in range(2, m + 1):
-        cdf = np.cumsum(insertion_pmf(phi, i))
-        cdf[-1] = 1.0
-        at = np.searchsorted(cdf, edges, side="right")  # v at each bucket edge
-        cdfs[i - 2, :i] = cdf
-        tables[i - 2] = np.where(at[1:] != at[:-1], -1, at[:-1])
-    return cdfs, tables
+    at_edge = np.searchsorted(cdf, edges, side="right")  # outcome at each bucket edge
+    table = np.where(at_edge[1:] != at_edge[:-1], -1, at_edge[:-1]).astype(
+        np.int16 if len(cdf) < 2**15 else np.int32)
+    return _Group(first, last, cdf, table, at.astype(np.int16))
 
 
-def _counts(draws: np.ndarray, cdfs: np.ndarray, tables: np.ndarray) -> np.ndarray:
-    """v for draws of shape (N, m - 1), column c holding item c + 2's: ``searchsorted(cdf,
-    rng.uniform_of(draw), "right")`` through the bucket tables, one gather for all columns."""
-    idx = (draws >> _BUCKET_SHIFT).view(np.int64)
-    idx += np.arange(draws.shape[1], dtype=np.int64) << _BUCKET_BITS
-    v = tables.reshape(-1)[idx].reshape(-1)
-    edge = np.flatnonzero(v < 0)  # draws in a bucket that holds a cdf value: count exactly
+@functools.lru_cache(maxsize=8)
+def _groups(phi: float, m: int) -> tuple[_Group, ...]:
+    """Items 1..m in consecutive groups of at most ``_GROUP_OUTCOMES`` joint outcomes.
+
+    A draw ``d`` gives ``u = rng.uniform_of(d)`` and the outcome ``#{k : cdf[k] <= u}``
+    (``searchsorted(cdf, u, "right")``). Draws whose top 14 bits equal b have u in
+    [b, b + 1] * 2^-14 (the upper end by rounding), so the table holds the outcome at the
+    bucket's lower edge unless some cdf value lies in (lo, hi]; then it holds -1 (at most
+    outcomes - 1 of the 2^14 buckets) and those draws search exactly. The lookup is exact,
+    only faster. For m = 10 the groups are items 1-5, 6-8 and 9-10: three draws, not nine.
+    """
+    out, first = [], 0
+    while first < m:
+        last, size = first + 1, first + 1
+        while last < m and size * (last + 1) <= _GROUP_OUTCOMES:
+            last += 1
+            size *= last
+        out.append(_group(phi, first, last))
+        first = last
+    return tuple(out)
+
+
+def _outcomes(draws: np.ndarray, group: _Group) -> np.ndarray:
+    """The group's outcome for each 64-bit draw: ``searchsorted(cdf, uniform_of(draw))``."""
+    g = group.table[(draws >> _BUCKET_SHIFT).view(np.int64)]
+    edge = np.flatnonzero(g < 0)  # draws in a bucket that holds a cdf value: search exactly
     if len(edge):
-        col = edge % draws.shape[1]
-        u = rng_mod.uniform_of(draws.reshape(-1)[edge])
-        v[edge] = (cdfs[col] <= u[:, None]).sum(axis=1)
-    return v.reshape(draws.shape)
+        g[edge] = np.searchsorted(group.cdf, rng_mod.uniform_of(draws[edge]), side="right")
+    return g
+
+
+def _blocks(key: int, agents: np.ndarray, m: int, phi: float):
+    """Per block of agents: (start, pos) with pos[k, r] the place (0 = top) of reference
+    item k in agent ``agents[start + r]``'s ranking (repeated insertion, one draw per group:
+    draw index j of round 0 for group j)."""
+    groups = _groups(float(phi), m)
+    for s in range(0, len(agents), _BLOCK):
+        blk = agents[s:s + _BLOCK]
+        draws = np.ascontiguousarray(rng_mod.bits(key, blk, 0, len(groups)).T)
+        pos = np.empty((m, len(blk)), dtype=np.int16)
+        for j, grp in enumerate(groups):
+            g = _outcomes(draws[j], grp)
+            for t, i in enumerate(range(grp.first + 1, grp.last + 1)):
+                at = grp.at[t][g]
+                if grp.first:
+                    head = pos[: i - 1]
+                    head += head >= at
+                pos[i - 1] = at
+        yield s, pos
 
 
 def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     """Rankings (best first) of the given agents, shape ``(len(agents), m)``, dtype int16.
 
     Item i of the reference is inserted ``v_i`` places above the bottom of the i - 1 items
-    already placed, ``v_i = #{k : cdf_i[k] <= u_i}`` for the agent's own uniform ``u_i``
-    (draw index i - 1 of round 0).
+    already placed, P(v_i = v) ∝ phi^v; the counts of a group of consecutive items come from
+    one of the agent's uniforms (``_groups``).
     """
     agents = np.asarray(agents, dtype=np.int64)
     n = len(agents)
     ref = reference_ranking(key, m).astype(np.int16)
-    cdfs, tables = _column_tables(float(phi), m)
-    small = np.int16 if m < 2**15 else np.int64
     ranking = np.empty((n, m), dtype=np.int16)
     base = (np.arange(min(n, _BLOCK), dtype=np.intp) * m)[:, None]  # row offsets, flat index
     items = np.tile(ref, min(n, _BLOCK))
-    for s in range(0, n, _BLOCK):
-        blk = agents[s:s + _BLOCK]
-        b = len(blk)
-        # column c: the draw of item c + 2 (draw index c + 1)
-        v = np.ascontiguousarray(_counts(rng_mod.bits(key, blk, 0, m - 1, offset=1), cdfs,
-                                         tables).T)
-        # pos[k] = position (0 = top) of reference item k among those inserted so far
-        pos = np.empty((m, b), dtype=small)
-        pos[0] = 0
-        for i in range(2, m + 1):
-            p = (i - 1) - np.minimum(v[i - 2], i - 1)  # insertion position from the top
-            head = pos[: i - 1]
-            head += head >= p
-            pos[i - 1] = p
+    for s, pos in _blocks(key, agents, m, phi):
+        b = pos.shape[1]
         flat = pos.T + base[:b]  # ranking[r, pos[k, r]] = ref[k]
         ranking[s:s + b].reshape(-1)[flat.reshape(-1)] = items[: b * m]
     return ranking
+
+
+def sample_positions(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+    """The same agents' rankings as positions: ``out[r, item]`` = place of item (0 = best),
+    the inverse permutation of ``sample``'s rows (cheaper: no scatter)."""
+    agents = np.asarray(agents, dtype=np.int64)
+    by_ref = np.argsort(reference_ranking(key, m))  # by_ref[item] = its index in the reference
+    out = np.empty((len(agents), m), dtype=np.int16)
+    for s, pos in _blocks(key, agents, m, phi):
+        out[s:s + pos.shape[1]] = pos[by_ref].T
+    return out
