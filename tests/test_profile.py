@@ -6,7 +6,8 @@ Hand-made example (m = 3, items best first)::
     agent 1: 2 > 0 > 1
     agent 2: 1 > 0 > 2
 
-C[a, b] (agents ranking a above b) = [[0, 2, 2], [1, 0, 2], [1, 1, 0]].
+C[a, b] (agents ranking a above b) = [[0, 2, 2], [1, 0, 2], [1, 1, 0]]. The functions that
+read agents' rows take them as positions (``POSITIONS``, the inverse permutations).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from protocols.rank import profile
 
 RANKINGS = np.array([[0, 1, 2], [2, 0, 1], [1, 0, 2]], dtype=np.int16)
+POSITIONS = np.array([[0, 1, 2], [1, 2, 0], [1, 0, 2]], dtype=np.int16)
 COUNTS = np.array([[0, 2, 2], [1, 0, 2], [1, 1, 0]], dtype=np.int64)
 
 
@@ -50,33 +52,22 @@ def test_pairs_order_and_read_only():
 
 
 def test_positions_are_inverse_permutations():
-    pos = profile.positions(RANKINGS)
-    assert pos.tolist() == [[0, 1, 2], [1, 2, 0], [1, 0, 2]]
+    assert profile.positions(RANKINGS).tolist() == POSITIONS.tolist()
+    assert profile.rankings(POSITIONS).tolist() == RANKINGS.tolist()
+    r = _random_rankings(200, 9, seed=5)
+    assert np.array_equal(profile.positions(r), np.argsort(r, axis=1))
+    assert np.array_equal(profile.rankings(profile.positions(r)), r)
 
 
 def test_answers_hand_example():
     # pair indices for m=3: 0=(0,1), 1=(0,2), 2=(1,2)
     q = np.array([[0, 1, 2], [2, 1, 0], [1, 1, 1]])
-    assert profile.answers(RANKINGS, q).tolist() == [[1, 1, 1], [0, 0, 1], [1, 1, 1]]
-    assert profile.answers(RANKINGS, q).dtype == np.int64
-
-
-def test_answers_few_and_many_pairs_agree():
-    # up to 4 pairs per agent are answered by comparison, more through positions()
-    rng = np.random.default_rng(3)
-    r = np.array([rng.permutation(7) for _ in range(300)], dtype=np.int16)
-    q = rng.integers(0, 21, size=(300, 8))
-    many = profile.answers(r, q)
-    few = np.hstack([profile.answers(r, q[:, :4]), profile.answers(r, q[:, 4:])])
-    assert np.array_equal(many, few)
-    pos = np.argsort(r, axis=1)
-    j, l = profile.pairs(7)
-    rows = np.arange(300)[:, None]
-    assert np.array_equal(many, (pos[rows, j[q]] < pos[rows, l[q]]).astype(np.int64))
+    assert profile.answers(POSITIONS, q).tolist() == [[1, 1, 1], [0, 0, 1], [1, 1, 1]]
+    assert profile.answers(POSITIONS, q).dtype == np.int64
 
 
 def test_count_matrix_hand_example():
-    assert profile.count_matrix(RANKINGS).tolist() == COUNTS.tolist()
+    assert profile.count_matrix(POSITIONS).tolist() == COUNTS.tolist()
     assert profile.cmp_from_counts(COUNTS).tolist() == [[0, 1, 1], [-1, 0, 1], [-1, -1, 0]]
 
 
@@ -112,7 +103,7 @@ def test_kendall_tau_hand_example():
 
 def test_count_matrix_matches_brute_force_and_sums_to_n():
     r = _random_rankings(300, 7, seed=1)
-    c = profile.count_matrix(r)
+    c = profile.count_matrix(profile.positions(r))
     assert np.array_equal(c, _brute_count_matrix(r))
     assert np.array_equal(c + c.T, 300 * (1 - np.eye(7, dtype=np.int64)))
 
@@ -122,7 +113,8 @@ def test_answers_to_all_pairs_sum_to_counts():
     r = _random_rankings(n, m, seed=2)
     allp = np.tile(np.arange(m * (m - 1) // 2), (n, 1))
     j, l = profile.pairs(m)
-    assert np.array_equal(profile.answers(r, allp).sum(axis=0), profile.count_matrix(r)[j, l])
+    pos = profile.positions(r)
+    assert np.array_equal(profile.answers(pos, allp).sum(axis=0), profile.count_matrix(pos)[j, l])
 
 
 def test_answers_with_random_queries_match_brute_force():
@@ -130,7 +122,7 @@ def test_answers_with_random_queries_match_brute_force():
     r = _random_rankings(n, m, seed=3)
     q = np.random.default_rng(4).integers(0, m * (m - 1) // 2, size=(n, 4))
     j, l = profile.pairs(m)
-    got = profile.answers(r, q)
+    got = profile.answers(profile.positions(r), q)
     for i in range(n):
         row = r[i].tolist()
         expected = [int(row.index(j[p]) < row.index(l[p])) for p in q[i]]
@@ -140,7 +132,7 @@ def test_answers_with_random_queries_match_brute_force():
 @pytest.mark.parametrize("m", [2, 4, 8])
 def test_kendall_tau_is_mean_normalised_kendall_distance(m):
     r = _random_rankings(150, m, seed=m)
-    c = profile.count_matrix(r)
+    c = profile.count_matrix(profile.positions(r))
     gen = np.random.default_rng(100 + m)
     for _ in range(5):
         out = gen.permutation(m)

@@ -56,6 +56,16 @@ def _real_file(*parts: str) -> str:
     return str(p)
 
 
+def _brute_counts(rankings: list[list[int]], m: int) -> np.ndarray:
+    """C[a, b]: how many best-first lists put a before b."""
+    c = np.zeros((m, m), dtype=np.int64)
+    for r in rankings:
+        for i, a in enumerate(r):
+            for b in r[i + 1:]:
+                c[a, b] += 1
+    return c
+
+
 def _check_full_rankings(table: np.ndarray, n: int, m: int) -> None:
     assert table.shape == (n, m)
     assert np.array_equal(np.sort(table, axis=1), np.tile(np.arange(m), (n, 1)))
@@ -132,24 +142,25 @@ def test_preflib_kind(tmp_path):
     data = DATA_KINDS["preflib"].build({"path": _write(tmp_path, "t.soc", SOC)}, key=0)
     assert (data.n, data.m) == (4, 3)
     assert data.public == {"m": 3, "data_type": "ranking"}
-    assert data.rows(0, 4).tolist() == SOC_ROWS
-    assert data.rows(1, 3).tolist() == SOC_ROWS[1:3]
+    # rows are positions: the inverse of the file's best-first lists
+    assert data.rows(0, 4).tolist() == profile.positions(np.array(SOC_ROWS)).tolist()
+    assert profile.rankings(data.rows(1, 3)).tolist() == SOC_ROWS[1:3]
     truth = data.truth()
     assert truth["n"] == 4
-    assert truth["counts"].tolist() == profile.count_matrix(np.array(SOC_ROWS)).tolist()
+    assert truth["counts"].tolist() == _brute_counts(SOC_ROWS, 3).tolist()
 
 
 def test_sushi_kind_reads_order_and_soc(tmp_path):
     order = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.order", ORDER)}, key=0)
-    assert order.rows(0, order.n).tolist() == ORDER_ROWS
+    assert profile.rankings(order.rows(0, order.n)).tolist() == ORDER_ROWS
     soc = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.soc", SOC)}, key=0)
-    assert soc.rows(0, soc.n).tolist() == SOC_ROWS
+    assert profile.rankings(soc.rows(0, soc.n)).tolist() == SOC_ROWS
 
 
 def test_n_keeps_first_agents(tmp_path):
     path = _write(tmp_path, "t.soc", SOC)
     data = DATA_KINDS["preflib"].build({"path": path, "n": 3}, key=0)
-    assert data.n == 3 and data.rows(0, 3).tolist() == SOC_ROWS[:3]
+    assert data.n == 3 and profile.rankings(data.rows(0, 3)).tolist() == SOC_ROWS[:3]
     assert data.truth()["counts"].sum() == 3 * 3
     with pytest.raises(ParamError, match="the file has 4 agents"):
         DATA_KINDS["preflib"].build({"path": path, "n": 5}, key=0)
@@ -193,7 +204,7 @@ def test_mallows_kind_bad_args(args, name):
 def test_mallows_kind_rows_and_truth():
     data = DATA_KINDS["mallows"].build({"n": 700, "m": 5, "theta": 0.4}, key=123)
     rows = data.rows(0, 700)
-    assert np.array_equal(rows, mallows.sample(123, np.arange(700), 5, 0.6))
+    assert np.array_equal(profile.rankings(rows), mallows.sample(123, np.arange(700), 5, 0.6))
     assert np.array_equal(np.vstack([data.rows(0, 250), data.rows(250, 700)]), rows)
     truth = data.truth()
     assert np.array_equal(truth["counts"], profile.count_matrix(rows))
@@ -212,7 +223,7 @@ def test_real_sushi_order():
     c = data.truth()["counts"]
     assert np.array_equal(c + c.T, 5000 * (1 - np.eye(10, dtype=np.int64)))
     # first agent of the file: "0 10 5 0 3 4 6 9 8 1 7 2"
-    assert data.rows(0, 1).tolist() == [[5, 0, 3, 4, 6, 9, 8, 1, 7, 2]]
+    assert profile.rankings(data.rows(0, 1)).tolist() == [[5, 0, 3, 4, 6, 9, 8, 1, 7, 2]]
 
 
 def test_real_turkdots_soc():
@@ -221,5 +232,5 @@ def test_real_turkdots_soc():
     assert (data.n, data.m) == (795, 4)
     _check_full_rankings(data.rows(0, data.n), 795, 4)
     # the first line of the file is "74: 1,2,3,4"
-    assert np.array_equal(data.rows(0, 74), np.tile(np.arange(4), (74, 1)))
+    assert np.array_equal(data.rows(0, 74), np.tile(np.arange(4), (74, 1)))  # identity
     assert data.rows(74, 75).tolist() != [[0, 1, 2, 3]]

@@ -1,4 +1,9 @@
-"""Ranking data: the Mallows generator and loaders for SUSHI ``.order`` and PrefLib ``.soc``."""
+"""Ranking data: the Mallows generator and loaders for SUSHI ``.order`` and PrefLib ``.soc``.
+
+Each agent's private row holds its ranking as *positions*: ``row[item]`` is the item's place,
+0 = best (the inverse of the best-first list; ``profile.rankings`` converts). That is the form
+every use needs: a pairwise answer is two lookups, the count matrix one comparison per pair.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from protocols.rank import mallows, profile
 
 @dataclass
 class RankingData(Dataset):
-    """Full rankings of ``m`` items, one per agent (best first). Truth: the count matrix C."""
+    """Full rankings of ``m`` items, one per agent, as positions. Truth: the count matrix C."""
 
     m: int = 0
 
@@ -33,7 +38,7 @@ class MallowsData(RankingData):
     key: int = 0
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        return mallows.sample(self.key, np.arange(start, stop), self.m, self.phi)
+        return mallows.sample_positions(self.key, np.arange(start, stop), self.m, self.phi)
 
     def truth(self) -> dict:
         t = super().truth()
@@ -43,7 +48,7 @@ class MallowsData(RankingData):
 
 @dataclass
 class FileRankings(RankingData):
-    """Rankings read from a file; a pool keeps only its own rows."""
+    """Rankings read from a file; a pool keeps only its own rows. ``table`` holds positions."""
 
     table: np.ndarray | None = None
 
@@ -117,7 +122,7 @@ def _from_table(kind: str, table: np.ndarray, n: int | None) -> FileRankings:
             raise ParamError(f"[data] n: the file has {len(table)} agents, asked for {n}")
         table = table[:n]
     m = table.shape[1]
-    return FileRankings(kind=kind, n=len(table), m=m, table=table,
+    return FileRankings(kind=kind, n=len(table), m=m, table=profile.positions(table),
                         public={"m": m, "data_type": "ranking"})
 
 

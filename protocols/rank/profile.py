@@ -1,6 +1,9 @@
 """Pairwise comparison profiles and the utility metrics of seed 000 (Eq. 4, §6.1.3).
 
-Items are 0..m-1; a ranking lists items best first. Pairs (j, l) with j < l are numbered in
+Items are 0..m-1; a ranking lists items best first, and its *positions* are the inverse
+permutation, ``pos[item]`` = the item's place (0 = best). An agent's private row in the rank
+aggregation data sets is its positions: answering "do you prefer a_j to a_l?" is then two
+lookups, and the count matrix a comparison per pair. Pairs (j, l) with j < l are numbered in
 ``np.triu_indices(m, 1)`` order: pair p asks "do you prefer a_j to a_l?".
 """
 
@@ -21,7 +24,11 @@ def pairs(m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def positions(rankings: np.ndarray) -> np.ndarray:
-    """Inverse permutations: ``positions[i, item]`` = place of item in agent i's ranking (0=top)."""
+    """Inverse permutations: ``positions[i, item]`` = place of item in agent i's ranking (0=top).
+
+    A permutation's inverse is an involution, so this also turns positions back into rankings
+    (``rankings``).
+    """
     rankings = np.asarray(rankings)
     n, m = rankings.shape
     pos = np.empty((n, m), dtype=np.int16)
@@ -30,34 +37,30 @@ def positions(rankings: np.ndarray) -> np.ndarray:
     return pos
 
 
-def answers(rankings: np.ndarray, pair_idx: np.ndarray) -> np.ndarray:
+def rankings(pos: np.ndarray) -> np.ndarray:
+    """Best-first rankings from positions (the inverse of ``positions``, the same operation)."""
+    return positions(pos)
+
+
+def answers(pos: np.ndarray, pair_idx: np.ndarray) -> np.ndarray:
     """True answers o (1 if the agent prefers a_j to a_l) to each agent's queried pairs.
 
-    ``pair_idx`` has one row per agent (K pair indices each); the result has the same shape.
-    For a few pairs per agent, each pair's two items are found by comparison (cheaper than
-    inverting every ranking); otherwise through the inverse permutations.
+    ``pos`` holds one row of positions per agent; ``pair_idx`` one row of pair indices per
+    agent (K each). The result has ``pair_idx``'s shape, dtype int64: ``pos[j] < pos[l]``.
     """
-    rankings = np.asarray(rankings)
+    pos = np.asarray(pos)
     pair_idx = np.asarray(pair_idx)
-    m = rankings.shape[1]
+    n, m = pos.shape
     j, l = pairs(m)
-    if pair_idx.shape[1] <= 4:
-        out = np.empty(pair_idx.shape, dtype=np.int64)
-        for k in range(pair_idx.shape[1]):
-            jk = j[pair_idx[:, k]].astype(rankings.dtype)[:, None]
-            lk = l[pair_idx[:, k]].astype(rankings.dtype)[:, None]
-            out[:, k] = (rankings == jk).argmax(axis=1) < (rankings == lk).argmax(axis=1)
-        return out
-    pos = positions(rankings)
-    rows = np.arange(len(pos))[:, None]
-    return (pos[rows, j[pair_idx]] < pos[rows, l[pair_idx]]).astype(np.int64)
+    flat = pos.reshape(-1)
+    base = (np.arange(n, dtype=np.intp) * m)[:, None]
+    return (flat[base + j[pair_idx]] < flat[base + l[pair_idx]]).astype(np.int64)
 
 
-def count_matrix(rankings: np.ndarray) -> np.ndarray:
-    """C[a, b] = number of agents ranking a above b (int64, m x m)."""
-    rankings = np.asarray(rankings)
-    m = rankings.shape[1]
-    pos = positions(rankings).astype(np.int64)
+def count_matrix(pos: np.ndarray) -> np.ndarray:
+    """C[a, b] = number of agents ranking a above b (int64, m x m), from positions rows."""
+    pos = np.asarray(pos)
+    m = pos.shape[1]
     c = np.zeros((m, m), dtype=np.int64)
     for a in range(m):
         c[a] = (pos[:, a : a + 1] < pos).sum(axis=0)

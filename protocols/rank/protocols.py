@@ -221,9 +221,11 @@ class _RankProtocol(Protocol):
 
     # -- what the privacy audit needs ----------------------------------------------------------
     def audit_spec(self, params, public):
-        """Candidate rankings of one agent: all m! when m <= 6 (uniform prior), else the
-        identity and its reverse. The audited pair is a ranking and its reverse: they disagree
-        on every pair, so whichever pairs are queried, every answer differs."""
+        """Candidate rankings of one agent (as positions rows, like the data): all m! when
+        m <= 6 (uniform prior), else the identity and its reverse. The audited pair is a
+        ranking and its reverse: they disagree on every pair, so whichever pairs are queried,
+        every answer differs. (The set of all permutations, the identity and the reverse are
+        each their own inverses, so the candidates read the same as rankings.)"""
         m = int(public["m"])
         if m <= 6:
             values = np.array(list(itertools.permutations(range(m))), dtype=np.int16)
@@ -248,7 +250,7 @@ class _RankProtocol(Protocol):
         return np.array([np.nan if v is None else v for v in output["cmp_hat"]], dtype=float)
 
     def true_aggregate(self, rows, params, public):
-        """C_jl - C_lj per pair, summed over the given agents' rankings."""
+        """C_jl - C_lj per pair, summed over the given agents' rankings (positions rows)."""
         m = rows.shape[1]
         ans = profile.answers(rows, self._all_pairs(m, len(rows)))
         return (2.0 * ans - 1.0).sum(axis=0) * self._aggregate_scale(params, public)
