@@ -128,6 +128,15 @@ class ReportSchema:
         arr[~ok] = 0
         return ok, arr
 
+    def all_inside(self, values: np.ndarray) -> bool:
+        """Whether every value of ``values`` is finite and in [low, high] (one check for a
+        whole batch; ``inside`` says which rows fail)."""
+        if not values.size:
+            return True
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            return False
+        return bool(values.min() >= self.low and values.max() <= self.high)
+
     def inside(self, values: np.ndarray) -> np.ndarray:
         """Per row of numeric ``values``: every value finite and in [low, high]."""
         with np.errstate(invalid="ignore"):

@@ -128,6 +128,8 @@ def distinct_indices(u: np.ndarray, population: int) -> np.ndarray:
     n, k = u.shape
     if k > population:
         raise ValueError(f"cannot draw {k} distinct indices from {population}")
+    if k == 1:  # the common K = 1: the same values without the duplicate check
+        return np.minimum((u * population).astype(np.int64), population - 1)
     out = np.empty((n, k), dtype=np.int64)
     for idx, j in enumerate(range(population - k, population)):
         t = np.minimum(np.floor(u[:, idx] * (j + 1)).astype(np.int64), j)

@@ -275,25 +275,27 @@ class CuratorSession:
         if sent is None:
             return False
         schema = rnd.plan.schema
-        # the frame may answer a prefix of the batch (a pool splits large replies)
         all_sizes = wire.batch_sizes(self.run, rnd.number, sent, schema.length, schema.dtype)
-        ends = np.cumsum(all_sizes)
-        j = int(np.searchsorted(ends, len(frame))) + 1
-        if j > len(sent) or ends[j - 1] != len(frame):
-            return False
+        if len(frame) == int(all_sizes.sum()):  # the whole batch, the common case
+            j = len(sent)
+        else:  # the frame may answer a prefix of the batch (a pool splits large replies)
+            ends = np.cumsum(all_sizes)
+            j = int(np.searchsorted(ends, len(frame))) + 1
+            if j > len(sent) or ends[j - 1] != len(frame):
+                return False
         ids = sent[:j]
         values = wire.match_batch(frame, wire.REPORT, self.run, rnd.number, ids, schema.length,
                                   schema.dtype)
         if values is None:
             return False
-        ok = schema.inside(values)
         sizes = all_sizes[:j]
-        if not ok.all() or sizes.max() > self.limits.max_envelope_bytes:
+        if not schema.all_inside(values) or sizes.max() > self.limits.max_envelope_bytes:
             return False
         del rnd.pending[(peer, first[2])]
         if j < len(sent):
             rnd.pending[(peer, int(sent[j]))] = sent[j:]
-        yield from self._on_reports(peer, ids, None, sizes, (ok, values), sent_batch=True)
+        yield from self._on_reports(peer, ids, None, sizes,
+                                    (np.ones(len(ids), dtype=bool), values), sent_batch=True)
         return True
 
     def _fast_reports(self, peer: bytes, frame: bytes, rnd: _Round):
@@ -433,6 +435,9 @@ class CuratorSession:
             return
         ids = np.asarray(agents, dtype=np.int64)
         sz = np.asarray(sizes, dtype=np.int64)
+        if sent_batch and rnd.plan.report_high is None and self._store_range(rnd, ids, sz,
+                                                                              validated[1]):
+            return
         if sent_batch:  # a prefix of a batch sent to this pool: hosted, asked, sorted, unique
             span = _span(ids)
             inside = asked = np.ones(len(ids), dtype=bool)
@@ -506,6 +511,29 @@ class CuratorSession:
             self.msgs_up += len(gi)
             rnd.bytes_up += int(gsz.sum())
             self._touch()
+
+    def _store_range(self, rnd: _Round, ids: np.ndarray, sz: np.ndarray,
+                     values: np.ndarray) -> bool:
+        """The common case of ``_on_reports``, in a few slice operations: valid reports for a
+        range of consecutive agents of a batch this pool was sent, none reported before.
+        Returns False, having done nothing, for anything else (the general path decides)."""
+        span = _span(ids)
+        if not isinstance(span, slice):
+            return False
+        reported = rnd.reported[span]
+        if reported.any() or rnd.invalid_mask[span].any():
+            return False
+        reported[...] = True
+        r0 = int(np.searchsorted(rnd.plan.agents, ids[0]))
+        if rnd.values is None:
+            rnd.values = np.empty((rnd.expected, values.shape[1]), dtype=values.dtype)
+        rnd.values[r0:r0 + len(ids)] = values
+        rnd.got += len(ids)
+        self.up[span] += sz  # each agent at most once
+        self.msgs_up += len(ids)
+        rnd.bytes_up += int(sz.sum())
+        self._touch()
+        return True
 
     # -- rounds -----------------------------------------------------------------------------
     def _start(self) -> Out:
@@ -834,6 +862,9 @@ class PoolSession:
                 data = np.array(data, copy=True)
                 data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
                     data.dtype)
+            data = np.asarray(data)
+            if data.flags.writeable:  # randomizers get views of it: none may write into it
+                data.setflags(write=False)
             self.data = data
         return self.data
 
@@ -862,7 +893,7 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
-        rows = self.private_rows()[ids - self.start]
+        rows = self.private_rows()[_span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
         key = self.keys.agents

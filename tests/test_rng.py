@@ -279,6 +279,15 @@ def test_distinct_indices_edge_uniforms():
     assert all(len(set(r)) == 3 and max(r) < 5 for r in idx.tolist())
 
 
+def test_distinct_indices_one_per_row_is_floor_of_u_times_population():
+    u = np.vstack([rng.uniform(KEY, np.arange(2000), 4, 1), [[1.0 - 2.0**-53], [2.0**-54]]])
+    for population in (1, 2, 45, 1000):
+        idx = rng.distinct_indices(u, population)
+        assert idx.dtype == np.int64 and idx.shape == (len(u), 1)
+        want = [min(math.floor(x * population), population - 1) for x in u[:, 0].tolist()]
+        assert idx[:, 0].tolist() == want
+
+
 def test_distinct_indices_too_many_raises():
     with pytest.raises(ValueError):
         rng.distinct_indices(np.full((2, 4), 0.5), 3)

@@ -1,14 +1,19 @@
-"""Scheduling inside the sessions: when a pool generates its data, in which order queries go out.
+"""Inside the sessions: when a pool generates its data, in which order queries go out, and the
+whole-batch checks of the curator's fast path.
 
-Neither changes a result (the backend-equality tests pin that); they decide whether the curator
-and the pools can work at the same time.
+None of these changes a result (the backend-equality tests pin that); the first two decide
+whether the curator and the pools can work at the same time.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 from protocols import get_data_kind
+from protocols.base import ReportSchema
 from simulator import wire
 from simulator.seeding import run_keys
 from simulator.session import CuratorSession, Limits, PoolSession
@@ -63,3 +68,18 @@ def test_query_batches_go_to_the_pools_in_turn():
     order = [(peer, wire.first_agent(f, wire.QUERY)[2]) for peer, f in frames]
     assert order == [(b"p0", 0), (b"p1", 2500), (b"p0", 1000), (b"p1", 3500), (b"p0", 2000),
                      (b"p1", 4500)]
+
+
+@pytest.mark.parametrize("schema", [ReportSchema("int", 2, 0, 1), ReportSchema("float", 1),
+                                    ReportSchema("float", 3, -1.5, 2.0)])
+def test_all_inside_is_inside_for_every_row(schema):
+    gen = np.random.default_rng(1)
+    cases = [np.zeros((0, schema.length))]
+    for bad in (None, -2.0, 3.0, math.inf, -math.inf, math.nan):
+        v = gen.integers(0, 2, size=(50, schema.length)).astype(float)
+        if bad is not None:
+            v[17, schema.length - 1] = bad
+        cases.append(v.astype(np.int64) if schema.dtype == "int" and math.isfinite(
+            bad if bad is not None else 0) else v)
+    for v in cases:
+        assert schema.all_inside(v) == bool(schema.inside(v).all())
