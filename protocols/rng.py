@@ -75,11 +75,31 @@ def agent_keys(key: int, agents: np.ndarray) -> np.ndarray:
     return mix(np.uint64(key) + a * _GOLDEN)
 
 
+def _draw_chunks(key: int, agents: np.ndarray, rnd: int, n: int, offset: int):
+    """The draws of ``bits`` a cache-sized block of agents at a time: yields (first row,
+    block of raw draws). The block's buffer is reused, so each must be consumed at once."""
+    agents = np.atleast_1d(np.asarray(agents))
+    ctr = mix((np.uint64(rnd) << _S32) + np.arange(offset, offset + n, dtype=np.uint64) + _C)
+    rows = max(64, _CHUNK // max(n, 1))  # at least 64 agents per pass: few Python steps
+    ak = np.empty(min(rows, len(agents)), dtype=np.uint64)
+    buf = np.empty((len(ak), n), dtype=np.uint64)
+    for s in range(0, len(agents), rows):
+        a = agents[s:s + rows]
+        k, b = ak[: len(a)], buf[: len(a)]
+        k[...] = a  # the agent's key: mix(key + agent * GOLDEN), as agent_keys
+        k *= _GOLDEN
+        k += np.uint64(key)
+        _mix_inplace(k)
+        np.bitwise_xor(k[:, None], ctr[None, :], out=b)
+        yield s, _mix_inplace(b)
+
+
 def bits(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> np.ndarray:
     """Raw 64-bit draws, shape ``(len(agents), n)``, for draw indices ``offset .. offset+n-1``."""
-    ak = agent_keys(key, np.atleast_1d(agents))
-    ctr = (np.uint64(rnd) << _S32) + np.arange(offset, offset + n, dtype=np.uint64) + _C
-    return _mix_inplace(ak[:, None] ^ mix(ctr)[None, :])
+    out = np.empty((np.atleast_1d(agents).shape[0], n), dtype=np.uint64)
+    for s, b in _draw_chunks(key, agents, rnd, n, offset):
+        out[s:s + len(b)] = b
+    return out
 
 
 def uniform(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> np.ndarray:
@@ -87,12 +107,11 @@ def uniform(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> 
 
     ``u = ((b >> 11) + 0.5) * 2^-53`` from each 64-bit draw ``b``; for the top value
     2^53 - 1, "+ 0.5" rounds (half to even) to 2^53, i.e. u = 1.0, so u is clamped below 1.
+    Computed block by block in cache: no array of raw draws is ever made.
     """
-    b = bits(key, agents, rnd, n, offset)
-    out = np.empty(b.shape, dtype=np.float64)
-    fb, fo = b.reshape(-1), out.reshape(-1)
-    for s in range(0, fb.size, _CHUNK):  # in cache
-        _uniform_into(fb[s:s + _CHUNK], fo[s:s + _CHUNK])
+    out = np.empty((np.atleast_1d(agents).shape[0], n), dtype=np.float64)
+    for s, b in _draw_chunks(key, agents, rnd, n, offset):
+        _uniform_into(b, out[s:s + len(b)])
     return out
 
 
