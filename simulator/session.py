@@ -24,11 +24,11 @@ with an ERROR envelope (up to a cap per peer) and never reaches the estimator.
 
 from __future__ import annotations
 
-import itertools
 import os
 import resource
 import time
 import traceback
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +76,12 @@ def peak_rss_mb() -> float:
 
 # ----------------------------------------------------------------------------------- curator
 
+#: Query batches in flight per pool. A pool gets its next batch when a frame from it arrives, so
+#: the curator validates reports while the pools compute instead of encoding a whole round
+#: first, every pool keeps a few batches queued, and a round's frames never pile up in memory.
+#: A pool that falls silent stops only its own batches (its agents become dropouts).
+WINDOW = 8
+
 
 def _span(ids: np.ndarray) -> slice | np.ndarray:
     """Strictly increasing ids as a slice when they form one range (in-place slice updates
@@ -112,6 +118,10 @@ class _Round:
     got: int = 0
     values: np.ndarray | None = None  # reports by row of plan.agents (rows of reported agents)
     pending: dict[tuple[bytes, int], np.ndarray] = field(default_factory=dict)  # sent batches
+    agents: np.ndarray | None = None  # plan.agents as int64
+    queries: Any = None  # plan.queries as encode_batch or encode_many takes them
+    vector: bool = False  # whether encode_batch takes them
+    outbox: dict[bytes, deque] = field(default_factory=dict)  # per pool: unsent (row, end row)
     t_wall: float = 0.0
     t_cpu: float = 0.0
     bytes_down: int = 0
@@ -176,6 +186,7 @@ class CuratorSession:
         self.dropouts_reports = 0
         self.t0_wall = time.perf_counter()
         self.t0_cpu = time.process_time()
+        self.t_ready: float | None = None  # when every pool had said it is ready
         self._setup_frame = wire.encode(wire.BCAST, run, wire.SETUP_ROUND, wire.NO_AGENT,
                                         {"config": config})
 
@@ -216,6 +227,8 @@ class CuratorSession:
     def on_ready(self, peer: bytes) -> Out:
         """A pool said it is ready: send it this run's set-up (once)."""
         self.ready.add(peer)
+        if self.t_ready is None and len(self.ready) >= self.n_pools:
+            self.t_ready = time.perf_counter()
         if self.state == "registering" and peer not in self.setup_sent:
             self.setup_sent.add(peer)
             yield self._send(peer, self._setup_frame)
@@ -236,6 +249,7 @@ class CuratorSession:
         rno = rnd.number if rnd is not None else None
         if rnd is not None and ((yield from self._batch_reports(peer, frame, rnd))
                                 or (yield from self._fast_reports(peer, frame, rnd))):
+            yield from self._send_batch(rnd, peer)  # it answered: one more batch in flight
             yield from self._maybe_advance()
             return
         fast_agents: list[int] = []
@@ -257,6 +271,8 @@ class CuratorSession:
             yield from self._on_envelope(peer, obj, size)
         if fast_agents:
             yield from self._on_reports(peer, fast_agents, fast_payloads, fast_sizes)
+        if rnd is not None and rnd is self.round and peer in self.pools:
+            yield from self._send_batch(rnd, peer)
         yield from self._maybe_advance()
 
     def _batch_reports(self, peer: bytes, frame: bytes, rnd: _Round):
@@ -569,41 +585,47 @@ class CuratorSession:
                                         "queries": plan.queries, "broadcast": plan.broadcast,
                                         "report_agents": None, "reports": None})
         queries = plan.queries
-        vector = wire.batchable(queries)
-        if not vector and isinstance(queries, np.ndarray):
-            queries = queries.tolist()
+        rnd.agents, rnd.vector = agents, wire.batchable(queries)
+        rnd.queries = queries.tolist() if not rnd.vector and isinstance(queries, np.ndarray) \
+            else queries
         batch = max(1, int(self.config.get("batch", 4096)))
-        per_pool = []  # per pool: its batches, as (peer, first row, end row) of the plan
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
-            lo, hi = np.searchsorted(agents, [pool.start, pool.stop])
+            lo, hi = (int(x) for x in np.searchsorted(agents, [pool.start, pool.stop]))
             if lo == hi:
                 continue
             if plan.broadcast is not None:
                 bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
                 self.down[agents[lo:hi]] += len(bc)  # logical: once per receiving agent
-                rnd.bytes_down += len(bc) * int(hi - lo)
+                rnd.bytes_down += len(bc) * (hi - lo)
                 yield self._send(pool.peer, bc)
-            per_pool.append([(pool.peer, s, min(hi, s + batch)) for s in range(lo, hi, batch)])
-        # one batch per pool in turn, so that every pool starts working at once
-        for turn in itertools.zip_longest(*per_pool):
-            for peer, s, e in (x for x in turn if x is not None):
-                ids = agents[s:e]
-                if vector:
-                    frame, sz = wire.encode_batch(wire.QUERY, self.run, number, ids,
-                                                  None if queries is None else queries[s:e])
-                else:
-                    bufs, sizes = wire.encode_many(wire.QUERY, self.run, number, ids.tolist(),
-                                                   queries[s:e])
-                    frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
-                rnd.pending[(peer, int(ids[0]))] = ids
-                at = _span(ids)
-                self.down[at] += sz
-                self.msgs_down += len(ids)
-                rnd.bytes_down += int(sz.sum())
-                yield self._send(peer, frame)
+            rnd.outbox[pool.peer] = deque((s, min(hi, s + batch)) for s in range(lo, hi, batch))
+        for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
+            for peer in list(rnd.outbox):
+                yield from self._send_batch(rnd, peer)
         self._touch()
         if rnd.expected == 0:
             yield from self._end_round()
+
+    def _send_batch(self, rnd: _Round, peer: bytes) -> Out:
+        """Send ``peer`` its next query batch of this round, if any is left (see ``WINDOW``)."""
+        box = rnd.outbox.get(peer)
+        if not box:
+            return
+        s, e = box.popleft()
+        ids = rnd.agents[s:e]
+        queries = rnd.queries
+        if rnd.vector:
+            frame, sz = wire.encode_batch(wire.QUERY, self.run, rnd.number, ids,
+                                          None if queries is None else queries[s:e])
+        else:
+            bufs, sizes = wire.encode_many(wire.QUERY, self.run, rnd.number, ids.tolist(),
+                                           queries[s:e])
+            frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
+        rnd.pending[(peer, int(ids[0]))] = ids
+        self.down[_span(ids)] += sz
+        self.msgs_down += len(ids)
+        rnd.bytes_down += int(sz.sum())
+        yield self._send(peer, frame)
 
     def _maybe_advance(self) -> Out:
         if self.state == "rounds" and self.round is not None and \
@@ -707,6 +729,8 @@ class CuratorSession:
             },
             "timing": {
                 "wall_s": time.perf_counter() - self.t0_wall,
+                # until the last pool said it is ready (process start-up, connecting)
+                "pools_ready_s": (self.t_ready or self.t0_wall) - self.t0_wall,
                 "curator_cpu_s": time.process_time() - self.t0_cpu,
                 # every pool's CPU for this run: data generation, randomizers, codec, sockets
                 "pools_cpu_s": sum(s.get("pool_cpu_s", 0.0) for s in stats),

@@ -458,7 +458,7 @@ def parse_consecutive(frame: bytes, kind: int,
     # widths only change at 2^7, 2^8, 2^16, 2^32: count envelopes segment by segment
     n, left, a = 0, len(fb), a0
     while left > 0:
-        width = int(int_sizes(np.array([a]))[0])
+        width = len(_int_bytes(a))
         bound = next(b for b in (1 << 7, 1 << 8, 1 << 16, 1 << 32, 1 << 63) if a < b)
         size = head + width + body
         take = min(left // size, bound - a)

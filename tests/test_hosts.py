@@ -44,11 +44,13 @@ def test_hosts_backend_matches_inproc_over_several_runs():
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
     pools = [start_pool(port, f"{i}/2", "tk") for i in range(2)]
     try:
-        for protocol, seed in (("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
-                               ("ldp_kwiksort_lap", 3)):
+        for i, (protocol, seed) in enumerate((("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
+                                              ("ldp_kwiksort_lap", 3))):
             res = hosts.run(cfg(protocol, seed), "tk")
             assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS)["output"]
             assert res["pools_registered"] == 2 and res["dropouts"] == 0
+            if i:  # the pools stayed connected: ready as the run starts
+                assert res["timing"]["pools_ready_s"] < 0.05
     finally:
         hosts.close()
         codes = [p.wait(timeout=15) for p in pools]

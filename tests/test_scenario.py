@@ -697,7 +697,8 @@ RECORD_KEYS = {"scenario", "protocol", "params", "repeat", "seed", "backend", "p
                "n_agents", "output", "metrics", "comm", "timing", "rejected", "versions"}
 COMM_KEYS = {"bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_total",
              "messages_total", "rounds", "report_bits_per_agent"}
-TIMING_KEYS = {"wall_s", "curator_cpu_s", "pools_cpu_s", "agent_cpu_s_mean", "agent_time_mode"}
+TIMING_KEYS = {"wall_s", "pools_ready_s", "curator_cpu_s", "pools_cpu_s", "agent_cpu_s_mean",
+               "agent_time_mode"}
 
 
 def read_lines(out: Path) -> list[str]:
@@ -758,6 +759,7 @@ def test_cli_run_writes_records(tiny_run):
         assert RECORD_KEYS <= set(r), RECORD_KEYS - set(r)
         assert COMM_KEYS <= set(r["comm"]), COMM_KEYS - set(r["comm"])
         assert TIMING_KEYS <= set(r["timing"]), TIMING_KEYS - set(r["timing"])
+        assert 0 <= r["timing"]["pools_ready_s"] <= r["timing"]["wall_s"]
         spec = expected[r["key"]]
         assert (r["scenario"], r["protocol"], r["repeat"], r["seed"]) == (
             "tiny", spec.protocol, spec.repeat, spec.seed)

@@ -158,8 +158,9 @@ class _LDPCurator(_RankCurator):
             q = self.plan0.queries  # everyone answered
         else:
             q = self.plan0.queries[np.searchsorted(asked, agents)]
-        yes = self.classify(reports)
-        counts = np.bincount((2 * q + yes).ravel(), minlength=2 * self.n_pairs)
+        code = q.reshape(-1) * 2  # 2 * pair + answer, counted in one pass
+        code += self.classify(reports).reshape(-1)
+        counts = np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]
         self.ones += counts[1::2]
 
