@@ -112,8 +112,9 @@ def _groups(phi: float, m: int) -> tuple[_Group, ...]:
 
 
 def _outcomes(draws: np.ndarray, group: _Group) -> np.ndarray:
-    """The group's outcome for each 64-bit draw: ``searchsorted(cdf, uniform_of(draw))``."""
-    g = group.table[(draws >> _BUCKET_SHIFT).view(np.int64)]
+    """The group's outcome for each 64-bit draw: ``searchsorted(cdf, uniform_of(draw))``,
+    as intp (it indexes ``group.at`` once per item: a smaller index type converts each time)."""
+    g = group.table[(draws >> _BUCKET_SHIFT).view(np.int64)].astype(np.intp)
     edge = np.flatnonzero(g < 0)  # draws in a bucket that holds a cdf value: search exactly
     if len(edge):
         g[edge] = np.searchsorted(group.cdf, rng_mod.uniform_of(draws[edge]), side="right")
