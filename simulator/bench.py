@@ -5,7 +5,10 @@
   options, one process per pool), with no protocol logic: frames are pre-built bytes and pools
   answer each query frame with a pre-built report frame of the same agent count.
 * **full run**: LDP-KwikSort:RR (m = 10, K = 1) end to end on the processes backend (set-up,
-  registration, queries, local randomizers, validation, estimation, KwikSort), and on inproc.
+  data generation, registration, queries, local randomizers, validation, estimation, KwikSort,
+  the pools' closing statistics), and on inproc. Both it and the ceiling are timed from the
+  moment every pool is connected and has said it is ready; the notes give the run's whole
+  ``wall_s``, which also counts the pools' process start-up (``timing.pools_ready_s``).
 
 Speeds are agents per second over the run's wall time; every row is the best of three, and the
 ratio to the ceiling is measured in the same invocation, so machine noise affects both alike.
@@ -157,6 +160,11 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     return elapsed, cpu
 
 
+def _from_ready(result: dict[str, Any]) -> float:
+    """A run's wall time from when every pool was connected and ready (the ceiling's start)."""
+    return result["timing"]["wall_s"] - result["timing"]["pools_ready_s"]
+
+
 def _config(n: int, pools: int, batch: int) -> dict[str, Any]:
     return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
             "data": {"kind": "mallows", "n": n, "m": 10, "theta": 0.5}, "seed": 1,
@@ -226,8 +234,7 @@ def main(args: Any) -> int:
     for n in sizes:
         cfg = _config(n, pools, batch)
         # best of three for every row, full runs and ceilings alike
-        res = min((run_processes(cfg, limits) for _ in range(3)),
-                  key=lambda x: x["timing"]["wall_s"])
+        res = min((run_processes(cfg, limits) for _ in range(3)), key=_from_ready)
         q = round(res["comm"]["bytes_down_per_agent_mean"])
         r = round(res["comm"]["bytes_up_per_agent_mean"])
         raw, raw_cpu = min(transport_ceiling(n, pools, batch, q, r) for _ in range(3))
@@ -243,8 +250,10 @@ def main(args: Any) -> int:
                          "same, one msgpack call per envelope (the general codec)",
                          cpu=general_cpu))
         t = res["timing"]
-        mem = f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB"
-        rows.append(_row("full run, processes", n, t["wall_s"], ceiling, mem, raw,
+        mem = (f"from pools ready; whole wall_s {t['wall_s']:.2f} ({ceiling / t['wall_s']:.2f}"
+               f" of the ceiling) with {1e3 * t['pools_ready_s']:.0f} ms of pool start-up; "
+               f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
+        rows.append(_row("full run, processes", n, _from_ready(res), ceiling, mem, raw,
                          cpu=t["curator_cpu_s"] + t["pools_cpu_s"]))
         rounds = sum(x["wall_s"] for x in res["comm"]["per_round"])
         rows.append(_row("  rounds only", n, rounds, ceiling,
