@@ -83,3 +83,39 @@ def test_all_inside_is_inside_for_every_row(schema):
             bad if bad is not None else 0) else v)
     for v in cases:
         assert schema.all_inside(v) == bool(schema.inside(v).all())
+
+
+def _drive(cfg: dict, first_reply=None) -> dict:
+    """Run curator and pools by hand; ``first_reply(peer, frame)`` may replace the frames a
+    pool sends for its first query batch. Returns the curator's result."""
+    cur = CuratorSession(0, cfg, "t", LIMITS)
+    pools = {b"p%d" % i: PoolSession(i, 2, "t", LIMITS) for i in range(2)}
+    queue = [(True, peer, f) for peer, p in pools.items() for f in [p.hello()]]
+    hooked = False
+    while not cur.finished:
+        to_cur, peer, frame = queue.pop(0)
+        if to_cur:
+            queue += [(False, d, f) for d, f in cur.on_frame(peer, frame)]
+            continue
+        out = pools[peer].on_frame(frame)
+        if first_reply and not hooked and wire.first_agent(frame, wire.QUERY):
+            hooked, out = True, first_reply(peer, out)
+        queue += [(True, peer, f) for f in out]
+    return cur.result
+
+
+def test_a_batch_that_repeats_an_earlier_report_keeps_the_first_and_rejects_the_rest():
+    # agent 1's report arrives alone, then again inside its batch's canonical frame: the
+    # batch's slice fast path must step aside, and the general path accept the others once
+    cfg = config(n=3000, batch=500)
+
+    def early(peer, frames):
+        (frame,) = frames
+        _, (obj, _), *_ = wire.iter_frame(frame, 1 << 20)
+        return [wire.encode(*obj[1:5], obj[5]), frame]
+
+    clean = _drive(cfg)
+    res = _drive(cfg, early)
+    assert res["rejected"] == 1 and "duplicate report from agent 1" in str(res["rejections"])
+    assert res["output"] == clean["output"] and res["dropouts"] == 0
+    assert res["comm"]["per_round"][0]["reported"] == 3000
