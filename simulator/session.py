@@ -505,50 +505,44 @@ class CuratorSession:
             yield from self.reject(peer, why, env)
         if good.any():
             if span is not None and good.all():  # the common case: in-place slice updates
-                gi, at, vals, gsz = ids, span, values, sz
+                self._store(rnd, ids, span, values, sz)
             else:
                 gi = ids[good]
-                at, vals, gsz = gi, values[good], sz[good]
-            was = gi[rnd.invalid_mask[at]]
-            if len(was):
-                rnd.invalid_mask[was] = False
-                rnd.invalid -= len(was)
-            rnd.reported[at] = True
-            rnd.got += len(gi)
-            if rnd.values is None:
-                rnd.values = np.empty((rnd.expected, vals.shape[1]), dtype=vals.dtype)
-            plan_agents = rnd.plan.agents
-            if isinstance(at, slice):
-                r0 = int(np.searchsorted(plan_agents, gi[0]))
-                rnd.values[r0:r0 + len(gi)] = vals
-            else:
-                rnd.values[np.searchsorted(plan_agents, gi)] = vals
-            self.up[at] += gsz  # each agent at most once
-            self.msgs_up += len(gi)
-            rnd.bytes_up += int(gsz.sum())
-            self._touch()
+                self._store(rnd, gi, gi, values[good], sz[good])
 
-    def _store_range(self, rnd: _Round, ids: np.ndarray, sz: np.ndarray,
-                     values: np.ndarray) -> bool:
-        """The common case of ``_on_reports``, in a few slice operations: valid reports for a
-        range of consecutive agents of a batch this pool was sent, none reported before.
-        Returns False, having done nothing, for anything else (the general path decides)."""
-        span = _span(ids)
-        if not isinstance(span, slice):
-            return False
-        reported = rnd.reported[span]
-        if reported.any() or rnd.invalid_mask[span].any():
-            return False
-        reported[...] = True
-        r0 = int(np.searchsorted(rnd.plan.agents, ids[0]))
+    def _store(self, rnd: _Round, ids: np.ndarray, at: slice | np.ndarray, values: np.ndarray,
+               sz: np.ndarray) -> None:
+        """Record fresh, valid reports of ``ids`` (sorted; ``at`` is ids or the same as a slice):
+        they replace an earlier out-of-domain report, fill the plan rows, count the bytes."""
+        was = ids[rnd.invalid_mask[at]]
+        if len(was):
+            rnd.invalid_mask[was] = False
+            rnd.invalid -= len(was)
+        rnd.reported[at] = True
+        rnd.got += len(ids)
         if rnd.values is None:
             rnd.values = np.empty((rnd.expected, values.shape[1]), dtype=values.dtype)
-        rnd.values[r0:r0 + len(ids)] = values
-        rnd.got += len(ids)
-        self.up[span] += sz  # each agent at most once
+        plan_agents = rnd.plan.agents
+        if isinstance(at, slice):
+            r0 = int(np.searchsorted(plan_agents, ids[0]))
+            rnd.values[r0:r0 + len(ids)] = values
+        else:
+            rnd.values[np.searchsorted(plan_agents, ids)] = values
+        self.up[at] += sz  # each agent at most once
         self.msgs_up += len(ids)
         rnd.bytes_up += int(sz.sum())
         self._touch()
+
+    def _store_range(self, rnd: _Round, ids: np.ndarray, sz: np.ndarray,
+                     values: np.ndarray) -> bool:
+        """The common case of ``_on_reports`` without its per-row masks: valid reports for a
+        range of consecutive agents of a batch this pool was sent, none reported before.
+        Returns False, having done nothing, for anything else (the general path decides)."""
+        span = _span(ids)
+        if not isinstance(span, slice) or rnd.reported[span].any() \
+                or rnd.invalid_mask[span].any():
+            return False
+        self._store(rnd, ids, span, values, sz)
         return True
 
     # -- rounds -----------------------------------------------------------------------------
