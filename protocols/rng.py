@@ -71,8 +71,16 @@ def stream_key(seed: int, *labels: str | int) -> int:
 
 def agent_keys(key: int, agents: np.ndarray) -> np.ndarray:
     """Each agent's own 64-bit key (its coins): ``mix(key + agent * GOLDEN)``."""
-    a = np.asarray(agents, dtype=np.uint64)
-    return mix(np.uint64(key) + a * _GOLDEN)
+    agents = np.asarray(agents)
+    return _agent_keys_into(key, agents, np.empty(agents.shape, dtype=np.uint64))
+
+
+def _agent_keys_into(key: int, agents: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``agent_keys`` written into the uint64 array ``out`` (of ``agents``' shape)."""
+    out[...] = agents
+    out *= _GOLDEN
+    out += np.uint64(key)
+    return _mix_inplace(out)
 
 
 def _draw_chunks(key: int, agents: np.ndarray, rnd: int, n: int, offset: int):
@@ -85,11 +93,7 @@ def _draw_chunks(key: int, agents: np.ndarray, rnd: int, n: int, offset: int):
     buf = np.empty((len(ak), n), dtype=np.uint64)
     for s in range(0, len(agents), rows):
         a = agents[s:s + rows]
-        k, b = ak[: len(a)], buf[: len(a)]
-        k[...] = a  # the agent's key: mix(key + agent * GOLDEN), as agent_keys
-        k *= _GOLDEN
-        k += np.uint64(key)
-        _mix_inplace(k)
+        k, b = _agent_keys_into(key, a, ak[: len(a)]), buf[: len(a)]
         np.bitwise_xor(k[:, None], ctr[None, :], out=b)
         yield s, _mix_inplace(b)
 
@@ -147,13 +151,15 @@ def distinct_indices(u: np.ndarray, population: int) -> np.ndarray:
     n, k = u.shape
     if k > population:
         raise ValueError(f"cannot draw {k} distinct indices from {population}")
-    if k == 1:  # the common K = 1: the same values without the duplicate check
-        return np.minimum((u * population).astype(np.int64), population - 1)
     out = np.empty((n, k), dtype=np.int64)
     for idx, j in enumerate(range(population - k, population)):
-        t = np.minimum(np.floor(u[:, idx] * (j + 1)).astype(np.int64), j)
-        dup = (out[:, :idx] == t[:, None]).any(axis=1) if idx else np.zeros(n, dtype=bool)
-        out[:, idx] = np.where(dup, j, t)
+        # floor(u * (j + 1)) by truncation (u > 0), clamped for u rounding up to j + 1
+        t = np.minimum((u[:, idx] * (j + 1)).astype(np.int64), j)
+        if idx == 0:  # nothing drawn yet: no duplicate to replace
+            out[:, 0] = t
+        else:
+            dup = (out[:, :idx] == t[:, None]).any(axis=1)
+            out[:, idx] = np.where(dup, j, t)
     return out
 
 
