@@ -161,14 +161,22 @@ def cmd_agents(args: argparse.Namespace) -> int:
         _err("error: --curve-key and --curve-server go together (this pool's .key_secret and "
              "the curator's server.key)")
         return 2
+    if not args.token:
+        _err("error: --token is required: it authenticates this pool to the curator and is the "
+             "secret its agents' data and coins derive from (give the curator's scenario the "
+             "same runtime.token)")
+        return 2
     curve = (args.curve_key, args.curve_server) if args.curve_key else None
     limits = Limits(timeout_s=args.timeout)
     try:
-        return pool_loop(args.connect, i, p, args.token or "", limits,
-                         idle_timeout_s=args.idle_timeout, curve=curve)
+        return pool_loop(args.connect, i, p, args.token, limits,
+                         idle_timeout_s=args.idle_timeout, curve=curve, echo=_err)
     except CurveError as e:
         _err(f"error: {e}")
         return 2
+    except RunFailed as e:
+        _err(f"pool {i}/{p} failed: {e}")
+        return 1
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -225,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("agents", help="hosts backend: serve one agent pool")
     a.add_argument("--connect", required=True, help="curator endpoint, e.g. tcp://host:5555")
     a.add_argument("--pool", required=True, help="I/P: this is pool I of P")
-    a.add_argument("--token", help="the curator's shared secret")
+    a.add_argument("--token", help="the shared secret (required): answers the curator's "
+                                   "challenge and derives the agents' keys; never sent")
     a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
     a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
     a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")

@@ -11,20 +11,25 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from simulator.seeding import auth_key, curator_config, pool_keys
 from simulator.session import CuratorSession, Limits, PoolSession
 
 
 def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False,
-               override: dict[str, Any] | None = None) -> dict:
+               override: dict[str, Any] | None = None, secret: str | None = None) -> dict:
     """Run one configured run in this process; return the curator's result record.
 
+    ``config`` is the orchestrator's (with the seed); the curator session gets only
+    ``curator_config`` and the pools their keys, as on the process backends. ``secret`` is the
+    out-of-band secret of the hosts backend: the same seed and secret give the same output.
     ``override`` ({"agent": a, "row": values}) replaces agent a's private row in the pool that
     hosts it: the privacy audit's neighbouring data sets. It bypasses the curator entirely.
     """
-    token = "inproc"
+    token = secret or "inproc"
     n_pools = int(config["pools"])
-    cur = CuratorSession(0, config, token, limits, record_view)
-    pools = [PoolSession(i, n_pools, token, limits) for i in range(n_pools)]
+    cur = CuratorSession(0, curator_config(config, secret), auth_key(token), limits, record_view)
+    keys = pool_keys(config["seed"], secret)
+    pools = [PoolSession(i, n_pools, token, limits, keys) for i in range(n_pools)]
     for p in pools:
         p.can_die = False
         p.override = override

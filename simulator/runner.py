@@ -52,15 +52,16 @@ class TruthCache:
         self.size = size
         self._cache: dict[str, dict[str, Any]] = {}
 
-    def get(self, data: dict[str, Any], seed: int) -> dict[str, Any]:
-        sig = json.dumps([data, seed], sort_keys=True, default=str)
+    def get(self, data: dict[str, Any], seed: int, secret: str | None = None) -> dict[str, Any]:
+        sig = json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
         if sig in self._cache:
             self._cache[sig] = self._cache.pop(sig)  # most recently used last
         else:
             if len(self._cache) >= self.size:
                 self._cache.pop(next(iter(self._cache)))  # least recently used
             kind = get_data_kind(data["kind"])
-            ds = kind.build({k: v for k, v in data.items() if k != "kind"}, run_keys(seed).data)
+            ds = kind.build({k: v for k, v in data.items() if k != "kind"},
+                            run_keys(seed, secret).data)
             self._cache[sig] = ds.truth()
         return self._cache[sig]
 
@@ -73,18 +74,21 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
     limits = limits_of(spec.runtime)
     backend = spec.runtime["backend"]
     record_view = bool(spec.collusion.get("save_view")) and view_dir is not None
+    # the token is the hosts backend's out-of-band secret; with it every backend gives the
+    # same output for the same seed (``simulator.seeding``)
+    secret = spec.runtime["token"] or None
     t0 = time.perf_counter()
     if backend == "inproc":
-        res = run_inproc(config, limits, record_view)
+        res = run_inproc(config, limits, record_view, secret=secret)
     elif backend == "processes":
-        res = run_processes(config, limits, record_view)
+        res = run_processes(config, limits, record_view, secret=secret)
     else:
         if hosts is None:
             raise ValueError("the hosts backend needs a running HostsCurator")
         res = hosts.run(config, spec.runtime["token"], record_view)
     wall = time.perf_counter() - t0
     proto = get_protocol(spec.protocol)
-    metrics = proto.evaluate(res["output"], truth.get(spec.data, spec.seed))
+    metrics = proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret))
     claim = proto.claim(res["params"], res["public"])
     timing = dict(res["timing"])
     timing["run_wall_s"] = wall

@@ -24,11 +24,16 @@ with an ERROR envelope (up to a cap per peer) and never reaches the estimator.
 
 from __future__ import annotations
 
+import contextlib
+import hmac
+import logging
+import math
 import os
 import resource
+import secrets
 import time
 import traceback
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +44,31 @@ from protocols import get_data_kind, get_protocol
 from protocols import rng as rngm
 from simulator import wire
 from simulator.collusion import colluder_mask
-from simulator.seeding import run_keys
+from simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
+
+log = logging.getLogger("ldpsim.curator")
+
+#: Most agents a registration may claim (a pool claiming 10^12 must not make the curator
+#: allocate per-agent arrays for them).
+MAX_AGENTS = 10**8
+#: Invalid envelopes in one frame after which the rest of the frame is dropped unread (one
+#: more rejection): a frame of a million garbage objects costs what 64 do.
+MAX_REJECTS_PER_FRAME = 64
+#: Reports decoded before they are checked and stored, on the careful path (bounds the
+#: memory one large frame can take as Python objects).
+REPORT_CHUNK = 4096
+#: Frames up to this size may be decoded whole by the one-call fast path.
+FAST_DECODE_BYTES = 4 << 20
+#: Peers the curator remembers (said "ready", got ERROR replies, failed authentication):
+#: the oldest are forgotten first, so a flood of new identities cannot grow memory or push an
+#: honest pool out for good (an idle pool repeats its "ready" every 0.5 s).
+MAX_PEERS = 4096
+#: Failed registrations after which a peer identity is ignored for the rest of the run.
+MAX_AUTH_FAILURES = 3
+#: Characters of a rejection reason that are kept (reasons quote peers' input).
+MAX_REASON = 300
 
 
 class RunFailed(RuntimeError):
@@ -57,6 +84,7 @@ class Limits:
     timeout_s: float = 30.0  # inactivity timeout while waiting for registrations or reports
     done_timeout_s: float = 2.0  # how long to wait for pools' DONE stats
     max_error_replies: int = 100  # ERROR envelopes sent back per peer per run
+    max_rejections: int = 200  # rejection records kept per run (all are counted)
 
 
 def block_of(index: int, n_pools: int, n: int) -> tuple[int, int]:
@@ -91,11 +119,71 @@ def _span(ids: np.ndarray) -> slice | np.ndarray:
     return ids
 
 
-def _is_report(obj: Any, run: int, rno: int | None) -> bool:
-    """A well-formed REPORT envelope for this run and round (fields checked, payload not)."""
-    return (type(obj) is list and len(obj) == 6 and obj[0] == wire.VERSION
-            and obj[1] == wire.REPORT and obj[2] == run and type(obj[3]) is int
-            and obj[3] == rno and type(obj[4]) is int)
+def _is_report(obj: Any, run: int, rno: int | None, n: int) -> bool:
+    """A well-formed REPORT envelope for this run and round from an agent id in [0, n)
+    (fields checked, payload not). Types are checked before values: a peer's ndarray compared
+    with ``==`` is an array, not a bool."""
+    if type(obj) is not list or len(obj) != 6:
+        return False
+    v, k, r, rr, a = obj[0], obj[1], obj[2], obj[3], obj[4]
+    return (type(v) is int and v == wire.VERSION and type(k) is int and k == wire.REPORT
+            and type(r) is int and r == run and type(rr) is int and rr == rno
+            and type(a) is int and 0 <= a < n)
+
+
+@contextlib.contextmanager
+def _protocol_code(what: str):
+    """The protocol's own curator code failed: that ends the run (``RunFailed`` with the
+    traceback), unlike a peer's bad input, which is only ever a rejection."""
+    try:
+        yield
+    except RunFailed:
+        raise
+    except Exception:
+        raise RunFailed(f"the protocol's curator code failed in {what}:\n"
+                        + traceback.format_exc()) from None
+
+
+class _Bounded(OrderedDict):
+    """A dict that forgets its least recently set keys beyond ``limit`` entries."""
+
+    def __init__(self, limit: int = MAX_PEERS) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key, value) -> None:
+        if key in self:
+            self.move_to_end(key)
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+#: A pool's DONE statistics: name -> (allowed types, whether it must be >= 0). Checked like
+#: reports; anything else rejects the whole DONE (the pool's agents still count).
+STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls": (int, True),
+         "agent_cpu_s_max": ((int, float), True), "pool_cpu_s": ((int, float), True),
+         "peak_rss_mb": ((int, float), True), "refused": (int, True)}
+
+
+def check_stats(payload: Any) -> str | None:
+    """Why a pool's DONE statistics are unacceptable, or None if they are fine."""
+    if not isinstance(payload, dict):
+        return f"DONE statistics must be a map, got {type(payload).__name__}"
+    for name, value in payload.items():
+        if name == "agent_time_mode":
+            if value not in ("exact", "amortised"):
+                return f"DONE statistic agent_time_mode: got {wire.quote(value)}"
+            continue
+        spec = STATS.get(name)
+        if spec is None:
+            return f"unknown DONE statistic {wire.quote(name)}"
+        types, nonneg = spec
+        if type(value) is bool or not isinstance(value, types) or (
+                isinstance(value, float) and not math.isfinite(value)) or (
+                nonneg and value < 0) or abs(value) > 1e15:
+            return f"DONE statistic {name}: got {wire.quote(value)}"
+    return None
 
 
 @dataclass
@@ -138,27 +226,37 @@ class CuratorSession:
     run : int
         The run's number on this curator (the ``run`` field of every envelope).
     config : dict
-        Public run configuration, sent to the pools: protocol, params, data, seed, pools,
-        agent_mode, batch, collusion, faults.
-    token : str
-        Shared secret a pool must present to register (processes backend: random per run).
+        The curator's configuration (``seeding.curator_config``): the public part sent to the
+        pools (protocol, params, data, pools, agent_mode, batch, collusion, faults, run_id)
+        and ``keys``, the curator's own and the collusion stream keys. Never the run seed:
+        a config holding one is refused.
+    auth : bytes
+        ``seeding.auth_key(secret)``: checks the pools' answers to this run's challenge (a
+        fresh nonce in the set-up). The secret itself never reaches the curator.
     limits : Limits
     record_view : bool
         Keep the adversary view (everything the curator received, the disclosures, the output).
     """
 
-    def __init__(self, run: int, config: dict[str, Any], token: str, limits: Limits,
+    def __init__(self, run: int, config: dict[str, Any], auth: bytes, limits: Limits,
                  record_view: bool = False) -> None:
+        if "seed" in config or "keys" not in config:
+            raise ValueError("a curator gets seeding.curator_config(config), never the run seed")
         self.run = run
         self.config = config
-        self.token = token
+        self.auth = auth
         self.limits = limits
         self.protocol = get_protocol(config["protocol"])
-        self.keys = run_keys(config["seed"])
+        self.curator_key = int(config["keys"]["curator"])
+        self.collusion_key = int(config["keys"]["collusion"])
         self.n_pools = int(config["pools"])
         self.pools: dict[bytes, _Pool] = {}
-        self.ready: set[bytes] = set()
-        self.setup_sent: set[bytes] = set()
+        self.ready: _Bounded = _Bounded()  # peers that said they are ready (most recent last)
+        self.setup_sent: _Bounded = _Bounded()
+        self.replies: _Bounded = _Bounded()  # ERROR envelopes sent per peer
+        self.auth_failures: _Bounded = _Bounded()  # failed registrations per peer
+        self.auth_failed = 0
+        self.nonce = secrets.token_bytes(16)  # this run's registration challenge
         self.state = "registering"
         self.n: int | None = None
         self.public: dict[str, Any] | None = None
@@ -187,8 +285,10 @@ class CuratorSession:
         self.t0_wall = time.perf_counter()
         self.t0_cpu = time.process_time()
         self.t_ready: float | None = None  # when every pool had said it is ready
+        self.output: dict[str, Any] | None = None
+        public = {k: v for k, v in config.items() if k != "keys"}
         self._setup_frame = wire.encode(wire.BCAST, run, wire.SETUP_ROUND, wire.NO_AGENT,
-                                        {"config": config})
+                                        {"config": public, "nonce": self.nonce})
 
     # -- helpers --------------------------------------------------------------------------
     def _send(self, peer: bytes, frame: bytes) -> tuple[bytes, bytes]:
@@ -196,25 +296,29 @@ class CuratorSession:
         self.frames_down += 1
         return peer, frame
 
-    def reject(self, peer: bytes, reason: str, env: wire.Envelope | None = None) -> Out:
-        """Count and record a rejected message; answer the peer with an ERROR (capped)."""
+    def reject(self, peer: bytes, reason: str, env: wire.Envelope | None = None,
+               code: str | None = None) -> Out:
+        """Count and record a rejected message; answer the peer with an ERROR (capped).
+
+        O(1) whatever the history: a per-peer reply counter (bounded, see ``MAX_PEERS``), a
+        bounded list of records, and reasons cut to ``MAX_REASON`` characters.
+        """
         self.rejected += 1
-        rec = {"peer": peer.hex(), "reason": reason}
-        if env is not None:
-            rec.update(type=wire.TYPE_NAMES.get(env.kind, env.kind), run=env.run,
-                       round=env.round, agent=env.agent)
-        if len(self.rejections) < 1000:
+        if len(reason) > MAX_REASON:
+            reason = reason[:MAX_REASON] + "..."
+        if len(self.rejections) < self.limits.max_rejections:
+            rec = {"peer": peer[:16].hex(), "reason": reason}
+            if env is not None:
+                rec.update(type=wire.TYPE_NAMES.get(env.kind, env.kind), run=env.run,
+                           round=env.round, agent=env.agent)
             self.rejections.append(rec)
-        pool = self.pools.get(peer)
-        count = pool.errors_sent if pool else sum(1 for r in self.rejections
-                                                  if r["peer"] == rec["peer"])
-        if count <= self.limits.max_error_replies:
-            if pool:
-                pool.errors_sent += 1
+        count = self.replies.get(peer, 0)
+        if count < self.limits.max_error_replies:
+            self.replies[peer] = count + 1
             agent = env.agent if env is not None else wire.NO_AGENT
             rnd = env.round if env is not None else wire.SETUP_ROUND
-            yield self._send(peer, wire.encode(wire.ERROR, self.run, rnd, agent,
-                                               {"error": reason}))
+            payload = {"error": reason} if code is None else {"error": reason, "code": code}
+            yield self._send(peer, wire.encode(wire.ERROR, self.run, rnd, agent, payload))
 
     def next_deadline(self) -> float:
         return self.deadline
@@ -226,18 +330,35 @@ class CuratorSession:
     # -- inbound ----------------------------------------------------------------------------
     def on_ready(self, peer: bytes) -> Out:
         """A pool said it is ready: send it this run's set-up (once)."""
-        self.ready.add(peer)
+        if peer in self.pools:  # a registered pool's keep-alive while it waits
+            return
+        self.ready[peer] = True
         if self.t_ready is None and len(self.ready) >= self.n_pools:
             self.t_ready = time.perf_counter()
         if self.state == "registering" and peer not in self.setup_sent:
-            self.setup_sent.add(peer)
+            self.setup_sent[peer] = True
             yield self._send(peer, self._setup_frame)
 
     def on_frame(self, peer: bytes, frame: bytes) -> Out:
-        """Handle one inbound frame (a batch of envelopes) from ``peer``."""
+        """Handle one inbound frame (a batch of envelopes) from ``peer``.
+
+        Never raises on a peer's input: an exception while handling it becomes one counted
+        rejection of the frame. Only ``RunFailed`` (the protocol's own code failed, or a pool
+        reported a crash) ends the run.
+        """
+        try:
+            yield from self._on_frame(peer, frame)
+        except RunFailed:
+            raise
+        except Exception as e:  # a peer's input reached a path we did not foresee
+            log.warning("frame from %s: %s: %s", peer[:16].hex(), type(e).__name__, e)
+            yield from self.reject(peer, f"frame rejected: {type(e).__name__}: "
+                                         f"{wire.quote(str(e))}")
+
+    def _on_frame(self, peer: bytes, frame: bytes) -> Out:
         self.phys_up += zmtp_bytes(len(frame))
         self.frames_up += 1
-        if self.finished:
+        if self.finished or self.auth_failures.get(peer, 0) >= MAX_AUTH_FAILURES:
             return
         # The inactivity deadline moves only on progress (registrations, accepted reports,
         # DONE stats): heartbeats or garbage from a hostile peer cannot stall the curator.
@@ -245,31 +366,47 @@ class CuratorSession:
             yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
                                          f"{self.limits.max_frame_bytes}")
             return
+        registered = peer in self.pools
+        if not registered and len(frame) > self.limits.max_envelope_bytes:
+            # an unregistered peer can only say it is ready or register: one envelope
+            yield from self.reject(peer, f"oversized frame from an unregistered peer: "
+                                         f"{len(frame)} bytes > {self.limits.max_envelope_bytes}")
+            return
         rnd = self.round
         rno = rnd.number if rnd is not None else None
-        if rnd is not None and ((yield from self._batch_reports(peer, frame, rnd))
-                                or (yield from self._fast_reports(peer, frame, rnd))):
+        if rnd is not None and registered and (
+                (yield from self._batch_reports(peer, frame, rnd))
+                or (len(frame) <= FAST_DECODE_BYTES
+                    and (yield from self._fast_reports(peer, frame, rnd)))):
             yield from self._send_batch(rnd, peer)  # it answered: one more batch in flight
             yield from self._maybe_advance()
             return
         fast_agents: list[int] = []
         fast_payloads: list[Any] = []
         fast_sizes: list[int] = []
-        slow: list[tuple[Any, int]] = []
-        run = self.run
+        run, n, max_env = self.run, self.n or 0, self.limits.max_envelope_bytes
+        rejected0 = self.rejected
         try:
             for obj, size in wire.iter_frame(frame, self.limits.max_frame_bytes):
-                if _is_report(obj, run, rno) and size <= self.limits.max_envelope_bytes:
+                if registered and _is_report(obj, run, rno, n) and size <= max_env:
                     fast_agents.append(obj[4])
                     fast_payloads.append(obj[5])
                     fast_sizes.append(size)
+                    if len(fast_agents) >= REPORT_CHUNK:
+                        yield from self._on_reports(peer, fast_agents, fast_payloads,
+                                                    fast_sizes)
+                        fast_agents, fast_payloads, fast_sizes = [], [], []
                 else:
-                    slow.append((obj, size))
+                    yield from self._on_envelope(peer, obj, size)
+                    if self.finished or self.round is not rnd:
+                        break  # the run moved on (e.g. the registrations completed)
+                    if self.rejected - rejected0 >= MAX_REJECTS_PER_FRAME:
+                        yield from self.reject(peer, f"rest of the frame dropped after "
+                                                     f"{MAX_REJECTS_PER_FRAME} invalid envelopes")
+                        break
         except wire.WireError as e:
             yield from self.reject(peer, str(e))
-        for obj, size in slow:
-            yield from self._on_envelope(peer, obj, size)
-        if fast_agents:
+        if fast_agents and self.round is rnd:
             yield from self._on_reports(peer, fast_agents, fast_payloads, fast_sizes)
         if rnd is not None and rnd is self.round and peer in self.pools:
             yield from self._send_batch(rnd, peer)
@@ -325,8 +462,8 @@ class CuratorSession:
             objs = wire.unpack_all(frame, self.limits.max_frame_bytes)
         except wire.WireError:
             return False
-        run, rno = self.run, rnd.number
-        if not objs or not all(_is_report(o, run, rno) for o in objs):
+        run, rno, n = self.run, rnd.number, self.n
+        if not objs or not all(_is_report(o, run, rno, n) for o in objs):
             return False
         agents = np.fromiter((o[4] for o in objs), dtype=np.int64, count=len(objs))
         payloads = [o[5] for o in objs]
@@ -361,7 +498,7 @@ class CuratorSession:
         elif env.kind == wire.REPORT:
             if self.round is None or env.round != self.round.number:
                 cur = "none" if self.round is None else self.round.number
-                yield from self.reject(peer, f"out-of-round report: round {env.round!r}, "
+                yield from self.reject(peer, f"out-of-round report: round {env.round}, "
                                              f"current round {cur}", env)
             else:
                 yield from self._on_reports(peer, [env.agent], [env.payload], [size])
@@ -370,14 +507,21 @@ class CuratorSession:
         elif env.kind == wire.ERROR:
             if peer in self.pools:
                 p = env.payload if isinstance(env.payload, dict) else {}
-                self.failure = (f"pool {self.pools[peer].index} failed: {p.get('error', '?')}\n"
-                                f"{p.get('traceback', '')}")
+                error = p.get("error", "?")
+                trace = p.get("traceback", "")
+                error = error[:2000] if isinstance(error, str) else wire.quote(error)
+                trace = trace[-20000:] if isinstance(trace, str) else ""
+                self.failure = f"pool {self.pools[peer].index} failed: {error}\n{trace}"
                 raise RunFailed(self.failure)
             yield from self.reject(peer, "ERROR from an unregistered peer", env)
         elif env.kind == wire.DONE:
             pool = self.pools.get(peer)
-            if pool is None or self.state != "done" or not isinstance(env.payload, dict):
+            why = None if pool is None or self.state != "done" else check_stats(env.payload)
+            if pool is None or self.state != "done":
                 yield from self.reject(peer, "unexpected DONE", env)
+            elif why is not None:
+                pool.stats = {}  # answered, but its statistics are not used
+                yield from self.reject(peer, why, env)
             else:
                 pool.stats = env.payload
                 self._touch()
@@ -385,39 +529,70 @@ class CuratorSession:
             yield from self.reject(peer, f"a curator does not accept "
                                          f"{wire.TYPE_NAMES[env.kind]} messages", env)
 
+    def _refuse(self, peer: bytes, reason: str, env: wire.Envelope) -> Out:
+        """Refuse a registration; the pool goes back to waiting for the next run's set-up."""
+        yield from self.reject(peer, f"registration refused: {reason}", env, code="refused")
+
     def _on_register(self, peer: bytes, env: wire.Envelope) -> Out:
         p = env.payload
-        if not isinstance(p, dict) or p.get("token") != self.token:
-            yield from self.reject(peer, "registration refused: bad or missing token", env)
+        try:
+            index, pools = p["pool"], p["pools"]
+            if type(index) is not int or type(pools) is not int:
+                raise TypeError
+            mac = p["mac"]
+            good = (type(mac) is bytes and pools == self.n_pools and 0 <= index < pools
+                    and hmac.compare_digest(mac, registration_mac(
+                        self.auth, self.nonce, self.run, index, pools)))
+        except (KeyError, TypeError, ValueError):
+            good = False
+        if not good:  # never a slot for a peer that fails authentication
+            fails = self.auth_failures.get(peer, 0) + 1
+            self.auth_failures[peer] = fails
+            self.auth_failed += 1
+            if self.auth_failed <= 10 or fails == MAX_AUTH_FAILURES:
+                log.warning("run %d: registration from %s failed authentication (%d from this "
+                            "peer%s)", self.run, peer[:16].hex(), fails,
+                            "; ignoring it for the rest of the run"
+                            if fails >= MAX_AUTH_FAILURES else "")
+            yield from self._refuse(peer, "authentication failed (wrong or missing token, or "
+                                          "an answer to another run's challenge)", env)
             return
         if self.state != "registering":
-            yield from self.reject(peer, "registration after the rounds started", env)
+            yield from self._refuse(peer, "the rounds have started", env)
             return
         try:
-            index, n = int(p["pool"]), int(p["n"])
-            start, stop = (int(x) for x in p["agents"])
-            public = dict(p["public"])
+            n, agents, public = p["n"], p["agents"], p["public"]
+            start, stop = agents
+            if not all(type(x) is int for x in (n, start, stop)) or not isinstance(public, dict):
+                raise TypeError
         except (KeyError, TypeError, ValueError):
-            yield from self.reject(peer, "registration payload must hold pool, n, agents, "
-                                         "public", env)
+            yield from self._refuse(peer, "the payload must hold pool, pools, n, agents = "
+                                          "[start, stop], public and mac", env)
+            return
+        # a loader keeps *at most* data.n agents; a generator exactly data.n
+        most = self.config.get("data", {}).get("n")
+        most = most if type(most) is int and 1 <= most <= MAX_AGENTS else MAX_AGENTS
+        if not 1 <= n <= most:
+            yield from self._refuse(peer, f"n = {wire.quote(n)} agents is outside the "
+                                          f"scenario's [1, {most}]", env)
             return
         if peer in self.pools:
             yield from self.reject(peer, "this peer is already registered", env)
             return
-        if not 0 <= index < self.n_pools or any(q.index == index for q in self.pools.values()):
-            yield from self.reject(peer, f"pool index {index} is invalid or taken", env)
+        if any(q.index == index for q in self.pools.values()):
+            yield from self._refuse(peer, f"pool index {index} is taken", env)
             return
         if self.n is None:
             self.n, self.public = n, public
             self.owner = np.full(n, -1, dtype=np.int32)
             self.colluders = colluder_mask(n, self.config.get("collusion", {}),
-                                           self.keys.collusion)
-        elif n != self.n or public != self.public:
-            yield from self.reject(peer, f"pool {index} disagrees on the data (n={n})", env)
+                                           self.collusion_key)
+        elif n != self.n or wire.packer().pack(public) != wire.packer().pack(self.public):
+            yield from self._refuse(peer, f"pool {index} disagrees on the data (n={n})", env)
             return
         if (start, stop) != block_of(index, self.n_pools, self.n):
-            yield from self.reject(peer, f"unknown agents: pool {index} must host "
-                                         f"{block_of(index, self.n_pools, self.n)}", env)
+            yield from self._refuse(peer, f"unknown agents: pool {index} must host "
+                                          f"{block_of(index, self.n_pools, self.n)}", env)
             return
         self.pools[peer] = _Pool(peer, index, start, stop)
         self.owner[start:stop] = index
@@ -549,10 +724,11 @@ class CuratorSession:
     def _start(self) -> Out:
         """All pools registered (or the registration timed out): create the curator."""
         self.state = "rounds"
-        self.params = self.protocol.resolve(self.config["params"], self.public)
         agents = np.flatnonzero(self.owner >= 0).astype(np.int64)
-        self.curator = self.protocol.make_curator(self.params, self.public, agents,
-                                                  self.keys.curator)
+        with _protocol_code("set-up"):
+            self.params = self.protocol.resolve(self.config["params"], self.public)
+            self.curator = self.protocol.make_curator(self.params, self.public, agents,
+                                                      self.curator_key)
         n = self.n
         self.up = np.zeros(n, dtype=np.int64)
         self.down = np.zeros(n, dtype=np.int64)
@@ -560,7 +736,8 @@ class CuratorSession:
 
     def _begin_round(self, number: int) -> Out:
         t_wall, t_cpu = time.perf_counter(), time.process_time()
-        plan = self.curator.plan(number)
+        with _protocol_code(f"plan of round {number}"):
+            plan = self.curator.plan(number)
         if plan is None:
             yield from self._finish()
             return
@@ -643,7 +820,8 @@ class CuratorSession:
             agents, reports = plan_agents[have], rnd.values[have]
         missing = rnd.expected - rnd.got - rnd.invalid
         self.dropouts_reports += missing
-        self.curator.absorb(rnd.number, agents, reports)
+        with _protocol_code(f"absorb of round {rnd.number}"):
+            self.curator.absorb(rnd.number, agents, reports)
         if self.record_view:
             self.view["rounds"][-1].update(report_agents=agents, reports=reports)
         self.rounds.append({
@@ -656,7 +834,8 @@ class CuratorSession:
         yield from self._begin_round(rnd.number + 1)
 
     def _finish(self) -> Out:
-        self.output = self.curator.finish()
+        with _protocol_code("finish"):
+            self.output = self.curator.finish()
         self.round = None
         self.state = "done"
         done = wire.encode(wire.DONE, self.run, wire.SETUP_ROUND, wire.NO_AGENT,
@@ -757,16 +936,35 @@ class CuratorSession:
 
 
 class PoolSession:
-    """One agent pool: hosts a block of logical agents, their private data and randomizers."""
+    """One agent pool: hosts a block of logical agents, their private data and randomizers.
 
-    def __init__(self, index: int, n_pools: int, token: str, limits: Limits | None = None):
+    Parameters
+    ----------
+    index, n_pools : int
+        This is pool ``index`` of ``n_pools``.
+    secret : str
+        The out-of-band secret (the token): answers the curator's registration challenge and,
+        without ``keys``, derives each run's data and coin keys from the run's public id
+        (``seeding.pool_keys_from_secret``; the hosts backend).
+    limits : Limits
+    keys : PoolKeys, optional
+        The run's keys, handed over by the orchestrator (processes and inproc backends: never
+        through the curator).
+    """
+
+    def __init__(self, index: int, n_pools: int, secret: str, limits: Limits | None = None,
+                 keys: PoolKeys | None = None):
         self.index = index
         self.n_pools = n_pools
-        self.token = token
+        self.secret = secret
+        self.auth = auth_key(secret)
+        self.fixed_keys = keys
         self.limits = limits or Limits()
+        self.nonce: bytes | None = None
         self.run: int | None = None
         self.exit = False
         self.silent = False
+        self.refused: str | None = None  # why the last registration was refused
         self.can_die = True
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
         self._reset()
@@ -816,8 +1014,20 @@ class PoolSession:
                 continue
             env = wire.check_envelope(obj, 0)
             if env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
+                nonce = env.payload.get("nonce")
+                if self.config is not None and nonce != self.nonce:
+                    self._reset()  # a new curator (the old one died) or a new run
+                    self.run = None
                 if self.config is None:
-                    out.extend(self._setup(env.run, env.payload["config"]))
+                    out.extend(self._setup(env.run, env.payload["config"], nonce))
+            elif env.kind == wire.ERROR:
+                # refused (slot taken, too late, ...): wait for the next run's set-up
+                p = env.payload
+                if (isinstance(p, dict) and p.get("code") == "refused" and env.run == self.run
+                        and self.config is not None):
+                    self.refused = str(p.get("error", ""))[:300]
+                    self._reset()
+                    self.run = None
             elif env.kind == wire.BCAST:
                 self.broadcasts[env.round] = env.payload
             elif env.kind == wire.DONE:
@@ -829,16 +1039,21 @@ class PoolSession:
                                                wire.NO_AGENT, self._stats()))
                     self._reset()
                     self.run = None
-            # ERROR envelopes from the curator are informational for a pool.
         if query_agents:
             queries = None if query_payloads[0] is None else np.asarray(query_payloads)
             out.extend(self._respond(qround, np.asarray(query_agents, dtype=np.int64), queries))
         return out
 
-    def _setup(self, run: int, cfg: dict[str, Any]) -> list[bytes]:
+    def _setup(self, run: int, cfg: dict[str, Any], nonce: bytes) -> list[bytes]:
+        if self.fixed_keys is not None:
+            keys = self.fixed_keys
+        elif self.secret:
+            keys = pool_keys_from_secret(self.secret, int(cfg["run_id"]))
+        else:
+            raise RunFailed(f"pool {self.index} has neither keys nor a secret to derive them")
         self.run = run
         self.config = cfg
-        keys = run_keys(cfg["seed"])
+        self.nonce = nonce
         self.keys = keys
         dataset = get_data_kind(cfg["data"]["kind"]).build(
             {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
@@ -851,8 +1066,9 @@ class PoolSession:
         self.exact = cfg.get("agent_mode", "batched") == "exact"
         self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
-            "pool": self.index, "pools": self.n_pools, "token": self.token, "n": self.n,
-            "agents": [self.start, self.stop], "public": self.public})]
+            "pool": self.index, "pools": self.n_pools, "n": self.n,
+            "agents": [self.start, self.stop], "public": self.public,
+            "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})]
         coll = cfg.get("collusion", {})
         if coll.get("curator", True):
             mask = colluder_mask(self.n, coll, keys.collusion)[self.start:self.stop]

@@ -2,10 +2,14 @@
 
 One curator process binds a ROUTER socket; P pool processes each connect one DEALER (never one
 socket per logical agent). The ROUTER is ``ROUTER_MANDATORY`` (a send to a vanished pool raises
-instead of dropping silently), high-water marks are unlimited on both sides (a round's traffic is
-bounded by the run, and bounded HWMs can deadlock a curator that sends queries while pools send
-reports), ``LINGER`` is 0 so no process hangs at exit, and each process creates its own context
-after ``fork``.
+instead of dropping silently), ``LINGER`` is 0 so no process hangs at exit, and each process
+creates its own context after ``fork``.
+
+Everything a peer sends is hostile until validated (see ``simulator.session``); the curator's
+socket bounds what a peer can make it hold: high-water marks on both directions (the curator's
+sends never block: a peer that stops reading loses its own messages), frames above the size limit
+dropped by libzmq, at most one body part per message read (the rest discarded unread), a 5 s
+ZMTP handshake limit and a raised file-descriptor limit against idle connections.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing as mp
+import multiprocessing.spawn as mp_spawn
 import os
 import secrets
 import signal
@@ -20,14 +25,44 @@ import tempfile
 import time
 import traceback
 import uuid
+from pathlib import Path
 from typing import Any
 
 import zmq
 
+from protocols import get_protocol
 from simulator import wire
 from simulator.alloc import keep_freed_memory
 from simulator.curve import connect_curve, serve_curve
+from simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
 from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+
+#: The curator process is started from a fork server: a fresh interpreter that never held the
+#: orchestrator's memory (the run seed, the secret, the agents' keys), so the curator process
+#: knows exactly what it is handed -- ``seeding.curator_config`` and ``auth_key`` -- and nothing
+#: from which an agent's data or coins derive. Pools (which own that data) are forked directly.
+_CURATOR_CTX = mp.get_context("forkserver")
+_CURATOR_CTX.set_forkserver_preload(["simulator.transport"])
+
+
+@contextlib.contextmanager
+def _without_main():
+    """Start fork-server children without re-running the caller's ``__main__``: their targets
+    live in this module, so a script without an ``if __name__ == "__main__"`` guard (or a
+    notebook) can use every backend."""
+    orig = mp_spawn.get_preparation_data
+
+    def prep(name):
+        data = orig(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    mp_spawn.get_preparation_data = prep
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = orig
 
 
 def _die_with_parent() -> None:
@@ -54,7 +89,8 @@ def _start(proc) -> None:
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        proc.start()
+        with _without_main():
+            proc.start()
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
@@ -65,56 +101,111 @@ def _start(proc) -> None:
 POOL_SOCKET_OPTIONS = ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0), (zmq.RECONNECT_IVL, 10))
 
 
+#: Messages queued per peer and direction. A pool has at most ``session.WINDOW`` query batches
+#: in flight and answers each with a frame or a few, so honest traffic stays far below it.
+CURATOR_HWM = 1000
+#: A connection that has not finished the ZMTP handshake after this long is closed (idle TCP
+#: connections would otherwise hold file descriptors for ever: slowloris).
+HANDSHAKE_MS = 5000
+
+
+def _raise_fd_limit() -> None:
+    """Lift this process's soft file-descriptor limit to the hard one (a curator holds one
+    descriptor per connected peer; the usual soft limit is 1024)."""
+    with contextlib.suppress(Exception):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
+        if want > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
 class CuratorServer:
     """The curator's socket. Runs one session after another on the same bound endpoint."""
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
+        _raise_fd_limit()
         self.ctx = zmq.Context()
+        self.ctx.setsockopt(zmq.LINGER, 0)
+        with contextlib.suppress(zmq.ZMQError):  # the context's own cap on sockets
+            self.ctx.set(zmq.MAX_SOCKETS, 1 << 16)
         self.sock = self.ctx.socket(zmq.ROUTER)
+        self.curve = curve
         self.auth = serve_curve(self.ctx, self.sock, curve) if curve else None
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.sock.setsockopt(zmq.SNDHWM, 0)
-        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.SNDHWM, CURATOR_HWM)
+        self.sock.setsockopt(zmq.RCVHWM, CURATOR_HWM)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_MS)
         # Last line of defence; frames above the application limit are rejected with a reason.
-        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * limits.max_frame_bytes)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 2 * limits.max_frame_bytes)
         self.sock.bind(endpoint)
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.limits = limits
-        self.peers: set[bytes] = set()
+        self.peers: dict[bytes, bool] = {}  # pools that said they are ready (insertion order)
         self.unreachable = 0
+        self.dropped = 0  # messages to peers that did not read theirs (high-water mark)
 
     def _send_all(self, outs) -> None:
         for peer, frame in outs:
             try:
-                self.sock.send_multipart([peer, frame], copy=len(frame) < 65536)
+                self.sock.send_multipart([peer, frame], flags=zmq.NOBLOCK,
+                                         copy=len(frame) < 65536)
+            except zmq.Again:  # the peer does not read: it loses its own messages
+                self.dropped += 1
             except zmq.ZMQError as e:  # EHOSTUNREACH: the pool is gone; its agents drop out
                 if e.errno != zmq.EHOSTUNREACH:
                     raise
                 self.unreachable += 1
-                self.peers.discard(peer)
+                self.peers.pop(peer, None)
 
-    def run(self, run_no: int, config: dict[str, Any], token: str,
+    def _recv(self) -> tuple[bytes, list[bytes]]:
+        """One message: the peer and at most two body parts (more are read and dropped)."""
+        peer = self.sock.recv(copy=True)
+        body: list[bytes] = []
+        extra = 0
+        while self.sock.getsockopt(zmq.RCVMORE):
+            part = self.sock.recv(copy=len(body) < 2)
+            if len(body) < 2:
+                body.append(part)
+            else:
+                extra += 1
+        if extra:
+            body.append(b"")  # only the count matters from here on
+        return peer, body
+
+    def run(self, run_no: int, config: dict[str, Any], auth: bytes,
             record_view: bool = False) -> dict[str, Any]:
-        """Serve one run to completion and return the curator's result."""
-        sess = CuratorSession(run_no, config, token, self.limits, record_view)
-        for peer in sorted(self.peers):
+        """Serve one run to completion and return the curator's result.
+
+        ``config`` is ``seeding.curator_config(...)`` and ``auth`` is ``seeding.auth_key``
+        of the pools' secret: never the seed or the secret themselves.
+        """
+        if self.curve:  # enrolment is re-read at every run: a removed key is revoked now
+            self.auth.configure_curve(domain="*", location=str(Path(self.curve) / "clients"))
+        sess = CuratorSession(run_no, config, auth, self.limits, record_view)
+        for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         while not sess.finished:
+            # the deadline is checked on every pass, so a stream of garbage cannot extend it
+            if time.monotonic() >= sess.next_deadline():
+                self._send_all(sess.on_timeout())
+                continue
             wait = max(0.0, sess.next_deadline() - time.monotonic())
             if poller.poll(int(wait * 1000) + 1):
-                frames = self.sock.recv_multipart(copy=True)
-                peer, body = frames[0], frames[1:]
+                peer, body = self._recv()
                 if len(body) != 1:
                     self._send_all(sess.reject(peer, f"expected one frame per message, got "
-                                                     f"{len(body)}"))
+                                                     f"{len(body) if len(body) < 3 else 'more'}"))
                     continue
                 self._send_all(sess.on_frame(peer, body[0]))
-                self.peers |= sess.ready
-            elif time.monotonic() >= sess.next_deadline():
-                self._send_all(sess.on_timeout())
+                for p in sess.ready:
+                    self.peers[p] = True
+                while len(self.peers) > 4 * 1024:  # oldest first: honest pools say it again
+                    self.peers.pop(next(iter(self.peers)))
         return sess.result
 
     def close(self) -> None:
@@ -132,43 +223,61 @@ class CuratorServer:
 
 def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
               idle_timeout_s: float | None = None,
-              curve: tuple[str, str] | None = None) -> int:
+              curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
+              echo=None) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
-    curator as an ERROR envelope first), 2 when the curator fell silent for ``idle_timeout_s``.
-    ``curve`` is (this pool's secret key file, the curator's public key file).
+    curator as an ERROR envelope first), 2 when the curator fell silent for ``idle_timeout_s``
+    (or never completed the connection, e.g. a failed CURVE handshake). ``curve`` is (this
+    pool's secret key file, the curator's public key file); ``keys`` the run's keys when the
+    orchestrator hands them over (processes backend), else they derive from ``token``.
+
+    A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
+    ready again (a live curator ignores that from a registered pool); a curator that crashed
+    and was started again answers with a new run's set-up, which replaces the dead one.
     """
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     for opt, val in POOL_SOCKET_OPTIONS:
         sock.setsockopt(opt, val)
+    sock.setsockopt(zmq.SNDTIMEO, 1000)  # a send never blocks for good (no connection yet)
     if curve:
         connect_curve(sock, *curve)
     sock.connect(endpoint)
-    sess = PoolSession(index, n_pools, token, limits)
+    sess = PoolSession(index, n_pools, token, limits, keys)
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
     code = 0
+
+    def send(frame: bytes) -> None:
+        with contextlib.suppress(zmq.Again):  # not connected (yet): the next hello retries
+            sock.send(frame, copy=len(frame) < 65536)
+
     try:
-        sock.send(sess.hello())
+        send(sess.hello())
         last_hello = last_msg = time.monotonic()
         while not sess.exit:
             if sock.poll(200):
                 frame = sock.recv(copy=True)
                 last_msg = time.monotonic()
                 for out in sess.on_frame(frame):
-                    sock.send(out, copy=len(out) < 65536)
+                    send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
                 if sess.idle and not sess.exit:
-                    sock.send(sess.hello())
+                    send(sess.hello())
                     last_hello = time.monotonic()
             else:
                 now = time.monotonic()
-                if sess.idle and now - last_hello > 0.5:
-                    sock.send(sess.hello())
+                quiet = now - max(last_msg, last_hello)
+                if (sess.idle and now - last_hello > 0.5) or quiet > limits.timeout_s:
+                    send(sess.hello())
                     last_hello = now
                 if now - last_msg > idle_timeout_s:
                     code = 2
+                    if echo is not None:
+                        echo(f"pool {index}/{n_pools}: no word from the curator at {endpoint} "
+                             f"for {idle_timeout_s:g} s (not running, unreachable, or the "
+                             f"{'CURVE handshake' if curve else 'connection'} failed); exiting")
                     break
     except Exception as exc:  # report, then fail loudly
         code = 1
@@ -185,13 +294,23 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
 # ------------------------------------------------------------------ the processes backend
 
 
-def _curator_child(endpoint: str, config: dict, token: str, limits: Limits, record_view: bool,
-                   conn) -> None:
+def _use(protocol) -> None:
+    """Register the orchestrator's protocol object in this fresh curator process (it may be
+    one the orchestrator registered at run time: a plugin, or a test's toy protocol)."""
+    import protocols
+
+    protocols.PROTOCOLS[protocol.name] = protocol
+
+
+def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, record_view: bool,
+                   conn, protocol=None) -> None:
     _die_with_parent()
     server = None
+    if protocol is not None:
+        _use(protocol)
     try:
         server = CuratorServer(endpoint, limits)
-        result = server.run(0, config, token, record_view)
+        result = server.run(0, config, auth, record_view)
         conn.send(("ok", result))
     except RunFailed as e:
         conn.send(("error", str(e)))
@@ -203,9 +322,10 @@ def _curator_child(endpoint: str, config: dict, token: str, limits: Limits, reco
         conn.close()
 
 
-def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits) -> None:
+def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
+                keys: PoolKeys | None = None) -> None:
     _die_with_parent()
-    os._exit(pool_loop(endpoint, index, n_pools, token, limits))
+    os._exit(pool_loop(endpoint, index, n_pools, token, limits, keys=keys))
 
 
 def _stop(procs: list) -> None:
@@ -223,24 +343,32 @@ def _stop(procs: list) -> None:
 
 def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = False,
                   endpoint: str | None = None, token: str | None = None,
-                  spawn_pools: bool = True) -> dict:
+                  spawn_pools: bool = True, secret: str | None = None) -> dict:
     """Run one configured run as 1 curator + P pool processes talking over ZeroMQ.
+
+    The curator process (started from a fork server, see ``_CURATOR_CTX``) is handed only
+    ``curator_config(config)`` and the registration key; the pools get their keys from here,
+    never through the curator. ``token`` authenticates the pools (random per run by default);
+    ``secret`` is the hosts backend's out-of-band secret, for runs that must match one.
 
     Raises RunFailed (with the failing process's traceback) when any process raises, and
     stops every child on the way out, including on KeyboardInterrupt.
     """
     ctx = mp.get_context("fork")
     token = token or secrets.token_hex(16)
+    keys = pool_keys(config["seed"], secret)
     ipc_path = None
     if endpoint is None:
         ipc_path = os.path.join(tempfile.gettempdir(), f"ldpsim-{uuid.uuid4().hex[:12]}.ipc")
         endpoint = "ipc://" + ipc_path
     n_pools = int(config["pools"])
-    rx, tx = ctx.Pipe(duplex=False)
-    curator = ctx.Process(target=_curator_child, name="ldpsim-curator",
-                          args=(endpoint, config, token, limits, record_view, tx))
+    rx, tx = _CURATOR_CTX.Pipe(duplex=False)
+    curator = _CURATOR_CTX.Process(
+        target=_curator_child, name="ldpsim-curator",
+        args=(endpoint, curator_config(config, secret), auth_key(token), limits, record_view, tx,
+              get_protocol(config["protocol"])))
     pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
-                         args=(endpoint, i, n_pools, token, limits))
+                         args=(endpoint, i, n_pools, token, limits, keys))
              for i in range(n_pools)] if spawn_pools else []
     procs = [curator, *pools]
     try:
@@ -291,9 +419,10 @@ def _server_child(endpoint: str, limits: Limits, rx, tx, curve: str | None = Non
             msg = rx.recv()
             if msg[0] == "stop":
                 break
-            _, run_no, config, token, record_view = msg
+            _, run_no, config, auth, record_view, protocol = msg
+            _use(protocol)
             try:
-                tx.send(("ok", server.run(run_no, config, token, record_view)))
+                tx.send(("ok", server.run(run_no, config, auth, record_view)))
             except RunFailed as e:
                 tx.send(("error", str(e)))
     except BaseException:
@@ -312,7 +441,7 @@ class HostsCurator:
     """
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
-        ctx = mp.get_context("fork")
+        ctx = _CURATOR_CTX  # a fresh process: it never holds the seed or the pools' secret
         child_rx, self._to_child = ctx.Pipe(duplex=False)  # (reader, writer)
         self._from_child, child_tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
@@ -335,7 +464,15 @@ class HostsCurator:
         return self._from_child.recv()
 
     def run(self, config: dict[str, Any], token: str, record_view: bool = False) -> dict:
-        self._to_child.send(("run", self.runs, config, token, record_view))
+        """Serve one run. ``token`` is the pools' out-of-band secret: the curator process gets
+        only ``curator_config(config, token)`` and ``auth_key(token)``, so it can check the
+        pools' registrations but derive neither the seed nor the agents' keys."""
+        if not token:
+            raise RunFailed("the hosts backend needs a token: it authenticates the pools and is "
+                            "the secret the agents' data and coins derive from (the curator "
+                            "never holds it)")
+        self._to_child.send(("run", self.runs, curator_config(config, token), auth_key(token),
+                             record_view, get_protocol(config["protocol"])))
         self.runs += 1
         status, payload = self._recv()
         if status != "ok":

@@ -145,14 +145,50 @@ def check_envelope(obj: Any, size: int) -> Envelope:
         raise WireError(f"not an envelope: expected a list of 6 fields, got "
                         f"{type(obj).__name__}{'' if type(obj) is not list else f' of {len(obj)}'}")
     version, kind, run, rnd, agent, payload = obj
-    if version != VERSION or type(version) is not int:
-        raise WireError(f"unsupported version {version!r}; this is version {VERSION}")
+    # types first: a peer's ndarray compared with == gives an array, not a bool
+    if type(version) is not int or version != VERSION:
+        raise WireError(f"unsupported version {quote(version)}; this is version {VERSION}")
     if type(kind) is not int or kind not in TYPE_NAMES:
-        raise WireError(f"unknown message type {kind!r}")
+        raise WireError(f"unknown message type {quote(kind)}")
     for name, v in (("run", run), ("round", rnd), ("agent", agent)):
         if type(v) is not int:
             raise WireError(f"field {name} must be an integer, got {type(v).__name__}")
+        if not FIELD_MIN <= v <= FIELD_MAX:
+            raise WireError(f"field {name} out of range: {quote(v)} (allowed {FIELD_MIN} to "
+                            f"2^62)")
     return Envelope(kind, run, rnd, agent, payload, size)
+
+
+#: Bounds of the integer fields run, round and agent: -1 (ANY_RUN, SETUP_ROUND, NO_AGENT) to
+#: 2^62, so that every accepted value fits numpy's int64 with room for arithmetic.
+FIELD_MIN, FIELD_MAX = -1, 1 << 62
+
+#: How much of a peer's input a reason quotes (a reason must never grow with the input).
+QUOTE_CHARS = 120
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS, _depth: int = 0) -> str:
+    """``repr`` of a peer's value, cut to ``limit`` characters, computed on a bounded prefix
+    (formatting a 16 MB string or a deeply nested list must not cost 16 MB first)."""
+    if isinstance(value, str | bytes | bytearray):
+        text = repr(value[:limit])
+        long = len(value) > limit
+    elif isinstance(value, list | tuple):
+        inner = ", ".join(quote(v, 24, _depth + 1) for v in value[:8]) if _depth < 2 else "..."
+        text = f"[{inner}]"
+        long = len(value) > 8
+    elif isinstance(value, dict):
+        text = f"<map of {len(value)} keys>"
+        long = False
+    elif isinstance(value, np.ndarray):
+        text = f"<ndarray {value.dtype} {value.shape}>"
+        long = False
+    else:
+        text = repr(value)
+        long = False
+    if len(text) > limit:
+        text, long = text[:limit], True
+    return text + ("..." if long else "")
 
 
 def decode_one(buf: bytes, max_buffer: int = 1 << 20) -> Envelope:

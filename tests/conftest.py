@@ -10,11 +10,22 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def _infrastructure() -> set[int]:
+    """multiprocessing's own long-lived helpers: the fork server the curator processes start
+    from, and the resource tracker. They are not leaks; their children are checked."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = {getattr(forkserver._forkserver, "_forkserver_pid", None),
+            getattr(resource_tracker._resource_tracker, "_pid", None)}
+    return {p for p in pids if p}
+
+
 def child_pids() -> list[int]:
-    """Live (non-zombie) child processes of this test process, from /proc."""
+    """Live (non-zombie) child processes of this test process, from /proc, including the
+    children of multiprocessing's fork server (whose curator processes this test started)."""
     import os
 
-    me = os.getpid()
+    parents = {os.getpid()} | _infrastructure()
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -24,7 +35,7 @@ def child_pids() -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == me and fields[0] != "Z":
+        if int(fields[1]) in parents and fields[0] != "Z" and int(d.name) not in parents:
             out.append(int(d.name))
     return out
 

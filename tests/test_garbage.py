@@ -13,6 +13,7 @@ import zmq
 
 from simulator import wire
 from simulator.inproc import run_inproc
+from simulator.seeding import pool_keys
 from simulator.session import Limits, PoolSession
 from simulator.transport import _pool_child, run_processes
 
@@ -81,7 +82,8 @@ def test_curator_survives_garbage_and_output_is_unchanged():
             result["err"] = e
 
     ctx = mp.get_context("fork")
-    real_pool = ctx.Process(target=_pool_child, args=(endpoint, 0, 2, TOKEN, LIMITS))
+    real_pool = ctx.Process(target=_pool_child, args=(endpoint, 0, 2, TOKEN, LIMITS,
+                                                          pool_keys(cfg["seed"])))
     real_pool.start()
     thread = threading.Thread(target=curator)
     thread.start()
@@ -96,7 +98,7 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     pool = zctx.socket(zmq.DEALER)
     pool.setsockopt(zmq.LINGER, 0)
     pool.connect(endpoint)
-    ps = PoolSession(1, 2, TOKEN, LIMITS)
+    ps = PoolSession(1, 2, TOKEN, LIMITS, pool_keys(cfg["seed"]))
     pool.send(ps.hello())
     n_dup = 0
     deadline = time.monotonic() + 30
@@ -140,7 +142,7 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     assert res["rejected"] == len(attacker_garbage()) + 1 + len(pool_garbage(0, (0, 1))) + n_dup
     reasons = " | ".join(r["reason"] for r in res["rejections"])
     for needle in ("undecodable", "not an envelope", "unsupported version",
-                   "unknown message type", "unknown peer", "bad or missing token",
+                   "unknown message type", "unknown peer", "authentication failed",
                    "expected one frame", "oversized frame", "out-of-round", "out-of-domain",
                    "unknown agent 1000000000", "wrong run", "duplicate report",
                    "not hosted by pool 1"):

@@ -47,7 +47,7 @@ def test_hosts_backend_matches_inproc_over_several_runs():
         for i, (protocol, seed) in enumerate((("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
                                               ("ldp_kwiksort_lap", 3))):
             res = hosts.run(cfg(protocol, seed), "tk")
-            assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS)["output"]
+            assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS, secret="tk")["output"]
             assert res["pools_registered"] == 2 and res["dropouts"] == 0
             if i:  # the pools stayed connected: ready as the run starts
                 assert res["timing"]["pools_ready_s"] < 0.05
@@ -102,7 +102,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
             assert "no pool registered" in str(e)
         member = pool(keys / "pool-0.key_secret")
         res = hosts.run(c, "tk")
-        assert res["output"] == run_inproc(c, LIMITS)["output"]
+        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
     finally:
         hosts.close()
         intruder.kill()
@@ -114,7 +114,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
 def test_curve_key_errors_are_clear(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-m", "simulator", "agents", "--connect",
-                          "tcp://127.0.0.1:9", "--pool", "0/1", "--curve-key",
+                          "tcp://127.0.0.1:9", "--pool", "0/1", "--token", "tk", "--curve-key",
                           str(tmp_path / "nope.key_secret"), "--curve-server",
                           str(tmp_path / "server.key")], env=env, capture_output=True,
                          text=True, timeout=30)
@@ -138,7 +138,7 @@ def test_hosts_backend_runs_a_multi_round_protocol():
          "collusion": {"colluders": 0, "curator": True}, "faults": []}
     try:
         res = hosts.run(c, "tk")
-        assert res["output"] == run_inproc(c, LIMITS)["output"]
+        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
         assert res["comm"]["rounds"] == 4 and res["dropouts"] == 0
     finally:
         hosts.close()
