@@ -23,6 +23,11 @@ class ParamError(ValueError):
     """A protocol or data parameter has a value outside what is allowed."""
 
 
+#: Most agents a scenario may have (the ``n`` of every data kind, colluder counts and ids): more
+#: would make every process allocate per-agent arrays beyond any machine's memory.
+MAX_AGENTS = 10**8
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One parameter: its type, default and allowed values, used to validate scenarios."""
@@ -44,9 +49,9 @@ class ParamSpec:
         parts = {"float": "a number", "int": "an integer", "str": "a string", "bool": "true/false",
                  "int_or_auto": '"auto" or an integer'}[self.kind]
         if self.low is not None:
-            parts += f" {'>' if self.low_open else '>='} {self.low:g}"
+            parts += f" {'>' if self.low_open else '>='} {_number(self.low)}"
         if self.high is not None:
-            parts += f" and <= {self.high:g}"
+            parts += f" and <= {_number(self.high)}"
         return parts
 
     def check(self, value: Any, where: str) -> Any:
@@ -62,11 +67,15 @@ class ParamSpec:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise bad
             if self.kind in ("int", "int_or_auto"):
-                if float(value) != int(value):
-                    raise bad
-                value = int(value)
+                if isinstance(value, float):
+                    if not value.is_integer():  # also rejects inf and nan
+                        raise bad
+                    value = int(value)
             else:
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:  # an integer beyond any float
+                    raise bad from None
                 if not math.isfinite(value):
                     raise bad
             if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
@@ -83,6 +92,13 @@ class ParamSpec:
                 raise bad
             return value
         raise AssertionError(self.kind)
+
+
+def _number(x: float) -> str:
+    """A bound as the error messages show it: whole numbers exactly (1073741824, not 1.07e+09)."""
+    if isinstance(x, int) or (math.isfinite(x) and x.is_integer() and abs(x) < 1e18):
+        return str(int(x))
+    return f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -150,8 +166,18 @@ class ReportSchema:
                     f"got {type(payload).__name__}")
         if len(payload) != self.length:
             return f"payload must have {self.length} values, got {len(payload)}"
+        shown = ", ".join(_short(v) for v in payload[:8])
         return (f"payload values must be {self.dtype}s in [{self.low:g}, {self.high:g}], "
-                f"got {payload[:8]!r}")
+                f"got [{shown}{', ...' if len(payload) > 8 else ''}]")
+
+
+def _short(value: Any) -> str:
+    """A short repr of one value of an untrusted payload (never formats a large object)."""
+    if isinstance(value, bool | int | float) or value is None:
+        text = repr(value)
+    else:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 24 else text[:24] + "..."
 
 
 def _all_ints(payloads: list[Any]) -> bool:
@@ -291,6 +317,27 @@ class Protocol:
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         raise NotImplementedError
+
+    def agent_budget(self, params: dict[str, Any], public: dict[str, Any]) -> float | None:
+        """One agent's total ε over a run, which its pool's privacy odometer enforces; None
+        when the claim is not local (the curator is trusted: nothing to enforce at the agent).
+        """
+        claim = self.claim(params, public)
+        return float(claim.epsilon) if claim.model == "local" else None
+
+    def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
+        """The ε one asked agent spends answering round ``rnd`` (local model).
+
+        The agents' pools refuse a query that would take an agent past ``agent_budget`` and
+        never answer one agent twice in a round, so a curator that deviates from the protocol
+        (re-asking a pair in hundreds of rounds to average the noise away) learns no more than
+        the claim allows. Default: a one-round protocol, whose round 0 spends the whole ε; any
+        other round is refused (``inf``). Multi-round protocols state their split.
+        """
+        budget = self.agent_budget(params, public)
+        if budget is None:
+            return 0.0
+        return budget if rnd == 0 else math.inf
 
     def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec | None:
         """Candidate rows, prior and neighbouring pair for the privacy audit (None: no audit)."""

@@ -100,6 +100,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
         "pools": spec.runtime["pools"], "n_agents": res["n_agents"], "output": res["output"],
         "metrics": metrics, "privacy": claim.as_dict(), "comm": res["comm"], "timing": timing,
         "rejected": res["rejected"], "rejections": res["rejections"],
+        "refused": res["refused"], "refusal": res["refusal"],
         "dropouts": res["dropouts"], "dropouts_registration": res["dropouts_registration"],
         "collusion": {"colluders": res["colluders"], "curator": res["curator_colludes"],
                       "spec": spec.collusion["colluders"]},

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
-from protocols.base import ParamSpec
+from protocols.base import MAX_AGENTS, ParamSpec
 from simulator.seeding import run_seed
 
 
@@ -27,20 +27,31 @@ class ScenarioError(ValueError):
     """A scenario file or override is invalid; the message names the key and allowed values."""
 
 
+#: Upper bounds, checked before any process starts (beyond them a run would exhaust memory, hang
+#: or overflow a wire field). The number of agents is bounded by ``protocols.base.MAX_AGENTS``.
+MAX_REPEATS = 10**6
+MAX_TIMEOUT_S = 86400  # one day without progress
+MAX_FRAME_BYTES = 1 << 31
+MAX_ENVELOPE_BYTES = 1 << 30
+MAX_BATCH = 1 << 20
+
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
             "runtime", "collusion", "output"}
 
 RUNTIME = {
     "backend": ParamSpec("backend", "str", "processes", choices=("inproc", "processes", "hosts")),
     "pools": ParamSpec("pools", "int", 2, low=1, high=256),
-    "timeout_s": ParamSpec("timeout_s", "float", 30.0, low=0, low_open=True),
+    "timeout_s": ParamSpec("timeout_s", "float", 30.0, low=0, low_open=True,
+                           high=MAX_TIMEOUT_S),
     "agent_mode": ParamSpec("agent_mode", "str", "batched", choices=("batched", "exact")),
-    "batch": ParamSpec("batch", "int", 4096, low=1),
+    "batch": ParamSpec("batch", "int", 4096, low=1, high=MAX_BATCH),
     "endpoint": ParamSpec("endpoint", "str", "tcp://*:5555"),
     "token": ParamSpec("token", "str", ""),
     "curve": ParamSpec("curve", "str", "", help="hosts: CURVE key directory (ldpsim keys)"),
-    "max_frame_bytes": ParamSpec("max_frame_bytes", "int", 64 << 20, low=1024),
-    "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", 1 << 20, low=64),
+    "max_frame_bytes": ParamSpec("max_frame_bytes", "int", 64 << 20, low=1024,
+                                 high=MAX_FRAME_BYTES),
+    "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", 1 << 20, low=64,
+                                    high=MAX_ENVELOPE_BYTES),
     "progress": ParamSpec("progress", "bool", True),
 }
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
@@ -243,8 +254,10 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
                                 f"{', '.join(sorted(PROTOCOLS))}")
         get_protocol(p)
     repeats = raw.get("repeats", 1)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ScenarioError(f"repeats: got {repeats!r}; allowed: an integer >= 1")
+    if (isinstance(repeats, bool) or not isinstance(repeats, int)
+            or not 1 <= repeats <= MAX_REPEATS):
+        raise ScenarioError(f"repeats: got {repeats!r}; allowed: an integer >= 1 and "
+                            f"<= {MAX_REPEATS}")
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"seed: got {seed!r}; allowed: an integer >= 0")
@@ -290,6 +303,10 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     rt_raw = dict(_table(raw, "runtime"))
     faults = rt_raw.pop("faults", [])
     runtime = _check_table(rt_raw, RUNTIME, "runtime")
+    envelope, frame = runtime["max_envelope_bytes"], runtime["max_frame_bytes"]
+    if envelope > frame:
+        raise ScenarioError(f"[runtime] max_envelope_bytes: got {envelope}; allowed: at most "
+                            f"max_frame_bytes ({frame}), a frame must hold one envelope")
     if not isinstance(faults, list):
         raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
     runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,
@@ -309,7 +326,9 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
 
 
 def _check_colluders(v: Any) -> Any:
-    allowed = ("a fraction in [0, 1), a count (integer >= 0), or a list of agent ids")
+    """Static checks (n may be a sweep or known only once a file is read: see check_runs)."""
+    allowed = ("a fraction in [0, 1), a count (integer >= 0), or a list of agent ids; counts "
+               f"and ids < {MAX_AGENTS} (and below the number of agents n)")
     if isinstance(v, bool):
         raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
     if isinstance(v, float):
@@ -317,11 +336,11 @@ def _check_colluders(v: Any) -> Any:
             raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
         return v
     if isinstance(v, int):
-        if v < 0:
+        if not 0 <= v < MAX_AGENTS:
             raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
         return v
-    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                   for x in v):
+    if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                   and 0 <= x < MAX_AGENTS for x in v):
         return sorted(set(v))
     raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
 
@@ -330,7 +349,7 @@ def check_runs(specs: list[RunSpec]) -> None:
     """Resolve every run's parameters against its data's public facts (before any process).
 
     Catches values that are valid in isolation but not for the data, e.g. more queries than
-    there are pairs, and missing data files.
+    there are pairs, colluders beyond the number of agents, and missing data files.
     """
     seen = set()
     built: dict[str, Any] = {}
@@ -344,6 +363,7 @@ def check_runs(specs: list[RunSpec]) -> None:
             if dsig not in built:
                 kind = get_data_kind(s.data["kind"])
                 built[dsig] = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
+                _check_colluders_against_n(s.collusion["colluders"], built[dsig].n)
             ds = built[dsig]
             get_protocol(s.protocol).resolve(s.params, ds.public)
             if s.runtime["pools"] > ds.n:
@@ -351,3 +371,19 @@ def check_runs(specs: list[RunSpec]) -> None:
                                  f"the number of agents ({ds.n})")
         except ParamError as e:
             raise ScenarioError(f"{e} (protocol {s.protocol}, point {s.point})") from None
+
+
+def _check_colluders_against_n(v: Any, n: int) -> None:
+    """Colluder counts and ids once the number of agents ``n`` is known.
+
+    A count names at most n - 1 agents (DPWeVote's maximal collusion: one honest agent); a
+    fraction is rounded and capped at n - 1 (``colluder_mask``); an id must be in [0, n).
+    """
+    if isinstance(v, list):
+        bad = [x for x in v if x >= n]
+        if bad:
+            raise ParamError(f"[collusion] colluders: got agent id {bad[0]}; allowed: ids in "
+                             f"[0, {n}) (n = {n})")
+    elif isinstance(v, int) and v > max(n - 1, 0):
+        raise ParamError(f"[collusion] colluders: got {v}; allowed: a count of at most n - 1 = "
+                         f"{max(n - 1, 0)} (n = {n}), a fraction in [0, 1) or a list of ids")

@@ -42,6 +42,7 @@ import numpy as np
 
 from protocols import get_data_kind, get_protocol
 from protocols import rng as rngm
+from protocols.base import MAX_AGENTS
 from simulator import wire
 from simulator.collusion import colluder_mask
 from simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
@@ -50,9 +51,6 @@ Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
 
 log = logging.getLogger("ldpsim.curator")
 
-#: Most agents a registration may claim (a pool claiming 10^12 must not make the curator
-#: allocate per-agent arrays for them).
-MAX_AGENTS = 10**8
 #: Invalid envelopes in one frame after which the rest of the frame is dropped unread (one
 #: more rejection): a frame of a million garbage objects costs what 64 do.
 MAX_REJECTS_PER_FRAME = 64
@@ -214,7 +212,8 @@ class _Round:
     t_cpu: float = 0.0
     bytes_down: int = 0
     bytes_up: int = 0
-    invalid: int = 0  # asked agents whose only report so far was out of domain
+    invalid: int = 0  # asked agents whose only report so far was out of domain (or refused)
+    refused: int = 0  # asked agents who refused (privacy budget)
     invalid_mask: np.ndarray | None = None
 
 
@@ -267,6 +266,8 @@ class CuratorSession:
         self.rounds: list[dict[str, Any]] = []
         self.rejected = 0
         self.rejections: list[dict[str, Any]] = []
+        self.refused = 0  # queries the agents refused (privacy odometer)
+        self.refusal_reason: str | None = None
         self.failure: str | None = None
         self.result: dict[str, Any] | None = None
         self.finished = False
@@ -505,15 +506,18 @@ class CuratorSession:
         elif env.kind == wire.DISCLOSE:
             yield from self._on_disclose(peer, env)
         elif env.kind == wire.ERROR:
-            if peer in self.pools:
-                p = env.payload if isinstance(env.payload, dict) else {}
+            p = env.payload if isinstance(env.payload, dict) else {}
+            if peer in self.pools and p.get("code") == "budget":
+                self._on_refusal(self.pools[peer], env, p)
+            elif peer in self.pools:
                 error = p.get("error", "?")
                 trace = p.get("traceback", "")
                 error = error[:2000] if isinstance(error, str) else wire.quote(error)
                 trace = trace[-20000:] if isinstance(trace, str) else ""
                 self.failure = f"pool {self.pools[peer].index} failed: {error}\n{trace}"
                 raise RunFailed(self.failure)
-            yield from self.reject(peer, "ERROR from an unregistered peer", env)
+            else:
+                yield from self.reject(peer, "ERROR from an unregistered peer", env)
         elif env.kind == wire.DONE:
             pool = self.pools.get(peer)
             why = None if pool is None or self.state != "done" else check_stats(env.payload)
@@ -599,6 +603,26 @@ class CuratorSession:
         self._touch()
         if len(self.pools) == self.n_pools:
             yield from self._start()
+
+    def _on_refusal(self, pool: _Pool, env: wire.Envelope, p: dict[str, Any]) -> None:
+        """A pool's agents refused a query (their privacy budget, or a round asked twice):
+        recorded, and the round stops waiting for them."""
+        agents = p.get("agents")
+        rnd = self.round
+        if not isinstance(agents, np.ndarray) or agents.ndim != 1 or agents.dtype.kind not in "iu":
+            return
+        agents = agents[(agents >= pool.start) & (agents < pool.stop)].astype(np.int64)
+        self.refused += len(agents)
+        if self.refusal_reason is None and isinstance(p.get("error"), str):
+            self.refusal_reason = p["error"][:MAX_REASON]
+        if rnd is None or env.round != rnd.number or not len(agents):
+            return
+        agents = np.unique(agents)
+        wait = agents[rnd.asked[agents] & ~rnd.reported[agents] & ~rnd.invalid_mask[agents]]
+        rnd.invalid_mask[wait] = True
+        rnd.invalid += len(wait)
+        rnd.refused += len(wait)
+        self._touch()
 
     def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
         pool = self.pools.get(peer)
@@ -826,8 +850,8 @@ class CuratorSession:
             self.view["rounds"][-1].update(report_agents=agents, reports=reports)
         self.rounds.append({
             "round": rnd.number, "asked": rnd.expected, "reported": rnd.got,
-            "invalid": rnd.invalid, "dropouts": missing, "bytes_down": rnd.bytes_down,
-            "bytes_up": rnd.bytes_up,
+            "invalid": rnd.invalid - rnd.refused, "refused": rnd.refused, "dropouts": missing,
+            "bytes_down": rnd.bytes_down, "bytes_up": rnd.bytes_up,
             "report_bits": rnd.plan.report_bits,
             "wall_s": time.perf_counter() - rnd.t_wall,
             "curator_cpu_s": time.process_time() - rnd.t_cpu})
@@ -917,6 +941,8 @@ class CuratorSession:
             },
             "rejected": self.rejected,
             "rejections": self.rejections[:50],
+            "refused": self.refused,
+            "refusal": self.refusal_reason,
             "dropouts": int(self.dropouts_reports + (n - len(reg))),
             "dropouts_registration": int(n - len(reg)),
             "pools_registered": len(self.pools),
@@ -964,7 +990,7 @@ class PoolSession:
         self.run: int | None = None
         self.exit = False
         self.silent = False
-        self.refused: str | None = None  # why the last registration was refused
+        self.refused_reason: str | None = None  # why the last registration was refused
         self.can_die = True
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
         self._reset()
@@ -979,6 +1005,7 @@ class PoolSession:
         self.agent_cpu = 0.0
         self.agent_cpu_max = 0.0
         self.agent_calls = 0
+        self.refusals = 0
         self.silent = False
         self.cpu0 = time.process_time()
 
@@ -1025,7 +1052,7 @@ class PoolSession:
                 p = env.payload
                 if (isinstance(p, dict) and p.get("code") == "refused" and env.run == self.run
                         and self.config is not None):
-                    self.refused = str(p.get("error", ""))[:300]
+                    self.refused_reason = str(p.get("error", ""))[:300]
                     self._reset()
                     self.run = None
             elif env.kind == wire.BCAST:
@@ -1063,6 +1090,10 @@ class PoolSession:
         self.n = dataset.n
         self.start, self.stop = block_of(self.index, self.n_pools, self.n)
         self.dataset = dataset  # rows are generated on first use (``private_rows``)
+        # the privacy odometer: what each agent has spent, and the rounds it has answered
+        self.budget = self.protocol.agent_budget(self.params, self.public)
+        self.spent = np.zeros(self.stop - self.start) if self.budget is not None else None
+        self.answered: dict[int, np.ndarray] = {}
         self.exact = cfg.get("agent_mode", "batched") == "exact"
         self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
@@ -1121,12 +1152,49 @@ class PoolSession:
                 elif action == "raise":
                     raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
 
+    def _odometer(self, rnd: int, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` may answer round ``rnd``: not answered in this round yet (nor
+        earlier in this batch), and within the agent's budget after this round's spend. Spends
+        it for them. (The protocol declares the spend: ``Protocol.round_epsilon``.)"""
+        local = ids - self.start
+        eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
+        ok = np.zeros(len(ids), dtype=bool)
+        ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
+        seen = self.answered.get(rnd)
+        if seen is not None:
+            ok &= ~seen[local]
+        if not math.isfinite(eps) or eps < 0 or (seen is None and len(self.answered) >= 10**4):
+            ok[:] = False
+        else:
+            ok &= self.spent[local] + eps <= self.budget * (1 + 1e-9) + 1e-12
+        if ok.any():
+            if seen is None:
+                seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
+            seen[local[ok]] = True
+            self.spent[local[ok]] += eps
+        return ok
+
     def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None) -> list[bytes]:
         self._fault(rnd)
         if self.silent:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        refusal: list[bytes] = []
+        if self.budget is not None:
+            ok = self._odometer(rnd, ids)
+            if not ok.all():
+                bad = ids[~ok]
+                self.refusals += len(bad)
+                refusal = [wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
+                    "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered "
+                             f"it already, or it would take them past epsilon = "
+                             f"{self.budget:g})", "code": "budget", "agents": bad})]
+                ids = ids[ok]
+                if queries is not None:
+                    queries = queries[ok]
+                if not len(ids):
+                    return refusal
         rows = self.private_rows()[_span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
@@ -1154,15 +1222,16 @@ class PoolSession:
         # reports, e.g. a whole answer vector per worker); the curator matches the pieces
         row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
         per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
-        return [wire.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
-                                  reports[s:s + per_frame])[0]
-                for s in range(0, len(ids), per_frame)]
+        return refusal + [wire.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
+                                            reports[s:s + per_frame])[0]
+                          for s in range(0, len(ids), per_frame)]
 
     def _stats(self) -> dict[str, Any]:
         return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
                 self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
                 "agent_time_mode": "exact" if self.exact else "amortised",
-                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb()}
+                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
+                "refused": self.refusals}
 
     def error(self, exc: BaseException) -> bytes:
         """An ERROR envelope describing an unhandled exception in this pool."""

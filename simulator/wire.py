@@ -11,6 +11,7 @@ uint32 dimensions, then the raw little-endian bytes.
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -111,11 +112,21 @@ class Envelope:
 
 
 def _unpacker(frame: bytes, max_buffer: int) -> msgpack.Unpacker:
-    """An Unpacker fed with one batch frame (ndarray ext hook, string map keys only)."""
-    unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=max(
-        max_buffer, len(frame)), strict_map_key=True, use_list=True)
-    unpacker.feed(frame)
-    return unpacker
+    """An Unpacker reading one batch frame (ndarray ext hook, string map keys only).
+
+    Small frames are fed whole; a large one is read through a view in 1 MiB pieces, so that a
+    peer's 16 MiB frame is never copied whole into the unpacker's buffer (whoever stops
+    reading early, as the curator does after too many invalid envelopes, pays for what it
+    read only)."""
+    size = max(max_buffer, len(frame))
+    if len(frame) <= 1 << 20:
+        unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=size,
+                                    strict_map_key=True, use_list=True)
+        unpacker.feed(frame)
+        return unpacker
+    return msgpack.Unpacker(io.BytesIO(frame), read_size=1 << 20, raw=False,
+                            ext_hook=_ext_hook, max_buffer_size=size, strict_map_key=True,
+                            use_list=True)
 
 
 def iter_frame(frame: bytes, max_buffer: int) -> Iterator[tuple[Any, int]]:

@@ -46,7 +46,7 @@ import numpy as np
 from scipy import special, stats
 
 from protocols import rng as rngm
-from protocols.base import ParamError, ParamSpec
+from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset
 from protocols.ethics.mle import constrained_mle
 from protocols.ethics.model import NORMS, norm_of
@@ -251,7 +251,8 @@ POS = {"low": 0, "low_open": True}
 KINDS = {
     "ethics_synthetic": DataKind(
         "ethics_synthetic", _synthetic,
-        {"n": ParamSpec("n", "int", required=True, low=1, help="number of voters N"),
+        {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS,
+                        help="number of voters N"),
          "d": ParamSpec("d", "int", 10, low=1, high=200, help="features per alternative"),
          "records": ParamSpec("records", "int", 50, low=1, high=100000,
                               help="pairwise records per voter n_i (UNKNOWN default)"),

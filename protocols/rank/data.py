@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.base import ParamError, ParamSpec
+from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset, resolve_path
 from protocols.rank import mallows, profile
 
@@ -138,7 +138,7 @@ def _preflib(key: int, path: str, n: int | None = None) -> FileRankings:
 KINDS = {
     "mallows": DataKind(
         "mallows", _mallows,
-        {"n": ParamSpec("n", "int", required=True, low=1, help="number of agents"),
+        {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "m": ParamSpec("m", "int", required=True, low=2, high=200, help="number of items"),
          "theta": ParamSpec("theta", "float", low=0, high=1,
                             help="dispersion as seed 000 defines it: 1 - q/p (default 0.5)"),
@@ -148,11 +148,11 @@ KINDS = {
         "sushi", _sushi,
         {"path": ParamSpec("path", "str", required=True,
                            help="sushi3a.5000.10.order (Kamishima) or the PrefLib .soc copy"),
-         "n": ParamSpec("n", "int", low=1, help="keep only the first n agents")},
+         "n": ParamSpec("n", "int", low=1, high=MAX_AGENTS, help="keep only the first n agents")},
         "ranking", "SUSHI set A: 5000 full rankings of 10 sushi (Kamishima 2003)"),
     "preflib": DataKind(
         "preflib", _preflib,
         {"path": ParamSpec("path", "str", required=True, help="a PrefLib .soc file"),
-         "n": ParamSpec("n", "int", low=1, help="keep only the first n agents")},
+         "n": ParamSpec("n", "int", low=1, high=MAX_AGENTS, help="keep only the first n agents")},
         "ranking", "PrefLib strict complete orders (.soc), e.g. TurkDots 00024, TurkPuzzle 00025"),
 }

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocols.base import ParamError, ParamSpec
+from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset, resolve_path
 from protocols.rank import mallows
 from protocols.rank.data import read_order, read_soc
@@ -151,7 +151,7 @@ def _mallows(key: int, n: int, d: int, theta: float | None = None,
 
 
 _D = ParamSpec("d", "int", default=10, low=3, high=10, help="number of items (the paper: 3..10)")
-_N = ParamSpec("n", "int", low=1, help="keep only the first n agents")
+_N = ParamSpec("n", "int", low=1, high=MAX_AGENTS, help="keep only the first n agents")
 
 KINDS = {
     "sushi_subset": DataKind(
@@ -168,7 +168,7 @@ KINDS = {
         "ranking", "Jester ratings → rankings of the d most-rated jokes (seed 003 §6.1)"),
     "safari_mallows": DataKind(
         "safari_mallows", _mallows,
-        {"n": ParamSpec("n", "int", required=True, low=1, help="number of agents"),
+        {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "d": ParamSpec("d", "int", required=True, low=3, high=D_MAX, help="number of items"),
          "theta": ParamSpec("theta", "float", low=0, high=1,
                             help="dispersion 1 - q/p as seed 000 defines it (default 0.5)"),

@@ -363,6 +363,13 @@ class Safari(_RankingProtocol):
                              "allowed: a number in (0, 1) with split = \"users\"")
         return out
 
+    def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
+        """Two rounds: ε/2 each with ``split = "budget"`` (sequential composition, Theorem 6);
+        ε each with ``split = "users"``, where a user answers one round only (a user asked in
+        both would pass its budget, and its pool refuses)."""
+        budgets = round_budgets(params["epsilon"], params["split"])
+        return budgets[rnd] if 0 <= rnd < len(budgets) else math.inf
+
     def claim(self, params, public):
         e0, e1 = round_budgets(params["epsilon"], params["split"])
         mech = {"safa": "grr", "harmony": "harmony_hadamard_rr"}[params["oracle"]]

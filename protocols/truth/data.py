@@ -17,7 +17,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from protocols import rng as rngm
-from protocols.base import ParamError, ParamSpec
+from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset
 from protocols.truth.inference import infer_truth, mae
 
@@ -264,7 +264,7 @@ LEVELS_REAL = ParamSpec("levels", "int", low=2, high=1000,
 KINDS = {
     "crowd_synthetic": DataKind(
         "crowd_synthetic", _synthetic,
-        {"n": ParamSpec("n", "int", default=2000, low=1, help="number of workers"),
+        {"n": ParamSpec("n", "int", default=2000, low=1, high=MAX_AGENTS, help="number of workers"),
          "tasks": ParamSpec("tasks", "int", default=200, low=1, help="number of tasks"),
          "sparsity": ParamSpec("sparsity", "float", default=0.9, low=0, high=1,
                                help="fraction of NULL cells per worker (< 1)"),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from protocols import rng as rngm
-from protocols.base import ParamError, ParamSpec
+from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset
 
 WEIGHTS = (1, 2, 3)
@@ -158,7 +158,8 @@ def _weighted_votes(key: int, n: int, candidates: int = 1, weight_probs: str = "
 KINDS = {
     "weighted_votes": DataKind(
         "weighted_votes", _weighted_votes,
-        {"n": ParamSpec("n", "int", required=True, low=1, help="number of partners"),
+        {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS,
+                        help="number of partners"),
          "candidates": ParamSpec("candidates", "int", default=1, low=1, high=64,
                                  help="k proposal candidates voted on in one game"),
          "weight_probs": ParamSpec("weight_probs", "str", default="uniform",

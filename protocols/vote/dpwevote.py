@@ -465,6 +465,14 @@ class _VoteProtocol(Protocol):
     def make_curator(self, params, public, agents, key):
         return self.curator_cls(params, public, agents, key)
 
+    def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
+        """Round 0 spends ε1 (the weight), rounds 1..k spend ε2 each (one opinion per
+        candidate): ε1 + k·ε2 = the claimed total (Theorem 4.3 composed over the game)."""
+        b = self.budget(params, public)
+        if rnd == 0:
+            return b.eps_w
+        return b.eps_phi if 1 <= rnd <= b.candidates else math.inf
+
     def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
                            public: dict[str, Any]) -> np.ndarray:
         """The released estimates: q̂ (Eq. 4b) and Σ w·φ_l per candidate (Eq. 8b)."""
