@@ -307,6 +307,12 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     if envelope > frame:
         raise ScenarioError(f"[runtime] max_envelope_bytes: got {envelope}; allowed: at most "
                             f"max_frame_bytes ({frame}), a frame must hold one envelope")
+    if runtime["backend"] == "hosts" and not runtime["token"]:
+        raise ScenarioError(
+            "[runtime] token: the hosts backend needs one (--token): it authenticates the pools "
+            "(challenge-response, never sent) and is the secret their agents' data and coins "
+            "derive from, which the curator never holds; allowed: a non-empty string, given to "
+            "every `ldpsim agents` as well")
     if not isinstance(faults, list):
         raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
     runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,

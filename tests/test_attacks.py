@@ -578,3 +578,16 @@ def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_tracebac
     monkeypatch.setattr(proto, "make_curator", broken)
     with pytest.raises(RunFailed, match="curator code failed in absorb of round 0"):
         run_inproc(config(), LIMITS)
+
+
+def test_hosts_backend_without_a_token_is_refused_before_anything_binds(tmp_path, capsys):
+    """Open registration (anyone registering as pool 0 and poisoning the output) is gone: the
+    hosts backend needs the token, on loopback as on any other interface."""
+    from simulator.cli import main
+
+    code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{_free_port()}",
+                 "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "[runtime] token: the hosts backend needs one" in err
+    assert not (tmp_path / "out").exists()
