@@ -284,7 +284,10 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
         with contextlib.suppress(Exception):
             sock.send(sess.error(exc))
             time.sleep(0.2)
-        traceback.print_exc()
+        if echo is not None:  # ``ldpsim agents``: one line (the curator has the traceback)
+            echo(f"pool {index}/{n_pools} failed: {type(exc).__name__}: {exc}")
+        else:
+            traceback.print_exc()
     finally:
         sock.close(linger=0)
         ctx.term()
@@ -379,7 +382,12 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
         failed_at = None
         while True:
             if rx.poll(0.05):
-                status, payload = rx.recv()
+                try:
+                    status, payload = rx.recv()
+                except EOFError:  # it died before it could say why
+                    curator.join(1.0)
+                    raise RunFailed(f"curator process died (exit code {curator.exitcode})"
+                                    ) from None
                 if status != "ok":
                     raise RunFailed(payload)
                 result = payload
@@ -461,7 +469,11 @@ class HostsCurator:
                 raise RunFailed(f"curator process died (exit code {self.proc.exitcode})")
             if deadline and time.monotonic() > deadline:
                 raise RunFailed("curator process did not answer")
-        return self._from_child.recv()
+        try:
+            return self._from_child.recv()
+        except EOFError:  # it died before it could say why
+            self.proc.join(1.0)
+            raise RunFailed(f"curator process died (exit code {self.proc.exitcode})") from None
 
     def run(self, config: dict[str, Any], token: str, record_view: bool = False) -> dict:
         """Serve one run. ``token`` is the pools' out-of-band secret: the curator process gets

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from simulator.inproc import run_inproc
@@ -144,3 +145,53 @@ def test_hosts_backend_runs_a_multi_round_protocol():
         hosts.close()
         codes = [p.wait(timeout=15) for p in pools]
     assert codes == [0, 0]
+
+
+def test_pools_outlive_a_crashed_curator_and_join_its_successor():
+    """A curator killed mid-sweep leaves its pools set up for a dead run; they say they are
+    ready again after --timeout of silence, and a new curator on the same endpoint (the same
+    command run again) gets them for its runs."""
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    pools = [start_pool(port, f"{i}/2", "tk", "--timeout", "1") for i in range(2)]
+    c = cfg("ldp_kwiksort_rr", 5)
+    try:
+        assert hosts.run(c, "tk")["pools_registered"] == 2
+        from protocols import get_protocol
+        from simulator.seeding import auth_key, curator_config
+
+        big = {**c, "data": {**c["data"], "n": 400_000}, "seed": 6}
+        hosts._to_child.send(("run", 1, curator_config(big, "tk"), auth_key("tk"), False,
+                              get_protocol("ldp_kwiksort_rr")))
+        time.sleep(0.3)  # the set-up is out: the pools are set up for run 1
+        hosts.proc.kill()  # the curator dies mid-run
+        hosts.proc.join(5)
+        hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+        res = hosts.run(c, "tk")
+        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
+        assert res["pools_registered"] == 2 and res["dropouts"] == 0
+    finally:
+        hosts.close()
+        codes = [p.wait(timeout=15) for p in pools]
+    assert codes == [0, 0]
+
+
+def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(tmp_path):
+    from simulator.curve import make_keys
+
+    keys, stranger = tmp_path / "keys", tmp_path / "stranger"
+    make_keys(keys, 1)
+    make_keys(stranger, 1)
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2.0), curve=str(keys))
+    try:
+        intruder = start_pool(port, "0/1", "tk", "--curve-key",
+                              str(stranger / "pool-0.key_secret"), "--curve-server",
+                              str(keys / "server.key"), "--idle-timeout", "2")
+        code = intruder.wait(timeout=30)  # used to block for ever in its send
+        err = intruder.stderr.read().decode()
+    finally:
+        hosts.close()
+    assert code == 2
+    assert "no word from the curator" in err and "CURVE handshake" in err
+    assert "Traceback" not in err
