@@ -80,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
              f"{scenario.runtime['pools']} pools -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
-                                        echo=_err)
+                                        echo=_err, include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
         _err(f"error: {e}")
         return 2
@@ -90,9 +90,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted: finished runs are saved; run the same command again to resume")
         return 130
-    print_summary(records)
+    print_summary(records, include_degraded=args.include_degraded)
     print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
-    return 0
+    return _warn_degraded(records, args.include_degraded)
+
+
+def _warn_degraded(records: list[dict], included: bool) -> int:
+    """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
+    from simulator.results import is_degraded
+
+    bad = [r for r in records if is_degraded(r)]
+    if not bad:
+        return 0
+    lost = sum(int(r.get("lost_agents") or 0) for r in bad)
+    where = ("included in the summary (--include-degraded)" if included
+             else "excluded from the summary")
+    _err(f"warning: {len(bad)} of {len(records)} runs degraded ({lost} agents lost to dead, "
+         f"silent or unregistered pools); they are {where}; re-running the same command "
+         "redoes them")
+    return 3
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -126,7 +142,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from simulator.results import ResultStore, plot, write_summary
+    from simulator.results import ResultStore, plot, usable, write_summary
     from simulator.runner import print_summary
 
     store = ResultStore(args.out)
@@ -134,10 +150,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not records:
         _err(f"no results in {args.out}")
         return 1
-    print_summary(records)
-    write_summary(args.out, records)
+    shown = usable(records, args.include_degraded)
+    print_summary(shown, include_degraded=True)
+    write_summary(args.out, shown)
     if args.plots:
-        for p in plot(args.out, records):
+        for p in plot(args.out, shown):
             print(p)
     return 0
 
@@ -216,8 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help="results directory (default results/NAME)")
         p.add_argument("--token", help="shared secret pools present to register (hosts)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--include-degraded", action="store_true",
+                       help="keep degraded runs (that lost agents) in the summary and plots")
 
-    r = sub.add_parser("run", help="run a scenario or sweep (resumes an interrupted one)")
+    r = sub.add_parser(
+        "run", help="run a scenario or sweep (resumes an interrupted one)",
+        epilog="exit codes: 0 all runs complete; 1 a run failed; 2 invalid scenario or "
+               "options; 3 some runs degraded (lost agents: dead, silent or unregistered "
+               "pools), left out of the summary and redone when the same command is run "
+               "again; 130 interrupted")
     run_opts(r)
     r.add_argument("--backend", choices=("inproc", "processes", "hosts"))
     r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
@@ -265,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="reload a results directory: table, CSV and plots")
     s.add_argument("out", help="results directory")
     s.add_argument("--plots", action="store_true", help="also redraw the plots")
+    s.add_argument("--include-degraded", action="store_true",
+                   help="keep degraded runs (that lost agents) in the table, CSV and plots")
     s.set_defaults(func=cmd_summary)
 
     b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")

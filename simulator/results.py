@@ -36,6 +36,20 @@ COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+DEGRADED = "degraded"
+
+
+def is_degraded(record: dict[str, Any]) -> bool:
+    """Whether a record is of a run that lost agents (older records without status: no)."""
+    return record.get("status") == DEGRADED
+
+
+def usable(records: list[dict[str, Any]], include_degraded: bool = False
+           ) -> list[dict[str, Any]]:
+    """The records a summary / plot is built from: degraded runs only when asked."""
+    return list(records) if include_degraded else [r for r in records if not is_degraded(r)]
+
+
 class ResultsCorruptError(ValueError):
     """``results.jsonl`` holds a line that is not a valid result record (not at its end)."""
 
@@ -138,13 +152,17 @@ class ResultStore:
     :meth:`records` repair this by atomically rewriting the file without it (that run is then
     simply not done). An invalid line anywhere else raises :class:`ResultsCorruptError`, naming
     the line number: that is damage we must not paper over.
+
+    A record with ``"status": "degraded"`` (its run lost agents) does not count as done: a
+    resumed sweep redoes it and the new record supersedes it (:meth:`records` returns only the
+    latest record of each key). Records without a status count as complete.
     """
 
     def __init__(self, out_dir: str | Path) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.out_dir / RESULTS_FILE
-        self._keys: set[str] | None = None
+        self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
 
     def done_keys(self) -> set[str]:
         """Keys of the runs already stored (reads, and if needed repairs, the file).
@@ -152,18 +170,24 @@ class ResultStore:
         Returns
         -------
         set of str
-            The ``key`` of every complete record in the file.
+            The ``key`` of every record in the file that is not degraded (see
+            :func:`is_degraded`); a degraded run is to be redone.
         """
-        return {r["key"] for r in self._load()}
+        self._load()
+        assert self._keys is not None
+        return set(self._keys)
 
     def records(self) -> list[dict[str, Any]]:
-        """All stored records, in file order (reads, and if needed repairs, the file).
+        """The stored records, in file order, only the latest one of each key (a redone
+        degraded run supersedes the earlier record). Reads, and if needed repairs, the file.
 
         Returns
         -------
         list of dict
         """
-        return self._load()
+        recs = self._load()
+        last = {r["key"]: i for i, r in enumerate(recs)}
+        return [r for i, r in enumerate(recs) if last[r["key"]] == i]
 
     def append(self, record: dict[str, Any]) -> None:
         """Durably append one record (one JSON line, flushed and fsync'ed).
@@ -171,13 +195,15 @@ class ResultStore:
         Parameters
         ----------
         record : dict
-            The run's result; must have a string ``key`` not yet in the store. It is passed
-            through :func:`jsonable` first (nan/inf become ``null``).
+            The run's result; must have a string ``key`` not yet in the store, or stored only
+            in degraded records (which it then supersedes). It is passed through
+            :func:`jsonable` first (nan/inf become ``null``).
 
         Raises
         ------
         ValueError
-            If the record has no string ``key`` or its key is already stored, or it cannot be
+            If the record has no string ``key`` or its key is already stored in a record that
+            is not degraded, or it cannot be
             serialised as strict JSON.
         """
         key = record.get("key") if isinstance(record, dict) else None
@@ -199,7 +225,8 @@ class ResultStore:
             os.fsync(f.fileno())
         if created:
             _fsync_dir(self.out_dir)
-        self._keys.add(key)
+        if not is_degraded(record):
+            self._keys.add(key)
 
     def _load(self) -> list[dict[str, Any]]:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""
@@ -236,7 +263,7 @@ class ResultStore:
                 repaired = data + b"\n"  # complete last record, newline lost: restore it
         if repaired is not None:
             _atomic_write_bytes(self.path, repaired)
-        self._keys = {r["key"] for r in records}
+        self._keys = {r["key"] for r in records if not is_degraded(r)}
         return records
 
 

@@ -25,7 +25,15 @@ from simulator.collusion import save_view
 from simulator.curve import check_dir
 from simulator.inproc import run_inproc
 from simulator.progress import progress
-from simulator.results import ResultStore, format_table, plot, summarize, write_summary
+from simulator.results import (
+    DEGRADED,
+    ResultStore,
+    format_table,
+    plot,
+    summarize,
+    usable,
+    write_summary,
+)
 from simulator.scenario import RunSpec, Scenario, check_runs
 from simulator.seeding import run_keys
 from simulator.session import Limits
@@ -92,8 +100,14 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
     claim = proto.claim(res["params"], res["public"])
     timing = dict(res["timing"])
     timing["run_wall_s"] = wall
+    # agents lost to a dead, silent, refused or never-registered pool, or round dropouts
+    registered = res.get("pools_registered", spec.runtime["pools"])
+    lost = (res["dropouts_registration"] > 0 or registered < spec.runtime["pools"]
+            or res.get("pools_reported_done", registered) < registered or res["dropouts"] > 0)
     record = {
-        "key": spec.key, "scenario": spec.scenario, "protocol": spec.protocol,
+        "key": spec.key, "status": DEGRADED if lost else "complete",
+        "lost_agents": int(res["dropouts"]),
+        "scenario": spec.scenario, "protocol": spec.protocol,
         "params": res["params"], "params_requested": spec.params, "data": spec.data,
         "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
         "scenario_seed": spec.scenario_seed, "backend": backend,
@@ -113,8 +127,14 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
 
 
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
-                 echo=print) -> tuple[list[dict[str, Any]], Path]:
-    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots."""
+                 echo=print, include_degraded: bool = False
+                 ) -> tuple[list[dict[str, Any]], Path]:
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots.
+
+    Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
+    degraded runs out unless ``include_degraded``; the returned records are all the stored ones
+    (the latest of each key), degraded included.
+    """
     specs = scenario.runs()
     check_runs(specs)  # every error before any process starts
     store = ResultStore(out_dir)
@@ -154,14 +174,15 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             hosts.close()
         records = store.records()
         if records:
-            write_summary(out_dir, records)
+            write_summary(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
-        plot(out_dir, records)
+        plot(out_dir, usable(records, include_degraded))
     return records, summary
 
 
-def print_summary(records: list[dict[str, Any]], echo=print) -> None:
-    """Print the sweep's summary table."""
-    cols, rows = summarize(records)
+def print_summary(records: list[dict[str, Any]], echo=print,
+                  include_degraded: bool = False) -> None:
+    """Print the sweep's summary table (degraded runs left out unless ``include_degraded``)."""
+    cols, rows = summarize(usable(records, include_degraded))
     echo(format_table(cols, rows))
