@@ -172,7 +172,13 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor():
         assert res["pools_registered"] == 2 and res["dropouts"] == 0
     finally:
         hosts.close()
-        codes = [p.wait(timeout=15) for p in pools]
+        codes = []
+        for p in pools:
+            try:
+                codes.append(p.wait(timeout=15))
+            except subprocess.TimeoutExpired:  # never leave a pool behind
+                p.kill()
+                codes.append(p.wait(5))
     assert codes == [0, 0]
 
 
