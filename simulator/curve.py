@@ -11,7 +11,8 @@ The curator (``[runtime] curve = "DIR"`` or ``ldpsim curator --curve DIR``) then
 connections only from pools whose public key is in ``DIR/clients`` (checked by a ZAP
 authenticator thread), and all traffic is encrypted. A pool connects with
 ``ldpsim agents --curve-key DIR/pool-I.key_secret --curve-server DIR/server.key``. Remove a
-pool's ``.key`` from ``DIR/clients`` to revoke it.
+pool's ``.key`` from ``DIR/clients`` to revoke it from the next run on: the curator re-reads the
+list at every run and drops messages whose connection authenticated with a key no longer in it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+import zmq.auth
 
 from protocols import get_protocol
 from simulator import wire
@@ -132,6 +133,7 @@ class CuratorServer:
             self.ctx.set(zmq.MAX_SOCKETS, 1 << 16)
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.curve = curve
+        self.enrolled: set[str] = set()
         self.auth = serve_curve(self.ctx, self.sock, curve) if curve else None
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.SNDHWM, CURATOR_HWM)
@@ -160,12 +162,19 @@ class CuratorServer:
                 self.unreachable += 1
                 self.peers.pop(peer, None)
 
-    def _recv(self) -> tuple[bytes, list[bytes]]:
-        """One message: the peer and at most two body parts (more are read and dropped)."""
+    def _recv(self) -> tuple[bytes, list[bytes], bool]:
+        """One message: the peer, at most two body parts (more are read and dropped), and
+        whether its sender's CURVE key is enrolled now (always True without CURVE)."""
         peer = self.sock.recv(copy=True)
         body: list[bytes] = []
         extra = 0
+        enrolled = True
         while self.sock.getsockopt(zmq.RCVMORE):
+            if self.curve and not body:  # the key the connection authenticated with
+                frame = self.sock.recv(copy=False)
+                enrolled = frame.get("User-Id") in self.enrolled
+                body.append(frame.bytes)
+                continue
             part = self.sock.recv(copy=len(body) < 2)
             if len(body) < 2:
                 body.append(part)
@@ -173,7 +182,7 @@ class CuratorServer:
                 extra += 1
         if extra:
             body.append(b"")  # only the count matters from here on
-        return peer, body
+        return peer, body, enrolled
 
     def run(self, run_no: int, config: dict[str, Any], auth: bytes,
             record_view: bool = False) -> dict[str, Any]:
@@ -182,8 +191,11 @@ class CuratorServer:
         ``config`` is ``seeding.curator_config(...)`` and ``auth`` is ``seeding.auth_key``
         of the pools' secret: never the seed or the secret themselves.
         """
-        if self.curve:  # enrolment is re-read at every run: a removed key is revoked now
-            self.auth.configure_curve(domain="*", location=str(Path(self.curve) / "clients"))
+        if self.curve:  # enrolment is re-read at every run: a removed key is revoked now, for
+            # new connections (the authenticator) and for open ones (their messages' User-Id)
+            clients = str(Path(self.curve) / "clients")
+            self.auth.configure_curve(domain="*", location=clients)
+            self.enrolled = {k.decode("ascii") for k in zmq.auth.load_certificates(clients)}
         sess = CuratorSession(run_no, config, auth, self.limits, record_view)
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
@@ -196,7 +208,12 @@ class CuratorServer:
                 continue
             wait = max(0.0, sess.next_deadline() - time.monotonic())
             if poller.poll(int(wait * 1000) + 1):
-                peer, body = self._recv()
+                peer, body, enrolled = self._recv()
+                if not enrolled:
+                    self.peers.pop(peer, None)
+                    self._send_all(sess.reject(peer, "CURVE key revoked: no longer in the "
+                                                     "enrolment list"))
+                    continue
                 if len(body) != 1:
                     self._send_all(sess.reject(peer, f"expected one frame per message, got "
                                                      f"{len(body) if len(body) < 3 else 'more'}"))

@@ -201,3 +201,30 @@ def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(t
     assert code == 2
     assert "no word from the curator" in err and "CURVE handshake" in err
     assert "Traceback" not in err
+
+
+def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
+    """Deleting a pool's key from clients/ shuts it out of the next run, even though its
+    connection (authenticated when it opened) stays open."""
+    from simulator.curve import make_keys
+
+    keys = tmp_path / "keys"
+    make_keys(keys, 1)
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=3.0), curve=str(keys))
+    pool = start_pool(port, "0/1", "tk", "--curve-key", str(keys / "pool-0.key_secret"),
+                      "--curve-server", str(keys / "server.key"))
+    c = cfg("ldp_kwiksort_rr", 1)
+    c["pools"] = 1
+    try:
+        assert hosts.run(c, "tk")["pools_registered"] == 1
+        (keys / "clients" / "pool-0.key").unlink()  # revoked between runs
+        try:
+            hosts.run(c, "tk")
+            raise AssertionError("a revoked pool registered")
+        except RunFailed as e:
+            assert "no pool registered" in str(e)
+    finally:
+        hosts.close()
+        pool.kill()
+        pool.wait(5)
