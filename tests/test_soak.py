@@ -140,3 +140,48 @@ def test_soak_100k_hostile_messages_within_2x_of_a_clean_run():
     clean, res = _soak(n=1_000_000, hostile=100_000, batch=1024)
     mem, wall = _ratios(clean, res)
     assert mem <= 2.0 and wall <= 2.0
+
+
+def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_output():
+    """The same attack against the hosts backend: a long-lived curator bound on TCP, pools
+    started as separate ``ldpsim agents`` commands with the token, two runs in a row."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from simulator.inproc import run_inproc
+    from simulator.transport import HostsCurator
+
+    root = Path(__file__).resolve().parents[1]
+    port = _free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    hosts = HostsCurator(endpoint, LIMITS)
+    env = dict(os.environ, PYTHONPATH=str(root))
+    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect", endpoint,
+                               "--pool", f"{i}/2", "--token", "tk"], env=env,
+                              stderr=subprocess.DEVNULL) for i in range(2)]
+    ctx = mp.get_context("fork")
+    ready, sent = ctx.Event(), ctx.Value("q", 0)
+    attacker = ctx.Process(target=_attacker, args=(endpoint, 20_000, 60.0, ready, sent))
+    attacker.start()
+    results = []
+    try:
+        ready.wait(10)
+        for seed in (1, 2):
+            cfg = {**_config(50_000, 512), "seed": seed}
+            res = hosts.run(cfg, "tk")
+            assert res["output"] == run_inproc(cfg, LIMITS, secret="tk")["output"]
+            assert res["dropouts"] == 0 and res["pools_registered"] == 2
+            results.append(res)
+    finally:
+        attacker.terminate()
+        attacker.join(5)
+        hosts.close()
+        for p in pools:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+    assert sum(r["rejected"] for r in results) > 0 and sent.value > 0
