@@ -539,7 +539,12 @@ class CuratorSession:
 
     def _on_register(self, peer: bytes, env: wire.Envelope) -> Out:
         p = env.payload
+        if peer in self.pools:  # never a refusal (the pool would leave), never a ban
+            yield from self.reject(peer, "this peer is already registered", env)
+            return
         try:
+            if not isinstance(p, dict):
+                raise TypeError
             index, pools = p["pool"], p["pools"]
             if type(index) is not int or type(pools) is not int:
                 raise TypeError
@@ -547,7 +552,7 @@ class CuratorSession:
             good = (type(mac) is bytes and pools == self.n_pools and 0 <= index < pools
                     and hmac.compare_digest(mac, registration_mac(
                         self.auth, self.nonce, self.run, index, pools)))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, IndexError):
             good = False
         if not good:  # never a slot for a peer that fails authentication
             fails = self.auth_failures.get(peer, 0) + 1
@@ -580,9 +585,6 @@ class CuratorSession:
             yield from self._refuse(peer, f"n = {wire.quote(n)} agents is outside the "
                                           f"scenario's [1, {most}]", env)
             return
-        if peer in self.pools:
-            yield from self.reject(peer, "this peer is already registered", env)
-            return
         if any(q.index == index for q in self.pools.values()):
             yield from self._refuse(peer, f"pool index {index} is taken", env)
             return
@@ -612,13 +614,14 @@ class CuratorSession:
         if not isinstance(agents, np.ndarray) or agents.ndim != 1 or agents.dtype.kind not in "iu":
             return
         agents = agents[(agents >= pool.start) & (agents < pool.stop)].astype(np.int64)
-        self.refused += len(agents)
-        if self.refusal_reason is None and isinstance(p.get("error"), str):
-            self.refusal_reason = p["error"][:MAX_REASON]
         if rnd is None or env.round != rnd.number or not len(agents):
             return
         agents = np.unique(agents)
+        # only asked agents the round still waits for count (a refusal cannot undo a report)
         wait = agents[rnd.asked[agents] & ~rnd.reported[agents] & ~rnd.invalid_mask[agents]]
+        self.refused += len(wait)
+        if len(wait) and self.refusal_reason is None and isinstance(p.get("error"), str):
+            self.refusal_reason = p["error"][:MAX_REASON]
         rnd.invalid_mask[wait] = True
         rnd.invalid += len(wait)
         rnd.refused += len(wait)

@@ -591,3 +591,20 @@ def test_hosts_backend_without_a_token_is_refused_before_anything_binds(tmp_path
     err = capsys.readouterr().err
     assert "[runtime] token: the hosts backend needs one" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_attack_bogus_hello_from_a_registered_pools_identity_cannot_evict_it():
+    """Found by the fuzz test: a failed registration from a registered peer used to be
+    answered with a refusal (the honest pool then left the run), and three of them banned it."""
+    cfg = config()
+    run = Run(cfg)
+    run.until(lambda: registered(run))
+    bogus = b"\x96\x01\x00\x00\xff\xff\x91\x00"  # HELLO for run 0 whose payload is [0]
+    run.inject(b"pool-1", bogus * 3)
+    nd = b"\x96\x01\x00\x00\xff\xff\xc7\x16\x01\x07\x01\x02" + b"\x00" * 19  # ndarray payload
+    run.inject(b"pool-1", nd)
+    res = run.finish()
+    assert res["output"] == clean(cfg)["output"] and res["dropouts"] == 0
+    assert res["rejected"] == 4
+    assert all(r["reason"] == "this peer is already registered" for r in res["rejections"])
+    assert not any(wire.decode_one(f).payload.get("code") for d, f in run.to_others)
