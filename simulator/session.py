@@ -1097,6 +1097,7 @@ class PoolSession:
         self.budget = self.protocol.agent_budget(self.params, self.public)
         self.spent = np.zeros(self.stop - self.start) if self.budget is not None else None
         self.answered: dict[int, np.ndarray] = {}
+        self.round_eps: dict[int, float] = {}
         self.exact = cfg.get("agent_mode", "batched") == "exact"
         self.faults = [f for f in cfg.get("faults", []) if int(f.get("pool", -1)) == self.index]
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
@@ -1155,21 +1156,36 @@ class PoolSession:
                 elif action == "raise":
                     raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
 
-    def _odometer(self, rnd: int, ids: np.ndarray) -> np.ndarray:
+    def _odometer(self, rnd: int, ids: np.ndarray) -> np.ndarray | None:
         """Which of ``ids`` may answer round ``rnd``: not answered in this round yet (nor
         earlier in this batch), and within the agent's budget after this round's spend. Spends
-        it for them. (The protocol declares the spend: ``Protocol.round_epsilon``.)"""
+        it for them; returns None when all may (the protocol declares the spend:
+        ``Protocol.round_epsilon``)."""
         local = ids - self.start
-        eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
+        eps = self.round_eps.get(rnd)
+        if eps is None:
+            eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
+            if len(self.round_eps) < 10**4:
+                self.round_eps[rnd] = eps
+        limit = self.budget * (1 + 1e-9) + 1e-12
+        seen = self.answered.get(rnd)
+        span = _span(local)
+        if isinstance(span, slice) and 0 <= eps < math.inf and (seen is not None or len(
+                self.answered) < 10**4):  # the common case: a range of agents, in one pass
+            if (seen is None or not seen[span].any()) and self.spent[span].max() + eps <= limit:
+                if seen is None:
+                    seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
+                seen[span] = True
+                self.spent[span] += eps
+                return None
         ok = np.zeros(len(ids), dtype=bool)
         ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
-        seen = self.answered.get(rnd)
         if seen is not None:
             ok &= ~seen[local]
         if not math.isfinite(eps) or eps < 0 or (seen is None and len(self.answered) >= 10**4):
             ok[:] = False
         else:
-            ok &= self.spent[local] + eps <= self.budget * (1 + 1e-9) + 1e-12
+            ok &= self.spent[local] + eps <= limit
         if ok.any():
             if seen is None:
                 seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
@@ -1186,7 +1202,7 @@ class PoolSession:
         refusal: list[bytes] = []
         if self.budget is not None:
             ok = self._odometer(rnd, ids)
-            if not ok.all():
+            if ok is not None and not ok.all():
                 bad = ids[~ok]
                 self.refusals += len(bad)
                 refusal = [wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {

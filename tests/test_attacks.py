@@ -608,3 +608,28 @@ def test_attack_bogus_hello_from_a_registered_pools_identity_cannot_evict_it():
     assert res["rejected"] == 4
     assert all(r["reason"] == "this peer is already registered" for r in res["rejections"])
     assert not any(wire.decode_one(f).payload.get("code") for d, f in run.to_others)
+
+
+def test_attack_rogue_curator_asking_an_agent_twice_in_one_round_gets_one_answer():
+    """Duplicates inside one query batch, out of order, and the same batch sent again: each
+    agent answers round 0 once, whatever path the pool's odometer takes."""
+    cfg = config(n=20, pools=1)
+    pool = PoolSession(0, 1, TOKEN, LIMITS, pool_keys(cfg["seed"]))
+    cur = CuratorSession(0, curator_config(cfg), auth_key(TOKEN), LIMITS)
+    (_, setup), = cur.on_ready(b"p")
+    pool.on_frame(setup)
+    queries = [[0]] * 5
+
+    def ask(ids):
+        bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, queries[:len(ids)])
+        out = pool.on_frame(b"".join(bufs))
+        answered = [o[4] for f in out for o, _ in wire.iter_frame(f, 1 << 20)
+                    if o[1] == wire.REPORT]
+        refused = [a for f in out for o, _ in wire.iter_frame(f, 1 << 20) if o[1] == wire.ERROR
+                   for a in o[5]["agents"].tolist()]
+        return answered, refused
+
+    assert ask([3, 4, 5]) == ([3, 4, 5], [])  # a range: the one-pass path
+    assert ask([3, 4, 5]) == ([], [3, 4, 5])  # the same round again
+    assert ask([7, 2, 7, 9, 2]) == ([7, 2, 9], [7, 2])  # duplicates, out of order
+    assert pool.refusals == 5 and pool.spent[[2, 3, 7, 9]].tolist() == [1.0] * 4

@@ -33,6 +33,16 @@ def start_pool(port: int, pool: str, token: str, *extra: str) -> subprocess.Pope
                              *extra], env=env, stderr=subprocess.PIPE)
 
 
+def assert_no_pool_registers(hosts: HostsCurator, c: dict, token: str, why: str) -> None:
+    """The run must fail for want of a pool (``why`` says what must not have registered)."""
+    try:
+        hosts.run(c, token)
+    except RunFailed as e:
+        assert "no pool registered" in str(e)
+    else:
+        raise AssertionError(why)
+
+
 def cfg(protocol: str, seed: int) -> dict:
     return {"protocol": protocol, "params": {"epsilon": 1.0},
             "data": {"kind": "mallows", "n": 1000, "m": 7, "theta": 0.3}, "seed": seed,
@@ -65,11 +75,7 @@ def test_hosts_pool_with_wrong_token_is_refused():
     try:
         c = cfg("ldp_kwiksort_rr", 1)
         c["pools"] = 1
-        try:
-            hosts.run(c, "good")
-            raise AssertionError("a pool with the wrong token registered")
-        except RunFailed as e:
-            assert "no pool registered" in str(e)
+        assert_no_pool_registers(hosts, c, "good", "a pool with the wrong token registered")
     finally:
         hosts.close()
         pool.kill()
@@ -219,11 +225,7 @@ def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
     try:
         assert hosts.run(c, "tk")["pools_registered"] == 1
         (keys / "clients" / "pool-0.key").unlink()  # revoked between runs
-        try:
-            hosts.run(c, "tk")
-            raise AssertionError("a revoked pool registered")
-        except RunFailed as e:
-            assert "no pool registered" in str(e)
+        assert_no_pool_registers(hosts, c, "tk", "a revoked pool registered")
     finally:
         hosts.close()
         pool.kill()

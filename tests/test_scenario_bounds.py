@@ -15,17 +15,7 @@ from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from simulator import cli
 from simulator import scenario as sc
 from simulator.scenario import ScenarioError
-
-DEMO_RAW = {
-    "name": "demo",
-    "protocols": ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr"],
-    "repeats": 3,
-    "seed": 1,
-    "data": {"kind": "mallows", "n": 2000, "m": 10, "theta": 0.5},
-    "params": {"epsilon": [0.5, 1.0, 2.0], "queries": "auto"},
-    "runtime": {"backend": "processes", "pools": 2, "timeout_s": 30},
-    "collusion": {"colluders": 0.0, "curator": True},
-}
+from tests.test_scenario import DEMO_RAW  # scenarios/demo.toml as a dict
 
 
 def demo() -> dict:
