@@ -18,6 +18,7 @@ from protocols.ethics import fm
 from protocols.ethics.mle import constrained_mle
 from protocols.ethics.model import agreement, ball_diameter_l1
 from protocols.ethics.protocols import split_rows
+from protocols.mechanisms import snap_to_grid
 from simulator.inproc import run_inproc
 from simulator.runner import TruthCache
 from simulator.session import Limits
@@ -147,6 +148,10 @@ def test_fm_respond_is_algorithm_3_step_by_step():
     delta = fm.fm_sensitivity(4, "l2")
     u = rngm.uniform(5, np.arange(ds.n), 0, fm.n_coefficients(4))
     lap = rngm.laplace_from_uniform(u, delta / 0.8)
+    # the released coefficients are snapped to the Laplace grid (float-safe ε), so the noise
+    # that reaches the objective is snap(vector + lap) - vector
+    vec = fm.coefficient_vector(alpha, m, p["noise"])
+    lap = snap_to_grid(vec + lap, delta / 0.8) - vec
     a_t, m_t = fm.perturb(alpha, m, lap)
     lam = p["ridge"] * math.sqrt(2) * delta / 0.8
     w, v = np.linalg.eigh(m_t + lam * np.eye(4))

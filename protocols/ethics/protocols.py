@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
@@ -203,7 +204,8 @@ class _TrustedCurator(_AverageCurator):
                                     self.count)
         scale = delta / eps
         g = rngm.party_generator(rngm.stream_key(self.key, "ethics-central-laplace"))
-        out["beta"] = (self.average() + g.laplace(0.0, scale, self.d)).tolist()
+        out["beta"] = mech.snap_to_grid(self.average() + g.laplace(0.0, scale, self.d),
+                                        scale).tolist()
         out["noise_scale"] = scale
         out["sensitivity"] = delta
         return out
@@ -381,8 +383,8 @@ class VLDP(_EthicsProtocol):
         eps = voter_epsilon(eps_col, params)
         beta = _mle(z, public)
         u = rngm.uniform(key, agents, rnd, beta.shape[1])
-        scale = self.sensitivity(public, params) / eps
-        return beta + rngm.laplace_from_uniform(u, scale[:, None]), eps
+        scale = (self.sensitivity(public, params) / eps)[:, None]
+        return mech.snap_to_grid(beta + rngm.laplace_from_uniform(u, scale), scale), eps
 
     def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
         noisy, eps = self.release(rnd, data, agents, key, params, public)
@@ -491,8 +493,8 @@ class RLDPFunctional(VLDP):
         alpha, m = fm.coefficients(zp)
         vec = fm.coefficient_vector(alpha, m, params["noise"])
         u = rngm.uniform(key, agents, rnd, vec.shape[1])
-        lap = rngm.laplace_from_uniform(u, (self.sensitivity(public, params) / eps)[:, None])
-        return vec + lap, eps
+        scale = (self.sensitivity(public, params) / eps)[:, None]
+        return mech.snap_to_grid(vec + rngm.laplace_from_uniform(u, scale), scale), eps
 
     def solve(self, a_t, m_t, eps, params, public) -> np.ndarray:
         """Minimiser of the noisy objective, in raw feature units (Algorithm 3, line 4)."""

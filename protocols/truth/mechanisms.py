@@ -94,7 +94,9 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels
         Finite reports; a NULL cell is indistinguishable in kind from an answered one.
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
-    return filled + laplace_from_uniform(u_noise, lp_scale(levels, epsilon))
+    scale = lp_scale(levels, epsilon)
+    # snapped: textbook float Laplace keeps no ε (``protocols.mechanisms.snap_to_grid``)
+    return mech.snap_to_grid(filled + laplace_from_uniform(u_noise, scale), scale)
 
 
 def _laplace_logpdf(x: np.ndarray, b: float) -> np.ndarray:

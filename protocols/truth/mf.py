@@ -85,7 +85,10 @@ def clip_profiles(v: np.ndarray) -> np.ndarray:
 
 def laplace_eta(u: np.ndarray, levels: int, epsilon: float) -> np.ndarray:
     """η_i of Eq. (9) from d uniforms per worker: i.i.d. Lap(|Γ|/ε)."""
-    return laplace_from_uniform(u, mf_noise_scale(levels, epsilon))
+    scale = mf_noise_scale(levels, epsilon)
+    # snapped like every released Laplace value: the minimiser of the noisy objective is
+    # post-processing of a noise whose low-order bits then carry nothing
+    return mech.snap_to_grid(laplace_from_uniform(u, scale), scale)
 
 
 def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):

@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
@@ -593,10 +594,12 @@ class DPWeVoteLaplace(_VoteProtocol):
         phase, c = _phase(broadcast)
         u = rngm.uniform(key, agents, rnd, 1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
+        # snapped to a grid of about scale / 2^20: textbook float Laplace let the curator read
+        # a weight outright from the low-order bits (``simulator.float_attack``)
         if phase == "weights":
-            rep = data[:, 0] + rngm.laplace_from_uniform(u, sw)
+            rep = mech.snap_to_grid(data[:, 0] + rngm.laplace_from_uniform(u, sw), sw)
         else:
-            rep = data[:, 1 + c] + rngm.laplace_from_uniform(u, sp)
+            rep = mech.snap_to_grid(data[:, 1 + c] + rngm.laplace_from_uniform(u, sp), sp)
         return rep.astype(np.float64)[:, None]
 
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):

@@ -1,0 +1,123 @@
+"""The floating-point attack on Laplace reports (``simulator.float_attack``).
+
+Against textbook float Laplace (``v + L(u)``, kept here as a test double) the attack rules the
+neighbouring input out for most reports: ε = ∞ on that event. Against every Laplace value ldpsim
+releases -- local and central -- it rules out nothing, and still reproduces every report from
+its true input (so it models the generator exactly and is not vacuous).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from protocols import PROTOCOLS, get_data_kind
+from protocols import mechanisms as mech
+from protocols import rng as rngm
+from protocols.truth import mechanisms as tm
+from protocols.vote.dpwevote import laplace_scales
+from simulator.float_attack import float_leak, reproducible
+
+N = 20_000
+
+
+def textbook_laplace(values: np.ndarray, u: np.ndarray, scale: float) -> np.ndarray:
+    """The old form every family but one used: no snapping (the test double)."""
+    return np.asarray(values, dtype=np.float64) + rngm.laplace_from_uniform(u, scale)
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0, 7.3])
+def test_attack_reads_the_input_from_textbook_float_laplace(scale):
+    u = rngm.uniform(11, np.arange(N), 0, 1)[:, 0]
+    reports = textbook_laplace(np.ones(N), u, scale)
+    for other in (0.0, 2.0):
+        leak = float_leak(reports, 1.0, other, scale, snapped=False)
+        assert leak["true_reproduced"] == 1.0
+        # measured 0.75-0.87; the event has probability 0 under the other input
+        assert leak["other_ruled_out"] > 0.3
+    rev = reproducible(textbook_laplace(np.zeros(N), u, scale), 1.0, scale, snapped=False)
+    assert rev.mean() < 0.7  # and the other way round
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0, 7.3])
+def test_snapped_laplace_rules_nothing_out(scale):
+    u = rngm.uniform(12, np.arange(N), 0, 1)[:, 0]
+    reports = mech.laplace_mechanism(np.ones(N), u, scale, 1.0)
+    for other in (0.0, 2.0, 1.0 + 1e-3, 1.0 / 3.0):
+        leak = float_leak(reports, 1.0, other, scale, snapped=True)
+        assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+
+
+def test_dpwevote_laplace_weights_and_opinions_leak_nothing():
+    ds = get_data_kind("weighted_votes").build({"n": N, "candidates": 2}, 3)
+    p = PROTOCOLS["dpwevote_laplace"]
+    params = p.resolve({"epsilon": 1.0}, ds.public)
+    sw, sp = laplace_scales(p.budget(params, ds.public))
+    rows, agents = ds.rows(0, N), np.arange(N)
+    w = p.respond(0, None, {"phase": "weights"}, rows, agents, 9, params, ds.public)[:, 0]
+    leak = float_leak(w, rows[:, 0], rows[:, 0] + 1, sw, snapped=True)
+    assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+    phi = p.respond(1, None, {"phase": "opinions", "candidate": 0, "released": []}, rows,
+                    agents, 9, params, ds.public)[:, 0]
+    leak = float_leak(phi, rows[:, 1], 1 - rows[:, 1], sp, snapped=True)
+    assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+    # the old form of the same weight report: the curator read the weight outright
+    u = rngm.uniform(9, agents, 0, 1)[:, 0]
+    old = textbook_laplace(rows[:, 0], u, sw)
+    assert float_leak(old, rows[:, 0], rows[:, 0] + 1, sw, snapped=False)["other_ruled_out"] > 0.3
+
+
+def test_ldp_kwiksort_lap_answers_leak_nothing():
+    from protocols.rank.profile import answers
+
+    ds = get_data_kind("mallows").build({"n": N, "m": 6, "theta": 0.5}, 4)
+    p = PROTOCOLS["ldp_kwiksort_lap"]
+    params = p.resolve({"epsilon": 1.0, "queries": 2}, ds.public)
+    rows, agents = ds.rows(0, N), np.arange(N)
+    queries = rngm.distinct_indices(rngm.uniform(5, agents, 0, 2), 15)
+    rep = p.respond(0, queries, None, rows, agents, 6, params, ds.public)
+    o = answers(rows, queries)
+    leak = float_leak(rep, o, 1 - o, 2.0, snapped=True)
+    assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+
+
+def test_truth_lp_cells_leak_nothing():
+    levels, eps = 5, 1.0
+    gen = np.random.default_rng(0)
+    rows = gen.integers(1, levels + 1, size=(N // 10, 10)).astype(np.float64)
+    u_fill = rngm.uniform(1, np.arange(len(rows)), 0, 10)
+    u_noise = rngm.uniform(2, np.arange(len(rows)), 0, 10)
+    rep = tm.lp_perturb(rows, u_fill, u_noise, levels, eps)
+    scale = tm.lp_scale(levels, eps)
+    leak = float_leak(rep, rows, np.where(rows > 1, rows - 1, rows + 1), scale, snapped=True)
+    assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+
+
+@pytest.mark.parametrize("name", ["ethics_vldp", "ethics_rldp_laplace"])
+def test_ethics_local_laplace_releases_leak_nothing(name):
+    from protocols.ethics.protocols import split_rows, voter_epsilon
+    from protocols.ethics.mle import constrained_mle
+
+    ds = get_data_kind("ethics_synthetic").build({"n": 400, "d": 4, "records": 13}, 1)
+    p = PROTOCOLS[name]
+    params = p.resolve({"epsilon": 1.0}, ds.public)
+    rows, agents = ds.rows(0, ds.n), np.arange(ds.n)
+    noisy, eps = p.release(0, rows, agents, 8, params, ds.public)
+    eps_col, z = split_rows(rows, ds.public)
+    beta = constrained_mle(z, float(ds.public["bound"]))
+    scale = (p.sensitivity(ds.public, params) / voter_epsilon(eps_col, params))[:, None]
+    leak = float_leak(noisy, beta, beta + 0.125, scale, snapped=True)
+    assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
+
+
+def test_the_attack_window_covers_the_whole_noise_range():
+    """Uniforms at both ends of the grid and the middle: the inversion finds them all."""
+    k = np.array([0, 1, 2, 2**52 - 1, 2**52, 2**52 + 1, 2**53 - 2, 2**53 - 1], dtype=np.float64)
+    u = np.minimum((k + 0.5) * 2.0**-53, 1 - 2.0**-53)
+    for v, b in ((0.0, 1.0), (3.0, 0.01), (-2.5, 1e4)):
+        y = v + rngm.laplace_from_uniform(u, b)
+        assert reproducible(y, v, b, snapped=False).all()
+        assert reproducible(mech.snap_to_grid(y, b), v, b, snapped=True).all()
+    assert math.isfinite(float(rngm.laplace_from_uniform(u, 1.0).max()))
