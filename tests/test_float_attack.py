@@ -97,8 +97,8 @@ def test_truth_lp_cells_leak_nothing():
 
 @pytest.mark.parametrize("name", ["ethics_vldp", "ethics_rldp_laplace"])
 def test_ethics_local_laplace_releases_leak_nothing(name):
-    from protocols.ethics.protocols import split_rows, voter_epsilon
     from protocols.ethics.mle import constrained_mle
+    from protocols.ethics.protocols import split_rows, voter_epsilon
 
     ds = get_data_kind("ethics_synthetic").build({"n": 400, "d": 4, "records": 13}, 1)
     p = PROTOCOLS[name]
