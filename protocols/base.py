@@ -355,6 +355,17 @@ class Protocol:
         """
         return None
 
+    def laplace_release(self, rnd: int, queries: np.ndarray | None, broadcast: Any,
+                        rows: np.ndarray, params: dict[str, Any], public: dict[str, Any]
+                        ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """What a Laplace report of round ``rnd`` is made of, for the audit's floating-point
+        attack (``simulator.float_attack``): ``(values, scales, snapped)`` with ``values`` and
+        ``scales`` of the reports' shape (NaN values where a column is not ``value + noise``)
+        such that ``report = snap(values + Lap(scales))`` (``snapped``) or ``values + Lap``.
+        None when the protocol's reports are not Laplace releases.
+        """
+        return None
+
     def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
                            public: dict[str, Any]) -> np.ndarray | None:
         """The additive aggregate the public output releases (NaN where not released), or None.

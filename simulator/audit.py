@@ -26,6 +26,12 @@ Attacks
   ε_lower = ln(CP_lower(TPR) / CP_upper(FPR)) with Clopper-Pearson bounds at level α/2 each
   (overall 1 - α). A correct mechanism gives ε_lower <= ε with probability >= 1 - α; the claim
   is *flagged* (refuted) when ε_lower > ε_claimed.
+* **floating-point attack** (``float_check``, ``simulator.float_attack``): for protocols whose
+  reports are Laplace releases (``Protocol.laplace_release``), does each neighbouring row
+  reproduce the target's reports *exactly* from some uniform on the generator's grid? A report
+  the true row reproduces and the other cannot rules the other out -- impossible under the other
+  row, so the event's TPR over FPR (Clopper-Pearson, as above) bounds ε from below with no
+  statistic to learn. Textbook float Laplace fails it at any claimed ε; snapped releases pass.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from protocols import get_data_kind, get_protocol
 from protocols.base import AuditSpec, Protocol
 from protocols.rng import party_generator, stream_key
 from simulator.collusion import colluder_mask
+from simulator.float_attack import reproducible
 from simulator.inproc import run_inproc
 from simulator.seeding import run_keys, run_seed
 from simulator.session import Limits
@@ -180,6 +187,39 @@ def features(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarra
 
 
 # ------------------------------------------------------------------------ the statistics
+
+
+def float_check(view: dict[str, Any], target: int, protocol: Protocol,
+                rows: np.ndarray) -> np.ndarray | None:
+    """Per candidate row: do all the target's reports reproduce exactly from it (the
+    floating-point attack)? None when the protocol's reports are not Laplace releases."""
+    reps = target_reports(view, target)
+    if not reps:
+        return None
+    ok = np.ones(len(rows), dtype=bool)
+    for rnd, q, bcast, rep in reps:
+        for i, row in enumerate(rows):
+            rel = protocol.laplace_release(rnd, q, bcast, np.asarray(row)[None],
+                                           view["params"], view["public"])
+            if rel is None:
+                return None
+            values, scales, snapped = rel
+            ok[i] &= bool(reproducible(rep, values, scales, snapped).all())
+    return ok
+
+
+def float_audit(f0: np.ndarray, f1: np.ndarray, alpha: float = ALPHA) -> dict[str, float]:
+    """ε lower bound of the floating-point attack from its checks under each true row
+    (``f0``: trials with row 0, ``f1``: with row 1; columns: reproduces row 0, row 1)."""
+    n = len(f0)
+    out = {"float_epsilon_lower": 0.0, "float_ruled_out": 0.0,
+           "float_own_failures": float((~f0[:, 0]).sum() + (~f1[:, 1]).sum()) / (2 * n)}
+    for tp, fp in ((int((~f0[:, 1]).sum()), int((~f1[:, 1]).sum())),   # "row 1 ruled out"
+                   (int((~f1[:, 0]).sum()), int((~f0[:, 0]).sum()))):  # "row 0 ruled out"
+        out["float_epsilon_lower"] = max(out["float_epsilon_lower"],
+                                         _eps_lower(tp, fp, n, alpha))
+        out["float_ruled_out"] = max(out["float_ruled_out"], tp / n)
+    return out
 
 
 def cp_lower(k: int, n: int, a: float) -> float:
@@ -349,10 +389,17 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     v0, v1 = spec.values[spec.pair[0]], spec.values[spec.pair[1]]
     stats: list[list[Any]] = [[], []]
     feats: list[list[np.ndarray]] = [[], []]
+    floats: list[list[np.ndarray]] = [[], []]
     use_llr = None
+    use_float = True
     for t in range(trials):
         for b, row in ((0, v0), (1, v1)):
             view = runner.view(t, row)
+            if use_float:
+                fc = float_check(view, target, protocol, np.stack([v0, v1]))
+                use_float = fc is not None
+                if use_float:
+                    floats[b].append(fc)
             if use_llr is None:
                 use_llr = llr_statistic(view, target, protocol, spec) is not None
             if use_llr:
@@ -371,6 +418,8 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         s0, s1 = f0 @ w, f1 @ w
         test = "linear discriminant"
     eps = epsilon_audit(s0, s1)
+    flt = float_audit(np.stack(floats[0]), np.stack(floats[1])) if use_float and floats[0] \
+        else {"float_epsilon_lower": None, "float_ruled_out": None, "float_own_failures": None}
 
     # 2. single-report inference and differencing: target's row drawn from the prior
     g = party_generator(stream_key(setting.scenario_seed, "audit-prior", target))
@@ -396,7 +445,9 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "epsilon_estimate": eps["epsilon_estimate"], "epsilon_lower": eps["epsilon_lower"],
         "tpr": eps["tpr"], "fpr": eps["fpr"], "test": test, "trials": trials,
         "colluders": int(len(setting.colluders)), "curator_colludes": setting.curator_colludes,
-        "flagged": bool(eps["epsilon_lower"] > claimed),
+        "flagged": bool(eps["epsilon_lower"] > claimed
+                        or (flt["float_epsilon_lower"] or 0.0) > claimed),
+        **flt,
         "bayes_accuracy": bayes_hits / bayes_n if bayes_n else None,
         "differencing_accuracy": diff_hits / diff_n if diff_n else None,
         "prior_baseline": float(spec.prior.max()),
@@ -456,5 +507,6 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
 
 
 AUDIT_COLUMNS = ["protocol", "claim_model", "curator_colludes", "colluders", "epsilon_claimed",
-                 "epsilon_estimate", "epsilon_lower", "flagged", "bayes_accuracy",
+                 "epsilon_estimate", "epsilon_lower", "float_epsilon_lower", "flagged",
+                 "bayes_accuracy",
                  "differencing_accuracy", "prior_baseline", "test"]

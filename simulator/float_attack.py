@@ -41,14 +41,16 @@ def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndar
     # inverse of L: u = 1/2 + sign(n) (1 - e^{-|n|/b}) / 2, then its grid index k
     u = 0.5 + np.sign(noise) * (-np.expm1(-np.abs(noise) / b)) / 2.0
     k0 = np.floor(u / _TWO_M53 - 0.5)
-    hit = np.zeros(y.shape, dtype=bool)
-    for d in range(-WINDOW, WINDOW + 1):
+    hit = np.isnan(v)  # a column that is not ``value + noise`` rules nothing out
+    for d in (0, *(s * i for i in range(1, WINDOW + 1) for s in (-1, 1))):  # nearest first
         k = np.clip(k0 + d, 0, 2.0**53 - 1)
         uk = np.minimum((k + 0.5) * _TWO_M53, 1.0 - _TWO_M53)
         out = v + laplace_from_uniform(uk, b)
         if snapped:
             out = snap_to_grid(out, b)
         hit |= out == y
+        if hit.all():
+            break
     return hit
 
 

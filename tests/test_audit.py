@@ -189,3 +189,56 @@ def test_dpwevote_differencing_uses_the_released_estimates():
     # residual (4 - 2.5, 8 - 5) = (1.5, 3): exactly the contribution (w/2, w·φ) of [3, Yes]
     guess = audit.differencing_guess(view, 0, p, spec)
     assert spec.values[guess].tolist() == [3, 1]
+
+
+# ------------------------------------------------------------- the floating-point attack
+
+class _TextbookLaplaceVote(protocols.get_protocol("dpwevote_laplace").__class__):
+    """DPWeVote-Laplace as it was: float Laplace with no snapping (a test double)."""
+
+    name = "dpwevote_laplace_textbook"
+
+    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+        from protocols import rng as rngm
+
+        values, scales, _ = self.laplace_release(rnd, queries, broadcast, data, params, public)
+        u = rngm.uniform(key, agents, rnd, 1)
+        return values + rngm.laplace_from_uniform(u, scales)
+
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        values, scales, _ = super().laplace_release(rnd, queries, broadcast, rows, params,
+                                                    public)
+        return values, scales, False
+
+
+def _vote(protocol: str) -> dict:
+    return {"protocol": protocol, "params": {"epsilon": 1.0},
+            "data": {"kind": "weighted_votes", "n": 10, "candidates": 1}, "seed": 0,
+            "pools": 1, "collusion": {"colluders": 9, "curator": True}}
+
+
+def test_float_attack_refutes_textbook_laplace_at_any_claimed_epsilon(monkeypatch):
+    monkeypatch.setitem(protocols.PROTOCOLS, "dpwevote_laplace_textbook",
+                        _TextbookLaplaceVote())
+    rec = audit.audit_setting(audit.make_setting(_vote("dpwevote_laplace_textbook"), 1), 200)
+    assert rec["flagged"] and rec["epsilon_lower"] <= 1.0  # the likelihood test saw nothing
+    assert rec["float_own_failures"] == 0.0  # the attack models the generator exactly
+    assert rec["float_ruled_out"] > 0.3 and rec["float_epsilon_lower"] > 3.0
+
+
+@pytest.mark.parametrize("config", [
+    _vote("dpwevote_laplace"),
+    cfg("ldp_kwiksort_lap"),
+    {"protocol": "ethics_vldp", "params": {"epsilon": 1.0},
+     "data": {"kind": "ethics_synthetic", "n": 10, "d": 2, "records": 13,
+              "test_instances": 50}, "seed": 0, "pools": 1,
+     "collusion": {"colluders": 9, "curator": True}},
+    {"protocol": "ethics_rldp_fm", "params": {"epsilon": 1.0, "report": "coefficients"},
+     "data": {"kind": "ethics_synthetic", "n": 10, "d": 2, "records": 13,
+              "test_instances": 50}, "seed": 0, "pools": 1,
+     "collusion": {"colluders": 9, "curator": True}},
+], ids=["dpwevote_laplace", "ldp_kwiksort_lap", "ethics_vldp", "ethics_rldp_fm_coefficients"])
+def test_float_attack_passes_every_shipped_laplace_release(config):
+    rec = audit.audit_setting(audit.make_setting(config, 1), 150)
+    assert rec["float_own_failures"] == 0.0 and rec["float_ruled_out"] == 0.0
+    assert rec["float_epsilon_lower"] == 0.0 and not rec["flagged"]

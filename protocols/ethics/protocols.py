@@ -396,6 +396,18 @@ class VLDP(_EthicsProtocol):
         return AuditSpec(self._voter_audit_rows(params, public), np.array([0.5, 0.5]), (0, 1),
                          notes="opposite ends of the C-ball: the pair Theorem 3's proof uses")
 
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        """beta_i + Lap(D_1(C)/eps_i) per coordinate, snapped (eps_i itself, sent with the
+        weighted aggregate, is not noised: NaN)."""
+        eps_col, z = split_rows(rows, public)
+        eps = voter_epsilon(eps_col, params)
+        beta = _mle(z, public)
+        scale = np.repeat((self.sensitivity(public, params) / eps)[:, None], beta.shape[1], 1)
+        if params["aggregate"] == "weighted":
+            beta = np.concatenate([beta, np.full((len(beta), 1), np.nan)], axis=1)
+            scale = np.concatenate([scale, np.ones((len(scale), 1))], axis=1)
+        return beta, scale, True
+
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         """Sum over coordinates of the Laplace log-density of report - beta(row)."""
         eps_col, z = split_rows(rows, public)
@@ -495,6 +507,20 @@ class RLDPFunctional(VLDP):
         u = rngm.uniform(key, agents, rnd, vec.shape[1])
         scale = (self.sensitivity(public, params) / eps)[:, None]
         return mech.snap_to_grid(vec + rngm.laplace_from_uniform(u, scale), scale), eps
+
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        """With ``report = "coefficients"`` the report is the snapped noisy coefficient vector
+        (and eps_i, not noised); with ``report = "beta"`` it is the minimiser of the noisy
+        objective, not a Laplace release (None)."""
+        if params["report"] != "coefficients":
+            return None
+        eps_col, z = split_rows(rows, public)
+        eps = voter_epsilon(eps_col, params)
+        alpha, m = fm.coefficients(fm.preprocess(z, params["clip"], params["domain"]))
+        vec = fm.coefficient_vector(alpha, m, params["noise"])
+        scale = np.repeat((self.sensitivity(public, params) / eps)[:, None], vec.shape[1], 1)
+        values = np.concatenate([vec, np.full((len(vec), 1), np.nan)], axis=1)
+        return values, np.concatenate([scale, np.ones((len(vec), 1))], axis=1), True
 
     def solve(self, a_t, m_t, eps, params, public) -> np.ndarray:
         """Minimiser of the noisy objective, in raw feature units (Algorithm 3, line 4)."""

@@ -377,6 +377,12 @@ class LDPKwikSortLap(_LDPRank):
         u = rngm.uniform(key, agents, rnd, k)
         return mech.laplace_mechanism(o, u, 1.0, params["epsilon"] / k)
 
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        """Each answer o plus Lap(K/ε), snapped (Algorithm 3)."""
+        o = self._queried_answers(rows, queries).astype(np.float64)
+        scale = mech.laplace_scale(1.0, params["epsilon"] / params["queries"])
+        return o, np.full(o.shape, scale), True
+
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         """Σ_k log Laplace density of (report - true answer) at scale K/ε."""
         b = mech.laplace_scale(1.0, params["epsilon"] / params["queries"])

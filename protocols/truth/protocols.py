@@ -242,6 +242,12 @@ class TruthLP(_TruthProtocol):
         return tm.lp_log_likelihood(reports, rows, int(public["levels"]), params["epsilon"],
                                     params["null_fill"], params["fill_value"])
 
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        """Each answered cell plus Lap(Δ/ε), snapped (NULL cells: a random fill, left out)."""
+        values = np.asarray(rows, dtype=np.float64)
+        scale = tm.lp_scale(int(public["levels"]), params["epsilon"])
+        return values, np.full(values.shape, scale), True
+
 
 class TruthRR(_TruthProtocol):
     """RR with NULL as an extra answer (§IV-B, Eq. 8): generalised randomized response over the

@@ -602,6 +602,14 @@ class DPWeVoteLaplace(_VoteProtocol):
             rep = mech.snap_to_grid(data[:, 1 + c] + rngm.laplace_from_uniform(u, sp), sp)
         return rep.astype(np.float64)[:, None]
 
+    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+        """The weight (round 0) or one opinion plus Lap(2/ε1) or Lap(1/ε2), snapped."""
+        sw, sp = laplace_scales(self.budget(params, public))
+        phase, c = _phase(broadcast)
+        rows = np.asarray(rows, dtype=np.float64)
+        values = rows[:, :1] if phase == "weights" else rows[:, 1 + c:2 + c]
+        return values, np.full(values.shape, sw if phase == "weights" else sp), True
+
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         """Exact Laplace log-density ``-log(2s) - |x̃ - x| / s`` of the report."""
         b = self.budget(params, public)
