@@ -124,7 +124,8 @@ class ReportSchema:
         dt = np.int64 if self.dtype == "int" else np.float64
         ok = np.ones(n, dtype=bool)
         try:
-            arr = np.array(payloads, dtype=dt)
+            with np.errstate(invalid="ignore"):  # a peer's NaN cast to int: rejected below
+                arr = np.array(payloads, dtype=dt)
             if arr.shape != (n, self.length) or (dt is np.int64 and not _all_ints(payloads)):
                 raise ValueError
         except (ValueError, TypeError, OverflowError):
