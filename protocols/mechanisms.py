@@ -52,6 +52,12 @@ def snap_to_grid(x: np.ndarray, scale: float | np.ndarray) -> np.ndarray:
     real-valued mechanism (which is ε-DP, being post-processing) only when ``value + noise``
     falls within one float ulp of a cell boundary, about 2^-32 of the time, and it moves a
     value by at most Λ/2 <= b * 2^-20.
+
+    Where the guarantee stops: in the far tails, once ``|value + noise|`` exceeds about
+    2^52 Λ (about b 2^32), the float spacing exceeds Λ, cells can be empty and the output is
+    the float mechanism's again; noise that large has probability about e^(-2^32). Every
+    released Laplace value in ldpsim, local and central, goes through this function (the audit's
+    floating-point attack, ``simulator.float_attack``, checks the releases).
     """
     grid = np.exp2(np.ceil(np.log2(np.asarray(scale, dtype=np.float64))) - GRID_BITS)
     return np.round(np.asarray(x, dtype=np.float64) / grid) * grid
