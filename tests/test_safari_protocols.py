@@ -291,3 +291,20 @@ def test_reports_outside_the_asked_attributes_domain_are_rejected_by_the_runtime
     reports = np.full((len(agents), 1), int(plan.schema.high))
     inside = reports[:, 0] <= high
     assert inside.any() and (~inside).any()
+
+
+@pytest.mark.parametrize("epsilon", [4.0, 6.0])
+def test_calm_round_reports_are_bounded_at_the_rounds_epsilon(epsilon):
+    """SAFARI with rule1 = "calm" checked its OLH round's reports against the bound of ε = 1:
+    at ε = 4 about half the valid reports were rejected as out of domain, at ε = 6 about 81%."""
+    from simulator.inproc import run_inproc
+    from simulator.session import Limits
+
+    cfg = {"protocol": "safari", "params": {"epsilon": epsilon, "rule1": "calm"},
+           "data": {"kind": "safari_mallows", "n": 5000, "d": 4, "theta": 0.3}, "seed": 2,
+           "pools": 2, "agent_mode": "batched", "batch": 4096,
+           "collusion": {"colluders": 0, "curator": True}, "faults": []}
+    res = run_inproc(cfg, Limits(timeout_s=10))
+    assert res["rejected"] == 0
+    assert [r["invalid"] for r in res["comm"]["per_round"]] == [0, 0]
+    assert res["comm"]["per_round"][0]["reported"] == res["comm"]["per_round"][0]["asked"]

@@ -111,8 +111,9 @@ def _schema(oracle: str, domains: np.ndarray, epsilon: float) -> tuple[ReportSch
             oracles.SEED_BITS + math.log2(oracles.olh_g(epsilon)))
 
 
-def _report_high(oracle: str, domains: np.ndarray, epsilon: float = 1.0) -> np.ndarray:
-    """Per-agent upper bounds of each report value, given the asked attribute's domain.
+def _report_high(oracle: str, domains: np.ndarray, epsilon: float) -> np.ndarray:
+    """Per-agent upper bounds of each report value, given the asked attribute's domain and the
+    round's ε (OLH's hash range g depends on it).
 
     The runtime rejects reports above them (out of the sampled attribute's domain) before the
     estimator; the curator's own check (``safa.valid_reports``) stays as a second line.
@@ -263,7 +264,7 @@ class _SafariCurator(Curator):
         oracle = Safari.oracle_for(self.params, rnd)
         schema, bits = _schema(oracle, rule.domains, self.eps[rnd])
         bc = None if rnd == 0 else {"chain": self.chain.to_wire()}
-        high = _report_high(oracle, rule.domains[attrs])
+        high = _report_high(oracle, rule.domains[attrs], self.eps[rnd])
         return RoundPlan(rnd, agents, attrs[:, None], bc, schema, report_bits=bits,
                          report_high=high)
 
