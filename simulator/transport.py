@@ -88,6 +88,14 @@ def _start(proc) -> None:
     child starts with SIGINT ignored, and a pending Ctrl-C reaches the parent right after the
     child is registered, where the caller's clean-up can stop it.
     """
+    if proc._start_method == "forkserver":
+        # Not blocked here: the start waits for the fork server (a fresh interpreter that may
+        # still be importing ldpsim), and Ctrl-C must be able to interrupt that wait. A child
+        # the fork server made before the interrupt dies with the fork server, which exits
+        # with this process; one that gets the Ctrl-C before it ignores SIGINT just dies.
+        with _without_main():
+            proc.start()
+        return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         with _without_main():
