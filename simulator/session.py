@@ -67,6 +67,8 @@ MAX_PEERS = 4096
 MAX_AUTH_FAILURES = 3
 #: Characters of a rejection reason that are kept (reasons quote peers' input).
 MAX_REASON = 300
+#: Rounds a pool keeps an agent's answers for (a curator asking more is refused).
+MAX_ROUNDS = 10**4
 
 
 class RunFailed(RuntimeError):
@@ -190,7 +192,6 @@ class _Pool:
     index: int
     start: int
     stop: int
-    errors_sent: int = 0
     stats: dict[str, Any] | None = None
 
 
@@ -990,7 +991,6 @@ class PoolSession:
         self.fixed_keys = keys
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
-        self.run: int | None = None
         self.exit = False
         self.silent = False
         self.refused_reason: str | None = None  # why the last registration was refused
@@ -999,6 +999,8 @@ class PoolSession:
         self._reset()
 
     def _reset(self) -> None:
+        """Leave the current run (if any): back to waiting for a set-up."""
+        self.run: int | None = None
         self.config: dict[str, Any] | None = None
         self.protocol = None
         self.data = None
@@ -1047,7 +1049,6 @@ class PoolSession:
                 nonce = env.payload.get("nonce")
                 if self.config is not None and nonce != self.nonce:
                     self._reset()  # a new curator (the old one died) or a new run
-                    self.run = None
                 if self.config is None:
                     out.extend(self._setup(env.run, env.payload["config"], nonce))
             elif env.kind == wire.ERROR:
@@ -1055,9 +1056,8 @@ class PoolSession:
                 p = env.payload
                 if (isinstance(p, dict) and p.get("code") == "refused" and env.run == self.run
                         and self.config is not None):
-                    self.refused_reason = str(p.get("error", ""))[:300]
+                    self.refused_reason = str(p.get("error", ""))[:MAX_REASON]
                     self._reset()
-                    self.run = None
             elif env.kind == wire.BCAST:
                 self.broadcasts[env.round] = env.payload
             elif env.kind == wire.DONE:
@@ -1068,7 +1068,6 @@ class PoolSession:
                         out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,
                                                wire.NO_AGENT, self._stats()))
                     self._reset()
-                    self.run = None
         if query_agents:
             queries = None if query_payloads[0] is None else np.asarray(query_payloads)
             out.extend(self._respond(qround, np.asarray(query_agents, dtype=np.int64), queries))
@@ -1161,36 +1160,33 @@ class PoolSession:
         earlier in this batch), and within the agent's budget after this round's spend. Spends
         it for them; returns None when all may (the protocol declares the spend:
         ``Protocol.round_epsilon``)."""
-        local = ids - self.start
         eps = self.round_eps.get(rnd)
         if eps is None:
             eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
-            if len(self.round_eps) < 10**4:
+            if len(self.round_eps) < MAX_ROUNDS:
                 self.round_eps[rnd] = eps
-        limit = self.budget * (1 + 1e-9) + 1e-12
         seen = self.answered.get(rnd)
+        if not 0 <= eps < math.inf or (seen is None and len(self.answered) >= MAX_ROUNDS):
+            return np.zeros(len(ids), dtype=bool)
+        limit = self.budget * (1 + 1e-9) + 1e-12
+        local = ids - self.start
         span = _span(local)
-        if isinstance(span, slice) and 0 <= eps < math.inf and (seen is not None or len(
-                self.answered) < 10**4):  # the common case: a range of agents, in one pass
-            if (seen is None or not seen[span].any()) and self.spent[span].max() + eps <= limit:
-                if seen is None:
-                    seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
-                seen[span] = True
-                self.spent[span] += eps
-                return None
-        ok = np.zeros(len(ids), dtype=bool)
-        ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
-        if seen is not None:
-            ok &= ~seen[local]
-        if not math.isfinite(eps) or eps < 0 or (seen is None and len(self.answered) >= 10**4):
-            ok[:] = False
+        if isinstance(span, slice) and (seen is None or not seen[span].any()) \
+                and self.spent[span].max() + eps <= limit:
+            ok, at = None, span  # the common case: a range of agents, all may answer
         else:
+            ok = np.zeros(len(ids), dtype=bool)
+            ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
+            if seen is not None:
+                ok &= ~seen[local]
             ok &= self.spent[local] + eps <= limit
-        if ok.any():
-            if seen is None:
-                seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
-            seen[local[ok]] = True
-            self.spent[local[ok]] += eps
+            if not ok.any():
+                return ok
+            at = local[ok]
+        if seen is None:
+            seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
+        seen[at] = True
+        self.spent[at] += eps
         return ok
 
     def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None) -> list[bytes]:
