@@ -144,7 +144,7 @@ def _protocol_code(what: str):
                         + traceback.format_exc()) from None
 
 
-class _Bounded(OrderedDict):
+class Bounded(OrderedDict):
     """A dict that forgets its least recently set keys beyond ``limit`` entries."""
 
     def __init__(self, limit: int = MAX_PEERS) -> None:
@@ -251,10 +251,10 @@ class CuratorSession:
         self.collusion_key = int(config["keys"]["collusion"])
         self.n_pools = int(config["pools"])
         self.pools: dict[bytes, _Pool] = {}
-        self.ready: _Bounded = _Bounded()  # peers that said they are ready (most recent last)
-        self.setup_sent: _Bounded = _Bounded()
-        self.replies: _Bounded = _Bounded()  # ERROR envelopes sent per peer
-        self.auth_failures: _Bounded = _Bounded()  # failed registrations per peer
+        self.ready: Bounded = Bounded()  # peers that said they are ready (most recent last)
+        self.setup_sent: Bounded = Bounded()
+        self.replies: Bounded = Bounded()  # ERROR envelopes sent per peer
+        self.auth_failures: Bounded = Bounded()  # failed registrations per peer
         self.auth_failed = 0
         self.nonce = secrets.token_bytes(16)  # this run's registration challenge
         self.state = "registering"

@@ -19,6 +19,7 @@ import ctypes
 import multiprocessing as mp
 import multiprocessing.spawn as mp_spawn
 import os
+import resource
 import secrets
 import signal
 import tempfile
@@ -36,7 +37,7 @@ from simulator import wire
 from simulator.alloc import keep_freed_memory
 from simulator.curve import connect_curve, serve_curve
 from simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
-from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+from simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
 
 #: The curator process is started from a fork server: a fresh interpreter that never held the
 #: orchestrator's memory (the run seed, the secret, the agents' keys), so the curator process
@@ -122,8 +123,6 @@ def _raise_fd_limit() -> None:
     """Lift this process's soft file-descriptor limit to the hard one (a curator holds one
     descriptor per connected peer; the usual soft limit is 1024)."""
     with contextlib.suppress(Exception):
-        import resource
-
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 16)
         if want > soft:
@@ -153,7 +152,7 @@ class CuratorServer:
         self.sock.bind(endpoint)
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.limits = limits
-        self.peers: dict[bytes, bool] = {}  # pools that said they are ready (insertion order)
+        self.peers = Bounded()  # pools that said they are ready, for the next runs' set-up
         self.unreachable = 0
         self.dropped = 0  # messages to peers that did not read theirs (high-water mark)
 
@@ -207,6 +206,13 @@ class CuratorServer:
         sess = CuratorSession(run_no, config, auth, self.limits, record_view)
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
+        try:
+            return self._serve(sess)
+        finally:  # whoever said it is ready hears of the next run (oldest forgotten first)
+            for p in sess.ready:
+                self.peers[p] = True
+
+    def _serve(self, sess: CuratorSession) -> dict[str, Any]:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         while not sess.finished:
@@ -227,10 +233,6 @@ class CuratorServer:
                                                      f"{len(body) if len(body) < 3 else 'more'}"))
                     continue
                 self._send_all(sess.on_frame(peer, body[0]))
-                for p in sess.ready:
-                    self.peers[p] = True
-                while len(self.peers) > 4 * 1024:  # oldest first: honest pools say it again
-                    self.peers.pop(next(iter(self.peers)))
         return sess.result
 
     def close(self) -> None:
