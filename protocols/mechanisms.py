@@ -70,7 +70,14 @@ def laplace_mechanism(values: np.ndarray, u: np.ndarray, sensitivity: float | np
     ε-DP for a query of sensitivity Δ; the output is snapped to a fine grid (``snap_to_grid``)
     so that the floating-point implementation keeps the guarantee.
     """
-    scale = laplace_scale(sensitivity, epsilon)
+    return snapped_laplace(values, u, laplace_scale(sensitivity, epsilon))
+
+
+def snapped_laplace(values: np.ndarray, u: np.ndarray, scale: float | np.ndarray
+                    ) -> np.ndarray:
+    """values + Lap(scale) from the uniforms ``u``, snapped to the grid of ``scale``: every
+    released Laplace value goes through here (``laplace_mechanism`` when Δ and ε are at hand).
+    """
     noisy = np.asarray(values, dtype=np.float64) + laplace_from_uniform(u, scale)
     return snap_to_grid(noisy, scale)
 

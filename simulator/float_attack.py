@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocols.mechanisms import snap_to_grid
+from protocols.mechanisms import snapped_laplace
 from protocols.rng import laplace_from_uniform
 
 #: Grid uniforms tried on each side of the inverted cdf (the inversion is exact to a few ulps).
@@ -45,9 +45,7 @@ def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndar
     for d in (0, *(s * i for i in range(1, WINDOW + 1) for s in (-1, 1))):  # nearest first
         k = np.clip(k0 + d, 0, 2.0**53 - 1)
         uk = np.minimum((k + 0.5) * _TWO_M53, 1.0 - _TWO_M53)
-        out = v + laplace_from_uniform(uk, b)
-        if snapped:
-            out = snap_to_grid(out, b)
+        out = snapped_laplace(v, uk, b) if snapped else v + laplace_from_uniform(uk, b)
         hit |= out == y
         if hit.all():
             break

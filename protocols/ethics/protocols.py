@@ -384,7 +384,7 @@ class VLDP(_EthicsProtocol):
         beta = _mle(z, public)
         u = rngm.uniform(key, agents, rnd, beta.shape[1])
         scale = (self.sensitivity(public, params) / eps)[:, None]
-        return mech.snap_to_grid(beta + rngm.laplace_from_uniform(u, scale), scale), eps
+        return mech.snapped_laplace(beta, u, scale), eps
 
     def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
         noisy, eps = self.release(rnd, data, agents, key, params, public)
@@ -506,7 +506,7 @@ class RLDPFunctional(VLDP):
         vec = fm.coefficient_vector(alpha, m, params["noise"])
         u = rngm.uniform(key, agents, rnd, vec.shape[1])
         scale = (self.sensitivity(public, params) / eps)[:, None]
-        return mech.snap_to_grid(vec + rngm.laplace_from_uniform(u, scale), scale), eps
+        return mech.snapped_laplace(vec, u, scale), eps
 
     def laplace_release(self, rnd, queries, broadcast, rows, params, public):
         """With ``report = "coefficients"`` the report is the snapped noisy coefficient vector

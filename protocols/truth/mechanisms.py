@@ -18,7 +18,6 @@ import numpy as np
 from scipy.special import logsumexp, roots_legendre
 
 from protocols import mechanisms as mech
-from protocols.rng import laplace_from_uniform
 
 # --------------------------------------------------------------------------- codes
 
@@ -94,9 +93,8 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels
         Finite reports; a NULL cell is indistinguishable in kind from an answered one.
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
-    scale = lp_scale(levels, epsilon)
     # snapped: textbook float Laplace keeps no ε (``protocols.mechanisms.snap_to_grid``)
-    return mech.snap_to_grid(filled + laplace_from_uniform(u_noise, scale), scale)
+    return mech.snapped_laplace(filled, u_noise, lp_scale(levels, epsilon))
 
 
 def _laplace_logpdf(x: np.ndarray, b: float) -> np.ndarray:

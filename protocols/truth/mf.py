@@ -36,7 +36,6 @@ import math
 import numpy as np
 
 from protocols import mechanisms as mech
-from protocols.rng import laplace_from_uniform
 
 #: Rows per internal chunk of ``solve_profiles``; bounds memory, does not change any result.
 CHUNK = 512
@@ -85,10 +84,9 @@ def clip_profiles(v: np.ndarray) -> np.ndarray:
 
 def laplace_eta(u: np.ndarray, levels: int, epsilon: float) -> np.ndarray:
     """η_i of Eq. (9) from d uniforms per worker: i.i.d. Lap(|Γ|/ε)."""
-    scale = mf_noise_scale(levels, epsilon)
     # snapped like every released Laplace value: the minimiser of the noisy objective is
     # post-processing of a noise whose low-order bits then carry nothing
-    return mech.snap_to_grid(laplace_from_uniform(u, scale), scale)
+    return mech.snapped_laplace(0.0, u, mf_noise_scale(levels, epsilon))
 
 
 def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):

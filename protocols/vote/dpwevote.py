@@ -597,9 +597,9 @@ class DPWeVoteLaplace(_VoteProtocol):
         # snapped to a grid of about scale / 2^20: textbook float Laplace let the curator read
         # a weight outright from the low-order bits (``simulator.float_attack``)
         if phase == "weights":
-            rep = mech.snap_to_grid(data[:, 0] + rngm.laplace_from_uniform(u, sw), sw)
+            rep = mech.snapped_laplace(data[:, 0], u, sw)
         else:
-            rep = mech.snap_to_grid(data[:, 1 + c] + rngm.laplace_from_uniform(u, sp), sp)
+            rep = mech.snapped_laplace(data[:, 1 + c], u, sp)
         return rep.astype(np.float64)[:, None]
 
     def laplace_release(self, rnd, queries, broadcast, rows, params, public):
