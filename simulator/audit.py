@@ -196,15 +196,16 @@ def float_check(view: dict[str, Any], target: int, protocol: Protocol,
     reps = target_reports(view, target)
     if not reps:
         return None
-    ok = np.ones(len(rows), dtype=bool)
-    for rnd, q, bcast, rep in reps:
-        for i, row in enumerate(rows):
-            rel = protocol.laplace_release(rnd, q, bcast, np.asarray(row)[None],
-                                           view["params"], view["public"])
-            if rel is None:
-                return None
-            values, scales, snapped = rel
-            ok[i] &= bool(reproducible(rep, values, scales, snapped).all())
+    n = len(rows)
+    ok = np.ones(n, dtype=bool)
+    for rnd, q, bcast, rep in reps:  # every candidate row at once, as in _log_likelihoods
+        rel = protocol.laplace_release(rnd, None if q is None else np.repeat(q, n, axis=0),
+                                       bcast, rows, view["params"], view["public"])
+        if rel is None:
+            return None
+        values, scales, snapped = rel
+        same = reproducible(np.repeat(rep, n, axis=0), values, scales, snapped)
+        ok &= same.reshape(n, -1).all(axis=1)
     return ok
 
 
@@ -390,13 +391,14 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     stats: list[list[Any]] = [[], []]
     feats: list[list[np.ndarray]] = [[], []]
     floats: list[list[np.ndarray]] = [[], []]
+    pair = np.stack([v0, v1])
     use_llr = None
     use_float = True
     for t in range(trials):
         for b, row in ((0, v0), (1, v1)):
             view = runner.view(t, row)
             if use_float:
-                fc = float_check(view, target, protocol, np.stack([v0, v1]))
+                fc = float_check(view, target, protocol, pair)
                 use_float = fc is not None
                 if use_float:
                     floats[b].append(fc)
