@@ -40,6 +40,15 @@ def child_pids() -> list[int]:
     return out
 
 
+def free_port() -> int:
+    """A TCP port on the loopback interface that is free right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 import pytest  # noqa: E402
 
 

@@ -33,6 +33,7 @@ from simulator.seeding import (
 )
 from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 from simulator.transport import run_processes
+from tests.conftest import free_port
 
 TOKEN = "attack-test-token"
 LIMITS = Limits(timeout_s=10.0)
@@ -470,11 +471,6 @@ def test_honest_runs_of_every_multi_round_protocol_are_never_refused():
 
 # ------------------------------------------------------------------------ real sockets
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _in_thread(fn):
     box: dict = {}
@@ -493,7 +489,7 @@ def _in_thread(fn):
 def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     """A silent pool leaves the round to its 1.5 s timeout; garbage every 20 ms used to keep
     the round open for ever (the deadline was checked only when nothing arrived)."""
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     cfg = config(faults=[{"pool": 1, "round": 0, "action": "silent"}])
     limits = Limits(timeout_s=1.5)
     t0 = time.monotonic()
@@ -524,7 +520,7 @@ def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
     if hard != resource.RLIM_INFINITY and hard < 2400:
         pytest.skip(f"this machine allows {hard} file descriptors per process")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    port = _free_port()
+    port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     cfg = config()
     thread, box = _in_thread(lambda: run_processes(cfg, LIMITS, endpoint=endpoint,
@@ -585,7 +581,7 @@ def test_hosts_backend_without_a_token_is_refused_before_anything_binds(tmp_path
     hosts backend needs the token, on loopback as on any other interface."""
     from simulator.cli import main
 
-    code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{_free_port()}",
+    code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{free_port()}",
                  "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err

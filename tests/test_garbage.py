@@ -4,7 +4,6 @@ with a reason, counts it, and produces exactly the output of a clean run."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import socket
 import threading
 import time
 
@@ -16,15 +15,11 @@ from simulator.inproc import run_inproc
 from simulator.seeding import pool_keys
 from simulator.session import Limits, PoolSession
 from simulator.transport import _pool_child, run_processes
+from tests.conftest import free_port
 
 TOKEN = "secret-token"
 LIMITS = Limits(timeout_s=10.0, max_frame_bytes=64 * 1024)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config() -> dict:

@@ -5,7 +5,6 @@ on the same curator."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,11 @@ from pathlib import Path
 from simulator.inproc import run_inproc
 from simulator.session import Limits, RunFailed
 from simulator.transport import HostsCurator
+from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=10)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_pool(port: int, pool: str, token: str, *extra: str) -> subprocess.Popen:

@@ -13,7 +13,6 @@ curator's peak memory and the wall time must stay within 2x of the clean run's (
 from __future__ import annotations
 
 import multiprocessing as mp
-import socket
 import time
 
 import msgpack
@@ -24,14 +23,10 @@ import zmq
 from simulator import wire
 from simulator.session import Limits
 from simulator.transport import run_processes
+from tests.conftest import free_port
 
 LIMITS = Limits(timeout_s=20.0)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _config(n: int, batch: int) -> dict:
@@ -98,9 +93,9 @@ def _soak(n: int, hostile: int, batch: int) -> tuple[dict, dict]:
     frames, so the curator handles hostile messages all through the run (a ROUTER queues its
     peers fairly: between two pool frames, one message from each attacking connection)."""
     cfg = _config(n, batch)
-    clean = min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{_free_port()}")
+    clean = min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{free_port()}")
                  for _ in range(2)), key=lambda r: r["timing"]["wall_s"])
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     ctx = mp.get_context("fork")
     ready = ctx.Event()
     sent = ctx.Value("q", 0)
@@ -154,7 +149,7 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
     from simulator.transport import HostsCurator
 
     root = Path(__file__).resolve().parents[1]
-    port = _free_port()
+    port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     hosts = HostsCurator(endpoint, LIMITS)
     env = dict(os.environ, PYTHONPATH=str(root))
