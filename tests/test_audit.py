@@ -40,7 +40,7 @@ def test_clopper_pearson_closed_forms():
 def rr_stats(eps, trials, seed):
     """LLR of one binary RR report under the two inputs: ±eps."""
     g = np.random.default_rng(seed)
-    p = mech.rr_keep_probability(eps)
+    p = mech.GRR(eps).p
     s1 = np.where(g.random(trials) < p, eps, -eps)
     s0 = np.where(g.random(trials) < p, -eps, eps)
     return s0, s1

@@ -52,7 +52,7 @@ def test_disclosures_reveal_data_and_coins_that_reproduce_reports():
         o = profile.answers(np.asarray(d["data"])[None, :], q)
         u = rngm.uniform(keys.agents, np.array([agent]), 0, 2)
         j = int(np.searchsorted(rnd["report_agents"], agent))
-        assert np.array_equal(mech.randomized_response(o, u, 0.5)[0], rnd["reports"][j])
+        assert np.array_equal(mech.GRR(0.5).perturb(o, u)[0], rnd["reports"][j])
     # disclosure does not change the honest output
     assert res["output"] == run_inproc(cfg(0), Limits(timeout_s=5))["output"]
     assert res["comm"]["disclose_bytes_total"] > 0

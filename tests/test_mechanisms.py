@@ -34,26 +34,26 @@ def _binomial_se(p: float, n: int) -> float:
 
 
 def test_rr_keep_probability_values():
-    assert mech.rr_keep_probability(0.0) == 0.5
-    assert mech.rr_keep_probability(math.log(3)) == pytest.approx(0.75, abs=1e-15)
-    assert mech.rr_keep_probability(1.0) == pytest.approx(math.e / (1 + math.e), abs=1e-15)
-    assert mech.rr_keep_probability(800.0) == 1.0  # no overflow for huge epsilon
-    ps = [mech.rr_keep_probability(e) for e in (0.1, 0.5, 1, 2, 5, 20)]
+    assert mech.GRR(0.0).p == 0.5
+    assert mech.GRR(math.log(3)).p == pytest.approx(0.75, abs=1e-15)
+    assert mech.GRR(1.0).p == pytest.approx(math.e / (1 + math.e), abs=1e-15)
+    assert mech.GRR(800.0).p == 1.0  # no overflow for huge epsilon
+    ps = [mech.GRR(e).p for e in (0.1, 0.5, 1, 2, 5, 20)]
     assert all(a < b for a, b in zip(ps, ps[1:], strict=False))
 
 
 @pytest.mark.parametrize("eps", EPSILONS)
 def test_rr_ratio_is_exactly_e_eps(eps):
-    p = mech.rr_keep_probability(eps)
+    p = mech.GRR(eps).p
     assert p / (1 - p) == pytest.approx(math.exp(eps), rel=1e-12)
 
 
 def test_rr_keeps_exactly_when_u_below_p():
     eps = 1.0
-    p = mech.rr_keep_probability(eps)
+    p = mech.GRR(eps).p
     u = np.array([1e-9, np.nextafter(p, 0), p, np.nextafter(p, 1), 1 - 1e-9])
     for bit in (0, 1):
-        out = mech.randomized_response(np.full(5, bit), u, eps)
+        out = mech.GRR(eps).perturb(np.full(5, bit), u)
         assert out.tolist() == [bit, bit, 1 - bit, 1 - bit, 1 - bit]
 
 
@@ -64,9 +64,9 @@ def test_rr_keeps_exactly_when_u_below_p():
 def test_rr_keep_rate_matches_theory(eps):
     n = 200_000
     bits = _test_bits(n, seed=1)
-    out = mech.randomized_response(bits, _uniforms(n), eps)
+    out = mech.GRR(eps).perturb(bits, _uniforms(n))
     assert set(np.unique(out).tolist()) <= {0, 1}
-    p = mech.rr_keep_probability(eps)
+    p = mech.GRR(eps).p
     for b in (0, 1):
         sel = bits == b
         kept = (out[sel] == b).mean()
@@ -78,9 +78,9 @@ def test_rr_empirical_likelihood_ratio(eps):
     # P(out = y | in = y) / P(out = y | in = 1 - y) should be e^eps for both outputs y.
     # By the delta method, Var[log(q1 / q0)] ~ (1 - q1) / (n q1) + (1 - q0) / (n q0).
     n = 200_000
-    p = mech.rr_keep_probability(eps)
-    out1 = mech.randomized_response(np.ones(n, dtype=np.int64), _uniforms(n, rnd=1), eps)
-    out0 = mech.randomized_response(np.zeros(n, dtype=np.int64), _uniforms(n, rnd=2), eps)
+    p = mech.GRR(eps).p
+    out1 = mech.GRR(eps).perturb(np.ones(n, dtype=np.int64), _uniforms(n, rnd=1))
+    out0 = mech.GRR(eps).perturb(np.zeros(n, dtype=np.int64), _uniforms(n, rnd=2))
     for y in (0, 1):
         q_same = ((out1 if y == 1 else out0) == y).mean()
         q_other = ((out0 if y == 1 else out1) == y).mean()
@@ -151,3 +151,35 @@ def test_laplace_threshold_keep_rate_matches_theory(eps):
     for b in (0, 1):
         sel = o == b
         assert abs((decided[sel] == b).mean() - p) <= Z * _binomial_se(p, sel.sum())
+
+
+def test_laplace_object_states_its_scale_and_law():
+    lap = mech.Laplace(0.5, 2.0)
+    assert lap.scale == 4.0 and lap.privacy == 0.5 and lap.bias() == 0.0
+    assert lap.variance() == pytest.approx(32.0)
+    assert mech.Laplace.with_scale(4.0).scale == 4.0
+    # the density integrates to 1 and its log-ratio between neighbours is at most ε
+    y = np.linspace(-200, 200, 400_001)
+    dens = np.exp(lap.log_likelihood(y, 0.0))
+    assert np.trapezoid(dens, y) == pytest.approx(1.0, abs=1e-6)
+    ratio = lap.log_likelihood(y, 0.0) - lap.log_likelihood(y, 2.0)
+    assert np.abs(ratio).max() == pytest.approx(0.5, abs=1e-12)
+    with pytest.raises(ValueError):
+        mech.Laplace(0.0)
+
+
+def test_laplace_object_release_is_snapped_and_has_its_variance():
+    lap = mech.Laplace(1.0, 1.0)
+    n = 200_000
+    u = _uniforms(n, rnd=7)
+    out = lap.perturb(np.full(n, 3.0), u)
+    assert np.array_equal(out, mech.snap_to_grid(out, 1.0))  # on the grid already
+    assert np.array_equal(out, mech.snapped_laplace(np.full(n, 3.0), u, 1.0))
+    se_mean = math.sqrt(2.0 / n)
+    assert abs(out.mean() - 3.0) < 5 * se_mean
+    # Var of a sample variance of Laplace(b): (μ4 - σ^4) / n with μ4 = 24 b^4
+    assert abs(out.var() - lap.variance()) < 5 * math.sqrt((24.0 - 4.0) / n)
+    gen_a = np.random.default_rng(3)
+    gen_b = np.random.default_rng(3)
+    central = lap.perturb_from(gen_a, np.zeros(5))
+    assert np.array_equal(central, mech.snap_to_grid(gen_b.laplace(0.0, 1.0, 5), 1.0))

@@ -232,7 +232,7 @@ def test_rr_estimator_unbiased_given_the_queries():
     n_pairs = m * (m - 1) // 2
     truth = np.bincount(q.ravel(), weights=(2 * o - 1).ravel(), minlength=n_pairs)
     asked = np.bincount(q.ravel(), minlength=n_pairs)
-    p = mech.rr_keep_probability(eps / k)
+    p = mech.GRR(eps / k).p
     var = asked * (1 / (2 * p - 1) ** 2 - 1)  # per report: Var[(2r-1)/(2p-1)] = 1/(2p-1)^2 - 1
 
     est = np.empty((reps, n_pairs))
@@ -254,7 +254,7 @@ def test_rr_cmp_hat_is_antisymmetric_and_scaled():
     resolved, cur, plan, reports, out = _run(RR, {"epsilon": 2.0, "queries": 2}, data)
     c = cur.cmp_hat()
     assert np.array_equal(c, -c.T)
-    p = mech.rr_keep_probability(1.0)
+    p = mech.GRR(1.0).p
     q = np.asarray(plan.queries)
     raw = np.bincount(q.ravel(), weights=(2 * reports - 1).ravel(), minlength=6)
     assert np.allclose(_upper(c), raw / (2 * p - 1), rtol=1e-12)

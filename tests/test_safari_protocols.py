@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from protocols import PROTOCOLS, ParamError, get_data_kind
-from protocols.safari import oracles, perm
+from protocols.mechanisms import GRR
+from protocols.safari import perm
 from simulator.inproc import run_inproc
 from simulator.runner import TruthCache
 from simulator.seeding import run_keys
@@ -138,7 +139,7 @@ def test_estimate_release_is_the_raw_unbiased_marginal():
         {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
     rep = proto.respond(0, None, None, data.rows(0, n), np.arange(n), keys.agents, params, pub)
     pos = perm.positions(perm.lex_unrank(rep[:, 0], d))
-    p, q = oracles.grr_probabilities(eps, math.factorial(d))
+    p, q = GRR(eps, math.factorial(d)).p, GRR(eps, math.factorial(d)).q
     share = np.stack([np.bincount(pos[:, i], minlength=d) for i in range(d)]) / n
     expect = (share - q * math.factorial(d - 1)) / (p - q)
     got = np.asarray(res["output"]["marginals"]["q1"])

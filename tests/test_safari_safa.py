@@ -11,7 +11,8 @@ import pytest
 
 from protocols import PROTOCOLS
 from protocols import rng as rngm
-from protocols.safari import oracles, perm, safa
+from protocols.mechanisms import GRR, OLH, Hadamard, hadamard
+from protocols.safari import perm, safa
 from protocols.safari.riffle import Chain
 
 LN3 = math.log(3.0)
@@ -36,13 +37,13 @@ def safari_params(**kw) -> dict:
 def test_grr_output_frequencies():
     n, k, eps = 200_000, 7, 1.0
     u = rngm.uniform(KEY, np.arange(n), 0, 2)
-    rep = oracles.grr_perturb(np.full(n, 3), k, eps, u[:, 0], u[:, 1])
-    p, q = oracles.grr_probabilities(eps, k)
+    rep = GRR(eps, k).perturb(np.full(n, 3), u[:, 0], u[:, 1])
+    p, q = (GRR(eps, k).p, GRR(eps, k).q)
     freq = np.bincount(rep, minlength=k) / n
     expect = np.where(np.arange(k) == 3, p, q)
     assert np.abs(freq - expect).max() <= 5 * np.sqrt(expect * (1 - expect) / n).max()
     assert p / q == pytest.approx(math.exp(eps))
-    assert oracles.grr_probabilities(900.0, 5)[0] == pytest.approx(1.0)
+    assert (GRR(900.0, 5).p, GRR(900.0, 5).q)[0] == pytest.approx(1.0)
 
 
 def simulate_safa(params: dict, data: np.ndarray, reps: int, estimator: str,
@@ -94,14 +95,14 @@ def test_sampled_harmony_variance_and_the_crossover_with_safa():
     n, d, reps = 1000, 4, 600
     z, f = simulate_safa(safari_params(oracle="harmony"), rankings(n, d, 4), reps, "paper",
                          "harmony")
-    var = (d * oracles.harmony_scale(LN3) ** 2 - f) / n
+    var = (d * Hadamard(LN3).scale ** 2 - f) / n
     assert (np.abs(z.mean(axis=0) - f) <= 5 * np.sqrt(var / reps)).all()
     assert (np.abs(z.var(axis=0, ddof=1) / var - 1) <= 5 * math.sqrt(2 / (reps - 1))).all()
     for eps in (0.3, LN3 / 2, LN3, 2.5):
         for n_attrs in (3, 10, 45):
             bound = safa.safa_beats_hadamard_bound(eps, n_attrs)
             for k in range(2, 200):
-                hadamard = n_attrs * oracles.harmony_scale(eps) ** 2 / 1000
+                hadamard = n_attrs * Hadamard(eps).scale ** 2 / 1000
                 if abs(k - bound) > 1e-9:
                     assert (safa.variance_theorem4(eps, k, n_attrs, 1000) < hadamard) == \
                         (k < bound)
@@ -113,15 +114,15 @@ def test_harmony_oracle_unbiased_with_its_variance():
     f = np.bincount(vals, minlength=k) / n
     agents = np.arange(reps * n)
     u = rngm.uniform(KEY, agents, 0, 2)
-    s, bit = oracles.harmony_perturb(np.tile(vals, reps), k, eps, u[:, 0], u[:, 1])
-    z = np.stack([oracles.harmony_estimate(s[r * n:(r + 1) * n], bit[r * n:(r + 1) * n], k, n,
-                                           eps) for r in range(reps)])
-    var = oracles.harmony_variance(f, n, eps)
+    s, bit = Hadamard(eps).perturb(np.tile(vals, reps), k, u[:, 0], u[:, 1])
+    z = np.stack([Hadamard(eps).estimate(s[r * n:(r + 1) * n], bit[r * n:(r + 1) * n], k, n)
+                  for r in range(reps)])
+    var = Hadamard(eps).variance(f, n)
     assert (np.abs(z.mean(axis=0) - f) <= 5 * np.sqrt(var / reps)).all()
     assert (np.abs(z.var(axis=0, ddof=1) / var - 1) <= 5 * math.sqrt(2 / (reps - 1))).all()
-    big = oracles.harmony_estimate(s[:n], bit[:n], 100, n, eps)  # FWHT path = direct path
-    direct = (oracles.hadamard_entry(np.arange(128)[:, None], np.arange(100)[None, :]) *
-              np.bincount(s[:n], weights=oracles.harmony_scale(eps) * (2.0 * bit[:n] - 1),
+    big = Hadamard(eps).estimate(s[:n], bit[:n], 100, n)  # FWHT path = direct path
+    direct = (hadamard.entry(np.arange(128)[:, None], np.arange(100)[None, :]) *
+              np.bincount(s[:n], weights=Hadamard(eps).scale * (2.0 * bit[:n] - 1),
                           minlength=128)[:, None]).sum(0) / n
     assert np.allclose(big, direct)
 
@@ -133,12 +134,12 @@ def test_olh_oracle_unbiased_with_its_variance():
     agents = np.arange(reps * n)
     u = rngm.uniform(KEY, agents, 0, 2)
     seeds = (rngm.bits(KEY, agents, 0, 1, offset=2)[:, 0] >> np.uint64(32)).astype(np.int64)
-    ys = oracles.olh_perturb(np.tile(vals, reps), seeds, eps, u[:, 0], u[:, 1])
-    g = oracles.olh_g(eps)
+    ys = OLH(eps).perturb(np.tile(vals, reps), seeds, u[:, 0], u[:, 1])
+    g = OLH(eps).g
     assert g == 4  # ⌈e^{ln 3} + 1⌉
-    z = np.stack([oracles.olh_estimate(oracles.olh_support_counts(
-        seeds[r * n:(r + 1) * n], ys[r * n:(r + 1) * n], k, g), n, eps) for r in range(reps)])
-    var = oracles.olh_variance(f, n, eps)
+    z = np.stack([OLH(eps).estimate(OLH(eps).support_counts(
+        seeds[r * n:(r + 1) * n], ys[r * n:(r + 1) * n], k), n) for r in range(reps)])
+    var = OLH(eps).variance(f, n)
     assert (np.abs(z.mean(axis=0) - f) <= 5 * np.sqrt(var / reps)).all()
     assert (np.abs(z.var(axis=0, ddof=1) / var - 1) <= 5 * math.sqrt(2 / (reps - 1))).all()
 
@@ -160,7 +161,7 @@ def test_theorem5_condition_is_eq7_below_eq8():
 def all_reports(oracle: str, k: int, eps: float) -> np.ndarray:
     if oracle == "safa":
         return np.arange(k)[:, None]
-    kp = oracles.hadamard_order(k)
+    kp = hadamard.order(k)
     return np.array([(s, b) for s in range(kp) for b in (0, 1)])
 
 

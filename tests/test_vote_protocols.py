@@ -17,7 +17,7 @@ from scipy import stats
 
 from protocols import DATA_KINDS, PROTOCOLS, ParamError
 from protocols import rng as rngm
-from protocols.vote import rr
+from protocols.mechanisms import GRR
 from protocols.vote.dpwevote import (
     G,
     budget,
@@ -224,7 +224,7 @@ def test_joint_is_m_w_inverse_of_faithful_and_consistent_with_eq3():
     t = np.array([[7, 3], [2, 9], [5, 4]])
     for e1, e2 in ((0.3, 0.7), (2.0, 0.1)):
         f = estimate_opinions_faithful(t, e2)
-        assert np.allclose(estimate_opinions_joint(t, e1, e2), rr.inverse_matrix(e1, 3) @ f)
+        assert np.allclose(estimate_opinions_joint(t, e1, e2), GRR(e1, 3).inverse_matrix() @ f)
         assert np.allclose(estimate_table_joint(t, e1, e2).sum(axis=1),
                            estimate_weights(t.sum(axis=1), e1))
     # truthful limit: the estimates are the counts themselves
@@ -317,7 +317,7 @@ def test_log_likelihood_rr_is_exact():
     resolved = VOTE.resolve({"epsilon": 1.0, "split": 0.3}, ds.public)
     b = VOTE.budget(resolved, ds.public)
     rows = ds.rows(0, 30)
-    mw, mp = rr.matrix(b.eps_w, 3), rr.matrix(b.eps_phi, 2)
+    mw, mp = GRR(b.eps_w, 3).matrix(), GRR(b.eps_phi, 2).matrix()
     for rep in (1, 2, 3):
         ll = VOTE.log_likelihood(0, None, W_BC, np.full((30, 1), rep), rows, resolved, ds.public)
         assert np.allclose(np.exp(ll), mw[rep - 1, rows[:, 0] - 1])
@@ -387,10 +387,10 @@ def test_rr_reports_follow_eq_9():
     for g in (1, 2, 3):
         sel = rows[:, 0] == g
         freq = np.bincount(w[sel], minlength=4)[1:] / sel.sum()
-        m = rr.matrix(b.eps_w, 3)[:, g - 1]
+        m = GRR(b.eps_w, 3).matrix()[:, g - 1]
         assert np.all(np.abs(freq - m) < Z * np.sqrt(m * (1 - m) / sel.sum()))
     keep = np.mean(phi == rows[:, 1])
-    p = rr.keep_probability(b.eps_phi, 2)
+    p = GRR(b.eps_phi, 2).p
     assert abs(keep - p) < Z * math.sqrt(p * (1 - p) / len(rows))
 
 
@@ -402,7 +402,7 @@ def test_faithful_estimator_is_biased_as_the_module_says():
     tables = _tables(game, w, phi, reps)
     b = budget(eps, 0.5, 1)
     f = estimate_opinions_faithful(tables, b.eps_phi)
-    expect = rr.matrix(b.eps_w, 3) @ TABLE[:, 1]
+    expect = GRR(b.eps_w, 3).matrix() @ TABLE[:, 1]
     assert _close_mean(f, expect)
     se = f.std(axis=0, ddof=1) / math.sqrt(reps)
     assert np.max(np.abs(f.mean(axis=0) - TABLE[:, 1]) / se) > 20  # the bias is real
@@ -433,7 +433,7 @@ def test_quota_estimator_unbiased_with_theoretical_variance():
     # and x_w itself: Eq. (3) is unbiased with the multinomial variance
     xw = estimate_weights(y_w, b.eps_w)
     assert _close_mean(xw, x_w)
-    assert _close_var(xw, rr.estimate_variance(x_w, b.eps_w, 3))
+    assert _close_var(xw, GRR(b.eps_w, 3).count_variance(x_w))
 
 
 def test_laplace_estimators_unbiased_with_theoretical_variance():

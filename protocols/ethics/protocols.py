@@ -204,8 +204,7 @@ class _TrustedCurator(_AverageCurator):
                                     self.count)
         scale = delta / eps
         g = rngm.party_generator(rngm.stream_key(self.key, "ethics-central-laplace"))
-        out["beta"] = mech.snap_to_grid(self.average() + g.laplace(0.0, scale, self.d),
-                                        scale).tolist()
+        out["beta"] = mech.Laplace(eps, delta).perturb_from(g, self.average()).tolist()
         out["noise_scale"] = scale
         out["sensitivity"] = delta
         return out
@@ -383,8 +382,8 @@ class VLDP(_EthicsProtocol):
         eps = voter_epsilon(eps_col, params)
         beta = _mle(z, public)
         u = rngm.uniform(key, agents, rnd, beta.shape[1])
-        scale = (self.sensitivity(public, params) / eps)[:, None]
-        return mech.snapped_laplace(beta, u, scale), eps
+        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
+        return noise.perturb(beta, u), eps
 
     def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
         noisy, eps = self.release(rnd, data, agents, key, params, public)
@@ -413,10 +412,9 @@ class VLDP(_EthicsProtocol):
         eps_col, z = split_rows(rows, public)
         eps = voter_epsilon(eps_col, params)
         beta = _mle(z, public)
-        b = self.sensitivity(public, params) / eps
+        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
         d = beta.shape[1]
-        dev = np.abs(np.asarray(reports)[:, :d] - beta)
-        ll = (-np.log(2.0 * b)[:, None] - dev / b[:, None]).sum(axis=1)
+        ll = noise.log_likelihood(np.asarray(reports)[:, :d], beta).sum(axis=1)
         if params["aggregate"] == "weighted":
             ll = np.where(np.isclose(np.asarray(reports)[:, d], eps), ll, -np.inf)
         return ll
@@ -505,8 +503,8 @@ class RLDPFunctional(VLDP):
         alpha, m = fm.coefficients(zp)
         vec = fm.coefficient_vector(alpha, m, params["noise"])
         u = rngm.uniform(key, agents, rnd, vec.shape[1])
-        scale = (self.sensitivity(public, params) / eps)[:, None]
-        return mech.snapped_laplace(vec, u, scale), eps
+        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
+        return noise.perturb(vec, u), eps
 
     def laplace_release(self, rnd, queries, broadcast, rows, params, public):
         """With ``report = "coefficients"`` the report is the snapped noisy coefficient vector

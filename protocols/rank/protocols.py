@@ -117,10 +117,11 @@ class _DPCurator(_AllPairsCurator):
         exact = self.cmp_hat()
         g = self.rng()
         noise_rng = rngm.party_generator(rngm.stream_key(self.key, "dp-kwiksort-noise"))
+        noise = mech.Laplace.with_scale(scale)
         noisy = np.full((self.m, self.m), np.nan)
 
         def compare(a: int, p: int) -> float:
-            v = float(mech.snap_to_grid(exact[a, p] + noise_rng.laplace(0.0, scale), scale))
+            v = float(noise.perturb_from(noise_rng, exact[a, p]))
             noisy[a, p], noisy[p, a] = v, -v
             return v
 
@@ -168,7 +169,7 @@ class _LDPCurator(_RankCurator):
 class _RRCurator(_LDPCurator):
     def cmp_hat(self) -> np.ndarray:
         """Eq. (1)-(2): cmp_hat = (C~_jl - C~_lj) / (2 p_rr - 1)."""
-        p = mech.rr_keep_probability(self.params["epsilon"] / self.params["queries"])
+        p = mech.GRR(self.params["epsilon"] / self.params["queries"]).p
         return self._square((self.ones - self.zeros) / (2 * p - 1))
 
 
@@ -344,14 +345,12 @@ class LDPKwikSortRR(_LDPRank):
         k = params["queries"]
         o = self._queried_answers(data, queries)
         u = rngm.uniform(key, agents, rnd, k)
-        return mech.randomized_response(o, u, params["epsilon"] / k)
+        return mech.GRR(params["epsilon"] / k).perturb(o, u)
 
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         """Σ_k log p (report = true answer) or log(1 - p) (flipped), p = e^ε_k / (1 + e^ε_k)."""
-        p = mech.rr_keep_probability(params["epsilon"] / params["queries"])
-        same = np.asarray(reports) == self._queried_answers(rows, queries)
-        with np.errstate(divide="ignore"):
-            return np.where(same, math.log(p), math.log1p(-p) if p < 1 else -np.inf).sum(axis=1)
+        rr = mech.GRR(params["epsilon"] / params["queries"])
+        return rr.log_likelihood(reports, self._queried_answers(rows, queries)).sum(axis=1)
 
 
 class LDPKwikSortLap(_LDPRank):
@@ -375,7 +374,7 @@ class LDPKwikSortLap(_LDPRank):
         k = params["queries"]
         o = self._queried_answers(data, queries)
         u = rngm.uniform(key, agents, rnd, k)
-        return mech.laplace_mechanism(o, u, 1.0, params["epsilon"] / k)
+        return mech.Laplace(params["epsilon"] / k).perturb(o, u)
 
     def laplace_release(self, rnd, queries, broadcast, rows, params, public):
         """Each answer o plus Lap(K/ε), snapped (Algorithm 3)."""
@@ -385,9 +384,8 @@ class LDPKwikSortLap(_LDPRank):
 
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         """Σ_k log Laplace density of (report - true answer) at scale K/ε."""
-        b = mech.laplace_scale(1.0, params["epsilon"] / params["queries"])
-        o = self._queried_answers(rows, queries)
-        return (-math.log(2 * b) - np.abs(np.asarray(reports, dtype=float) - o) / b).sum(axis=1)
+        lap = mech.Laplace(params["epsilon"] / params["queries"])
+        return lap.log_likelihood(reports, self._queried_answers(rows, queries)).sum(axis=1)
 
     def _aggregate_scale(self, params, public) -> float:
         # thresholded reports: E[ones - zeros] = (2q - 1) x the asked agents' C_jl - C_lj

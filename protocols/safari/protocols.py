@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
@@ -39,7 +40,8 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.safari import anchors, calm, lade, metrics, oracles, perm, riffle, rules, safa
+from protocols.mechanisms import hadamard, olh
+from protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
 from protocols.safari.riffle import Chain, RIModel
 
 LN3 = math.log(3.0)
@@ -105,10 +107,10 @@ def _schema(oracle: str, domains: np.ndarray, epsilon: float) -> tuple[ReportSch
     if oracle == "safa":
         return ReportSchema("int", 1, 0, int(dom.max()) - 1), float(np.log2(dom).mean())
     if oracle == "harmony":
-        kp = np.array([oracles.hadamard_order(int(k)) for k in dom])
+        kp = np.array([hadamard.order(int(k)) for k in dom])
         return ReportSchema("int", 2, 0, int(kp.max()) - 1), float(np.log2(kp).mean() + 1)
-    return (ReportSchema("int", 2, 0, 2**oracles.SEED_BITS - 1),
-            oracles.SEED_BITS + math.log2(oracles.olh_g(epsilon)))
+    return (ReportSchema("int", 2, 0, 2**olh.SEED_BITS - 1),
+            olh.SEED_BITS + math.log2(olh.hash_range(epsilon)))
 
 
 def _report_high(oracle: str, domains: np.ndarray, epsilon: float) -> np.ndarray:
@@ -122,10 +124,10 @@ def _report_high(oracle: str, domains: np.ndarray, epsilon: float) -> np.ndarray
     if oracle == "safa":
         return dom - 1
     if oracle == "harmony":
-        kp = np.array([oracles.hadamard_order(int(k)) for k in dom], dtype=np.int64)
+        kp = np.array([hadamard.order(int(k)) for k in dom], dtype=np.int64)
         return np.stack([kp - 1, np.ones_like(kp)], axis=1)
-    g = oracles.olh_g(epsilon)
-    return np.stack([np.full(len(dom), 2**oracles.SEED_BITS - 1, dtype=np.int64),
+    g = olh.hash_range(epsilon)
+    return np.stack([np.full(len(dom), 2**olh.SEED_BITS - 1, dtype=np.int64),
                      np.full(len(dom), g - 1, dtype=np.int64)], axis=1)
 
 
@@ -556,7 +558,7 @@ class _FullDomainCurator(Curator):
         if self.oracle == "grr":
             schema, bits = ReportSchema("int", 1, 0, size - 1), math.log2(size)
         elif self.oracle == "harmony":
-            kp = oracles.hadamard_order(size)
+            kp = hadamard.order(size)
             schema, bits = ReportSchema("int", 2, 0, kp - 1), math.log2(kp) + 1
         else:
             schema, bits = _schema("olh", np.array([size]), eps)
@@ -573,13 +575,12 @@ class _FullDomainCurator(Curator):
         r = r[ok]
         n = len(r)
         if self.oracle == "grr":
-            self.f = oracles.grr_estimate(np.bincount(r[:, 0], minlength=size), n, eps)
+            self.f = mech.GRR(eps, size).estimate(np.bincount(r[:, 0], minlength=size), n)
         elif self.oracle == "harmony":
-            self.f = oracles.harmony_estimate(r[:, 0], r[:, 1], size, n, eps)
+            self.f = mech.Hadamard(eps).estimate(r[:, 0], r[:, 1], size, n)
         else:
-            g = oracles.olh_g(eps)
-            self.f = oracles.olh_estimate(oracles.olh_support_counts(r[:, 0], r[:, 1], size, g),
-                                          n, eps)
+            oracle = mech.OLH(eps)
+            self.f = oracle.estimate(oracle.support_counts(r[:, 0], r[:, 1], size), n)
 
     def finish(self):
         d = int(self.public["d"])
@@ -617,13 +618,10 @@ class _FullDomain(_RankingProtocol):
         v = perm.lex_rank(np.asarray(data, dtype=np.int64))
         size = math.factorial(int(public["d"]))
         u = rngm.uniform(key, agents, rnd, 2)
-        if self.oracle == "grr":
-            return oracles.grr_perturb(v, size, params["epsilon"], u[:, 0], u[:, 1])[:, None]
-        if self.oracle == "harmony":
-            s, bit = oracles.harmony_perturb(v, size, params["epsilon"], u[:, 0], u[:, 1])
-            return np.stack([s, bit], axis=1)
-        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
-        return safa.perturb("olh", v, np.full(len(v), size), params["epsilon"], u, seed_bits)
+        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
+        seed_bits = (rngm.bits(key, agents, rnd, 1, offset=2)[:, 0] if oracle == "olh"
+                     else None)
+        return safa.perturb(oracle, v, np.full(len(v), size), params["epsilon"], u, seed_bits)
 
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
         v = perm.lex_rank(np.asarray(rows, dtype=np.int64))

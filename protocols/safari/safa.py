@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from protocols.safari import oracles
+from protocols import mechanisms as mech
+from protocols.mechanisms import hadamard, olh
 
 ORACLES = ("safa", "harmony", "olh")
 ESTIMATORS = ("paper", "group")
@@ -47,12 +48,12 @@ def perturb(oracle: str, values: np.ndarray, k: np.ndarray, epsilon: float,
     hash seed (its top 32 bits).
     """
     if oracle == "safa":
-        return oracles.grr_perturb(values, k, epsilon, u[:, 0], u[:, 1])[:, None]
+        return mech.GRR(epsilon, k).perturb(values, u[:, 0], u[:, 1])[:, None]
     if oracle == "harmony":
-        s, bit = oracles.harmony_perturb(values, k, epsilon, u[:, 0], u[:, 1])
+        s, bit = mech.Hadamard(epsilon).perturb(values, k, u[:, 0], u[:, 1])
         return np.stack([s, bit], axis=1)
     seeds = (np.asarray(seed_bits, dtype=np.uint64) >> np.uint64(32)).astype(np.int64)
-    y = oracles.olh_perturb(values, seeds, epsilon, u[:, 0], u[:, 1])
+    y = mech.OLH(epsilon).perturb(values, seeds, u[:, 0], u[:, 1])
     return np.stack([seeds, y], axis=1)
 
 
@@ -63,10 +64,10 @@ def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray, epsilon: floa
     if oracle == "safa":
         return (r[:, 0] >= 0) & (r[:, 0] < k)
     if oracle == "harmony":
-        kp = np.array([oracles.hadamard_order(int(x)) for x in k], dtype=np.int64)
+        kp = np.array([hadamard.order(int(x)) for x in k], dtype=np.int64)
         return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
-    return (r[:, 0] >= 0) & (r[:, 0] < 2**oracles.SEED_BITS) & (r[:, 1] >= 0) & (
-        r[:, 1] < oracles.olh_g(epsilon))
+    return (r[:, 0] >= 0) & (r[:, 0] < 2**olh.SEED_BITS) & (r[:, 1] >= 0) & (
+        r[:, 1] < olh.hash_range(epsilon))
 
 
 def log_likelihood(oracle: str, reports: np.ndarray, values: np.ndarray, k: np.ndarray,
@@ -74,10 +75,10 @@ def log_likelihood(oracle: str, reports: np.ndarray, values: np.ndarray, k: np.n
     """log P(report | value) of one user's randomizer given its (data-independent) attribute."""
     r = np.asarray(reports, dtype=np.int64)
     if oracle == "safa":
-        return oracles.grr_log_likelihood(r[:, 0], values, k, epsilon)
+        return mech.GRR(epsilon, k).log_likelihood(r[:, 0], values)
     if oracle == "harmony":
-        return oracles.harmony_log_likelihood(r[:, 0], r[:, 1], values, k, epsilon)
-    return oracles.olh_log_likelihood(r[:, 0], r[:, 1], values, epsilon)
+        return mech.Hadamard(epsilon).log_likelihood(r[:, 0], r[:, 1], values, k)
+    return mech.OLH(epsilon).log_likelihood(r[:, 0], r[:, 1], values)
 
 
 def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray,
@@ -107,16 +108,16 @@ def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.nd
         k = int(domains[j])
         n_eff = n / n_attrs if estimator == "paper" else int(group[j])
         if oracle == "safa":
-            out.append(oracles.grr_estimate(counts[offsets[j]:offsets[j + 1]], n_eff, epsilon))
+            out.append(mech.GRR(epsilon, k).estimate(counts[offsets[j]:offsets[j + 1]], n_eff))
             continue
         sel = attrs == j
         if oracle == "harmony":
-            out.append(oracles.harmony_estimate(reports[sel, 0], reports[sel, 1], k, n_eff,
-                                                epsilon))
+            out.append(mech.Hadamard(epsilon).estimate(reports[sel, 0], reports[sel, 1], k,
+                                                       n_eff))
         else:
-            g = oracles.olh_g(epsilon)
-            c = oracles.olh_support_counts(reports[sel, 0], reports[sel, 1], k, g)
-            out.append(oracles.olh_estimate(c, n_eff, epsilon))
+            oracle_j = mech.OLH(epsilon)
+            c = oracle_j.support_counts(reports[sel, 0], reports[sel, 1], k)
+            out.append(oracle_j.estimate(c, n_eff))
     return out
 
 
@@ -135,7 +136,7 @@ def variance_eq7(f: np.ndarray | float, epsilon: float, k: int, n_attrs: int,
                  n: int) -> np.ndarray:
     """Eq. (7), first line (exact for the "paper" estimator, before Theorem 4's approximation):
     [f p (|𝒜| - p) + (1 - f) q (|𝒜| - q)] / (n (p - q)²)."""
-    p, q = oracles.grr_probabilities(epsilon, k)
+    p, q = mech.GRR(epsilon, k).p, mech.GRR(epsilon, k).q
     f = np.asarray(f, dtype=float)
     return (f * p * (n_attrs - p) + (1 - f) * q * (n_attrs - q)) / (n * (p - q) ** 2)
 
@@ -144,7 +145,7 @@ def harmony_variance_eq8(epsilon: float, n_attrs: int, n: int) -> float:
     """Eq. (8): the paper's variance of Harmony's estimate, (2|𝒜| - 1)(e^ε'+1)² / (n (e^ε'-1)²).
 
     (It is the paper's figure, derived from binary local hashing; our Hadamard oracle's own
-    variance is |𝒜| c_ε² / n to first order, see :func:`oracles.harmony_variance`.)
+    variance is |𝒜| c_ε² / n to first order, see :meth:`protocols.mechanisms.Hadamard.variance`.)
     """
     e = math.exp(epsilon)
     return (2 * n_attrs - 1) * (e + 1) ** 2 / (n * (e - 1) ** 2)

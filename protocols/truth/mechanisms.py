@@ -94,11 +94,11 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
     # snapped: textbook float Laplace keeps no ε (``protocols.mechanisms.snap_to_grid``)
-    return mech.snapped_laplace(filled, u_noise, lp_scale(levels, epsilon))
+    return mech.Laplace(epsilon, lp_sensitivity(levels)).perturb(filled, u_noise)
 
 
 def _laplace_logpdf(x: np.ndarray, b: float) -> np.ndarray:
-    return -np.abs(x) / b - math.log(2.0 * b)
+    return mech.Laplace.with_scale(b).log_likelihood(x, 0.0)
 
 
 def lp_log_likelihood(reports: np.ndarray, rows: np.ndarray, levels: int, epsilon: float,
@@ -131,31 +131,33 @@ def rr_epsilon(epsilon: float) -> float:
     return float(epsilon)
 
 
-def rr_keep_probability(levels: int, epsilon: float | np.ndarray) -> float | np.ndarray:
-    """Eq. (8): P(report = input) = e^ε / (|Γ| + e^ε) over the |Γ| + 1 symbols Γ ∪ {NULL}.
+def rr(levels: int, epsilon: float | np.ndarray) -> mech.GRR:
+    """Eq. (8) as a mechanism: GRR over the |Γ| + 1 symbols Γ ∪ {NULL} (codes 0..L, L = NULL).
 
-    Each of the |Γ| other symbols has probability 1 / (|Γ| + e^ε).
+    P(report = input) = e^ε / (|Γ| + e^ε); each of the |Γ| other symbols has probability
+    1 / (|Γ| + e^ε). ``epsilon`` may be one per row (shape (B,)), the 2-Layer mechanism's ε_i.
     """
     e = np.asarray(epsilon, dtype=np.float64)
-    p = 1.0 / (1.0 + levels * np.exp(-e))
-    return float(p) if p.ndim == 0 else p
+    return mech.GRR(e[:, None] if e.ndim == 1 else e, levels + 1)
+
+
+def rr_keep_probability(levels: int, epsilon: float | np.ndarray) -> float | np.ndarray:
+    """Eq. (8): P(report = input) = e^ε / (|Γ| + e^ε)."""
+    p = mech.GRR(np.asarray(epsilon, dtype=np.float64), levels + 1).p
+    return p
 
 
 def rr_transition_matrix(levels: int, epsilon: float) -> np.ndarray:
-    """P[x, y] = P(report y | input x) over codes 0..L (L = NULL), Eq. (8)."""
-    p = rr_keep_probability(levels, epsilon)
-    q = (1.0 - p) / levels
-    mat = np.full((levels + 1, levels + 1), q)
-    np.fill_diagonal(mat, p)
-    return mat
+    """P[x, y] = P(report y | input x) over codes 0..L (L = NULL), Eq. (8) (symmetric)."""
+    return rr(levels, epsilon).matrix()
 
 
 def rr_perturb(codes: np.ndarray, u: np.ndarray, levels: int,
                epsilon: float | np.ndarray) -> np.ndarray:
     """Eq. (8) on every cell, one uniform per cell.
 
-    Keep the code when ``u < p``; otherwise report one of the other L symbols uniformly:
-    ``(c + 1 + k) mod (L + 1)`` with ``k = floor((u - p) / (1 - p) * L)``.
+    Keeps the code when ``u < p``; otherwise reports one of the other L symbols uniformly,
+    counting on cyclically from the code (``GRR.perturb(others="cyclic")``).
 
     Parameters
     ----------
@@ -173,25 +175,14 @@ def rr_perturb(codes: np.ndarray, u: np.ndarray, levels: int,
     ndarray of int, shape (B, n)
         Codes 0..L; every cell is ε-cell LDP (``rr_epsilon``).
     """
-    c = np.asarray(codes, dtype=np.int64)
-    eps = np.asarray(epsilon, dtype=np.float64)
-    p = rr_keep_probability(levels, eps)
-    p = np.asarray(p)[:, None] if eps.ndim == 1 else p
-    keep = u < p
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = np.floor((u - p) / (1.0 - p) * levels)
-    k = np.clip(np.nan_to_num(k), 0, levels - 1).astype(np.int64)
-    return np.where(keep, c, (c + 1 + k) % (levels + 1))
+    return rr(levels, epsilon).perturb(codes, u, others="cyclic")
 
 
 def rr_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int,
                       epsilon: float) -> np.ndarray:
     """Exact log P(report | row) of Eq. (8), summed over cells."""
-    y = np.asarray(reports, dtype=np.int64)
-    c = np.asarray(codes, dtype=np.int64)
-    p = rr_keep_probability(levels, epsilon)
-    same = (y == c).sum(axis=-1)
-    return same * math.log(p) + (y.shape[-1] - same) * math.log((1.0 - p) / levels)
+    return rr(levels, epsilon).log_likelihood(np.asarray(reports, dtype=np.int64),
+                                              np.asarray(codes, dtype=np.int64)).sum(axis=-1)
 
 
 # --------------------------------------------------------------------------- 2-Layer

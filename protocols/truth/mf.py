@@ -86,7 +86,7 @@ def laplace_eta(u: np.ndarray, levels: int, epsilon: float) -> np.ndarray:
     """η_i of Eq. (9) from d uniforms per worker: i.i.d. Lap(|Γ|/ε)."""
     # snapped like every released Laplace value: the minimiser of the noisy objective is
     # post-processing of a noise whose low-order bits then carry nothing
-    return mech.snapped_laplace(0.0, u, mf_noise_scale(levels, epsilon))
+    return mech.Laplace(epsilon, mf_sensitivity(levels)).perturb(np.zeros(np.shape(u)), u)
 
 
 def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):

@@ -77,7 +77,6 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.vote import rr
 from protocols.vote.data import DATA_TYPE, WEIGHTS
 
 G = np.asarray(WEIGHTS, dtype=np.float64)  # the weight of each group wI, wII, wIII
@@ -142,9 +141,8 @@ def rr_probabilities(b: Budget) -> dict[str, float]:
     Each report is ε-LDP with the ratio p / r = e^ε (Theorems 4.1, 4.2; §4.5 parts 1-2):
     one weight report ε1-LDP, one opinion report ε2-LDP. Randomized response has no sensitivity.
     """
-    return {"p_w": rr.keep_probability(b.eps_w, 3), "r_w": rr.other_probability(b.eps_w, 3),
-            "p_phi": rr.keep_probability(b.eps_phi, 2),
-            "r_phi": rr.other_probability(b.eps_phi, 2)}
+    mw, mp = mech.GRR(b.eps_w, 3), mech.GRR(b.eps_phi, 2)
+    return {"p_w": mw.p, "r_w": mw.q, "p_phi": mp.p, "r_phi": mp.q}
 
 
 def laplace_scales(b: Budget) -> tuple[float, float]:
@@ -161,7 +159,7 @@ def laplace_scales(b: Budget) -> tuple[float, float]:
 
 def estimate_weights(y_w: np.ndarray, eps_w: float) -> np.ndarray:
     """Eq. (3): ``x̂_w = M_w^{-1} y_w`` from the observed counts (y_wI, y_wII, y_wIII)."""
-    return rr.estimate(y_w, eps_w, 3)
+    return mech.GRR(eps_w, 3).estimate_counts(y_w)
 
 
 def quota(x_w: np.ndarray) -> np.ndarray:
@@ -185,7 +183,7 @@ def estimate_opinions_faithful(table: np.ndarray, eps_phi: float) -> np.ndarray:
     the true groups in Eq. (8b); they are biased for those (module docstring).
     """
     t = np.asarray(table, dtype=np.float64)
-    return (t @ rr.inverse_matrix(eps_phi, 2).T)[..., 1]
+    return (t @ mech.GRR(eps_phi, 2).inverse_matrix().T)[..., 1]
 
 
 def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
@@ -195,7 +193,7 @@ def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.
     (independent coins), whose inverse is M_w^{-1} ⊗ M_φ^{-1}.
     """
     t = np.asarray(table, dtype=np.float64)
-    return rr.inverse_matrix(eps_w, 3) @ t @ rr.inverse_matrix(eps_phi, 2).T
+    return mech.GRR(eps_w, 3).inverse_matrix() @ t @ mech.GRR(eps_phi, 2).inverse_matrix().T
 
 
 def estimate_opinions_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
@@ -218,7 +216,8 @@ def quota_variance_per_partner(b: Budget, mechanism: str = "rr") -> np.ndarray:
     if mechanism == "laplace":
         sw, _ = laplace_scales(b)
         return np.full(3, 2 * sw**2 / 4)
-    p, r = rr.keep_probability(b.eps_w, 3), rr.other_probability(b.eps_w, 3)
+    rr = mech.GRR(b.eps_w, 3)
+    p, r = rr.p, rr.q
     m1 = p * G + r * (6 - G)
     m2 = p * G**2 + r * (14 - G**2)
     return (m2 - m1**2) / (4 * (p - r) ** 2)
@@ -400,7 +399,7 @@ class _RRCurator(_GameCurator):
         return 1.0
 
     def absorb_weights(self, w):
-        y_w = rr.counts(w.astype(np.int64) - 1, 3)
+        y_w = mech.GRR(1.0, 3).counts(w.astype(np.int64) - 1)
         self.x_w_hat = estimate_weights(y_w, self.b.eps_w)
         self.q_hat = float(quota(self.x_w_hat))
 
@@ -549,9 +548,9 @@ class DPWeVote(_VoteProtocol):
         u = rngm.uniform(key, agents, rnd, 1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
         if phase == "weights":
-            rep = rr.randomize(data[:, 0] - 1, u, b.eps_w, 3) + 1
+            rep = mech.GRR(b.eps_w, 3).perturb(data[:, 0] - 1, u) + 1
         else:
-            rep = rr.randomize(data[:, 1 + c], u, b.eps_phi, 2)
+            rep = mech.GRR(b.eps_phi, 2).perturb(data[:, 1 + c], u)
         return rep.astype(np.int64)[:, None]
 
     def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
@@ -560,8 +559,8 @@ class DPWeVote(_VoteProtocol):
         phase, c = _phase(broadcast)
         rep, rows = _report_column(reports, rows)
         if phase == "weights":
-            return rr.log_likelihood(rep - 1, rows[:, 0] - 1, b.eps_w, 3)
-        return rr.log_likelihood(rep, rows[:, 1 + c], b.eps_phi, 2)
+            return mech.GRR(b.eps_w, 3).log_likelihood(rep - 1, rows[:, 0] - 1)
+        return mech.GRR(b.eps_phi, 2).log_likelihood(rep, rows[:, 1 + c])
 
     def evaluate(self, output, truth):
         return _metrics(output, truth, intermediate=True)
@@ -590,16 +589,15 @@ class DPWeVoteLaplace(_VoteProtocol):
 
     def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
         b = self.budget(params, public)
-        sw, sp = laplace_scales(b)
         phase, c = _phase(broadcast)
         u = rngm.uniform(key, agents, rnd, 1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
         # snapped to a grid of about scale / 2^20: textbook float Laplace let the curator read
         # a weight outright from the low-order bits (``simulator.float_attack``)
         if phase == "weights":
-            rep = mech.snapped_laplace(data[:, 0], u, sw)
+            rep = mech.Laplace(b.eps_w, LAPLACE_SENSITIVITY_W).perturb(data[:, 0], u)
         else:
-            rep = mech.snapped_laplace(data[:, 1 + c], u, sp)
+            rep = mech.Laplace(b.eps_phi, LAPLACE_SENSITIVITY_PHI).perturb(data[:, 1 + c], u)
         return rep.astype(np.float64)[:, None]
 
     def laplace_release(self, rnd, queries, broadcast, rows, params, public):
@@ -617,7 +615,7 @@ class DPWeVoteLaplace(_VoteProtocol):
         phase, c = _phase(broadcast)
         rep, rows = _report_column(reports, rows)
         x, s = (rows[:, 0], sw) if phase == "weights" else (rows[:, 1 + c], sp)
-        out = -math.log(2 * s) - np.abs(rep - x) / s
+        out = mech.Laplace.with_scale(s).log_likelihood(rep, x)
         return np.where(np.isfinite(rep), out, -np.inf)
 
     def evaluate(self, output, truth):

@@ -1,0 +1,113 @@
+"""The Hadamard frequency oracle (Nguyên et al., arXiv 1606.05053, "Harmony"; seed 003 [6]).
+
+A user with value v over k values draws a row s of the k' × k' Sylvester–Hadamard matrix Ψ
+(k' the smallest power of two >= k) uniformly, independently of its data, and reports s with
+the coefficient Ψ[s, v] = ±1 randomised by binary randomized response
+(``protocols.mechanisms.grr``, k = 2): one report is ε-LDP. c_ε · (reported ±1) · Ψ[s, ·] is
+unbiased for the one-hot vector of v.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols.mechanisms.grr import GRR
+
+
+def order(k: int) -> int:
+    """k' = the smallest power of two >= k (rows of the Sylvester–Hadamard matrix)."""
+    return 1 << max(0, int(k - 1).bit_length())
+
+
+def orders(k: np.ndarray | int, shape: tuple[int, ...]) -> np.ndarray:
+    """``order`` of every entry of ``k`` broadcast to ``shape``."""
+    k = np.broadcast_to(np.asarray(k, dtype=np.int64), shape)
+    uk = np.unique(k)
+    return np.array([order(int(x)) for x in uk], dtype=np.int64)[np.searchsorted(uk, k)]
+
+
+def entry(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Ψ[s, v] = (-1)^{popcount(s & v)} of the Sylvester–Hadamard matrix."""
+    s = np.asarray(rows, dtype=np.uint64) & np.asarray(values, dtype=np.uint64)
+    return 1 - 2 * (np.bitwise_count(s) & 1).astype(np.int64)
+
+
+def fwht(a: np.ndarray) -> np.ndarray:
+    """Unnormalised fast Walsh–Hadamard transform (Sylvester order) of a power-of-two vector."""
+    x = np.array(a, dtype=float)
+    n = len(x)
+    h = 1
+    while h < n:
+        y = x.reshape(-1, 2, h)
+        x = np.concatenate([y[:, 0] + y[:, 1], y[:, 0] - y[:, 1]], axis=1).reshape(n)
+        h *= 2
+    return x
+
+
+@dataclass(frozen=True)
+class Hadamard:
+    """The Hadamard oracle with budget ``epsilon`` per report; a report is (row s, bit)."""
+
+    epsilon: float
+
+    @property
+    def flip(self) -> GRR:
+        """The coefficient's randomizer: binary RR keeping it with e^ε / (e^ε + 1)."""
+        return GRR(self.epsilon, 2)
+
+    @property
+    def p(self) -> float:
+        """P(the coefficient is kept)."""
+        return self.flip.p
+
+    @property
+    def scale(self) -> float:
+        """c_ε = (e^ε + 1) / (e^ε - 1) = 1 / (2p - 1), which makes c_ε · (reported ±1)
+        unbiased for Ψ[s, v]."""
+        return 1.0 / (2.0 * self.p - 1.0)
+
+    def perturb(self, values: np.ndarray, k: np.ndarray | int, u_row: np.ndarray,
+                u_flip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row s, bit) per value over k values: s uniform in [k'], bit = 1 iff the
+        randomised Ψ[s, v] is +1."""
+        v = np.asarray(values, dtype=np.int64)
+        kp = orders(k, v.shape)
+        s = np.minimum(np.floor(u_row * kp).astype(np.int64), kp - 1)
+        bit = (entry(s, v) > 0).astype(np.int64)
+        return s, self.flip.perturb(bit, u_flip)
+
+    def log_likelihood(self, rows: np.ndarray, bits: np.ndarray, values: np.ndarray,
+                       k: np.ndarray | int) -> np.ndarray:
+        """log P(s, bit | value) = log(1/k') + log P(bit | Ψ[s, v]); -inf if invalid."""
+        s = np.asarray(rows, dtype=np.int64)
+        bit = np.asarray(bits, dtype=np.int64)
+        kp = orders(k, s.shape)
+        ok = (s >= 0) & (s < kp) & ((bit == 0) | (bit == 1))
+        true_bit = (entry(np.where(ok, s, 0), values) > 0).astype(np.int64)
+        ll = self.flip.log_likelihood(np.where(ok, bit, 0), true_bit) - np.log(kp)
+        return np.where(ok, ll, -np.inf)
+
+    def estimate(self, rows: np.ndarray, bits: np.ndarray, k: int, n: float) -> np.ndarray:
+        """Unbiased frequencies f(v) = (1/n) Σ c_ε (2 bit - 1) Ψ[s, v] for v in [0, k)."""
+        kp = order(k)
+        if n <= 0:
+            return np.full(k, 1.0 / k)
+        z = self.scale * (2.0 * np.asarray(bits, dtype=float) - 1.0)
+        acc = np.bincount(np.asarray(rows, dtype=np.int64), weights=z, minlength=kp)
+        if k <= 64:
+            v = np.arange(k)
+            return (entry(np.arange(kp)[:, None], v[None, :]) * acc[:, None]).sum(0) / n
+        return fwht(acc)[:k] / n
+
+    def bias(self) -> float:
+        """``estimate`` is unbiased."""
+        return 0.0
+
+    def variance(self, f: np.ndarray | float, n: float) -> np.ndarray:
+        """(c_ε² - f) / n: each term has square c_ε² and mean 1[v_u = v]."""
+        return (self.scale ** 2 - np.asarray(f, dtype=float)) / n
+
+
+__all__ = ["Hadamard", "order", "orders", "entry", "fwht"]
