@@ -13,10 +13,13 @@ msgpack/ZeroMQ, or directly in one process (the ``inproc`` backend).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+from protocols import rng as rngm
 
 
 class ParamError(ValueError):
@@ -238,25 +241,108 @@ class PrivacyClaim:
                 "notes": self.notes}
 
 
-@dataclass
-class Curator:
-    """Base class for a protocol's curator state. Subclasses implement plan/absorb/finish."""
+class Curator(ABC):
+    """A protocol's curator state for one run: it plans rounds, absorbs reports, finishes.
 
+    Built only by ``Protocol.make_curator(bound, agents, key)``, which calls the protocol's
+    ``curator_class(bound)`` with ``(protocol, bound, agents, key)``; a curator reads anything
+    protocol-specific (its oracle, whether it adds central noise, ...) from ``self.protocol``.
+    """
+
+    def __init__(self, protocol: Protocol, bound: Bound, agents: np.ndarray, key: int) -> None:
+        self.protocol = protocol
+        self.bound = bound
+        self.params: dict[str, Any] = bound.params
+        self.public: dict[str, Any] = bound.public
+        self.agents = agents
+        self.key = key
+        self.stats: dict[str, Any] = {}
+
+    @abstractmethod
+    def plan(self, rnd: int) -> RoundPlan | None:
+        """Round ``rnd``'s plan, or None when the protocol has no more rounds."""
+
+    @abstractmethod
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        """Take round ``rnd``'s validated reports (one row per agent of ``agents``)."""
+
+    @abstractmethod
+    def finish(self) -> dict[str, Any]:
+        """The public output after the last round."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A protocol with its parameters resolved once (``Protocol.bind``): what every randomizer
+    call, likelihood and curator of a run shares. ``params`` are the resolved parameters,
+    ``public`` the data set's public facts."""
+
+    protocol: Protocol
     params: dict[str, Any]
     public: dict[str, Any]
-    agents: np.ndarray
-    key: int
-    stats: dict[str, Any] = field(default_factory=dict)
 
-    def plan(self, rnd: int) -> RoundPlan | None:  # pragma: no cover - interface
-        raise NotImplementedError
+    def block(self, rnd: int, rows: np.ndarray, agents: np.ndarray | None = None,
+              key: int = 0, queries: np.ndarray | list | None = None,
+              broadcast: Any = None) -> Block:
+        """A block of agents for round ``rnd`` (agents default to 0..len(rows)-1)."""
+        return Block(rnd, rows, agents, key, self.params, self.public, queries, broadcast)
 
-    def absorb(self, rnd: int, agents: np.ndarray,
-               reports: np.ndarray) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    def curator(self, agents: np.ndarray, key: int) -> Curator:
+        """The run's curator (``Protocol.make_curator``)."""
+        return self.protocol.make_curator(self, agents, key)
 
-    def finish(self) -> dict[str, Any]:  # pragma: no cover - interface
-        raise NotImplementedError
+    def claim(self) -> PrivacyClaim:
+        """The protocol's privacy claim at these parameters."""
+        return self.protocol.claim(self.params, self.public)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One round's input for a block of agents: what ``respond``, ``log_likelihood`` and
+    ``laplace_release`` take instead of eight positional arguments.
+
+    ``rows`` are the agents' private rows (one per agent; the audit passes candidate rows),
+    ``agents`` their ids, ``key`` the agents' stream key (draws are keyed by agent id, so a
+    block of one agent gives exactly that agent's row of a larger block), ``queries`` one query
+    per agent or None, ``broadcast`` the round's payload for everyone.
+    """
+
+    rnd: int
+    rows: np.ndarray
+    agents: np.ndarray = None  # type: ignore[assignment]  # default 0..len(rows)-1
+    key: int = 0
+    params: dict[str, Any] = None  # type: ignore[assignment]  # default {}
+    public: dict[str, Any] = None  # type: ignore[assignment]  # default {}
+    queries: np.ndarray | list | None = None
+    broadcast: Any = None
+
+    def __post_init__(self) -> None:
+        if self.agents is None:
+            object.__setattr__(self, "agents", np.arange(len(self.rows), dtype=np.int64))
+        for name in ("params", "public"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, {})
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def uniforms(self, width: int, offset: int = 0) -> np.ndarray:
+        """The agents' uniforms of this round, shape (agents, width), draw indices
+        ``offset ..`` (``protocols.rng.uniform`` keyed by ``key``, agent and round)."""
+        return rngm.uniform(self.key, self.agents, self.rnd, width, offset)
+
+    def bits(self, width: int, offset: int = 0) -> np.ndarray:
+        """The agents' raw 64-bit draws of this round (``protocols.rng.bits``)."""
+        return rngm.bits(self.key, self.agents, self.rnd, width, offset)
+
+    def take(self, index: Any) -> Block:
+        """The sub-block of the agents selected by ``index`` (a slice or index array)."""
+        q = None if self.queries is None else self.queries[index]
+        return replace(self, rows=self.rows[index], agents=self.agents[index], queries=q)
+
+    def with_rows(self, rows: np.ndarray, agents: np.ndarray | None = None) -> Block:
+        """The same round and queries for other rows (e.g. the audit's candidates)."""
+        return replace(self, rows=rows, agents=self.agents if agents is None else agents)
 
 
 @dataclass(frozen=True)
@@ -277,14 +363,23 @@ class AuditSpec:
     notes: str = ""
 
 
-class Protocol:
-    """A protocol: parameters, privacy claim, curator factory, local randomizer, evaluation."""
+class Protocol(ABC):
+    """A protocol: parameters, privacy claim, curator, local randomizer, evaluation.
+
+    A subclass states ``name``, ``family``, ``data_type``, ``params`` and its curator
+    (``curator_cls``, or ``curator_class`` when it depends on the parameters), and implements
+    ``claim``, ``respond`` and ``evaluate``; the audit hooks (``audit_spec``,
+    ``log_likelihood``, ``laplace_release``, ...) are optional. ``protocols.local.run_locally``
+    shows the round model these methods play in.
+    """
 
     name: str = ""
     family: str = ""
     data_type: str = ""  # what agents hold, e.g. "ranking"
     summary: str = ""
     params: dict[str, ParamSpec] = {}
+    #: the curator class ``make_curator`` builds (``curator_class`` may choose per run)
+    curator_cls: type[Curator] | None = None
 
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
         """Fill defaults and derived values (e.g. queries="auto"); ParamError on bad values."""
@@ -299,25 +394,37 @@ class Protocol:
                 out[name] = spec.default
         return out
 
+    def bind(self, params: dict[str, Any], public: dict[str, Any],
+             resolved: bool = False) -> Bound:
+        """Resolve ``params`` (unless already ``resolved``) and bind them with ``public``."""
+        return Bound(self, dict(params) if resolved else self.resolve(params, public), public)
+
+    @abstractmethod
     def claim(self, params: dict[str, Any], public: dict[str, Any]) -> PrivacyClaim:
-        raise NotImplementedError
+        """The privacy this protocol claims at these parameters (checked by the audit)."""
 
-    def make_curator(self, params: dict[str, Any], public: dict[str, Any], agents: np.ndarray,
-                     key: int) -> Curator:
-        raise NotImplementedError
+    def curator_class(self, bound: Bound) -> type[Curator]:
+        """The curator class of a run (default ``curator_cls``)."""
+        if self.curator_cls is None:
+            raise NotImplementedError(f"protocol {self.name!r} states no curator_cls")
+        return self.curator_cls
 
-    def respond(self, rnd: int, queries: np.ndarray | None, broadcast: Any, data: np.ndarray,
-                agents: np.ndarray, key: int, params: dict[str, Any],
-                public: dict[str, Any]) -> np.ndarray:
-        """The local randomizer for a block of agents (one row each). Pure function.
+    def make_curator(self, bound: Bound, agents: np.ndarray, key: int) -> Curator:
+        """The one way a run's curator is built: ``curator_class(bound)(self, bound, agents,
+        key)``."""
+        return self.curator_class(bound)(self, bound, agents, key)
 
-        ``key`` is the agents' stream key; draws come from ``protocols.rng`` keyed by agent id, so
-        calling this with one agent at a time gives exactly the same rows as one batched call.
+    @abstractmethod
+    def respond(self, block: Block) -> np.ndarray:
+        """The local randomizer for a block of agents (one report row each). Pure function.
+
+        Draws come from ``protocols.rng`` keyed by ``block.key`` and agent id, so calling this
+        with one agent at a time gives exactly the same rows as one batched call.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
-        raise NotImplementedError
+        """Utility metrics of a public output against the ground truth."""
 
     def agent_budget(self, params: dict[str, Any], public: dict[str, Any]) -> float | None:
         """One agent's total ε over a run, which its pool's privacy odometer enforces; None
@@ -344,10 +451,9 @@ class Protocol:
         """Candidate rows, prior and neighbouring pair for the privacy audit (None: no audit)."""
         return None
 
-    def log_likelihood(self, rnd: int, queries: np.ndarray | None, broadcast: Any,
-                       reports: np.ndarray, rows: np.ndarray, params: dict[str, Any],
-                       public: dict[str, Any]) -> np.ndarray | None:
-        """log P(report_i | row_i, query_i) of round ``rnd`` for each i, or None if unknown.
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        """log P(report_i | row_i, query_i) of round ``block.rnd`` for each row of the block,
+        or None if unknown.
 
         The exact likelihood of the local randomizer (``-inf`` where a report is impossible,
         as for truthful answers that differ). The audit's likelihood-ratio test (the
@@ -356,14 +462,12 @@ class Protocol:
         """
         return None
 
-    def laplace_release(self, rnd: int, queries: np.ndarray | None, broadcast: Any,
-                        rows: np.ndarray, params: dict[str, Any], public: dict[str, Any]
-                        ) -> tuple[np.ndarray, np.ndarray, bool] | None:
-        """What a Laplace report of round ``rnd`` is made of, for the audit's floating-point
-        attack (``simulator.float_attack``): ``(values, scales, snapped)`` with ``values`` and
-        ``scales`` of the reports' shape (NaN values where a column is not ``value + noise``)
-        such that ``report = snap(values + Lap(scales))`` (``snapped``) or ``values + Lap``.
-        None when the protocol's reports are not Laplace releases.
+    def laplace_release(self, block: Block) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """What a Laplace report of round ``block.rnd`` for the block's rows is made of, for
+        the audit's floating-point attack (``simulator.float_attack``): ``(values, scales,
+        snapped)`` with ``values`` and ``scales`` of the reports' shape (NaN values where a
+        column is not ``value + noise``) such that ``report = snap(values + Lap(scales))``
+        (``snapped``) or ``values + Lap``. None when the reports are not Laplace releases.
         """
         return None
 

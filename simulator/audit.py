@@ -104,11 +104,12 @@ def _log_likelihoods(protocol: Protocol, view: dict[str, Any], target: int,
     if not reps:
         return None
     total = np.zeros(len(values))
+    bound = protocol.bind(view["params"], view["public"], resolved=True)
     for rnd, q, bcast, rep in reps:
         n = len(values)
-        ll = protocol.log_likelihood(rnd, None if q is None else np.repeat(q, n, axis=0), bcast,
-                                     np.repeat(rep, n, axis=0), values, view["params"],
-                                     view["public"])
+        block = bound.block(rnd, values, queries=None if q is None else np.repeat(q, n, axis=0),
+                            broadcast=bcast)
+        ll = protocol.log_likelihood(block, np.repeat(rep, n, axis=0))
         if ll is None:
             return None
         total = total + np.asarray(ll, dtype=float)
@@ -198,9 +199,10 @@ def float_check(view: dict[str, Any], target: int, protocol: Protocol,
         return None
     n = len(rows)
     ok = np.ones(n, dtype=bool)
+    bound = protocol.bind(view["params"], view["public"], resolved=True)
     for rnd, q, bcast, rep in reps:  # every candidate row at once, as in _log_likelihoods
-        rel = protocol.laplace_release(rnd, None if q is None else np.repeat(q, n, axis=0),
-                                       bcast, rows, view["params"], view["public"])
+        rel = protocol.laplace_release(bound.block(
+            rnd, rows, queries=None if q is None else np.repeat(q, n, axis=0), broadcast=bcast))
         if rel is None:
             return None
         values, scales, snapped = rel

@@ -754,9 +754,9 @@ class CuratorSession:
         self.state = "rounds"
         agents = np.flatnonzero(self.owner >= 0).astype(np.int64)
         with _protocol_code("set-up"):
-            self.params = self.protocol.resolve(self.config["params"], self.public)
-            self.curator = self.protocol.make_curator(self.params, self.public, agents,
-                                                      self.curator_key)
+            bound = self.protocol.bind(self.config["params"], self.public)
+            self.params = bound.params
+            self.curator = bound.curator(agents, self.curator_key)
         n = self.n
         self.up = np.zeros(n, dtype=np.int64)
         self.down = np.zeros(n, dtype=np.int64)
@@ -1003,6 +1003,7 @@ class PoolSession:
         self.run: int | None = None
         self.config: dict[str, Any] | None = None
         self.protocol = None
+        self.bound = None
         self.data = None
         self.dataset = None
         self.start = self.stop = 0
@@ -1088,7 +1089,8 @@ class PoolSession:
             {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
         self.protocol = get_protocol(cfg["protocol"])
         self.public = dataset.public
-        self.params = self.protocol.resolve(cfg["params"], self.public)
+        self.bound = self.protocol.bind(cfg["params"], self.public)
+        self.params = self.bound.params
         self.n = dataset.n
         self.start, self.stop = block_of(self.index, self.n_pools, self.n)
         self.dataset = dataset  # rows are generated on first use (``private_rows``)
@@ -1213,13 +1215,12 @@ class PoolSession:
         rows = self.private_rows()[_span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
-        key = self.keys.agents
+        block = self.bound.block(rnd, rows, ids, self.keys.agents, queries, bcast)
         if self.exact:
             parts = []
             for i in range(len(ids)):
                 t = time.perf_counter()
-                r = p.respond(rnd, None if queries is None else queries[i:i + 1], bcast,
-                              rows[i:i + 1], ids[i:i + 1], key, self.params, self.public)
+                r = p.respond(block.take(slice(i, i + 1)))
                 dt = time.perf_counter() - t
                 self.agent_cpu += dt
                 self.agent_cpu_max = max(self.agent_cpu_max, dt)
@@ -1227,7 +1228,7 @@ class PoolSession:
             reports = np.concatenate(parts)
         else:
             t = time.perf_counter()
-            reports = p.respond(rnd, queries, bcast, rows, ids, key, self.params, self.public)
+            reports = p.respond(block)
             dt = time.perf_counter() - t
             self.agent_cpu += dt
             self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))

@@ -22,6 +22,7 @@ import pytest
 import zmq
 
 from protocols import PROTOCOLS, get_data_kind, get_protocol
+from protocols.base import Block
 from simulator import wire
 from simulator.inproc import run_inproc
 from simulator.seeding import (
@@ -256,8 +257,8 @@ def _regenerate(cfg: dict, data_key: int, agent_key: int, view: dict) -> bool:
     proto = get_protocol(cfg["protocol"])
     params = proto.resolve(cfg["params"], ds.public)
     agents = np.asarray(rnd["report_agents"])
-    reports = proto.respond(0, rnd["queries"], rnd["broadcast"], ds.rows(0, n)[agents], agents,
-                            agent_key, params, ds.public)
+    reports = proto.respond(Block(0, ds.rows(0, n)[agents], agents, agent_key, params, ds.public,
+                                  queries=rnd["queries"], broadcast=rnd["broadcast"]))
     return bool(np.array_equal(np.asarray(reports), np.asarray(rnd["reports"])))
 
 
@@ -415,9 +416,8 @@ def _rogue_run(monkeypatch, enforce: bool) -> tuple[float, dict, _RogueCurator]:
     proto = PROTOCOLS["ldp_kwiksort_rr"]
     holder: dict = {}
 
-    def make_curator(params, public, agents, key):
-        holder["c"] = _RogueCurator(type(proto).make_curator(proto, params, public, agents,
-                                                             key), 301)
+    def make_curator(bound, agents, key):
+        holder["c"] = _RogueCurator(type(proto).make_curator(proto, bound, agents, key), 301)
         return holder["c"]
 
     monkeypatch.setattr(proto, "make_curator", make_curator)
@@ -566,8 +566,8 @@ def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_tracebac
     proto = PROTOCOLS["ldp_kwiksort_rr"]
     inner = type(proto).make_curator
 
-    def broken(params, public, agents, key):
-        c = inner(proto, params, public, agents, key)
+    def broken(bound, agents, key):
+        c = inner(proto, bound, agents, key)
         c.absorb = lambda *a: 1 / 0
         return c
 

@@ -112,8 +112,8 @@ class LeakyRR(LDPKwikSortRR):
 
     name = "leaky_rr"
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        return self._queried_answers(data, queries)
+    def respond(self, block):
+        return self._queried_answers(block.rows, block.queries)
 
 
 def test_audit_flags_a_leaky_mechanism(monkeypatch):
@@ -198,16 +198,14 @@ class _TextbookLaplaceVote(protocols.get_protocol("dpwevote_laplace").__class__)
 
     name = "dpwevote_laplace_textbook"
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block):
         from protocols import rng as rngm
 
-        values, scales, _ = self.laplace_release(rnd, queries, broadcast, data, params, public)
-        u = rngm.uniform(key, agents, rnd, 1)
-        return values + rngm.laplace_from_uniform(u, scales)
+        values, scales, _ = self.laplace_release(block)
+        return values + rngm.laplace_from_uniform(block.uniforms(1), scales)
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
-        values, scales, _ = super().laplace_release(rnd, queries, broadcast, rows, params,
-                                                    public)
+    def laplace_release(self, block):
+        values, scales, _ = super().laplace_release(block)
         return values, scales, False
 
 

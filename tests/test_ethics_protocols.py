@@ -13,7 +13,7 @@ from scipy import stats
 
 from protocols import DATA_KINDS, PROTOCOLS
 from protocols import rng as rngm
-from protocols.base import ParamError
+from protocols.base import Block, ParamError
 from protocols.ethics import fm
 from protocols.ethics.mle import constrained_mle
 from protocols.ethics.model import agreement, ball_diameter_l1
@@ -41,8 +41,7 @@ def resolved(name, ds, **params):
 def respond(name, ds, params, start=0, stop=None, key=77):
     stop = ds.n if stop is None else stop
     agents = np.arange(start, stop, dtype=np.int64)
-    return PROTOCOLS[name].respond(0, None, None, ds.rows(start, stop), agents, key, params,
-                                   ds.public)
+    return PROTOCOLS[name].respond(Block(0, ds.rows(start, stop), agents, key, params, ds.public))
 
 
 def config(protocol, params, data, seed=3, pools=2, **extra):
@@ -177,7 +176,7 @@ def test_central_noise_is_laplace_of_theorem_1_scale_and_meets_theorem_2():
     b = 2 * math.sqrt(4) * 2.0 / 60 / 0.7
     etas = []
     for key in range(3000):
-        cur = PROTOCOLS["ethics_vlcp"].make_curator(p, ds.public, np.arange(60), key)
+        cur = PROTOCOLS["ethics_vlcp"].bind(p, ds.public, resolved=True).curator(np.arange(60), key)
         plan = cur.plan(0)
         assert plan.schema.high == 2.0 and plan.schema.low == -2.0
         cur.absorb(0, plan.agents, rep)
@@ -200,7 +199,7 @@ def test_central_noise_is_laplace_of_theorem_1_scale_and_meets_theorem_2():
 def test_trusted_curator_projects_hostile_reports_and_counts_dropouts():
     ds = dataset(bound=1.0)
     p = resolved("ethics_nonprivate", ds)
-    cur = PROTOCOLS["ethics_nonprivate"].make_curator(p, ds.public, np.arange(60), 0)
+    cur = PROTOCOLS["ethics_nonprivate"].bind(p, ds.public, resolved=True).curator(np.arange(60), 0)
     cur.plan(0)
     rep = np.array([[1.0, 1.0, 1.0, 1.0], [0.1, 0.0, 0.0, 0.0]])  # inside the box, not the ball
     cur.absorb(0, np.array([3, 9]), rep)
@@ -214,7 +213,7 @@ def test_records_upload_gives_the_same_average():
     outs = []
     for upload in ("beta", "records"):
         p = resolved("ethics_vlcp", ds, upload=upload)
-        cur = PROTOCOLS["ethics_vlcp"].make_curator(p, ds.public, np.arange(60), 4)
+        cur = PROTOCOLS["ethics_vlcp"].bind(p, ds.public, resolved=True).curator(np.arange(60), 4)
         plan = cur.plan(0)
         cur.absorb(0, plan.agents, respond("ethics_vlcp", ds, p))
         outs.append(cur.finish()["beta"])
@@ -225,7 +224,7 @@ def test_weighted_aggregate_is_the_inverse_variance_mean():
     ds = dataset(eps_mode="list", eps_list="0.5,2")
     p = resolved("ethics_vldp", ds, aggregate="weighted")
     rep = respond("ethics_vldp", ds, p)
-    cur = PROTOCOLS["ethics_vldp"].make_curator(p, ds.public, np.arange(60), 0)
+    cur = PROTOCOLS["ethics_vldp"].bind(p, ds.public, resolved=True).curator(np.arange(60), 0)
     cur.plan(0)
     cur.absorb(0, np.arange(30), rep[:30])
     cur.absorb(0, np.arange(30, 60), rep[30:])
@@ -263,10 +262,10 @@ def test_central_audit_a_colluding_curator_learns_the_row():
         spec = PROTOCOLS[name].audit_spec(p, ds.public)
         assert spec.values.shape == (2, 1 + 13 * 4)
         assert spec.prior.sum() == pytest.approx(1.0)
-        rep = PROTOCOLS[name].respond(0, None, None, spec.values, np.arange(2), 0, p, ds.public)
+        rep = PROTOCOLS[name].respond(Block(0, spec.values, np.arange(2), 0, p, ds.public))
         for i in range(2):
-            ll = PROTOCOLS[name].log_likelihood(0, None, None, np.repeat(rep[i:i + 1], 2, 0),
-                                                spec.values, p, ds.public)
+            ll = PROTOCOLS[name].log_likelihood(Block(0, spec.values, params=p, public=ds.public),
+                                                np.repeat(rep[i:i + 1], 2, 0))
             assert ll[i] == 0.0 and ll[1 - i] == -np.inf  # posterior 1 on the truth
 
 
@@ -279,12 +278,12 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
     p = resolved(name, ds, epsilon=eps, **params)
     spec = PROTOCOLS[name].audit_spec(p, ds.public)
     a, b = spec.pair
-    reps = PROTOCOLS[name].respond(0, None, None, spec.values[[a] * 4000], np.arange(4000), 3,
-                                   p, ds.public)
-    ll_a = PROTOCOLS[name].log_likelihood(0, None, None, reps, spec.values[[a] * 4000], p,
-                                          ds.public)
-    ll_b = PROTOCOLS[name].log_likelihood(0, None, None, reps, spec.values[[b] * 4000], p,
-                                          ds.public)
+    reps = PROTOCOLS[name].respond(Block(0, spec.values[[a] * 4000], np.arange(4000), 3, p,
+                                         ds.public))
+    ll_a = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[a] * 4000], params=p,
+                                                public=ds.public), reps)
+    ll_b = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[b] * 4000], params=p,
+                                                public=ds.public), reps)
     ratio = ll_a - ll_b
     assert np.isfinite(ratio).all()
     assert np.abs(ratio).max() <= eps * (1 + 1e-9)
@@ -330,8 +329,9 @@ def test_audit_harness_trusted_curator_keeps_the_claim():
 def test_fm_beta_reports_have_no_closed_form_likelihood():
     ds = dataset()
     p = resolved("ethics_rldp_fm", ds)
-    assert PROTOCOLS["ethics_rldp_fm"].log_likelihood(0, None, None, np.zeros((1, 4)),
-                                                      ds.rows(0, 1), p, ds.public) is None
+    assert PROTOCOLS["ethics_rldp_fm"].log_likelihood(Block(0, ds.rows(0, 1), params=p,
+                                                            public=ds.public),
+                                                      np.zeros((1, 4))) is None
 
 
 # ------------------------------------------------------------------------- end to end
@@ -376,7 +376,8 @@ def _accuracies(n_voters, records, eps, seeds, d=10):
         truth = ds.truth()
         for name in acc:
             p = resolved(name, ds, epsilon=eps)
-            cur = PROTOCOLS[name].make_curator(p, ds.public, np.arange(n_voters), seed)
+            cur = PROTOCOLS[name].make_curator(PROTOCOLS[name].bind(p, ds.public, resolved=True),
+                                               np.arange(n_voters), seed)
             plan = cur.plan(0)
             cur.absorb(0, plan.agents, respond(name, ds, p, key=seed + 1))
             acc[name].append(PROTOCOLS[name].evaluate(cur.finish(), truth)["accuracy"])

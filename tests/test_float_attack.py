@@ -16,6 +16,7 @@ import pytest
 from protocols import PROTOCOLS, get_data_kind
 from protocols import mechanisms as mech
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.truth import mechanisms as tm
 from protocols.vote.dpwevote import laplace_scales
 from simulator.float_attack import float_leak, reproducible
@@ -56,11 +57,12 @@ def test_dpwevote_laplace_weights_and_opinions_leak_nothing():
     params = p.resolve({"epsilon": 1.0}, ds.public)
     sw, sp = laplace_scales(p.budget(params, ds.public))
     rows, agents = ds.rows(0, N), np.arange(N)
-    w = p.respond(0, None, {"phase": "weights"}, rows, agents, 9, params, ds.public)[:, 0]
+    w = p.respond(Block(0, rows, agents, 9, params, ds.public, broadcast={"phase": "weights"}))[:,
+                                                                                                0]
     leak = float_leak(w, rows[:, 0], rows[:, 0] + 1, sw, snapped=True)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
-    phi = p.respond(1, None, {"phase": "opinions", "candidate": 0, "released": []}, rows,
-                    agents, 9, params, ds.public)[:, 0]
+    bc = {"phase": "opinions", "candidate": 0, "released": []}
+    phi = p.respond(Block(1, rows, agents, 9, params, ds.public, broadcast=bc))[:, 0]
     leak = float_leak(phi, rows[:, 1], 1 - rows[:, 1], sp, snapped=True)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
     # the old form of the same weight report: the curator read the weight outright
@@ -77,7 +79,7 @@ def test_ldp_kwiksort_lap_answers_leak_nothing():
     params = p.resolve({"epsilon": 1.0, "queries": 2}, ds.public)
     rows, agents = ds.rows(0, N), np.arange(N)
     queries = rngm.distinct_indices(rngm.uniform(5, agents, 0, 2), 15)
-    rep = p.respond(0, queries, None, rows, agents, 6, params, ds.public)
+    rep = p.respond(Block(0, rows, agents, 6, params, ds.public, queries=queries))
     o = answers(rows, queries)
     leak = float_leak(rep, o, 1 - o, 2.0, snapped=True)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
@@ -104,7 +106,7 @@ def test_ethics_local_laplace_releases_leak_nothing(name):
     p = PROTOCOLS[name]
     params = p.resolve({"epsilon": 1.0}, ds.public)
     rows, agents = ds.rows(0, ds.n), np.arange(ds.n)
-    noisy, eps = p.release(0, rows, agents, 8, params, ds.public)
+    noisy, eps = p.release(Block(0, rows, agents, 8, params, ds.public))
     eps_col, z = split_rows(rows, ds.public)
     beta = constrained_mle(z, float(ds.public["bound"]))
     scale = (p.sensitivity(ds.public, params) / voter_epsilon(eps_col, params))[:, None]

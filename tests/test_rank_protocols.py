@@ -16,6 +16,7 @@ from scipy import stats
 from protocols import DATA_KINDS, PROTOCOLS, ParamError, get_protocol
 from protocols import mechanisms as mech
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.rank import profile
 from protocols.rank.protocols import DPKwikSort, auto_queries, g_lap, g_rr
 
@@ -37,15 +38,16 @@ def _curator(proto, params, data, seed: int = 1, agents: np.ndarray | None = Non
     """Resolved params and a curator that has planned round 0."""
     resolved = proto.resolve(params, data.public)
     agents = np.arange(data.n) if agents is None else agents
-    cur = proto.make_curator(resolved, data.public, agents, rngm.stream_key(seed, "curator"))
+    cur = proto.make_curator(proto.bind(resolved, data.public, resolved=True), agents,
+                             rngm.stream_key(seed, "curator"))
     plan = cur.plan(0)
     return resolved, cur, plan
 
 
 def _respond(proto, resolved, plan, data, agent_key: int) -> np.ndarray:
     rows = data.rows(0, data.n)[plan.agents]
-    return proto.respond(0, plan.queries, plan.broadcast, rows, plan.agents, agent_key,
-                         resolved, data.public)
+    return proto.respond(Block(0, rows, plan.agents, agent_key, resolved, data.public,
+                               queries=plan.queries, broadcast=plan.broadcast))
 
 
 def _run(proto, params, data, seed: int = 1):
@@ -186,15 +188,17 @@ def test_per_agent_respond_equals_batched(proto):
     resolved, cur, plan = _curator(proto, {"epsilon": 3.0, "queries": 5}, data)
     key = rngm.stream_key(5, "agents")
     rows = data.rows(0, data.n)
-    batch = proto.respond(0, plan.queries, None, rows, plan.agents, key, resolved, data.public)
+    batch = proto.respond(Block(0, rows, plan.agents, key, resolved, data.public,
+                                queries=plan.queries))
     for i in range(data.n):
-        one = proto.respond(0, plan.queries[i : i + 1], None, rows[i : i + 1],
-                            plan.agents[i : i + 1], key, resolved, data.public)
+        one = proto.respond(Block(0, rows[i : i + 1], plan.agents[i : i + 1], key, resolved,
+                                  data.public, queries=plan.queries[i : i + 1]))
         assert one.shape == (1, 5)
         assert one.dtype == batch.dtype
         assert np.array_equal(one[0], batch[i])
     # a different agent key gives different reports
-    other = proto.respond(0, plan.queries, None, rows, plan.agents, key + 1, resolved, data.public)
+    other = proto.respond(Block(0, rows, plan.agents, key + 1, resolved, data.public,
+                                queries=plan.queries))
     assert not np.array_equal(other, batch)
 
 

@@ -47,13 +47,12 @@ class Toy(Protocol):
     def claim(self, params, public):
         return PrivacyClaim("none", float("inf"))
 
-    def make_curator(self, params, public, agents, key):
-        return _ToyCurator(params, public, agents, key)
+    curator_cls = _ToyCurator
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        if rnd == 0:
-            return data[:, :1].astype(np.int64) + broadcast["offset"]
-        return np.asarray(queries, dtype=np.int64) + data[:, 1:2]
+    def respond(self, block):
+        if block.rnd == 0:
+            return block.rows[:, :1].astype(np.int64) + block.broadcast["offset"]
+        return np.asarray(block.queries, dtype=np.int64) + block.rows[:, 1:2]
 
     def evaluate(self, output, truth):
         return {}
@@ -108,8 +107,7 @@ class _BoundedCurator(_ToyCurator):
 class Bounded(Toy):
     name = "toy_bounded"
 
-    def make_curator(self, params, public, agents, key):
-        return _BoundedCurator(params, public, agents, key)
+    curator_cls = _BoundedCurator
 
 
 @pytest.mark.parametrize("backend", ["inproc", "processes"])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from protocols import PROTOCOLS, ParamError, get_data_kind
+from protocols.base import Block
 from protocols.mechanisms import GRR
 from protocols.safari import perm
 from simulator.inproc import run_inproc
@@ -137,7 +138,7 @@ def test_estimate_release_is_the_raw_unbiased_marginal():
     keys = run_keys(cfg["seed"])
     data = get_data_kind("safari_mallows").build(
         {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
-    rep = proto.respond(0, None, None, data.rows(0, n), np.arange(n), keys.agents, params, pub)
+    rep = proto.respond(Block(0, data.rows(0, n), np.arange(n), keys.agents, params, pub))
     pos = perm.positions(perm.lex_unrank(rep[:, 0], d))
     p, q = GRR(eps, math.factorial(d)).p, GRR(eps, math.factorial(d)).q
     share = np.stack([np.bincount(pos[:, i], minlength=d) for i in range(d)]) / n
@@ -279,7 +280,7 @@ def test_reports_outside_the_asked_attributes_domain_are_rejected_by_the_runtime
     p = PROTOCOLS["safari"]
     public = {"d": 5}
     params = p.resolve({}, public)
-    cur = p.make_curator(params, public, np.arange(200), 7)
+    cur = p.make_curator(p.bind(params, public, resolved=True), np.arange(200), 7)
     first = cur.plan(0)  # Rule I: every attribute is a rank, domain d
     assert (np.asarray(first.report_high) == 4).all()
     cur.absorb(0, first.agents, np.arange(200)[:, None] % 5)

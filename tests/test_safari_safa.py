@@ -11,6 +11,7 @@ import pytest
 
 from protocols import PROTOCOLS
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.mechanisms import GRR, OLH, Hadamard, hadamard
 from protocols.safari import perm, safa
 from protocols.safari.riffle import Chain
@@ -54,8 +55,8 @@ def simulate_safa(params: dict, data: np.ndarray, reps: int, estimator: str,
     agents = np.arange(reps * n)
     u = rngm.uniform(rngm.stream_key(5, "curator"), agents, 0, 1)[:, 0]
     attrs = safa.sample_attributes(u, d)
-    reports = SAFARI.respond(0, attrs[:, None], None, np.tile(data, (reps, 1)), agents, KEY,
-                             params, {"d": d, "n": reps * n})
+    reports = SAFARI.respond(Block(0, np.tile(data, (reps, 1)), agents, KEY, params,
+                                   {"d": d, "n": reps * n}, queries=attrs[:, None]))
     eps = params["epsilon"] / 2
     z = np.stack([np.stack(safa.estimate(oracle, attrs[r * n:(r + 1) * n],
                                          reports[r * n:(r + 1) * n], np.full(d, d), eps,
@@ -185,17 +186,18 @@ def test_safari_log_likelihood_matches_reports_and_bounds_the_privacy_loss():
     rows = np.tile(np.array([[4, 0, 1, 2, 3]]), (n, 1))
     for rnd, n_attrs, bc in ((0, d, None), (1, 4, chain)):
         q = np.full((n, 1), n_attrs - 1)
-        rep = SAFARI.respond(rnd, q, bc, rows, np.arange(n), KEY, params, {"d": d, "n": n})
+        rep = SAFARI.respond(Block(rnd, rows, np.arange(n), KEY, params, {"d": d, "n": n},
+                                   queries=q, broadcast=bc))
         k = int(rep.max()) + 1
         cand = np.arange(k)[:, None]
-        ll = SAFARI.log_likelihood(rnd, np.full((k, 1), n_attrs - 1), bc, cand, rows[:k],
-                                   params, {"d": d})
+        ll = SAFARI.log_likelihood(Block(rnd, rows[:k], params=params, public={"d": d},
+                                         queries=np.full((k, 1), n_attrs - 1), broadcast=bc), cand)
         freq = np.bincount(rep[:, 0], minlength=k) / n
         p = np.exp(ll)
         assert (np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n)).all()
         other = np.tile(np.array([[0, 1, 2, 3, 4]]), (k, 1))
-        ll2 = SAFARI.log_likelihood(rnd, np.full((k, 1), n_attrs - 1), bc, cand, other,
-                                    params, {"d": d})
+        ll2 = SAFARI.log_likelihood(Block(rnd, other, params=params, public={"d": d},
+                                          queries=np.full((k, 1), n_attrs - 1), broadcast=bc), cand)
         assert np.abs(ll - ll2).max() <= 1.2 / 2 + 1e-12  # ε/2 per round (Theorem 6)
 
 
@@ -220,12 +222,13 @@ def test_batched_respond_equals_per_agent(name, extra, rnd):
         queries = (np.arange(n) % n_attrs)[:, None]
     elif name == "rank_calm":
         queries = (np.arange(n) % 10)[:, None]
-    batched = proto.respond(rnd, queries, bc, data, agents, KEY, params, public)
-    single = np.concatenate([proto.respond(rnd, None if queries is None else queries[i:i + 1],
-                                           bc, data[i:i + 1], agents[i:i + 1], KEY, params,
-                                           public) for i in range(n)])
+    batched = proto.respond(Block(rnd, data, agents, KEY, params, public, queries=queries,
+                                  broadcast=bc))
+    block = Block(rnd, data, agents, KEY, params, public, queries=queries, broadcast=bc)
+    single = np.concatenate([proto.respond(block.take(slice(i, i + 1))) for i in range(n)])
     assert batched.shape[0] == n and (batched == single).all()
-    ll = proto.log_likelihood(rnd, queries, bc, batched, data, params, public)
+    ll = proto.log_likelihood(Block(rnd, data, params=params, public=public, queries=queries,
+                                    broadcast=bc), batched)
     assert ll is not None and np.isfinite(ll).all()
 
 
@@ -233,7 +236,7 @@ def test_curator_ignores_and_counts_out_of_domain_reports():
     d = 5
     public = {"d": d, "m": d, "n": 50}
     params = SAFARI.resolve({"K": 2}, public)
-    cur = SAFARI.make_curator(params, public, np.arange(50), 7)
+    cur = SAFARI.make_curator(SAFARI.bind(params, public, resolved=True), np.arange(50), 7)
     plan = cur.plan(0)
     assert plan.schema.high == d - 1 and (plan.queries[:, 0] < d).all()
     cur.absorb(0, plan.agents, np.zeros((50, 1), dtype=np.int64))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from protocols.base import Block
 from protocols.truth import bounds
 
 E = math.e
@@ -140,9 +141,10 @@ def test_measured_mae_at_the_worked_example_point():
     for name, extra in (("truth_lp", {}), ("truth_rr", {}), ("truth_mf", {"d": 10})):
         proto = PROTOCOLS[name]
         params = proto.resolve({"epsilon": 1.0, **extra}, public)
-        cur = proto.make_curator(params, public, np.arange(m), 3)
+        cur = proto.make_curator(proto.bind(params, public, resolved=True), np.arange(m), 3)
         plan = cur.plan(0)
-        rep = proto.respond(0, None, plan.broadcast, rows, np.arange(m), key, params, public)
+        rep = proto.respond(Block(0, rows, np.arange(m), key, params, public,
+                                  broadcast=plan.broadcast))
         x = proto.decode(rep, plan.broadcast, params, public)
         measured[name] = mae(infer_truth(x).mu, np.zeros(n))
     q = np.full(m, 1 / m)

@@ -13,6 +13,7 @@ from scipy import integrate, stats
 
 from protocols import PROTOCOLS
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.truth import mechanisms as tm
 
 Z = 5.0
@@ -27,7 +28,7 @@ def _public(tasks: int, levels: int) -> dict:
 def _reports(proto, params: dict, rows: np.ndarray, levels: int) -> np.ndarray:
     public = _public(rows.shape[1], levels)
     resolved = proto.resolve(params, public)
-    return proto.respond(0, None, None, rows, np.arange(len(rows)), KEY, resolved, public)
+    return proto.respond(Block(0, rows, np.arange(len(rows)), KEY, resolved, public))
 
 
 def test_codes_roundtrip():

@@ -12,6 +12,7 @@ from scipy import optimize, stats
 
 from protocols import PROTOCOLS
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.truth import mf
 
 Z = 5.0
@@ -60,11 +61,12 @@ def test_agent_side_clip_of_an_untrusted_broadcast():
     rows = _sparse_rows(5, 10, 6)
     big = v.copy()
     big[:, 3] *= 50.0
-    r1 = MF.respond(0, None, big, rows, np.arange(5), KEY, params, public)
-    r2 = MF.respond(0, None, mf.clip_profiles(big), rows, np.arange(5), KEY, params, public)
+    r1 = MF.respond(Block(0, rows, np.arange(5), KEY, params, public, broadcast=big))
+    r2 = MF.respond(Block(0, rows, np.arange(5), KEY, params, public,
+                          broadcast=mf.clip_profiles(big)))
     assert np.array_equal(r1, r2)
     with pytest.raises(ValueError, match="task profiles"):
-        MF.respond(0, None, v[:3], rows, np.arange(5), KEY, params, public)
+        MF.respond(Block(0, rows, np.arange(5), KEY, params, public, broadcast=v[:3]))
 
 
 @pytest.mark.parametrize("ridge", [1e-6, 1.0])
@@ -109,7 +111,7 @@ def test_noise_inside_reports_is_laplace_at_the_budget(eps):
     params = MF.resolve({"epsilon": eps, "d": d, "ridge": ridge, "send": "u"}, public)
     v = MF.broadcast(params, public, 5)
     rows = _sparse_rows(m, n, 15)
-    u = MF.respond(0, None, v, rows, np.arange(m), KEY, params, public)
+    u = MF.respond(Block(0, rows, np.arange(m), KEY, params, public, broadcast=v))
     eta = np.empty((m, d))
     for i in range(m):
         mask = ~np.isnan(rows[i])
@@ -129,7 +131,7 @@ def test_send_u_and_send_uv_give_the_curator_the_same_answers():
     for send in ("uv", "u"):
         params = MF.resolve({"d": d, "send": send}, public)
         v = MF.broadcast(params, public, 9)
-        rep = MF.respond(0, None, v, rows, np.arange(20), KEY, params, public)
+        rep = MF.respond(Block(0, rows, np.arange(20), KEY, params, public, broadcast=v))
         out[send] = MF.decode(rep, v, params, public)
         assert rep.shape == (20, n if send == "uv" else d)
     assert out["u"] == pytest.approx(out["uv"], rel=1e-12, abs=1e-12)
@@ -144,11 +146,12 @@ def test_log_likelihood_is_the_density_of_u():
     v = MF.broadcast(params, public, 2)
     row = np.full((1, n), np.nan)
     row[0, :4] = [1.0, 3.0, 0.0, 7.0]
-    u = MF.respond(0, None, v, np.repeat(row, m, axis=0), np.arange(m), KEY, params, public)[:, 0]
+    u = MF.respond(Block(0, np.repeat(row, m, axis=0), np.arange(m), KEY, params, public,
+                         broadcast=v))[:, 0]
     t = np.quantile(u, 0.3)
     grid = np.linspace(u.min() - 50, t, 20001)
-    dens = np.exp(MF.log_likelihood(0, None, v, grid[:, None], np.repeat(row, len(grid), 0),
-                                    params, public))
+    dens = np.exp(MF.log_likelihood(Block(0, np.repeat(row, len(grid), 0), params=params,
+                                          public=public, broadcast=v), grid[:, None]))
     cdf = np.trapezoid(dens, grid)
     assert abs(cdf - 0.3) < Z * math.sqrt(0.3 * 0.7 / m) + 1e-3
 
@@ -164,14 +167,17 @@ def test_theorem4_ratio_within_epsilon_for_a_changed_answer():
     a[0, 0] = 0.0
     b = a.copy()
     b[0, 0] = 9.0
-    reps = np.concatenate([MF.respond(0, None, v, np.repeat(r, 400, 0), np.arange(400), KEY,
-                                      params, public) for r in (a, b)])
-    la = MF.log_likelihood(0, None, v, reps, np.repeat(a, len(reps), 0), params, public)
-    lb = MF.log_likelihood(0, None, v, reps, np.repeat(b, len(reps), 0), params, public)
+    reps = np.concatenate([MF.respond(Block(0, np.repeat(r, 400, 0), np.arange(400), KEY, params,
+                                            public, broadcast=v)) for r in (a, b)])
+    la = MF.log_likelihood(Block(0, np.repeat(a, len(reps), 0), params=params, public=public,
+                                 broadcast=v), reps)
+    lb = MF.log_likelihood(Block(0, np.repeat(b, len(reps), 0), params=params, public=public,
+                                 broadcast=v), reps)
     assert np.isfinite(la).all() and np.isfinite(lb).all()
     assert np.abs(la - lb).max() <= eps * 9 / 10 + 1e-9
     off = reps[:1] + 1e-3 * np.arange(n)  # not in V's row space: impossible
-    assert MF.log_likelihood(0, None, v, off, a, params, public)[0] == -np.inf
+    assert MF.log_likelihood(Block(0, a, params=params, public=public, broadcast=v),
+                             off)[0] == -np.inf
 
 
 def test_theorem4_does_not_cover_null_versus_answer_unless_nulls_are_filled():
@@ -189,8 +195,10 @@ def test_theorem4_does_not_cover_null_versus_answer_unless_nulls_are_filled():
     for mode in ("skip", "constant"):
         params = MF.resolve({"d": d, "epsilon": eps, "send": "u", "null_mode": mode}, public)
         v = MF.broadcast(params, public, 8)
-        la = MF.log_likelihood(0, None, v, grid, np.repeat(a, len(grid), 0), params, public)
-        lb = MF.log_likelihood(0, None, v, grid, np.repeat(b, len(grid), 0), params, public)
+        la = MF.log_likelihood(Block(0, np.repeat(a, len(grid), 0), params=params, public=public,
+                                     broadcast=v), grid)
+        lb = MF.log_likelihood(Block(0, np.repeat(b, len(grid), 0), params=params, public=public,
+                                     broadcast=v), grid)
         worst[mode] = np.abs(la - lb).max()
     assert worst["constant"] <= eps + 1e-9
     assert worst["skip"] > 3 * eps

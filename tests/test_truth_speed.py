@@ -9,6 +9,7 @@ import pytest
 
 from protocols import DATA_KINDS, PROTOCOLS
 from protocols import rng as rngm
+from protocols.base import Block
 from simulator.session import Limits
 from simulator.transport import run_processes
 
@@ -25,11 +26,11 @@ def test_mf_worker_is_well_under_a_millisecond(d):
     params = MF.resolve({"d": d}, ds.public)
     v = MF.broadcast(params, ds.public, 3)
     agents = np.arange(ds.n)
-    best = min(_timed(lambda: MF.respond(0, None, v, rows, agents, 5, params, ds.public))
+    best = min(_timed(lambda: MF.respond(Block(0, rows, agents, 5, params, ds.public, broadcast=v)))
                for _ in range(3))
     assert best / ds.n < 2e-4  # measured about 25-50 µs per worker at d = 20
-    one = min(_timed(lambda: MF.respond(0, None, v, rows[:1], agents[:1], 5, params,
-                                        ds.public)) for _ in range(20))
+    one = min(_timed(lambda: MF.respond(Block(0, rows[:1], agents[:1], 5, params, ds.public,
+                                              broadcast=v))) for _ in range(20))
     assert one < 1e-3  # one call for one worker (exact agent mode), Python overhead included
 
 

@@ -17,6 +17,7 @@ from scipy import stats
 
 from protocols import DATA_KINDS, PROTOCOLS, ParamError
 from protocols import rng as rngm
+from protocols.base import Block
 from protocols.mechanisms import GRR
 from protocols.vote.dpwevote import (
     G,
@@ -54,7 +55,7 @@ def _data(n: int = 60, k: int = 1, seed: int = 1, **args):
 def _drive(proto, params: dict, ds, seed: int = 1):
     """A whole game in one process; returns (resolved params, plans, curator, output)."""
     resolved = proto.resolve(params, ds.public)
-    cur = proto.make_curator(resolved, ds.public, np.arange(ds.n),
+    cur = proto.make_curator(proto.bind(resolved, ds.public, resolved=True), np.arange(ds.n),
                              rngm.stream_key(seed, "curator"))
     key = rngm.stream_key(seed, "agents")
     rows = ds.rows(0, ds.n)
@@ -62,8 +63,8 @@ def _drive(proto, params: dict, ds, seed: int = 1):
     rnd = 0
     while (plan := cur.plan(rnd)) is not None:
         plans.append(plan)
-        rep = proto.respond(rnd, plan.queries, plan.broadcast, rows[plan.agents], plan.agents,
-                            key, resolved, ds.public)
+        rep = proto.respond(Block(rnd, rows[plan.agents], plan.agents, key, resolved, ds.public,
+                                  queries=plan.queries, broadcast=plan.broadcast))
         ok, arr = plan.schema.validate(rep.tolist())
         assert ok.all()
         cur.absorb(rnd, plan.agents, arr)
@@ -84,8 +85,8 @@ def _games(proto, params: dict, rows: np.ndarray, reps: int):
     n = len(rows)
     agents = np.arange(reps * n)
     data = np.tile(rows, (reps, 1))
-    w = proto.respond(0, None, W_BC, data, agents, KEY, resolved, public)[:, 0]
-    phi = proto.respond(1, None, _op_bc(), data, agents, KEY, resolved, public)[:, 0]
+    w = proto.respond(Block(0, data, agents, KEY, resolved, public, broadcast=W_BC))[:, 0]
+    phi = proto.respond(Block(1, data, agents, KEY, resolved, public, broadcast=_op_bc()))[:, 0]
     return resolved, agents // n, w, phi
 
 
@@ -167,7 +168,7 @@ def _worked_curator(proto, estimator: str = "faithful"):
     if proto is VOTE:
         params["estimator"] = estimator
     resolved = proto.resolve(params, public)
-    return proto.make_curator(resolved, public, np.arange(15), 0)
+    return proto.make_curator(proto.bind(resolved, public, resolved=True), np.arange(15), 0)
 
 
 def test_worked_example_faithful_and_joint():
@@ -260,16 +261,17 @@ def test_rounds_weights_then_one_per_candidate():
 def test_dropouts_are_tolerated():
     ds = _data(n=40, k=2)
     resolved = VOTE.resolve({"epsilon": 2.0}, ds.public)
-    cur = VOTE.make_curator(resolved, ds.public, np.arange(40), 0)
+    cur = VOTE.make_curator(VOTE.bind(resolved, ds.public, resolved=True), np.arange(40), 0)
     rows = ds.rows(0, 40)
     joined = np.arange(0, 40, 2)  # half the partners never upload a weight
     p0 = cur.plan(0)
-    rep = VOTE.respond(0, None, p0.broadcast, rows[joined], joined, KEY, resolved, ds.public)
+    rep = VOTE.respond(Block(0, rows[joined], joined, KEY, resolved, ds.public,
+                             broadcast=p0.broadcast))
     cur.absorb(0, joined, rep)
     p1 = cur.plan(1)
     assert p1.agents.tolist() == joined.tolist()  # only partners that joined are asked
     some = joined[::3]
-    rep = VOTE.respond(1, None, p1.broadcast, rows[some], some, KEY, resolved, ds.public)
+    rep = VOTE.respond(Block(1, rows[some], some, KEY, resolved, ds.public, broadcast=p1.broadcast))
     cur.absorb(1, some, rep)
     cur.absorb(2, np.zeros(0, dtype=np.int64), np.zeros((0, 1)))  # everybody dropped
     out = cur.finish()
@@ -285,16 +287,16 @@ def test_per_agent_respond_equals_batched(proto):
     rows = ds.rows(0, 50)
     agents = np.arange(50)
     for rnd, bc in ((0, W_BC), (2, _op_bc(1))):
-        batch = proto.respond(rnd, None, bc, rows, agents, KEY, resolved, ds.public)
+        batch = proto.respond(Block(rnd, rows, agents, KEY, resolved, ds.public, broadcast=bc))
         assert batch.shape == (50, 1)
         for i in range(50):
-            one = proto.respond(rnd, None, bc, rows[i:i + 1], agents[i:i + 1], KEY, resolved,
-                                ds.public)
+            one = proto.respond(Block(rnd, rows[i:i + 1], agents[i:i + 1], KEY, resolved,
+                                      ds.public, broadcast=bc))
             assert one.dtype == batch.dtype and np.array_equal(one[0], batch[i])
-        other = proto.respond(rnd, None, bc, rows, agents, KEY + 1, resolved, ds.public)
+        other = proto.respond(Block(rnd, rows, agents, KEY + 1, resolved, ds.public, broadcast=bc))
         assert not np.array_equal(other, batch)
     with pytest.raises(ValueError, match="broadcast"):
-        proto.respond(1, None, None, rows, agents, KEY, resolved, ds.public)
+        proto.respond(Block(1, rows, agents, KEY, resolved, ds.public))
 
 
 def test_rounds_use_independent_coins():
@@ -303,8 +305,8 @@ def test_rounds_use_independent_coins():
     public = {"n": 20000, "candidates": 2}
     resolved = VOTE.resolve({"epsilon": 0.4}, public)
     a = np.arange(20000)
-    r1 = VOTE.respond(1, None, _op_bc(0), rows, a, KEY, resolved, public)[:, 0]
-    r2 = VOTE.respond(2, None, _op_bc(1), rows, a, KEY, resolved, public)[:, 0]
+    r1 = VOTE.respond(Block(1, rows, a, KEY, resolved, public, broadcast=_op_bc(0)))[:, 0]
+    r2 = VOTE.respond(Block(2, rows, a, KEY, resolved, public, broadcast=_op_bc(1)))[:, 0]
     corr = np.corrcoef(r1, r2)[0, 1]
     assert abs(corr) < Z / math.sqrt(20000)
 
@@ -319,13 +321,15 @@ def test_log_likelihood_rr_is_exact():
     rows = ds.rows(0, 30)
     mw, mp = GRR(b.eps_w, 3).matrix(), GRR(b.eps_phi, 2).matrix()
     for rep in (1, 2, 3):
-        ll = VOTE.log_likelihood(0, None, W_BC, np.full((30, 1), rep), rows, resolved, ds.public)
+        ll = VOTE.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC),
+                                 np.full((30, 1), rep))
         assert np.allclose(np.exp(ll), mw[rep - 1, rows[:, 0] - 1])
     for rep in (0, 1):
-        ll = VOTE.log_likelihood(2, None, _op_bc(1), np.full((30, 1), rep), rows, resolved,
-                                 ds.public)
+        ll = VOTE.log_likelihood(Block(2, rows, params=resolved, public=ds.public,
+                                       broadcast=_op_bc(1)), np.full((30, 1), rep))
         assert np.allclose(np.exp(ll), mp[rep, rows[:, 2]])
-    bad = VOTE.log_likelihood(0, None, W_BC, np.full((30, 1), 4), rows, resolved, ds.public)
+    bad = VOTE.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC),
+                              np.full((30, 1), 4))
     assert np.all(bad == -np.inf)
 
 
@@ -334,9 +338,10 @@ def test_log_likelihood_laplace_is_exact():
     resolved = LAP.resolve({"epsilon": 1.0, "split": 0.3}, ds.public)
     rows = ds.rows(0, 30)
     rep = np.linspace(-5, 7, 30)[:, None]
-    ll = LAP.log_likelihood(0, None, W_BC, rep, rows, resolved, ds.public)
+    ll = LAP.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC), rep)
     assert np.allclose(ll, stats.laplace.logpdf(rep[:, 0], loc=rows[:, 0], scale=2 / 0.3))
-    ll = LAP.log_likelihood(1, None, _op_bc(1), rep, rows, resolved, ds.public)
+    ll = LAP.log_likelihood(Block(1, rows, params=resolved, public=ds.public, broadcast=_op_bc(1)),
+                            rep)
     # budget "game" with k = 2: eps2 = 0.7 / 2
     assert np.allclose(ll, stats.laplace.logpdf(rep[:, 0], loc=rows[:, 2], scale=2 / 0.7))
 
@@ -363,8 +368,8 @@ def test_audit_pair_attains_the_claimed_epsilon(proto, k):
         bc = W_BC if rnd == 0 else _op_bc(rnd - 1)
         if proto is VOTE and rnd > 0:
             grid = np.arange(2)
-        llr = [np.subtract(*proto.log_likelihood(rnd, None, bc, np.full((2, 1), g), pair,
-                                                 resolved, ds.public)) for g in grid]
+        block = Block(rnd, pair, params=resolved, public=ds.public, broadcast=bc)
+        llr = [np.subtract(*proto.log_likelihood(block, np.full((2, 1), g))) for g in grid]
         total += np.max(np.abs(llr))
     assert total == pytest.approx(proto.claim(resolved, ds.public).epsilon, rel=1e-9)
 
@@ -623,12 +628,13 @@ def test_log_likelihood_broadcasts_one_report_against_candidate_rows(proto):
     resolved = proto.resolve({"epsilon": 1.0}, ds.public)
     values = proto.audit_spec(resolved, ds.public).values
     for rnd, bc in ((0, W_BC), (2, _op_bc(1))):
-        one = proto.log_likelihood(rnd, None, bc, np.array([[1]]), values, resolved, ds.public)
-        many = proto.log_likelihood(rnd, None, bc, np.ones((len(values), 1)), values, resolved,
-                                    ds.public)
+        one = proto.log_likelihood(Block(rnd, values, params=resolved, public=ds.public,
+                                         broadcast=bc), np.array([[1]]))
+        many = proto.log_likelihood(Block(rnd, values, params=resolved, public=ds.public,
+                                          broadcast=bc), np.ones((len(values), 1)))
         assert one.shape == (len(values),) and np.array_equal(one, many)
-        row = proto.log_likelihood(rnd, None, bc, np.array([[0], [1]]), values[:1], resolved,
-                                   ds.public)
+        row = proto.log_likelihood(Block(rnd, values[:1], params=resolved, public=ds.public,
+                                         broadcast=bc), np.array([[0], [1]]))
         assert row.shape == (2,)
 
 

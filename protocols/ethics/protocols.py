@@ -34,6 +34,7 @@ scale), ``cosine`` their cosine similarity.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,8 @@ from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
+    Block,
+    Bound,
     Curator,
     ParamError,
     ParamSpec,
@@ -123,13 +126,13 @@ def _audit_eps(params: dict[str, Any], public: dict[str, Any]) -> float:
 class _AverageCurator(Curator):
     """Asks every voter once, averages the reports (``finish`` of subclasses adds noise)."""
 
-    def __init__(self, params, public, agents, key, length, low=-math.inf, high=math.inf,
-                 weighted=False):
-        super().__init__(params, public, agents, key)
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        params, public = bound.params, bound.public
         self.d = int(public["d"])
-        self.length = length
-        self.low, self.high = low, high
-        self.weighted = weighted
+        self.length = protocol.report_length(params, public)
+        self.low, self.high = -math.inf, math.inf
+        self.weighted = params.get("aggregate") == "weighted"
         self.total = np.zeros(self.d)
         self.weight = 0.0
         self.count = 0
@@ -179,15 +182,15 @@ class _TrustedCurator(_AverageCurator):
     sensitivity D_1(C)/N then holds whatever a broken or hostile voter sends.
     """
 
-    def __init__(self, params, public, agents, key, noisy: bool):
-        self.upload = params.get("upload", "beta")
-        d, n = int(public["d"]), int(public["records"])
-        c = float(public["bound"])
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.upload = self.params.get("upload", "beta")
         if self.upload == "records":
-            super().__init__(params, public, agents, key, n * d)
+            self.length = int(self.public["records"]) * self.d
         else:
-            super().__init__(params, public, agents, key, d, -c, c)
-        self.noisy = noisy
+            c = float(self.public["bound"])
+            self.length, self.low, self.high = self.d, -c, c
+        self.noisy = protocol.central_noise
 
     def betas(self, reports: np.ndarray) -> np.ndarray:
         if self.upload == "records":
@@ -216,6 +219,10 @@ class _TrustedCurator(_AverageCurator):
 class _EthicsProtocol(Protocol):
     family = "ethical decisions (seed 004)"
     data_type = "pairwise"
+
+    def report_length(self, params: dict[str, Any], public: dict[str, Any]) -> int:
+        """Numbers per report: beta_i, and eps_i with the weighted aggregate."""
+        return int(public["d"]) + (params.get("aggregate") == "weighted")
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         """Decision agreement with beta_bar and with the generating mean; Theorem-2 error norms.
@@ -279,24 +286,24 @@ class NonPrivate(_EthicsProtocol):
         return PrivacyClaim("none", math.inf, mechanism="none",
                             notes="the curator sees every voter's beta_i")
 
-    def make_curator(self, params, public, agents, key):
-        return _TrustedCurator(params, public, agents, key, noisy=False)
+    curator_cls = _TrustedCurator
+    #: whether the trusted curator adds Laplace noise to the average (Algorithm 1)
+    central_noise = False
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block: Block) -> np.ndarray:
         """The voter's Eq. (3) estimate (or, with upload = "records", her records)."""
-        _, z = split_rows(data, public)
-        if params.get("upload") == "records":
+        _, z = split_rows(block.rows, block.public)
+        if block.params.get("upload") == "records":
             return z.reshape(len(z), -1).copy()
-        return _mle(z, public)
+        return _mle(z, block.public)
 
     def audit_spec(self, params, public):
         return AuditSpec(self._voter_audit_rows(params, public), np.array([0.5, 0.5]), (0, 1),
                          notes="no privacy: the report is a deterministic function of the row")
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """0 where the report is exactly what the row produces, -inf elsewhere."""
-        expect = self.respond(rnd, queries, broadcast, rows, np.arange(len(rows)), 0, params,
-                              public)
+        expect = self.respond(replace(block, agents=np.arange(len(block.rows)), key=0))
         same = np.isclose(reports, expect, rtol=1e-12, atol=1e-12).all(axis=1)
         return np.where(same, 0.0, -np.inf)
 
@@ -323,8 +330,7 @@ class VLCP(NonPrivate):
                             notes=f"{self.level}-level neighbours; trusts the curator with every "
                                   "beta_i; sensitivity D_1(C)/N for N = all voters")
 
-    def make_curator(self, params, public, agents, key):
-        return _TrustedCurator(params, public, agents, key, noisy=True)
+    central_noise = True
 
 
 class RLCP(VLCP):
@@ -369,25 +375,20 @@ class VLDP(_EthicsProtocol):
                             mechanism=self.mechanism,
                             notes="; ".join(x for x in (level, note) if x))
 
-    def report_length(self, params, public) -> int:
-        return int(public["d"]) + (params["aggregate"] == "weighted")
+    curator_cls = _AverageCurator
 
-    def make_curator(self, params, public, agents, key):
-        return _AverageCurator(params, public, agents, key, self.report_length(params, public),
-                               weighted=params["aggregate"] == "weighted")
-
-    def release(self, rnd, data, agents, key, params, public) -> tuple[np.ndarray, np.ndarray]:
+    def release(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """(noisy beta_i, eps_i) for each voter."""
-        eps_col, z = split_rows(data, public)
-        eps = voter_epsilon(eps_col, params)
-        beta = _mle(z, public)
-        u = rngm.uniform(key, agents, rnd, beta.shape[1])
-        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        beta = _mle(z, block.public)
+        u = block.uniforms(beta.shape[1])
+        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
         return noise.perturb(beta, u), eps
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        noisy, eps = self.release(rnd, data, agents, key, params, public)
-        if params["aggregate"] == "weighted":
+    def respond(self, block: Block) -> np.ndarray:
+        noisy, eps = self.release(block)
+        if block.params["aggregate"] == "weighted":
             return np.concatenate([noisy, eps[:, None]], axis=1)
         return noisy
 
@@ -395,27 +396,28 @@ class VLDP(_EthicsProtocol):
         return AuditSpec(self._voter_audit_rows(params, public), np.array([0.5, 0.5]), (0, 1),
                          notes="opposite ends of the C-ball: the pair Theorem 3's proof uses")
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+    def laplace_release(self, block: Block):
         """beta_i + Lap(D_1(C)/eps_i) per coordinate, snapped (eps_i itself, sent with the
         weighted aggregate, is not noised: NaN)."""
-        eps_col, z = split_rows(rows, public)
-        eps = voter_epsilon(eps_col, params)
-        beta = _mle(z, public)
-        scale = np.repeat((self.sensitivity(public, params) / eps)[:, None], beta.shape[1], 1)
-        if params["aggregate"] == "weighted":
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        beta = _mle(z, block.public)
+        scale = np.repeat((self.sensitivity(block.public, block.params) / eps)[:, None],
+                          beta.shape[1], 1)
+        if block.params["aggregate"] == "weighted":
             beta = np.concatenate([beta, np.full((len(beta), 1), np.nan)], axis=1)
             scale = np.concatenate([scale, np.ones((len(scale), 1))], axis=1)
         return beta, scale, True
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Sum over coordinates of the Laplace log-density of report - beta(row)."""
-        eps_col, z = split_rows(rows, public)
-        eps = voter_epsilon(eps_col, params)
-        beta = _mle(z, public)
-        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        beta = _mle(z, block.public)
+        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
         d = beta.shape[1]
         ll = noise.log_likelihood(np.asarray(reports)[:, :d], beta).sum(axis=1)
-        if params["aggregate"] == "weighted":
+        if block.params["aggregate"] == "weighted":
             ll = np.where(np.isclose(np.asarray(reports)[:, d], eps), ll, -np.inf)
         return ll
 
@@ -490,33 +492,34 @@ class RLDPFunctional(VLDP):
             return fm.n_coefficients(d, params["noise"]) + 1
         return d + (params["aggregate"] == "weighted")
 
-    def make_curator(self, params, public, agents, key):
-        if params["report"] == "coefficients":
-            return _FMCoefficientCurator(self, params, public, agents, key)
-        return super().make_curator(params, public, agents, key)
+    def curator_class(self, bound: Bound) -> type[Curator]:
+        if bound.params["report"] == "coefficients":
+            return _FMCoefficientCurator
+        return _AverageCurator
 
-    def noisy_coefficients(self, rnd, data, agents, key, params, public):
+    def noisy_coefficients(self, block: Block):
         """(noisy coefficient vector, eps_i) of each voter (Algorithm 3, lines 1-3)."""
-        eps_col, z = split_rows(data, public)
-        eps = voter_epsilon(eps_col, params)
-        zp = fm.preprocess(z, params["clip"], params["domain"])
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
         alpha, m = fm.coefficients(zp)
-        vec = fm.coefficient_vector(alpha, m, params["noise"])
-        u = rngm.uniform(key, agents, rnd, vec.shape[1])
-        noise = mech.Laplace(eps[:, None], self.sensitivity(public, params))
+        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        u = block.uniforms(vec.shape[1])
+        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
         return noise.perturb(vec, u), eps
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+    def laplace_release(self, block: Block):
         """With ``report = "coefficients"`` the report is the snapped noisy coefficient vector
         (and eps_i, not noised); with ``report = "beta"`` it is the minimiser of the noisy
         objective, not a Laplace release (None)."""
-        if params["report"] != "coefficients":
+        if block.params["report"] != "coefficients":
             return None
-        eps_col, z = split_rows(rows, public)
-        eps = voter_epsilon(eps_col, params)
-        alpha, m = fm.coefficients(fm.preprocess(z, params["clip"], params["domain"]))
-        vec = fm.coefficient_vector(alpha, m, params["noise"])
-        scale = np.repeat((self.sensitivity(public, params) / eps)[:, None], vec.shape[1], 1)
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        alpha, m = fm.coefficients(fm.preprocess(z, block.params["clip"], block.params["domain"]))
+        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        scale = np.repeat((self.sensitivity(block.public, block.params) / eps)[:, None],
+                          vec.shape[1], 1)
         values = np.concatenate([vec, np.full((len(vec), 1), np.nan)], axis=1)
         return values, np.concatenate([scale, np.ones((len(vec), 1))], axis=1), True
 
@@ -527,13 +530,13 @@ class RLDPFunctional(VLDP):
         beta = fm.solve(a_t, m_t, params["solver"], sd, params["ridge"], radius)
         return beta / params["clip"]
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        vec, eps = self.noisy_coefficients(rnd, data, agents, key, params, public)
-        if params["report"] == "coefficients":
+    def respond(self, block: Block) -> np.ndarray:
+        vec, eps = self.noisy_coefficients(block)
+        if block.params["report"] == "coefficients":
             return np.concatenate([vec, eps[:, None]], axis=1)
-        a_t, m_t = fm.from_vector(vec, int(public["d"]), params["noise"])
-        beta = self.solve(a_t, m_t, eps, params, public)
-        if params["aggregate"] == "weighted":
+        a_t, m_t = fm.from_vector(vec, int(block.public["d"]), block.params["noise"])
+        beta = self.solve(a_t, m_t, eps, block.params, block.public)
+        if block.params["aggregate"] == "weighted":
             return np.concatenate([beta, eps[:, None]], axis=1)
         return beta
 
@@ -577,20 +580,20 @@ class RLDPFunctional(VLDP):
         """None (see ``released_aggregate``)."""
         return None
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact for ``report = "coefficients"`` (independent Laplace on each coefficient); None
         for ``report = "beta"``: the released minimiser is a non-linear, many-to-one function of
         d + d(d+1)/2 Laplace variables (eigen-decomposition, trimming), with no closed-form
         density."""
-        if params["report"] != "coefficients":
+        if block.params["report"] != "coefficients":
             return None
-        eps_col, z = split_rows(rows, public)
-        eps = voter_epsilon(eps_col, params)
-        zp = fm.preprocess(z, params["clip"], params["domain"])
+        eps_col, z = split_rows(block.rows, block.public)
+        eps = voter_epsilon(eps_col, block.params)
+        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
         alpha, m = fm.coefficients(zp)
-        exact = fm.coefficient_vector(alpha, m, params["noise"])
+        exact = fm.coefficient_vector(alpha, m, block.params["noise"])
         reports = np.asarray(reports)
-        b = self.sensitivity(public, params) / eps
+        b = self.sensitivity(block.public, block.params) / eps
         dev = np.abs(reports[:, :-1] - exact)
         ll = (-np.log(2.0 * b)[:, None] - dev / b[:, None]).sum(axis=1)
         return np.where(np.isclose(reports[:, -1], eps), ll, -np.inf)
@@ -599,10 +602,6 @@ class RLDPFunctional(VLDP):
 class _FMCoefficientCurator(_AverageCurator):
     """Receives noisy coefficients and eps_i, solves each voter's noisy objective, averages."""
 
-    def __init__(self, proto: RLDPFunctional, params, public, agents, key):
-        super().__init__(params, public, agents, key, proto.report_length(params, public),
-                         weighted=params["aggregate"] == "weighted")
-        self.proto = proto
 
     def absorb(self, rnd, agents, reports):
         if len(reports) == 0:
@@ -613,7 +612,7 @@ class _FMCoefficientCurator(_AverageCurator):
         self.ignored += int((~ok).sum())
         rep = reports[ok]
         a_t, m_t = fm.from_vector(rep[:, :-1], d, self.params["noise"])
-        beta = self.proto.solve(a_t, m_t, rep[:, -1], self.params, self.public)
+        beta = self.protocol.solve(a_t, m_t, rep[:, -1], self.params, self.public)
         w = rep[:, -1] ** 2 if self.weighted else np.ones(len(rep))
         self.total += (beta * w[:, None]).sum(axis=0)
         self.weight += float(w.sum())

@@ -18,6 +18,7 @@ from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
+    Block,
     Curator,
     ParamSpec,
     PrivacyClaim,
@@ -61,9 +62,9 @@ def mu_bound(n: int, m: int, epsilon: float, k: int, theta: float, mechanism: st
 class _RankCurator(Curator):
     """Shared state: the number of items and the per-pair report counters."""
 
-    def __init__(self, params, public, agents, key):
-        super().__init__(params, public, agents, key)
-        self.m = int(public["m"])
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.m = int(self.public["m"])
         self.n_pairs = self.m * (self.m - 1) // 2
         self.plan0: RoundPlan | None = None
         self.ones = np.zeros(self.n_pairs, dtype=np.int64)  # reports "a_j preferred to a_l"
@@ -189,14 +190,11 @@ class _RankProtocol(Protocol):
     data_type = "ranking"
     curator_cls: type = _AllPairsCurator
 
-    def make_curator(self, params, public, agents, key):
-        return self.curator_cls(params, public, agents, key)
-
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block: Block) -> np.ndarray:
         """Truthful answers to all pairs (overridden by the LDP randomizers)."""
-        m = data.shape[1]
-        allp = np.broadcast_to(np.arange(m * (m - 1) // 2), (len(data), m * (m - 1) // 2))
-        return profile.answers(data, allp)
+        m = block.rows.shape[1]
+        allp = np.broadcast_to(np.arange(m * (m - 1) // 2), (len(block.rows), m * (m - 1) // 2))
+        return profile.answers(block.rows, allp)
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         """error_rate (Eq. 4) and kendall_tau (average, normalised by C(m,2)).
@@ -241,10 +239,10 @@ class _RankProtocol(Protocol):
     def _all_pairs(self, m: int, n: int) -> np.ndarray:
         return np.broadcast_to(np.arange(m * (m - 1) // 2), (n, m * (m - 1) // 2))
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Truthful answers to all pairs: probability 1 for the true answers, 0 otherwise."""
-        m = rows.shape[1]
-        truth = profile.answers(rows, self._all_pairs(m, len(rows)))
+        m = block.rows.shape[1]
+        truth = profile.answers(block.rows, self._all_pairs(m, len(block.rows)))
         return np.where((np.asarray(reports) == truth).all(axis=1), 0.0, -np.inf)
 
     def released_aggregate(self, output, params, public):
@@ -341,16 +339,17 @@ class LDPKwikSortRR(_LDPRank):
         return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"] / k,
                             sensitivity=1.0, mechanism="randomized_response")
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        k = params["queries"]
-        o = self._queried_answers(data, queries)
-        u = rngm.uniform(key, agents, rnd, k)
-        return mech.GRR(params["epsilon"] / k).perturb(o, u)
+    def respond(self, block: Block) -> np.ndarray:
+        k = block.params["queries"]
+        o = self._queried_answers(block.rows, block.queries)
+        u = block.uniforms(k)
+        return mech.GRR(block.params["epsilon"] / k).perturb(o, u)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Σ_k log p (report = true answer) or log(1 - p) (flipped), p = e^ε_k / (1 + e^ε_k)."""
-        rr = mech.GRR(params["epsilon"] / params["queries"])
-        return rr.log_likelihood(reports, self._queried_answers(rows, queries)).sum(axis=1)
+        rr = mech.GRR(block.params["epsilon"] / block.params["queries"])
+        answers = self._queried_answers(block.rows, block.queries)
+        return rr.log_likelihood(reports, answers).sum(axis=1)
 
 
 class LDPKwikSortLap(_LDPRank):
@@ -370,22 +369,23 @@ class LDPKwikSortLap(_LDPRank):
         return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"] / k,
                             sensitivity=1.0, mechanism="laplace")
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        k = params["queries"]
-        o = self._queried_answers(data, queries)
-        u = rngm.uniform(key, agents, rnd, k)
-        return mech.Laplace(params["epsilon"] / k).perturb(o, u)
+    def respond(self, block: Block) -> np.ndarray:
+        k = block.params["queries"]
+        o = self._queried_answers(block.rows, block.queries)
+        u = block.uniforms(k)
+        return mech.Laplace(block.params["epsilon"] / k).perturb(o, u)
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+    def laplace_release(self, block: Block):
         """Each answer o plus Lap(K/ε), snapped (Algorithm 3)."""
-        o = self._queried_answers(rows, queries).astype(np.float64)
-        scale = mech.laplace_scale(1.0, params["epsilon"] / params["queries"])
+        o = self._queried_answers(block.rows, block.queries).astype(np.float64)
+        scale = mech.laplace_scale(1.0, block.params["epsilon"] / block.params["queries"])
         return o, np.full(o.shape, scale), True
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Σ_k log Laplace density of (report - true answer) at scale K/ε."""
-        lap = mech.Laplace(params["epsilon"] / params["queries"])
-        return lap.log_likelihood(reports, self._queried_answers(rows, queries)).sum(axis=1)
+        lap = mech.Laplace(block.params["epsilon"] / block.params["queries"])
+        answers = self._queried_answers(block.rows, block.queries)
+        return lap.log_likelihood(reports, answers).sum(axis=1)
 
     def _aggregate_scale(self, params, public) -> float:
         # thresholded reports: E[ones - zeros] = (2q - 1) x the asked agents' C_jl - C_lj

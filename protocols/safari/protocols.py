@@ -32,6 +32,7 @@ from protocols import mechanisms as mech
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
+    Block,
     Curator,
     ParamError,
     ParamSpec,
@@ -236,8 +237,9 @@ def model_from_rule2(chain: Chain, z: list[np.ndarray]) -> RIModel:
 
 
 class _SafariCurator(Curator):
-    def __init__(self, params, public, agents, key):
-        super().__init__(params, public, agents, key)
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        params, public = bound.params, bound.public
         self.d = int(public["d"])
         self.rules: dict[int, rules.Rule] = {0: rule_of(RULE1[params["rule1"]], self.d)}
         self.eps = round_budgets(params["epsilon"], params["split"])
@@ -384,8 +386,7 @@ class Safari(_RankingProtocol):
                             sensitivity=None, mechanism=mech,
                             notes=f"SAFA: attribute sampled independently of the data; {comp}")
 
-    def make_curator(self, params, public, agents, key):
-        return _SafariCurator(params, public, agents, key)
+    curator_cls = _SafariCurator
 
     def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
         if rnd == 0:
@@ -394,30 +395,30 @@ class Safari(_RankingProtocol):
             return rule_of("II", d, _chain_from(broadcast, d))
         raise ValueError(f"SAFARI has rounds 0 and 1, not {rnd}")
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block: Block) -> np.ndarray:
         """Algorithm 2 (LR): the user's value of the queried attribute, through GRR (or the
         chosen oracle) at the round's ε. Draws: two uniforms and 64 bits, keyed by agent."""
-        d = int(public["d"])
-        rule = self._round_rule(rnd, broadcast, params, d)
-        attrs = np.asarray(queries, dtype=np.int64).reshape(len(data), -1)[:, 0]
+        d = int(block.public["d"])
+        rule = self._round_rule(block.rnd, block.broadcast, block.params, d)
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
         if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
             raise ValueError(f"attribute index outside [0, {rule.n_attrs})")
-        values = rule.values(perm.positions(data), attrs)
-        eps = round_budgets(params["epsilon"], params["split"])[rnd]
-        u = rngm.uniform(key, agents, rnd, 2)
-        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
-        return safa.perturb(self.oracle_for(params, rnd), values, rule.domains[attrs], eps, u,
-                            seed_bits)
+        values = rule.values(perm.positions(block.rows), attrs)
+        eps = round_budgets(block.params["epsilon"], block.params["split"])[block.rnd]
+        u = block.uniforms(2)
+        seed_bits = block.bits(1, offset=2)[:, 0]
+        return safa.perturb(self.oracle_for(block.params, block.rnd), values,
+                            rule.domains[attrs], eps, u, seed_bits)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact: GRR (or Harmony / OLH) probability of the report given the queried value."""
-        d = int(public["d"])
-        rule = self._round_rule(rnd, broadcast, params, d)
-        attrs = np.asarray(queries, dtype=np.int64).reshape(len(rows), -1)[:, 0]
-        values = rule.values(perm.positions(rows), attrs)
-        eps = round_budgets(params["epsilon"], params["split"])[rnd]
-        return safa.log_likelihood(self.oracle_for(params, rnd),
-                                   np.asarray(reports).reshape(len(rows), -1), values,
+        d = int(block.public["d"])
+        rule = self._round_rule(block.rnd, block.broadcast, block.params, d)
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
+        values = rule.values(perm.positions(block.rows), attrs)
+        eps = round_budgets(block.params["epsilon"], block.params["split"])[block.rnd]
+        return safa.log_likelihood(self.oracle_for(block.params, block.rnd),
+                                   np.asarray(reports).reshape(len(block.rows), -1), values,
                                    rule.domains[attrs], eps)
 
 
@@ -499,14 +500,13 @@ class SafariNoPriv(_RankingProtocol):
         return PrivacyClaim("none", math.inf, mechanism="none",
                             notes="every user sends the true ranking")
 
-    def make_curator(self, params, public, agents, key):
-        return _NoPrivCurator(params, public, agents, key)
+    curator_cls = _NoPrivCurator
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        return np.asarray(data, dtype=np.int64)
+    def respond(self, block: Block) -> np.ndarray:
+        return np.asarray(block.rows, dtype=np.int64)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        same = (np.asarray(reports) == np.asarray(rows)).all(axis=1)
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        same = (np.asarray(reports) == np.asarray(block.rows)).all(axis=1)
         return np.where(same, 0.0, -np.inf)
 
 
@@ -547,7 +547,10 @@ RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic",
 
 
 class _FullDomainCurator(Curator):
-    oracle = "grr"
+    @property
+    def oracle(self) -> str:
+        """The protocol's frequency oracle over the d! rankings."""
+        return self.protocol.oracle
 
     def plan(self, rnd):
         if rnd > 0:
@@ -609,26 +612,23 @@ class _FullDomain(_RankingProtocol):
                             sensitivity=None, mechanism=self.oracle,
                             notes="one report per user over the d! rankings")
 
-    def make_curator(self, params, public, agents, key):
-        cur = _FullDomainCurator(params, public, agents, key)
-        cur.oracle = self.oracle
-        return cur
+    curator_cls = _FullDomainCurator
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        v = perm.lex_rank(np.asarray(data, dtype=np.int64))
-        size = math.factorial(int(public["d"]))
-        u = rngm.uniform(key, agents, rnd, 2)
+    def respond(self, block: Block) -> np.ndarray:
+        v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
+        size = math.factorial(int(block.public["d"]))
+        u = block.uniforms(2)
         oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        seed_bits = (rngm.bits(key, agents, rnd, 1, offset=2)[:, 0] if oracle == "olh"
+        seed_bits = (block.bits(1, offset=2)[:, 0] if oracle == "olh"
                      else None)
-        return safa.perturb(oracle, v, np.full(len(v), size), params["epsilon"], u, seed_bits)
+        return safa.perturb(oracle, v, np.full(len(v), size), block.params["epsilon"], u, seed_bits)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        v = perm.lex_rank(np.asarray(rows, dtype=np.int64))
-        size = math.factorial(int(public["d"]))
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
+        size = math.factorial(int(block.public["d"]))
         oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        return safa.log_likelihood(oracle, np.asarray(reports).reshape(len(rows), -1), v,
-                                   np.full(len(v), size), params["epsilon"])
+        return safa.log_likelihood(oracle, np.asarray(reports).reshape(len(block.rows), -1), v,
+                                   np.full(len(v), size), block.params["epsilon"])
 
 
 class RankGRR(_FullDomain):
@@ -725,24 +725,24 @@ class RankCALM(_FullDomain):
                             sensitivity=None, mechanism="olh",
                             notes="each user reports one pair marginal (CALM's partition)")
 
-    def make_curator(self, params, public, agents, key):
-        return _CalmCurator(params, public, agents, key)
+    curator_cls = _CalmCurator
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        d = int(public["d"])
+    def respond(self, block: Block) -> np.ndarray:
+        d = int(block.public["d"])
         rule = rule_of("IC", d)
-        attrs = np.asarray(queries, dtype=np.int64).reshape(len(data), -1)[:, 0]
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
         if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
             raise ValueError(f"pair index outside [0, {rule.n_attrs})")
-        values = rule.values(perm.positions(data), attrs)
-        u = rngm.uniform(key, agents, rnd, 2)
-        seed_bits = rngm.bits(key, agents, rnd, 1, offset=2)[:, 0]
-        return safa.perturb("olh", values, rule.domains[attrs], params["epsilon"], u, seed_bits)
+        values = rule.values(perm.positions(block.rows), attrs)
+        u = block.uniforms(2)
+        seed_bits = block.bits(1, offset=2)[:, 0]
+        return safa.perturb("olh", values, rule.domains[attrs], block.params["epsilon"], u,
+                            seed_bits)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        d = int(public["d"])
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        d = int(block.public["d"])
         rule = rule_of("IC", d)
-        attrs = np.asarray(queries, dtype=np.int64).reshape(len(rows), -1)[:, 0]
-        values = rule.values(perm.positions(rows), attrs)
-        return safa.log_likelihood("olh", np.asarray(reports).reshape(len(rows), -1), values,
-                                   rule.domains[attrs], params["epsilon"])
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
+        values = rule.values(perm.positions(block.rows), attrs)
+        return safa.log_likelihood("olh", np.asarray(reports).reshape(len(block.rows), -1), values,
+                                   rule.domains[attrs], block.params["epsilon"])

@@ -12,6 +12,7 @@ is the MAE change MAE_P - MAE_O (§VI-A), where MAE_O is Algorithm 1 on the orig
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
+    Block,
     Curator,
     ParamError,
     ParamSpec,
@@ -57,11 +59,10 @@ def _resolve_fill_value(out: dict, public: dict) -> None:
 class TruthCurator(Curator):
     """One round: ask every worker, collect the reports, run Algorithm 1 in ``finish``."""
 
-    def __init__(self, protocol: _TruthProtocol, params, public, agents, key):
-        super().__init__(params, public, agents, key)
-        self.protocol = protocol
-        self.tasks = int(public["tasks"])
-        self.levels = int(public["levels"])
+    def __init__(self, protocol: _TruthProtocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.tasks = int(self.public["tasks"])
+        self.levels = int(self.public["levels"])
         self.answers: np.ndarray | None = None
         self.broadcast: Any = None
 
@@ -89,8 +90,7 @@ class _TruthProtocol(Protocol):
     params: dict[str, ParamSpec] = dict(INFERENCE)
 
     # -- curator side ------------------------------------------------------------------------
-    def make_curator(self, params, public, agents, key):
-        return TruthCurator(self, params, public, agents, key)
+    curator_cls = TruthCurator
 
     def broadcast(self, params: dict[str, Any], public: dict[str, Any], key: int) -> Any:
         """The round's broadcast (None; MF sends V)."""
@@ -108,20 +108,19 @@ class _TruthProtocol(Protocol):
         return tm.from_codes(reports, int(public["levels"]))
 
     # -- agent side ------------------------------------------------------------------------
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block: Block) -> np.ndarray:
         """Perturb each worker's whole answer vector (NULL cells included), in row chunks of
         about ``CELLS`` cells so the temporaries stay in cache; each row depends only on its
         own data and its agent's coins, so chunking (and batching) does not change any row."""
-        data = np.asarray(data, dtype=np.float64)
-        agents = np.asarray(agents, dtype=np.int64)
-        step = max(1, CELLS // max(1, data.shape[1]))
-        parts = [self._respond_block(rnd, broadcast, data[s:s + step], agents[s:s + step], key,
-                                     params, public) for s in range(0, len(data), step)]
-        return np.concatenate(parts) if parts else self._respond_block(
-            rnd, broadcast, data, agents, key, params, public)
+        block = replace(block, rows=np.asarray(block.rows, dtype=np.float64),
+                        agents=np.asarray(block.agents, dtype=np.int64))
+        step = max(1, CELLS // max(1, block.rows.shape[1]))
+        parts = [self._respond_block(block.take(slice(s, s + step)))
+                 for s in range(0, len(block), step)]
+        return np.concatenate(parts) if parts else self._respond_block(block)
 
-    def _respond_block(self, rnd: int, broadcast: Any, data: np.ndarray, agents: np.ndarray,
-                       key: int, params: dict[str, Any], public: dict[str, Any]) -> np.ndarray:
+    def _respond_block(self, block: Block) -> np.ndarray:
+        """The randomizer on one chunk of rows."""
         raise NotImplementedError
 
     # -- orchestrator side -------------------------------------------------------------------
@@ -182,11 +181,12 @@ class TruthPlain(_TruthProtocol):
     def claim(self, params, public):
         return PrivacyClaim("none", math.inf, mechanism="none")
 
-    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
-        return tm.to_codes(data, int(public["levels"]))
+    def _respond_block(self, block: Block) -> np.ndarray:
+        return tm.to_codes(block.rows, int(block.public["levels"]))
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        same = (np.asarray(reports) == tm.to_codes(rows, int(public["levels"]))).all(axis=1)
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        codes = tm.to_codes(block.rows, int(block.public["levels"]))
+        same = (np.asarray(reports) == codes).all(axis=1)
         return np.where(same, 0.0, -np.inf)
 
 
@@ -231,21 +231,22 @@ class TruthLP(_TruthProtocol):
     def decode(self, reports, broadcast, params, public):
         return np.asarray(reports, dtype=np.float64)
 
-    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
-        n, levels = int(public["tasks"]), int(public["levels"])
-        u_fill = rngm.uniform(key, agents, rnd, n, 0)
-        u_noise = rngm.uniform(key, agents, rnd, n, n)
-        return tm.lp_perturb(data, u_fill, u_noise, levels, params["epsilon"],
-                             params["null_fill"], params["fill_value"])
+    def _respond_block(self, block: Block) -> np.ndarray:
+        n, levels = int(block.public["tasks"]), int(block.public["levels"])
+        u_fill = block.uniforms(n, 0)
+        u_noise = block.uniforms(n, n)
+        return tm.lp_perturb(block.rows, u_fill, u_noise, levels, block.params["epsilon"],
+                             block.params["null_fill"], block.params["fill_value"])
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        return tm.lp_log_likelihood(reports, rows, int(public["levels"]), params["epsilon"],
-                                    params["null_fill"], params["fill_value"])
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        p = block.params
+        return tm.lp_log_likelihood(reports, block.rows, int(block.public["levels"]),
+                                    p["epsilon"], p["null_fill"], p["fill_value"])
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+    def laplace_release(self, block: Block):
         """Each answered cell plus Lap(Δ/ε), snapped (NULL cells: a random fill, left out)."""
-        values = np.asarray(rows, dtype=np.float64)
-        scale = tm.lp_scale(int(public["levels"]), params["epsilon"])
+        values = np.asarray(block.rows, dtype=np.float64)
+        scale = tm.lp_scale(int(block.public["levels"]), block.params["epsilon"])
         return values, np.full(values.shape, scale), True
 
 
@@ -264,15 +265,15 @@ class TruthRR(_TruthProtocol):
                             notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
                                   "worker compose to nε")
 
-    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
-        n, levels = int(public["tasks"]), int(public["levels"])
-        u = rngm.uniform(key, agents, rnd, n)
-        return tm.rr_perturb(tm.to_codes(data, levels), u, levels, params["epsilon"])
+    def _respond_block(self, block: Block) -> np.ndarray:
+        n, levels = int(block.public["tasks"]), int(block.public["levels"])
+        u = block.uniforms(n)
+        return tm.rr_perturb(tm.to_codes(block.rows, levels), u, levels, block.params["epsilon"])
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        levels = int(public["levels"])
-        return tm.rr_log_likelihood(reports, tm.to_codes(rows, levels), levels,
-                                    params["epsilon"])
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        levels = int(block.public["levels"])
+        return tm.rr_log_likelihood(reports, tm.to_codes(block.rows, levels), levels,
+                                    block.params["epsilon"])
 
 
 class TruthTwoLayer(_TruthProtocol):
@@ -299,17 +300,17 @@ class TruthTwoLayer(_TruthProtocol):
                             notes=f"worst-case ε-cell LDP; nominal (mean) ε = "
                                   f"{params['epsilon']:g}")
 
-    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
-        n, levels = int(public["tasks"]), int(public["levels"])
-        eps_i = tm.two_layer_epsilons(rngm.uniform(key, agents, rnd, 1, 0)[:, 0],
-                                      params["epsilon"], params["spread"])
-        u = rngm.uniform(key, agents, rnd, n, 1)
-        return tm.rr_perturb(tm.to_codes(data, levels), u, levels, eps_i)
+    def _respond_block(self, block: Block) -> np.ndarray:
+        n, levels = int(block.public["tasks"]), int(block.public["levels"])
+        eps_i = tm.two_layer_epsilons(block.uniforms(1, 0)[:, 0],
+                                      block.params["epsilon"], block.params["spread"])
+        u = block.uniforms(n, 1)
+        return tm.rr_perturb(tm.to_codes(block.rows, levels), u, levels, eps_i)
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
-        levels = int(public["levels"])
-        return tm.two_layer_log_likelihood(reports, tm.to_codes(rows, levels), levels,
-                                           params["epsilon"], params["spread"])
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        levels = int(block.public["levels"])
+        return tm.two_layer_log_likelihood(reports, tm.to_codes(block.rows, levels), levels,
+                                           block.params["epsilon"], block.params["spread"])
 
 
 class TruthMF(_TruthProtocol):
@@ -386,36 +387,38 @@ class TruthMF(_TruthProtocol):
                              f"matrix, got shape {v.shape}")
         return mf.clip_profiles(v)
 
-    def _filled(self, data, agents, key, rnd, params, public) -> np.ndarray:
+    def _filled(self, block: Block) -> np.ndarray:
+        params = block.params
         if params["null_mode"] == "skip":
-            return np.asarray(data, dtype=np.float64)
-        n, levels = int(public["tasks"]), int(public["levels"])
-        u = rngm.uniform(key, agents, rnd, n, params["d"])
-        return tm.null_fill(data, u, levels, params["null_mode"], params["fill_value"])
+            return np.asarray(block.rows, dtype=np.float64)
+        n, levels = int(block.public["tasks"]), int(block.public["levels"])
+        u = block.uniforms(n, params["d"])
+        return tm.null_fill(block.rows, u, levels, params["null_mode"], params["fill_value"])
 
-    def _respond_block(self, rnd, broadcast, data, agents, key, params, public):
-        v = self._profiles(broadcast, params, public)
-        levels = int(public["levels"])
-        eta = mf.laplace_eta(rngm.uniform(key, agents, rnd, params["d"], 0), levels,
-                             params["epsilon"])
-        a = self._filled(data, agents, key, rnd, params, public)
-        u = mf.solve_profiles(a, v, eta, params["ridge"])
-        return mf.reconstruct(u, v) if params["send"] == "uv" else u
+    def _respond_block(self, block: Block) -> np.ndarray:
+        v = self._profiles(block.broadcast, block.params, block.public)
+        levels = int(block.public["levels"])
+        eta = mf.laplace_eta(block.uniforms(block.params["d"], 0), levels,
+                             block.params["epsilon"])
+        a = self._filled(block)
+        u = mf.solve_profiles(a, v, eta, block.params["ridge"])
+        return mf.reconstruct(u, v) if block.params["send"] == "uv" else u
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact for null_mode "skip" and "constant"; None for "uniform" (a mixture over the
         L^(#NULL) possible fills, no closed form)."""
-        if params["null_mode"] == "uniform":
+        rows = block.rows
+        if block.params["null_mode"] == "uniform":
             return None
-        v = self._profiles(broadcast, params, public)
+        v = self._profiles(block.broadcast, block.params, block.public)
         r = np.asarray(reports, dtype=np.float64)
-        if params["send"] == "uv":
+        if block.params["send"] == "uv":
             u, ok = mf.profiles_from_reports(r, v)
         else:
             u, ok = r, np.ones(len(r), dtype=bool)
         rows = np.asarray(rows, dtype=np.float64)
-        if params["null_mode"] == "constant":
-            rows = np.where(np.isnan(rows), params["fill_value"], rows)
-        ll = mf.log_likelihood(u, rows, v, int(public["levels"]), params["epsilon"],
-                               params["ridge"])
+        if block.params["null_mode"] == "constant":
+            rows = np.where(np.isnan(rows), block.params["fill_value"], rows)
+        ll = mf.log_likelihood(u, rows, v, int(block.public["levels"]), block.params["epsilon"],
+                               block.params["ridge"])
         return np.where(ok, ll, -np.inf)

@@ -66,9 +66,9 @@ from typing import Any
 import numpy as np
 
 from protocols import mechanisms as mech
-from protocols import rng as rngm
 from protocols.base import (
     AuditSpec,
+    Block,
     Curator,
     ParamError,
     ParamSpec,
@@ -311,10 +311,10 @@ def _metrics(output: dict[str, Any], truth: dict[str, Any], intermediate: bool) 
 class _GameCurator(Curator):
     """Rounds of one game: 0 = weights, l = 1..k = opinions on candidate l - 1; then finish."""
 
-    def __init__(self, params, public, agents, key):
-        super().__init__(params, public, agents, key)
-        self.k = int(public["candidates"])
-        self.b = budget(params["epsilon"], params["split"], self.k, params["budget"])
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.k = int(self.public["candidates"])
+        self.b = budget(self.params["epsilon"], self.params["split"], self.k, self.params["budget"])
         self.w_agents = np.zeros(0, dtype=np.int64)  # partners who joined (reported a weight)
         self.w_reports = np.zeros(0)
         self.q_hat = math.nan
@@ -380,8 +380,8 @@ class _GameCurator(Curator):
 class _RRCurator(_GameCurator):
     """DPWeVote's server: Eq. (3)-(4b) in round 0, Eq. (5)/(8b) (or the joint inverse) later."""
 
-    def __init__(self, params, public, agents, key):
-        super().__init__(params, public, agents, key)
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
         self.x_w_hat = np.full(3, math.nan)
         self.x_phi_hat: list[list[float]] = []
         self.tables: list[list[list[int]]] = []
@@ -462,9 +462,6 @@ class _VoteProtocol(Protocol):
         return budget(params["epsilon"], params["split"], int(public["candidates"]),
                       params["budget"])
 
-    def make_curator(self, params, public, agents, key):
-        return self.curator_cls(params, public, agents, key)
-
     def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
         """Round 0 spends ε1 (the weight), rounds 1..k spend ε2 each (one opinion per
         candidate): ε1 + k·ε2 = the claimed total (Theorem 4.3 composed over the game)."""
@@ -541,11 +538,12 @@ class DPWeVote(_VoteProtocol):
                    f"{b.candidates} opinions: binary RR, eps2={b.eps_phi:g} "
                    f"(p_phi={pr['p_phi']:.6g}); game: eps1 + k*eps2"))
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
+    def respond(self, block: Block) -> np.ndarray:
         """Round 0: ``w̃ = RR_3(w)`` with ε1; round l: ``φ̃_l = RR_2(φ_l)`` with ε2 (§4.2-4.3)."""
-        b = self.budget(params, public)
-        phase, c = _phase(broadcast)
-        u = rngm.uniform(key, agents, rnd, 1)[:, 0]
+        data = block.rows
+        b = self.budget(block.params, block.public)
+        phase, c = _phase(block.broadcast)
+        u = block.uniforms(1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
         if phase == "weights":
             rep = mech.GRR(b.eps_w, 3).perturb(data[:, 0] - 1, u) + 1
@@ -553,10 +551,11 @@ class DPWeVote(_VoteProtocol):
             rep = mech.GRR(b.eps_phi, 2).perturb(data[:, 1 + c], u)
         return rep.astype(np.int64)[:, None]
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact ``log M_w[w̃, w]`` (round 0) or ``log M_φ[φ̃, φ_l]`` (round l)."""
-        b = self.budget(params, public)
-        phase, c = _phase(broadcast)
+        rows = block.rows
+        b = self.budget(block.params, block.public)
+        phase, c = _phase(block.broadcast)
         rep, rows = _report_column(reports, rows)
         if phase == "weights":
             return mech.GRR(b.eps_w, 3).log_likelihood(rep - 1, rows[:, 0] - 1)
@@ -587,10 +586,11 @@ class DPWeVoteLaplace(_VoteProtocol):
                    f"each of k={b.candidates} opinions: Lap(1/eps2) with eps2={b.eps_phi:g} "
                    f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2"))
 
-    def respond(self, rnd, queries, broadcast, data, agents, key, params, public):
-        b = self.budget(params, public)
-        phase, c = _phase(broadcast)
-        u = rngm.uniform(key, agents, rnd, 1)[:, 0]
+    def respond(self, block: Block) -> np.ndarray:
+        data = block.rows
+        b = self.budget(block.params, block.public)
+        phase, c = _phase(block.broadcast)
+        u = block.uniforms(1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
         # snapped to a grid of about scale / 2^20: textbook float Laplace let the curator read
         # a weight outright from the low-order bits (``simulator.float_attack``)
@@ -600,19 +600,21 @@ class DPWeVoteLaplace(_VoteProtocol):
             rep = mech.Laplace(b.eps_phi, LAPLACE_SENSITIVITY_PHI).perturb(data[:, 1 + c], u)
         return rep.astype(np.float64)[:, None]
 
-    def laplace_release(self, rnd, queries, broadcast, rows, params, public):
+    def laplace_release(self, block: Block):
         """The weight (round 0) or one opinion plus Lap(2/ε1) or Lap(1/ε2), snapped."""
-        sw, sp = laplace_scales(self.budget(params, public))
-        phase, c = _phase(broadcast)
+        rows = block.rows
+        sw, sp = laplace_scales(self.budget(block.params, block.public))
+        phase, c = _phase(block.broadcast)
         rows = np.asarray(rows, dtype=np.float64)
         values = rows[:, :1] if phase == "weights" else rows[:, 1 + c:2 + c]
         return values, np.full(values.shape, sw if phase == "weights" else sp), True
 
-    def log_likelihood(self, rnd, queries, broadcast, reports, rows, params, public):
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact Laplace log-density ``-log(2s) - |x̃ - x| / s`` of the report."""
-        b = self.budget(params, public)
+        rows = block.rows
+        b = self.budget(block.params, block.public)
         sw, sp = laplace_scales(b)
-        phase, c = _phase(broadcast)
+        phase, c = _phase(block.broadcast)
         rep, rows = _report_column(reports, rows)
         x, s = (rows[:, 0], sw) if phase == "weights" else (rows[:, 1 + c], sp)
         out = mech.Laplace.with_scale(s).log_likelihood(rep, x)
