@@ -8,6 +8,7 @@ from a stream keyed by ``a``, so a block is the same whichever pool generates it
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,18 +19,24 @@ from protocols.base import ParamError, ParamSpec
 
 
 @dataclass
-class Dataset:
-    """Base class: ``n`` agents, ``public`` facts, per-block private rows, ground truth."""
+class Dataset(ABC):
+    """Base class: ``n`` agents, ``public`` facts, per-block private rows, ground truth.
+
+    A generated data set must be split-independent: ``rows(a, b)`` is the same whichever
+    blocks a pool asks for (draw agent i's row from a stream keyed by i).
+    """
 
     kind: str
     n: int
     public: dict[str, Any] = field(default_factory=dict)
 
-    def rows(self, start: int, stop: int) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """The private rows of agents ``start .. stop - 1`` (one row per agent)."""
 
-    def truth(self) -> dict[str, Any]:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def truth(self) -> dict[str, Any]:
+        """The ground truth the orchestrator scores an output against (never the curator)."""
 
 
 @dataclass(frozen=True)
