@@ -9,6 +9,7 @@ from __future__ import annotations
 from protocols import ethics, rank, safari, truth, vote
 from protocols.base import ParamError, Protocol
 from protocols.data import DataKind
+from protocols.local import LocalRun, run_locally
 
 #: Each family package exposes ``PROTOCOLS`` (instances) and ``KINDS`` (data kinds by name).
 FAMILIES = (rank, truth, vote, safari, ethics)
@@ -50,4 +51,5 @@ def get_data_kind(name: str) -> DataKind:
                          f"{', '.join(sorted(DATA_KINDS))}") from None
 
 
-__all__ = ["PROTOCOLS", "DATA_KINDS", "get_protocol", "get_data_kind", "ParamError"]
+__all__ = ["PROTOCOLS", "DATA_KINDS", "get_protocol", "get_data_kind", "ParamError", "LocalRun",
+           "run_locally"]

@@ -229,6 +229,10 @@ class PrivacyClaim:
     sensitivity: float | None = None
     mechanism: str = ""
     notes: str = ""
+    #: False when the claimed ε is known not to hold for every pair of neighbouring rows (the
+    #: paper's proof has a gap; ``notes`` say which pairs): the contract tests then do not
+    #: hold the likelihood ratio to ε, and the audit is expected to refute the claim
+    proven: bool = True
 
     @property
     def trusts_curator(self) -> bool:
@@ -238,7 +242,7 @@ class PrivacyClaim:
         return {"model": self.model, "epsilon": self.epsilon,
                 "per_report_epsilon": self.per_report_epsilon, "sensitivity": self.sensitivity,
                 "mechanism": self.mechanism, "trusts_curator": self.trusts_curator,
-                "notes": self.notes}
+                "proven": self.proven, "notes": self.notes}
 
 
 class Curator(ABC):

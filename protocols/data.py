@@ -48,6 +48,9 @@ class DataKind:
     params: dict[str, ParamSpec]
     data_type: str
     summary: str
+    #: small argument sets (without ``kind``) that build in milliseconds: what the contract
+    #: tests and the docs run every protocol of this data type on (generated kinds only)
+    examples: tuple[dict[str, Any], ...] = ()
 
     def build(self, args: dict[str, Any], key: int) -> Dataset:
         """Validate ``args`` (the scenario's [data] table minus ``kind``) and build the data set."""

@@ -9,16 +9,17 @@ import itertools
 import numpy as np
 import pytest
 
-from protocols import get_data_kind
+from protocols import DATA_KINDS, get_data_kind
 
-GENERATED = [
-    ("mallows", {"n": 300, "m": 6, "theta": 0.4}),
-    ("crowd_synthetic", {"n": 300, "tasks": 30, "sparsity": 0.7}),
-    ("weighted_votes", {"n": 300, "candidates": 2}),
-    ("weighted_votes", {"n": 300, "candidates": 2, "design": "balanced"}),
-    ("safari_mallows", {"n": 300, "d": 5, "theta": 0.3}),
-    ("ethics_synthetic", {"n": 120, "d": 3, "records": 4, "eps_mode": "uniform"}),
-]
+#: every registered kind that generates its data, with each of its example argument sets (a new
+#: kind is checked as soon as it states ``examples``)
+GENERATED = [(name, args) for name, kind in sorted(DATA_KINDS.items()) for args in kind.examples]
+
+
+def test_every_generated_kind_is_checked():
+    """Kinds without examples are the ones that read a file (they need a path)."""
+    for name, kind in DATA_KINDS.items():
+        assert kind.examples or "path" in kind.params, name
 
 
 def _build(kind: str, args: dict):

@@ -278,5 +278,7 @@ KINDS = {
          "test_alternatives": ParamSpec("test_alternatives", "int", 2, low=2, high=100,
                                         help="alternatives per test instance")},
         "pairwise", "synthetic voters' pairwise moral choices, Thurstone-Mosteller (seed 004 "
-                    "§5.1)"),
+                    "§5.1)",
+        examples=({"n": 120, "d": 3, "records": 4, "eps_mode": "uniform",
+                   "test_instances": 200},)),
 }

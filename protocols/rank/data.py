@@ -143,7 +143,8 @@ KINDS = {
          "theta": ParamSpec("theta", "float", low=0, high=1,
                             help="dispersion as seed 000 defines it: 1 - q/p (default 0.5)"),
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
-        "ranking", "Mallows rankings by repeated insertion (seed 000 §5.2.1)"),
+        "ranking", "Mallows rankings by repeated insertion (seed 000 §5.2.1)",
+        examples=({"n": 300, "m": 6, "theta": 0.4},)),
     "sushi": DataKind(
         "sushi", _sushi,
         {"path": ParamSpec("path", "str", required=True,

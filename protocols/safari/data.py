@@ -173,5 +173,6 @@ KINDS = {
          "theta": ParamSpec("theta", "float", low=0, high=1,
                             help="dispersion 1 - q/p as seed 000 defines it (default 0.5)"),
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
-        "ranking", "Mallows rankings of d items by repeated insertion (no download needed)"),
+        "ranking", "Mallows rankings of d items by repeated insertion (no download needed)",
+        examples=({"n": 300, "d": 4, "theta": 0.3},)),
 }

@@ -276,7 +276,8 @@ KINDS = {
                                 help="answer noise σ of low-quality workers"),
          "good_fraction": ParamSpec("good_fraction", "float", default=0.5, low=0, high=1,
                                     help="fraction of high-quality workers")},
-        DATA_TYPE, "seed 001 §VI-A: truth ~ N(0,1), σ 1 or 5, Γ = 0..9, sparse answers"),
+        DATA_TYPE, "seed 001 §VI-A: truth ~ N(0,1), σ 1 or 5, Γ = 0..9, sparse answers",
+        examples=({"n": 200, "tasks": 20, "sparsity": 0.7},)),
     "crowd_web": DataKind(
         "crowd_web", _web,
         {"path": ParamSpec("path", "str", required=True,

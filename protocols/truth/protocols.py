@@ -366,7 +366,8 @@ class TruthMF(_TruthProtocol):
             notes += " or of a NULL cell (NULLs are filled before the solve)"
         return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
                             sensitivity=mf.mf_sensitivity(levels),
-                            mechanism="objective_perturbation_laplace", notes=notes)
+                            mechanism="objective_perturbation_laplace", notes=notes,
+                            proven=params["null_mode"] != "skip")
 
     def broadcast(self, params, public, key):
         gen = rngm.party_generator(rngm.stream_key(key, "task-profiles"))

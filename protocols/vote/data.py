@@ -171,5 +171,6 @@ KINDS = {
                                     help='"a,b,c": P(Yes) for weights 1,2,3 (replaces yes)'),
          "design": ParamSpec("design", "str", default="iid", choices=("iid", "balanced"),
                              help="i.i.d. draws (paper) or exactly equal group sizes")},
-        DATA_TYPE, "weights in {1,2,3} and k Yes/No opinions per partner (seed 002 §5.1.1)"),
+        DATA_TYPE, "weights in {1,2,3} and k Yes/No opinions per partner (seed 002 §5.1.1)",
+        examples=({"n": 300, "candidates": 2}, {"n": 300, "candidates": 2, "design": "balanced"})),
 }
