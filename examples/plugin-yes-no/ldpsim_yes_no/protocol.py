@@ -1,0 +1,74 @@
+"""``yes_no_rr``: Warner's randomized response on one sensitive question.
+
+Round 0 asks every respondent. A respondent reports its bit with probability
+p = e^ε / (1 + e^ε) and the other bit otherwise (``protocols.mechanisms.GRR`` with k = 2): the
+likelihood ratio of a report under the two answers is p / (1 - p) = e^ε, so the report is
+ε-LDP. The curator's estimate of the "yes" fraction, (c/n - (1 - p)) / (2p - 1), is unbiased
+with variance [f p(1-p) + (1-f) p(1-p)] / (n (2p - 1)²) (``GRR.estimate``/``GRR.variance``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ldpsim_yes_no.survey import DATA_TYPE
+from protocols import mechanisms as mech
+from protocols.base import (
+    AuditSpec,
+    Block,
+    Curator,
+    ParamSpec,
+    PrivacyClaim,
+    Protocol,
+    ReportSchema,
+    RoundPlan,
+)
+
+
+class _Curator(Curator):
+    """Asks everyone once, counts the reported yeses, estimates the fraction."""
+
+    def plan(self, rnd: int) -> RoundPlan | None:
+        if rnd > 0:
+            return None
+        return RoundPlan(rnd, self.agents, None, None, ReportSchema("int", 1, 0, 1),
+                         report_bits=1.0)
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        self.n = len(reports)
+        self.counts = np.bincount(reports[:, 0], minlength=2)
+
+    def finish(self) -> dict[str, Any]:
+        rr = mech.GRR(self.params["epsilon"], 2)
+        return {"yes_fraction": float(rr.estimate(self.counts, self.n)[1]), "n_reports": self.n}
+
+
+class YesNoRR(Protocol):
+    name = "yes_no_rr"
+    family = "yes/no survey (example plugin)"
+    data_type = DATA_TYPE
+    summary = "LDP: each respondent answers one yes/no question by randomized response"
+    params = {"epsilon": ParamSpec("epsilon", "float", 1.0, low=0, low_open=True, high=50,
+                                   help="budget of the one report")}
+    curator_cls = _Curator
+
+    def claim(self, params: dict[str, Any], public: dict[str, Any]) -> PrivacyClaim:
+        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
+                            mechanism="randomized_response")
+
+    def respond(self, block: Block) -> np.ndarray:
+        rr = mech.GRR(block.params["epsilon"], 2)
+        return rr.perturb(block.rows, block.uniforms(1))
+
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray:
+        rr = mech.GRR(block.params["epsilon"], 2)
+        return rr.log_likelihood(np.asarray(reports), block.rows).sum(axis=1)
+
+    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec:
+        return AuditSpec(np.array([[0], [1]]), np.array([0.5, 0.5]), (0, 1),
+                         notes="the two answers")
+
+    def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
+        return {"abs_error": abs(output["yes_fraction"] - truth["yes_fraction"])}
