@@ -225,3 +225,51 @@ def test_uniform_of_matches_uniform():
     edge = np.array([0, (1 << 64) - 1, (1 << 63) + (1 << 11) - 1], dtype=np.uint64)
     u = rng.uniform_of(edge)
     assert (u > 0).all() and (u < 1).all()
+
+
+def test_theta_conventions():
+    """Seed 000's theta = 1 - q/p, and PerMallows' theta = -ln(q/p) (the paper's generator)."""
+    assert mallows.phi_from(theta=0.75) == 0.25
+    assert mallows.phi_from(theta=0.75, convention="permallows") == pytest.approx(0.4723665527)
+    assert mallows.phi_from(theta=0.0, convention="permallows") == 1.0
+    assert mallows.phi_from(theta=3.0, convention="permallows") == pytest.approx(math.exp(-3))
+    assert mallows.phi_from(phi=0.3, convention="permallows") == 0.3
+    with pytest.raises(ValueError, match="outside"):
+        mallows.phi_from(theta=1.5)
+    with pytest.raises(ValueError, match="negative"):
+        mallows.phi_from(theta=-0.1, convention="permallows")
+    with pytest.raises(ValueError, match="allowed: paper, permallows"):
+        mallows.phi_from(theta=0.5, convention="perm")
+
+
+@pytest.mark.parametrize("kind,size", [("mallows", "m"), ("safari_mallows", "d")])
+def test_theta_convention_in_the_data_kinds(kind, size):
+    from protocols import ParamError, get_data_kind
+
+    k = get_data_kind(kind)
+    args = {"n": 10, size: 5, "theta": 0.75}
+    assert k.build(args, 1).phi == 0.25
+    assert k.build(args | {"theta_convention": "permallows"}, 1).phi == pytest.approx(
+        math.exp(-0.75))
+    assert k.build(args | {"theta": 2.0, "theta_convention": "permallows"}, 1).phi == \
+        pytest.approx(math.exp(-2.0))
+    with pytest.raises(ParamError, match="theta = 2 is outside"):
+        k.build(args | {"theta": 2.0}, 1)
+    with pytest.raises(ParamError, match="theta_convention: got 'per'; allowed: one of "
+                                         "'paper', 'permallows'"):
+        k.build(args | {"theta_convention": "per"}, 1)
+
+
+@pytest.mark.parametrize("theta", [0.25, 0.75])
+def test_permallows_theta_gives_its_kendall_distance(theta):
+    """Sampled Kendall distance at PerMallows' theta matches the Mallows theory (5 s.e.)."""
+    m, n = 10, 20_000
+    phi = mallows.phi_from(theta=theta, convention="permallows")
+    ref = mallows.reference_ranking(KEY, m)
+    d = np.array([kendall_distance(row, ref) for row in mallows.sample(KEY, np.arange(n), m,
+                                                                          phi)])
+    mean, var = _insertion_moments(m, phi)
+    assert abs(d.mean() - mean) <= Z * math.sqrt(var / n)
+    # and it is not the paper convention's distance (phi 0.25 vs 0.47 at theta = 0.75)
+    other, _ = _insertion_moments(m, mallows.phi_from(theta=theta))
+    assert abs(d.mean() - other) > 10 * math.sqrt(var / n)

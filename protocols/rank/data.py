@@ -57,14 +57,15 @@ class FileRankings(RankingData):
 
 
 def _mallows(key: int, n: int, m: int, theta: float | None = None,
-             phi: float | None = None) -> MallowsData:
+             phi: float | None = None, theta_convention: str = "paper") -> MallowsData:
     if theta is None and phi is None:
         theta = 0.5
     try:
-        p = mallows.phi_from(theta, phi)
+        p = mallows.phi_from(theta, phi, theta_convention)
     except ValueError as e:
-        raise ParamError("[data] theta/phi: give exactly one of theta (paper's 1 - q/p) or "
-                         "phi (Mallows' q/p), both in [0, 1]") from e
+        raise ParamError(f"[data] theta/phi: {e}; give exactly one of theta (the paper's "
+                         "1 - q/p in [0, 1], or PerMallows' -ln(q/p) >= 0 with theta_convention "
+                         '= "permallows") or phi (Mallows\' q/p in [0, 1])') from e
     return MallowsData(kind="mallows", n=n, m=m, phi=p, key=key,
                        public={"m": m, "data_type": "ranking"})
 
@@ -135,13 +136,21 @@ def _preflib(key: int, path: str, n: int | None = None) -> FileRankings:
     return _from_table("preflib", read_soc(path), n)
 
 
+#: How theta maps to phi (``mallows.THETA_CONVENTIONS``); shared with SAFARI's Mallows kind.
+THETA_CONVENTION = ParamSpec(
+    "theta_convention", "str", default="paper", choices=mallows.THETA_CONVENTIONS,
+    help='"paper": phi = 1 - theta (seed 000 §5.2.1); "permallows": phi = exp(-theta), the '
+         "generator the paper's synthetic data came from")
+
 KINDS = {
     "mallows": DataKind(
         "mallows", _mallows,
         {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "m": ParamSpec("m", "int", required=True, low=2, high=200, help="number of items"),
-         "theta": ParamSpec("theta", "float", low=0, high=1,
-                            help="dispersion as seed 000 defines it: 1 - q/p (default 0.5)"),
+         "theta": ParamSpec("theta", "float", low=0,
+                            help="dispersion (default 0.5): 1 - q/p as seed 000 defines it, or "
+                                 "-ln(q/p) with theta_convention = \"permallows\""),
+         "theta_convention": THETA_CONVENTION,
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
         "ranking", "Mallows rankings by repeated insertion (seed 000 §5.2.1)",
         examples=({"n": 300, "m": 6, "theta": 0.4},)),

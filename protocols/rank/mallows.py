@@ -3,9 +3,10 @@
 Seed 000 (§5.2.1) defines the dispersion as ``theta = 1 - q_M / p_M`` in [0, 1], where ``p_M`` is
 the probability that a pair keeps the reference order. With Mallows' adjacent-swap ratio
 ``phi = q_M / p_M`` (P(pi) ∝ phi^d_K(pi, pi0)) that is ``phi = 1 - theta``: ``theta = 0`` is the
-uniform distribution, ``theta -> 1`` concentrates on the reference ranking. (PerMallows, used by
-the paper, writes ``theta_exp = -ln phi``; we take ``theta`` as the paper defines it and accept
-``phi`` too.)
+uniform distribution, ``theta -> 1`` concentrates on the reference ranking. PerMallows, which
+generated the paper's synthetic data, writes ``phi = exp(-theta)`` instead (``theta`` in
+[0, inf)): at theta = 0.75 the paper's definition gives phi = 0.25, PerMallows' 0.47. The data
+kinds take either (``theta_convention = "paper" | "permallows"``, see ``phi_from``) or ``phi``.
 
 Repeated insertion (Doignon et al. 2004): item ``c_i`` (the i-th of the reference ranking) is
 inserted above ``v_i`` of the ``i - 1`` items already placed, with P(v_i = v) ∝ phi^v, v in
@@ -20,18 +21,40 @@ draws keyed by ``a``, so a pool generates exactly its own block.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from protocols import rng as rng_mod
 
+#: How a dispersion theta maps to Mallows' phi: seed 000 §5.2.1 defines theta = 1 - q/p, so
+#: phi = 1 - theta ("paper", theta in [0, 1]); PerMallows, whose generator the paper's synthetic
+#: data came from, parameterises phi = exp(-theta) ("permallows", theta >= 0).
+THETA_CONVENTIONS = ("paper", "permallows")
 
-def phi_from(theta: float | None = None, phi: float | None = None) -> float:
-    """Mallows' phi from the paper's theta (phi = 1 - theta) or phi itself."""
+
+def phi_from(theta: float | None = None, phi: float | None = None,
+             convention: str = "paper") -> float:
+    """Mallows' phi from theta under ``convention`` (``THETA_CONVENTIONS``) or phi itself.
+
+    Raises ValueError for both or neither of theta and phi, an unknown convention, or a theta
+    outside its convention's range.
+    """
     if (theta is None) == (phi is None):
         raise ValueError("give exactly one of theta or phi")
-    return 1.0 - float(theta) if phi is None else float(phi)
+    if phi is not None:
+        return float(phi)
+    if convention == "paper":
+        if not 0.0 <= theta <= 1.0:
+            raise ValueError(f"theta = {theta:g} is outside [0, 1], the paper's 1 - q/p")
+        return 1.0 - float(theta)
+    if convention == "permallows":
+        if not theta >= 0.0:
+            raise ValueError(f"theta = {theta:g} is negative; PerMallows' theta is -ln(phi)")
+        return math.exp(-float(theta))
+    raise ValueError(f"unknown theta convention {convention!r}; allowed: "
+                     f"{', '.join(THETA_CONVENTIONS)}")
 
 
 def reference_ranking(key: int, m: int) -> np.ndarray:

@@ -28,7 +28,7 @@ import numpy as np
 from protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from protocols.data import DataKind, Dataset, resolve_path
 from protocols.rank import mallows
-from protocols.rank.data import read_order, read_soc
+from protocols.rank.data import THETA_CONVENTION, read_order, read_soc
 from protocols.safari import metrics
 
 D_MAX = 20
@@ -138,14 +138,16 @@ def _jester(key: int, path: str, d: int = 10, n: int | None = None) -> TableRank
 
 
 def _mallows(key: int, n: int, d: int, theta: float | None = None,
-             phi: float | None = None) -> MallowsRankings:
+             phi: float | None = None, theta_convention: str = "paper") -> MallowsRankings:
     if theta is None and phi is None:
         theta = 0.5
     try:
-        p = mallows.phi_from(theta, phi)
+        p = mallows.phi_from(theta, phi, theta_convention)
     except ValueError as e:
-        raise ParamError("[data] theta/phi: give exactly one of theta (1 - q/p, seed 000's "
-                         "convention) or phi (Mallows' q/p), both in [0, 1]") from e
+        raise ParamError(f"[data] theta/phi: {e}; give exactly one of theta (1 - q/p in [0, 1], "
+                         "seed 000's convention, or PerMallows' -ln(q/p) >= 0 with "
+                         'theta_convention = "permallows") or phi (Mallows\' q/p in [0, 1])'
+                         ) from e
     return MallowsRankings(kind="safari_mallows", n=n, d=d, phi=p, key=key,
                            public=public_of(d, n))
 
@@ -170,8 +172,10 @@ KINDS = {
         "safari_mallows", _mallows,
         {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "d": ParamSpec("d", "int", required=True, low=3, high=D_MAX, help="number of items"),
-         "theta": ParamSpec("theta", "float", low=0, high=1,
-                            help="dispersion 1 - q/p as seed 000 defines it (default 0.5)"),
+         "theta": ParamSpec("theta", "float", low=0,
+                            help="dispersion (default 0.5): 1 - q/p as seed 000 defines it, or "
+                                 "-ln(q/p) with theta_convention = \"permallows\""),
+         "theta_convention": THETA_CONVENTION,
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
         "ranking", "Mallows rankings of d items by repeated insertion (no download needed)",
         examples=({"n": 300, "d": 4, "theta": 0.3},)),
