@@ -247,3 +247,56 @@ def test_upto_k_chains_and_errors():
         anchors.anchors_split([0, 1, 2], mi, 3)
     with pytest.raises(ValueError):
         anchors.learn_chain(mi, 2, "whatever")
+
+
+def _kkt(X, y, b, alpha):
+    g = X.T @ (y - X @ b) / len(y)  # KKT: g_j = α where β_j > 0, g_j <= α where β_j = 0
+    on = b > 1e-12
+    return np.allclose(g[on], alpha, atol=1e-8) and (g[~on] <= alpha + 1e-8).all()
+
+
+def test_lasso_cd_is_coordinate_descent_and_reaches_the_nnls_optimum():
+    """Both solvers reach the same optimal value (the problem is convex), with KKT."""
+    for _ in range(10):
+        m, p = int(GEN.integers(4, 12)), int(GEN.integers(3, 25))
+        X = np.vstack([GEN.normal(size=(m, p)), np.ones((1, p))])
+        Y = GEN.normal(size=(m + 1, 3))
+        alpha = 0.05 * GEN.uniform(0.2, 1.0)
+        cd = lade.lasso_cd(X, Y, alpha)
+        for i in range(3):
+            ref = coordinate_descent(X, Y[:, i], alpha, True)
+            assert np.allclose(cd[i], ref, atol=1e-9)
+            assert (cd[i] >= 0).all() and _kkt(X, Y[:, i], cd[i], alpha)
+            nn = lade.lasso_positive(X, Y[:, i], alpha)
+            assert lade.lasso_objective(X, Y[:, i], cd[i], alpha) == pytest.approx(
+                lade.lasso_objective(X, Y[:, i], nn, alpha), abs=1e-10)
+
+
+def test_lade_lasso_optimum_is_not_unique_and_the_solvers_pick_different_ones():
+    """On LADE's pair design the two solvers reach the same objective and the same fitted
+    marginals with different joints (hence different S2): the README says which is which."""
+    d, alpha = 5, 1e-4
+    M = lade.pair_design(d)
+    s = M @ GEN.dirichlet(np.full(M.shape[1], 0.5))
+    nn = lade.regress(M, s[:, None], "lasso", alpha, "nnls")[0]
+    cd = lade.regress(M, s[:, None], "lasso", alpha, "cd")[0]
+    assert lade.lasso_objective(M, s, cd, alpha) == pytest.approx(
+        lade.lasso_objective(M, s, nn, alpha), abs=1e-12)
+    assert np.allclose(M @ cd, M @ nn, atol=1e-8)
+    assert np.abs(cd - nn).max() > 1e-3
+    assert (cd > 1e-9).sum() > (nn > 1e-9).sum()  # CD spreads mass, NNLS is a sparse vertex
+    with pytest.raises(ValueError, match="allowed: nnls, cd"):
+        lade.regress(M, s[:, None], "lasso", alpha, "lars")
+
+
+def test_lasso_solver_is_a_validated_safari_parameter():
+    from protocols import ParamError, get_protocol
+
+    public = {"d": 4, "n": 10}
+    for name in ("safari", "safari_nopriv"):
+        p = get_protocol(name)
+        assert p.resolve({}, public)["lasso_solver"] == "nnls"
+        assert p.resolve({"lasso_solver": "cd"}, public)["lasso_solver"] == "cd"
+        with pytest.raises(ParamError, match=r"\[params\] lasso_solver: got 'lars'; allowed: "
+                                             "one of 'nnls', 'cd'"):
+            p.resolve({"lasso_solver": "lars"}, public)

@@ -15,8 +15,10 @@ Pr[φ_k1, λ] to (Pr[φ_k1]; Pr[λ]) the same way. The paper fits each system by
 angle regression (Efron et al. 2004, [40]). We solve the same non-negative Lasso problem
 exactly through an equivalent non-negative least-squares problem (:func:`lasso_positive`,
 scipy's Lawson–Hanson solver), checked in the tests against coordinate descent and the KKT
-conditions; the reason is given there. The regularisation level is not given in the paper;
-``alpha`` is a parameter (sklearn's scaling: (1/(2m))||y - Mp||² + α||p||₁, m = rows).
+conditions; the reason is given there. The optimum is not unique on these designs: NNLS gives
+a sparse vertex, ``lasso_solver = "cd"`` the coordinate-descent limit (:func:`lasso_cd`), and
+the two can differ in S2/S3 while fitting S1 equally well. The regularisation level is not given
+in the paper; ``alpha`` is a parameter (sklearn's scaling: (1/(2m))||y - Mp||² + α||p||₁, m = rows).
 
 Every fitted vector is projected onto the probability simplex (Euclidean projection, Duchi et
 al. 2008; for inputs summing to 1 it equals the fixed point of CALM's Norm-Sub), so Pr[λ] and
@@ -33,6 +35,12 @@ import scipy.optimize
 from protocols.safari import rules
 
 REGRESSIONS = ("lasso", "stepwise", "ridge")
+#: How the Lasso is solved. Its optimum is not unique on LADE's rank-deficient designs (every
+#: optimum has the same fitted marginals, the joints differ): "nnls" reaches a sparse vertex
+#: optimum (Lawson-Hanson active set), "cd" the limit of cyclic coordinate descent from zero
+#: (Friedman, Hastie & Tibshirani 2010; what glmnet and scikit-learn's Lasso compute), which
+#: spreads mass over the columns that tie.
+LASSO_SOLVERS = ("nnls", "cd")
 
 
 # ------------------------------------------------------------------------ simplex projection
@@ -104,6 +112,38 @@ def lasso_positive(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     return beta
 
 
+def lasso_cd(X: np.ndarray, Y: np.ndarray, alpha: float, tol: float = 1e-12,
+             max_sweeps: int = 100_000) -> np.ndarray:
+    """Non-negative Lasso by cyclic coordinate descent from zero, for every column of ``Y``.
+
+    Minimises (1/(2m))||y - Xβ||² + α Σβ over β >= 0 (m = rows) for each column y of ``Y``
+    (m, r) at once (Friedman, Hastie & Tibshirani, J. Stat. Softw. 2010, Eq. 5 with the
+    positivity constraint): one sweep updates β_j ← max(0, β_j + (x_jᵀr/m - α) / (||x_j||²/m))
+    for j = 0..p-1 in order, keeping the residuals r = y - Xβ. It stops when a sweep moves no
+    coefficient by more than ``tol`` (or after ``max_sweeps``). Deterministic; returns (r, p).
+    """
+    X = np.asarray(X, dtype=float)
+    R = np.array(np.asarray(Y, dtype=float).reshape(len(X), -1))  # residuals, (m, r)
+    m, p = X.shape
+    B = np.zeros((p, R.shape[1]))
+    sq = (X * X).sum(axis=0) / m
+    for _ in range(max_sweeps):
+        moved = 0.0
+        for j in range(p):
+            if sq[j] == 0.0:
+                continue
+            xj = X[:, j]
+            new = np.maximum(0.0, B[j] + (xj @ R / m - alpha) / sq[j])
+            step = new - B[j]
+            if step.any():
+                R -= np.outer(xj, step)
+                B[j] = new
+                moved = max(moved, float(np.abs(step).max()))
+        if moved <= tol:
+            break
+    return B.T
+
+
 def lasso_objective(X: np.ndarray, y: np.ndarray, beta: np.ndarray, alpha: float) -> float:
     """(1/(2m))||y - Xβ||² + α||β||₁."""
     r = y - X @ beta
@@ -149,13 +189,20 @@ def ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     return X.T @ np.linalg.solve(X @ X.T + alpha * np.eye(len(X)), np.asarray(y, dtype=float))
 
 
-def regress(X: np.ndarray, Y: np.ndarray, method: str, alpha: float) -> np.ndarray:
-    """Fit every column of ``Y`` (m, r) on X (m, p); returns (r, p) coefficients."""
+def regress(X: np.ndarray, Y: np.ndarray, method: str, alpha: float,
+            solver: str = "nnls") -> np.ndarray:
+    """Fit every column of ``Y`` (m, r) on X (m, p); returns (r, p) coefficients. ``solver``
+    picks the Lasso's optimum (``LASSO_SOLVERS``)."""
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     if method == "ridge":
         X = np.asarray(X, dtype=float)
         return (X.T @ np.linalg.solve(X @ X.T + alpha * np.eye(len(X)), Y)).T
     if method == "lasso":
+        if solver == "cd":
+            return lasso_cd(X, Y, alpha)
+        if solver != "nnls":
+            raise ValueError(f"unknown Lasso solver {solver!r}; allowed: "
+                             f"{', '.join(LASSO_SOLVERS)}")
         return np.stack([lasso_positive(X, Y[:, i], alpha) for i in range(Y.shape[1])])
     if method == "stepwise":
         return np.stack([forward_stepwise(X, Y[:, i]) for i in range(Y.shape[1])])
@@ -207,7 +254,7 @@ def s2_from_joint(joint: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------- LADE
 
 
-def lade(s1: np.ndarray, method: str = "lasso", alpha: float = 1e-4
+def lade(s1: np.ndarray, method: str = "lasso", alpha: float = 1e-4, solver: str = "nnls"
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """S2 and S3 from S1 (§5.2.3, Example 6). Returns (S2, S3, pairwise joints (P, d, d)).
 
@@ -217,13 +264,13 @@ def lade(s1: np.ndarray, method: str = "lasso", alpha: float = 1e-4
     d = len(s1)
     pr = rules.pairs(d)
     Y2 = np.concatenate([s1[pr[:, 0]], s1[pr[:, 1]]], axis=1).T  # (2d, P)
-    p2 = project_simplex(regress(pair_design(d), Y2, method, alpha))
+    p2 = project_simplex(regress(pair_design(d), Y2, method, alpha, solver))
     joints = joint_to_square(p2, d)
     s2 = s2_from_joint(joints)
     tr = rules.triplets(d)
     lam = s2[rules.pair_index(d)[tr[:, 1], tr[:, 2]]]
     Y3 = np.concatenate([s1[tr[:, 0]], lam[:, None], 1.0 - lam[:, None]], axis=1).T
-    s3 = project_simplex(regress(triplet_design(d), Y3, method, alpha))
+    s3 = project_simplex(regress(triplet_design(d), Y3, method, alpha, solver))
     return s2, s3, joints
 
 

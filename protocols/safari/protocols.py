@@ -210,12 +210,13 @@ class _RankingProtocol(Protocol):
 
 
 def phase1_distributions(rule1: str, z: list[np.ndarray], d: int, regression: str,
-                         alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         alpha: float, solver: str = "nnls"
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(S1, S2, S3) from the first round's frequency estimates (§5.2): LADE from Rule I,
     NAIVE from Rule I^N, CALM from Rule I^C."""
     if rule1 == "lade":
         s1 = lade.project_simplex(np.stack(z))
-        s2, s3, _ = lade.lade(s1, regression, alpha)
+        s2, s3, _ = lade.lade(s1, regression, alpha, solver)
         return s1, s2, s3
     if rule1 == "naive":
         s3 = lade.project_simplex(np.stack(z))
@@ -285,7 +286,8 @@ class _SafariCurator(Curator):
         if rnd == 0:
             p = self.params
             alpha = p["lasso_alpha"] if p["regression"] == "lasso" else p["ridge_alpha"]
-            self.phase1 = phase1_distributions(p["rule1"], z, self.d, p["regression"], alpha)
+            self.phase1 = phase1_distributions(p["rule1"], z, self.d, p["regression"], alpha,
+                                               p["lasso_solver"])
             mi = anchors.tripletwise_mi(self.phase1[2], self.d)
             self.chain = anchors.learn_chain(mi, p["K"], p["leaf_size"])
             self.rules[1] = rule_of("II", self.d, self.chain)
@@ -325,6 +327,10 @@ class Safari(_RankingProtocol):
         "lasso_alpha": ParamSpec("lasso_alpha", "float", default=1e-4, low=0,
                                  help="Lasso penalty (1/(2m))||y-Mp||² + α||p||₁; 0 = end of "
                                       "the LARS path"),
+        "lasso_solver": ParamSpec("lasso_solver", "str", default="nnls",
+                                  choices=lade.LASSO_SOLVERS,
+                                  help="which Lasso optimum: NNLS's sparse vertex or the "
+                                       "coordinate-descent limit (the optimum is not unique)"),
         "ridge_alpha": ParamSpec("ridge_alpha", "float", default=1e-3, low=0, low_open=True,
                                  help="ridge penalty ||y-Mp||² + α||p||²"),
         "oracle": ParamSpec("oracle", "str", default="safa", choices=("safa", "harmony"),
@@ -450,7 +456,7 @@ class _NoPrivCurator(Curator):
             s1 = metrics.q1_counts(pos) / n
             s2, s3, _ = lade.lade(s1, p["regression"],
                                   p["lasso_alpha"] if p["regression"] == "lasso"
-                                  else p["ridge_alpha"])
+                                  else p["ridge_alpha"], p["lasso_solver"])
         elif method == "calm":
             joints = metrics.q2_counts(pos) / n
             s1 = metrics.q1_counts(pos) / n
@@ -486,6 +492,7 @@ class SafariNoPriv(_RankingProtocol):
                            help="structure from the exact S3, or LADE*/NAIVE*/CALM* (Fig. 6)"),
         "regression": Safari.params["regression"],
         "lasso_alpha": Safari.params["lasso_alpha"],
+        "lasso_solver": Safari.params["lasso_solver"],
         "ridge_alpha": Safari.params["ridge_alpha"],
         "leaf_size": Safari.params["leaf_size"],
         "diagnostics": Safari.params["diagnostics"],
