@@ -76,6 +76,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         scenario = _load(args)
         out = args.out or scenario.output["dir"] or f"results/{scenario.name}"
+        if args.beside:
+            from simulator.identity import beside
+
+            out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
         _err(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
              f"{scenario.runtime['pools']} pools -> {out}")
@@ -235,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--include-degraded", action="store_true",
                        help="keep degraded runs (that lost agents) in the summary and plots")
+        p.add_argument("--beside", action="store_true",
+                       help="if the results directory holds runs with other settings, write to "
+                            "the first free DIR-2, DIR-3, ... instead of refusing")
 
     r = sub.add_parser(
         "run", help="run a scenario or sweep (resumes an interrupted one)",

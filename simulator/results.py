@@ -309,6 +309,29 @@ def _point_id(point: dict[str, Any]) -> str:
     return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
 
 
+def _setting(rec: dict[str, Any], key: str) -> Any:
+    section, name = key.split(".", 1)
+    table = rec.get("params_requested" if section == "params" else section) or {}
+    return table.get(name)
+
+
+def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
+    """``params.*`` (as requested) and ``data.*`` settings whose value differs between records:
+    the sweep axes, and any setting a resumed or extended sweep changed."""
+    keys: dict[str, None] = {}
+    for rec in records:
+        for section, table in (("params", rec.get("params_requested")),
+                               ("data", rec.get("data"))):
+            for k in table or {}:
+                keys.setdefault(f"{section}.{k}", None)
+    seen: dict[tuple[str, str], set[str]] = {}  # (protocol, key) -> values (one protocol's
+    for rec in records:                          # parameters differ from another's by design)
+        for key in keys:
+            seen.setdefault((str(rec.get("protocol")), key), set()).add(
+                json.dumps(jsonable(_setting(rec, key)), sort_keys=True))
+    return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
+
+
 def _group(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[_Point]]:
     """Group records by their ``point`` (first-appearance order) and aggregate.
 
@@ -317,8 +340,12 @@ def _group(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[_P
     axes: dict[str, None] = {}
     metric_names: dict[str, None] = {}
     points: dict[str, _Point] = {}
+    varying = _varying_settings(records)
     for rec in records:
-        point = rec.get("point") or {}
+        point = dict(rec.get("point") or {})
+        for k in varying:  # settings that differ between stored runs never average together
+            if k not in point:
+                point[k] = _setting(rec, k)
         for a in point:
             axes.setdefault(a, None)
         for m in rec.get("metrics") or {}:

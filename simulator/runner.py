@@ -20,7 +20,7 @@ import scipy
 import zmq
 
 from protocols import get_data_kind, get_protocol
-from simulator import __version__
+from simulator import __version__, identity
 from simulator.collusion import save_view
 from simulator.curve import check_dir
 from simulator.inproc import run_inproc
@@ -139,6 +139,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     check_runs(specs)  # every error before any process starts
     store = ResultStore(out_dir)
     done = store.done_keys()
+    identity.check(out_dir, scenario, has_records=bool(store.records()))
     todo = [s for s in specs if s.key not in done]
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "

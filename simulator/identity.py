@@ -1,0 +1,121 @@
+"""Result identity: which scenario a results directory holds, so runs never mix silently.
+
+A run's key (``scenario._key``) identifies its output: protocol, parameters, data, repetition,
+seed, collusion and faults. The settings that change a record without changing that key — the
+backend, pools, agent mode, batch size, the hosts token, what a record keeps — and the values
+of every non-swept setting make the scenario's *fingerprint*, stored next to the results as
+``scenario.json``. Resuming into a directory whose fingerprint disagrees (``data.n`` 2000 there,
+300 here; ``processes`` there, ``hosts`` here) is refused with the differing keys named; a sweep
+that only adds values (more ε, a new protocol, more repeats, an axis that includes the old
+value) extends it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from simulator.scenario import ScenarioError
+
+FINGERPRINT_FILE = "scenario.json"
+#: runtime settings that change a record (timing, bytes, the backend field, coins via the token)
+RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults", "token")
+
+
+class FingerprintMismatch(ScenarioError):
+    """A results directory holds runs of a scenario with other settings."""
+
+
+def fingerprint(scenario: Any) -> dict[str, list[Any]]:
+    """Every record-changing setting of ``scenario`` mapped to the list of values it takes
+    (one value unless it is a sweep axis). Protocols and repeats are left out: adding them
+    extends a sweep."""
+    out: dict[str, list[Any]] = {"seed": [scenario.seed]}
+    for section, table in (("data", scenario.data), ("params", scenario.params)):
+        for k, v in table.items():
+            out[f"{section}.{k}"] = _values(v)
+    for k in RUNTIME_KEYS:
+        v = scenario.runtime.get(k)
+        if k == "token":  # never store the secret itself, only whether and which one
+            v = hashlib.sha256(v.encode()).hexdigest()[:12] if v else ""
+        out[f"runtime.{k}"] = [_plain(v)]
+    for k in ("colluders", "curator"):
+        out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
+    out["output.per_round"] = [scenario.output.get("per_round", True)]
+    return out
+
+
+def _plain(v: Any) -> Any:
+    return json.loads(json.dumps(v, default=str))
+
+
+def _values(v: Any) -> list[Any]:
+    return [_plain(x) for x in v] if isinstance(v, list) else [_plain(v)]
+
+
+def _show(values: list[Any]) -> str:
+    return json.dumps(values[0]) if len(values) == 1 else json.dumps(values)
+
+
+def differences(stored: dict[str, list[Any]], current: dict[str, list[Any]]) -> list[str]:
+    """Non-swept settings that differ between ``stored`` and ``current`` (one value on both
+    sides, not the same; a setting given on one side only counts as unset on the other), each
+    as a readable line. A sweep axis on either side extends the directory instead: its records
+    carry the axis value and the summary keeps them apart."""
+    out = []
+    for key in sorted(set(stored) | set(current)):
+        old, new = stored.get(key, ["(unset)"]), current.get(key, ["(unset)"])
+        if len(old) == 1 and len(new) == 1 and old != new:
+            out.append(f"{key}: {_show(old)} there, {_show(new)} here")
+    return out
+
+
+def check(out_dir: str | Path, scenario: Any, has_records: bool) -> None:
+    """Refuse (FingerprintMismatch) to add ``scenario``'s runs to ``out_dir`` when its stored
+    fingerprint disagrees; otherwise store the union of both fingerprints (atomically)."""
+    path = Path(out_dir) / FINGERPRINT_FILE
+    current = fingerprint(scenario)
+    stored: dict[str, list[Any]] = {}
+    if path.is_file():
+        try:
+            stored = json.loads(path.read_text())["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise FingerprintMismatch(f"{path}: unreadable ({e}); move it away to reuse "
+                                      f"{out_dir}") from None
+        if has_records:
+            diff = differences(stored, current)
+            if diff:
+                raise FingerprintMismatch(
+                    f"{out_dir} holds runs of the scenario with other settings, which would "
+                    "mix with these in its summary:\n  " + "\n  ".join(diff)
+                    + "\nuse another --out, or --beside to write next to it")
+    merged = {k: list(stored.get(k, [])) for k in stored} if has_records else {}
+    for k, vals in current.items():
+        have = merged.setdefault(k, [])
+        have.extend(v for v in vals if v not in have)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"fingerprint": merged}, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def beside(out_dir: str | Path, scenario: Any) -> Path:
+    """The first of ``out_dir``, ``out_dir-2``, ``out_dir-3``, ... this scenario may write to
+    (empty, or holding a compatible fingerprint)."""
+    base = Path(out_dir)
+    for i in range(1, 10_000):
+        cand = base if i == 1 else base.with_name(f"{base.name}-{i}")
+        fp = cand / FINGERPRINT_FILE
+        records = cand / "results.jsonl"
+        if not records.is_file() or records.stat().st_size == 0:
+            return cand
+        if fp.is_file():
+            try:
+                stored = json.loads(fp.read_text())["fingerprint"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if not differences(stored, fingerprint(scenario)):
+                return cand
+    raise FingerprintMismatch(f"no free directory beside {out_dir}")

@@ -1,0 +1,107 @@
+"""Result identity: a results directory never mixes runs of different settings silently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from simulator import identity
+from simulator.results import summarize
+from simulator.runner import run_scenario
+from simulator.scenario import load
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = """
+name = "ident"
+protocols = ["ldp_kwiksort_rr"]
+repeats = 2
+seed = 3
+[data]
+kind = "mallows"
+n = {n}
+m = 5
+[params]
+epsilon = {eps}
+[runtime]
+backend = "inproc"
+pools = 1
+progress = false
+[output]
+plots = false
+"""
+
+
+def _scenario(tmp_path: Path, n=200, eps="1.0", extra="") -> object:
+    path = tmp_path / f"s{n}_{abs(hash((eps, extra)))}.toml"
+    path.write_text(BASE.format(n=n, eps=eps) + extra)
+    return load(str(path))
+
+
+def _quiet(*a, **k):
+    pass
+
+
+def test_a_non_swept_change_is_refused_naming_the_keys(tmp_path):
+    out = tmp_path / "res"
+    run_scenario(_scenario(tmp_path, n=200), out, show_progress=False, echo=_quiet)
+    with pytest.raises(identity.FingerprintMismatch) as info:
+        run_scenario(_scenario(tmp_path, n=120), out, show_progress=False, echo=_quiet)
+    msg = str(info.value)
+    assert "data.n: 200 there, 120 here" in msg and "--beside" in msg
+    same = _scenario(tmp_path, n=200)
+    other_backend = replace(same, runtime={**same.runtime, "backend": "processes"})
+    with pytest.raises(identity.FingerprintMismatch, match='runtime.backend: "inproc" there, '
+                                                           '"processes" here'):
+        run_scenario(other_backend, out, show_progress=False, echo=_quiet)
+    # nothing was added by the refused runs
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_extending_a_sweep_is_a_resume_and_never_averages_different_settings(tmp_path):
+    out = tmp_path / "res"
+    run_scenario(_scenario(tmp_path, eps="1.0"), out, show_progress=False, echo=_quiet)
+    # a sweep axis that includes the old value extends the directory
+    records, _ = run_scenario(_scenario(tmp_path, eps="[1.0, 2.0]"), out, show_progress=False,
+                              echo=_quiet)
+    assert len(records) == 4
+    _, rows = summarize(records)
+    assert sorted(r["params.epsilon"] for r in rows) == [1.0, 2.0]
+    assert all(r["repeats"] == 2 for r in rows)
+    stored = json.loads((out / "scenario.json").read_text())["fingerprint"]
+    assert stored["params.epsilon"] == [1.0, 2.0]
+
+
+def test_the_token_is_part_of_the_identity_and_is_not_stored(tmp_path):
+    a = _scenario(tmp_path)
+    b = replace(a, runtime={**a.runtime, "token": "s3cret"})
+    fa, fb = identity.fingerprint(a), identity.fingerprint(b)
+    assert identity.differences(fa, fb) == [
+        f'runtime.token: "" there, "{fb["runtime.token"][0]}" here']
+    assert "s3cret" not in json.dumps(fb)
+
+
+def test_beside_writes_next_to_a_conflicting_directory(tmp_path):
+    scen = tmp_path / "s.toml"
+    scen.write_text(BASE.format(n=200, eps="1.0"))
+    out = tmp_path / "res"
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "simulator.cli", "run", str(scen), "--out",
+                               str(out), "--no-progress", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    assert cli().returncode == 0
+    refused = cli("--set", "data.n=150")
+    assert refused.returncode == 2 and "data.n: 200 there, 150 here" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    moved = cli("--set", "data.n=150", "--beside")
+    assert moved.returncode == 0, moved.stderr
+    assert (tmp_path / "res-2" / "results.jsonl").is_file()
+    # the same settings again resume in place: nothing redone
+    again = cli()
+    assert again.returncode == 0 and "resuming: 2 of 2" in again.stderr
