@@ -25,10 +25,10 @@ bench: $(STAMP)
 	$(VENV)/bin/ldpsim bench
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check simulator protocols tests examples
+	$(VENV)/bin/ruff check ldpsim simulator protocols tests examples
 
 fmt: $(STAMP)
-	$(VENV)/bin/ruff check --fix simulator protocols tests examples
+	$(VENV)/bin/ruff check --fix ldpsim simulator protocols tests examples
 
 clean:
 	rm -rf $(VENV) results *.egg-info

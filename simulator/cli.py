@@ -12,10 +12,10 @@ from simulator.alloc import keep_freed_memory
 from simulator.curve import CurveError
 from simulator.session import Limits, RunFailed
 
-SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
-
 
 def _scenario_files() -> list[Path]:
+    from simulator.scenario import SCENARIO_DIRS
+
     seen: dict[str, Path] = {}
     for d in SCENARIO_DIRS:
         if d.is_dir():
@@ -58,15 +58,7 @@ def _load(args: argparse.Namespace):
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
-    path = args.scenario
-    if not Path(path).is_file():
-        for d in SCENARIO_DIRS:
-            cand = d / path
-            for c in (cand, cand.with_suffix(".toml")):
-                if c.is_file():
-                    path = str(c)
-                    break
-    return sc.load(path, overrides)
+    return sc.load(sc.find(args.scenario), overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -192,6 +192,23 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+#: where a scenario given by name is looked up: ./scenarios, then the repository's scenarios
+SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
+
+
+def find(name_or_path: str | Path) -> str:
+    """A scenario file: the path itself if it exists, else ``NAME`` or ``NAME.toml`` in
+    ``SCENARIO_DIRS`` (unchanged when not found: ``load`` then says so)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return str(path)
+    for d in SCENARIO_DIRS:
+        for c in (d / path, (d / path).with_suffix(".toml")):
+            if c.is_file():
+                return str(c)
+    return str(path)
+
+
 def load(path: str | Path | None = None, overrides: list[str] | None = None,
          raw: dict[str, Any] | None = None) -> Scenario:
     """Read, override and validate a scenario file (or a raw dict)."""

@@ -1,0 +1,226 @@
+"""The Python API behind ``import ldpsim``: ``run``, ``load``, ``audit`` and ``Results``."""
+
+from __future__ import annotations
+
+import copy
+import math
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator import scenario as sc
+from simulator.results import RESULTS_FILE, ResultStore, summarize, usable
+
+#: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
+SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion")
+#: top-level record fields kept as columns
+FIELDS = ("key", "status", "scenario", "protocol", "repeat", "seed", "backend", "pools",
+          "n_agents", "rejected", "dropouts", "refused", "lost_agents")
+
+
+def _scenario(scenario: str | Path | dict[str, Any] | sc.Scenario,
+              overrides: dict[str, Any] | list[str] | None, **runtime: Any) -> sc.Scenario:
+    """A validated Scenario from a name (``demo``), a path, a raw dict or a Scenario, with
+    ``overrides`` (``{"params.epsilon": [1, 2]}`` or ``["params.epsilon=[1,2]"]``) and the
+    runtime keyword arguments that are not None applied."""
+    texts = [o for o in overrides if isinstance(o, str)] if isinstance(overrides, list) else []
+    pairs = dict(overrides) if isinstance(overrides, dict) else {}
+    pairs.update({f"runtime.{k}" if k != "seed" else "seed": v
+                  for k, v in runtime.items() if v is not None})
+    if isinstance(scenario, sc.Scenario):
+        raw = copy.deepcopy(scenario.raw)
+    elif isinstance(scenario, dict):
+        raw = copy.deepcopy(scenario)
+    else:
+        path = sc.find(scenario)
+        if not Path(path).is_file():
+            raise sc.ScenarioError(f"scenario not found: {scenario!r} (a path, or a name in "
+                                   f"{', '.join(str(d) for d in sc.SCENARIO_DIRS)})")
+        try:
+            raw = tomllib.loads(Path(path).read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise sc.ScenarioError(f"{path}: not a valid TOML scenario: {e}") from None
+    for dotted, value in pairs.items():
+        node = raw
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise sc.ScenarioError(f"override {dotted!r}: {part!r} is not a table")
+        node[parts[-1]] = value
+    return sc.load(raw=sc.apply_overrides(raw, texts))
+
+
+def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
+        overrides: dict[str, Any] | list[str] | None = None, out: str | Path | None = None,
+        backend: str | None = None, pools: int | None = None, seed: int | None = None,
+        progress: bool = False, plots: bool = False) -> Results:
+    """Run (or, into an ``out`` directory that has them, resume) every run of a scenario.
+
+    Parameters
+    ----------
+    scenario : name, path, dict or Scenario
+        ``"demo"`` (a file of ``scenarios/``), a TOML path, the scenario as a dict (the TOML
+        tables as nested dicts), or a loaded Scenario.
+    overrides : dict or list of str, optional
+        ``{"params.epsilon": [0.5, 1], "data.n": 1000}`` (a list makes a sweep axis) or the
+        CLI's ``["params.epsilon=[0.5,1]"]``.
+    out : path, optional
+        Results directory (``results.jsonl``, ``summary.csv``, ``scenario.json``). None: a
+        temporary directory that is removed afterwards (nothing is left on disk).
+    backend, pools, seed : optional
+        Shortcuts for ``runtime.backend``, ``runtime.pools`` and ``seed``.
+    progress, plots : bool
+        Show a progress bar; draw the PNG plots into ``out``.
+    """
+    from simulator.runner import run_scenario
+
+    scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed)
+    scen.output["plots"] = bool(plots and out is not None)
+    if out is not None:
+        records, _ = run_scenario(scen, out, show_progress=progress, echo=_quiet)
+        return Results(records, Path(out))
+    with tempfile.TemporaryDirectory(prefix="ldpsim-") as tmp:
+        records, _ = run_scenario(scen, tmp, show_progress=progress, echo=_quiet)
+    return Results(records, None)
+
+
+def load(path: str | Path) -> Results:
+    """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``."""
+    directory = Path(path)
+    if not (directory / RESULTS_FILE).is_file():
+        raise FileNotFoundError(f"{path}: no {RESULTS_FILE} (not a results directory)")
+    return Results(ResultStore(directory).records(), directory)
+
+
+def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
+          overrides: dict[str, Any] | list[str] | None = None, trials: int = 2000,
+          target: int | None = None, out: str | Path | None = None,
+          progress: bool = False) -> list[dict[str, Any]]:
+    """``ldpsim audit``: one record per audited (protocol, parameter point), with the attacks'
+    success and the empirical ε lower bound against the claim (``flagged``)."""
+    from simulator.audit import audit_scenario
+
+    scen = _scenario(scenario, overrides)
+    if out is not None:
+        return audit_scenario(scen, out, trials, target=target, show_progress=progress,
+                              echo=_quiet)
+    with tempfile.TemporaryDirectory(prefix="ldpsim-audit-") as tmp:
+        return audit_scenario(scen, tmp, trials, target=target, show_progress=progress,
+                              echo=_quiet)
+
+
+def _quiet(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+@dataclass
+class Results:
+    """The run records of a sweep (``records``: one dict per run, as in ``results.jsonl``) and
+    the directory they live in, if any."""
+
+    records: list[dict[str, Any]]
+    path: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def complete(self) -> list[dict[str, Any]]:
+        """The records of runs that lost no agents (what the summary and plots use)."""
+        return usable(self.records, False)
+
+    def to_pandas(self, include_degraded: bool = True):
+        """A tidy DataFrame: one row per run; ``key``, ``protocol``, ``repeat``, ... and every
+        scalar of ``params`` (resolved), ``data``, ``metrics``, ``comm``, ``timing``,
+        ``privacy`` and ``collusion`` as a ``section.name`` column (needs pandas:
+        ``pip install 'ldpsim[pandas]'``)."""
+        pd = _pandas()
+        rows = []
+        for rec in self.records if include_degraded else self.complete():
+            row = {k: rec.get(k) for k in FIELDS if k in rec}
+            for section in SECTIONS:
+                for k, v in (rec.get(section) or {}).items():
+                    if v is None or isinstance(v, bool | int | float | str):
+                        row[f"{section}.{k}"] = v
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def summary(self, include_degraded: bool = False):
+        """One row per parameter point: the swept settings, ``repeats``, and each metric's
+        ``_mean`` and ``_std`` with the costs, as ``summary.csv`` has them (a DataFrame)."""
+        columns, rows = summarize(usable(self.records, include_degraded))
+        return _pandas().DataFrame(rows, columns=columns)
+
+    def plot(self, y: str, x: str | None = None, hue: str = "protocol", ax: Any = None,
+             include_degraded: bool = False):
+        """Mean of ``y`` (a metric name, or any column of ``to_pandas``) against ``x`` (default:
+        the first swept numeric setting), one line per ``hue`` value, with a 95% confidence band
+        over the repeats (t quantile; clipped to [0, 1] for metrics that live there). Returns
+        the matplotlib Figure."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+        from scipy import stats
+
+        df = self.to_pandas(include_degraded)
+        ycol = y if y in df.columns else f"metrics.{y}"
+        if ycol not in df.columns:
+            raise KeyError(f"{y!r}: not a metric or column; metrics: "
+                           f"{', '.join(c[8:] for c in df.columns if c.startswith('metrics.'))}")
+        if x is None:
+            swept = [c for c in df.columns if c.startswith(("params.", "data."))
+                     and df[c].nunique(dropna=True) > 1 and _numeric(df[c])]
+            if not swept:
+                raise ValueError("nothing is swept: give x=")
+            x = swept[0]
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+        else:
+            fig = ax.figure
+        bounded = df[ycol].dropna().between(0, 1).all()
+        markers = "osD^vP*Xh<>p"
+        for i, (name, part) in enumerate(df.groupby(hue, sort=True)):
+            if part[x].isna().all():  # no such setting (kwiksort has no ε): its level, dashed
+                ax.axhline(part[ycol].mean(), linestyle="--", color=f"C{i}",
+                           label=f"{name} (no {_label(x)})")
+                continue
+            g = part.groupby(x)[ycol].agg(["mean", "std", "count"]).reset_index()
+            t = stats.t.ppf(0.975, (g["count"] - 1).clip(lower=1))
+            half = (t * g["std"] / g["count"] ** 0.5).fillna(0.0)
+            lo, hi = g["mean"] - half, g["mean"] + half
+            if bounded:
+                lo, hi = lo.clip(0, 1), hi.clip(0, 1)
+            line, = ax.plot(g[x], g["mean"], marker=markers[i % len(markers)], color=f"C{i}",
+                            label=str(name))
+            ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
+        ax.set_xlabel(_label(x))
+        ax.set_ylabel(_label(ycol))
+        ax.legend(title=f"{hue} (band: 95% CI over repeats)", fontsize="small")
+        return fig
+
+
+def _numeric(col: Any) -> bool:
+    try:
+        return all(isinstance(v, int | float) and math.isfinite(v) for v in col.dropna())
+    except TypeError:
+        return False
+
+
+def _label(column: str) -> str:
+    """``params.epsilon`` -> ``epsilon``; ``metrics.error_rate`` -> ``error rate``."""
+    name = column.split(".", 1)[-1]
+    return {"epsilon": "ε", "n": "n (agents)"}.get(name, name.replace("_", " "))
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("this needs pandas: pip install 'ldpsim[pandas]'") from None
+    return pandas
