@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -138,9 +139,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from simulator.results import ResultStore, plot, usable, write_summary
+    from simulator.results import RESULTS_FILE, ResultStore, plot, usable, write_summary
     from simulator.runner import print_summary
 
+    if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
+        _err(f"no results in {args.out}: not a results directory (no {RESULTS_FILE})")
+        return 1
     store = ResultStore(args.out)
     records = store.records()
     if not records:
@@ -180,6 +184,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
              "same runtime.token)")
         return 2
     curve = (args.curve_key, args.curve_server) if args.curve_key else None
+    if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
+        _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
+        return 2
     limits = Limits(timeout_s=args.timeout)
     try:
         return pool_loop(args.connect, i, p, args.token, limits,
@@ -199,6 +206,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
         files = make_keys(args.dir, args.pools)
     except CurveError as e:
         _err(f"error: {e}")
+        return 2
+    except OSError as e:
+        _err(f"error: {args.dir}: cannot write keys there: {e.strerror}")
         return 2
     for f in files:
         print(f)
@@ -293,13 +303,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_summary)
 
     b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")
-    b.add_argument("--sizes", default="100000,1000000", help="agent counts, comma separated")
+    b.add_argument("--sizes", default="100000,1000000", type=_sizes,
+                   help="agent counts, comma separated")
     b.add_argument("--pools", type=int, default=2)
     b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     b.add_argument("--no-scenarios", action="store_true",
                    help="skip the protocol benchmarks (scenarios/bench_*.toml)")
     b.set_defaults(func=cmd_bench)
     return ap
+
+
+def _sizes(text: str) -> str:
+    """argparse type of ``bench --sizes``: positive integers, comma separated."""
+    try:
+        if all(int(x) > 0 for x in text.split(",")):
+            return text
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers, comma separated, "
+                                     "e.g. 100000,1000000")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,6 +120,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (temporary file in the same dir + os.replace)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; results are for sharing
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

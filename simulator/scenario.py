@@ -10,6 +10,7 @@ allowed.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import itertools
 import json
@@ -209,6 +210,19 @@ def find(name_or_path: str | Path) -> str:
     return str(path)
 
 
+def _narrowed(raw: dict[str, Any], overrides: list[str]) -> frozenset[str]:
+    """File parameters that the file's own protocols take, not set by an override: an override
+    of the protocol list may leave them without a taker, which is not an error."""
+    protos = raw.get("protocols", raw.get("protocol"))
+    protos = protos if isinstance(protos, list) else [protos]
+    params = raw.get("params") if isinstance(raw.get("params"), dict) else {}
+    taken = {k for k in params for p in protos
+             if isinstance(p, str) and p in PROTOCOLS and k in PROTOCOLS[p].params}
+    overridden = {parse_override(t)[0][-1] for t in overrides
+                  if parse_override(t)[0][:1] == ["params"]}
+    return frozenset(taken - overridden)
+
+
 def load(path: str | Path | None = None, overrides: list[str] | None = None,
          raw: dict[str, Any] | None = None) -> Scenario:
     """Read, override and validate a scenario file (or a raw dict)."""
@@ -217,12 +231,18 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None,
         if not p.is_file():
             raise ScenarioError(f"scenario file not found: {path}")
         try:
-            raw = tomllib.loads(p.read_text())
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
             raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+        except UnicodeDecodeError as e:
+            raise ScenarioError(f"{path}: not a UTF-8 text file (TOML is UTF-8): byte "
+                                f"{e.start} is {e.object[e.start:e.start + 1]!r}") from None
+        except OSError as e:
+            raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    narrowed = _narrowed(raw, overrides or [])
     raw = apply_overrides(raw, overrides or [])
     try:
-        return validate(raw, str(path) if path else None)
+        return validate(raw, str(path) if path else None, narrowed)
     except ParamError as e:
         raise ScenarioError(str(e)) from None
 
@@ -248,8 +268,13 @@ def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: st
     return out
 
 
-def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
-    """Check every key and value of a raw scenario dict."""
+def validate(raw: dict[str, Any], path: str | None = None,
+             narrowed: frozenset[str] = frozenset()) -> Scenario:
+    """Check every key and value of a raw scenario dict.
+
+    Every ``[params]`` key must be taken by some protocol of the scenario, except those in
+    ``narrowed``: file parameters of protocols an override removed (``--set protocol=kwiksort``
+    on a file that also sets ``epsilon``)."""
     unknown = set(raw) - TOP_KEYS
     if unknown:
         k = sorted(unknown)[0]
@@ -305,12 +330,16 @@ def validate(raw: dict[str, Any], path: str | None = None) -> Scenario:
     params = dict(_table(raw, "params"))
     for k, v in params.items():
         specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
-        if not specs and not any(k in q.params for q in PROTOCOLS.values()):
+        if not specs and k not in narrowed:  # ignoring it would run something else than asked
             allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
-            raise ScenarioError(f"[params] {k}: not a parameter of any protocol; allowed for "
-                                f"{', '.join(protos)}: {', '.join(allowed) or '(none)'}")
-        # a parameter of other protocols (e.g. epsilon with protocol = "kwiksort") is not
-        # applied to protocols that do not take it
+            close = difflib.get_close_matches(k, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ScenarioError(f"[params] {k}: not a parameter of any protocol of this "
+                                f"scenario{hint}; "
+                                f"allowed for {', '.join(protos)}: "
+                                f"{', '.join(allowed) or '(none)'}")
+        # a parameter of some of the protocols (e.g. epsilon next to plain "kwiksort") is not
+        # applied to those that do not take it
         if isinstance(v, list) and not v:
             raise ScenarioError(f"[params] {k}: an empty list sweeps nothing")
         for item in (v if isinstance(v, list) else [v]):

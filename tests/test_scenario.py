@@ -844,3 +844,38 @@ def test_cli_summary_reloads(tiny_run, tmp_path):
     assert (out / "summary.csv").read_bytes() == (out0 / "summary.csv").read_bytes()
     empty = cli("summary", str(tmp_path / "nothing"))
     assert empty.returncode == 1 and "no results in" in empty.stderr
+
+
+def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
+    """Every subcommand with bad arguments or a bad file: a one-line error, exit 1 or 2."""
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\x00\x01\xff\xfe")
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    cases = [
+        (["run", str(binary)], "not a UTF-8 text file"),
+        (["run", str(latin)], "not a UTF-8 text file"),
+        (["audit", str(latin)], "not a UTF-8 text file"),
+        (["run", "no_such_scenario"], "scenario file not found"),
+        (["agents", "--connect", "nonsense", "--pool", "0/1", "--token", "x"],
+         "expected tcp://HOST:PORT"),
+        (["agents", "--connect", "tcp://h:1", "--pool", "3/2", "--token", "x"], "--pool"),
+        (["keys", "/proc/no/such/dir"], "cannot write keys there"),
+        (["bench", "--sizes", "abc"], "expected positive integers"),
+        (["summary", str(tmp_path / "typo_dir")], "not a results directory"),
+        (["run", "demo", "--set", "params.K=3", "--set", "protocol=ldp_kwiksort_rr"],
+         "[params] K: not a parameter of any protocol of this scenario"),
+        (["run", "demo", "--set", "params.epsilom=1"], "did you mean 'epsilon'?"),
+    ]
+    for args, needle in cases:
+        res = cli(*args)
+        assert res.returncode in (1, 2), (args, res.returncode, res.stderr)
+        assert needle in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+    assert not (tmp_path / "typo_dir").exists()
+
+
+def test_result_files_are_readable_by_others(tiny_run):
+    _, out, _, _ = tiny_run
+    for name in ("results.jsonl", "summary.csv", "scenario.json"):
+        assert (out / name).stat().st_mode & 0o777 == 0o644, name
