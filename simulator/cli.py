@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from protocols import DATA_KINDS, PROTOCOLS, ParamError
+from protocols.base import ParamError
 from simulator import __version__
 from simulator.alloc import keep_freed_memory
 from simulator.curve import CurveError
@@ -30,6 +30,8 @@ def _err(*a, **k) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from protocols import DATA_KINDS, PROTOCOLS  # the registry imports every family: lazily
+
     print("protocols:")
     for name, p in sorted(PROTOCOLS.items()):
         params = ", ".join(f"{k}={s.default!r}" for k, s in p.params.items()) or "-"

@@ -879,3 +879,18 @@ def test_result_files_are_readable_by_others(tiny_run):
     _, out, _, _ = tiny_run
     for name in ("results.jsonl", "summary.csv", "scenario.json"):
         assert (out / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_version_and_help_import_no_family():
+    """``ldpsim --version`` / ``--help`` stay fast: the CLI module imports no protocol family and
+    no scipy (the registry is built on first use)."""
+    code = ("import sys, simulator.cli; "
+            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith("
+            "('protocols.rank', 'protocols.safari', 'protocols.ethics', 'protocols.truth', "
+            "'protocols.vote'))))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
+    from simulator import __version__
+
+    assert cli("--version").stdout.strip().endswith(__version__)
