@@ -89,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted: finished runs are saved; run the same command again to resume")
         return 130
-    print_summary(records, include_degraded=args.include_degraded)
+    print_summary(records, include_degraded=args.include_degraded, max_rows=args.rows)
     print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
     return _warn_degraded(records, args.include_degraded)
 
@@ -153,7 +153,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         _err(f"no results in {args.out}")
         return 1
     shown = usable(records, args.include_degraded)
-    print_summary(shown, include_degraded=True)
+    print_summary(shown, include_degraded=True, max_rows=args.rows)
     write_summary(args.out, shown)
     if args.plots:
         for p in plot(args.out, shown):
@@ -243,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--include-degraded", action="store_true",
                        help="keep degraded runs (that lost agents) in the summary and plots")
+        p.add_argument("--rows", type=int, metavar="N",
+                       help="show at most N rows of the summary table (default: all)")
         p.add_argument("--beside", action="store_true",
                        help="if the results directory holds runs with other settings, write to "
                             "the first free DIR-2, DIR-3, ... instead of refusing")
@@ -302,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--plots", action="store_true", help="also redraw the plots")
     s.add_argument("--include-degraded", action="store_true",
                    help="keep degraded runs (that lost agents) in the table, CSV and plots")
+    s.add_argument("--rows", type=int, metavar="N",
+                   help="show at most N rows of the table (default: all)")
     s.set_defaults(func=cmd_summary)
 
     b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")

@@ -134,18 +134,16 @@ def progress(total: int, desc: str, enabled: bool = True) -> ProgressBar:
     Returns
     -------
     ProgressBar
-        A context manager with ``update(n=1)``, ``set_postfix_str(s)`` and ``close()``: a tqdm
-        bar when tqdm is importable; otherwise a ``desc: i/total`` text counter, which is itself
-        disabled when stderr is not a terminal.
+        A context manager with ``update(n=1)``, ``set_postfix_str(s)`` and ``close()``: nothing
+        when stderr is not a terminal (a redirected log stays clean); else a tqdm bar when tqdm
+        is importable, or a ``desc: i/total`` text counter.
     """
-    if not enabled:
-        return _NullProgress()
+    stream = sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    if not enabled or stream is None or not (callable(isatty) and isatty()):
+        return _NullProgress()  # a log file gets no progress lines
     try:
         return _TqdmProgress(total, desc)
     except ImportError:
         pass
-    stream = sys.stderr
-    isatty = getattr(stream, "isatty", None)
-    if stream is None or not (callable(isatty) and isatty()):
-        return _NullProgress()
     return _TextProgress(total, desc, stream)

@@ -471,15 +471,18 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int = 50) -> str:
+def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int | None = 50,
+                 std: bool = False) -> str:
     """Render a :func:`summarize` result as a plain-text aligned table.
 
     Parameters
     ----------
     columns, rows
         As returned by :func:`summarize`.
-    max_rows : int, default 50
-        At most this many rows are shown; a final line tells how many were left out.
+    max_rows : int or None, default 50
+        At most this many rows are shown (None: all); a final line tells how many were left out.
+    std : bool, default False
+        Show each metric as ``mean ± std`` over the repeats (column ``NAME_mean ± std``).
 
     Returns
     -------
@@ -496,9 +499,16 @@ def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int =
         shown = list(columns)
     if not rows:
         return "(no results)"
-    body = rows[:max_rows]
-    cells = [[_fmt(r.get(c)) for c in shown] for r in body]
+    body = rows if max_rows is None else rows[:max_rows]
+
+    def cell(r: dict[str, Any], c: str) -> str:
+        sd = r.get(c[:-5] + "_std") if std and c.endswith("_mean") else None
+        return _fmt(r.get(c)) + (f" ± {_fmt(sd)}" if sd is not None and r.get(c) is not None
+                                 else "")
+
+    cells = [[cell(r, c) for c in shown] for r in body]
     numeric = [all(r.get(c) is None or _is_number(r.get(c)) for r in body) for c in shown]
+    shown = [c + " ± std" if std and c.endswith("_mean") else c for c in shown]
     widths = [max([len(c)] + [len(row[j]) for row in cells]) for j, c in enumerate(shown)]
 
     def line(vals: list[str]) -> str:
@@ -508,7 +518,7 @@ def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int =
 
     out = [line(shown), "  ".join("-" * w for w in widths)]
     out += [line(row) for row in cells]
-    if len(rows) > max_rows:
+    if max_rows is not None and len(rows) > max_rows:
         out.append(f"... ({len(rows) - max_rows} more rows)")
     return "\n".join(out)
 

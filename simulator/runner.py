@@ -183,7 +183,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
 
 
 def print_summary(records: list[dict[str, Any]], echo=print,
-                  include_degraded: bool = False) -> None:
-    """Print the sweep's summary table (degraded runs left out unless ``include_degraded``)."""
+                  include_degraded: bool = False, max_rows: int | None = None) -> None:
+    """Print the sweep's summary table, every row (or ``max_rows``), each metric as mean ± std
+    over the repeats (degraded runs left out unless ``include_degraded``)."""
     cols, rows = summarize(usable(records, include_degraded))
-    echo(format_table(cols, rows))
+    echo(format_table(cols, rows, max_rows=max_rows, std=True))

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -304,19 +305,30 @@ def test_plot_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 # progress
 
 
-def test_progress_disabled_and_tqdm(capsys: pytest.CaptureFixture[str]) -> None:
+def test_progress_disabled_and_tqdm(capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     with progress(3, "runs", enabled=False) as bar:
         assert isinstance(bar, ProgressBar)
         bar.update()
         bar.set_postfix_str("x")
     assert capsys.readouterr().err == ""
+    with progress(2, "runs") as bar:  # stderr captured: not a terminal, so no bar
+        bar.update(2)
+    assert capsys.readouterr().err == ""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
     with progress(2, "runs") as bar:
         bar.update()
         bar.set_postfix_str("eps=1")
         bar.update(1)
-    err = capsys.readouterr().err
-    if importlib.util.find_spec("tqdm") is not None:
-        assert "runs" in err and "2/2" in err
+    assert "runs" in term.getvalue() and "2/2" in term.getvalue()
+    if importlib.util.find_spec("tqdm") is None:
+        assert "\rruns: 2/2 eps=1" in term.getvalue()
 
 
 def test_text_progress_fallback() -> None:
@@ -349,3 +361,15 @@ def test_plot_uses_a_log_y_axis_for_values_over_decades(tmp_path: Path,
     assert calls == ["log"]
     plot(tmp_path / "narrow", narrow)
     assert calls == ["log"]  # unchanged: a linear axis
+
+
+def test_the_terminal_table_shows_mean_and_std_and_every_row() -> None:
+    columns, rows = summarize(sweep_records())
+    many = rows * 30  # 90 rows
+    text = format_table(columns, many, max_rows=None, std=True)
+    lines = text.splitlines()
+    assert len(lines) == 2 + 90 and "more rows" not in text
+    assert "tau_mean ± std" in lines[0]
+    assert "± 1.414" in text  # the std of the first point's two repeats
+    assert format_table(columns, many, max_rows=10, std=True).splitlines()[-1] == \
+        "... (80 more rows)"
