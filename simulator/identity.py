@@ -44,6 +44,8 @@ def fingerprint(scenario: Any) -> dict[str, list[Any]]:
         out[f"runtime.{k}"] = [_plain(v)]
     for k in ("colluders", "curator"):
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
+    if scenario.collusion.get("sweep"):
+        out["collusion.colluders"] = _values(scenario.collusion["sweep"])
     out["output.per_round"] = [scenario.output.get("per_round", True)]
     return out
 

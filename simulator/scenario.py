@@ -116,6 +116,7 @@ class Scenario:
         data_axes = {k: v for k, v in norm_data.items() if isinstance(v, list)}
         specs: list[RunSpec] = []
         seen: set[str] = set()
+        col_axis = self.collusion.get("sweep")
         for proto in self.protocols:
             accepted = PROTOCOLS[proto].params
             params = {k: _norm(accepted[k], v) for k, v in self.params.items()
@@ -123,20 +124,24 @@ class Scenario:
             param_axes = {k: v for k, v in params.items() if isinstance(v, list)}
             for dvals in _grid(data_axes):
                 data = {**norm_data, **dvals}
-                for pvals in _grid(param_axes):
+                for pvals, colluders in itertools.product(
+                        _grid(param_axes), col_axis or [self.collusion["colluders"]]):
                     p = {**params, **pvals}
                     point: dict[str, Any] = {"protocol": proto}
                     point.update({f"params.{k}": v for k, v in pvals.items()})
                     point.update({f"data.{k}": v for k, v in dvals.items()})
+                    if col_axis:
+                        point["collusion.colluders"] = colluders
+                    collusion = {**self.collusion, "colluders": colluders}
                     for r in range(self.repeats):
-                        key = _key(proto, p, data, r, self.seed, self.collusion,
+                        key = _key(proto, p, data, r, self.seed, collusion,
                                    self.runtime.get("faults", []))
                         if key in seen:
                             continue
                         seen.add(key)
                         specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
                                              run_seed(self.seed, r), dict(self.runtime),
-                                             dict(self.collusion), point, key))
+                                             collusion, point, key))
         return specs
 
 
@@ -369,9 +374,23 @@ def validate(raw: dict[str, Any], path: str | None = None,
                                 f"{runtime['pools'] - 1} (pools = {runtime['pools']})")
 
     col_raw = dict(_table(raw, "collusion"))
+    if "colluders" in col_raw and "sweep" in col_raw:
+        raise ScenarioError("[collusion] colluders/sweep: give one of them (sweep is a list of "
+                            "colluders values, one run per value)")
     colluders = col_raw.pop("colluders", 0)
+    sweep = col_raw.pop("sweep", None)
     collusion = _check_table(col_raw, COLLUSION, "collusion")
     collusion["colluders"] = _check_colluders(colluders)
+    if sweep is not None:
+        if not isinstance(sweep, list) or not sweep:
+            raise ScenarioError(f"[collusion] sweep: got {sweep!r}; allowed: a non-empty list of "
+                                "colluding fractions in [0, 1) or counts, e.g. [0, 0.1, 0.3]")
+        for v in sweep:
+            if isinstance(v, list) or isinstance(_check_colluders(v), list):
+                raise ScenarioError(f"[collusion] sweep: got {v!r}; allowed: fractions in "
+                                    "[0, 1) or counts (a list of ids goes in colluders)")
+        collusion["colluders"] = sweep[0]
+        collusion["sweep"] = sweep
     output = _check_table(_table(raw, "output"), OUTPUT, "output")
     return Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
                     output)
@@ -406,7 +425,8 @@ def check_runs(specs: list[RunSpec]) -> None:
     seen = set()
     built: dict[str, Any] = {}
     for s in specs:
-        sig = json.dumps([s.protocol, s.params, s.data], sort_keys=True, default=str)
+        sig = json.dumps([s.protocol, s.params, s.data, s.collusion["colluders"]], sort_keys=True,
+                         default=str)
         if sig in seen:
             continue
         seen.add(sig)
@@ -415,8 +435,8 @@ def check_runs(specs: list[RunSpec]) -> None:
             if dsig not in built:
                 kind = get_data_kind(s.data["kind"])
                 built[dsig] = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
-                _check_colluders_against_n(s.collusion["colluders"], built[dsig].n)
             ds = built[dsig]
+            _check_colluders_against_n(s.collusion["colluders"], ds.n)
             get_protocol(s.protocol).resolve(s.params, ds.public)
             if s.runtime["pools"] > ds.n:
                 raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "

@@ -13,7 +13,7 @@ import pytest
 from simulator import identity
 from simulator.results import summarize
 from simulator.runner import run_scenario
-from simulator.scenario import load
+from simulator.scenario import ScenarioError, load
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = """
@@ -105,3 +105,21 @@ def test_beside_writes_next_to_a_conflicting_directory(tmp_path):
     # the same settings again resume in place: nothing redone
     again = cli()
     assert again.returncode == 0 and "resuming: 2 of 2" in again.stderr
+
+
+def test_the_colluding_fraction_is_a_sweep_axis(tmp_path):
+    scen = _scenario(tmp_path, extra="[collusion]\nsweep = [0.0, 0.5, 3]\ncurator = true\n")
+    specs = scen.runs()
+    assert len(specs) == 3 * 2
+    assert sorted({s.point["collusion.colluders"] for s in specs}) == [0.0, 0.5, 3]
+    assert len({s.key for s in specs}) == 6  # each colluding set is its own run
+    records, _ = run_scenario(scen, tmp_path / "res", show_progress=False, echo=_quiet)
+    by = {r["point"]["collusion.colluders"]: r["collusion"]["colluders"] for r in records}
+    assert by == {0.0: 0, 0.5: 100, 3: 3}  # n = 200: half of them, or three
+    _, rows = summarize(records)
+    assert [r["collusion.colluders"] for r in rows] == [0.0, 0.5, 3]
+    for bad, needle in (("sweep = []", "non-empty list"), ("sweep = [[1, 2]]", "list of ids"),
+                        ("sweep = [1.5]", "colluders: got 1.5"),
+                        ("sweep = [0.1]\ncolluders = 0.2", "give one of them")):
+        with pytest.raises(ScenarioError, match=needle):
+            _scenario(tmp_path, extra=f"[collusion]\n{bad}\n")
