@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator import scenario as sc
-from simulator.results import RESULTS_FILE, ResultStore, summarize, usable
+from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.results import RESULTS_FILE, ResultStore, summarize, usable
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion")
@@ -75,7 +75,7 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
     progress, plots : bool
         Show a progress bar; draw the PNG plots into ``out``.
     """
-    from simulator.runner import run_scenario
+    from ldpsim.simulator.runner import run_scenario
 
     scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed)
     scen.output["plots"] = bool(plots and out is not None)
@@ -101,7 +101,7 @@ def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
           progress: bool = False) -> list[dict[str, Any]]:
     """``ldpsim audit``: one record per audited (protocol, parameter point), with the attacks'
     success and the empirical ε lower bound against the claim (``flagged``)."""
-    from simulator.audit import audit_scenario
+    from ldpsim.simulator.audit import audit_scenario
 
     scen = _scenario(scenario, overrides)
     if out is not None:

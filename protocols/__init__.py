@@ -16,13 +16,13 @@ import warnings
 from importlib import import_module
 from typing import Any
 
-from protocols.base import ParamError, Protocol
-from protocols.data import DataKind
-from protocols.local import LocalRun, run_locally
+from ldpsim.protocols.base import ParamError, Protocol
+from ldpsim.protocols.data import DataKind
+from ldpsim.protocols.local import LocalRun, run_locally
 
 #: The built-in families, each a package exposing ``PROTOCOLS`` and ``KINDS``.
-BUILTIN = ("protocols.rank", "protocols.truth", "protocols.vote", "protocols.safari",
-           "protocols.ethics")
+BUILTIN = ("ldpsim.protocols.rank", "ldpsim.protocols.truth", "ldpsim.protocols.vote",
+           "ldpsim.protocols.safari", "ldpsim.protocols.ethics")
 #: The entry-point group third-party families register under.
 ENTRY_POINT_GROUP = "ldpsim.families"
 
@@ -106,7 +106,7 @@ def __getattr__(name: str) -> Any:
     if name == "DATA_KINDS":
         return _registry()[1]
     if name in ("rank", "truth", "vote", "safari", "ethics"):
-        return import_module(f"protocols.{name}")
+        return import_module(f"ldpsim.protocols.{name}")
     raise AttributeError(f"module 'protocols' has no attribute {name!r}")
 
 

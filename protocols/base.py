@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-
-from protocols import rng as rngm
+from ldpsim.protocols import rng as rngm
 
 
 class ParamError(ValueError):

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from protocols.base import ParamError, ParamSpec
+from ldpsim.protocols.base import ParamError, ParamSpec
 
 
 @dataclass

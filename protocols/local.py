@@ -9,7 +9,7 @@ output (``tests/test_contract.py`` checks it for every registered protocol).
 
 Use it to try a protocol in a notebook or a test::
 
-    from protocols import run_locally
+    from ldpsim.protocols import run_locally
     run = run_locally("ldp_kwiksort_rr", {"epsilon": 2.0},
                       {"kind": "mallows", "n": 2000, "m": 8, "theta": 0.5}, seed=1)
     run.output["ranking"], run.metrics
@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from protocols.base import Block, ParamError, Protocol, RoundPlan
-from protocols.data import Dataset
-from protocols.rng import stream_key
+from ldpsim.protocols.base import Block, ParamError, Protocol, RoundPlan
+from ldpsim.protocols.data import Dataset
+from ldpsim.protocols.rng import stream_key
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ def run_locally(protocol: Protocol | str, params: dict[str, Any],
     ``{"kind": "mallows", "n": 1000, "m": 6, "theta": 0.5}``) with every party keyed by ``seed``
     as the runtime keys them (without a hosts secret); raises ValueError if a report breaks
     its round's schema (a protocol bug: honest reports always fit)."""
-    from protocols import get_data_kind, get_protocol
+    from ldpsim.protocols import get_data_kind, get_protocol
 
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     if not isinstance(data, Dataset):
@@ -101,7 +100,7 @@ def _checked(plan: RoundPlan, reports: Any) -> np.ndarray:
 def example_data(protocol: Protocol | str) -> dict[str, Any] | None:
     """The first example ``[data]`` table (``DataKind.examples``) of the protocol's data type
     that it accepts with default parameters, or None: what tests and docs run it on."""
-    from protocols import DATA_KINDS, get_protocol
+    from ldpsim.protocols import DATA_KINDS, get_protocol
 
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     for name, kind in sorted(DATA_KINDS.items()):

@@ -1,4 +1,4 @@
 """ldpsim's runtime: processes, transport, wire format, rounds, seeding, accounting, collusion,
 scenarios, results, reports and the command line."""
 
-__version__ = "0.1.0"
+from ldpsim import __version__  # noqa: F401 - one version, re-exported

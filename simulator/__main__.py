@@ -1,5 +1,5 @@
 import sys
 
-from simulator.cli import main
+from ldpsim.simulator.cli import main
 
 sys.exit(main())

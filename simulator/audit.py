@@ -43,16 +43,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols.base import AuditSpec, Protocol
+from ldpsim.protocols.rng import party_generator, stream_key
+from ldpsim.simulator.collusion import colluder_mask
+from ldpsim.simulator.float_attack import reproducible
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import run_keys, run_seed
+from ldpsim.simulator.session import Limits
 from scipy.stats import beta
-
-from protocols import get_data_kind, get_protocol
-from protocols.base import AuditSpec, Protocol
-from protocols.rng import party_generator, stream_key
-from simulator.collusion import colluder_mask
-from simulator.float_attack import reproducible
-from simulator.inproc import run_inproc
-from simulator.seeding import run_keys, run_seed
-from simulator.session import Limits
 
 ALPHA = 0.05  # 95% confidence for epsilon_lower
 
@@ -474,8 +473,8 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
     """
     import json
 
-    from simulator.progress import progress as bar
-    from simulator.results import jsonable
+    from ldpsim.simulator.progress import progress as bar
+    from ldpsim.simulator.results import jsonable
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

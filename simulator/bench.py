@@ -30,11 +30,10 @@ from typing import Any
 
 import numpy as np
 import zmq
-
-from simulator import wire
-from simulator.inproc import run_inproc
-from simulator.session import Limits, block_of
-from simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
+from ldpsim.simulator import wire
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.session import Limits, block_of
+from ldpsim.simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
 
 
 def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
@@ -199,7 +198,7 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
     for path in paths:
         with tempfile.TemporaryDirectory() as out:
             t = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "simulator", "run", str(path), "--out",
+            done = subprocess.run([sys.executable, "-m", "ldpsim", "run", str(path), "--out",
                                    out, "--no-progress"], capture_output=True, text=True)
             total = time.perf_counter() - t
             if done.returncode != 0:

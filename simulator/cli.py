@@ -7,15 +7,15 @@ import re
 import sys
 from pathlib import Path
 
-from protocols.base import ParamError
-from simulator import __version__
-from simulator.alloc import keep_freed_memory
-from simulator.curve import CurveError
-from simulator.session import Limits, RunFailed
+from ldpsim.protocols.base import ParamError
+from ldpsim.simulator import __version__
+from ldpsim.simulator.alloc import keep_freed_memory
+from ldpsim.simulator.curve import CurveError
+from ldpsim.simulator.session import Limits, RunFailed
 
 
 def _scenario_files() -> list[Path]:
-    from simulator.scenario import SCENARIO_DIRS
+    from ldpsim.simulator.scenario import SCENARIO_DIRS
 
     seen: dict[str, Path] = {}
     for d in SCENARIO_DIRS:
@@ -30,7 +30,7 @@ def _err(*a, **k) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from protocols import DATA_KINDS, PROTOCOLS  # the registry imports every family: lazily
+    from ldpsim.protocols import DATA_KINDS, PROTOCOLS  # the registry imports every family: lazily
 
     print("protocols:")
     for name, p in sorted(PROTOCOLS.items()):
@@ -52,7 +52,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace):
-    from simulator import scenario as sc
+    from ldpsim.simulator import scenario as sc
 
     overrides = list(args.set or [])
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
@@ -65,14 +65,14 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from simulator.runner import print_summary, run_scenario
-    from simulator.scenario import ScenarioError
+    from ldpsim.simulator.runner import print_summary, run_scenario
+    from ldpsim.simulator.scenario import ScenarioError
 
     try:
         scenario = _load(args)
         out = args.out or scenario.output["dir"] or f"results/{scenario.name}"
         if args.beside:
-            from simulator.identity import beside
+            from ldpsim.simulator.identity import beside
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _warn_degraded(records: list[dict], included: bool) -> int:
     """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
-    from simulator.results import is_degraded
+    from ldpsim.simulator.results import is_degraded
 
     bad = [r for r in records if is_degraded(r)]
     if not bad:
@@ -111,9 +111,9 @@ def _warn_degraded(records: list[dict], included: bool) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from simulator.audit import AUDIT_COLUMNS, audit_scenario
-    from simulator.results import format_table
-    from simulator.scenario import ScenarioError
+    from ldpsim.simulator.audit import AUDIT_COLUMNS, audit_scenario
+    from ldpsim.simulator.results import format_table
+    from ldpsim.simulator.scenario import ScenarioError
 
     if args.trials < 20:
         _err(f"error: --trials: got {args.trials}; allowed: an integer >= 20")
@@ -141,8 +141,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from simulator.results import RESULTS_FILE, ResultStore, plot, usable, write_summary
-    from simulator.runner import print_summary
+    from ldpsim.simulator.results import RESULTS_FILE, ResultStore, plot, usable, write_summary
+    from ldpsim.simulator.runner import print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
         _err(f"no results in {args.out}: not a results directory (no {RESULTS_FILE})")
@@ -167,7 +167,7 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from simulator.transport import pool_loop
+    from ldpsim.simulator.transport import pool_loop
 
     try:
         i, p = (int(x) for x in args.pool.split("/"))
@@ -202,7 +202,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from simulator.curve import make_keys
+    from ldpsim.simulator.curve import make_keys
 
     try:
         files = make_keys(args.dir, args.pools)
@@ -220,7 +220,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from simulator.bench import main as bench_main
+    from ldpsim.simulator.bench import main as bench_main
 
     return bench_main(args)
 

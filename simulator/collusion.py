@@ -16,9 +16,8 @@ from typing import Any
 
 import msgpack
 import numpy as np
-
-from protocols import rng as rngm
-from simulator import wire
+from ldpsim.protocols import rng as rngm
+from ldpsim.simulator import wire
 
 
 def n_colluders(n: int, spec: Any) -> int | None:

@@ -17,9 +17,8 @@ unsnapped form (kept as a test double) and against every shipped Laplace release
 from __future__ import annotations
 
 import numpy as np
-
-from protocols.mechanisms import snapped_laplace
-from protocols.rng import laplace_from_uniform
+from ldpsim.protocols.mechanisms import snapped_laplace
+from ldpsim.protocols.rng import laplace_from_uniform
 
 #: Grid uniforms tried on each side of the inverted cdf (the inversion is exact to a few ulps).
 WINDOW = 64

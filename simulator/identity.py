@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from simulator.scenario import ScenarioError
+from ldpsim.simulator.scenario import ScenarioError
 
 FINGERPRINT_FILE = "scenario.json"
 #: runtime settings that change a record (timing, bytes, the backend field, coins via the token)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from simulator.seeding import auth_key, curator_config, pool_keys
-from simulator.session import CuratorSession, Limits, PoolSession
+from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
+from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
 
 
 def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False,

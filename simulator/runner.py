@@ -18,14 +18,13 @@ import msgpack
 import numpy as np
 import scipy
 import zmq
-
-from protocols import get_data_kind, get_protocol
-from simulator import __version__, identity
-from simulator.collusion import save_view
-from simulator.curve import check_dir
-from simulator.inproc import run_inproc
-from simulator.progress import progress
-from simulator.results import (
+from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.simulator import __version__, identity
+from ldpsim.simulator.collusion import save_view
+from ldpsim.simulator.curve import check_dir
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.progress import progress
+from ldpsim.simulator.results import (
     DEGRADED,
     ResultStore,
     format_table,
@@ -34,10 +33,10 @@ from simulator.results import (
     usable,
     write_summary,
 )
-from simulator.scenario import RunSpec, Scenario, check_runs
-from simulator.seeding import run_keys
-from simulator.session import Limits
-from simulator.transport import HostsCurator, run_processes
+from ldpsim.simulator.scenario import RunSpec, Scenario, check_runs
+from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import HostsCurator, run_processes
 
 
 def versions() -> dict[str, str]:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
-from protocols.base import MAX_AGENTS, ParamSpec
-from simulator.seeding import run_seed
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
+from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.simulator.seeding import run_seed
 
 
 class ScenarioError(ValueError):

@@ -31,7 +31,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from protocols.rng import stream_key
+from ldpsim.protocols.rng import stream_key
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from protocols import get_data_kind, get_protocol
-from protocols import rng as rngm
-from protocols.base import MAX_AGENTS
-from simulator import wire
-from simulator.collusion import colluder_mask
-from simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
+from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import MAX_AGENTS
+from ldpsim.simulator import wire
+from ldpsim.simulator.collusion import colluder_mask
+from ldpsim.simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
 

@@ -31,20 +31,19 @@ from typing import Any
 
 import zmq
 import zmq.auth
-
-from protocols import get_protocol
-from simulator import wire
-from simulator.alloc import keep_freed_memory
-from simulator.curve import connect_curve, serve_curve
-from simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
-from simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
+from ldpsim.protocols import get_protocol
+from ldpsim.simulator import wire
+from ldpsim.simulator.alloc import keep_freed_memory
+from ldpsim.simulator.curve import connect_curve, serve_curve
+from ldpsim.simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
+from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
 
 #: The curator process is started from a fork server: a fresh interpreter that never held the
 #: orchestrator's memory (the run seed, the secret, the agents' keys), so the curator process
 #: knows exactly what it is handed -- ``seeding.curator_config`` and ``auth_key`` -- and nothing
 #: from which an agent's data or coins derive. Pools (which own that data) are forked directly.
 _CURATOR_CTX = mp.get_context("forkserver")
-_CURATOR_CTX.set_forkserver_preload(["simulator.transport"])
+_CURATOR_CTX.set_forkserver_preload(["ldpsim.simulator.transport"])
 
 
 @contextlib.contextmanager
@@ -327,8 +326,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
 def _use(protocol) -> None:
     """Register the orchestrator's protocol object in this fresh curator process (it may be
     one the orchestrator registered at run time: a plugin, or a test's toy protocol)."""
-    import protocols
-
+    from ldpsim import protocols
     protocols.PROTOCOLS[protocol.name] = protocol
 
 

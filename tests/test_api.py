@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ldpsim.simulator.scenario import ScenarioError
 
 import ldpsim
-from simulator.scenario import ScenarioError
 
 pd = pytest.importorskip("pandas")
 

@@ -20,20 +20,20 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-
-from protocols import PROTOCOLS, get_data_kind, get_protocol
-from protocols.base import Block
-from simulator import wire
-from simulator.inproc import run_inproc
-from simulator.seeding import (
+from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
+from ldpsim.protocols.base import Block
+from ldpsim.simulator import wire
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import (
     auth_key,
     curator_config,
     pool_keys,
     pool_keys_from_secret,
     run_keys,
 )
-from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
-from simulator.transport import run_processes
+from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+from ldpsim.simulator.transport import run_processes
+
 from tests.conftest import free_port
 
 TOKEN = "attack-test-token"
@@ -155,7 +155,7 @@ def test_attack_token_holder_registering_absurd_n_is_refused(n):
     run = Run(cfg)
     (_, setup), = run.cur.on_ready(b"thief")
     nonce = wire.decode_one(setup).payload["nonce"]
-    from simulator.seeding import registration_mac
+    from ldpsim.simulator.seeding import registration_mac
 
     mac = registration_mac(auth_key(TOKEN), nonce, 0, 0, 2)
     run.inject(b"thief", wire.encode(wire.HELLO, 0, -1, -1, {
@@ -437,7 +437,7 @@ def _rogue_run(monkeypatch, enforce: bool) -> tuple[float, dict, _RogueCurator]:
     guess = (votes / np.maximum(count, 1)) > 0.5
     ds = get_data_kind("mallows").build({"n": 200, "m": 6, "theta": 0.5}, run_keys(3).data)
     rows = ds.rows(0, 200)[agents0]
-    from protocols.rank.profile import answers
+    from ldpsim.protocols.rank.profile import answers
 
     truth = answers(rows, np.asarray(rogue.first.queries))[:, 0] == 1
     return float(np.mean(guess == truth)), res, rogue
@@ -539,7 +539,7 @@ def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
         assert len(conns) == 1100
         import multiprocessing as mp
 
-        from simulator.transport import _pool_child  # honest pools, after the flood
+        from ldpsim.simulator.transport import _pool_child  # honest pools, after the flood
 
         ctx = mp.get_context("fork")
         pools = [ctx.Process(target=_pool_child, args=(endpoint, i, 2, TOKEN, LIMITS,
@@ -579,7 +579,7 @@ def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_tracebac
 def test_hosts_backend_without_a_token_is_refused_before_anything_binds(tmp_path, capsys):
     """Open registration (anyone registering as pool 0 and poisoning the output) is gone: the
     hosts backend needs the token, on loopback as on any other interface."""
-    from simulator.cli import main
+    from ldpsim.simulator.cli import main
 
     code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{free_port()}",
                  "--out", str(tmp_path / "out"), "--no-progress"])

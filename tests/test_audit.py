@@ -7,13 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.rank.protocols import LDPKwikSortRR
+from ldpsim.simulator import audit
+from ldpsim.simulator.collusion import load_view, save_view
+from ldpsim.simulator.session import Limits
 
-import protocols
-from protocols import mechanisms as mech
-from protocols.rank.protocols import LDPKwikSortRR
-from simulator import audit
-from simulator.collusion import load_view, save_view
-from simulator.session import Limits
+from ldpsim import protocols
 
 
 def cfg(protocol, eps=1.0, colluders=9, curator=True, n=10, m=4, **params):
@@ -199,7 +199,7 @@ class _TextbookLaplaceVote(protocols.get_protocol("dpwevote_laplace").__class__)
     name = "dpwevote_laplace_textbook"
 
     def respond(self, block):
-        from protocols import rng as rngm
+        from ldpsim.protocols import rng as rngm
 
         values, scales, _ = self.laplace_release(block)
         return values + rngm.laplace_from_uniform(block.uniforms(1), scales)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from protocols import PROTOCOLS, rank
-from simulator.inproc import run_inproc
-from simulator.runner import TruthCache
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import PROTOCOLS, rank
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 LIMITS = Limits(timeout_s=10)
 

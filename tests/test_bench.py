@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from simulator import bench, cli
+from ldpsim.simulator import bench, cli
 
 
 @pytest.mark.parametrize("envelopes", ["raw", "batch", "msgpack"])

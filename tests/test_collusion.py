@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.rank import profile
-from simulator import scenario as sc
-from simulator.collusion import colluder_mask, load_view
-from simulator.inproc import run_inproc
-from simulator.runner import execute
-from simulator.seeding import run_keys
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.rank import profile
+from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.collusion import colluder_mask, load_view
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runner import execute
+from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 
 def test_colluder_mask_fraction_count_ids_and_cap():
@@ -39,7 +38,7 @@ def test_disclosures_reveal_data_and_coins_that_reproduce_reports():
     disc = view["disclosures"]
     assert len(disc) == res["colluders"] == 40
     keys = run_keys(4)
-    from protocols.rank.data import KINDS
+    from ldpsim.protocols.rank.data import KINDS
 
     truth_rows = KINDS["mallows"].build({"n": 400, "m": 6, "theta": 0.5}, keys.data).rows(0, 400)
     rnd = view["rounds"][0]

@@ -12,14 +12,13 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import PROTOCOLS, get_data_kind, run_locally
-from protocols.base import Curator, Protocol, ReportSchema, RoundPlan
-from protocols.local import example_data
-from protocols.rng import stream_key
-from simulator.inproc import run_inproc
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import PROTOCOLS, get_data_kind, run_locally
+from ldpsim.protocols.base import Curator, Protocol, ReportSchema, RoundPlan
+from ldpsim.protocols.local import example_data
+from ldpsim.protocols.rng import stream_key
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 LIMITS = Limits(timeout_s=20)
 NAMES = sorted(PROTOCOLS)

@@ -8,8 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, get_data_kind
+from ldpsim.protocols import DATA_KINDS, get_data_kind
 
 #: every registered kind that generates its data, with each of its example argument sets (a new
 #: kind is checked as soon as it states ``examples``)

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from simulator import scenario as sc
-from simulator.cli import main
-from simulator.results import ResultStore
-from simulator.runner import execute, run_scenario
+from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.cli import main
+from ldpsim.simulator.results import ResultStore
+from ldpsim.simulator.runner import execute, run_scenario
 
 FAULT = {"pool": 1, "round": 0, "action": "silent"}
 

@@ -7,12 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import DATA_KINDS
+from ldpsim.protocols.base import ParamError
+from ldpsim.protocols.ethics.data import EpsSpec, parse_eps_list, suggested_clip
+from ldpsim.protocols.ethics.mle import constrained_mle
 from scipy import special
-
-from protocols import DATA_KINDS
-from protocols.base import ParamError
-from protocols.ethics.data import EpsSpec, parse_eps_list, suggested_clip
-from protocols.ethics.mle import constrained_mle
 
 KIND = DATA_KINDS["ethics_synthetic"]
 

@@ -8,11 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.ethics import fm
+from ldpsim.protocols.ethics.mle import constrained_mle
 from scipy import special
-
-from protocols import rng as rngm
-from protocols.ethics import fm
-from protocols.ethics.mle import constrained_mle
 
 
 def test_taylor_coefficients_are_those_of_log_phi_at_zero():

@@ -9,10 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy import optimize, special, stats
-
-from protocols.ethics.mle import MLEStats, constrained_mle
-from protocols.ethics.model import (
+from ldpsim.protocols.ethics.mle import MLEStats, constrained_mle
+from ldpsim.protocols.ethics.model import (
     ball_diameter_l1,
     curvature,
     log_likelihood,
@@ -22,6 +20,7 @@ from protocols.ethics.model import (
     project,
     project_l1,
 )
+from scipy import optimize, special, stats
 
 NORMS = ("l2", "l1", "linf")
 

@@ -9,20 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block, ParamError
+from ldpsim.protocols.ethics import fm
+from ldpsim.protocols.ethics.mle import constrained_mle
+from ldpsim.protocols.ethics.model import agreement, ball_diameter_l1
+from ldpsim.protocols.ethics.protocols import split_rows
+from ldpsim.protocols.mechanisms import snap_to_grid
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 from scipy import stats
-
-from protocols import DATA_KINDS, PROTOCOLS
-from protocols import rng as rngm
-from protocols.base import Block, ParamError
-from protocols.ethics import fm
-from protocols.ethics.mle import constrained_mle
-from protocols.ethics.model import agreement, ball_diameter_l1
-from protocols.ethics.protocols import split_rows
-from protocols.mechanisms import snap_to_grid
-from simulator.inproc import run_inproc
-from simulator.runner import TruthCache
-from simulator.session import Limits
-from simulator.transport import run_processes
 
 NAMES = ["ethics_nonprivate", "ethics_vlcp", "ethics_rlcp", "ethics_vldp",
          "ethics_rldp_laplace", "ethics_rldp_fm"]
@@ -301,7 +300,7 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
 
 
 def _vlcp_audit(curator: bool, trials: int = 30) -> dict:
-    from simulator import audit
+    from ldpsim.simulator import audit
 
     cfg = {"protocol": "ethics_vlcp", "params": {"epsilon": 1.0},
            "data": {"kind": "ethics_synthetic", "n": 6, "d": 3, "records": 13},
@@ -403,7 +402,7 @@ def test_algorithm_ordering_over_epsilon(eps):
 
 
 def test_scenario_files_validate_and_expand():
-    from simulator.scenario import check_runs, load
+    from ldpsim.simulator.scenario import check_runs, load
 
     root = Path(__file__).resolve().parents[1] / "scenarios"
     files = sorted(root.glob("paper004_*.toml")) + [root / "bench_ethics.toml"]

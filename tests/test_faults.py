@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.session import Limits, RunFailed, block_of
+from ldpsim.simulator.transport import run_processes
 
-from simulator.inproc import run_inproc
-from simulator.session import Limits, RunFailed, block_of
-from simulator.transport import run_processes
 from tests.conftest import child_pids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_ctrl_c_stops_every_process(tmp_path):
         '[data]\nkind = "mallows"\nn = 20000\nm = 10\n'
         '[params]\nepsilon = 1.0\n[runtime]\nbackend = "processes"\npools = 2\n')
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scen), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "ldpsim", "run", str(scen), "--out",
                              str(tmp_path / "out"), "--no-progress"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)

@@ -12,14 +12,13 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import PROTOCOLS, get_data_kind
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.truth import mechanisms as tm
-from protocols.vote.dpwevote import laplace_scales
-from simulator.float_attack import float_leak, reproducible
+from ldpsim.protocols import PROTOCOLS, get_data_kind
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.truth import mechanisms as tm
+from ldpsim.protocols.vote.dpwevote import laplace_scales
+from ldpsim.simulator.float_attack import float_leak, reproducible
 
 N = 20_000
 
@@ -72,7 +71,7 @@ def test_dpwevote_laplace_weights_and_opinions_leak_nothing():
 
 
 def test_ldp_kwiksort_lap_answers_leak_nothing():
-    from protocols.rank.profile import answers
+    from ldpsim.protocols.rank.profile import answers
 
     ds = get_data_kind("mallows").build({"n": N, "m": 6, "theta": 0.5}, 4)
     p = PROTOCOLS["ldp_kwiksort_lap"]
@@ -99,8 +98,8 @@ def test_truth_lp_cells_leak_nothing():
 
 @pytest.mark.parametrize("name", ["ethics_vldp", "ethics_rldp_laplace"])
 def test_ethics_local_laplace_releases_leak_nothing(name):
-    from protocols.ethics.mle import constrained_mle
-    from protocols.ethics.protocols import split_rows, voter_epsilon
+    from ldpsim.protocols.ethics.mle import constrained_mle
+    from ldpsim.protocols.ethics.protocols import split_rows, voter_epsilon
 
     ds = get_data_kind("ethics_synthetic").build({"n": 400, "d": 4, "records": 13}, 1)
     p = PROTOCOLS[name]

@@ -38,10 +38,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from simulator.inproc import run_inproc
-from simulator.seeding import auth_key, curator_config, pool_keys
-from simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
+from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
 # ----------------------------------------------------------------------------- the run set-up
 

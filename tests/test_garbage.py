@@ -9,12 +9,12 @@ import time
 
 import msgpack
 import zmq
+from ldpsim.simulator import wire
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import pool_keys
+from ldpsim.simulator.session import Limits, PoolSession
+from ldpsim.simulator.transport import _pool_child, run_processes
 
-from simulator import wire
-from simulator.inproc import run_inproc
-from simulator.seeding import pool_keys
-from simulator.session import Limits, PoolSession
-from simulator.transport import _pool_child, run_processes
 from tests.conftest import free_port
 
 TOKEN = "secret-token"

@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from simulator.inproc import run_inproc
-from simulator.session import Limits, RunFailed
-from simulator.transport import HostsCurator
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.transport import HostsCurator
+
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +24,7 @@ LIMITS = Limits(timeout_s=10)
 def start_pool(port: int, pool: str, token: str, *extra: str) -> subprocess.Popen:
     """``ldpsim agents`` in its own process, as it would run on another machine."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect",
+    return subprocess.Popen([sys.executable, "-m", "ldpsim", "agents", "--connect",
                              f"tcp://127.0.0.1:{port}", "--pool", pool, "--token", token,
                              *extra], env=env, stderr=subprocess.PIPE)
 
@@ -79,7 +80,7 @@ def test_hosts_pool_with_wrong_token_is_refused():
 
 def test_curve_admits_enrolled_pools_only(tmp_path):
     """With CURVE, a pool with an enrolled key runs; one with another key never gets in."""
-    from simulator.curve import make_keys
+    from ldpsim.simulator.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
     make_keys(keys, 1)
@@ -115,13 +116,13 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
 
 def test_curve_key_errors_are_clear(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-m", "simulator", "agents", "--connect",
+    res = subprocess.run([sys.executable, "-m", "ldpsim", "agents", "--connect",
                           "tcp://127.0.0.1:9", "--pool", "0/1", "--token", "tk", "--curve-key",
                           str(tmp_path / "nope.key_secret"), "--curve-server",
                           str(tmp_path / "server.key")], env=env, capture_output=True,
                          text=True, timeout=30)
     assert res.returncode == 2 and "CURVE key file not found" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "simulator", "keys", str(tmp_path / "k"),
+    res = subprocess.run([sys.executable, "-m", "ldpsim", "keys", str(tmp_path / "k"),
                           "--pools", "2"], env=env, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0
     assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
@@ -158,8 +159,8 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor():
     c = cfg("ldp_kwiksort_rr", 5)
     try:
         assert hosts.run(c, "tk")["pools_registered"] == 2
-        from protocols import get_protocol
-        from simulator.seeding import auth_key, curator_config
+        from ldpsim.protocols import get_protocol
+        from ldpsim.simulator.seeding import auth_key, curator_config
 
         big = {**c, "data": {**c["data"], "n": 400_000}, "seed": 6}
         hosts._to_child.send(("run", 1, curator_config(big, "tk"), auth_key("tk"), False,
@@ -184,7 +185,7 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor():
 
 
 def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(tmp_path):
-    from simulator.curve import make_keys
+    from ldpsim.simulator.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
     make_keys(keys, 1)
@@ -207,7 +208,7 @@ def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(t
 def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
     """Deleting a pool's key from clients/ shuts it out of the next run, even though its
     connection (authenticated when it opened) stays open."""
-    from simulator.curve import make_keys
+    from ldpsim.simulator.curve import make_keys
 
     keys = tmp_path / "keys"
     make_keys(keys, 1)

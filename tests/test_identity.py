@@ -9,11 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from simulator import identity
-from simulator.results import summarize
-from simulator.runner import run_scenario
-from simulator.scenario import ScenarioError, load
+from ldpsim.simulator import identity
+from ldpsim.simulator.results import summarize
+from ldpsim.simulator.runner import run_scenario
+from ldpsim.simulator.scenario import ScenarioError, load
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = """
@@ -91,7 +90,7 @@ def test_beside_writes_next_to_a_conflicting_directory(tmp_path):
     out = tmp_path / "res"
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "simulator.cli", "run", str(scen), "--out",
+        return subprocess.run([sys.executable, "-m", "ldpsim", "run", str(scen), "--out",
                                str(out), "--no-progress", *args], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
 

@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols.rank.kwiksort import kwiksort
 from scipy import stats
-
-from protocols.rank.kwiksort import kwiksort
 
 Z = 5.0
 P_MIN = 1e-4

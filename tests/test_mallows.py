@@ -10,11 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import rng
+from ldpsim.protocols.rank import mallows
+from ldpsim.protocols.rank.profile import kendall_distance
 from scipy import stats
-
-from protocols import rng
-from protocols.rank import mallows
-from protocols.rank.profile import kendall_distance
 
 KEY = 424242
 Z = 5.0
@@ -244,7 +243,7 @@ def test_theta_conventions():
 
 @pytest.mark.parametrize("kind,size", [("mallows", "m"), ("safari_mallows", "d")])
 def test_theta_convention_in_the_data_kinds(kind, size):
-    from protocols import ParamError, get_data_kind
+    from ldpsim.protocols import ParamError, get_data_kind
 
     k = get_data_kind(kind)
     args = {"n": 10, size: 5, "theta": 0.75}

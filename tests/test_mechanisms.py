@@ -9,9 +9,8 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import mechanisms as mech
-from protocols import rng
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng
 
 KEY = rng.stream_key(99, "mechanism-tests")
 Z = 5.0

@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import rng as rngm
-from protocols.mechanisms import GRR
-from protocols.mechanisms.grr import epsilon_of
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.mechanisms import GRR
+from ldpsim.protocols.mechanisms.grr import epsilon_of
 
 Z = 5.0
 KEY = rngm.stream_key(11, "agents")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import protocols
+from ldpsim import protocols
 
 ROOT = Path(protocols.__file__).parent
 #: Modules that generate the agents' private data (the simulation's ground truth, not a

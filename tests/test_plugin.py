@@ -15,10 +15,10 @@ import warnings
 from pathlib import Path
 
 import pytest
+from ldpsim.protocols import ParamError
+from ldpsim.protocols.mechanisms import GRR
 
-import protocols
-from protocols import ParamError
-from protocols.mechanisms import GRR
+from ldpsim import protocols
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "plugin-yes-no"
@@ -39,7 +39,7 @@ def env(tmp_path_factory) -> dict[str, str]:
 
 
 def _cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "simulator.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "ldpsim", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -17,8 +17,7 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols.rank import profile
+from ldpsim.protocols.rank import profile
 
 RANKINGS = np.array([[0, 1, 2], [2, 0, 1], [1, 0, 2]], dtype=np.int16)
 POSITIONS = np.array([[0, 1, 2], [1, 2, 0], [1, 0, 2]], dtype=np.int16)

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, ParamError, get_data_kind
-from protocols.rank import mallows, profile
-from protocols.rank.data import read_order, read_soc
+from ldpsim.protocols import DATA_KINDS, ParamError, get_data_kind
+from ldpsim.protocols.rank import mallows, profile
+from ldpsim.protocols.rank.data import read_order, read_soc
 
 SOC = """# FILE NAME: tiny.soc
 # DATA TYPE: soc

@@ -11,14 +11,13 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_protocol
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.rank import profile
+from ldpsim.protocols.rank.protocols import DPKwikSort, auto_queries, g_lap, g_rr
 from scipy import stats
-
-from protocols import DATA_KINDS, PROTOCOLS, ParamError, get_protocol
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.rank import profile
-from protocols.rank.protocols import DPKwikSort, auto_queries, g_lap, g_rr
 
 Z = 5.0
 P_MIN = 1e-4

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from simulator.progress import ProgressBar, _TextProgress, progress
-from simulator.results import (
+from ldpsim.simulator.progress import ProgressBar, _TextProgress, progress
+from ldpsim.simulator.results import (
     RESULTS_FILE,
     ResultsCorruptError,
     ResultStore,

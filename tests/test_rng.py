@@ -11,9 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import rng
 from scipy import stats
-
-from protocols import rng
 
 KEY = rng.stream_key(20240601, "agents")
 Z = 5.0  # tolerance in standard errors
@@ -318,7 +317,7 @@ def test_party_generator_deterministic_per_key():
 def test_allocator_tuning_takes_effect_on_glibc():
     import platform
 
-    from simulator import alloc
+    from ldpsim.simulator import alloc
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("allocator tuning is glibc-only")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
+from ldpsim.protocols.base import Curator, PrivacyClaim, Protocol, ReportSchema, RoundPlan
+from ldpsim.protocols.rank.data import KINDS
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
-import protocols
-from protocols.base import Curator, PrivacyClaim, Protocol, ReportSchema, RoundPlan
-from protocols.rank.data import KINDS
-from simulator.inproc import run_inproc
-from simulator.seeding import run_keys
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim import protocols
 
 
 class _ToyCurator(Curator):

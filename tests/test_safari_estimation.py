@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from protocols import rng as rngm
-from protocols.safari import anchors, calm, lade, metrics, perm, rules
-from protocols.safari.riffle import Chain, RIModel
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.safari import anchors, calm, lade, metrics, perm, rules
+from ldpsim.protocols.safari.riffle import Chain, RIModel
 
 GEN = rngm.party_generator(20240501)
 
@@ -290,7 +289,7 @@ def test_lade_lasso_optimum_is_not_unique_and_the_solvers_pick_different_ones():
 
 
 def test_lasso_solver_is_a_validated_safari_parameter():
-    from protocols import ParamError, get_protocol
+    from ldpsim.protocols import ParamError, get_protocol
 
     public = {"d": 4, "n": 10}
     for name in ("safari", "safari_nopriv"):

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from protocols import PROTOCOLS, ParamError, get_data_kind
-from protocols.base import Block
-from protocols.mechanisms import GRR
-from protocols.safari import perm
-from simulator.inproc import run_inproc
-from simulator.runner import TruthCache
-from simulator.seeding import run_keys
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.mechanisms import GRR
+from ldpsim.protocols.safari import perm
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 LIMITS = Limits(timeout_s=20)
 REPO = Path(__file__).resolve().parents[1]
@@ -212,7 +211,7 @@ def scenario_files() -> list[Path]:
 
 
 def test_scenario_files_expand():
-    from simulator.scenario import check_runs, load
+    from ldpsim.simulator.scenario import check_runs, load
 
     files = scenario_files()
     assert len(files) >= 7
@@ -299,8 +298,8 @@ def test_reports_outside_the_asked_attributes_domain_are_rejected_by_the_runtime
 def test_calm_round_reports_are_bounded_at_the_rounds_epsilon(epsilon):
     """SAFARI with rule1 = "calm" checked its OLH round's reports against the bound of ε = 1:
     at ε = 4 about half the valid reports were rejected as out of domain, at ε = 6 about 81%."""
-    from simulator.inproc import run_inproc
-    from simulator.session import Limits
+    from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.session import Limits
 
     cfg = {"protocol": "safari", "params": {"epsilon": epsilon, "rule1": "calm"},
            "data": {"kind": "safari_mallows", "n": 5000, "d": 4, "theta": 0.3}, "seed": 2,

@@ -9,10 +9,9 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import rng as rngm
-from protocols.safari import lade, perm, riffle, rules
-from protocols.safari.riffle import Chain, RIModel
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.safari import lade, perm, riffle, rules
+from ldpsim.protocols.safari.riffle import Chain, RIModel
 
 # Example 1: X = {Beer, Cola, Fanta, Potato, Whisky} = items 0..4; σ0 = ⟨W, B, C, F, P⟩.
 B, C, F, P, W = range(5)

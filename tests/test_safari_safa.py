@@ -8,13 +8,12 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import PROTOCOLS
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.mechanisms import GRR, OLH, Hadamard, hadamard
-from protocols.safari import perm, safa
-from protocols.safari.riffle import Chain
+from ldpsim.protocols import PROTOCOLS
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.mechanisms import GRR, OLH, Hadamard, hadamard
+from ldpsim.protocols.safari import perm, safa
+from ldpsim.protocols.safari.riffle import Chain
 
 LN3 = math.log(3.0)
 SAFARI = PROTOCOLS["safari"]

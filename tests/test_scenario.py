@@ -19,10 +19,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from protocols import DATA_KINDS, PROTOCOLS
-from simulator import scenario as sc
-from simulator.scenario import ScenarioError
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS
+from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.scenario import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCEN_DIR = ROOT / "scenarios"
@@ -656,7 +655,7 @@ def test_file_data_n_beyond_the_file(tmp_path):
 
 def cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "ldpsim", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -884,13 +883,13 @@ def test_result_files_are_readable_by_others(tiny_run):
 def test_version_and_help_import_no_family():
     """``ldpsim --version`` / ``--help`` stay fast: the CLI module imports no protocol family and
     no scipy (the registry is built on first use)."""
-    code = ("import sys, simulator.cli; "
+    code = ("import sys, ldpsim.simulator.cli; "
             "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith("
-            "('protocols.rank', 'protocols.safari', 'protocols.ethics', 'protocols.truth', "
-            "'protocols.vote'))))")
+            "('ldpsim.protocols.rank', 'ldpsim.protocols.safari', 'ldpsim.protocols.ethics', "
+            "'ldpsim.protocols.truth', 'ldpsim.protocols.vote'))))")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
-    from simulator import __version__
+    from ldpsim.simulator import __version__
 
     assert cli("--version").stdout.strip().endswith(__version__)

@@ -11,12 +11,11 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import get_data_kind
-from protocols.base import ReportSchema
-from simulator import wire
-from simulator.seeding import auth_key, curator_config, pool_keys, run_keys
-from simulator.session import CuratorSession, Limits, PoolSession
+from ldpsim.protocols import get_data_kind
+from ldpsim.protocols.base import ReportSchema
+from ldpsim.simulator import wire
+from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys, run_keys
+from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
 
 LIMITS = Limits(timeout_s=10.0)
 

@@ -19,10 +19,10 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
+from ldpsim.simulator import wire
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
-from simulator import wire
-from simulator.session import Limits
-from simulator.transport import run_processes
 from tests.conftest import free_port
 
 LIMITS = Limits(timeout_s=20.0)
@@ -145,15 +145,15 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
     import sys
     from pathlib import Path
 
-    from simulator.inproc import run_inproc
-    from simulator.transport import HostsCurator
+    from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.transport import HostsCurator
 
     root = Path(__file__).resolve().parents[1]
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     hosts = HostsCurator(endpoint, LIMITS)
     env = dict(os.environ, PYTHONPATH=str(root))
-    pools = [subprocess.Popen([sys.executable, "-m", "simulator", "agents", "--connect", endpoint,
+    pools = [subprocess.Popen([sys.executable, "-m", "ldpsim", "agents", "--connect", endpoint,
                                "--pool", f"{i}/2", "--token", "tk"], env=env,
                               stderr=subprocess.DEVNULL) for i in range(2)]
     ctx = mp.get_context("fork")

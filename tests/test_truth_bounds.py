@@ -7,10 +7,9 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.truth import bounds
 from scipy.stats import norm
-
-from protocols.base import Block
-from protocols.truth import bounds
 
 E = math.e
 
@@ -110,7 +109,7 @@ def test_rr_bound_tends_to_zero_error_terms_at_large_epsilon():
 def _example_rows(m: int, n: int, answered: int) -> np.ndarray:
     """The worked examples' setting: every truth 0, σ_i = 1, s_i = answered/n, Γ = 0..9
     (answers clip(round(N(0, 1))), as in our synthetic generator)."""
-    from protocols import rng as rngm
+    from ldpsim.protocols import rng as rngm
 
     g = rngm.party_generator(rngm.stream_key(7, "bounds-example"))
     rows = np.full((m, n), np.nan)
@@ -129,9 +128,9 @@ def test_measured_mae_at_the_worked_example_point():
     so the non-NULL reports of the (mostly NULL) cells average (L-1)/2 = 4.5, not
     Σ y/(e^ε + |Γ|) = 3.54; the measured MAE (about 4.4) exceeds the "bound" 3.545.
     """
-    from protocols import PROTOCOLS
-    from protocols import rng as rngm
-    from protocols.truth.inference import infer_truth, mae
+    from ldpsim.protocols import PROTOCOLS
+    from ldpsim.protocols import rng as rngm
+    from ldpsim.protocols.truth.inference import infer_truth, mae
 
     m, n = 1000, 100
     rows = _example_rows(m, n, 10)

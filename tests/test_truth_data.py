@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, ParamError
-from protocols import rng as rngm
-from protocols.truth.inference import infer_truth, mae
+from ldpsim.protocols import DATA_KINDS, ParamError
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.truth.inference import infer_truth, mae
 
 Z = 5.0
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
-from protocols import rng as rngm
-from protocols.truth.inference import SIGMA_FLOOR, infer_truth, mae, truths
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.truth.inference import SIGMA_FLOOR, infer_truth, mae, truths
 
 NAN = np.nan
 

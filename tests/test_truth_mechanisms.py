@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import PROTOCOLS
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.truth import mechanisms as tm
 from scipy import integrate, stats
-
-from protocols import PROTOCOLS
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.truth import mechanisms as tm
 
 Z = 5.0
 KEY = rngm.stream_key(11, "agents")

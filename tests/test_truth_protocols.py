@@ -9,15 +9,14 @@ import math
 import msgpack
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, PROTOCOLS, ParamError
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.truth import mechanisms as tm
-from simulator.inproc import run_inproc
-from simulator.runner import TruthCache
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.truth import mechanisms as tm
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 NAMES = ["truth_plain", "truth_lp", "truth_rr", "truth_mf", "truth_two_layer"]
 LIMITS = Limits(timeout_s=20)

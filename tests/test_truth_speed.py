@@ -6,12 +6,11 @@ import time
 
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, PROTOCOLS
-from protocols import rng as rngm
-from protocols.base import Block
-from simulator.session import Limits
-from simulator.transport import run_processes
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
 
 MF = PROTOCOLS["truth_mf"]
 

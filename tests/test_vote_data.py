@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from protocols import DATA_KINDS, ParamError
-from protocols import rng as rngm
-from protocols.vote.data import parse_weight_probs
+from ldpsim.protocols import DATA_KINDS, ParamError
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.vote.data import parse_weight_probs
 
 Z = 5.0
 KIND = DATA_KINDS["weighted_votes"]

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from protocols import DATA_KINDS, PROTOCOLS, ParamError
-from protocols import rng as rngm
-from protocols.base import Block
-from protocols.mechanisms import GRR
-from protocols.vote.dpwevote import (
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.mechanisms import GRR
+from ldpsim.protocols.vote.dpwevote import (
     G,
     budget,
     decide,
@@ -33,6 +31,7 @@ from protocols.vote.dpwevote import (
     quota_variance_per_partner,
     weighted_sum,
 )
+from scipy import stats
 
 Z = 5.0
 VOTE, LAP = PROTOCOLS["dpwevote"], PROTOCOLS["dpwevote_laplace"]
@@ -536,10 +535,10 @@ def _config(protocol: str, n: int = 300, pools: int = 2, **extra) -> dict:
 
 @pytest.mark.parametrize("protocol", ["dpwevote", "dpwevote_laplace"])
 def test_inproc_equals_processes(protocol):
-    from simulator.inproc import run_inproc
-    from simulator.runner import TruthCache
-    from simulator.session import Limits
-    from simulator.transport import run_processes
+    from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.runner import TruthCache
+    from ldpsim.simulator.session import Limits
+    from ldpsim.simulator.transport import run_processes
 
     limits = Limits(timeout_s=10)
     ref = run_inproc(_config(protocol, pools=1), limits)
@@ -561,7 +560,7 @@ def test_inproc_equals_processes(protocol):
 
 
 def test_scenarios_expand():
-    from simulator.scenario import check_runs, load
+    from ldpsim.simulator.scenario import check_runs, load
 
     for name, points, repeats in (("paper002_fig4", 108, 2000),
                                   ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),

@@ -5,8 +5,7 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-
-from simulator import wire
+from ldpsim.simulator import wire
 
 EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**62]
 

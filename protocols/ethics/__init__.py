@@ -5,8 +5,8 @@ Algorithm 2 (VLDP/RLDP Laplace), Algorithm 3 (RLDP functional mechanism, ``fm``)
 synthetic generator of §5.1 (``data``).
 """
 
-from protocols.ethics.data import KINDS
-from protocols.ethics.protocols import (
+from ldpsim.protocols.ethics.data import KINDS
+from ldpsim.protocols.ethics.protocols import (
     RLCP,
     VLCP,
     VLDP,

@@ -43,13 +43,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.ethics.mle import constrained_mle
+from ldpsim.protocols.ethics.model import NORMS, norm_of
 from scipy import special, stats
-
-from protocols import rng as rngm
-from protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from protocols.data import DataKind, Dataset
-from protocols.ethics.mle import constrained_mle
-from protocols.ethics.model import NORMS, norm_of
 
 EPS_MODES = ("none", "constant", "uniform", "list", "groups")
 BLOCK = 16384  # voters generated (and solved, for the truth) at a time

@@ -44,9 +44,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.protocols.ethics.model import (
+    NORMS,
+    neg_log_likelihood_parts,
+    norm_of,
+    project,
+    utilities,
+)
 from scipy import special
-
-from protocols.ethics.model import NORMS, neg_log_likelihood_parts, norm_of, project, utilities
 
 #: Relative floor (times trace(H)/d) added to the Hessian's diagonal so that no solve is singular
 #: (n_i < d, collinear records, or w -> 0 far out on separable data). It damps the Newton path

@@ -38,10 +38,9 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.base import (
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Bound,
@@ -53,9 +52,9 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.ethics import fm
-from protocols.ethics.mle import constrained_mle
-from protocols.ethics.model import agreement, ball_diameter_l1, project
+from ldpsim.protocols.ethics import fm
+from ldpsim.protocols.ethics.mle import constrained_mle
+from ldpsim.protocols.ethics.model import agreement, ball_diameter_l1, project
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
                     help="eps of the release (central) or of every voter without a personal "

@@ -16,10 +16,10 @@ noise or flip coins themselves (``tests/test_mechanisms_layer.py`` inspects thei
 
 from __future__ import annotations
 
-from protocols.mechanisms import grr, hadamard, laplace, olh
-from protocols.mechanisms.grr import GRR
-from protocols.mechanisms.hadamard import Hadamard
-from protocols.mechanisms.laplace import (
+from ldpsim.protocols.mechanisms import grr, hadamard, laplace, olh
+from ldpsim.protocols.mechanisms.grr import GRR
+from ldpsim.protocols.mechanisms.hadamard import Hadamard
+from ldpsim.protocols.mechanisms.laplace import (
     GRID_BITS,
     Laplace,
     laplace_mechanism,
@@ -28,7 +28,7 @@ from protocols.mechanisms.laplace import (
     snap_to_grid,
     snapped_laplace,
 )
-from protocols.mechanisms.olh import OLH
+from ldpsim.protocols.mechanisms.olh import OLH
 
 __all__ = ["GRR", "OLH", "Hadamard", "Laplace", "GRID_BITS", "laplace_mechanism",
            "laplace_scale", "laplace_threshold_keep_probability", "snap_to_grid",

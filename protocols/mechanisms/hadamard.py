@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols.mechanisms.grr import GRR
+from ldpsim.protocols.mechanisms.grr import GRR
 
 
 def order(k: int) -> int:

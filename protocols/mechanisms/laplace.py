@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from protocols.rng import laplace_from_uniform
+from ldpsim.protocols.rng import laplace_from_uniform
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:

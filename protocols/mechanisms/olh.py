@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols import rng as rngm
-from protocols.mechanisms.grr import GRR
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.mechanisms.grr import GRR
 
 SEED_BITS = 32
 _S32 = np.uint64(32)

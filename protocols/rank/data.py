@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from protocols.data import DataKind, Dataset, resolve_path
-from protocols.rank import mallows, profile
+from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.rank import mallows, profile
 
 
 @dataclass

@@ -25,8 +25,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols import rng as rng_mod
+from ldpsim.protocols import rng as rng_mod
 
 #: How a dispersion theta maps to Mallows' phi: seed 000 §5.2.1 defines theta = 1 - q/p, so
 #: phi = 1 - theta ("paper", theta in [0, 1]); PerMallows, whose generator the paper's synthetic

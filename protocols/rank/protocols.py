@@ -13,10 +13,9 @@ import math
 from typing import Any
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.base import (
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Curator,
@@ -26,8 +25,8 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.rank import profile
-from protocols.rank.kwiksort import kwiksort
+from ldpsim.protocols.rank import profile
+from ldpsim.protocols.rank.kwiksort import kwiksort
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="total privacy budget per agent (LDP) or of the release (central)")
@@ -312,7 +311,7 @@ class _LDPRank(_RankProtocol):
         if out["queries"] == "auto":
             out["queries"] = auto_queries(out["epsilon"], n_pairs, self.g)
         elif out["queries"] > n_pairs:
-            from protocols.base import ParamError
+            from ldpsim.protocols.base import ParamError
 
             raise ParamError(f"[params] queries: got {out['queries']}; allowed: \"auto\" or an "
                              f"integer in [1, {n_pairs}] (C(m,2) pairs for m={public['m']})")

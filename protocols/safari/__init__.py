@@ -6,8 +6,8 @@ rankings ``rank_grr``, ``rank_olh``, ``rank_harmony``, ``rank_calm``. Data kinds
 ``sushi_subset``, ``jester``, ``safari_mallows``.
 """
 
-from protocols.safari.data import KINDS
-from protocols.safari.protocols import (
+from ldpsim.protocols.safari.data import KINDS
+from ldpsim.protocols.safari.protocols import (
     RankCALM,
     RankGRR,
     RankHarmony,

@@ -26,9 +26,8 @@ import itertools
 import math
 
 import numpy as np
-
-from protocols.safari import rules
-from protocols.safari.riffle import Chain
+from ldpsim.protocols.safari import rules
+from ldpsim.protocols.safari.riffle import Chain
 
 LEAF_SIZES = ("K", "upto_K")
 

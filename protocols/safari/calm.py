@@ -21,9 +21,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-
-from protocols.safari import rules
-from protocols.safari.lade import joint_to_square, project_simplex
+from ldpsim.protocols.safari import rules
+from ldpsim.protocols.safari.lade import joint_to_square, project_simplex
 
 
 def make_consistent(joints: np.ndarray, rounds: int = 10) -> np.ndarray:

@@ -24,12 +24,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from protocols.data import DataKind, Dataset, resolve_path
-from protocols.rank import mallows
-from protocols.rank.data import THETA_CONVENTION, read_order, read_soc
-from protocols.safari import metrics
+from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.rank import mallows
+from ldpsim.protocols.rank.data import THETA_CONVENTION, read_order, read_soc
+from ldpsim.protocols.safari import metrics
 
 D_MAX = 20
 

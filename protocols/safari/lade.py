@@ -31,8 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 import scipy.optimize
-
-from protocols.safari import rules
+from ldpsim.protocols.safari import rules
 
 REGRESSIONS = ("lasso", "stepwise", "ridge")
 #: How the Lasso is solved. Its optimum is not unique on LADE's rank-deficient designs (every

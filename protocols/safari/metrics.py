@@ -16,8 +16,7 @@ baseline's AVD can exceed 1); nothing here clips them.
 from __future__ import annotations
 
 import numpy as np
-
-from protocols.safari import rules
+from ldpsim.protocols.safari import rules
 
 
 def q1_counts(pos: np.ndarray) -> np.ndarray:
@@ -81,7 +80,7 @@ def truth_of(rankings_blocks, d: int) -> dict:
     the pairwise count matrix ``counts`` ([a, b] = agents ranking a above b, as the rank
     family's truth) and ``n``.
     """
-    from protocols.safari import perm
+    from ldpsim.protocols.safari import perm
 
     n = 0
     c1 = np.zeros((d, d), dtype=np.int64)

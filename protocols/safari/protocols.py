@@ -27,10 +27,9 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols import rng as rngm
-from protocols.base import (
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Curator,
@@ -41,9 +40,9 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.mechanisms import hadamard, olh
-from protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
-from protocols.safari.riffle import Chain, RIModel
+from ldpsim.protocols.mechanisms import hadamard, olh
+from ldpsim.protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
+from ldpsim.protocols.safari.riffle import Chain, RIModel
 
 LN3 = math.log(3.0)
 MAX_DOMAIN = math.factorial(10)

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from protocols.safari import perm
+from ldpsim.protocols.safari import perm
 
 
 @dataclass(frozen=True)

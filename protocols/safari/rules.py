@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-
-from protocols.safari import riffle
-from protocols.safari.riffle import Chain
+from ldpsim.protocols.safari import riffle
+from ldpsim.protocols.safari.riffle import Chain
 
 RULES = ("I", "IN", "IC", "II")
 

@@ -22,9 +22,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols.mechanisms import hadamard, olh
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.mechanisms import hadamard, olh
 
 ORACLES = ("safa", "harmony", "olh")
 ESTIMATORS = ("paper", "group")

@@ -1,8 +1,8 @@
 """Truth inference on sparse crowdsourcing answers under LDP (seed 001): Algorithm 1 on answers
 perturbed by LP, RR with NULL, MF (objective perturbation) or the 2-Layer baseline."""
 
-from protocols.truth.data import KINDS
-from protocols.truth.protocols import TruthLP, TruthMF, TruthPlain, TruthRR, TruthTwoLayer
+from ldpsim.protocols.truth.data import KINDS
+from ldpsim.protocols.truth.protocols import TruthLP, TruthMF, TruthPlain, TruthRR, TruthTwoLayer
 
 PROTOCOLS = (TruthPlain(), TruthLP(), TruthRR(), TruthMF(), TruthTwoLayer())
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols.truth.mechanisms import rr_transition_matrix
 from scipy.stats import norm
-
-from protocols.truth.mechanisms import rr_transition_matrix
 
 
 def lp_cell_error(s: np.ndarray, sigma: np.ndarray, phi: np.ndarray, levels: int,

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.truth.inference import infer_truth, mae
 from scipy.special import ndtri
-
-from protocols import rng as rngm
-from protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from protocols.data import DataKind, Dataset
-from protocols.truth.inference import infer_truth, mae
 
 DATA_TYPE = "answers"
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols import mechanisms as mech
 from scipy.special import logsumexp, roots_legendre
-
-from protocols import mechanisms as mech
 
 # --------------------------------------------------------------------------- codes
 

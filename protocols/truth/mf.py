@@ -34,8 +34,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from protocols import mechanisms as mech
+from ldpsim.protocols import mechanisms as mech
 
 #: Rows per internal chunk of ``solve_profiles``; bounds memory, does not change any result.
 CHUNK = 512

@@ -16,9 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-
-from protocols import rng as rngm
-from protocols.base import (
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Curator,
@@ -29,10 +28,10 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.truth import mechanisms as tm
-from protocols.truth import mf
-from protocols.truth.data import DATA_TYPE
-from protocols.truth.inference import MAX_ITER, TOL, infer_truth, mae
+from ldpsim.protocols.truth import mechanisms as tm
+from ldpsim.protocols.truth import mf
+from ldpsim.protocols.truth.data import DATA_TYPE
+from ldpsim.protocols.truth.inference import MAX_ITER, TOL, infer_truth, mae
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="privacy budget ε per cell (ε-cell LDP, Definition II.1)")

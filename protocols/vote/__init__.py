@@ -1,7 +1,7 @@
 """Weighted voting under LDP (seed 002): DPWeVote and its Laplace baseline."""
 
-from protocols.vote.data import KINDS
-from protocols.vote.dpwevote import DPWeVote, DPWeVoteLaplace
+from ldpsim.protocols.vote.data import KINDS
+from ldpsim.protocols.vote.dpwevote import DPWeVote, DPWeVoteLaplace
 
 PROTOCOLS = (DPWeVote(), DPWeVoteLaplace())
 

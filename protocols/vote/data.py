@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from protocols import rng as rngm
-from protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from protocols.data import DataKind, Dataset
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset
 
 WEIGHTS = (1, 2, 3)
 DATA_TYPE = "weighted_votes"

@@ -64,9 +64,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from protocols import mechanisms as mech
-from protocols.base import (
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Curator,
@@ -77,7 +76,7 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
-from protocols.vote.data import DATA_TYPE, WEIGHTS
+from ldpsim.protocols.vote.data import DATA_TYPE, WEIGHTS
 
 G = np.asarray(WEIGHTS, dtype=np.float64)  # the weight of each group wI, wII, wIII
 LAPLACE_SENSITIVITY_W = 2.0  # §5.1.3: w changes by at most 3 - 1

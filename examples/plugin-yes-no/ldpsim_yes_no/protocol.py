@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from ldpsim_yes_no.survey import DATA_TYPE
-from protocols import mechanisms as mech
-from protocols.base import (
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.base import (
     AuditSpec,
     Block,
     Curator,
@@ -25,6 +23,8 @@ from protocols.base import (
     ReportSchema,
     RoundPlan,
 )
+
+from ldpsim_yes_no.survey import DATA_TYPE
 
 
 class _Curator(Curator):

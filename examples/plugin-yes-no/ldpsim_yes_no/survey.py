@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from protocols import rng
-from protocols.base import MAX_AGENTS, ParamSpec
-from protocols.data import DataKind, Dataset
+from ldpsim.protocols import rng
+from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.protocols.data import DataKind, Dataset
 
 DATA_TYPE = "yes_no"
 
