@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from pathlib import Path
@@ -26,7 +27,34 @@ def _scenario_files() -> list[Path]:
 
 
 def _err(*a, **k) -> None:
+    """Errors and warnings the user must see (also with -q)."""
     print(*a, file=sys.stderr, **{x: y for x, y in k.items() if x != "file"})
+
+
+log = logging.getLogger("ldpsim")
+
+
+def _info(*a, **k) -> None:
+    """Progress and context lines on stderr (hidden by -q)."""
+    log.info(" ".join(str(x) for x in a))
+
+
+class _Format(logging.Formatter):
+    """The CLI's own lines as they are; anything else as ``level: logger: message``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == "ldpsim" and record.levelno == logging.INFO:
+            return record.getMessage()
+        return f"{record.levelname.lower()}: {record.name}: {record.getMessage()}"
+
+
+def _setup_logging(verbose: bool, quiet: bool) -> None:
+    """-q: warnings and errors only; default: the CLI's progress lines; -v: debug logs too."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Format())
+    log.handlers[:] = [handler]
+    log.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -76,10 +104,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
-        _err(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
-             f"{scenario.runtime['pools']} pools -> {out}")
+        _info(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
+              f"{scenario.runtime['pools']} pools -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
-                                        echo=_err, include_degraded=args.include_degraded)
+                                        echo=_info, include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
         _err(f"error: {e}")
         return 2
@@ -122,9 +150,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         scenario = _load(args)
         out = args.out or f"results/{scenario.name}-audit"
         n = len([s for s in scenario.runs() if s.repeat == 0])
-        _err(f"audit {scenario.name}: {n} settings x {args.trials} trials (inproc) -> {out}")
+        _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (inproc) -> {out}")
         records = audit_scenario(scenario, out, args.trials, target=args.target,
-                                 show_progress=not args.no_progress, echo=_err)
+                                 show_progress=not args.no_progress, echo=_info)
     except (ScenarioError, ParamError, ValueError) as e:
         _err(f"error: {e}")
         return 2
@@ -316,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-scenarios", action="store_true",
                    help="skip the protocol benchmarks (scenarios/bench_*.toml)")
     b.set_defaults(func=cmd_bench)
+    for p in sub.choices.values():
+        p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")
+        p.add_argument("-q", "--quiet", action="store_true",
+                       help="only warnings and errors on stderr")
     return ap
 
 
@@ -332,6 +364,7 @@ def _sizes(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     keep_freed_memory()  # every command: inproc runs, hosts-backend processes, the audit
     return args.func(args)
 

@@ -893,3 +893,17 @@ def test_version_and_help_import_no_family():
     from ldpsim.simulator import __version__
 
     assert cli("--version").stdout.strip().endswith(__version__)
+
+
+def test_quiet_and_verbose(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    normal = cli("run", str(scen), "--out", str(out), "--no-progress")
+    quiet = cli("run", str(scen), "--out", str(out), "--no-progress", "-q")
+    assert normal.returncode == quiet.returncode == 0
+    assert "resuming:" in normal.stderr and "scenario " in normal.stderr
+    assert quiet.stderr == ""  # nothing but warnings and errors
+    assert quiet.stdout == normal.stdout  # the table is the output, not a log line
+    loud = cli("run", str(scen), "--out", str(out), "--no-progress", "--verbose")
+    assert loud.returncode == 0 and "resuming:" in loud.stderr
