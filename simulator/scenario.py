@@ -259,34 +259,90 @@ def _table(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return t
 
 
+def _hint(name: str, allowed: Any) -> str:
+    """``; did you mean 'x'?`` for the closest allowed name, or nothing."""
+    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Errors:
+    """Collects every validation error of a scenario, so one run of ``ldpsim`` shows them all."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.messages.extend(m for m in message.splitlines() if m)
+
+    def attempt(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``, or None with its error recorded."""
+        try:
+            return fn(*args)
+        except (ScenarioError, ParamError) as e:
+            self.add(str(e))
+            return None
+
+    def raise_if_any(self) -> None:
+        if len(self.messages) == 1:
+            raise ScenarioError(self.messages[0])
+        if self.messages:
+            raise ScenarioError(f"{len(self.messages)} problems in the scenario:\n  "
+                                + "\n  ".join(self.messages))
+
+
 def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str) -> dict:
+    errors = _Errors()
     out = {}
     for k, v in table.items():
         if k not in specs:
-            raise ScenarioError(f"[{section}] {k}: unknown key; allowed: {', '.join(specs)}")
-        out[k] = specs[k].check(v, f"[{section}] {k}")
+            errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(specs)}"
+                       f"{_hint(k, specs)}")
+            continue
+        checked = errors.attempt(specs[k].check, v, f"[{section}] {k}")
+        if checked is not None or v is None:
+            out[k] = checked
     for k, spec in specs.items():
-        if k not in out:
+        if k not in out and k not in table:
             if spec.required:
-                raise ScenarioError(f"[{section}] {k}: required; allowed: {spec.describe()}")
+                errors.add(f"[{section}] {k}: required; allowed: {spec.describe()}")
             out[k] = spec.default
+    errors.raise_if_any()
     return out
 
 
 def validate(raw: dict[str, Any], path: str | None = None,
              narrowed: frozenset[str] = frozenset()) -> Scenario:
-    """Check every key and value of a raw scenario dict.
+    """Check every key and value of a raw scenario dict; report every problem at once.
 
     Every ``[params]`` key must be taken by some protocol of the scenario, except those in
     ``narrowed``: file parameters of protocols an override removed (``--set protocol=kwiksort``
     on a file that also sets ``epsilon``)."""
-    unknown = set(raw) - TOP_KEYS
-    if unknown:
-        k = sorted(unknown)[0]
-        raise ScenarioError(f"{k}: unknown top-level key; allowed: {', '.join(sorted(TOP_KEYS))}")
+    errors = _Errors()
+    for k in sorted(set(raw) - TOP_KEYS):
+        errors.add(f"{k}: unknown top-level key; allowed: {', '.join(sorted(TOP_KEYS))}"
+                   f"{_hint(k, TOP_KEYS)}")
     name = raw.get("name") or (Path(path).stem if path else "scenario")
     if not isinstance(name, str):
-        raise ScenarioError("name: must be a string")
+        errors.add("name: must be a string")
+    protos = errors.attempt(_protocols, raw)
+    repeats = raw.get("repeats", 1)
+    if (isinstance(repeats, bool) or not isinstance(repeats, int)
+            or not 1 <= repeats <= MAX_REPEATS):
+        errors.add(f"repeats: got {repeats!r}; allowed: an integer >= 1 and <= {MAX_REPEATS}")
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        errors.add(f"seed: got {seed!r}; allowed: an integer >= 0")
+    data = errors.attempt(_data, raw, protos, errors)
+    params = errors.attempt(_params, raw, protos, narrowed, errors)
+    runtime = errors.attempt(_runtime, raw)
+    collusion = errors.attempt(_collusion, raw)
+    output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
+    errors.raise_if_any()
+    return Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
+                    output)
+
+
+def _protocols(raw: dict[str, Any]) -> list[str]:
     if "protocol" in raw and "protocols" in raw:
         raise ScenarioError("protocol/protocols: give one of them, not both")
     protos = raw.get("protocols", raw.get("protocol"))
@@ -299,16 +355,13 @@ def validate(raw: dict[str, Any], path: str | None = None,
         if not isinstance(p, str):
             raise ScenarioError(f"protocol: {p!r} is not a name; allowed: "
                                 f"{', '.join(sorted(PROTOCOLS))}")
-        get_protocol(p)
-    repeats = raw.get("repeats", 1)
-    if (isinstance(repeats, bool) or not isinstance(repeats, int)
-            or not 1 <= repeats <= MAX_REPEATS):
-        raise ScenarioError(f"repeats: got {repeats!r}; allowed: an integer >= 1 and "
-                            f"<= {MAX_REPEATS}")
-    seed = raw.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ScenarioError(f"seed: got {seed!r}; allowed: an integer >= 0")
+        if p not in PROTOCOLS:
+            raise ScenarioError(f"protocol: unknown protocol {p!r}; allowed: "
+                                f"{', '.join(sorted(PROTOCOLS))}{_hint(p, PROTOCOLS)}")
+    return protos
 
+
+def _data(raw: dict[str, Any], protos: list[str] | None, errors: _Errors) -> dict[str, Any]:
     data = dict(_table(raw, "data"))
     kind = data.get("kind")
     if kind is None:
@@ -316,41 +369,61 @@ def validate(raw: dict[str, Any], path: str | None = None,
     if not isinstance(kind, str):
         raise ScenarioError(f"[data] kind: got {kind!r}; allowed: one of "
                             f"{', '.join(sorted(DATA_KINDS))} (a data kind cannot be swept)")
+    if kind not in DATA_KINDS:
+        raise ScenarioError(f"[data] kind: unknown data kind {kind!r}; allowed: "
+                            f"{', '.join(sorted(DATA_KINDS))}{_hint(kind, DATA_KINDS)}")
     dk = get_data_kind(kind)
-    data_types = {PROTOCOLS[p].data_type for p in protos}
-    if data_types != {dk.data_type}:
-        raise ScenarioError(f"[data] kind: {kind!r} holds {dk.data_type} data, but protocol(s) "
-                            f"{', '.join(protos)} need {', '.join(sorted(data_types))}")
+    if protos is not None:
+        data_types = {PROTOCOLS[p].data_type for p in protos}
+        if data_types != {dk.data_type}:
+            errors.add(f"[data] kind: {kind!r} holds {dk.data_type} data, but protocol(s) "
+                       f"{', '.join(protos)} need {', '.join(sorted(data_types))}")
     for k, v in data.items():
         if k == "kind":
             continue
         if k not in dk.params:
-            raise ScenarioError(f"[data] {k}: unknown argument for kind {kind!r}; allowed: "
-                                f"{', '.join(sorted(dk.params))}")
-        for item in (v if isinstance(v, list) else [v]):
-            dk.params[k].check(item, f"[data] {k}")
+            errors.add(f"[data] {k}: unknown argument for kind {kind!r}; allowed: "
+                       f"{', '.join(sorted(dk.params))}{_hint(k, dk.params)}")
+            continue
         if isinstance(v, list) and not v:
-            raise ScenarioError(f"[data] {k}: an empty list sweeps nothing")
+            errors.add(f"[data] {k}: an empty list sweeps nothing")
+        for item in (v if isinstance(v, list) else [v]):
+            if errors.attempt(dk.params[k].check, item, f"[data] {k}") is None and \
+                    item is not None:
+                break
+    return data
 
+
+def _params(raw: dict[str, Any], protos: list[str] | None, narrowed: frozenset[str],
+            errors: _Errors) -> dict[str, Any]:
     params = dict(_table(raw, "params"))
+    if protos is None:
+        return params
     for k, v in params.items():
         specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
         if not specs and k not in narrowed:  # ignoring it would run something else than asked
             allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
-            close = difflib.get_close_matches(k, allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ScenarioError(f"[params] {k}: not a parameter of any protocol of this "
-                                f"scenario{hint}; "
-                                f"allowed for {', '.join(protos)}: "
-                                f"{', '.join(allowed) or '(none)'}")
+            errors.add(f"[params] {k}: not a parameter of any protocol of this scenario; "
+                       f"allowed for {', '.join(protos)}: {', '.join(allowed) or '(none)'}"
+                       f"{_hint(k, allowed)}")
+            continue
         # a parameter of some of the protocols (e.g. epsilon next to plain "kwiksort") is not
         # applied to those that do not take it
         if isinstance(v, list) and not v:
-            raise ScenarioError(f"[params] {k}: an empty list sweeps nothing")
+            errors.add(f"[params] {k}: an empty list sweeps nothing")
+        bad = False
         for item in (v if isinstance(v, list) else [v]):
             for spec in specs:
-                spec.check(item, f"[params] {k}")
+                if errors.attempt(spec.check, item, f"[params] {k}") is None and \
+                        item is not None:
+                    bad = True
+                    break
+            if bad:
+                break
+    return params
 
+
+def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
     rt_raw = dict(_table(raw, "runtime"))
     faults = rt_raw.pop("faults", [])
     runtime = _check_table(rt_raw, RUNTIME, "runtime")
@@ -372,7 +445,10 @@ def validate(raw: dict[str, Any], path: str | None = None,
         if f["pool"] >= runtime["pools"]:
             raise ScenarioError(f"[runtime.faults] pool: got {f['pool']}; allowed: 0 .. "
                                 f"{runtime['pools'] - 1} (pools = {runtime['pools']})")
+    return runtime
 
+
+def _collusion(raw: dict[str, Any]) -> dict[str, Any]:
     col_raw = dict(_table(raw, "collusion"))
     if "colluders" in col_raw and "sweep" in col_raw:
         raise ScenarioError("[collusion] colluders/sweep: give one of them (sweep is a list of "
@@ -391,9 +467,7 @@ def validate(raw: dict[str, Any], path: str | None = None,
                                     "[0, 1) or counts (a list of ids goes in colluders)")
         collusion["colluders"] = sweep[0]
         collusion["sweep"] = sweep
-    output = _check_table(_table(raw, "output"), OUTPUT, "output")
-    return Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output)
+    return collusion
 
 
 def _check_colluders(v: Any) -> Any:

@@ -907,3 +907,30 @@ def test_quiet_and_verbose(tiny_run, tmp_path):
     assert quiet.stdout == normal.stdout  # the table is the output, not a log line
     loud = cli("run", str(scen), "--out", str(out), "--no-progress", "--verbose")
     assert loud.returncode == 0 and "resuming:" in loud.stderr
+
+
+def test_every_validation_error_at_once_with_the_closest_name():
+    raw = demo()
+    raw["protocols"] = ["ldp_kwiksort_rr"]
+    raw["repeat"] = 3  # typo of repeats
+    raw["data"]["m"] = 1  # below its minimum
+    raw["data"]["thetta"] = 0.5
+    raw["params"]["epsilom"] = 1.0
+    raw["runtime"]["backnd"] = "inproc"
+    raw["collusion"]["curatr"] = True
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=raw)
+    msg = str(e.value)
+    assert msg.startswith("6 problems in the scenario:")
+    for needle in ("repeat: unknown top-level key", "did you mean 'repeats'?",
+                   "[data] m: got 1", "[data] thetta: unknown argument", "did you mean 'theta'?",
+                   "[params] epsilom: not a parameter", "did you mean 'epsilon'?",
+                   "[runtime] backnd: unknown key", "did you mean 'backend'?",
+                   "[collusion] curatr: unknown key", "did you mean 'curator'?"):
+        assert needle in msg, (needle, msg)
+    # one problem: the message alone, as before
+    one = demo()
+    one["params"]["epsilom"] = 1.0
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=one)
+    assert str(e.value).startswith("[params] epsilom: not a parameter")
