@@ -372,3 +372,34 @@ def test_the_terminal_table_shows_mean_and_std_and_every_row() -> None:
     assert "± 1.414" in text  # the std of the first point's two repeats
     assert format_table(columns, many, max_rows=10, std=True).splitlines()[-1] == \
         "... (80 more rows)"
+
+
+def test_plot_draws_costs_facets_and_confidence_bands(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from ldpsim.simulator.results import _ci_half_width, axis_label
+    from matplotlib.axes import Axes
+
+    assert axis_label("params.epsilon") == "ε (privacy budget)"
+    assert axis_label("metrics.error_rate") == "error rate" and axis_label("data.m") == "m"
+    # 95% t interval of a mean of 3 repeats with std 1: t(0.975, 2) = 4.303 / sqrt(3)
+    assert _ci_half_width(1.0, 3) == pytest.approx(4.302652729911275 / math.sqrt(3))
+    assert _ci_half_width(1.0, 1) == 0.0 and _ci_half_width(None, 5) == 0.0
+    bands: list[int] = []
+    real = Axes.fill_between
+    monkeypatch.setattr(Axes, "fill_between",
+                        lambda self, *a, **k: (bands.append(1), real(self, *a, **k))[1])
+    recs = []
+    for solver in ("nnls", "cd"):
+        for eps in (0.5, 1.0, 2.0):
+            for i in range(3):
+                recs.append(rec(f"{solver}-{eps}-{i}", {"protocol": "p", "params.epsilon": eps,
+                                                        "params.solver": solver},
+                                {"acc": min(1.0, 0.5 + 0.2 * eps + 0.05 * i)},
+                                comm={"bytes_up_per_agent_mean": 10 * eps},
+                                timing={"wall_s": 0.1 * eps}))
+    names = sorted(p.name for p in plot(tmp_path, recs))
+    assert names == ["plot_acc_vs_params.epsilon.png",
+                     "plot_comm.bytes_up_per_agent_mean_vs_params.epsilon.png",
+                     "plot_timing.wall_s_vs_params.epsilon.png"]
+    assert len(bands) == 2  # one band per panel (solver = nnls, cd) for the metric, none for costs
