@@ -383,6 +383,11 @@ class Protocol(ABC):
     params: dict[str, ParamSpec] = {}
     #: the curator class ``make_curator`` builds (``curator_class`` may choose per run)
     curator_cls: type[Curator] | None = None
+    #: the names of the utility metrics ``evaluate`` returns (empty: undeclared; a scenario's
+    #: ``[plot] y`` is then not checked against them)
+    metrics: tuple[str, ...] = ()
+    #: the metrics the paper's figures show, which ``ldpsim run`` plots by default (empty: all)
+    figure_metrics: tuple[str, ...] = ()
 
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
         """Fill defaults and derived values (e.g. queries="auto"); ParamError on bad values."""

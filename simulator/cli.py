@@ -169,7 +169,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results import RESULTS_FILE, ResultStore, plot, usable, write_summary
+    from ldpsim.simulator.identity import stored_plot
+    from ldpsim.simulator.plots import plot
+    from ldpsim.simulator.results import RESULTS_FILE, ResultStore, usable, write_summary
     from ldpsim.simulator.runner import print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
@@ -184,7 +186,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     print_summary(shown, include_degraded=True, max_rows=args.rows)
     write_summary(args.out, shown)
     if args.plots:
-        for p in plot(args.out, shown):
+        for p in plot(args.out, shown, stored_plot(args.out)):
             print(p)
     return 0
 

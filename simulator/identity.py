@@ -46,6 +46,9 @@ def fingerprint(scenario: Any) -> dict[str, list[Any]]:
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     if scenario.collusion.get("sweep"):
         out["collusion.colluders"] = _values(scenario.collusion["sweep"])
+    if scenario.collusion.get("attacks"):  # only when on: older directories stay resumable
+        for k in ("attacks", "attack_targets"):
+            out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     out["output.per_round"] = [scenario.output.get("per_round", True)]
     return out
 
@@ -98,9 +101,25 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool) -> None:
     for k, vals in current.items():
         have = merged.setdefault(k, [])
         have.extend(v for v in vals if v not in have)
+    stored_doc: dict[str, Any] = {"fingerprint": merged}
+    plot = getattr(scenario, "plot", None)
+    if plot is not None:  # what `ldpsim summary DIR --plots` redraws
+        stored_doc["plot"] = plot.as_table()
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"fingerprint": merged}, indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(stored_doc, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def stored_plot(out_dir: str | Path) -> Any:
+    """The ``PlotSpec`` stored beside the results in ``out_dir``, or None (none stored, or
+    unreadable: the default figures are drawn)."""
+    from ldpsim.simulator.plots import PlotSpec
+
+    try:
+        table = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())["plot"]
+        return PlotSpec.from_table(table)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def beside(out_dir: str | Path, scenario: Any) -> Path:

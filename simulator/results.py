@@ -1,11 +1,10 @@
-"""Durable storage of run results, and the summary table / plots built from them.
+"""Durable storage of run results, and the summary table built from them.
 
 Every finished run produces one JSON-able record. :class:`ResultStore` appends it as one line of
 ``results.jsonl`` (fsync'ed, so a finished run survives a crash) and tells a resumed sweep which
 runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
 sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
-:func:`format_table` renders it for the terminal and :func:`plot` draws one figure per
-(metric, numeric swept axis).
+:func:`format_table` renders it for the terminal; ``simulator.plots`` draws the figures.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import io
 import json
 import math
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,6 +282,16 @@ class _Point:
     costs: dict[str, float | None] = field(default_factory=dict)
 
 
+def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's metrics: the protocol's utility metrics, and what the coalition learned
+    (``leakage`` of a run with ``[collusion] attacks``) as ``leakage.<name>``."""
+    out = dict(rec.get("metrics") or {})
+    for k, v in (rec.get("leakage") or {}).items():
+        if _is_number(v) or v is None:
+            out[f"leakage.{k}"] = v
+    return out
+
+
 def _number(v: Any) -> float | None:
     """``v`` as a finite float, or None when missing / non-numeric / non-finite."""
     if isinstance(v, bool):
@@ -349,7 +357,7 @@ def _group(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[_P
                 point[k] = _setting(rec, k)
         for a in point:
             axes.setdefault(a, None)
-        for m in rec.get("metrics") or {}:
+        for m in record_metrics(rec):
             metric_names.setdefault(m, None)
         pid = _point_id(point)
         if pid not in points:
@@ -359,7 +367,7 @@ def _group(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[_P
     for p in points.values():
         seen: dict[str, list[float]] = {}
         for rec in p.records:
-            for m, v in (rec.get("metrics") or {}).items():
+            for m, v in record_metrics(rec).items():
                 vals = seen.setdefault(m, [])
                 x = _number(v)
                 if x is not None:
@@ -521,194 +529,3 @@ def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int |
     if max_rows is not None and len(rows) > max_rows:
         out.append(f"... ({len(rows) - max_rows} more rows)")
     return "\n".join(out)
-
-
-# --------------------------------------------------------------------------------------------
-# Plots
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
-
-def _label(protocol: str, point: dict[str, Any], varying: list[str]) -> str:
-    extra = ", ".join(f"{a}={_fmt(point[a])}" for a in varying if a in point)
-    return f"{protocol} ({extra})" if extra else protocol
-
-
-#: most panels (one per combination of the other swept settings) a plot is split into
-MAX_PANELS = 12
-#: human axis labels
-LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
-          "comm.bytes_up_per_agent_mean": "bytes up per agent",
-          "comm.bytes_down_per_agent_mean": "bytes down per agent",
-          "timing.agent_cpu_s_mean": "agent CPU s per agent", "timing.wall_s": "run wall time (s)",
-          "collusion.colluders": "colluders (fraction or count)"}
-
-
-def axis_label(name: str) -> str:
-    """A readable label: ``params.epsilon`` -> ``ε (privacy budget)``, ``error_rate`` ->
-    ``error rate``, ``data.m`` -> ``m``."""
-    if name in LABELS:
-        return LABELS[name]
-    return name.split(".", 1)[-1].replace("_", " ")
-
-
-def _panel_title(panel_id: str) -> str:
-    values = json.loads(panel_id)
-    return ", ".join(f"{axis_label(k)} = {_fmt(v)}" for k, v in values.items() if v is not None)
-
-
-def _ci_half_width(std: float | None, count: int) -> float:
-    """Half-width of the 95% confidence interval of a mean of ``count`` repeats (t quantile)."""
-    if std is None or count < 2:
-        return 0.0
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, count - 1) * std / math.sqrt(count))
-
-
-def plot(out_dir: str | Path, records: list[dict[str, Any]]) -> list[Path]:
-    """Draw each metric's mean, with a 95% confidence band over the repeats, against each
-    numeric swept axis; also the communication and time costs.
-
-    For every axis ``params.*`` / ``data.*`` / ``collusion.colluders`` with numeric values taking
-    at least two distinct values, and every metric and cost, writes
-    ``<out_dir>/plot_<metric>_vs_<axis>.png`` with one line per protocol, each with its own
-    colour and marker, human axis labels, and one panel per combination of the other swept
-    settings (up to ``MAX_PANELS``; beyond, lines are labelled with them instead). Bands of
-    metrics that live in [0, 1] are clipped to it. Points without that axis (a protocol lacking
-    the parameter, e.g. plain kwiksort has no epsilon) are drawn as horizontal dashed lines at
-    their mean. The x axis is logarithmic when its values are positive and span more than a
-    factor 50, the y axis when the plotted means are positive and span more than a factor 1000.
-
-    Parameters
-    ----------
-    out_dir : str or Path
-        Destination directory (created if missing).
-    records : list of dict
-        Result records.
-
-    Returns
-    -------
-    list of Path
-        The files written; ``[]`` when matplotlib is not installed.
-    """
-    try:
-        from matplotlib import rcParams
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return []
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    axes, metric_names, points = _group(records)
-    colors = rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
-
-    def axis_values(a: str) -> list[Any]:
-        return [p.point[a] for p in points if a in p.point]
-
-    plot_axes = []
-    for a in axes:
-        if not a.startswith(("params.", "data.", "collusion.")):
-            continue
-        vals = axis_values(a)
-        if vals and all(_is_number(v) for v in vals) and len({float(v) for v in vals}) >= 2:
-            plot_axes.append(a)
-    varying = [a for a in axes if len({_point_id({"v": v}) for v in axis_values(a)}) > 1]
-
-    paths: list[Path] = []
-    bounded = {m: all(0.0 <= v <= 1.0 for p in points for rec in p.records
-                      for v in [_number((rec.get("metrics") or {}).get(m))] if v is not None)
-               for m in metric_names}
-    costs = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
-    markers = "osD^vP*Xh<>p"
-    for axis in plot_axes:
-        others = [a for a in varying if a not in (axis, "protocol")]
-        panels = sorted({_point_id({a: p.point.get(a) for a in others}) for p in points})
-        facet = 1 < len(panels) <= MAX_PANELS
-        for metric in metric_names + costs:
-            is_cost = metric in costs
-            # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
-            lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]] = {}
-            flats: dict[str, dict[str, tuple[str, list[float]]]] = {}
-            for p in points:
-                if is_cost:
-                    mean, half = p.costs.get(metric), 0.0
-                else:
-                    mean, std, count = p.metrics.get(metric, (None, None, 0))
-                    half = _ci_half_width(std, count)
-                if mean is None:
-                    continue
-                panel = _point_id({a: p.point.get(a) for a in others}) if facet else ""
-                rest = {a: v for a, v in p.point.items() if a != axis}
-                rest["protocol"] = p.protocol
-                key = _point_id(rest)
-                label = p.protocol if facet else _label(p.protocol, p.point, others)
-                if axis in p.point:
-                    lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
-                        (float(p.point[axis]), mean, half))
-                else:
-                    flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
-            if not lines:
-                continue
-            names = sorted(set(lines) | set(flats))
-            cols = min(3, len(names))
-            rows = -(-len(names) // cols)
-            fig = Figure(figsize=(5.2 * cols + 1.8, 3.8 * rows))
-            FigureCanvasAgg(fig)
-            grid = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
-            style: dict[str, tuple[str, str]] = {}  # protocol label -> (colour, marker)
-            xs_all: list[float] = []
-            ys_all: list[float] = []
-            for i, panel in enumerate(names):
-                ax = grid[i // cols][i % cols]
-                for label, pts in lines.get(panel, {}).values():
-                    pts.sort()
-                    xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
-                    color, marker = style.setdefault(label, (
-                        colors[len(style) % len(colors)], markers[len(style) % len(markers)]))
-                    ax.plot(xs, ys, marker=marker, color=color, label=label)
-                    lo, hi = ys - hs, ys + hs
-                    if not is_cost and bounded.get(metric):
-                        lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
-                    if hs.any():
-                        ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-                    xs_all += list(xs)
-                    ys_all += list(ys)
-                for label, means in flats.get(panel, {}).values():
-                    color, _ = style.setdefault(label, (colors[len(style) % len(colors)], ""))
-                    ax.axhline(float(np.mean(means)), linestyle="--", color=color,
-                               label=f"{label} (no {axis.split('.', 1)[-1]})")
-                    ys_all += means
-                if facet:
-                    ax.set_title(_panel_title(panel), fontsize="medium")
-                ax.grid(True, alpha=0.3)
-            for j in range(len(names), rows * cols):
-                grid[j // cols][j % cols].set_visible(False)
-            lo, hi = min(xs_all), max(xs_all)
-            ax0 = grid[0][0]
-            if lo > 0 and hi / lo > 50:
-                ax0.set_xscale("log")
-            ylo, yhi = min(ys_all), max(ys_all)
-            if ylo > 0 and yhi / ylo > 1000:  # e.g. raw-estimate errors over 5 decades
-                ax0.set_yscale("log")
-            for ax in grid[-1]:
-                ax.set_xlabel(axis_label(axis))
-            for r in grid:
-                r[0].set_ylabel(axis_label(metric))
-            handles, labels = [], []
-            for ax in grid.flat:
-                for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                    if lab not in labels:
-                        handles.append(h)
-                        labels.append(lab)
-            title = "" if is_cost else " (band: 95% CI over repeats)"
-            fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
-                       fontsize="small", title=f"protocol{title}", title_fontsize="small")
-            fig.suptitle(f"{axis_label(metric)} vs {axis_label(axis)}")
-            fig.tight_layout()
-            path = out / f"plot_{_safe(metric)}_vs_{_safe(axis)}.png"
-            fig.savefig(path, dpi=100, bbox_inches="tight")
-            paths.append(path)
-    return paths

@@ -23,12 +23,12 @@ from ldpsim.simulator import __version__, identity
 from ldpsim.simulator.collusion import save_view
 from ldpsim.simulator.curve import check_dir
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.plots import plot
 from ldpsim.simulator.progress import progress
 from ldpsim.simulator.results import (
     DEGRADED,
     ResultStore,
     format_table,
-    plot,
     summarize,
     usable,
     write_summary,
@@ -177,7 +177,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             write_summary(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
-        plot(out_dir, usable(records, include_degraded))
+        plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.simulator.collusion import LEAKAGE_METRICS
+from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.seeding import run_seed
 
 
@@ -37,7 +39,7 @@ MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "collusion", "output"}
+            "runtime", "collusion", "output", "plot"}
 
 RUNTIME = {
     "backend": ParamSpec("backend", "str", "processes", choices=("inproc", "processes", "hosts")),
@@ -60,7 +62,12 @@ FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "action": ParamSpec("action", "str", required=True,
                                   choices=("kill", "silent", "raise"))}
 COLLUSION = {"curator": ParamSpec("curator", "bool", True),
-             "save_view": ParamSpec("save_view", "bool", False)}
+             "save_view": ParamSpec("save_view", "bool", False),
+             "attacks": ParamSpec("attacks", "bool", False,
+                                  help="run the coalition's attacks on each run's own view and "
+                                       "record what it learned (record['leakage'])"),
+             "attack_targets": ParamSpec("attack_targets", "int", 200, low=1, high=10**6,
+                                         help="honest agents each run's attacks target")}
 OUTPUT = {"dir": ParamSpec("dir", "str", ""), "plots": ParamSpec("plots", "bool", True),
           "per_round": ParamSpec("per_round", "bool", True,
                                  help="keep comm.per_round in every record (false: smaller "
@@ -107,6 +114,17 @@ class Scenario:
     runtime: dict[str, Any]
     collusion: dict[str, Any]
     output: dict[str, Any]
+    #: the figures to draw (``[plot]``, defaults filled from the protocols' papers)
+    plot: PlotSpec = PlotSpec()
+
+    def axes(self) -> list[str]:
+        """The swept settings: list-valued ``params.*`` and ``data.*``, and
+        ``collusion.colluders`` when it is swept."""
+        out = [f"params.{k}" for k, v in self.params.items() if isinstance(v, list)]
+        out += [f"data.{k}" for k, v in self.data.items() if isinstance(v, list)]
+        if self.collusion.get("sweep"):
+            out.append("collusion.colluders")
+        return out
 
     def runs(self) -> list[RunSpec]:
         """Expand the sweep: protocols × data grid × params grid × repetitions."""
@@ -338,8 +356,37 @@ def validate(raw: dict[str, Any], path: str | None = None,
     collusion = errors.attempt(_collusion, raw)
     output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
     errors.raise_if_any()
-    return Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
+    scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
                     output)
+    scen.plot = _plot(raw, scen)
+    return scen
+
+
+def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
+    """The ``[plot]`` table, checked against the scenario's axes and its protocols' metrics;
+    ``y`` defaults to the metrics the protocols' papers plot (``Protocol.figure_metrics``) and
+    what the coalition learned when ``[collusion] attacks`` is on."""
+    table = dict(_table(raw, "plot"))
+    protos = [PROTOCOLS[p] for p in scen.protocols]
+    declared: list[str] | None = [] if all(p.metrics for p in protos) else None
+    if declared is not None:
+        for p in protos:
+            declared += [m for m in p.metrics if m not in declared]
+        if scen.collusion.get("attacks"):
+            declared += [f"leakage.{m}" for m in LEAKAGE_METRICS]
+    errors = check_table(table, scen.axes(), declared)
+    if errors:
+        _errors = _Errors()
+        for e in errors:
+            _errors.add(e)
+        _errors.raise_if_any()
+    spec = PlotSpec.from_table(table)
+    if "y" not in table:
+        y = default_metrics([p.figure_metrics for p in protos])
+        if y and scen.collusion.get("attacks"):
+            y += tuple(f"leakage.{m}" for m in LEAKAGE_METRICS)
+        spec = PlotSpec(**{**spec.__dict__, "y": y})
+    return spec
 
 
 def _protocols(raw: dict[str, Any]) -> list[str]:

@@ -187,6 +187,18 @@ def test_every_registered_protocol_states_its_contract():
         assert isinstance(run.rounds and run.rounds[0].plan, RoundPlan)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_metrics_are_what_evaluate_returns(name):
+    """``metrics`` (when declared) names exactly what ``evaluate`` returns, and the metrics a
+    scenario plots by default (``figure_metrics``) are among them."""
+    proto = PROTOCOLS[name]
+    got = set(_local(name).metrics)
+    if proto.metrics:
+        assert got == set(proto.metrics), name
+        assert len(proto.metrics) == len(set(proto.metrics))
+    assert set(proto.figure_metrics) <= (set(proto.metrics) or got), name
+
+
 def test_the_contract_is_enforced():
     """An incomplete protocol cannot be instantiated, and the reference loop rejects reports
     that break their schema (the contract tests above would see both)."""

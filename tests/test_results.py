@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ldpsim.simulator.plots import plot
 from ldpsim.simulator.progress import ProgressBar, _TextProgress, progress
 from ldpsim.simulator.results import (
     RESULTS_FILE,
@@ -20,7 +21,6 @@ from ldpsim.simulator.results import (
     ResultStore,
     format_table,
     jsonable,
-    plot,
     summarize,
     write_summary,
 )
@@ -377,7 +377,7 @@ def test_the_terminal_table_shows_mean_and_std_and_every_row() -> None:
 def test_plot_draws_costs_facets_and_confidence_bands(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
-    from ldpsim.simulator.results import _ci_half_width, axis_label
+    from ldpsim.simulator.plots import _ci_half_width, axis_label
     from matplotlib.axes import Axes
 
     assert axis_label("params.epsilon") == "ε (privacy budget)"

@@ -218,6 +218,10 @@ class _TrustedCurator(_AverageCurator):
 class _EthicsProtocol(Protocol):
     family = "ethical decisions (seed 004)"
     data_type = "pairwise"
+    metrics = ("accuracy", "accuracy_generating", "accuracy_reference", "cosine", "err_l1",
+               "err_l2", "err_linf")
+    #: Figs. 4-5 show the accuracy of the learned model on held-out decisions
+    figure_metrics = ("accuracy",)
 
     def report_length(self, params: dict[str, Any], public: dict[str, Any]) -> int:
         """Numbers per report: beta_i, and eps_i with the weighted aggregate."""

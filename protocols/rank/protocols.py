@@ -188,6 +188,9 @@ class _RankProtocol(Protocol):
     family = "rank aggregation (seed 000)"
     data_type = "ranking"
     curator_cls: type = _AllPairsCurator
+    metrics = ("error_rate", "kendall_tau")
+    #: Figs. 3-6 show the error rate and the average Kendall tau distance
+    figure_metrics = ("error_rate", "kendall_tau")
 
     def respond(self, block: Block) -> np.ndarray:
         """Truthful answers to all pairs (overridden by the LDP randomizers)."""
@@ -286,6 +289,7 @@ class DPKwikSort(_RankProtocol):
     summary = "central DP (trusts the curator): Laplace on every KwikSort comparison, capped"
     params = {"epsilon": EPSILON}
     curator_cls = _DPCurator
+    metrics = ("error_rate", "kendall_tau", "cap_hit")
     SENSITIVITY = 2.0
 
     @staticmethod

@@ -176,6 +176,9 @@ def audit_candidates(d: int) -> AuditSpec:
 class _RankingProtocol(Protocol):
     family = "ranking collection (seed 003)"
     data_type = "ranking"
+    metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2", "valid_fraction")
+    #: Figs. 2-4 and 6-7 show the AVD and SSE over the first- and second-order marginals
+    figure_metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2")
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         """avd_q1, avd_q2, sse_q1, sse_q2 (§6.1) of the released marginals; valid_fraction of

@@ -86,6 +86,9 @@ class TruthCurator(Curator):
 class _TruthProtocol(Protocol):
     family = "truth inference (seed 001)"
     data_type = DATA_TYPE
+    metrics = ("mae", "mae_change", "mae_original", "mae_vs_original", "corr")
+    #: Figs. 2-5 show the MAE change MAE_P - MAE_O (§VI-A)
+    figure_metrics = ("mae_change",)
     params: dict[str, ParamSpec] = dict(INFERENCE)
 
     # -- curator side ------------------------------------------------------------------------

@@ -446,6 +446,10 @@ class _VoteProtocol(Protocol):
     family = "weighted voting (seed 002)"
     data_type = DATA_TYPE
     curator_cls: type = _RRCurator
+    metrics = ("correct", "tp", "fp", "tn", "fn", "sq_err_w", "sq_err_q", "sq_err_phi",
+               "sq_err_sum")
+    #: Fig. 4: the accuracy (Eq. 10) and the MSE of x̂_w/n, q̂ and x̂_φY/n (Eqs. 11-13)
+    figure_metrics = ("correct", "sq_err_w", "sq_err_q", "sq_err_phi")
 
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
         out = super().resolve(params, public)
@@ -571,6 +575,8 @@ class DPWeVoteLaplace(_VoteProtocol):
     """
 
     name = "dpwevote_laplace"
+    metrics = ("correct", "tp", "fp", "tn", "fn", "sq_err_q", "sq_err_sum")
+    figure_metrics = ("correct", "sq_err_q")
     summary = "LDP weighted voting baseline: Laplace noise on weight (D=2) and opinions (D=1)"
     params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET}
     curator_cls = _LaplaceCurator
