@@ -232,6 +232,10 @@ class PrivacyClaim:
     #: paper's proof has a gap; ``notes`` say which pairs): the contract tests then do not
     #: hold the likelihood ratio to ε, and the audit is expected to refute the claim
     proven: bool = True
+    #: what ε protects: "row" (any two rows of one agent are neighbours), or a part of a row:
+    #: "cell" (rows that differ in one answer; the cells of a row compose) or "record" (one of
+    #: an agent's records). Bounds on telling two whole rows apart hold for "row" only.
+    unit: str = "row"
 
     @property
     def trusts_curator(self) -> bool:
@@ -241,7 +245,7 @@ class PrivacyClaim:
         return {"model": self.model, "epsilon": self.epsilon,
                 "per_report_epsilon": self.per_report_epsilon, "sensitivity": self.sensitivity,
                 "mechanism": self.mechanism, "trusts_curator": self.trusts_curator,
-                "proven": self.proven, "notes": self.notes}
+                "proven": self.proven, "unit": self.unit, "notes": self.notes}
 
 
 class Curator(ABC):
@@ -383,8 +387,8 @@ class Protocol(ABC):
     params: dict[str, ParamSpec] = {}
     #: the curator class ``make_curator`` builds (``curator_class`` may choose per run)
     curator_cls: type[Curator] | None = None
-    #: the names of the utility metrics ``evaluate`` returns (empty: undeclared; a scenario's
-    #: ``[plot] y`` is then not checked against them)
+    #: the names of every utility metric ``evaluate`` may return (some only with some
+    #: parameters; empty: undeclared, and a scenario's ``[plot] y`` is not checked)
     metrics: tuple[str, ...] = ()
     #: the metrics the paper's figures show, which ``ldpsim run`` plots by default (empty: all)
     figure_metrics: tuple[str, ...] = ()

@@ -19,10 +19,6 @@ import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.simulator import wire
 
-#: what ``[collusion] attacks`` records per run (``record["leakage"]``, see
-#: ``simulator.leakage``), in the order the plots show them
-LEAKAGE_METRICS = ("report_accuracy", "differencing_accuracy", "report_bound")
-
 
 def n_colluders(n: int, spec: Any) -> int | None:
     """How many colluders a fraction or count names (None for an explicit id list)."""

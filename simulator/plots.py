@@ -11,6 +11,7 @@ costs, and the file formats. The spec is stored beside the results (``scenario.j
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -33,6 +34,9 @@ from ldpsim.simulator.results import (
 MAX_PANELS = 12
 #: human axis labels
 LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
+          "data.theta": "θ (Mallows dispersion)",
+          "data.d": "d (items)", "data.sparsity": "sparsity (fraction of NULL cells)",
+          "params.K": "K", "params.queries": "queries per agent",
           "comm.bytes_up_per_agent_mean": "bytes up per agent",
           "comm.bytes_down_per_agent_mean": "bytes down per agent",
           "timing.agent_cpu_s_mean": "agent CPU s per agent", "timing.wall_s": "run wall time (s)",
@@ -200,6 +204,14 @@ def _panel_title(panel_id: str) -> str:
     return ", ".join(f"{axis_label(k)} = {_fmt(v)}" for k, v in values.items() if v is not None)
 
 
+def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[str]]) -> list[str]:
+    """The panels a point is drawn in: its own values of the facet settings; every value of a
+    setting it lacks (a protocol without that parameter)."""
+    combos = [[(a, p.point[a])] if a in p.point else
+              [(a, json.loads(v)["v"]) for v in panel_sets[a]] for a in facet_keys]
+    return [_point_id(dict(c)) for c in itertools.product(*combos)]
+
+
 def _ci_half_width(std: float | None, count: int) -> float:
     """Half-width of the 95% confidence interval of a mean of ``count`` repeats (t quantile)."""
     if std is None or count < 2:
@@ -275,13 +287,16 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
     markers = "osD^vP*Xh<>p"
     for axis in plot_axes:
         rest_varying = [a for a in varying if a not in (axis, spec.hue)]
-        if spec.facet is None:
-            facet_keys = rest_varying
-            panels = sorted({_point_id({a: p.point.get(a) for a in facet_keys}) for p in points})
-            facet = 1 < len(panels) <= MAX_PANELS
-        else:
-            facet_keys = [a for a in spec.facet if a != axis]
-            facet = bool(facet_keys)
+        facet_keys = rest_varying if spec.facet is None else \
+            [a for a in spec.facet if a != axis]
+        # a point without a facet setting (kwiksort has no ε) is drawn in every panel
+        panel_sets = {a: sorted({_point_id({"v": p.point[a]}) for p in points if a in p.point})
+                      for a in facet_keys}
+        n_panels = math.prod(len(v) for v in panel_sets.values()) if facet_keys else 1
+        facet = 1 < n_panels <= MAX_PANELS if spec.facet is None else bool(facet_keys)
+        panels_of = {id(p): _panels(p, facet_keys, panel_sets) if facet else [""]
+                     for p in points}
+
         label_keys = [spec.hue] + [a for a in rest_varying if not (facet and a in facet_keys)]
         for metric in chosen:
             is_cost = metric in costs
@@ -296,7 +311,6 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                     half = _ci_half_width(std, count)
                 if mean is None:
                     continue
-                panel = _point_id({a: p.point.get(a) for a in facet_keys}) if facet else ""
                 values = {a: (p.protocol if a == "protocol" else p.point.get(a))
                           for a in label_keys}
                 key = _point_id(values)
@@ -304,11 +318,12 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                 extra = ", ".join(_value_label(a, v) for a, v in list(values.items())[1:]
                                   if v is not None)
                 label = (first[0] if first else "") + (f" ({extra})" if extra else "")
-                if axis in p.point:
-                    lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
-                        (float(p.point[axis]), mean, half))
-                else:
-                    flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
+                for panel in panels_of[id(p)]:
+                    if axis in p.point:
+                        lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
+                            (float(p.point[axis]), mean, half))
+                    else:
+                        flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
             if not lines:
                 continue
             names = sorted(set(lines) | set(flats))
@@ -318,8 +333,14 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
             FigureCanvasAgg(fig)
             grid = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
             style: dict[str, tuple[str, str]] = {}  # line label -> (colour, marker)
+            ys_all = [m for panel in lines.values() for _, pts in panel.values()
+                      for _, m, _ in pts]
+            ys_all += [m for panel in flats.values() for _, ms in panel.values() for m in ms]
+            ylo, yhi = min(ys_all), max(ys_all)
+            # e.g. raw-estimate errors over 5 decades
+            logy = spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000)
+            floor = min((y for y in ys_all if y > 0), default=1.0)
             xs_all: list[float] = []
-            ys_all: list[float] = []
             for i, panel in enumerate(names):
                 ax = grid[i // cols][i % cols]
                 for label, pts in lines.get(panel, {}).values():
@@ -331,27 +352,28 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                     lo, hi = ys - hs, ys + hs
                     if not is_cost and bounded.get(metric):
                         lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+                    if logy:  # a band reaching 0 or below stops at the smallest mean drawn
+                        lo = np.maximum(lo, floor)
                     if hs.any():
                         ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
                     xs_all += list(xs)
-                    ys_all += list(ys)
                 for label, means in flats.get(panel, {}).values():
                     color, _ = style.setdefault(label, (colors[len(style) % len(colors)], ""))
                     ax.axhline(float(np.mean(means)), linestyle="--", color=color,
                                label=f"{label} (no {axis.split('.', 1)[-1]})")
-                    ys_all += means
                 if facet:
                     ax.set_title(_panel_title(panel), fontsize="medium")
                 ax.grid(True, alpha=0.3)
             for j in range(len(names), rows * cols):
                 grid[j // cols][j % cols].set_visible(False)
+                above = grid[j // cols - 1][j % cols]  # the lowest panel of that column
+                above.xaxis.set_tick_params(labelbottom=True)
+                above.set_xlabel(axis_label(axis))
             lo, hi = min(xs_all), max(xs_all)
             ax0 = grid[0][0]
             if spec.logx or (spec.logx is None and lo > 0 and hi / lo > 50):
                 ax0.set_xscale("log")
-            ylo, yhi = min(ys_all), max(ys_all)
-            # e.g. raw-estimate errors over 5 decades
-            if spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000):
+            if logy:
                 ax0.set_yscale("log")
             for ax in grid[-1]:
                 ax.set_xlabel(axis_label(axis))

@@ -282,13 +282,19 @@ class _Point:
     costs: dict[str, float | None] = field(default_factory=dict)
 
 
+#: what ``[collusion] attacks`` records per run (``record["leakage"]``, see
+#: ``simulator.leakage``) and the summary and plots show as ``leakage.<name>``
+LEAKAGE_METRICS = ("report_accuracy", "differencing_accuracy", "report_bound")
+
+
 def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
     """A record's metrics: the protocol's utility metrics, and what the coalition learned
     (``leakage`` of a run with ``[collusion] attacks``) as ``leakage.<name>``."""
     out = dict(rec.get("metrics") or {})
-    for k, v in (rec.get("leakage") or {}).items():
-        if _is_number(v) or v is None:
-            out[f"leakage.{k}"] = v
+    leak = rec.get("leakage") or {}
+    for k in LEAKAGE_METRICS:
+        if k in leak:
+            out[f"leakage.{k}"] = leak[k]
     return out
 
 

@@ -20,7 +20,7 @@ import scipy
 import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.simulator import __version__, identity
-from ldpsim.simulator.collusion import save_view
+from ldpsim.simulator.collusion import colluder_mask, save_view
 from ldpsim.simulator.curve import check_dir
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.plots import plot
@@ -80,7 +80,9 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
     config = spec.config()
     limits = limits_of(spec.runtime)
     backend = spec.runtime["backend"]
-    record_view = bool(spec.collusion.get("save_view")) and view_dir is not None
+    save = bool(spec.collusion.get("save_view")) and view_dir is not None
+    attacks = bool(spec.collusion.get("attacks"))
+    record_view = save or attacks
     # the token is the hosts backend's out-of-band secret; with it every backend gives the
     # same output for the same seed (``simulator.seeding``)
     secret = spec.runtime["token"] or None
@@ -119,10 +121,27 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
                       "spec": spec.collusion["colluders"]},
         "versions": versions(),
     }
-    if record_view:
+    if attacks:
+        t1 = time.perf_counter()
+        record["leakage"] = _leakage(spec, res, secret)
+        record["leakage"]["seconds"] = time.perf_counter() - t1
+    if save:
         path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
         record["view_path"] = str(path)
     return record
+
+
+def _leakage(spec: RunSpec, res: dict[str, Any], secret: str | None) -> dict[str, Any]:
+    """``simulator.leakage`` on the run's own view, with the run's data and coalition."""
+    from ldpsim.simulator.leakage import run_leakage
+
+    keys = run_keys(spec.seed, secret)
+    kind = get_data_kind(spec.data["kind"])
+    ds = kind.build({k: v for k, v in spec.data.items() if k != "kind"}, keys.data)
+    mask = colluder_mask(ds.n, spec.collusion, keys.collusion)
+    return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
+                       bool(spec.collusion.get("curator", True)), spec.seed,
+                       int(spec.collusion.get("attack_targets", 200)))
 
 
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,

@@ -21,8 +21,8 @@ from typing import Any
 
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
-from ldpsim.simulator.collusion import LEAKAGE_METRICS
 from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
+from ldpsim.simulator.results import LEAKAGE_METRICS
 from ldpsim.simulator.seeding import run_seed
 
 

@@ -189,12 +189,16 @@ def test_every_registered_protocol_states_its_contract():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_declared_metrics_are_what_evaluate_returns(name):
-    """``metrics`` (when declared) names exactly what ``evaluate`` returns, and the metrics a
+    """``metrics`` (when declared) names everything ``evaluate`` returns, and the metrics a
     scenario plots by default (``figure_metrics``) are among them."""
     proto = PROTOCOLS[name]
     got = set(_local(name).metrics)
     if proto.metrics:
-        assert got == set(proto.metrics), name
+        assert got <= set(proto.metrics), name
+        for pname, spec in proto.params.items():  # a switch may add metrics (diagnostics)
+            if spec.kind == "bool":
+                flipped = run_locally(name, {pname: not spec.default}, _data(name), seed=SEED)
+                assert set(flipped.metrics) <= set(proto.metrics), (name, pname)
         assert len(proto.metrics) == len(set(proto.metrics))
     assert set(proto.figure_metrics) <= (set(proto.metrics) or got), name
 

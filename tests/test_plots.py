@@ -49,8 +49,8 @@ def test_the_default_figures_are_the_papers() -> None:
     assert default_metrics([("a",), ()]) == ()  # one protocol declares none: plot them all
     s = sc.load(FIG5, ['plot.y=["kendall_tau", "bytes_up"]', "plot.logx=true",
                        'plot.facet=[]', 'plot.formats=["png", "pdf"]'])
-    assert s.plot == PlotSpec(y=("kendall_tau", "bytes_up"), logx=True, facet=(),
-                              formats=("png", "pdf"))
+    assert s.plot == PlotSpec(y=("kendall_tau", "bytes_up"), x=("params.epsilon",), logx=True,
+                              facet=(), formats=("png", "pdf"))  # x: the file's [plot]
     assert PlotSpec.from_table(s.plot.as_table()) == s.plot
     assert PlotSpec.from_table(PlotSpec().as_table()) == PlotSpec()
 
@@ -138,3 +138,32 @@ def test_summary_redraws_the_scenarios_figures(tmp_path: Path) -> None:
                           check=True, capture_output=True, text=True, timeout=120)
     assert sorted(p.name for p in out.glob("plot_*")) == drawn
     assert "plot_kendall_tau_vs_params.epsilon.svg" in done.stdout
+
+
+def test_a_point_without_a_facet_setting_is_drawn_in_every_panel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain kwiksort has no ε: against θ with a panel per ε, it is in every panel."""
+    pytest.importorskip("matplotlib")
+    lines = _spy(monkeypatch, "plot")
+    recs = [rec(f"r-{e}-{t}", {"protocol": "rr", "params.epsilon": e, "data.theta": t},
+                {"tau": t * e}) for e in (1.0, 2.0) for t in (0.25, 0.5)]
+    recs += [rec(f"k-{t}", {"protocol": "kwiksort", "data.theta": t}, {"tau": t})
+             for t in (0.25, 0.5)]
+    plot(tmp_path, recs, PlotSpec(x=("data.theta",), costs=False))
+    panels: dict[int, list[str]] = {}
+    for ax, _, kw in lines:
+        panels.setdefault(id(ax), []).append(kw["label"])
+    assert sorted(sorted(v) for v in panels.values()) == [["kwiksort", "rr"]] * 2
+    assert sorted(ax.get_title() for ax, _, _ in lines[::2]) == [
+        "ε (privacy budget) = 1", "ε (privacy budget) = 2"]
+
+
+def test_a_log_axis_band_stops_at_the_smallest_mean(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    bands = _spy(monkeypatch, "fill_between")
+    recs = [rec(f"w{d}-{i}", {"protocol": "p", "data.d": d}, {"sse": 10.0 ** (d - 4) * (1 + i)})
+            for d in (3, 5, 7, 9) for i in (0, 3)]  # wide: the lower CI ends are negative
+    plot(tmp_path, recs, PlotSpec(costs=False))
+    (_, (_, lo, _), _), = bands
+    assert lo.min() == pytest.approx(0.25)  # the smallest mean: (0.1 + 0.4) / 2 at d = 3

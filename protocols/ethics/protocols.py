@@ -331,7 +331,8 @@ class VLCP(NonPrivate):
         return PrivacyClaim("central", float(params["epsilon"]), sensitivity=delta,
                             mechanism="laplace",
                             notes=f"{self.level}-level neighbours; trusts the curator with every "
-                                  "beta_i; sensitivity D_1(C)/N for N = all voters")
+                                  "beta_i; sensitivity D_1(C)/N for N = all voters",
+                            unit="row" if self.level == "voter" else "record")
 
     central_noise = True
 
@@ -376,7 +377,8 @@ class VLDP(_EthicsProtocol):
         return PrivacyClaim("local", eps, per_report_epsilon=eps,
                             sensitivity=self.sensitivity(public, params),
                             mechanism=self.mechanism,
-                            notes="; ".join(x for x in (level, note) if x))
+                            notes="; ".join(x for x in (level, note) if x),
+                            unit="row" if self.level == "voter" else "record")
 
     curator_cls = _AverageCurator
 

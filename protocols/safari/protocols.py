@@ -176,7 +176,8 @@ def audit_candidates(d: int) -> AuditSpec:
 class _RankingProtocol(Protocol):
     family = "ranking collection (seed 003)"
     data_type = "ranking"
-    metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2", "valid_fraction")
+    metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2", "valid_fraction", "avd_s1", "avd_s2",
+               "avd_s3")
     #: Figs. 2-4 and 6-7 show the AVD and SSE over the first- and second-order marginals
     figure_metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2")
 

@@ -224,7 +224,7 @@ class TruthLP(_TruthProtocol):
         return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
                             sensitivity=tm.lp_sensitivity(levels), mechanism="laplace",
                             notes="ε-cell LDP per cell (Theorem 1); the n cells of one worker "
-                                  "compose to nε")
+                                  "compose to nε", unit="cell")
 
     def schema(self, params, public):
         n = int(public["tasks"])
@@ -265,7 +265,7 @@ class TruthRR(_TruthProtocol):
                             per_report_epsilon=tm.rr_epsilon(params["epsilon"]),
                             mechanism="randomized_response",
                             notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
-                                  "worker compose to nε")
+                                  "worker compose to nε", unit="cell")
 
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
@@ -300,7 +300,7 @@ class TruthTwoLayer(_TruthProtocol):
         return PrivacyClaim("local", worst, per_report_epsilon=worst,
                             mechanism="two_layer_randomized_response",
                             notes=f"worst-case ε-cell LDP; nominal (mean) ε = "
-                                  f"{params['epsilon']:g}")
+                                  f"{params['epsilon']:g}", unit="cell")
 
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
@@ -369,7 +369,7 @@ class TruthMF(_TruthProtocol):
         return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
                             sensitivity=mf.mf_sensitivity(levels),
                             mechanism="objective_perturbation_laplace", notes=notes,
-                            proven=params["null_mode"] != "skip")
+                            proven=params["null_mode"] != "skip", unit="cell")
 
     def broadcast(self, params, public, key):
         gen = rngm.party_generator(rngm.stream_key(key, "task-profiles"))
