@@ -14,7 +14,7 @@ from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.results import RESULTS_FILE, ResultStore, summarize, usable
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
-SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion")
+SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage")
 #: top-level record fields kept as columns
 FIELDS = ("key", "status", "scenario", "protocol", "repeat", "seed", "backend", "pools",
           "n_agents", "rejected", "dropouts", "refused", "lost_agents")
@@ -137,7 +137,8 @@ class Results:
     def to_pandas(self, include_degraded: bool = True):
         """A tidy DataFrame: one row per run; ``key``, ``protocol``, ``repeat``, ... and every
         scalar of ``params`` (resolved), ``data``, ``metrics``, ``comm``, ``timing``,
-        ``privacy`` and ``collusion`` as a ``section.name`` column (needs pandas:
+        ``privacy``, ``collusion`` and ``leakage`` (what the coalition learned, with
+        ``[collusion] attacks``) as a ``section.name`` column (needs pandas:
         ``pip install 'ldpsim[pandas]'``)."""
         pd = _pandas()
         rows = []
@@ -174,7 +175,8 @@ class Results:
             raise KeyError(f"{y!r}: not a metric or column; metrics: "
                            f"{', '.join(c[8:] for c in df.columns if c.startswith('metrics.'))}")
         if x is None:
-            swept = [c for c in df.columns if c.startswith(("params.", "data."))
+            swept = [c for c in df.columns
+                     if (c.startswith(("params.", "data.")) or c == "collusion.colluders")
                      and df[c].nunique(dropna=True) > 1 and _numeric(df[c])]
             if not swept:
                 raise ValueError("nothing is swept: give x=")
