@@ -93,8 +93,10 @@ def protocols_of(raw: dict) -> list[str]:
 
 
 def expected_run_count(raw: dict) -> int:
-    """protocols × data grid × (the protocol's own) params grid × repeats, computed from raw."""
+    """protocols × data grid × (the protocol's own) params grid × colluders sweep × repeats,
+    computed from raw."""
     data_axes = [len(v) for v in raw["data"].values() if isinstance(v, list)]
+    data_axes += [len(raw.get("collusion", {}).get("sweep", [0]))]
     total = 0
     for p in protocols_of(raw):
         accepted = PROTOCOLS[p].params
@@ -113,6 +115,8 @@ def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
     for k, v in raw["data"].items():
         if isinstance(v, list):
             point[f"data.{k}"] = spec.data[k]
+    if raw.get("collusion", {}).get("sweep"):
+        point["collusion.colluders"] = spec.collusion["colluders"]
     return point
 
 
@@ -266,7 +270,8 @@ def test_every_key_of_the_design_shape_works_as_written():
     assert (rt["backend"], rt["pools"], rt["timeout_s"]) == ("processes", 2, 30.0)
     assert isinstance(rt["timeout_s"], float)
     assert (rt["agent_mode"], rt["batch"], rt["faults"]) == ("batched", 4096, [])
-    assert s.collusion == {"colluders": 0.0, "curator": True, "save_view": False}
+    assert s.collusion == {"colluders": 0.0, "curator": True, "save_view": False,
+                           "attacks": False, "attack_targets": 200}
     assert s.output == {"dir": "", "plots": True, "per_round": True}
     specs = s.runs()
     assert len(specs) == 3 + 3 * 3 + 3 * 3
@@ -299,7 +304,8 @@ def test_optional_keys_of_the_readme():
     assert s.runtime["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
     assert (s.runtime["agent_mode"], s.runtime["batch"], s.runtime["progress"]) == (
         "exact", 128, False)
-    assert s.collusion == {"colluders": [1, 3], "curator": False, "save_view": True}
+    assert s.collusion == {"colluders": [1, 3], "curator": False, "save_view": True,
+                           "attacks": False, "attack_targets": 200}
     assert s.output == {"dir": "results/x", "plots": False, "per_round": True}
     cfg = s.runs()[0].config()
     assert cfg["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
@@ -521,7 +527,7 @@ def test_keys_do_not_depend_on_number_spelling():
 # Errors name the key and what is allowed
 
 
-ALLOWED_TOP = "allowed: collusion, data, description, name, output, params, protocol, " \
+ALLOWED_TOP = "allowed: collusion, data, description, name, output, params, plot, protocol, " \
               "protocols, repeats, runtime, seed"
 
 
