@@ -11,6 +11,7 @@ from pathlib import Path
 from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__
 from ldpsim.simulator.alloc import keep_freed_memory
+from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.curve import CurveError
 from ldpsim.simulator.session import Limits, RunFailed
 
@@ -286,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                "pools), left out of the summary and redone when the same command is run "
                "again; 130 interrupted")
     run_opts(r)
-    r.add_argument("--backend", choices=("inproc", "processes", "hosts"))
+    r.add_argument("--backend", choices=tuple(BACKENDS))
     r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
     r.set_defaults(func=cmd_run)
 

@@ -20,9 +20,8 @@ import scipy
 import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.simulator import __version__, identity
+from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.collusion import colluder_mask, save_view
-from ldpsim.simulator.curve import check_dir
-from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.plots import plot
 from ldpsim.simulator.progress import progress
 from ldpsim.simulator.results import (
@@ -36,7 +35,6 @@ from ldpsim.simulator.results import (
 from ldpsim.simulator.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.seeding import run_keys
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import HostsCurator, run_processes
 
 
 def versions() -> dict[str, str]:
@@ -73,13 +71,15 @@ class TruthCache:
         return self._cache[sig]
 
 
-def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator | None = None,
+def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | None = None,
             view_dir: Path | None = None) -> dict[str, Any]:
-    """Run one RunSpec on its backend and return its result record."""
+    """Run one RunSpec on ``backend`` (default: a standalone one of the spec's kind) and
+    return its result record."""
     truth = truth or TruthCache()
     config = spec.config()
     limits = limits_of(spec.runtime)
-    backend = spec.runtime["backend"]
+    if backend is None:
+        backend = get_backend(spec.runtime["backend"]).standalone()
     save = bool(spec.collusion.get("save_view")) and view_dir is not None
     attacks = bool(spec.collusion.get("attacks"))
     record_view = save or attacks
@@ -87,14 +87,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
     # same output for the same seed (``simulator.seeding``)
     secret = spec.runtime["token"] or None
     t0 = time.perf_counter()
-    if backend == "inproc":
-        res = run_inproc(config, limits, record_view, secret=secret)
-    elif backend == "processes":
-        res = run_processes(config, limits, record_view, secret=secret)
-    else:
-        if hosts is None:
-            raise ValueError("the hosts backend needs a running HostsCurator")
-        res = hosts.run(config, spec.runtime["token"], record_view)
+    res = backend.run(config, limits, record_view, secret)
     wall = time.perf_counter() - t0
     proto = get_protocol(spec.protocol)
     metrics = proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret))
@@ -111,7 +104,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, hosts: HostsCurator 
         "scenario": spec.scenario, "protocol": spec.protocol,
         "params": res["params"], "params_requested": spec.params, "data": spec.data,
         "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
-        "scenario_seed": spec.scenario_seed, "backend": backend,
+        "scenario_seed": spec.scenario_seed, "backend": backend.name,
         "pools": spec.runtime["pools"], "n_agents": res["n_agents"], "output": res["output"],
         "metrics": metrics, "privacy": claim.as_dict(), "comm": res["comm"], "timing": timing,
         "rejected": res["rejected"], "rejections": res["rejections"],
@@ -163,24 +156,16 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
     truth = TruthCache()
-    hosts = None
+    backend = None
     view_dir = Path(out_dir) / "views"
     try:
-        if todo and scenario.runtime["backend"] == "hosts":
-            rt = scenario.runtime
-            if rt.get("curve"):
-                check_dir(rt["curve"])  # a clear error before any process starts
-            hosts = HostsCurator(rt["endpoint"], limits_of(rt), rt.get("curve") or None)
-            echo(f"curator bound at {hosts.endpoint}; start {rt['pools']} pools with:\n  "
-                 f"ldpsim agents --connect tcp://HOST:PORT --pool I/{rt['pools']}"
-                 + (" --token ..." if rt["token"] else "")
-                 + (" --curve-key pool-I.key_secret --curve-server server.key"
-                    if rt.get("curve") else ""), file=sys.stderr)
+        if todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
+            backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
         with progress(len(specs), scenario.name, enabled=show_progress and
                       scenario.runtime["progress"]) as bar:
             bar.update(len(specs) - len(todo))
             for spec in todo:
-                rec = execute(spec, truth, hosts, view_dir)
+                rec = execute(spec, truth, backend, view_dir)
                 if not scenario.output["per_round"]:
                     rec["comm"].pop("per_round", None)
                 store.append(rec)
@@ -189,8 +174,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                     f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
                 bar.update(1)
     finally:
-        if hosts is not None:
-            hosts.close()
+        if backend is not None:
+            backend.close()
         records = store.records()
         if records:
             write_summary(out_dir, usable(records, include_degraded))

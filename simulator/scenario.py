@@ -21,6 +21,7 @@ from typing import Any
 
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.results import LEAKAGE_METRICS
 from ldpsim.simulator.seeding import run_seed
@@ -42,7 +43,7 @@ TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "
             "runtime", "collusion", "output", "plot"}
 
 RUNTIME = {
-    "backend": ParamSpec("backend", "str", "processes", choices=("inproc", "processes", "hosts")),
+    "backend": ParamSpec("backend", "str", "processes", choices=tuple(BACKENDS)),
     "pools": ParamSpec("pools", "int", 2, low=1, high=256),
     "timeout_s": ParamSpec("timeout_s", "float", 30.0, low=0, low_open=True,
                            high=MAX_TIMEOUT_S),

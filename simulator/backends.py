@@ -1,0 +1,130 @@
+"""Backends: where a run's curator and agent pools execute.
+
+A backend is built once per sweep (``Backend.build``), serves one run after another
+(``Backend.run``: a configured run in, the curator's result record out) and is closed at the
+end (``Backend.close``). The orchestrator (``simulator.runner``) only ever talks to this
+interface; the backends register by name in ``BACKENDS``, which is also what a scenario's
+``[runtime] backend`` accepts. Every backend gives the same output for the same seed (and hosts
+secret): the inproc backend is the fast path, the others the real processes and sockets.
+
+* ``inproc``: curator and pools in this process, messages through the same codec.
+* ``processes``: one curator process and P pool processes on this machine, over ZeroMQ.
+* ``hosts``: a long-lived curator bound to a public endpoint; pools started by hand with
+  ``ldpsim agents --connect ...`` on any machine take part in every run until it closes.
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+
+class Backend(ABC):
+    """One way of executing runs (see the module docstring)."""
+
+    #: the name ``[runtime] backend`` gives
+    name: str = ""
+
+    @classmethod
+    def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> Backend:
+        """Set up for a sweep whose ``[runtime]`` table is ``runtime`` (``echo`` tells the
+        user anything they must do, e.g. start pools)."""
+        return cls()
+
+    @classmethod
+    def standalone(cls) -> Backend:
+        """A backend for a single run with no sweep around it (``runner.execute(spec)``)."""
+        return cls()
+
+    @abstractmethod
+    def run(self, config: dict[str, Any], limits: Any, record_view: bool,
+            secret: str | None) -> dict[str, Any]:
+        """Execute one configured run (``RunSpec.config()``) and return the curator's result
+        record; ``secret`` is the hosts token (None elsewhere): with it every backend gives
+        the same output."""
+
+    def close(self) -> None:
+        """Release what ``build`` acquired (nothing, unless a backend says otherwise)."""
+        return None
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class InprocBackend(Backend):
+    """Curator and pools in this process (``simulator.inproc``)."""
+
+    name = "inproc"
+
+    def run(self, config, limits, record_view, secret):
+        from ldpsim.simulator.inproc import run_inproc
+
+        return run_inproc(config, limits, record_view, secret=secret)
+
+
+class ProcessesBackend(Backend):
+    """A curator process and P pool processes over ZeroMQ (``transport.run_processes``)."""
+
+    name = "processes"
+
+    def run(self, config, limits, record_view, secret):
+        from ldpsim.simulator.transport import run_processes
+
+        return run_processes(config, limits, record_view, secret=secret)
+
+
+class HostsBackend(Backend):
+    """A curator bound to ``[runtime] endpoint`` serving runs to pools started by hand."""
+
+    name = "hosts"
+
+    def __init__(self, curator: Any, token: str) -> None:
+        self.curator = curator
+        self.token = token
+
+    @classmethod
+    def build(cls, runtime, echo=print):
+        from ldpsim.simulator.curve import check_dir
+        from ldpsim.simulator.runner import limits_of
+        from ldpsim.simulator.transport import HostsCurator
+
+        if runtime.get("curve"):
+            check_dir(runtime["curve"])  # a clear error before any process starts
+        curator = HostsCurator(runtime["endpoint"], limits_of(runtime),
+                               runtime.get("curve") or None)
+        echo(f"curator bound at {curator.endpoint}; start {runtime['pools']} pools with:\n  "
+             f"ldpsim agents --connect tcp://HOST:PORT --pool I/{runtime['pools']}"
+             + (" --token ..." if runtime["token"] else "")
+             + (" --curve-key pool-I.key_secret --curve-server server.key"
+                if runtime.get("curve") else ""), file=sys.stderr)
+        return cls(curator, runtime["token"])
+
+    @classmethod
+    def standalone(cls):
+        raise ValueError("the hosts backend needs a running HostsCurator: run the scenario "
+                         "(ldpsim run / runner.run_scenario), which binds one")
+
+    def run(self, config, limits, record_view, secret):
+        return self.curator.run(config, self.token, record_view)
+
+    def close(self) -> None:
+        self.curator.close()
+
+
+#: every backend by name (``[runtime] backend``)
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in
+                                      (InprocBackend, ProcessesBackend, HostsBackend)}
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend registered under ``name``; ValueError naming the allowed ones."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"[runtime] backend: got {name!r}; allowed: one of "
+                         f"{', '.join(repr(b) for b in BACKENDS)}") from None
