@@ -162,31 +162,11 @@ def test_adjacent_pair_agreement_probability():
         assert abs(frac - p) <= Z * math.sqrt(p * (1 - p) / n)
 
 
-def _reference_sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
-    """Plain repeated insertion from the same draws, one agent at a time with Python lists:
-    each group's outcome by ``searchsorted`` on its joint cdf, decoded into the items' counts
-    (mixed radix, the last item fastest), each item inserted v places above the bottom."""
-    groups = mallows._groups(phi, m)
-    ref = mallows.reference_ranking(key, m)
-    u = rng.uniform(key, agents, 0, len(groups))
-    out = []
-    for row in u:
-        order: list[int] = []  # reference indices, best first
-        for j, grp in enumerate(groups):
-            g = int(np.searchsorted(grp.cdf, row[j], side="right"))
-            sizes = list(range(grp.first + 1, grp.last + 1))
-            for i, v in zip(sizes, np.unravel_index(g, sizes), strict=True):
-                assert len(order) == i - 1
-                order.insert(len(order) - int(v), i - 1)
-        out.append([int(ref[k]) for k in order])
-    return np.array(out, dtype=np.int16)
-
-
 @pytest.mark.parametrize(("m", "phi"), [(1, 0.5), (2, 0.3), (5, 0.8), (10, 0.5), (10, 1.0),
                                         (10, 0.0), (23, 0.93)])
 def test_sample_equals_plain_insertion_from_the_same_draws(m, phi):
     agents = np.arange(5, 2005)
-    want = _reference_sample(KEY, agents, m, phi)
+    want = mallows.sample_reference(KEY, agents, m, phi)
     assert np.array_equal(mallows.sample(KEY, agents, m, phi), want)
     assert np.array_equal(mallows.sample_positions(KEY, agents, m, phi),
                           np.argsort(want, axis=1))

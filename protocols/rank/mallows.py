@@ -163,8 +163,33 @@ def _blocks(key: int, agents: np.ndarray, m: int, phi: float):
         yield s, pos
 
 
+def sample_reference(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+    """The readable reference of ``sample``: plain repeated insertion from the same draws, one
+    agent at a time with Python lists. Each group's outcome by ``searchsorted`` on its joint
+    cdf, decoded into the items' counts (mixed radix, the last item fastest), each item
+    inserted v places above the bottom. ``sample`` must equal it row for row (a test checks);
+    it is slow (a Python loop per agent and item), for checking only.
+    """
+    groups = _groups(phi, m)
+    ref = reference_ranking(key, m)
+    u = rng_mod.uniform(key, np.asarray(agents, dtype=np.int64), 0, len(groups))
+    out = []
+    for row in u:
+        order: list[int] = []  # reference indices, best first
+        for j, grp in enumerate(groups):
+            g = int(np.searchsorted(grp.cdf, row[j], side="right"))
+            sizes = list(range(grp.first + 1, grp.last + 1))
+            for i, v in zip(sizes, np.unravel_index(g, sizes), strict=True):
+                order.insert(len(order) - int(v), i - 1)
+        out.append([int(ref[k]) for k in order])
+    return np.array(out, dtype=np.int16).reshape(len(out), m)
+
+
 def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     """Rankings (best first) of the given agents, shape ``(len(agents), m)``, dtype int16.
+
+    The vectorised speed path of ``sample_reference`` (identical output): agents in blocks,
+    a group's outcomes read from a bucket table, insertion as position arithmetic.
 
     Item i of the reference is inserted ``v_i`` places above the bottom of the i - 1 items
     already placed, P(v_i = v) ∝ phi^v; the counts of a group of consecutive items come from
