@@ -96,23 +96,45 @@ def target_reports(view: dict[str, Any], target: int) -> list[tuple[int, Any, An
     return out
 
 
+def log_likelihoods(protocol: Protocol, view: dict[str, Any], targets: np.ndarray,
+                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Σ over the rounds of log P(target's report | row) for each target (sorted agent ids)
+    and each of its candidate rows, ``rows[t, c]``: ``(ll, seen)`` with ``ll`` of shape
+    ``(targets, candidates)`` and ``seen`` whether the target reported at all; None when the
+    protocol has no closed-form likelihood. One likelihood call per round for all targets."""
+    bound = protocol.bind(view["params"], view["public"], resolved=True)
+    t, c = rows.shape[:2]
+    total, seen = np.zeros((t, c)), np.zeros(t, dtype=bool)
+    for r in view.get("rounds", []):
+        ra = r.get("report_agents")
+        if ra is None or len(ra) == 0 or r.get("reports") is None:
+            continue
+        ra = np.asarray(ra)
+        i = np.minimum(np.searchsorted(ra, targets), len(ra) - 1)
+        hit = ra[i] == targets
+        if not hit.any():
+            continue
+        idx = np.flatnonzero(hit)
+        q = r.get("queries")
+        if q is not None:
+            asked = np.asarray(r["agents"])
+            q = np.repeat(np.asarray(q)[np.searchsorted(asked, targets[hit])], c, axis=0)
+        block = bound.block(int(r["round"]), rows[idx].reshape(len(idx) * c, *rows.shape[2:]),
+                            queries=q, broadcast=r.get("broadcast"))
+        reps = np.repeat(np.asarray(r["reports"])[i[hit]], c, axis=0)
+        ll = protocol.log_likelihood(block, reps)
+        if ll is None:
+            return None
+        total[idx] += np.asarray(ll, dtype=float).reshape(len(idx), c)
+        seen[idx] = True
+    return total, seen
+
+
 def _log_likelihoods(protocol: Protocol, view: dict[str, Any], target: int,
                      values: np.ndarray) -> np.ndarray | None:
     """Σ over the target's reports of log P(report | row) for each candidate row."""
-    reps = target_reports(view, target)
-    if not reps:
-        return None
-    total = np.zeros(len(values))
-    bound = protocol.bind(view["params"], view["public"], resolved=True)
-    for rnd, q, bcast, rep in reps:
-        n = len(values)
-        block = bound.block(rnd, values, queries=None if q is None else np.repeat(q, n, axis=0),
-                            broadcast=bcast)
-        ll = protocol.log_likelihood(block, np.repeat(rep, n, axis=0))
-        if ll is None:
-            return None
-        total = total + np.asarray(ll, dtype=float)
-    return total
+    got = log_likelihoods(protocol, view, np.array([target]), values[None])
+    return got[0][0] if got is not None and got[1][0] else None
 
 
 # ----------------------------------------------------------------------------- the attacks
@@ -129,20 +151,36 @@ def bayes_guess(view: dict[str, Any], target: int, protocol: Protocol,
     return int(np.argmax(post))
 
 
-def _residual(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarray | None:
-    """Released aggregate minus the known agents' contribution (the differencing residual)."""
+def residual(protocol: Protocol, view: dict[str, Any], known: np.ndarray) -> np.ndarray | None:
+    """The released aggregate minus the contribution of the ``known`` rows (the differencing
+    residual), or None when the protocol releases no additive aggregate."""
     params, public = view["params"], view["public"]
     rel = protocol.released_aggregate(view["output"], params, public)
     if rel is None:
         return None
-    known = [np.asarray(d["data"]) for a, d in sorted(view.get("disclosures", {}).items())
-             if int(a) != target]
-    if known:
-        base = protocol.true_aggregate(np.stack(known), params, public)
+    if len(known):
+        base = protocol.true_aggregate(known, params, public)
         if base is None:
             return None
         return np.asarray(rel, dtype=float) - base
     return np.asarray(rel, dtype=float)
+
+
+def contributions(protocol: Protocol, view: dict[str, Any],
+                  rows: np.ndarray) -> np.ndarray | None:
+    """Each row's own contribution to the aggregate (one per row), or None."""
+    parts = [protocol.true_aggregate(rows[v:v + 1], view["params"], view["public"])
+             for v in range(len(rows))]
+    if any(p is None for p in parts):
+        return None
+    return np.stack(parts)
+
+
+def _residual(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarray | None:
+    """Released aggregate minus the known agents' contribution (the differencing residual)."""
+    known = [np.asarray(d["data"]) for a, d in sorted(view.get("disclosures", {}).items())
+             if int(a) != target]
+    return residual(protocol, view, np.stack(known) if known else np.empty(0))
 
 
 def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
@@ -151,12 +189,9 @@ def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
     resid = _residual(view, target, protocol)
     if resid is None:
         return None
-    params, public = view["params"], view["public"]
-    parts = [protocol.true_aggregate(spec.values[v:v + 1], params, public)
-             for v in range(len(spec.values))]
-    if any(p is None for p in parts):
+    contrib = contributions(protocol, view, spec.values)
+    if contrib is None:
         return None
-    contrib = np.stack(parts)
     ok = np.isfinite(resid)
     if not ok.any():
         return None

@@ -33,6 +33,7 @@ import numpy as np
 from ldpsim.protocols.base import Protocol
 from ldpsim.protocols.data import Dataset
 from ldpsim.protocols.rng import party_generator, stream_key
+from ldpsim.simulator.audit import contributions, log_likelihoods, residual
 
 
 def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -42,43 +43,6 @@ def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarr
     decoys = g.integers(0, n - 1, size=len(chosen)) if n > 1 else np.zeros(len(chosen), int)
     decoys = decoys + (decoys >= chosen)  # uniform over the other agents
     return chosen, decoys
-
-
-def pair_log_likelihoods(protocol: Protocol, view: dict[str, Any], targets: np.ndarray,
-                         rows_a: np.ndarray, rows_b: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Σ over the rounds of log P(target's report | row) with each target's row set to
-    ``rows_a[i]`` and to ``rows_b[i]``, and whether the target reported at all; None when the
-    protocol has no closed-form likelihood. One likelihood call per round for all targets."""
-    bound = protocol.bind(view["params"], view["public"], resolved=True)
-    t = len(targets)
-    la, lb, seen = np.zeros(t), np.zeros(t), np.zeros(t, dtype=bool)
-    for r in view.get("rounds", []):
-        ra = r.get("report_agents")
-        if ra is None or len(ra) == 0 or r.get("reports") is None:
-            continue
-        ra = np.asarray(ra)
-        i = np.minimum(np.searchsorted(ra, targets), len(ra) - 1)
-        hit = ra[i] == targets
-        if not hit.any():
-            continue
-        idx = np.flatnonzero(hit)
-        reps = np.asarray(r["reports"])[i[hit]]
-        q = r.get("queries")
-        if q is not None:
-            asked = np.asarray(r["agents"])
-            q = np.asarray(q)[np.searchsorted(asked, targets[hit])]
-            q = np.concatenate([q, q])
-        rows = np.concatenate([rows_a[idx], rows_b[idx]])
-        block = bound.block(int(r["round"]), rows, queries=q, broadcast=r.get("broadcast"))
-        ll = protocol.log_likelihood(block, np.concatenate([reps, reps]))
-        if ll is None:
-            return None
-        ll = np.asarray(ll, dtype=float)
-        la[idx] += ll[:len(idx)]
-        lb[idx] += ll[len(idx):]
-        seen[idx] = True
-    return la, lb, seen
 
 
 def _score(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -131,25 +95,19 @@ def run_leakage(protocol: Protocol, view: dict[str, Any], ds: Dataset, colluders
     truth, decoy = every[chosen], every[decoys]
     out["targets"] = int(len(chosen))
     if curator_colludes:
-        ll = pair_log_likelihoods(protocol, view, chosen, truth, decoy)
-        if ll is not None and ll[2].any():
-            la, lb, seen = ll
-            out["report_accuracy"] = float(_score(la[seen], lb[seen]).mean())
-    released = protocol.released_aggregate(view["output"], params, public)
-    if released is not None:
-        known = every[colluders]
-        base = protocol.true_aggregate(known, params, public) if len(known) else 0.0
-        one = protocol.true_aggregate(truth[:1], params, public)
-        if base is not None and one is not None:
-            resid = np.asarray(released, dtype=float) - base
-            ok = np.isfinite(resid)
-            if ok.any():
-                def dist(rows: np.ndarray) -> np.ndarray:
-                    contrib = np.stack([protocol.true_aggregate(r[None], params, public)
-                                        for r in rows])
-                    return ((resid[ok] - contrib[:, ok]) ** 2).sum(axis=1)
+        got = log_likelihoods(protocol, view, chosen, np.stack([truth, decoy], axis=1))
+        if got is not None and got[1].any():
+            ll, seen = got
+            out["report_accuracy"] = float(_score(ll[seen, 0], ll[seen, 1]).mean())
+    resid = residual(protocol, view, every[colluders])
+    if resid is not None:
+        ok = np.isfinite(resid)
+        c_truth = contributions(protocol, view, truth)
+        c_decoy = contributions(protocol, view, decoy)
+        if ok.any() and c_truth is not None and c_decoy is not None:
+            def dist(contrib: np.ndarray) -> np.ndarray:
+                return ((resid[ok] - contrib[:, ok]) ** 2).sum(axis=1)
 
-                # the closer candidate wins: score the truth's negated distance
-                out["differencing_accuracy"] = float(
-                    _score(-dist(truth), -dist(decoy)).mean())
+            # the closer candidate wins: score the truth's negated distance
+            out["differencing_accuracy"] = float(_score(-dist(c_truth), -dist(c_decoy)).mean())
     return out
