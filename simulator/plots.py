@@ -204,6 +204,15 @@ def _panel_title(panel_id: str) -> str:
     return ", ".join(f"{axis_label(k)} = {_fmt(v)}" for k, v in values.items() if v is not None)
 
 
+def _line(p: Any, label_keys: list[str]) -> tuple[str, str]:
+    """A point's line: its key (the values of ``label_keys``) and its label, the first value
+    with the others in parentheses, e.g. ``ldp_kwiksort_rr (theta=0.5)``."""
+    values = {a: (p.protocol if a == "protocol" else p.point.get(a)) for a in label_keys}
+    parts = [_value_label(a, v) for a, v in values.items() if v is not None]
+    label = parts[0] + (f" ({', '.join(parts[1:])})" if parts[1:] else "") if parts else ""
+    return _point_id(values), label
+
+
 def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[str]]) -> list[str]:
     """The panels a point is drawn in: its own values of the facet settings; every value of a
     setting it lacks (a protocol without that parameter)."""
@@ -298,6 +307,7 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                      for p in points}
 
         label_keys = [spec.hue] + [a for a in rest_varying if not (facet and a in facet_keys)]
+        line_of = {id(p): _line(p, label_keys) for p in points}  # (key, label) of each point
         for metric in chosen:
             is_cost = metric in costs
             # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
@@ -311,13 +321,7 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                     half = _ci_half_width(std, count)
                 if mean is None:
                     continue
-                values = {a: (p.protocol if a == "protocol" else p.point.get(a))
-                          for a in label_keys}
-                key = _point_id(values)
-                first = [_value_label(a, v) for a, v in values.items() if v is not None][:1]
-                extra = ", ".join(_value_label(a, v) for a, v in list(values.items())[1:]
-                                  if v is not None)
-                label = (first[0] if first else "") + (f" ({extra})" if extra else "")
+                key, label = line_of[id(p)]
                 for panel in panels_of[id(p)]:
                     if axis in p.point:
                         lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(

@@ -10,6 +10,7 @@ allowed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import hashlib
 import itertools
@@ -386,7 +387,7 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
         y = default_metrics([p.figure_metrics for p in protos])
         if y and scen.collusion.get("attacks"):
             y += tuple(f"leakage.{m}" for m in LEAKAGE_METRICS)
-        spec = PlotSpec(**{**spec.__dict__, "y": y})
+        spec = dataclasses.replace(spec, y=y)
     return spec
 
 

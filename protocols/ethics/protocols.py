@@ -223,6 +223,11 @@ class _EthicsProtocol(Protocol):
     #: Figs. 4-5 show the accuracy of the learned model on held-out decisions
     figure_metrics = ("accuracy",)
 
+    @property
+    def unit(self) -> str:
+        """What a claim's ε protects: a voter's whole row, or one of its records."""
+        return "row" if self.level == "voter" else "record"
+
     def report_length(self, params: dict[str, Any], public: dict[str, Any]) -> int:
         """Numbers per report: beta_i, and eps_i with the weighted aggregate."""
         return int(public["d"]) + (params.get("aggregate") == "weighted")
@@ -332,7 +337,7 @@ class VLCP(NonPrivate):
                             mechanism="laplace",
                             notes=f"{self.level}-level neighbours; trusts the curator with every "
                                   "beta_i; sensitivity D_1(C)/N for N = all voters",
-                            unit="row" if self.level == "voter" else "record")
+                            unit=self.unit)
 
     central_noise = True
 
@@ -378,7 +383,7 @@ class VLDP(_EthicsProtocol):
                             sensitivity=self.sensitivity(public, params),
                             mechanism=self.mechanism,
                             notes="; ".join(x for x in (level, note) if x),
-                            unit="row" if self.level == "voter" else "record")
+                            unit=self.unit)
 
     curator_cls = _AverageCurator
 
