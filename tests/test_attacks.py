@@ -358,7 +358,7 @@ def test_refused_pool_waits_for_the_next_run_and_joins_it():
     late = PoolSession(0, 2, TOKEN, LIMITS)
     run.until(lambda: registered(run))  # both slots taken by the honest pools
     assert not list(run.cur.on_ready(b"late"))  # no set-up once the rounds started
-    setup = run.cur._setup_frame  # it kept the one it got while the curator registered
+    setup = run.cur.registration.setup_frame  # it kept the one it got while the curator registered
     outs = []
     for f in late.on_frame(setup):
         outs += [fr for dest, fr in run.cur.on_frame(b"late", f)]
@@ -380,10 +380,10 @@ def test_pool_set_up_for_a_dead_curator_takes_the_new_curators_run():
     pool = PoolSession(0, 2, TOKEN, LIMITS)
     (_, setup), = dead.cur.on_ready(b"p")
     pool.on_frame(setup)
-    assert pool.nonce == dead.cur.nonce
+    assert pool.nonce == dead.cur.registration.nonce
     (_, setup2), = alive.cur.on_ready(b"p")
     hello = pool.on_frame(setup2)[0]
-    assert pool.nonce == alive.cur.nonce
+    assert pool.nonce == alive.cur.registration.nonce
     list(alive.cur.on_frame(b"p", hello))
     assert b"p" in alive.cur.pools
 
@@ -628,4 +628,4 @@ def test_attack_rogue_curator_asking_an_agent_twice_in_one_round_gets_one_answer
     assert ask([3, 4, 5]) == ([3, 4, 5], [])  # a range: the one-pass path
     assert ask([3, 4, 5]) == ([], [3, 4, 5])  # the same round again
     assert ask([7, 2, 7, 9, 2]) == ([7, 2, 9], [7, 2])  # duplicates, out of order
-    assert pool.refusals == 5 and pool.spent[[2, 3, 7, 9]].tolist() == [1.0] * 4
+    assert pool.refusals == 5 and pool.odometer.spent[[2, 3, 7, 9]].tolist() == [1.0] * 4

@@ -1,0 +1,182 @@
+"""Accounting: what a run costs in bytes, messages and time, as the curator measures it.
+
+``CommStats`` counts every frame the curator sends or receives (physical bytes as ZMTP puts
+them on the wire) and every envelope to or from a registered agent (logical bytes per agent);
+``Timing`` holds the run's clocks; ``check_stats`` vets a pool's DONE statistics, which the
+curator takes from the pools for their agents' CPU time and memory. Each turns itself into its
+part of the result record (``record.curator_result``), so the record's schema is written here
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from ldpsim.simulator import wire
+from ldpsim.simulator.session.common import peak_rss_mb
+
+
+def zmtp_bytes(frame_len: int) -> int:
+    """Bytes a frame occupies in a ZMTP 3 stream: flags + 1- or 8-byte length + body."""
+    return frame_len + (2 if frame_len <= 255 else 9)
+
+
+@dataclass
+class CommStats:
+    """Communication of one run (the result's ``comm``).
+
+    ``up``/``down`` are logical bytes per agent (the envelopes to and from each agent, a
+    broadcast counted once per receiving agent); ``phys_*`` and ``frames_*`` what crossed the
+    curator's socket, including rejected input.
+    """
+
+    up: np.ndarray | None = None  # bytes per agent, from the first round on
+    down: np.ndarray | None = None
+    msgs_up: int = 0  # envelopes (all to or from registered agents)
+    msgs_down: int = 0
+    phys_up: int = 0
+    phys_down: int = 0
+    frames_up: int = 0
+    frames_down: int = 0
+    disclose_bytes: int = 0
+    #: one record per round (``rounds.Round.record``)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    #: every key of the record's ``comm`` and what it means (the README's results table)
+    FIELDS: ClassVar[dict[str, str]] = {
+        "bytes_up_per_agent_mean": "exact envelope bytes each agent sent, mean",
+        "bytes_up_per_agent_max": "... and max",
+        "bytes_down_per_agent_mean": "bytes each agent received (a broadcast counts once per "
+                                     "receiving agent), mean",
+        "bytes_down_per_agent_max": "... and max",
+        "bytes_total": "all agents' envelope bytes, both ways",
+        "messages_total": "logical agent envelopes, both ways",
+        "messages_up_per_agent_mean": "envelopes each agent sent, mean",
+        "messages_down_per_agent_mean": "envelopes each agent received, mean",
+        "rounds": "rounds the curator ran",
+        "report_bits_per_agent": "information-theoretic report size (e.g. K bits)",
+        "physical_bytes_up": "bytes the curator's socket received, ZMTP framing included",
+        "physical_bytes_down": "bytes it sent",
+        "physical_frames": "ZeroMQ frames both ways (batching included)",
+        "disclose_bytes_total": "bytes the colluders disclosed to the curator",
+        "per_round": "per round: asked, reported, invalid, refused, dropouts, bytes, report "
+                     "bits, wall and curator CPU",
+    }
+
+    def start(self, n: int) -> None:
+        """The rounds start with ``n`` agents."""
+        self.up = np.zeros(n, dtype=np.int64)
+        self.down = np.zeros(n, dtype=np.int64)
+
+    def sent_frame(self, frame: bytes) -> None:
+        self.phys_down += zmtp_bytes(len(frame))
+        self.frames_down += 1
+
+    def received_frame(self, frame: bytes) -> None:
+        self.phys_up += zmtp_bytes(len(frame))
+        self.frames_up += 1
+
+    def as_record(self, registered: np.ndarray) -> dict[str, Any]:
+        """The ``comm`` part of the result record, over the ``registered`` agents' ids."""
+        n_reg = len(registered)
+        if self.up is None:
+            up = down = np.zeros(0, dtype=np.int64)
+        elif n_reg == len(self.up):
+            up, down = self.up, self.down
+        else:
+            up, down = self.up[registered], self.down[registered]
+        return {
+            "bytes_up_per_agent_mean": float(up.mean()) if len(up) else 0.0,
+            "bytes_up_per_agent_max": int(up.max()) if len(up) else 0,
+            "bytes_down_per_agent_mean": float(down.mean()) if len(down) else 0.0,
+            "bytes_down_per_agent_max": int(down.max()) if len(down) else 0,
+            "bytes_total": int(up.sum() + down.sum()),
+            "messages_total": self.msgs_up + self.msgs_down,
+            "messages_up_per_agent_mean": self.msgs_up / n_reg if n_reg else 0,
+            "messages_down_per_agent_mean": self.msgs_down / n_reg if n_reg else 0,
+            "rounds": len(self.rounds),
+            "report_bits_per_agent": sum(r["report_bits"] for r in self.rounds),
+            "physical_bytes_up": self.phys_up,
+            "physical_bytes_down": self.phys_down,
+            "physical_frames": self.frames_up + self.frames_down,
+            "disclose_bytes_total": self.disclose_bytes,
+            "per_round": self.rounds,
+        }
+
+
+@dataclass
+class Timing:
+    """The run's clocks (the result's ``timing``), started when the curator session is."""
+
+    t0_wall: float = field(default_factory=time.perf_counter)
+    t0_cpu: float = field(default_factory=time.process_time)
+    #: when every pool had said it is ready (process start-up, connecting)
+    t_ready: float | None = None
+
+    #: every key of the record's ``timing`` and what it means (the README's results table);
+    #: ``run_wall_s`` is the orchestrator's (``record.run_record``)
+    FIELDS: ClassVar[dict[str, str]] = {
+        "wall_s": "curator, from set-up to release",
+        "pools_ready_s": "of which: until every pool had connected and said it is ready",
+        "curator_cpu_s": "the curator's CPU for the run",
+        "pools_cpu_s": "all pools' CPU for the run: data generation, randomizers, codec",
+        "agent_cpu_s_mean": "one agent's CPU (exact mode: each call timed; amortised: a "
+                            "block's time over its agents), mean",
+        "agent_cpu_s_max": "... and max",
+        "agent_time_mode": "exact or amortised",
+        "curator_peak_rss_mb": "the curator process's peak memory",
+        "pool_peak_rss_mb": "the largest pool process's peak memory",
+        "run_wall_s": "orchestrator, including process start",
+    }
+
+    def as_record(self, stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """The ``timing`` part of the result record, with the pools' DONE ``stats``."""
+        stats = list(stats)
+        calls = sum(s.get("agent_calls", 0) for s in stats)
+        cpu = sum(s.get("agent_cpu_s", 0.0) for s in stats)
+        modes = {s.get("agent_time_mode") for s in stats} or {"amortised"}
+        return {
+            "wall_s": time.perf_counter() - self.t0_wall,
+            # until the last pool said it is ready (process start-up, connecting)
+            "pools_ready_s": (self.t_ready or self.t0_wall) - self.t0_wall,
+            "curator_cpu_s": time.process_time() - self.t0_cpu,
+            # every pool's CPU for this run: data generation, randomizers, codec, sockets
+            "pools_cpu_s": sum(s.get("pool_cpu_s", 0.0) for s in stats),
+            "agent_cpu_s_mean": cpu / calls if calls else 0.0,
+            "agent_cpu_s_max": max((s.get("agent_cpu_s_max", 0.0) for s in stats), default=0.0),
+            "agent_time_mode": "exact" if modes == {"exact"} else "amortised",
+            "curator_peak_rss_mb": peak_rss_mb(),
+            "pool_peak_rss_mb": max((s.get("peak_rss_mb", 0.0) for s in stats), default=0.0),
+        }
+
+
+#: A pool's DONE statistics: name -> (allowed types, whether it must be >= 0). Checked like
+#: reports; anything else rejects the whole DONE (the pool's agents still count).
+STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls": (int, True),
+         "agent_cpu_s_max": ((int, float), True), "pool_cpu_s": ((int, float), True),
+         "peak_rss_mb": ((int, float), True), "refused": (int, True)}
+
+
+def check_stats(payload: Any) -> str | None:
+    """Why a pool's DONE statistics are unacceptable, or None if they are fine."""
+    if not isinstance(payload, dict):
+        return f"DONE statistics must be a map, got {type(payload).__name__}"
+    for name, value in payload.items():
+        if name == "agent_time_mode":
+            if value not in ("exact", "amortised"):
+                return f"DONE statistic agent_time_mode: got {wire.quote(value)}"
+            continue
+        spec = STATS.get(name)
+        if spec is None:
+            return f"unknown DONE statistic {wire.quote(name)}"
+        types, nonneg = spec
+        if type(value) is bool or not isinstance(value, types) or (
+                isinstance(value, float) and not math.isfinite(value)) or (
+                nonneg and value < 0) or abs(value) > 1e15:
+            return f"DONE statistic {name}: got {wire.quote(value)}"
+    return None

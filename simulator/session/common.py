@@ -1,0 +1,90 @@
+"""What the curator's and the pools' sessions share: limits, the run's failure, the agent
+layout, and a bounded per-peer memory."""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from ldpsim.simulator.runconfig import DEFAULTS
+
+#: Invalid envelopes in one frame after which the rest of the frame is dropped unread (one
+#: more rejection): a frame of a million garbage objects costs what 64 do.
+MAX_REJECTS_PER_FRAME = 64
+#: Peers the curator remembers (said "ready", got ERROR replies, failed authentication):
+#: the oldest are forgotten first, so a flood of new identities cannot grow memory or push an
+#: honest pool out for good (an idle pool repeats its "ready" every 0.5 s).
+MAX_PEERS = 4096
+#: Failed registrations after which a peer identity is ignored for the rest of the run.
+MAX_AUTH_FAILURES = 3
+#: Characters of a rejection reason that are kept (reasons quote peers' input).
+MAX_REASON = 300
+#: Rounds a pool keeps an agent's answers for (a curator asking more is refused).
+MAX_ROUNDS = 10**4
+
+
+class RunFailed(RuntimeError):
+    """A run cannot complete (a process raised, nobody registered, ...)."""
+
+
+@dataclass
+class Limits:
+    """Validation limits and timeouts of a session (defaults from ``runconfig.DEFAULTS``)."""
+
+    max_frame_bytes: int = DEFAULTS.max_frame_bytes
+    max_envelope_bytes: int = DEFAULTS.max_envelope_bytes
+    #: inactivity timeout while waiting for registrations or reports
+    timeout_s: float = DEFAULTS.timeout_s
+    done_timeout_s: float = 2.0  # how long to wait for pools' DONE stats
+    max_error_replies: int = 100  # ERROR envelopes sent back per peer per run
+    max_rejections: int = 200  # rejection records kept per run (all are counted)
+
+
+def block_of(index: int, n_pools: int, n: int) -> tuple[int, int]:
+    """Agents ``[start, stop)`` hosted by pool ``index`` of ``n_pools``."""
+    return index * n // n_pools, (index + 1) * n // n_pools
+
+
+def span(ids: np.ndarray) -> slice | np.ndarray:
+    """Strictly increasing ids as a slice when they form one range (in-place slice updates
+    are much faster than fancy indexing), else the ids themselves."""
+    if len(ids) and int(ids[-1]) - int(ids[0]) + 1 == len(ids):
+        return slice(int(ids[0]), int(ids[-1]) + 1)
+    return ids
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+@contextlib.contextmanager
+def protocol_code(what: str):
+    """The protocol's own curator code failed: that ends the run (``RunFailed`` with the
+    traceback), unlike a peer's bad input, which is only ever a rejection."""
+    try:
+        yield
+    except RunFailed:
+        raise
+    except Exception:
+        raise RunFailed(f"the protocol's curator code failed in {what}:\n"
+                        + traceback.format_exc()) from None
+
+
+class Bounded(OrderedDict):
+    """A dict that forgets its least recently set keys beyond ``limit`` entries."""
+
+    def __init__(self, limit: int = MAX_PEERS) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key, value) -> None:
+        if key in self:
+            self.move_to_end(key)
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            self.popitem(last=False)

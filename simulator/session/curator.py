@@ -1,0 +1,482 @@
+"""The curator's session: the state machine of one run, in terms of frames in and frames out.
+
+States (``State``): REGISTERING (pools register, ``registration``) -> ROUNDS (one
+``rounds.Round`` after another; reports decoded and screened by ``ingest``) -> DONE (the
+output is released; the pools answer with their statistics) -> FINISHED (``result`` holds the
+record, ``record.curator_result``). The session never sees raw data or ground truth, and never
+raises on a peer's input: anything wrong is one counted rejection, answered with an ERROR
+envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
+curator code failed, or a pool reported a crash.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols import get_protocol
+from ldpsim.simulator import wire
+from ldpsim.simulator.runconfig import RunConfig
+from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
+from ldpsim.simulator.session.common import (
+    MAX_REASON,
+    MAX_REJECTS_PER_FRAME,
+    Bounded,
+    Limits,
+    RunFailed,
+    protocol_code,
+    span,
+)
+from ldpsim.simulator.session.ingest import (
+    EnvelopeReader,
+    Expected,
+    Reports,
+    decode_reports,
+    screen,
+)
+from ldpsim.simulator.session.record import curator_result
+from ldpsim.simulator.session.registration import PoolSlot, Registration
+from ldpsim.simulator.session.rounds import WINDOW, Round
+
+Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
+
+log = logging.getLogger("ldpsim.curator")
+
+
+class State(enum.StrEnum):
+    """Where a curator session is in its run."""
+
+    REGISTERING = "registering"
+    ROUNDS = "rounds"
+    DONE = "done"  # output released, waiting for the pools' statistics
+    FINISHED = "finished"  # ``result`` is set
+
+
+class CuratorSession:
+    """The curator's side of one run (see the module docstring).
+
+    Parameters
+    ----------
+    run : int
+        The run's number on this curator (the ``run`` field of every envelope).
+    config : dict
+        The curator's configuration (``seeding.curator_config``): the public part sent to the
+        pools (protocol, params, data, pools, agent_mode, batch, collusion, faults, run_id)
+        and ``keys``, the curator's own and the collusion stream keys. Never the run seed:
+        a config holding one is refused.
+    auth : bytes
+        ``seeding.auth_key(secret)``: checks the pools' answers to this run's challenge (a
+        fresh nonce in the set-up). The secret itself never reaches the curator.
+    limits : Limits
+    record_view : bool
+        Keep the adversary view (everything the curator received, the disclosures, the output).
+    """
+
+    def __init__(self, run: int, config: dict[str, Any], auth: bytes, limits: Limits,
+                 record_view: bool = False) -> None:
+        if "seed" in config or "keys" not in config:
+            raise ValueError("a curator gets seeding.curator_config(config), never the run seed")
+        self.run = run
+        self.config = RunConfig.of(config)
+        self.limits = limits
+        self.protocol = get_protocol(self.config.protocol)
+        self.curator_key = int(config["keys"]["curator"])
+        self.state = State.REGISTERING
+        self.registration = Registration(run, self.config,
+                                         {k: v for k, v in config.items() if k != "keys"},
+                                         auth, int(config["keys"]["collusion"]))
+        self.replies: Bounded = Bounded()  # ERROR envelopes sent per peer
+        self.params: dict[str, Any] | None = None  # resolved when the rounds start
+        self.curator = None  # the protocol's curator, from the rounds on
+        self.round: Round | None = None
+        self.expected: Expected | None = None  # what the current round's reports must be
+        self.output: Any = None  # the released output, from DONE on
+        self.rejected = 0
+        self.rejections: list[dict[str, Any]] = []
+        self.refused = 0  # queries the agents refused (privacy odometer)
+        self.refusal_reason: str | None = None
+        self.round_dropouts = 0
+        self.failure: str | None = None
+        self.result: dict[str, Any] | None = None
+        self.comm = CommStats()
+        self.timing = Timing()
+        self.deadline = time.monotonic() + limits.timeout_s
+        self.record_view = record_view
+        self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
+
+    # -- what the drivers read --------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.state is State.FINISHED
+
+    @property
+    def ready(self) -> Bounded:
+        """Peers that said they are ready (most recent last): the next run's set-up goes to
+        them."""
+        return self.registration.ready
+
+    @property
+    def pools(self) -> dict[bytes, PoolSlot]:
+        return self.registration.pools
+
+    def next_deadline(self) -> float:
+        return self.deadline
+
+    def _touch(self) -> None:
+        timeout = self.limits.done_timeout_s if self.state is State.DONE \
+            else self.limits.timeout_s
+        self.deadline = time.monotonic() + timeout
+
+    def _send(self, peer: bytes, frame: bytes) -> tuple[bytes, bytes]:
+        self.comm.sent_frame(frame)
+        return peer, frame
+
+    def reject(self, peer: bytes, reason: str, env: wire.Envelope | None = None,
+               code: str | None = None) -> Out:
+        """Count and record a rejected message; answer the peer with an ERROR (capped).
+
+        O(1) whatever the history: a per-peer reply counter (bounded, see ``MAX_PEERS``), a
+        bounded list of records, and reasons cut to ``MAX_REASON`` characters.
+        """
+        self.rejected += 1
+        if len(reason) > MAX_REASON:
+            reason = reason[:MAX_REASON] + "..."
+        if len(self.rejections) < self.limits.max_rejections:
+            rec = {"peer": peer[:16].hex(), "reason": reason}
+            if env is not None:
+                rec.update(type=wire.TYPE_NAMES.get(env.kind, env.kind), run=env.run,
+                           round=env.round, agent=env.agent)
+            self.rejections.append(rec)
+        count = self.replies.get(peer, 0)
+        if count < self.limits.max_error_replies:
+            self.replies[peer] = count + 1
+            agent = env.agent if env is not None else wire.NO_AGENT
+            rnd = env.round if env is not None else wire.SETUP_ROUND
+            payload = {"error": reason} if code is None else {"error": reason, "code": code}
+            yield self._send(peer, wire.encode(wire.ERROR, self.run, rnd, agent, payload))
+
+    # -- inbound ----------------------------------------------------------------------------
+    def on_ready(self, peer: bytes) -> Out:
+        """A pool said it is ready: send it this run's set-up (once)."""
+        reg = self.registration
+        if reg.on_ready(peer, self.state is State.REGISTERING):
+            yield self._send(peer, reg.setup_frame)
+        if reg.t_ready is not None and self.timing.t_ready is None:
+            self.timing.t_ready = reg.t_ready
+
+    def on_frame(self, peer: bytes, frame: bytes) -> Out:
+        """Handle one inbound frame (a batch of envelopes) from ``peer``.
+
+        Never raises on a peer's input: an exception while handling it becomes one counted
+        rejection of the frame. Only ``RunFailed`` (the protocol's own code failed, or a pool
+        reported a crash) ends the run.
+        """
+        try:
+            yield from self._on_frame(peer, frame)
+        except RunFailed:
+            raise
+        except Exception as e:  # a peer's input reached a path we did not foresee
+            log.warning("frame from %s: %s: %s", peer[:16].hex(), type(e).__name__, e)
+            yield from self.reject(peer, f"frame rejected: {type(e).__name__}: "
+                                         f"{wire.quote(str(e))}")
+
+    def _on_frame(self, peer: bytes, frame: bytes) -> Out:
+        self.comm.received_frame(frame)
+        if self.finished or self.registration.ignored(peer):
+            return
+        # The inactivity deadline moves only on progress (registrations, accepted reports,
+        # DONE stats): heartbeats or garbage from a hostile peer cannot stall the curator.
+        if len(frame) > self.limits.max_frame_bytes:
+            yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
+                                         f"{self.limits.max_frame_bytes}")
+            return
+        registered = peer in self.pools
+        if not registered and len(frame) > self.limits.max_envelope_bytes:
+            # an unregistered peer can only say it is ready or register: one envelope
+            yield from self.reject(peer, f"oversized frame from an unregistered peer: "
+                                         f"{len(frame)} bytes > {self.limits.max_envelope_bytes}")
+            return
+        rnd = self.round
+        if rnd is not None and registered:
+            reports = decode_reports(frame, rnd.pending, self.expected, peer)
+            if reports is not None:
+                yield from self._on_reports(peer, reports)
+                yield from self._send_batch(rnd, peer)  # it answered: one more batch in flight
+                yield from self._maybe_advance()
+                return
+        reader = EnvelopeReader(frame, self.expected if rnd is not None else None, registered,
+                                self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
+        rejected0 = self.rejected
+        try:
+            for item in reader:
+                if isinstance(item, Reports):
+                    yield from self._on_reports(peer, item)
+                    continue
+                yield from self._on_envelope(peer, *item)
+                if self.finished or self.round is not rnd:
+                    break  # the run moved on (e.g. the registrations completed)
+                if self.rejected - rejected0 >= MAX_REJECTS_PER_FRAME:
+                    yield from self.reject(peer, f"rest of the frame dropped after "
+                                                 f"{MAX_REJECTS_PER_FRAME} invalid envelopes")
+                    break
+        except wire.WireError as e:
+            yield from self.reject(peer, str(e))
+        rest = reader.rest()
+        if rest is not None and self.round is rnd:
+            yield from self._on_reports(peer, rest)
+        if rnd is not None and rnd is self.round and peer in self.pools:
+            yield from self._send_batch(rnd, peer)
+        yield from self._maybe_advance()
+
+    def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
+        try:
+            env = wire.check_envelope(obj, size)
+        except wire.WireError as e:
+            yield from self.reject(peer, str(e))
+            return
+        if size > self.limits.max_envelope_bytes:
+            yield from self.reject(peer, f"envelope of {size} bytes > limit "
+                                         f"{self.limits.max_envelope_bytes}", env)
+            return
+        if env.kind == wire.HELLO and env.run == wire.ANY_RUN:
+            yield from self.on_ready(peer)
+            return
+        if env.run != self.run:
+            yield from self.reject(peer, f"wrong run {env.run} (this is run {self.run})", env)
+            return
+        if env.kind == wire.HELLO:
+            yield from self._on_register(peer, env)
+        elif env.kind == wire.REPORT:
+            if self.round is None or env.round != self.round.number:
+                cur = "none" if self.round is None else self.round.number
+                yield from self.reject(peer, f"out-of-round report: round {env.round}, "
+                                             f"current round {cur}", env)
+            else:
+                ok, values = self.round.plan.schema.validate([env.payload])
+                yield from self._on_reports(peer, Reports(
+                    np.asarray([env.agent], dtype=np.int64), values, ok,
+                    np.asarray([size], dtype=np.int64), [env.payload]))
+        elif env.kind == wire.DISCLOSE:
+            yield from self._on_disclose(peer, env)
+        elif env.kind == wire.ERROR:
+            yield from self._on_error(peer, env)
+        elif env.kind == wire.DONE:
+            yield from self._on_done(peer, env)
+        else:
+            yield from self.reject(peer, f"a curator does not accept "
+                                         f"{wire.TYPE_NAMES[env.kind]} messages", env)
+
+    def _on_register(self, peer: bytes, env: wire.Envelope) -> Out:
+        if peer in self.pools:  # never a refusal (the pool would leave), never a ban
+            yield from self.reject(peer, "this peer is already registered", env)
+            return
+        why = self.registration.register(peer, env.payload, self.state is State.REGISTERING)
+        if why is not None:  # the pool goes back to waiting for the next run's set-up
+            yield from self.reject(peer, f"registration refused: {why}", env, code="refused")
+            return
+        self._touch()
+        if self.registration.complete:
+            yield from self._start()
+
+    def _on_error(self, peer: bytes, env: wire.Envelope) -> Out:
+        p = env.payload if isinstance(env.payload, dict) else {}
+        pool = self.pools.get(peer)
+        if pool is None:
+            yield from self.reject(peer, "ERROR from an unregistered peer", env)
+        elif p.get("code") == "budget":
+            self._on_refusal(pool, env, p)
+        else:
+            error = p.get("error", "?")
+            trace = p.get("traceback", "")
+            error = error[:2000] if isinstance(error, str) else wire.quote(error)
+            trace = trace[-20000:] if isinstance(trace, str) else ""
+            self.failure = f"pool {pool.index} failed: {error}\n{trace}"
+            raise RunFailed(self.failure)
+
+    def _on_done(self, peer: bytes, env: wire.Envelope) -> Out:
+        pool = self.pools.get(peer)
+        if pool is None or self.state is not State.DONE:
+            yield from self.reject(peer, "unexpected DONE", env)
+            return
+        why = check_stats(env.payload)
+        if why is not None:
+            pool.stats = {}  # answered, but its statistics are not used
+            yield from self.reject(peer, why, env)
+        else:
+            pool.stats = env.payload
+            self._touch()
+
+    def _on_refusal(self, pool: PoolSlot, env: wire.Envelope, p: dict[str, Any]) -> None:
+        """A pool's agents refused a query (their privacy budget, or a round asked twice):
+        recorded, and the round stops waiting for them."""
+        agents = p.get("agents")
+        rnd = self.round
+        if not isinstance(agents, np.ndarray) or agents.ndim != 1 or agents.dtype.kind not in "iu":
+            return
+        agents = agents[(agents >= pool.start) & (agents < pool.stop)].astype(np.int64)
+        if rnd is None or env.round != rnd.number or not len(agents):
+            return
+        # only asked agents the round still waits for count (a refusal cannot undo a report)
+        waited = rnd.refuse(np.unique(agents))
+        self.refused += waited
+        if waited and self.refusal_reason is None and isinstance(p.get("error"), str):
+            self.refusal_reason = p["error"][:MAX_REASON]
+        self._touch()
+
+    def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
+        pool = self.pools.get(peer)
+        colluders = self.registration.colluders
+        if pool is None or not pool.start <= env.agent < pool.stop:
+            yield from self.reject(peer, f"unknown agent {env.agent} for this peer", env)
+        elif not self.config.curator_colludes or colluders is None or not colluders[env.agent]:
+            yield from self.reject(peer, f"agent {env.agent} is not in the coalition", env)
+        elif not isinstance(env.payload, dict) or "data" not in env.payload:
+            yield from self.reject(peer, "DISCLOSE payload must hold data and coins", env)
+        else:
+            self.comm.disclose_bytes += env.size
+            self.view["disclosures"][int(env.agent)] = env.payload
+
+    def _on_reports(self, peer: bytes, reports: Reports) -> Out:
+        """Screen a batch of decoded reports against the round and store those that count."""
+        rnd = self.round
+        pool = self.pools.get(peer)
+        if pool is None:
+            for a in reports.agents[:1]:
+                yield from self.reject(peer, f"unknown peer: not a registered pool "
+                                             f"(agent {a}, {len(reports.agents)} reports)")
+            self.rejected += len(reports.agents) - 1
+            return
+        if reports.answers is not None:
+            rnd.answered(*reports.answers)
+        s = screen(reports, pool.start, pool.stop, pool.index, rnd.asked, rnd.reported,
+                   rnd.plan, rnd.number)
+        if len(s.invalid):
+            rnd.mark_invalid(s.invalid)
+        for agent, why, size in s.rejects:
+            env = wire.Envelope(wire.REPORT, self.run, rnd.number, agent, None, size)
+            yield from self.reject(peer, why, env)
+        if len(s.store_ids):
+            rnd.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
+            self.comm.up[s.store_at] += s.store_sizes  # each agent at most once
+            self.comm.msgs_up += len(s.store_ids)
+            self._touch()
+
+    # -- rounds -----------------------------------------------------------------------------
+    def _start(self) -> Out:
+        """All pools registered (or the registration timed out): create the curator."""
+        self.state = State.ROUNDS
+        reg = self.registration
+        with protocol_code("set-up"):
+            bound = self.protocol.bind(dict(self.config.params), reg.public)
+            self.params = bound.params
+            self.curator = bound.curator(reg.registered_agents(), self.curator_key)
+        self.comm.start(reg.n)
+        yield from self._begin_round(0)
+
+    def _begin_round(self, number: int) -> Out:
+        t_wall, t_cpu = time.perf_counter(), time.process_time()
+        with protocol_code(f"plan of round {number}"):
+            plan = self.curator.plan(number)
+        if plan is None:
+            yield from self._finish()
+            return
+        reg = self.registration
+        self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
+                                 t_wall, t_cpu)
+        self.expected = Expected(self.run, number, reg.n, plan.schema,
+                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
+        if self.record_view:
+            self.view["rounds"].append({"round": number, "agents": rnd.agents,
+                                        "queries": plan.queries, "broadcast": plan.broadcast,
+                                        "report_agents": None, "reports": None})
+        for pool in sorted(self.pools.values(), key=lambda q: q.index):
+            lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch)
+            if lo == hi:
+                continue
+            if plan.broadcast is not None:
+                bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
+                self.comm.down[rnd.agents[lo:hi]] += len(bc)  # once per receiving agent
+                rnd.bytes_down += len(bc) * (hi - lo)
+                yield self._send(pool.peer, bc)
+        for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
+            for peer in list(rnd.outbox):
+                yield from self._send_batch(rnd, peer)
+        self._touch()
+        if rnd.expected == 0:
+            yield from self._end_round()
+
+    def _send_batch(self, rnd: Round, peer: bytes) -> Out:
+        """Send ``peer`` its next query batch of this round, if any is left (``WINDOW``)."""
+        batch = rnd.next_batch(peer)
+        if batch is None:
+            return
+        ids, frame, sizes = batch
+        self.comm.down[span(ids)] += sizes
+        self.comm.msgs_down += len(ids)
+        yield self._send(peer, frame)
+
+    def _maybe_advance(self) -> Out:
+        if self.state is State.ROUNDS and self.round is not None and self.round.complete:
+            yield from self._end_round()
+        elif self.state is State.DONE and all(p.stats is not None for p in self.pools.values()):
+            self._complete()
+
+    def _end_round(self) -> Out:
+        rnd = self.round
+        agents, reports = rnd.collect()
+        self.round_dropouts += rnd.missing
+        with protocol_code(f"absorb of round {rnd.number}"):
+            self.curator.absorb(rnd.number, agents, reports)
+        if self.record_view:
+            self.view["rounds"][-1].update(report_agents=agents, reports=reports)
+        self.comm.rounds.append(rnd.record())
+        yield from self._begin_round(rnd.number + 1)
+
+    def _finish(self) -> Out:
+        with protocol_code("finish"):
+            self.output = self.curator.finish()
+        self.round = self.expected = None
+        self.state = State.DONE
+        done = wire.encode(wire.DONE, self.run, wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"output": self.output})
+        for pool in sorted(self.pools.values(), key=lambda q: q.index):
+            yield self._send(pool.peer, done)
+        self._touch()
+        if not self.pools:
+            self._complete()
+
+    def on_timeout(self) -> Out:
+        """Called by the driver when ``next_deadline`` passes with nothing received."""
+        if self.state is State.REGISTERING:
+            if not self.pools:
+                self.failure = (f"no pool registered within {self.limits.timeout_s:g} s "
+                                f"(expected {self.config.pools})")
+                raise RunFailed(self.failure)
+            yield from self._start()
+        elif self.state is State.ROUNDS:
+            yield from self._end_round()
+        elif self.state is State.DONE:
+            self._complete()
+
+    def _complete(self) -> None:
+        reg = self.registration
+        registered = np.flatnonzero(reg.owner >= 0) if reg.owner is not None \
+            else np.zeros(0, dtype=np.int64)
+        self.result = curator_result(
+            output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
+            registered=registered, comm=self.comm, timing=self.timing,
+            pool_stats=[p.stats for p in self.pools.values()],
+            pools_registered=len(self.pools), rejected=self.rejected,
+            rejections=self.rejections, refused=self.refused, refusal=self.refusal_reason,
+            round_dropouts=self.round_dropouts, colluders=reg.colluders,
+            curator_colludes=self.config.curator_colludes)
+        if self.record_view:
+            self.view["output"] = self.output
+            self.view["public"] = reg.public
+            self.view["params"] = self.params
+            self.result["view"] = self.view
+        self.state = State.FINISHED

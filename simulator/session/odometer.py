@@ -1,0 +1,76 @@
+"""The privacy odometer each pool keeps for its agents.
+
+Agents enforce their own budget: whatever the curator asks, an agent answers each round at
+most once and never past its ε (``Protocol.agent_budget``), charging each round's spend as the
+protocol declares it (``Protocol.round_epsilon``). A round or batch that would break either
+rule is refused for the agents concerned; the pool tells the curator with an ERROR of code
+"budget".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator.session.common import MAX_ROUNDS, span
+
+
+class Odometer:
+    """What each agent of a pool's block ``[start, stop)`` has spent, and which rounds it
+    has answered.
+
+    Parameters
+    ----------
+    protocol, params, public
+        The run's protocol and its resolved parameters and public data (for each round's ε).
+    budget : float
+        Every agent's total ε.
+    start, stop : int
+        The pool's agents.
+    """
+
+    def __init__(self, protocol: Any, params: dict[str, Any], public: Any, budget: float,
+                 start: int, stop: int) -> None:
+        self.protocol = protocol
+        self.params = params
+        self.public = public
+        self.budget = budget
+        self.start = start
+        self.stop = stop
+        self.spent = np.zeros(stop - start)
+        self.answered: dict[int, np.ndarray] = {}
+        self.round_eps: dict[int, float] = {}
+
+    def admit(self, rnd: int, ids: np.ndarray) -> np.ndarray | None:
+        """Which of ``ids`` may answer round ``rnd``: not answered in this round yet (nor
+        earlier in this batch), and within the agent's budget after this round's spend. Spends
+        it for them; returns None when all may."""
+        eps = self.round_eps.get(rnd)
+        if eps is None:
+            eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
+            if len(self.round_eps) < MAX_ROUNDS:
+                self.round_eps[rnd] = eps
+        seen = self.answered.get(rnd)
+        if not 0 <= eps < math.inf or (seen is None and len(self.answered) >= MAX_ROUNDS):
+            return np.zeros(len(ids), dtype=bool)
+        limit = self.budget * (1 + 1e-9) + 1e-12
+        local = ids - self.start
+        at = span(local)
+        if isinstance(at, slice) and (seen is None or not seen[at].any()) \
+                and self.spent[at].max() + eps <= limit:
+            ok = None  # the common case: a range of agents, all may answer
+        else:
+            ok = np.zeros(len(ids), dtype=bool)
+            ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
+            if seen is not None:
+                ok &= ~seen[local]
+            ok &= self.spent[local] + eps <= limit
+            if not ok.any():
+                return ok
+            at = local[ok]
+        if seen is None:
+            seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
+        seen[at] = True
+        self.spent[at] += eps
+        return ok

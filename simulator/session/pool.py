@@ -1,0 +1,298 @@
+"""The pool's session: one process hosting a block of logical agents.
+
+A pool waits for a run's set-up, registers its block (``registration``), generates its agents'
+private rows (only its own, keyed by agent: the same data whatever the pool count), answers
+each query batch with one frame of reports from the protocol's randomizer, under each agent's
+own privacy odometer (``odometer``), and reports its statistics when the run's output is
+released. Colluding agents disclose their rows and coins to the curator at registration.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols import rng as rngm
+from ldpsim.simulator import wire
+from ldpsim.simulator.collusion import colluder_mask
+from ldpsim.simulator.runconfig import RunConfig
+from ldpsim.simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
+from ldpsim.simulator.session.common import (
+    MAX_REASON,
+    Limits,
+    RunFailed,
+    block_of,
+    peak_rss_mb,
+    span,
+)
+from ldpsim.simulator.session.odometer import Odometer
+
+
+class PoolSession:
+    """One agent pool: hosts a block of logical agents, their private data and randomizers.
+
+    Parameters
+    ----------
+    index, n_pools : int
+        This is pool ``index`` of ``n_pools``.
+    secret : str
+        The out-of-band secret (the token): answers the curator's registration challenge and,
+        without ``keys``, derives each run's data and coin keys from the run's public id
+        (``seeding.pool_keys_from_secret``; the hosts backend).
+    limits : Limits
+    keys : PoolKeys, optional
+        The run's keys, handed over by the orchestrator (processes and inproc backends: never
+        through the curator).
+    """
+
+    def __init__(self, index: int, n_pools: int, secret: str, limits: Limits | None = None,
+                 keys: PoolKeys | None = None):
+        self.index = index
+        self.n_pools = n_pools
+        self.secret = secret
+        self.auth = auth_key(secret)
+        self.fixed_keys = keys
+        self.limits = limits or Limits()
+        self.nonce: bytes | None = None
+        self.exit = False
+        self.silent = False
+        self.refused_reason: str | None = None  # why the last registration was refused
+        self.can_die = True
+        self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
+        self._reset()
+
+    def _reset(self) -> None:
+        """Leave the current run (if any): back to waiting for a set-up."""
+        self.run: int | None = None
+        self.config: dict[str, Any] | None = None
+        self.protocol = None
+        self.bound = None
+        self.keys: PoolKeys | None = None
+        self.public: Any = None
+        self.params: dict[str, Any] | None = None
+        self.n = 0
+        self.data = None
+        self.dataset = None
+        self.start = self.stop = 0
+        self.broadcasts: dict[int, Any] = {}
+        self.agent_cpu = 0.0
+        self.agent_cpu_max = 0.0
+        self.agent_calls = 0
+        self.refusals = 0
+        self.silent = False
+        self.odometer: Odometer | None = None
+        self.exact = False
+        self.faults: list = []
+        self.cpu0 = time.process_time()
+
+    def hello(self) -> bytes:
+        """The "ready" message, sent (and repeated) while the pool waits for a set-up."""
+        return wire.encode(wire.HELLO, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"pool": self.index, "pools": self.n_pools})
+
+    @property
+    def idle(self) -> bool:
+        return self.config is None
+
+    def on_frame(self, frame: bytes) -> list[bytes]:
+        """Handle one frame from the curator; return the frames to send back."""
+        out: list[bytes] = []
+        fast = wire.parse_consecutive(frame, wire.QUERY)
+        if fast is not None:
+            run, rnd, ids, queries = fast
+            if self.silent or run != self.run or self.config is None:
+                return out
+            return self._respond(rnd, ids, queries)
+        query_agents: list[int] = []
+        query_payloads: list[Any] = []
+        qround = None
+        for obj in wire.unpack_all(frame, self.limits.max_frame_bytes):
+            if (type(obj) is list and len(obj) == 6 and obj[1] == wire.QUERY
+                    and obj[0] == wire.VERSION and type(obj[4]) is int):
+                if self.silent or obj[2] != self.run:
+                    continue
+                query_agents.append(obj[4])
+                query_payloads.append(obj[5])
+                qround = obj[3]
+                continue
+            env = wire.check_envelope(obj, 0)
+            if env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
+                nonce = env.payload.get("nonce")
+                if self.config is not None and nonce != self.nonce:
+                    self._reset()  # a new curator (the old one died) or a new run
+                if self.config is None:
+                    out.extend(self._setup(env.run, env.payload["config"], nonce))
+            elif env.kind == wire.ERROR:
+                # refused (slot taken, too late, ...): wait for the next run's set-up
+                p = env.payload
+                if (isinstance(p, dict) and p.get("code") == "refused" and env.run == self.run
+                        and self.config is not None):
+                    self.refused_reason = str(p.get("error", ""))[:MAX_REASON]
+                    self._reset()
+            elif env.kind == wire.BCAST:
+                self.broadcasts[env.round] = env.payload
+            elif env.kind == wire.DONE:
+                if env.run == wire.ANY_RUN:
+                    self.exit = True
+                elif env.run == self.run and self.config is not None:
+                    if not self.silent:
+                        out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,
+                                               wire.NO_AGENT, self._stats()))
+                    self._reset()
+        if query_agents:
+            queries = None if query_payloads[0] is None else np.asarray(query_payloads)
+            out.extend(self._respond(qround, np.asarray(query_agents, dtype=np.int64), queries))
+        return out
+
+    def _setup(self, run: int, cfg: dict[str, Any], nonce: bytes) -> list[bytes]:
+        if self.fixed_keys is not None:
+            keys = self.fixed_keys
+        elif self.secret:
+            keys = pool_keys_from_secret(self.secret, int(cfg["run_id"]))
+        else:
+            raise RunFailed(f"pool {self.index} has neither keys nor a secret to derive them")
+        run_cfg = RunConfig.of(cfg)
+        self.run = run
+        self.config = cfg
+        self.nonce = nonce
+        self.keys = keys
+        dataset = get_data_kind(cfg["data"]["kind"]).build(
+            {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
+        self.protocol = get_protocol(cfg["protocol"])
+        self.public = dataset.public
+        self.bound = self.protocol.bind(cfg["params"], self.public)
+        self.params = self.bound.params
+        self.n = dataset.n
+        self.start, self.stop = block_of(self.index, self.n_pools, self.n)
+        self.dataset = dataset  # rows are generated on first use (``private_rows``)
+        # the privacy odometer: what each agent has spent, and the rounds it has answered
+        budget = self.protocol.agent_budget(self.params, self.public)
+        self.odometer = None if budget is None else Odometer(
+            self.protocol, self.params, self.public, budget, self.start, self.stop)
+        self.exact = run_cfg.exact
+        self.faults = run_cfg.faults_of(self.index)
+        out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
+            "pool": self.index, "pools": self.n_pools, "n": self.n,
+            "agents": [self.start, self.stop], "public": self.public,
+            "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})]
+        if run_cfg.curator_colludes:
+            mask = colluder_mask(self.n, dict(run_cfg.collusion), keys.collusion)
+            mask = mask[self.start:self.stop]
+            ids = np.flatnonzero(mask) + self.start
+            if len(ids):
+                coins = rngm.agent_keys(keys.agents, ids)
+                bufs, _ = wire.encode_many(
+                    wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
+                    [{"data": self.private_rows()[a - self.start], "coins": int(c)}
+                     for a, c in zip(ids.tolist(), coins.tolist(), strict=True)])
+                out.append(b"".join(bufs))
+        return out
+
+    def private_rows(self) -> np.ndarray:
+        """This pool's agents' private rows, generated (or read) on first use.
+
+        The registration goes out before they exist, so the curator plans and sends the
+        first queries while the pool generates its data: on few cores the two overlap instead
+        of queueing. A data set is the same whenever it is generated (keyed by agent).
+        """
+        if self.data is None:
+            data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
+            over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
+            if over is not None and self.start <= int(over["agent"]) < self.stop:
+                data = np.array(data, copy=True)
+                data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
+                    data.dtype)
+            data = np.asarray(data)
+            if data.flags.writeable:  # randomizers get views of it: none may write into it
+                data.setflags(write=False)
+            self.data = data
+        return self.data
+
+    def prepare(self) -> None:
+        """Generate this pool's data now if a run is set up (the drivers call it after
+        sending the registration, so the data are ready by the time the queries arrive)."""
+        if self.config is not None and not self.silent:
+            self.private_rows()
+
+    def _fault(self, rnd: int) -> None:
+        for f in self.faults:
+            if int(f.get("round", 0)) == rnd:
+                action = f.get("action")
+                if action == "kill" and self.can_die:
+                    os.kill(os.getpid(), 9)
+                elif action == "kill":  # in-process backend: a dead pool is a silent one
+                    self.silent = True
+                elif action == "silent":
+                    self.silent = True
+                elif action == "raise":
+                    raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
+
+    def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None) -> list[bytes]:
+        self._fault(rnd)
+        if self.silent:
+            return []
+        if ((ids < self.start) | (ids >= self.stop)).any():
+            raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        refusal: list[bytes] = []
+        if self.odometer is not None:
+            ok = self.odometer.admit(rnd, ids)
+            if ok is not None and not ok.all():
+                bad = ids[~ok]
+                self.refusals += len(bad)
+                refusal = [wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
+                    "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered "
+                             f"it already, or it would take them past epsilon = "
+                             f"{self.odometer.budget:g})", "code": "budget", "agents": bad})]
+                ids = ids[ok]
+                if queries is not None:
+                    queries = queries[ok]
+                if not len(ids):
+                    return refusal
+        rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
+        bcast = self.broadcasts.get(rnd)
+        p = self.protocol
+        block = self.bound.block(rnd, rows, ids, self.keys.agents, queries, bcast)
+        if self.exact:
+            parts = []
+            for i in range(len(ids)):
+                t = time.perf_counter()
+                r = p.respond(block.take(slice(i, i + 1)))
+                dt = time.perf_counter() - t
+                self.agent_cpu += dt
+                self.agent_cpu_max = max(self.agent_cpu_max, dt)
+                parts.append(r)
+            reports = np.concatenate(parts)
+        else:
+            t = time.perf_counter()
+            reports = p.respond(block)
+            dt = time.perf_counter() - t
+            self.agent_cpu += dt
+            self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
+        self.agent_calls += len(ids)
+        reports = np.asarray(reports)
+        # one frame per query batch, split when it would exceed half the frame limit (large
+        # reports, e.g. a whole answer vector per worker); the curator matches the pieces
+        row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
+        per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
+        return refusal + [wire.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
+                                            reports[s:s + per_frame])[0]
+                          for s in range(0, len(ids), per_frame)]
+
+    def _stats(self) -> dict[str, Any]:
+        return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
+                self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
+                "agent_time_mode": "exact" if self.exact else "amortised",
+                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
+                "refused": self.refusals}
+
+    def error(self, exc: BaseException) -> bytes:
+        """An ERROR envelope describing an unhandled exception in this pool."""
+        return wire.encode(wire.ERROR, self.run if self.run is not None else wire.ANY_RUN,
+                           wire.SETUP_ROUND, wire.NO_AGENT,
+                           {"error": f"{type(exc).__name__}: {exc}",
+                            "traceback": traceback.format_exc()})
+

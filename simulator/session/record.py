@@ -1,0 +1,80 @@
+"""The result record: what the curator returns for a run (``curator_result``) and what the
+orchestrator stores for it in ``results.jsonl`` (``run_record``).
+
+The ``comm`` and ``timing`` parts are ``accounting.CommStats`` and ``accounting.Timing``'s
+(their ``FIELDS`` say what each key means); the README's results table lists the same keys
+(a test checks that they agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator.session.accounting import CommStats, Timing
+
+#: rejection records a result keeps (all are counted in ``rejected``)
+KEPT_REJECTIONS = 50
+
+
+def curator_result(*, output: Any, params: Any, public: Any, n: int, registered: np.ndarray,
+                   comm: CommStats, timing: Timing, pool_stats: Iterable[dict[str, Any]],
+                   pools_registered: int, rejected: int, rejections: list[dict[str, Any]],
+                   refused: int, refusal: str | None, round_dropouts: int,
+                   colluders: np.ndarray | None, curator_colludes: bool) -> dict[str, Any]:
+    """The curator's result for a run: its public output, what the run cost, and what went
+    wrong (rejections, refusals, dropouts). ``registered`` are the registered agents' ids;
+    ``pool_stats`` the pools' accepted DONE statistics."""
+    stats = [s for s in pool_stats if s]
+    return {
+        "output": output,
+        "params": params,
+        "public": public,
+        "n_agents": n,
+        "comm": comm.as_record(registered),
+        "timing": timing.as_record(stats),
+        "rejected": rejected,
+        "rejections": rejections[:KEPT_REJECTIONS],
+        "refused": refused,
+        "refusal": refusal,
+        "dropouts": int(round_dropouts + (n - len(registered))),
+        "dropouts_registration": int(n - len(registered)),
+        "pools_registered": pools_registered,
+        "pools_reported_done": len(stats),
+        "colluders": int(colluders.sum()) if colluders is not None else 0,
+        "curator_colludes": curator_colludes,
+    }
+
+
+def run_record(*, spec: Any, res: dict[str, Any], backend: str, metrics: dict[str, Any],
+               privacy: dict[str, Any], run_wall_s: float, versions: dict[str, str],
+               degraded: str) -> dict[str, Any]:
+    """The record ``results.jsonl`` stores for a run: the curator's result ``res`` for the
+    ``RunSpec`` ``spec``, scored (``metrics``) and with the protocol's ``privacy`` claim.
+
+    A run that lost agents (a dead, silent, refused or never-registered pool, or round
+    dropouts) gets the status ``degraded`` and how many it lost.
+    """
+    timing = dict(res["timing"])
+    timing["run_wall_s"] = run_wall_s
+    pools = spec.runtime["pools"]
+    registered = res.get("pools_registered", pools)
+    lost = (res["dropouts_registration"] > 0 or registered < pools
+            or res.get("pools_reported_done", registered) < registered or res["dropouts"] > 0)
+    return {
+        "key": spec.key, "status": degraded if lost else "complete",
+        "lost_agents": int(res["dropouts"]),
+        "scenario": spec.scenario, "protocol": spec.protocol,
+        "params": res["params"], "params_requested": spec.params, "data": spec.data,
+        "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
+        "scenario_seed": spec.scenario_seed, "backend": backend,
+        "pools": pools, "n_agents": res["n_agents"], "output": res["output"],
+        "metrics": metrics, "privacy": privacy, "comm": res["comm"], "timing": timing,
+        "rejected": res["rejected"], "rejections": res["rejections"],
+        "refused": res["refused"], "refusal": res["refusal"],
+        "dropouts": res["dropouts"], "dropouts_registration": res["dropouts_registration"],
+        "collusion": {"colluders": res["colluders"], "curator": res["curator_colludes"],
+                      "spec": spec.collusion["colluders"]},
+        "versions": versions,
+    }

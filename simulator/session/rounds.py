@@ -1,0 +1,178 @@
+"""Rounds and the send window: one round's state, from its plan to the reports it absorbs.
+
+A round asks the agents of the curator's ``RoundPlan``. Their queries go out in batches of
+``RunConfig.batch`` agents, each pool's in its own queue (``outbox``); ``WINDOW`` batches per
+pool are in flight at once and a pool gets its next batch when a frame from it arrives, so the
+curator checks reports while the pools compute, every pool keeps a few batches queued, and a
+round's frames never pile up in memory. A pool that falls silent stops only its own batches
+(its agents become dropouts). Reports are stored by the row of the plan, so the round ends
+without a sort: its reports are in the plan's (sorted) agent order whatever the arrival order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator import wire
+from ldpsim.simulator import wire as wire_numpy  # the accelerated codec (own module soon)
+from ldpsim.simulator.session.common import RunFailed
+
+#: Query batches in flight per pool (see the module docstring).
+WINDOW = 8
+
+
+class Round:
+    """The state of one round (see the module docstring).
+
+    Parameters
+    ----------
+    run, number : int
+        The run's number on this curator and the round's.
+    plan : RoundPlan
+        The curator's plan: sorted, distinct ``agents``, their ``queries``, a ``broadcast``.
+    n : int
+        Agents of the run (ids in [0, n)).
+    protocol : str
+        The protocol's name (for the error a bad plan raises).
+    t_wall, t_cpu : float
+        When the round began (before its plan was made): its clocks.
+    """
+
+    def __init__(self, run: int, number: int, plan: Any, n: int, protocol: str,
+                 t_wall: float, t_cpu: float) -> None:
+        agents = np.asarray(plan.agents, dtype=np.int64)
+        if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
+            raise RunFailed(f"{protocol}: round {number} must ask sorted, distinct agent ids")
+        self.run = run
+        self.number = number
+        self.plan = plan
+        self.agents = agents
+        self.asked = np.zeros(n, dtype=bool)
+        self.asked[agents] = True
+        self.reported = np.zeros(n, dtype=bool)
+        #: asked agents whose only report so far was out of domain, or who refused
+        self.invalid_mask = np.zeros(n, dtype=bool)
+        self.expected = len(agents)
+        self.got = 0
+        self.invalid = 0
+        self.refused = 0
+        #: reports by row of ``agents`` (rows of reported agents)
+        self.values: np.ndarray | None = None
+        queries = plan.queries
+        self.vector = wire_numpy.batchable(queries)  # whether encode_batch takes them
+        self.queries = queries.tolist() if not self.vector and isinstance(queries, np.ndarray) \
+            else queries
+        #: sent batches not yet answered: (pool peer, first agent) -> agents
+        self.pending: dict[tuple[bytes, int], np.ndarray] = {}
+        #: per pool: unsent batches as (first row, end row) of ``agents``
+        self.outbox: dict[bytes, deque] = {}
+        self.bytes_down = 0
+        self.bytes_up = 0
+        self.t_wall = t_wall
+        self.t_cpu = t_cpu
+
+    # -- sending ---------------------------------------------------------------------------
+    def open_pool(self, peer: bytes, start: int, stop: int, batch: int) -> tuple[int, int]:
+        """Queue the batches of the pool hosting agents ``[start, stop)``; returns its rows
+        ``[lo, hi)`` of ``agents`` (empty when the round asks none of its agents)."""
+        lo, hi = (int(x) for x in np.searchsorted(self.agents, [start, stop]))
+        if lo < hi:
+            self.outbox[peer] = deque((s, min(hi, s + batch)) for s in range(lo, hi, batch))
+        return lo, hi
+
+    def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
+        """``peer``'s next query batch, if any is left: its agents, the frame and each
+        envelope's size; it is pending until answered."""
+        box = self.outbox.get(peer)
+        if not box:
+            return None
+        s, e = box.popleft()
+        ids = self.agents[s:e]
+        queries = self.queries
+        if self.vector:
+            frame, sz = wire_numpy.encode_batch(wire.QUERY, self.run, self.number, ids,
+                                                None if queries is None else queries[s:e])
+        else:
+            bufs, sizes = wire.encode_many(wire.QUERY, self.run, self.number, ids.tolist(),
+                                           queries[s:e])
+            frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
+        self.pending[(peer, int(ids[0]))] = ids
+        self.bytes_down += int(sz.sum())
+        return ids, frame, sz
+
+    def answered(self, key: tuple[bytes, int], count: int) -> None:
+        """The first ``count`` agents of the pending batch ``key`` answered in one frame."""
+        sent = self.pending.pop(key)
+        if count < len(sent):
+            self.pending[(key[0], int(sent[count]))] = sent[count:]
+
+    # -- receiving --------------------------------------------------------------------------
+    def store(self, ids: np.ndarray, at: slice | np.ndarray, values: np.ndarray,
+              sizes: np.ndarray) -> None:
+        """Record fresh, valid reports of ``ids`` (sorted; ``at`` is ids or the same as a
+        slice): they replace an earlier out-of-domain report and fill the plan's rows."""
+        was = ids[self.invalid_mask[at]]
+        if len(was):
+            self.invalid_mask[was] = False
+            self.invalid -= len(was)
+        self.reported[at] = True
+        self.got += len(ids)
+        if self.values is None:
+            self.values = np.empty((self.expected, values.shape[1]), dtype=values.dtype)
+        if isinstance(at, slice):
+            r0 = int(np.searchsorted(self.agents, ids[0]))
+            self.values[r0:r0 + len(ids)] = values
+        else:
+            self.values[np.searchsorted(self.agents, ids)] = values
+        self.bytes_up += int(sizes.sum())
+
+    def mark_invalid(self, ids: np.ndarray) -> None:
+        """Asked agents (sorted, distinct) whose report is out of domain. The round does not
+        wait for them until the timeout (they count as answered), but a valid report that
+        still comes before the round ends replaces it: a broken sender cannot erase an honest
+        one."""
+        bad = ids[~self.invalid_mask[ids]]
+        self.invalid_mask[bad] = True
+        self.invalid += len(bad)
+
+    def refuse(self, agents: np.ndarray) -> int:
+        """Agents (sorted, distinct) refused to answer (their privacy budget): the round
+        stops waiting for those it still waits for; returns how many that were."""
+        wait = agents[self.asked[agents] & ~self.reported[agents] & ~self.invalid_mask[agents]]
+        self.invalid_mask[wait] = True
+        self.invalid += len(wait)
+        self.refused += len(wait)
+        return len(wait)
+
+    @property
+    def complete(self) -> bool:
+        """Every asked agent reported, sent an invalid report or refused."""
+        return self.got + self.invalid >= self.expected
+
+    def collect(self) -> tuple[np.ndarray, np.ndarray]:
+        """The round's reports in canonical order (the plan's, arrival-independent): the
+        agents that reported and their rows."""
+        if self.values is None:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.plan.schema.length))
+        if self.got == self.expected:
+            return self.agents, self.values
+        have = self.reported[self.agents]
+        return self.agents[have], self.values[have]
+
+    @property
+    def missing(self) -> int:
+        """Asked agents that neither reported nor refused (dropouts)."""
+        return self.expected - self.got - self.invalid
+
+    def record(self) -> dict[str, Any]:
+        """The round's entry of the result's ``comm.per_round``."""
+        return {
+            "round": self.number, "asked": self.expected, "reported": self.got,
+            "invalid": self.invalid - self.refused, "refused": self.refused,
+            "dropouts": self.missing, "bytes_down": self.bytes_down, "bytes_up": self.bytes_up,
+            "report_bits": self.plan.report_bits,
+            "wall_s": time.perf_counter() - self.t_wall,
+            "curator_cpu_s": time.process_time() - self.t_cpu}
