@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import zmq
 from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, block_of
 from ldpsim.simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
@@ -223,6 +224,9 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
 
 
 def main(args: Any) -> int:
+    # before any child starts: the pools, the curator's fork server and each scenario's
+    # ``ldpsim run`` inherit the setting (``simulator.alloc``)
+    request_tuning()
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
     batch = 4096
