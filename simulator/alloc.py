@@ -3,9 +3,8 @@
 A round allocates and frees the same medium-sized numpy arrays thousands of times (one batch's
 random draws, report values, frames). By default glibc serves blocks above a dynamic threshold
 with fresh ``mmap`` calls and trims freed heap memory back to the kernel, so the next array of
-that size page-faults again, page by page. On the 2-core virtual machines we benchmark on a
-fault costs about 1-4 µs per 4 KiB page, often more than the arithmetic done on it: generating one
-block of 8192 Mallows rankings took 2.4 ms with the default and 1.1 ms with the tuning below.
+that size page-faults again, page by page, and a page fault can cost more than the arithmetic
+done on the page (the measured costs are in the README's Performance section).
 
 ``keep_freed_memory`` serves blocks up to 32 MiB (glibc's maximum) from the heap and keeps up to
 1 GiB of freed memory for reuse. Peak memory is unchanged; memory freed late in a run is

@@ -2,12 +2,12 @@
 
 ``simulator.wire`` is the reference codec: msgpack-python, one envelope at a time, every field
 validated. This module is its speed path for the hot case of a round, "one envelope per agent"
-for 10^5..10^6 agents, where one msgpack call per envelope costs more than everything else the
-round does. In the common case every envelope of a batch has the same layout: the agent ids
-have the same msgpack width (ids are sorted, so a batch splits into at most a few such groups)
-and every payload value is a fixint (small non-negative ints such as RR bits or pair indices)
-or a float64. Such a group is a fixed-width byte matrix, built or checked column by column with
-numpy.
+for 10^5..10^6 agents, where the reference's one msgpack call per envelope is a Python-level
+cost paid for every agent (measured in the README's Performance section). In the common case
+every envelope of a batch has the same layout: the agent ids have the same msgpack width (ids
+are sorted, so a batch splits into at most a few such groups) and every payload value is a
+fixint (small non-negative ints such as RR bits or pair indices) or a float64. Such a group is
+a fixed-width byte matrix, built or checked column by column with numpy.
 
 Two promises, both tested against the reference (``tests/test_wire.py``):
 
