@@ -11,8 +11,9 @@ where ``mix`` is the SplitMix64 finaliser (Steele, Lea & Flood, OOPSLA 2014), a 
 words with full avalanche. Because nothing is sequential, a draw does not depend on which pool hosts
 the agent, on how many agents are evaluated together, or on message arrival order: the batched path
 (vectorised over a block of agents) and the per-agent path (arrays of length one) produce the same
-bits. Creating a numpy ``Generator`` per agent would cost ~10 µs each (10 s for 10^6 agents); this
-costs a few ns per draw.
+bits. Creating a numpy ``Generator`` per agent would cost a Python object and its set-up per
+agent, far more than the draws themselves; this costs a few vectorised integer operations per
+draw (the measured costs are in the README's Performance section).
 
 Sequential randomness of a single party (e.g. the curator's KwikSort pivots) uses
 ``party_generator``: a numpy ``Generator(Philox)`` keyed by the same stream key.
@@ -33,8 +34,8 @@ _TWO_M53 = 2.0**-53
 _BELOW_ONE = 1.0 - 2.0**-53  # largest float64 below 1
 
 
-_CHUNK = 1 << 14  # elements per pass: the working set stays in cache (~12x faster than whole
-# arrays for 10^7 draws, where each of mix's nine passes would stream 80 MB through memory)
+_CHUNK = 1 << 14  # elements per pass: the working set stays in cache (on a whole array of many
+# draws, each of mix's nine passes would stream the whole array through memory)
 
 
 def _mix_inplace(x: np.ndarray) -> np.ndarray:

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 import zmq
-from ldpsim.simulator import wire
+from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, block_of
 from ldpsim.simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
@@ -69,9 +70,9 @@ def _msgpack_reply(frame: bytes) -> bytes:
 
 def _batch_reply(frame: bytes) -> bytes:
     """The same with the runtime's vectorised batch codec."""
-    _, _, agents, _ = wire.parse_consecutive(frame, wire.QUERY)
-    return wire.encode_batch(wire.REPORT, 0, 0, agents,
-                             np.ones((len(agents), 1), dtype=np.int64))[0]
+    _, _, agents, _ = wire_numpy.parse_consecutive(frame, wire.QUERY)
+    return wire_numpy.encode_batch(wire.REPORT, 0, 0, agents,
+                                   np.ones((len(agents), 1), dtype=np.int64))[0]
 
 
 def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
@@ -82,8 +83,8 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
 
     ``envelopes``: "raw" sends pre-built bytes of the same sizes (the sockets alone);
     "batch" encodes and decodes one envelope per agent with the runtime's vectorised batch
-    codec (``wire.encode_batch`` / ``parse_consecutive`` / ``match_batch``); "msgpack" does
-    it one ``msgpack`` call per envelope (the general codec). Nobody validates, randomizes
+    codec (``wire_numpy.encode_batch`` / ``parse_consecutive`` / ``match_batch``); "msgpack"
+    does it one ``msgpack`` call per envelope (the general codec). Nobody validates, randomizes
     or estimates.
     """
     ctx_mp = mp.get_context("fork")
@@ -125,8 +126,8 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
                 elif envelopes == "batch":
                     ids = np.arange(s, min(hi, s + batch), dtype=np.int64)
                     sent[s] = ids
-                    frame, _ = wire.encode_batch(wire.QUERY, 0, 0, ids,
-                                                 np.zeros((len(ids), 1), dtype=np.int64))
+                    frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, ids,
+                                                       np.zeros((len(ids), 1), dtype=np.int64))
                     router.send_multipart([peer, frame])
                 else:
                     router.send_multipart([peer, queries[min(batch, hi - s)]])
@@ -136,8 +137,8 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
         elif envelopes == "batch":
             while received < n:
                 frame = recv()[1]
-                ids = sent.pop(wire.first_agent(frame, wire.REPORT)[2])
-                received += len(wire.match_batch(frame, wire.REPORT, 0, 0, ids, 1, "int"))
+                ids = sent.pop(wire_numpy.first_agent(frame, wire.REPORT)[2])
+                received += len(wire_numpy.match_batch(frame, wire.REPORT, 0, 0, ids, 1, "int"))
         else:
             expected = sum(counts) * report_size
             while received < expected:
@@ -223,6 +224,9 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
 
 
 def main(args: Any) -> int:
+    # before any child starts: the pools, the curator's fork server and each scenario's
+    # ``ldpsim run`` inherit the setting (``simulator.alloc``)
+    request_tuning()
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
     batch = 4096

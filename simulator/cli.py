@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__
-from ldpsim.simulator.alloc import keep_freed_memory
+from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.curve import CurveError
 from ldpsim.simulator.session import Limits, RunFailed
@@ -368,7 +368,7 @@ def _sizes(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
-    keep_freed_memory()  # every command: inproc runs, hosts-backend processes, the audit
+    tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
     return args.func(args)
 
 

@@ -33,7 +33,7 @@ import zmq
 import zmq.auth
 from ldpsim.protocols import get_protocol
 from ldpsim.simulator import wire
-from ldpsim.simulator.alloc import keep_freed_memory
+from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.curve import connect_curve, serve_curve
 from ldpsim.simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
@@ -71,9 +71,10 @@ def _die_with_parent() -> None:
 
     Also ignores SIGINT (Ctrl-C reaches the whole process group; the orchestrator alone
     handles it and stops the children), lifts the SIGINT block ``_start`` set around fork, and
-    tunes the allocator (``simulator.alloc``).
+    tunes the allocator if asked to (``simulator.alloc.tune_if_requested``: the child inherits
+    ``LDPSIM_TUNE_MALLOC`` from its parent).
     """
-    keep_freed_memory()
+    tune_if_requested()
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from ldpsim.simulator import bench, cli
+from ldpsim.simulator import alloc, bench, cli
 
 
 @pytest.mark.parametrize("envelopes", ["raw", "batch", "msgpack"])
@@ -14,8 +16,10 @@ def test_transport_ceiling_any_split(envelopes, pools):
     assert 0 < wall < 30 and cpu > 0
 
 
-def test_bench_quick_prints_every_row(capsys):
+def test_bench_quick_prints_every_row(capsys, monkeypatch):
+    monkeypatch.setenv(alloc.TUNE_MALLOC_ENV, "0")  # the bench sets it; restored afterwards
     assert cli.main(["bench", "--quick", "--pools", "3"]) == 0
+    assert os.environ[alloc.TUNE_MALLOC_ENV] == "1"  # the bench tunes its children too
     out = capsys.readouterr().out
     for row in ("ceiling: raw bytes", "ceiling: envelopes", "full run, processes",
                 "rounds only", "full run, inproc"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pytest
@@ -325,3 +326,23 @@ def test_allocator_tuning_takes_effect_on_glibc():
     # and the draws do not depend on it (the tuning only changes where memory comes from)
     assert np.array_equal(rng.bits(KEY, np.arange(5000), 0, 10)[4321],
                           rng.bits(KEY, np.array([4321]), 0, 10)[0])
+
+
+def test_allocator_tuning_is_opt_in(monkeypatch):
+    from ldpsim.simulator import alloc
+
+    calls = []
+    monkeypatch.setattr(alloc, "keep_freed_memory", lambda: calls.append(1) or True)
+    for unset in (None, "0", "", "yes"):
+        if unset is None:
+            monkeypatch.delenv(alloc.TUNE_MALLOC_ENV, raising=False)
+        else:
+            monkeypatch.setenv(alloc.TUNE_MALLOC_ENV, unset)
+        assert alloc.tune_if_requested() is False
+    assert calls == []
+    monkeypatch.setenv(alloc.TUNE_MALLOC_ENV, "1")
+    assert alloc.tune_if_requested() is True and calls == [1]
+    # ``ldpsim bench`` asks for it, for itself and for the children it starts (the environment)
+    monkeypatch.setenv(alloc.TUNE_MALLOC_ENV, "0")  # restored after the test
+    assert alloc.request_tuning() is True and calls == [1, 1]
+    assert os.environ[alloc.TUNE_MALLOC_ENV] == "1"
