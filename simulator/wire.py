@@ -228,20 +228,3 @@ def unpack_all(frame: bytes, max_buffer: int) -> list[Any]:
     if unpacker.tell() != len(frame):
         raise WireError("truncated envelope")
     return objs
-
-
-# Temporary aliases, used by session.py until it imports the new module: the numpy batch codec
-# moved to ``simulator.wire_numpy``. Looked up on first use (PEP 562), not imported here, since
-# wire_numpy imports this module (an eager import here would fail whenever wire_numpy is
-# imported first).
-_MOVED_TO_WIRE_NUMPY = frozenset({"batch_sizes", "batchable", "encode_batch", "first_agent",
-                                  "match_batch", "minimal_report_sizes", "parse_consecutive"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_WIRE_NUMPY:
-        from ldpsim.simulator import wire_numpy
-
-        value = globals()[name] = getattr(wire_numpy, name)  # later lookups skip this hook
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

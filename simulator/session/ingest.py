@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire
-from ldpsim.simulator import wire as wire_numpy  # the accelerated codec (own module soon)
+from ldpsim.simulator import wire, wire_numpy
 from ldpsim.simulator.session.common import span
 
 #: Reports decoded before they are checked and stored, on the reference path (bounds the
@@ -146,7 +145,7 @@ def decode_reports(frame: bytes, pending: dict[tuple[bytes, int], np.ndarray],
 def _match_sent(frame: bytes, pending: dict[tuple[bytes, int], np.ndarray],
                 expected: Expected, peer: bytes) -> Reports | None:
     """Fastest path: the frame is byte for byte the canonical encoding of the reports of a
-    query batch ``peer`` was sent (``wire.match_batch``), so its payloads are read as one
+    query batch ``peer`` was sent (``wire_numpy.match_batch``), so its payloads are read as one
     array. The domain and size limits are checked as on every path."""
     run, rno, schema = expected.run, expected.round, expected.schema
     first = wire_numpy.first_agent(frame, wire.REPORT)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.protocols import rng as rngm
-from ldpsim.simulator import wire
+from ldpsim.simulator import wire, wire_numpy
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
@@ -101,7 +101,7 @@ class PoolSession:
     def on_frame(self, frame: bytes) -> list[bytes]:
         """Handle one frame from the curator; return the frames to send back."""
         out: list[bytes] = []
-        fast = wire.parse_consecutive(frame, wire.QUERY)
+        fast = wire_numpy.parse_consecutive(frame, wire.QUERY)
         if fast is not None:
             run, rnd, ids, queries = fast
             if self.silent or run != self.run or self.config is None:
@@ -278,7 +278,7 @@ class PoolSession:
         # reports, e.g. a whole answer vector per worker); the curator matches the pieces
         row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
         per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
-        return refusal + [wire.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
+        return refusal + [wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
                                             reports[s:s + per_frame])[0]
                           for s in range(0, len(ids), per_frame)]
 

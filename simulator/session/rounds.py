@@ -16,8 +16,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator import wire
-from ldpsim.simulator import wire as wire_numpy  # the accelerated codec (own module soon)
+from ldpsim.simulator import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed
 
 #: Query batches in flight per pool (see the module docstring).
