@@ -1,4 +1,7 @@
-"""Seed 004's privacy-preserving crowd-guided ethical decisions: Algorithms 1-3 and a baseline.
+"""Crowd-guided ethical decisions under DP (Wang et al., 2019): Algorithms 1-3 and a baseline.
+
+From Wang, Zhao, Yu, Liu, Yang, Ren & Shi, 2019, "Privacy-preserving Crowd-guided AI
+Decision-making in Ethical Dilemmas" (CIKM).
 
 Protocols (one round each; every voter holds ``[eps_i, z_1, ..., z_n]``, see ``data``):
 
@@ -216,7 +219,7 @@ class _TrustedCurator(_AverageCurator):
 
 
 class _EthicsProtocol(Protocol):
-    family = "ethical decisions (seed 004)"
+    family = "ethical decisions (Wang et al., 2019)"
     data_type = "pairwise"
     metrics = ("accuracy", "accuracy_generating", "accuracy_reference", "cosine", "err_l1",
                "err_l2", "err_linf")
