@@ -1,4 +1,4 @@
-"""Voters' pairwise moral choices: the synthetic generator of seed 004 §5.1 and the ground truth.
+"""Voters' pairwise moral choices: the generator of Wang et al., 2019, §5.1, and the ground truth.
 
 Generator (§5.1, following Noothigattu et al. 2018; the numbers the extraction lost are
 configurable, defaults marked UNKNOWN are the reference note's proposals):
@@ -30,10 +30,10 @@ choose eps_i; §4.3 and the personalised experiment of §5.1). ``eps_mode`` says
 Every draw of voter a is ``rng.uniform(key, a, 0, k)`` (keyed by the voter id), so any block of
 voters is the same whichever pool generates it.
 
-The Eq. (3) model (``norm``, ``bound`` C) is part of the data kind because seed 004 *defines*
-each voter's preference by Eq. (3) (§3, before any privacy mechanism): the ground truth society
-preference beta_bar is the average of the Eq. (3) estimates, and every protocol of a scenario
-protects and estimates the same quantity. C and the norm are public.
+The Eq. (3) model (``norm``, ``bound`` C) is part of the data kind because Wang et al. (2019)
+*define* each voter's preference by Eq. (3) (§3, before any privacy mechanism): the ground truth
+society preference beta_bar is the average of the Eq. (3) estimates, and every protocol of a
+scenario protects and estimates the same quantity. C and the norm are public.
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ class EpsSpec:
 
 @dataclass
 class PairwiseChoices(Dataset):
-    """Synthetic voters (seed 004 §5.1); rows ``[eps_i, z_1, ..., z_n]``, see the module doc."""
+    """Synthetic voters (Wang et al., 2019, §5.1); rows ``[eps_i, z_1, ..., z_n]``, see the module
+    doc."""
 
     key: int = 0
     d: int = 10
@@ -276,8 +277,8 @@ KINDS = {
                                      help="held-out test instances for the accuracy"),
          "test_alternatives": ParamSpec("test_alternatives", "int", 2, low=2, high=100,
                                         help="alternatives per test instance")},
-        "pairwise", "synthetic voters' pairwise moral choices, Thurstone-Mosteller (seed 004 "
-                    "§5.1)",
+        "pairwise", "synthetic voters' pairwise moral choices, Thurstone-Mosteller (Wang et al., "
+                    "2019, §5.1)",
         examples=({"n": 120, "d": 3, "records": 4, "eps_mode": "uniform",
                    "test_instances": 200},)),
 }

@@ -1,4 +1,4 @@
-"""Algorithm 3 of seed 004: record-level LDP by the functional mechanism (Zhang et al. 2012).
+"""Algorithm 3 of Wang et al., 2019: record-level LDP, functional mechanism (Zhang et al. 2012).
 
 Each voter perturbs the *objective* of her own MLE instead of its result (§4.4). Per record the
 objective to minimise is ``f(z, beta) = -log Phi(beta^T z)`` (Eq. 9); writing it as
@@ -67,7 +67,8 @@ def taylor_coefficients() -> tuple[float, float, float]:
 
 def record_l1_bound(d: int, domain: str) -> float:
     """max ||z||_1 over the preprocessed record domain: sqrt(d) for the unit L2 ball, d for
-    the unit box (seed 004 §4.4 uses the L2 ball and Cauchy-Schwarz)."""
+    the unit box (§4.4 of Wang et al., 2019, uses the L2 ball and
+    Cauchy-Schwarz)."""
     if domain == "l2":
         return math.sqrt(d)
     if domain == "linf":

@@ -1,4 +1,4 @@
-"""Per-voter norm-constrained Thurstone–Mosteller MLE (seed 004, Eq. 3), batched over voters.
+"""Norm-constrained Thurstone–Mosteller MLE (Wang et al., 2019, Eq. 3), batched over voters.
 
     beta_i = argmax_{||beta|| <= C} sum_j log Phi(beta^T z_ij)                         (Eq. 3)
 

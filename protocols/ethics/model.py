@@ -1,4 +1,4 @@
-"""The Thurstone–Mosteller preference model of seed 004 (Wang et al., CIKM 2019, §3).
+"""The Thurstone–Mosteller preference model of Wang et al., 2019 (§3).
 
 Voter i holds n_i pairwise records; record j says the voter chose alternative x_ij over y_ij, and
 only the difference ``z_ij = x_ij - y_ij`` (winner minus loser, a vector of d features) matters.
@@ -145,7 +145,7 @@ def decide(beta: np.ndarray, alternatives: np.ndarray) -> np.ndarray:
 def agreement(beta_a: np.ndarray, beta_b: np.ndarray, alternatives: np.ndarray) -> float:
     """Fraction of test instances on which two summary parameters make the same decision.
 
-    This is seed 004's accuracy (§5.1): "the fraction of test instances on which the true and
-    noisy parameters give the same exact outcome".
+    This is the accuracy of Wang et al., 2019 (§5.1): "the fraction of test instances on which the
+    true and noisy parameters give the same exact outcome".
     """
     return float(np.mean(decide(beta_a, alternatives) == decide(beta_b, alternatives)))

@@ -6,13 +6,14 @@ other ``k - 1`` values with probability ``q``::
     p = e^ε / (k - 1 + e^ε),     q = 1 / (k - 1 + e^ε),     p / q = e^ε,
 
 so the worst-case likelihood ratio of one report under two inputs is e^ε: one report is ε-LDP
-(sensitivity does not apply). The families use it as seed 000's binary randomized response
-(Algorithm 1, k = 2), seed 002's t-ary RR (Theorem 4.2, matrices M_w and M_φ of Eq. 9), seed
-001's RR over Γ ∪ {NULL} (Eq. 8, k = |Γ| + 1), and seed 003's GRR (Algorithm 2), inside OLH
-(``protocols.mechanisms.olh``) and for Hadamard's sign flip (``protocols.mechanisms.hadamard``).
+(sensitivity does not apply). The families use it as the binary randomized response of Yan, Li &
+Liu, 2020 (Algorithm 1, k = 2), the t-ary RR of Yan, Liu & Liu, 2018 (Theorem 4.2, matrices M_w
+and M_φ of Eq. 9), the RR over Γ ∪ {NULL} of Sun et al., 2018 (Eq. 8, k = |Γ| + 1), and the GRR
+of Cheng et al., 2021 (Algorithm 2), inside OLH (``protocols.mechanisms.olh``) and for
+Hadamard's sign flip (``protocols.mechanisms.hadamard``).
 
-``ε`` and ``k`` may be arrays that broadcast against the values (seed 001's 2-Layer baseline
-draws one ε per worker; SAFARI's attributes have different domains), so one object perturbs a
+``ε`` and ``k`` may be arrays that broadcast against the values (the 2-Layer baseline of Sun et al.,
+2018, draws one ε per worker; SAFARI's attributes have different domains), so one object perturbs a
 whole block.
 """
 
@@ -137,7 +138,7 @@ class GRR:
 
     def estimate_counts(self, y: np.ndarray) -> np.ndarray:
         """Unbiased true counts ``x̂ = M^{-1} y`` along the last axis of the observed counts
-        (leading axes are independent count vectors; seed 002 Eq. 2)."""
+        (leading axes are independent count vectors; Yan, Liu & Liu, 2018, Eq. 2)."""
         return np.asarray(y, dtype=np.float64) @ self.inverse_matrix().T
 
     def bias(self) -> float:
@@ -160,8 +161,8 @@ class GRR:
 
 
 def epsilon_of(p: float, k: int) -> float:
-    """The ε a keep probability p gives over k values: ``ln((k - 1) p / (1 - p))`` (seed 002
-    §4.5 computes this ratio, 2 p_w / (1 - p_w) = e^{ε1} for k = 3)."""
+    """The ε a keep probability p gives over k values: ``ln((k - 1) p / (1 - p))`` (§4.5 of
+    Yan, Liu & Liu, 2018, computes this ratio, 2 p_w / (1 - p_w) = e^{ε1} for k = 3)."""
     return math.log((k - 1) * p / (1.0 - p)) if p < 1.0 else math.inf
 
 

@@ -1,4 +1,5 @@
-"""The Hadamard frequency oracle (Nguyên et al., arXiv 1606.05053, "Harmony"; seed 003 [6]).
+"""The Hadamard frequency oracle (Nguyên et al., arXiv 1606.05053, "Harmony";
+reference [6] of Cheng et al., 2021).
 
 A user with value v over k values draws a row s of the k' × k' Sylvester–Hadamard matrix Ψ
 (k' the smallest power of two >= k) uniformly, independently of its data, and reports s with

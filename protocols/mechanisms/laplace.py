@@ -3,9 +3,9 @@
 ``value + Lap(Δ/ε)`` is ε-DP for a query of L1 sensitivity Δ — locally (one agent's report) or
 centrally (a released aggregate). Every Laplace value ldpsim releases goes through
 ``snapped_laplace``: the textbook floating-point form is not ε-DP (see ``snap_to_grid``).
-The families use it for seed 000's Algorithm 3 (LDP-KwikSort:Lap) and DP-KwikSort, seed 001's
-LP (Eq. 7) and MF objective noise, seed 002's DPWeVote-Laplace and seed 004's VLCP/VLDP/RLDP
-releases and FM coefficients.
+The families use it for Algorithm 3 (LDP-KwikSort:Lap) and DP-KwikSort of Yan, Li & Liu, 2020,
+LP (Eq. 7) and the MF objective noise of Sun et al., 2018, DPWeVote-Laplace of Yan, Liu & Liu,
+2018, and the VLCP/VLDP/RLDP releases and FM coefficients of Wang et al., 2019.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def snapped_laplace(values: np.ndarray, u: np.ndarray, scale: float | np.ndarray
 
 
 def laplace_threshold_keep_probability(epsilon: float) -> float:
-    """P(o + Lap(1/ε) thresholded at 0.5 equals o) = 1 - e^{-ε/2} / 2 (seed 000 §5.2.2, M_lap)."""
+    """P(o + Lap(1/ε) thresholded at 0.5 equals o) = 1 - e^{-ε/2} / 2 (Yan, Li & Liu, 2020,
+    §5.2.2, M_lap)."""
     return 1.0 - 0.5 * math.exp(-epsilon / 2.0)
 
 

@@ -1,10 +1,10 @@
 """Optimised local hashing (Wang, Blocki, Li & Jha, USENIX Security 2017, §4.4).
 
-Each user draws a hash seed independently of its data, hashes its value into g buckets and
-reports the seed with the bucket randomised by GRR over [g] (``protocols.mechanisms.grr``):
-one report is ε-LDP whatever the hash. Seed 003 uses it as the OLH baseline (§4.3) and inside
-CALM's collection (§5.2.2); it writes g = ⌈e^ε + 1⌉, we take the integer nearest the optimum
-e^ε + 1 (the same number when e^ε is an integer, as at ε = ln 3).
+Each user draws a hash seed independently of its data, hashes its value into g buckets and reports
+the seed with the bucket randomised by GRR over [g] (``protocols.mechanisms.grr``): one report is
+ε-LDP whatever the hash. Cheng et al. (2021) use it as the OLH baseline (§4.3) and inside CALM's
+collection (§5.2.2); they write g = ⌈e^ε + 1⌉, we take the integer nearest the optimum e^ε + 1 (the
+same number when e^ε is an integer, as at ε = ln 3).
 """
 
 from __future__ import annotations

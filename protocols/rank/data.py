@@ -138,8 +138,8 @@ def _preflib(key: int, path: str, n: int | None = None) -> FileRankings:
 #: How theta maps to phi (``mallows.THETA_CONVENTIONS``); shared with SAFARI's Mallows kind.
 THETA_CONVENTION = ParamSpec(
     "theta_convention", "str", default="paper", choices=mallows.THETA_CONVENTIONS,
-    help='"paper": phi = 1 - theta (seed 000 §5.2.1); "permallows": phi = exp(-theta), the '
-         "generator the paper's synthetic data came from")
+    help='"paper": phi = 1 - theta (Yan, Li & Liu, 2020, §5.2.1); "permallows": '
+         "phi = exp(-theta), the generator the paper's synthetic data came from")
 
 KINDS = {
     "mallows": DataKind(
@@ -147,11 +147,11 @@ KINDS = {
         {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "m": ParamSpec("m", "int", required=True, low=2, high=200, help="number of items"),
          "theta": ParamSpec("theta", "float", low=0,
-                            help="dispersion (default 0.5): 1 - q/p as seed 000 defines it, or "
-                                 "-ln(q/p) with theta_convention = \"permallows\""),
+                            help="dispersion (default 0.5): 1 - q/p as Yan, Li & Liu (2020) "
+                                 "define it, or -ln(q/p) with theta_convention = \"permallows\""),
          "theta_convention": THETA_CONVENTION,
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
-        "ranking", "Mallows rankings by repeated insertion (seed 000 §5.2.1)",
+        "ranking", "Mallows rankings by repeated insertion (Yan, Li & Liu, 2020, §5.2.1)",
         examples=({"n": 300, "m": 6, "theta": 0.4},)),
     "sushi": DataKind(
         "sushi", _sushi,

@@ -1,11 +1,11 @@
 """KwikSort (Ailon, Charikar & Newman, J. ACM 2008) on a pairwise comparison profile.
 
 ``cmp[a, b] = C_ab - C_ba`` is the net number of agents preferring item ``a`` to item ``b``
-(seed 000, Table 1). KwikSort picks a uniform random pivot, puts every other item before the pivot
-when ``cmp[item, pivot] > 0``, after it when ``< 0``, and on a random side when the comparison is a
-tie (seed 000 §2.1: "the randomized placement method is adopted instead of [pwlistorder's] default
-method that directly places a_q after a_p"), then recurses on both sides. The output is a ranking,
-most preferred item first.
+(Yan, Li & Liu, 2020, Table 1). KwikSort picks a uniform random pivot, puts every other item
+before the pivot when ``cmp[item, pivot] > 0``, after it when ``< 0``, and on a random side when
+the comparison is a tie (Yan, Li & Liu, 2020, §2.1: "the randomized placement method is adopted
+instead of [pwlistorder's] default method that directly places a_q after a_p"), then recurses on
+both sides. The output is a ranking, most preferred item first.
 
 The comparison can be replaced by a callable (DP-KwikSort draws fresh Laplace noise for every
 comparison it makes) and capped: after ``max_comparisons`` comparisons the still unsorted

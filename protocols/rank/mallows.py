@@ -1,7 +1,7 @@
 """Mallows rankings by repeated insertion, generated per agent from a counter-based stream.
 
-Seed 000 (§5.2.1) defines the dispersion as ``theta = 1 - q_M / p_M`` in [0, 1], where ``p_M`` is
-the probability that a pair keeps the reference order. With Mallows' adjacent-swap ratio
+Yan, Li & Liu (2020, §5.2.1) define the dispersion as ``theta = 1 - q_M / p_M`` in [0, 1], where
+``p_M`` is the probability that a pair keeps the reference order. With Mallows' adjacent-swap ratio
 ``phi = q_M / p_M`` (P(pi) ∝ phi^d_K(pi, pi0)) that is ``phi = 1 - theta``: ``theta = 0`` is the
 uniform distribution, ``theta -> 1`` concentrates on the reference ranking. PerMallows, which
 generated the paper's synthetic data, writes ``phi = exp(-theta)`` instead (``theta`` in
@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 from ldpsim.protocols import rng as rng_mod
 
-#: How a dispersion theta maps to Mallows' phi: seed 000 §5.2.1 defines theta = 1 - q/p, so
-#: phi = 1 - theta ("paper", theta in [0, 1]); PerMallows, whose generator the paper's synthetic
-#: data came from, parameterises phi = exp(-theta) ("permallows", theta >= 0).
+#: How a dispersion theta maps to Mallows' phi: Yan, Li & Liu (2020, §5.2.1) define
+#: theta = 1 - q/p, so phi = 1 - theta ("paper", theta in [0, 1]); PerMallows, whose generator
+#: the paper's synthetic data came from, parameterises phi = exp(-theta) ("permallows",
+#: theta >= 0).
 THETA_CONVENTIONS = ("paper", "permallows")
 
 

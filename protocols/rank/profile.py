@@ -1,4 +1,4 @@
-"""Pairwise comparison profiles and the utility metrics of seed 000 (Eq. 4, §6.1.3).
+"""Pairwise comparison profiles and the utility metrics of Yan, Li & Liu, 2020 (Eq. 4, §6.1.3).
 
 Items are 0..m-1; a ranking lists items best first, and its *positions* are the inverse
 permutation, ``pos[item]`` = the item's place (0 = best). An agent's private row in the rank
@@ -73,7 +73,8 @@ def cmp_from_counts(c: np.ndarray) -> np.ndarray:
 
 
 def error_rate(cmp_true: np.ndarray, cmp_hat: np.ndarray) -> float:
-    """Seed 000 Eq. (4): fraction of the C(m,2) pairs whose estimated sign is strictly flipped."""
+    """Yan, Li & Liu, 2020, Eq. (4): fraction of the C(m,2) pairs whose estimated sign is strictly
+    flipped."""
     m = cmp_true.shape[0]
     j, l = pairs(m)
     t = cmp_true[j, l]

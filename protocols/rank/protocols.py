@@ -1,4 +1,4 @@
-"""Rank aggregation protocols of seed 000 (Yan, Li & Liu, "Private Rank Aggregation under Local
+"""Rank aggregation protocols of Yan, Li & Liu, 2020 ("Private Rank Aggregation under Local
 Differential Privacy"): KwikSort, DP-KwikSort (central), LDP-KwikSort:RR and LDP-KwikSort:Lap.
 
 All four run one round. ``kwiksort`` and ``dp_kwiksort`` ask every agent all C(m,2) pairs and get
@@ -31,16 +31,18 @@ from ldpsim.protocols.rank.kwiksort import kwiksort
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="total privacy budget per agent (LDP) or of the release (central)")
 QUERIES = ParamSpec("queries", "int_or_auto", default="auto", low=1,
-                    help='K pairs per agent; "auto" maximises g(K) (seed 000 §5.2, §6.2)')
+                    help='K pairs per agent; "auto" maximises g(K) '
+                         "(Yan, Li & Liu, 2020, §5.2, §6.2)")
 
 
 def g_rr(k: int, epsilon: float) -> float:
-    """Seed 000 Theorem 2: the error exponent g(K) = ε²K / (ε + 2K)² of LDP-KwikSort:RR."""
+    """Yan, Li & Liu, 2020, Theorem 2: the error exponent g(K) = ε²K / (ε + 2K)² of
+    LDP-KwikSort:RR."""
     return epsilon**2 * k / (epsilon + 2 * k) ** 2
 
 
 def g_lap(k: int, epsilon: float) -> float:
-    """Seed 000 Theorem 3: g(K) = (1 - e^{-ε/(2K)})² K of LDP-KwikSort:Lap."""
+    """Yan, Li & Liu, 2020, Theorem 3: g(K) = (1 - e^{-ε/(2K)})² K of LDP-KwikSort:Lap."""
     return (1.0 - math.exp(-epsilon / (2 * k))) ** 2 * k
 
 
@@ -133,7 +135,7 @@ class _DPCurator(_AllPairsCurator):
 
 
 class _LDPCurator(_RankCurator):
-    """LDP-KwikSort: K distinct random pairs per agent (Algorithms 1-4 of seed 000)."""
+    """LDP-KwikSort: K distinct random pairs per agent (Algorithms 1-4 of Yan, Li & Liu, 2020)."""
 
     def plan(self, rnd: int) -> RoundPlan | None:
         if rnd > 0:
@@ -185,7 +187,7 @@ class _LapCurator(_LDPCurator):
 
 
 class _RankProtocol(Protocol):
-    family = "rank aggregation (seed 000)"
+    family = "rank aggregation (Yan, Li & Liu, 2020)"
     data_type = "ranking"
     curator_cls: type = _AllPairsCurator
     metrics = ("error_rate", "kendall_tau")
@@ -262,7 +264,8 @@ class _RankProtocol(Protocol):
 
 
 class KwikSortPlain(_RankProtocol):
-    """Non-private KwikSort: every agent answers all C(m,2) pairs truthfully (seed 000 §6.1.1)."""
+    """Non-private KwikSort: every agent answers all C(m,2) pairs truthfully (Yan, Li & Liu,
+    2020, §6.1.1)."""
 
     name = "kwiksort"
     summary = "non-private KwikSort on true pairwise answers (error lower bound)"
@@ -276,9 +279,9 @@ class DPKwikSort(_RankProtocol):
     """DP-KwikSort, central model: the curator holds true counts and noises each comparison.
 
     Each comparison KwikSort makes reads ``cmp[a, pivot] + Lap(Δ/ε')`` with fresh noise, where
-    ε' = ε / ((m-1) log2 m) (seed 000 §6.1.1 writes ``log m``; base 2 is the reading under
-    which the budget is "comparisons per level × levels"). Δ = 2: replacing one agent's ranking
-    moves C_ab - C_ba by 2 (the paper writes Lap(1/ε'), the add/remove-one sensitivity).
+    ε' = ε / ((m-1) log2 m) (§6.1.1 of Yan, Li & Liu, 2020, writes ``log m``; base 2 is the reading
+    under which the budget is "comparisons per level × levels"). Δ = 2: replacing one agent's
+    ranking moves C_ab - C_ba by 2 (the paper writes Lap(1/ε'), the add/remove-one sensitivity).
     Random-pivot KwikSort exceeds (m-1) log2 m comparisons in 10-40% of runs, so the
     comparisons are capped at ⌊(m-1) log2 m⌋ and the still-unsorted sub-lists are ordered at
     random (no data): ε then holds in every run. ``cap_hit`` records when the cap bit.
@@ -358,7 +361,7 @@ class LDPKwikSortRR(_LDPRank):
 class LDPKwikSortLap(_LDPRank):
     """LDP-KwikSort:Lap — Algorithm 3 (o + Lap(1/ε_k)) and Algorithm 4 (threshold at 0.5).
 
-    Seed 000 proves ε-LiDP with the local sensitivity 1; since o ∈ {0, 1} the global
+    Yan, Li & Liu (2020) prove ε-LiDP with the local sensitivity 1; since o ∈ {0, 1} the global
     sensitivity is also 1, so each report is in fact ε/K-LDP.
     """
 

@@ -1,4 +1,7 @@
-"""Preference-ranking collection under LDP (seed 003): SAFARI and full-domain baselines.
+"""Preference-ranking collection under LDP: SAFARI and full-domain baselines.
+
+From Cheng, Yang, Wang, Su, Chen & Li, 2021, "Collecting Preference Rankings under Local
+Differential Privacy".
 
 Protocols: ``safari`` (Rule I → SAFA → LADE → Anchors K-thin chain → Rule II → SAFA →
 synthesis), ``safari_nopriv`` (the same without privacy), and the baselines over all d!

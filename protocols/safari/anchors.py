@@ -1,5 +1,5 @@
-"""Structure learning: tripletwise mutual information (seed 003 Definition 1) and the Anchors
-method of Huang & Guestrin (ICML 2010, the paper's [5]) building a K-thin chain top-down.
+"""Structure learning: tripletwise mutual information (Cheng et al., 2021, Definition 1) and the
+Anchors method of Huang & Guestrin (ICML 2010, the paper's [5]) building a K-thin chain top-down.
 
 Anchors, for a leaf of p >= 2 items: for every pair of items (a1, a2) assumed to lie in the
 leaf, rank the other items by I(x; a1, a2) and complete the leaf with the p - 2 highest; keep

@@ -1,4 +1,4 @@
-"""Ranking data for the SAFARI family: SUSHI and Jester subsets (seed 003 §6.1) and Mallows.
+"""SAFARI's ranking data: SUSHI and Jester subsets (Cheng et al., 2021, §6.1) and Mallows.
 
 Every kind holds full rankings of ``d`` items, one per agent (a row of item ids, best first, the
 rank family's row layout). Public facts: ``d`` (also as ``m``, so the rank family's protocols run
@@ -8,11 +8,11 @@ second-order marginals Q1, Q2, the distributions S2 and S3, and the pairwise cou
 * ``sushi_subset``: SUSHI set A (Kamishima), 5000 rankings of 10 sushi, restricted to the items
   0 .. d-1 (each agent's relative ranking of them). The paper builds test sets "with the number
   of items ranging from 3 to 10" without saying which items; the first d item ids is our choice.
-* ``jester``: Jester ratings turned into rankings by ordering a user's ratings (seed 003 §6.1).
-  The items are the d jokes with the most ratings in the file (ties: smaller joke id first),
-  the agents are the users who rated all d of them (in user-id order), and a user's ranking
-  orders the jokes by rating, highest first (ties: the more-rated joke first). The paper used
-  20,000 users; the excerpt we have holds 906 users, of whom 557-862 rated the top 3-10 jokes.
+* ``jester``: Jester ratings turned into rankings by ordering a user's ratings (Cheng et al., 2021,
+  §6.1). The items are the d jokes with the most ratings in the file (ties: smaller joke id first),
+  the agents are the users who rated all d of them (in user-id order), and a user's ranking orders
+  the jokes by rating, highest first (ties: the more-rated joke first). The paper used 20,000 users;
+  the excerpt we have holds 906 users, of whom 557-862 rated the top 3-10 jokes.
 * ``safari_mallows``: Mallows rankings (repeated insertion, generated per agent), the built-in
   default that needs no download.
 """
@@ -144,7 +144,7 @@ def _mallows(key: int, n: int, d: int, theta: float | None = None,
         p = mallows.phi_from(theta, phi, theta_convention)
     except ValueError as e:
         raise ParamError(f"[data] theta/phi: {e}; give exactly one of theta (1 - q/p in [0, 1], "
-                         "seed 000's convention, or PerMallows' -ln(q/p) >= 0 with "
+                         "the convention of Yan, Li & Liu, 2020, or PerMallows' -ln(q/p) >= 0 with "
                          'theta_convention = "permallows") or phi (Mallows\' q/p in [0, 1])'
                          ) from e
     return MallowsRankings(kind="safari_mallows", n=n, d=d, phi=p, key=key,
@@ -160,20 +160,22 @@ KINDS = {
         {"path": ParamSpec("path", "str", required=True,
                            help="sushi3a.5000.10.order (Kamishima) or the PrefLib .soc copy"),
          "d": _D, "n": _N},
-        "ranking", "SUSHI set A restricted to items 0..d-1 (seed 003 §6.1: 5000 users, d=3..10)"),
+        "ranking",
+        "SUSHI set A restricted to items 0..d-1 (Cheng et al., 2021, §6.1: 5000 users, d=3..10)"),
     "jester": DataKind(
         "jester", _jester,
         {"path": ParamSpec("path", "str", required=True,
                            help="Jester ratings CSV (userId,jokeId,rating)"),
          "d": _D, "n": _N},
-        "ranking", "Jester ratings → rankings of the d most-rated jokes (seed 003 §6.1)"),
+        "ranking",
+        "Jester ratings → rankings of the d most-rated jokes (Cheng et al., 2021, §6.1)"),
     "safari_mallows": DataKind(
         "safari_mallows", _mallows,
         {"n": ParamSpec("n", "int", required=True, low=1, high=MAX_AGENTS, help="number of agents"),
          "d": ParamSpec("d", "int", required=True, low=3, high=D_MAX, help="number of items"),
          "theta": ParamSpec("theta", "float", low=0,
-                            help="dispersion (default 0.5): 1 - q/p as seed 000 defines it, or "
-                                 "-ln(q/p) with theta_convention = \"permallows\""),
+                            help="dispersion (default 0.5): 1 - q/p as Yan, Li & Liu (2020) "
+                                 "define it, or -ln(q/p) with theta_convention = \"permallows\""),
          "theta_convention": THETA_CONVENTION,
          "phi": ParamSpec("phi", "float", low=0, high=1, help="Mallows phi = q/p = 1 - theta")},
         "ranking", "Mallows rankings of d items by repeated insertion (no download needed)",

@@ -1,4 +1,4 @@
-"""LADE: Lasso-based estimation of S2 and S3 from S1 (seed 003 §5.2.3), its regression
+"""LADE: Lasso-based estimation of S2 and S3 from S1 (Cheng et al., 2021, §5.2.3), its regression
 alternatives (Fig. 7) and the NAIVE derivation (§5.2.1); simplex projection.
 
 Notation (Definition 1): φ_k = rank of item x_k, λ_{k2,k3} = 1 iff x_k2 is ranked above x_k3.

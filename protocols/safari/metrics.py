@@ -1,4 +1,4 @@
-"""Utility metrics of seed 003 §6.1: AVD and SSE over the first- and second-order marginals.
+"""Utility metrics of Cheng et al., 2021, §6.1: AVD and SSE over first- and second-order marginals.
 
 * Q1: for each item i, the distribution of its rank (d marginals of d cells): Pr[φ_i].
 * Q2: for each pair of items i < k, the joint distribution of their ranks (C(d,2) marginals of

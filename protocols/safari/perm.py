@@ -1,6 +1,6 @@
 """Indexing of permutations and combinations, vectorised over many rankings.
 
-Conventions used throughout the SAFARI family (seed 003):
+Conventions used throughout the SAFARI family (Cheng et al., 2021):
 
 * a *ranking* is a row of item ids, best first: ``ranking[r]`` is the item at rank ``r``
   (0-based; the paper's ranks are 1-based, σ(j) = x_k);

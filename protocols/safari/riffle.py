@@ -1,4 +1,4 @@
-"""The riffle independent (RI) model over K-thin chains (seed 003 §3.2, §5.1 Phase 5).
+"""The riffle independent (RI) model over K-thin chains (Cheng et al., 2021, §3.2, §5.1 Phase 5).
 
 A K-thin chain 𝒯 is a binary tree whose every internal item set g_t splits into a *leaf* A_t
 (at most K items) and the rest X_{t+1} = g_t \\ A_t, which is split again; the last rest is a

@@ -1,4 +1,4 @@
-"""The transformation rules of seed 003: a ranking becomes a tuple of small-domain attributes.
+"""Transformation rules of Cheng et al., 2021: a ranking becomes a tuple of small-domain attributes.
 
 * **Rule I** (§5.2.3, LADE): attribute A_j ↔ item x_j, value = its absolute rank; |dom| = d.
 * **Rule I^N** (§5.2.1, NAIVE): attribute ↔ triplet (x_k1; x_k2, x_k3) with k2 < k3 and

@@ -1,4 +1,4 @@
-"""SAFA: the sampling randomizer for multiple attributes (seed 003 §5.4, Algorithms 1-2).
+"""SAFA: the sampling randomizer for multiple attributes (Cheng et al., 2021, §5.4, Algorithms 1-2).
 
 The curator draws one attribute index j per user (uniformly, independent of the data) and
 sends it; the user answers with a local randomizer over dom(A_j) alone; the curator turns the

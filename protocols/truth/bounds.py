@@ -1,4 +1,4 @@
-"""Expected-error bounds of seed 001: Theorem 2 (LP), Theorem 3 (RR) and Theorem 5 (MF).
+"""Expected-error bounds of Sun et al., 2018: Theorem 2 (LP), Theorem 3 (RR) and Theorem 5 (MF).
 
 Each bound is written as printed, as a pure function of the workers' qualities q_i, answer
 fractions s_i (1 - sparsity), error deviations σ_i and the tasks' truths μ_j. The worked

@@ -1,5 +1,5 @@
-"""Sparse crowdsourcing answers: the synthetic generator of seed 001 §VI-A and loaders for the
-Web and AdultContent answer files.
+"""Sparse crowdsourcing answers: the synthetic generator of Sun et al., 2018, §VI-A, and loaders for
+the Web and AdultContent answer files.
 
 A row is one worker's answer vector over all tasks (float64; NaN = NULL), answers are integers
 in Γ = {0, ..., L-1}. ``public`` tells the curator the number of tasks and L. ``truth()`` gives
@@ -50,8 +50,8 @@ def _public(tasks: int, levels: int) -> dict:
 
 @dataclass
 class SyntheticAnswers(AnswerData):
-    """Seed 001 §VI-A: truths ~ N(0, 1); worker i answers μ_j + N(0, σ_i²) with σ_i = 1 for a
-    random half of the workers ("high quality") and 5 for the rest, on a random subset of
+    """Sun et al., 2018, §VI-A: truths ~ N(0, 1); worker i answers μ_j + N(0, σ_i²) with σ_i = 1 for
+    a random half of the workers ("high quality") and 5 for the rest, on a random subset of
     round((1 - sparsity)·tasks) tasks (at least one).
 
     Γ is the integers 0..L-1 (L = 10 in the paper), so each answer is rounded to the nearest
@@ -275,7 +275,7 @@ KINDS = {
                                 help="answer noise σ of low-quality workers"),
          "good_fraction": ParamSpec("good_fraction", "float", default=0.5, low=0, high=1,
                                     help="fraction of high-quality workers")},
-        DATA_TYPE, "seed 001 §VI-A: truth ~ N(0,1), σ 1 or 5, Γ = 0..9, sparse answers",
+        DATA_TYPE, "Sun et al., 2018, §VI-A: truth ~ N(0,1), σ 1 or 5, Γ = 0..9, sparse answers",
         examples=({"n": 200, "tasks": 20, "sparsity": 0.7},)),
     "crowd_web": DataKind(
         "crowd_web", _web,

@@ -1,4 +1,4 @@
-"""Iterative weighted truth inference (seed 001 §II-B, Eq. 1-3 and Algorithm 1).
+"""Iterative weighted truth inference (Sun et al., 2018, §II-B, Eq. 1-3 and Algorithm 1).
 
 Workers' answers form an ``(m, n)`` float matrix, one row per worker and one column per task, with
 NaN for NULL (the worker did not answer). Algorithm 1 alternates
@@ -55,7 +55,7 @@ class Inference:
 
 
 def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER) -> Inference:
-    """Algorithm 1 of seed 001: alternate Eq. (1) and Eq. (2) until the truths converge.
+    """Algorithm 1 of Sun et al., 2018: alternate Eq. (1) and Eq. (2) until the truths converge.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Cell-level local randomizers of seed 001 §IV and the 2-Layer baseline of §VI-A.
+"""Cell-level local randomizers of Sun et al., 2018, §IV, and the 2-Layer baseline of §VI-A.
 
 Answers are integers in Γ = {0, 1, ..., L-1} (L = ``levels`` = |Γ|); NULL is NaN in a data row
 and the code ``L`` in an integer report. Every randomizer here is applied to every cell of a
@@ -188,11 +188,11 @@ def rr_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int,
 
 
 def two_layer_epsilons(u: np.ndarray, epsilon: float, spread: float) -> np.ndarray:
-    """Layer 1 of the 2-Layer baseline as seed 001 §VI-D runs it: each worker draws its own
+    """Layer 1 of the 2-Layer baseline as Sun et al. (2018, §VI-D) run it: each worker draws its own
     budget ε_i ~ Uniform[ε(1 - spread), ε(1 + spread)] (mean ε) from one uniform ``u``.
 
     Li et al. (KDD 2018) let each worker draw its own perturbation probability from a public
-    hyper-distribution; seed 001 describes the budget form, which we follow.
+    hyper-distribution; Sun et al. (2018) describe the budget form, which we follow.
     """
     lo = epsilon * (1.0 - spread)
     return lo + 2.0 * epsilon * spread * np.asarray(u, dtype=np.float64)

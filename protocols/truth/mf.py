@@ -1,4 +1,4 @@
-"""Matrix-factorisation perturbation (seed 001 §V, Eq. 9-10, Algorithm 2, Theorem 4).
+"""Matrix-factorisation perturbation (Sun et al., 2018, §V, Eq. 9-10, Algorithm 2, Theorem 4).
 
 The curator draws a d × n task-profile matrix V, independent of the data, whose every column has
 1-norm at most 1, and broadcasts it. Worker i minimises the perturbed objective (Eq. 9)

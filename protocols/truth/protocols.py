@@ -1,4 +1,4 @@
-"""Truth-inference protocols of seed 001 (Sun, Dong, Wang, Yu & Qin, "Truth Inference on Sparse
+"""Truth-inference protocols of Sun, Dong, Wang, Yu & Qin, 2018 ("Truth Inference on Sparse
 Crowdsourcing Data with Local Differential Privacy"): ``truth_plain`` (no privacy), ``truth_lp``
 (§IV-A), ``truth_rr`` (§IV-B), ``truth_mf`` (§V) and ``truth_two_layer`` (the 2-Layer baseline of
 Li et al., KDD 2018, with NULL as an extra answer, §VI-A).
@@ -84,7 +84,7 @@ class TruthCurator(Curator):
 
 
 class _TruthProtocol(Protocol):
-    family = "truth inference (seed 001)"
+    family = "truth inference (Sun et al., 2018)"
     data_type = DATA_TYPE
     metrics = ("mae", "mae_change", "mae_original", "mae_vs_original", "corr")
     #: Figs. 2-5 show the MAE change MAE_P - MAE_O (§VI-A)
@@ -279,9 +279,9 @@ class TruthRR(_TruthProtocol):
 
 
 class TruthTwoLayer(_TruthProtocol):
-    """2-Layer baseline (Li et al., KDD 2018) with NULL as a unique answer, as seed 001 §VI runs
-    it: each worker draws its own budget ε_i ~ Uniform[ε(1-spread), ε(1+spread)] (mean ε) and
-    applies Eq. (8) with ε_i to every cell. The curator never learns ε_i; Algorithm 1's
+    """2-Layer baseline (Li et al., KDD 2018) with NULL as a unique answer, as Sun et al. (2018,
+    §VI) run it: each worker draws its own budget ε_i ~ Uniform[ε(1-spread), ε(1+spread)] (mean ε)
+    and applies Eq. (8) with ε_i to every cell. The curator never learns ε_i; Algorithm 1's
     qualities down-weight the workers who drew small budgets.
 
     The guarantee claimed is the worst case ε(1 + spread) (see ``two_layer_max_epsilon``);

@@ -1,4 +1,5 @@
-"""Weighted voting under LDP (seed 002): DPWeVote and its Laplace baseline."""
+"""Weighted voting under LDP (Yan, Liu & Liu, 2018, "DPWeVote: differentially private weighted
+voting protocol for cloud-based decision-making"): DPWeVote and its Laplace baseline."""
 
 from ldpsim.protocols.vote.data import KINDS
 from ldpsim.protocols.vote.dpwevote import DPWeVote, DPWeVoteLaplace

@@ -1,4 +1,4 @@
-"""Weighted-voting data (seed 002 §5.1.1): each partner's weight group and its k opinions.
+"""Weighted-voting data (Yan, Liu & Liu, 2018, §5.1.1): each partner's weight and k opinions.
 
 A partner's private row is ``[w, φ_1, .., φ_k]`` (int64): the weight ``w`` in ``{1, 2, 3}``
 (groups wI, wII, wIII of Table 1) and one opinion ``φ_l`` in ``{0 ('No'), 1 ('Yes')}`` per
@@ -170,6 +170,7 @@ KINDS = {
                                     help='"a,b,c": P(Yes) for weights 1,2,3 (replaces yes)'),
          "design": ParamSpec("design", "str", default="iid", choices=("iid", "balanced"),
                              help="i.i.d. draws (paper) or exactly equal group sizes")},
-        DATA_TYPE, "weights in {1,2,3} and k Yes/No opinions per partner (seed 002 §5.1.1)",
+        DATA_TYPE,
+        "weights in {1,2,3} and k Yes/No opinions per partner (Yan, Liu & Liu, 2018, §5.1.1)",
         examples=({"n": 300, "candidates": 2}, {"n": 300, "candidates": 2, "design": "balanced"})),
 }
