@@ -49,6 +49,7 @@ from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.float_attack import reproducible
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.seeding import run_keys, run_seed
 from ldpsim.simulator.session import Limits
 from scipy.stats import beta
@@ -364,9 +365,9 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     keys = run_keys(run_seed(scenario_seed, 0))
     ds = kind.build({k: v for k, v in data.items() if k != "kind"}, keys.data)
     n = ds.n
-    coll = config.get("collusion", {})
-    curator = bool(coll.get("curator", True))
-    mask = colluder_mask(n, coll, keys.collusion)
+    run_cfg = RunConfig.of(config)
+    curator = run_cfg.curator_colludes
+    mask = colluder_mask(n, dict(run_cfg.collusion), keys.collusion)
     if target is None:
         honest = np.flatnonzero(~mask)
         target = int(honest[0]) if len(honest) else 0

@@ -32,9 +32,11 @@ from ldpsim.simulator.results import (
     usable,
     write_summary,
 )
+from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.seeding import run_keys
 from ldpsim.simulator.session import Limits
+from ldpsim.simulator.session.record import run_record
 
 
 def versions() -> dict[str, str]:
@@ -90,30 +92,11 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     res = backend.run(config, limits, record_view, secret)
     wall = time.perf_counter() - t0
     proto = get_protocol(spec.protocol)
-    metrics = proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret))
-    claim = proto.claim(res["params"], res["public"])
-    timing = dict(res["timing"])
-    timing["run_wall_s"] = wall
-    # agents lost to a dead, silent, refused or never-registered pool, or round dropouts
-    registered = res.get("pools_registered", spec.runtime["pools"])
-    lost = (res["dropouts_registration"] > 0 or registered < spec.runtime["pools"]
-            or res.get("pools_reported_done", registered) < registered or res["dropouts"] > 0)
-    record = {
-        "key": spec.key, "status": DEGRADED if lost else "complete",
-        "lost_agents": int(res["dropouts"]),
-        "scenario": spec.scenario, "protocol": spec.protocol,
-        "params": res["params"], "params_requested": spec.params, "data": spec.data,
-        "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
-        "scenario_seed": spec.scenario_seed, "backend": backend.name,
-        "pools": spec.runtime["pools"], "n_agents": res["n_agents"], "output": res["output"],
-        "metrics": metrics, "privacy": claim.as_dict(), "comm": res["comm"], "timing": timing,
-        "rejected": res["rejected"], "rejections": res["rejections"],
-        "refused": res["refused"], "refusal": res["refusal"],
-        "dropouts": res["dropouts"], "dropouts_registration": res["dropouts_registration"],
-        "collusion": {"colluders": res["colluders"], "curator": res["curator_colludes"],
-                      "spec": spec.collusion["colluders"]},
-        "versions": versions(),
-    }
+    record = run_record(
+        spec=spec, res=res, backend=backend.name,
+        metrics=proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret)),
+        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=wall,
+        versions=versions(), degraded=DEGRADED)
     if attacks:
         t1 = time.perf_counter()
         record["leakage"] = _leakage(spec, res, secret)
@@ -133,7 +116,7 @@ def _leakage(spec: RunSpec, res: dict[str, Any], secret: str | None) -> dict[str
     ds = kind.build({k: v for k, v in spec.data.items() if k != "kind"}, keys.data)
     mask = colluder_mask(ds.n, spec.collusion, keys.collusion)
     return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
-                       bool(spec.collusion.get("curator", True)), spec.seed,
+                       RunConfig.of(spec.config()).curator_colludes, spec.seed,
                        int(spec.collusion.get("attack_targets", 200)))
 
 

@@ -25,6 +25,7 @@ from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.results import LEAKAGE_METRICS
+from ldpsim.simulator.runconfig import DEFAULTS
 from ldpsim.simulator.seeding import run_seed
 
 
@@ -44,26 +45,28 @@ TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "
             "runtime", "collusion", "output", "plot"}
 
 RUNTIME = {
-    "backend": ParamSpec("backend", "str", "processes", choices=tuple(BACKENDS)),
-    "pools": ParamSpec("pools", "int", 2, low=1, high=256),
-    "timeout_s": ParamSpec("timeout_s", "float", 30.0, low=0, low_open=True,
+    "backend": ParamSpec("backend", "str", DEFAULTS.backend, choices=tuple(BACKENDS)),
+    "pools": ParamSpec("pools", "int", DEFAULTS.pools, low=1, high=256),
+    "timeout_s": ParamSpec("timeout_s", "float", DEFAULTS.timeout_s, low=0, low_open=True,
                            high=MAX_TIMEOUT_S),
-    "agent_mode": ParamSpec("agent_mode", "str", "batched", choices=("batched", "exact")),
-    "batch": ParamSpec("batch", "int", 4096, low=1, high=MAX_BATCH),
-    "endpoint": ParamSpec("endpoint", "str", "tcp://*:5555"),
-    "token": ParamSpec("token", "str", ""),
-    "curve": ParamSpec("curve", "str", "", help="hosts: CURVE key directory (ldpsim keys)"),
-    "max_frame_bytes": ParamSpec("max_frame_bytes", "int", 64 << 20, low=1024,
+    "agent_mode": ParamSpec("agent_mode", "str", DEFAULTS.agent_mode,
+                            choices=("batched", "exact")),
+    "batch": ParamSpec("batch", "int", DEFAULTS.batch, low=1, high=MAX_BATCH),
+    "endpoint": ParamSpec("endpoint", "str", DEFAULTS.endpoint),
+    "token": ParamSpec("token", "str", DEFAULTS.token),
+    "curve": ParamSpec("curve", "str", DEFAULTS.curve,
+                       help="hosts: CURVE key directory (ldpsim keys)"),
+    "max_frame_bytes": ParamSpec("max_frame_bytes", "int", DEFAULTS.max_frame_bytes, low=1024,
                                  high=MAX_FRAME_BYTES),
-    "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", 1 << 20, low=64,
-                                    high=MAX_ENVELOPE_BYTES),
-    "progress": ParamSpec("progress", "bool", True),
+    "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", DEFAULTS.max_envelope_bytes,
+                                    low=64, high=MAX_ENVELOPE_BYTES),
+    "progress": ParamSpec("progress", "bool", DEFAULTS.progress),
 }
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "round": ParamSpec("round", "int", 0, low=0),
               "action": ParamSpec("action", "str", required=True,
                                   choices=("kill", "silent", "raise"))}
-COLLUSION = {"curator": ParamSpec("curator", "bool", True),
+COLLUSION = {"curator": ParamSpec("curator", "bool", DEFAULTS.curator_colludes),
              "save_view": ParamSpec("save_view", "bool", False),
              "attacks": ParamSpec("attacks", "bool", False,
                                   help="run the coalition's attacks on each run's own view and "
@@ -502,7 +505,7 @@ def _collusion(raw: dict[str, Any]) -> dict[str, Any]:
     if "colluders" in col_raw and "sweep" in col_raw:
         raise ScenarioError("[collusion] colluders/sweep: give one of them (sweep is a list of "
                             "colluders values, one run per value)")
-    colluders = col_raw.pop("colluders", 0)
+    colluders = col_raw.pop("colluders", DEFAULTS.colluders)
     sweep = col_raw.pop("sweep", None)
     collusion = _check_table(col_raw, COLLUSION, "collusion")
     collusion["colluders"] = _check_colluders(colluders)

@@ -1,0 +1,61 @@
+"""Accounting owns the result record's schema: ``CommStats.FIELDS`` and ``Timing.FIELDS`` name
+exactly the keys a run's record holds, and the README's results table lists every one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from ldpsim.protocols.local import example_data
+from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.session import CommStats, Limits, Timing
+from ldpsim.simulator.session.accounting import zmtp_bytes
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _run() -> dict:
+    cfg = {"protocol": "ldp_kwiksort_rr", "params": {}, "data": example_data("ldp_kwiksort_rr"),
+           "seed": 3, "pools": 2, "batch": 16, "collusion": {"colluders": 0, "curator": True},
+           "faults": []}
+    return run_inproc(cfg, Limits(timeout_s=20))
+
+
+def test_the_record_holds_exactly_the_declared_keys():
+    res = _run()
+    assert set(res["comm"]) == set(CommStats.FIELDS)
+    assert set(res["timing"]) | {"run_wall_s"} == set(Timing.FIELDS)  # run_wall_s: runner's
+
+
+def test_the_readme_results_table_lists_every_key():
+    text = README.read_text(encoding="utf-8")
+    for part, fields in (("comm", CommStats.FIELDS), ("timing", Timing.FIELDS)):
+        row = re.search(rf"^\| `{part}` \|(.*)$", text, re.M)
+        assert row, f"README: no results-table row for {part}"
+        listed = set(re.findall(r"`([a-z_]+)`", row.group(1)))
+        missing = set(fields) - listed
+        assert not missing, f"README results table, {part}: {sorted(missing)} not listed"
+
+
+def test_bytes_are_counted_exactly():
+    """Per-agent bytes add up to the total; physical bytes include ZMTP framing."""
+    res = _run()
+    c = res["comm"]
+    n = res["n_agents"]
+    assert c["bytes_total"] == round((c["bytes_up_per_agent_mean"]
+                                      + c["bytes_down_per_agent_mean"]) * n)
+    assert sum(r["bytes_up"] for r in c["per_round"]) == round(c["bytes_up_per_agent_mean"] * n)
+    assert c["physical_bytes_up"] > sum(r["bytes_up"] for r in c["per_round"])
+    assert [zmtp_bytes(k) - k for k in (0, 255, 256, 10**6)] == [2, 2, 9, 9]
+
+
+def test_comm_record_over_registered_agents_only():
+    comm = CommStats()
+    comm.start(4)
+    comm.up[:] = [10, 20, 30, 40]
+    comm.down[:] = [1, 1, 1, 1]
+    comm.msgs_up, comm.msgs_down = 2, 2
+    rec = comm.as_record(np.array([1, 3]))
+    assert rec["bytes_up_per_agent_mean"] == 30.0 and rec["bytes_up_per_agent_max"] == 40
+    assert rec["bytes_total"] == 62 and rec["messages_up_per_agent_mean"] == 1.0
