@@ -7,6 +7,11 @@ record, ``record.curator_result``). The session never sees raw data or ground tr
 raises on a peer's input: anything wrong is one counted rejection, answered with an ERROR
 envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
 curator code failed, or a pool reported a crash.
+
+``CuratorSession`` is about 400 lines, over the house's ~250: it holds every transition of the
+run (one handler per message type and per state change) so the whole state machine reads in
+one place; the work each transition does lives in the modules it calls (registration, ingest,
+rounds, accounting, rejections, record).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ldpsim.simulator.session.ingest import (
 )
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
+from ldpsim.simulator.session.rejections import Rejections
 from ldpsim.simulator.session.rounds import WINDOW, Round
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
@@ -89,14 +95,12 @@ class CuratorSession:
         self.registration = Registration(run, self.config,
                                          {k: v for k, v in config.items() if k != "keys"},
                                          auth, int(config["keys"]["collusion"]))
-        self.replies: Bounded = Bounded()  # ERROR envelopes sent per peer
         self.params: dict[str, Any] | None = None  # resolved when the rounds start
         self.curator = None  # the protocol's curator, from the rounds on
         self.round: Round | None = None
         self.expected: Expected | None = None  # what the current round's reports must be
         self.output: Any = None  # the released output, from DONE on
-        self.rejected = 0
-        self.rejections: list[dict[str, Any]] = []
+        self.rejects = Rejections(run, limits)
         self.refused = 0  # queries the agents refused (privacy odometer)
         self.refusal_reason: str | None = None
         self.round_dropouts = 0
@@ -137,27 +141,21 @@ class CuratorSession:
 
     def reject(self, peer: bytes, reason: str, env: wire.Envelope | None = None,
                code: str | None = None) -> Out:
-        """Count and record a rejected message; answer the peer with an ERROR (capped).
+        """Count and record a rejected message; answer the peer with an ERROR (capped:
+        ``rejections.Rejections``)."""
+        frame = self.rejects.reject(peer, reason, env, code)
+        if frame is not None:
+            yield self._send(peer, frame)
 
-        O(1) whatever the history: a per-peer reply counter (bounded, see ``MAX_PEERS``), a
-        bounded list of records, and reasons cut to ``MAX_REASON`` characters.
-        """
-        self.rejected += 1
-        if len(reason) > MAX_REASON:
-            reason = reason[:MAX_REASON] + "..."
-        if len(self.rejections) < self.limits.max_rejections:
-            rec = {"peer": peer[:16].hex(), "reason": reason}
-            if env is not None:
-                rec.update(type=wire.TYPE_NAMES.get(env.kind, env.kind), run=env.run,
-                           round=env.round, agent=env.agent)
-            self.rejections.append(rec)
-        count = self.replies.get(peer, 0)
-        if count < self.limits.max_error_replies:
-            self.replies[peer] = count + 1
-            agent = env.agent if env is not None else wire.NO_AGENT
-            rnd = env.round if env is not None else wire.SETUP_ROUND
-            payload = {"error": reason} if code is None else {"error": reason, "code": code}
-            yield self._send(peer, wire.encode(wire.ERROR, self.run, rnd, agent, payload))
+    @property
+    def rejected(self) -> int:
+        """Messages rejected so far in this run."""
+        return self.rejects.count
+
+    @property
+    def rejections(self) -> list[dict[str, Any]]:
+        """The first rejections' records (peer, reason, envelope fields)."""
+        return self.rejects.records
 
     # -- inbound ----------------------------------------------------------------------------
     def on_ready(self, peer: bytes) -> Out:
@@ -348,7 +346,7 @@ class CuratorSession:
             for a in reports.agents[:1]:
                 yield from self.reject(peer, f"unknown peer: not a registered pool "
                                              f"(agent {a}, {len(reports.agents)} reports)")
-            self.rejected += len(reports.agents) - 1
+            self.rejects.count += len(reports.agents) - 1
             return
         if reports.answers is not None:
             rnd.answered(*reports.answers)
@@ -470,8 +468,8 @@ class CuratorSession:
             output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
             registered=registered, comm=self.comm, timing=self.timing,
             pool_stats=[p.stats for p in self.pools.values()],
-            pools_registered=len(self.pools), rejected=self.rejected,
-            rejections=self.rejections, refused=self.refused, refusal=self.refusal_reason,
+            pools_registered=len(self.pools), rejected=self.rejects.count,
+            rejections=self.rejects.records, refused=self.refused, refusal=self.refusal_reason,
             round_dropouts=self.round_dropouts, colluders=reg.colluders,
             curator_colludes=self.config.curator_colludes)
         if self.record_view:
