@@ -32,6 +32,10 @@ Attacks
   the true row reproduces and the other cannot rules the other out -- impossible under the other
   row, so the event's TPR over FPR (Clopper-Pearson, as above) bounds ε from below with no
   statistic to learn. Textbook float Laplace fails it at any claimed ε; snapped releases pass.
+
+About 550 lines, over the house's ~500: the attacks and the ε audit share the view, the
+candidate rows and one likelihood path (``log_likelihoods``, also what ``simulator.leakage``
+calls), which keeps an attack and its audit from ever scoring the same view differently.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ Every finished run produces one JSON-able record. :class:`ResultStore` appends i
 runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
 sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
 :func:`format_table` renders it for the terminal; ``simulator.plots`` draws the figures.
+
+About 540 lines, over the house's ~500: the store, the summary and the table share how a record
+is grouped into a parameter point (the settings that differ between stored runs), which must
+be one definition for a summary never to average runs of different settings.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ socket bounds what a peer can make it hold: high-water marks on both directions 
 sends never block: a peer that stops reading loses its own messages), frames above the size limit
 dropped by libzmq, at most one body part per message read (the rest discarded unread), a 5 s
 ZMTP handshake limit and a raised file-descriptor limit against idle connections.
+
+About 520 lines, over the house's ~500: the curator's ROUTER loop, the pools' DEALER loop and
+the process management of the processes and hosts backends share their socket options, their
+signal handling and the child-process helpers, which a split would have to import back and forth.
 """
 
 from __future__ import annotations
