@@ -9,7 +9,6 @@ distinct agent ids (each id has its own coins), one vectorised ``respond`` per r
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +31,8 @@ from ldpsim.protocols.vote.dpwevote import (
     weighted_sum,
 )
 from scipy import stats
+
+from tests.conftest import ROOT
 
 Z = 5.0
 VOTE, LAP = PROTOCOLS["dpwevote"], PROTOCOLS["dpwevote_laplace"]
@@ -565,7 +566,7 @@ def test_scenarios_expand():
     for name, points, repeats in (("paper002_fig4", 108, 2000),
                                   ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),
                                   ("paper002_estimators", 36, 200)):
-        path = Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.toml"
+        path = ROOT / "scenarios" / f"{name}.toml"
         assert load(path).repeats == repeats
         specs = load(path, ["repeats=1"]).runs()
         assert len(specs) == points

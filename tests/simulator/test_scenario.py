@@ -23,7 +23,8 @@ from ldpsim.protocols import DATA_KINDS, PROTOCOLS
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.scenario import ScenarioError
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+
 SCEN_DIR = ROOT / "scenarios"
 SCENARIO_FILES = sorted(SCEN_DIR.glob("*.toml"))
 FILE_DATA_KINDS = {k for k, d in DATA_KINDS.items() if "path" in d.params}  # file loaders

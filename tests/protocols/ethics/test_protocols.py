@@ -5,7 +5,6 @@ ordering Algorithm 1 > Algorithm 3 > Algorithm 2."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,8 @@ from ldpsim.simulator.runner import TruthCache
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 from scipy import stats
+
+from tests.conftest import ROOT
 
 NAMES = ["ethics_nonprivate", "ethics_vlcp", "ethics_rlcp", "ethics_vldp",
          "ethics_rldp_laplace", "ethics_rldp_fm"]
@@ -404,7 +405,7 @@ def test_algorithm_ordering_over_epsilon(eps):
 def test_scenario_files_validate_and_expand():
     from ldpsim.simulator.scenario import check_runs, load
 
-    root = Path(__file__).resolve().parents[1] / "scenarios"
+    root = ROOT / "scenarios"
     files = sorted(root.glob("paper004_*.toml")) + [root / "bench_ethics.toml"]
     assert len(files) >= 6
     for f in files:
