@@ -22,6 +22,7 @@ from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 from scipy import stats
 
+from tests import drivers
 from tests.conftest import ROOT
 
 NAMES = ["ethics_nonprivate", "ethics_vlcp", "ethics_rlcp", "ethics_vldp",
@@ -375,12 +376,9 @@ def _accuracies(n_voters, records, eps, seeds, d=10):
         ds = KIND.build({"n": n_voters, "d": d, "records": records}, key=seed)
         truth = ds.truth()
         for name in acc:
-            p = resolved(name, ds, epsilon=eps)
-            cur = PROTOCOLS[name].make_curator(PROTOCOLS[name].bind(p, ds.public, resolved=True),
-                                               np.arange(n_voters), seed)
-            plan = cur.plan(0)
-            cur.absorb(0, plan.agents, respond(name, ds, p, key=seed + 1))
-            acc[name].append(PROTOCOLS[name].evaluate(cur.finish(), truth)["accuracy"])
+            run = drivers.drive(PROTOCOLS[name], {"epsilon": eps}, ds, seed, curator_key=seed,
+                                agent_key=seed + 1)
+            acc[name].append(PROTOCOLS[name].evaluate(run.output, truth)["accuracy"])
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
