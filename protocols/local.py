@@ -5,7 +5,7 @@ asked agent *responds* through its local randomizer, the curator *absorbs* the r
 the last round it *finishes* with the public output, which is scored against the ground truth
 that only the orchestrator sees. ``simulator`` runs exactly this loop with the agents in pool
 processes and every message as msgpack bytes over ZeroMQ; with the same seed it gives the same
-output (``tests/test_contract.py`` checks it for every registered protocol).
+output (``tests/protocols/test_base_contract.py`` checks it for every registered protocol).
 
 Use it to try a protocol in a notebook or a test::
 

@@ -11,7 +11,8 @@ audit uses, an unbiased ``estimate`` and its theoretical ``bias`` / ``variance``
 
 Each states the ε it satisfies and the sensitivity it assumes; protocols build their
 ``PrivacyClaim`` from these and the audit checks the claims empirically. The families never add
-noise or flip coins themselves (``tests/test_mechanisms_layer.py`` inspects their modules).
+noise or flip coins themselves (``tests/protocols/mechanisms/test_layer.py`` inspects their
+modules).
 """
 
 from __future__ import annotations

@@ -8,15 +8,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.transport import HostsCurator
 
-from tests.conftest import free_port
+from tests.conftest import ROOT, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=10)
 
 

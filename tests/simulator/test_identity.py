@@ -14,7 +14,8 @@ from ldpsim.simulator.results import summarize
 from ldpsim.simulator.runner import run_scenario
 from ldpsim.simulator.scenario import ScenarioError, load
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
+
 BASE = """
 name = "ident"
 protocols = ["ldp_kwiksort_rr"]

@@ -12,8 +12,10 @@ from ldpsim.protocols import DATA_KINDS, ParamError
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.truth.inference import infer_truth, mae
 
+from tests.conftest import ROOT
+
 Z = 5.0
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 SYN = DATA_KINDS["crowd_synthetic"]
 
 

@@ -1,13 +1,13 @@
 """A run under a stream of hostile messages of every kind, over real sockets, against a clean run.
 
 An attacker process opens a few connections to the curator's TCP endpoint and sends, as fast as
-the curator lets it, a mix of every attack in ``tests/test_attacks.py`` that an outsider can send
-over a socket: undecodable bytes, envelopes with an ndarray version, reports from agent 2^64-1,
-registrations with a wrong MAC, "ready" HELLOs (each answered with the set-up: amplification),
-oversized and multi-part messages, frames of msgpack nils, DONE statistics of the wrong type and
-ERRORs from unregistered peers. The run must release exactly the clean run's output, and the
-curator's peak memory and the wall time must stay within 2x of the clean run's (the README's
-"Threat model and hardening" quotes the measurements).
+the curator lets it, a mix of every attack in ``tests/simulator/test_attacks.py`` that an outsider
+can send over a socket: undecodable bytes, envelopes with an ndarray version, reports from agent
+2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with the set-up:
+amplification), oversized and multi-part messages, frames of msgpack nils, DONE statistics of the
+wrong type and ERRORs from unregistered peers. The run must release exactly the clean run's
+output, and the curator's peak memory and the wall time must stay within 2x of the clean run's
+(the README's "Threat model and hardening" quotes the measurements).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ldpsim.simulator import wire
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 
-from tests.conftest import free_port
+from tests.conftest import ROOT, free_port
 
 LIMITS = Limits(timeout_s=20.0)
 
@@ -143,12 +143,11 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     from ldpsim.simulator.inproc import run_inproc
     from ldpsim.simulator.transport import HostsCurator
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     hosts = HostsCurator(endpoint, LIMITS)

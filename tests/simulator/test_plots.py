@@ -13,7 +13,7 @@ import pytest
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.plots import PlotSpec, default_metrics, plot
 
-from tests.test_results import rec
+from tests.simulator.test_results import rec
 
 FIG5 = "scenarios/paper000_fig5_epsilon.toml"
 

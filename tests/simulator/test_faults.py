@@ -8,16 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, RunFailed, block_of
 from ldpsim.simulator.transport import run_processes
 
-from tests.conftest import child_pids
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, child_pids
 
 
 def cfg(faults, n=900, pools=3):

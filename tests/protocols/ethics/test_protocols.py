@@ -5,7 +5,6 @@ ordering Algorithm 1 > Algorithm 3 > Algorithm 2."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,9 @@ from ldpsim.simulator.runner import TruthCache
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 from scipy import stats
+
+from tests import drivers
+from tests.conftest import ROOT
 
 NAMES = ["ethics_nonprivate", "ethics_vlcp", "ethics_rlcp", "ethics_vldp",
          "ethics_rldp_laplace", "ethics_rldp_fm"]
@@ -374,12 +376,9 @@ def _accuracies(n_voters, records, eps, seeds, d=10):
         ds = KIND.build({"n": n_voters, "d": d, "records": records}, key=seed)
         truth = ds.truth()
         for name in acc:
-            p = resolved(name, ds, epsilon=eps)
-            cur = PROTOCOLS[name].make_curator(PROTOCOLS[name].bind(p, ds.public, resolved=True),
-                                               np.arange(n_voters), seed)
-            plan = cur.plan(0)
-            cur.absorb(0, plan.agents, respond(name, ds, p, key=seed + 1))
-            acc[name].append(PROTOCOLS[name].evaluate(cur.finish(), truth)["accuracy"])
+            run = drivers.drive(PROTOCOLS[name], {"epsilon": eps}, ds, seed, curator_key=seed,
+                                agent_key=seed + 1)
+            acc[name].append(PROTOCOLS[name].evaluate(run.output, truth)["accuracy"])
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
@@ -404,7 +403,7 @@ def test_algorithm_ordering_over_epsilon(eps):
 def test_scenario_files_validate_and_expand():
     from ldpsim.simulator.scenario import check_runs, load
 
-    root = Path(__file__).resolve().parents[1] / "scenarios"
+    root = ROOT / "scenarios"
     files = sorted(root.glob("paper004_*.toml")) + [root / "bench_ethics.toml"]
     assert len(files) >= 6
     for f in files:

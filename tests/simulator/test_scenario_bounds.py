@@ -15,7 +15,7 @@ from ldpsim.simulator import cli
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.scenario import ScenarioError
 
-from tests.test_scenario import DEMO_RAW  # scenarios/demo.toml as a dict
+from tests.simulator.test_scenario import DEMO_RAW  # scenarios/demo.toml as a dict
 
 
 def demo() -> dict:

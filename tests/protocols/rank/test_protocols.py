@@ -19,6 +19,8 @@ from ldpsim.protocols.rank import profile
 from ldpsim.protocols.rank.protocols import DPKwikSort, auto_queries, g_lap, g_rr
 from scipy import stats
 
+from tests import drivers
+
 Z = 5.0
 P_MIN = 1e-4
 RR, LAP = PROTOCOLS["ldp_kwiksort_rr"], PROTOCOLS["ldp_kwiksort_lap"]
@@ -35,29 +37,16 @@ def _mallows(n: int, m: int, theta: float, seed: int = 1):
 
 def _curator(proto, params, data, seed: int = 1, agents: np.ndarray | None = None):
     """Resolved params and a curator that has planned round 0."""
-    resolved = proto.resolve(params, data.public)
-    agents = np.arange(data.n) if agents is None else agents
-    cur = proto.make_curator(proto.bind(resolved, data.public, resolved=True), agents,
-                             rngm.stream_key(seed, "curator"))
+    resolved, cur = drivers.curator(proto, params, data, seed, agents=agents)
     plan = cur.plan(0)
     return resolved, cur, plan
 
 
-def _respond(proto, resolved, plan, data, agent_key: int) -> np.ndarray:
-    rows = data.rows(0, data.n)[plan.agents]
-    return proto.respond(Block(0, rows, plan.agents, agent_key, resolved, data.public,
-                               queries=plan.queries, broadcast=plan.broadcast))
-
-
 def _run(proto, params, data, seed: int = 1):
-    """One full run; returns (resolved params, curator, plan, reports, output)."""
-    resolved, cur, plan = _curator(proto, params, data, seed)
-    reports = _respond(proto, resolved, plan, data, rngm.stream_key(seed, "agents"))
-    ok, arr = plan.schema.validate(reports.tolist())
-    assert ok.all()
-    cur.absorb(0, plan.agents, arr)
-    assert cur.plan(1) is None
-    return resolved, cur, plan, reports, cur.finish()
+    """One full run (one round); returns (resolved params, curator, plan, reports, output)."""
+    run = drivers.drive(proto, params, data, seed)
+    assert len(run.plans) == 1
+    return run.resolved, run.curator, run.plans[0], run.reports[0], run.output
 
 
 def _true_answers(data, plan) -> np.ndarray:
@@ -242,7 +231,7 @@ def test_rr_estimator_unbiased_given_the_queries():
     for rep in range(reps):
         _, cur, plan_rep = _curator(RR, params, data)
         assert np.array_equal(plan_rep.queries, q)
-        reports = _respond(RR, resolved, plan_rep, data, rngm.stream_key(rep, "rr-agents"))
+        reports = drivers.respond(RR, resolved, data, plan_rep, rngm.stream_key(rep, "rr-agents"))
         cur.absorb(0, plan_rep.agents, reports)
         est[rep] = _upper(cur.cmp_hat())
     assert np.all(np.abs(est.mean(axis=0) - truth) <= Z * np.sqrt(var / reps))

@@ -15,6 +15,8 @@ from ldpsim.protocols import DATA_KINDS, ParamError, get_data_kind
 from ldpsim.protocols.rank import mallows, profile
 from ldpsim.protocols.rank.data import read_order, read_soc
 
+from tests.conftest import ROOT
+
 SOC = """# FILE NAME: tiny.soc
 # DATA TYPE: soc
 # NUMBER ALTERNATIVES: 3
@@ -45,7 +47,7 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 def _data_dir() -> Path:
     env = os.environ.get("LDPSIM_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return Path(env) if env else ROOT.parent / "shared" / "data"
 
 
 def _real_file(*parts: str) -> str:

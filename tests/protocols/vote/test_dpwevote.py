@@ -9,7 +9,6 @@ distinct agent ids (each id has its own coins), one vectorised ``respond`` per r
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +32,9 @@ from ldpsim.protocols.vote.dpwevote import (
 )
 from scipy import stats
 
+from tests import drivers
+from tests.conftest import ROOT
+
 Z = 5.0
 VOTE, LAP = PROTOCOLS["dpwevote"], PROTOCOLS["dpwevote_laplace"]
 KEY = rngm.stream_key(7, "agents")
@@ -49,26 +51,6 @@ def _op_bc(c: int = 0) -> dict:
 def _data(n: int = 60, k: int = 1, seed: int = 1, **args):
     return DATA_KINDS["weighted_votes"].build({"n": n, "candidates": k, **args},
                                               key=rngm.stream_key(seed, "data"))
-
-
-def _drive(proto, params: dict, ds, seed: int = 1):
-    """A whole game in one process; returns (resolved params, plans, curator, output)."""
-    resolved = proto.resolve(params, ds.public)
-    cur = proto.make_curator(proto.bind(resolved, ds.public, resolved=True), np.arange(ds.n),
-                             rngm.stream_key(seed, "curator"))
-    key = rngm.stream_key(seed, "agents")
-    rows = ds.rows(0, ds.n)
-    plans = []
-    rnd = 0
-    while (plan := cur.plan(rnd)) is not None:
-        plans.append(plan)
-        rep = proto.respond(Block(rnd, rows[plan.agents], plan.agents, key, resolved, ds.public,
-                                  queries=plan.queries, broadcast=plan.broadcast))
-        ok, arr = plan.schema.validate(rep.tolist())
-        assert ok.all()
-        cur.absorb(rnd, plan.agents, arr)
-        rnd += 1
-    return resolved, plans, cur, cur.finish()
 
 
 def _population(table: np.ndarray) -> np.ndarray:
@@ -237,7 +219,8 @@ def test_joint_is_m_w_inverse_of_faithful_and_consistent_with_eq3():
 
 def test_rounds_weights_then_one_per_candidate():
     ds = _data(n=90, k=3)
-    resolved, plans, cur, out = _drive(VOTE, {"epsilon": 3.0}, ds)
+    game = drivers.drive(VOTE, {"epsilon": 3.0}, ds, seed=1)
+    plans, out = game.plans, game.output
     assert len(plans) == 4
     p0 = plans[0]
     assert p0.broadcast == W_BC and p0.queries is None
@@ -253,7 +236,7 @@ def test_rounds_weights_then_one_per_candidate():
     assert out["winners"] == [i for i, r in enumerate(out["released"]) if r == "PASS"]
     assert out["reporters"] == [90] * 4
     assert np.sum(out["tables"], axis=(1, 2)).tolist() == [90] * 3
-    _, plans, _, out = _drive(LAP, {"epsilon": 3.0}, ds)
+    plans = drivers.drive(LAP, {"epsilon": 3.0}, ds, seed=1).plans
     assert len(plans) == 4 and plans[1].schema.dtype == "float" and plans[1].report_bits == 64
 
 
@@ -565,7 +548,7 @@ def test_scenarios_expand():
     for name, points, repeats in (("paper002_fig4", 108, 2000),
                                   ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),
                                   ("paper002_estimators", 36, 200)):
-        path = Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.toml"
+        path = ROOT / "scenarios" / f"{name}.toml"
         assert load(path).repeats == repeats
         specs = load(path, ["repeats=1"]).runs()
         assert len(specs) == points

@@ -18,9 +18,10 @@ from ldpsim.simulator.seeding import run_keys
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 
+from tests.conftest import ROOT
+
 LIMITS = Limits(timeout_s=20)
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"
 SUSHI = DATA / "sushi" / "kamishima" / "sushi3a.5000.10.order"
 JESTER = DATA / "jester" / "jester_ratings.csv"
 FAMILY = ["safari", "safari_nopriv", "rank_grr", "rank_olh", "rank_harmony", "rank_calm"]
@@ -206,8 +207,8 @@ def test_jester_subsets():
 
 
 def scenario_files() -> list[Path]:
-    return sorted((REPO / "scenarios").glob("paper003_*.toml")) + \
-        [REPO / "scenarios" / "bench_safari.toml"]
+    return sorted((ROOT / "scenarios").glob("paper003_*.toml")) + \
+        [ROOT / "scenarios" / "bench_safari.toml"]
 
 
 def test_scenario_files_expand():

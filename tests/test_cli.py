@@ -1,0 +1,278 @@
+"""The ``ldpsim`` command line (list, run, resume after a crash, summary).
+
+The command line tests run tiny ``inproc`` scenarios in a subprocess.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ldpsim.protocols import DATA_KINDS
+from ldpsim.simulator import scenario as sc
+
+from tests.conftest import ROOT
+from tests.simulator.test_scenario import ALL_PROTOCOLS
+
+
+def cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "ldpsim", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+TINY = """
+name = "tiny"
+description = "tiny inproc scenario for the CLI tests"
+protocols = ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr", "ldp_kwiksort_lap"]
+repeats = 2
+seed = 3
+
+[data]
+kind = "mallows"
+n = 60
+m = 4
+theta = 0.5
+
+[params]
+epsilon = [1.0, 2.0]
+queries = "auto"
+
+[runtime]
+backend = "inproc"
+pools = 2
+timeout_s = 10
+
+[collusion]
+colluders = 0.0
+curator = true
+
+[output]
+plots = false
+per_round = false
+"""
+TINY_RUNS = 2 * (1 + 2 + 2 + 2)
+TINY_POINTS = 1 + 2 + 2 + 2
+
+RECORD_KEYS = {"scenario", "protocol", "params", "repeat", "seed", "backend", "pools",
+               "n_agents", "output", "metrics", "comm", "timing", "rejected", "versions"}
+COMM_KEYS = {"bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_total",
+             "messages_total", "rounds", "report_bits_per_agent"}
+TIMING_KEYS = {"wall_s", "pools_ready_s", "curator_cpu_s", "pools_cpu_s", "agent_cpu_s_mean",
+               "agent_time_mode"}
+
+
+def read_lines(out: Path) -> list[str]:
+    return (out / "results.jsonl").read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Run the tiny scenario once; tests that modify the results work on copies."""
+    d = tmp_path_factory.mktemp("cli")
+    scen = d / "tiny.toml"
+    scen.write_text(TINY)
+    out = d / "out"
+    t0 = time.monotonic()
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    return scen, out, res, elapsed
+
+
+def test_cli_list():
+    res = cli("list")
+    assert res.returncode == 0, res.stderr
+    for name in [*ALL_PROTOCOLS, *DATA_KINDS, "demo.toml", "paper000_fig5_epsilon.toml"]:
+        assert name in res.stdout
+    assert {"mallows", "sushi", "preflib"} <= set(DATA_KINDS)
+    assert "Seed 000 Fig. 5(d-f)" in res.stdout
+
+
+@pytest.mark.parametrize("bad, key", [
+    (["--set", "params.epsilom=1"], "epsilom"),
+    (["--set", "colluders=0.1"], "colluders"),
+    (["--set", "runtime.backend=docker"], "backend"),
+    (["--set", "params.queries=7"], "queries"),  # m = 4: only C(4,2) = 6 pairs (check_runs)
+])
+def test_cli_run_bad_key_exits_2_before_any_process(tmp_path, bad, key):
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TINY.replace('backend = "inproc"', 'backend = "processes"'))
+    out = tmp_path / "out"
+    res = cli("run", str(scen), "--out", str(out), "--no-progress", *bad)
+    assert res.returncode == 2
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and key in last
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert not out.exists()  # nothing was written, so no run (and no process) was started
+
+
+def test_cli_run_writes_records(tiny_run):
+    scen, out, res, elapsed = tiny_run
+    assert f"scenario tiny: {TINY_RUNS} runs, backend inproc, 2 pools" in res.stderr
+    assert "results.jsonl" in res.stdout and "error_rate_mean" in res.stdout
+    lines = read_lines(out)
+    assert len(lines) == TINY_RUNS
+    recs = [json.loads(ln) for ln in lines]
+    expected = {x.key: x for x in sc.load(scen).runs()}
+    assert {r["key"] for r in recs} == set(expected)
+    for r in recs:
+        assert RECORD_KEYS <= set(r), RECORD_KEYS - set(r)
+        assert COMM_KEYS <= set(r["comm"]), COMM_KEYS - set(r["comm"])
+        assert TIMING_KEYS <= set(r["timing"]), TIMING_KEYS - set(r["timing"])
+        assert 0 <= r["timing"]["pools_ready_s"] <= r["timing"]["wall_s"]
+        spec = expected[r["key"]]
+        assert (r["scenario"], r["protocol"], r["repeat"], r["seed"]) == (
+            "tiny", spec.protocol, spec.repeat, spec.seed)
+        assert (r["backend"], r["pools"], r["n_agents"], r["rejected"]) == ("inproc", 2, 60, 0)
+        assert r["point"] == spec.point
+        assert {"error_rate", "kendall_tau"} <= set(r["metrics"])
+        assert sorted(r["output"]["ranking"]) == [0, 1, 2, 3]
+        assert r["comm"]["rounds"] == 1
+        assert "per_round" not in r["comm"]  # [output] per_round = false
+        if spec.protocol.startswith("ldp_"):
+            assert r["params"]["queries"] in range(1, 7)  # "auto" resolved
+        assert isinstance(r["versions"], dict) and r["versions"]["ldpsim"]
+    assert not list(out.glob("*.png"))  # [output] plots = false
+
+
+def test_cli_run_summary_csv(tiny_run):
+    _, out, _, _ = tiny_run
+    with open(out / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == TINY_POINTS
+    cols = set(rows[0])
+    assert {"protocol", "params.epsilon", "repeats", "error_rate_mean", "error_rate_std",
+            "kendall_tau_mean", "kendall_tau_std"} <= cols
+    assert all(r["repeats"] == "2" for r in rows)
+    assert [r["protocol"] for r in rows].count("kwiksort") == 1
+    assert {(r["protocol"], r["params.epsilon"]) for r in rows} == {
+        ("kwiksort", ""), *((p, e) for p in ALL_PROTOCOLS[1:] for e in ("1.0", "2.0"))}
+    for r in rows:
+        assert 0 <= float(r["error_rate_mean"]) <= 1
+        assert 0 <= float(r["kendall_tau_mean"]) <= 1
+
+
+def test_cli_resume_runs_nothing_new(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    before = (out / "results.jsonl").read_bytes()
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming: {TINY_RUNS} of {TINY_RUNS} runs already in" in res.stderr
+    assert (out / "results.jsonl").read_bytes() == before
+    assert len(read_lines(out)) == TINY_RUNS
+
+
+def test_cli_resume_after_a_truncated_last_line(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    path = out / "results.jsonl"
+    lines = read_lines(out)
+    lost = json.loads(lines[-1])
+    # a crash in the middle of writing the last record
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming: {TINY_RUNS - 1} of {TINY_RUNS} runs" in res.stderr
+    new = read_lines(out)
+    assert len(new) == TINY_RUNS
+    assert new[:-1] == lines[:-1]
+    keys = [json.loads(ln)["key"] for ln in new]
+    assert len(set(keys)) == TINY_RUNS and set(keys) == {json.loads(ln)["key"] for ln in lines}
+    redone = json.loads(new[-1])
+    assert redone["key"] == lost["key"]
+    assert (redone["output"], redone["metrics"]) == (lost["output"], lost["metrics"])
+    # and once more: still nothing new
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0 and read_lines(out) == new
+
+
+def test_cli_summary_reloads(tiny_run, tmp_path):
+    _, out0, run_res, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    (out / "summary.csv").unlink()
+    res = cli("summary", str(out))
+    assert res.returncode == 0, res.stderr
+    table = res.stdout.strip().splitlines()
+    assert table[0].split()[:3] == ["protocol", "params.epsilon", "repeats"]
+    assert "error_rate_mean" in table[0] and "kendall_tau_mean" in table[0]
+    assert len(table) == 2 + TINY_POINTS
+    assert res.stdout.strip() in run_res.stdout  # the same table as the run printed
+    assert (out / "summary.csv").read_bytes() == (out0 / "summary.csv").read_bytes()
+    empty = cli("summary", str(tmp_path / "nothing"))
+    assert empty.returncode == 1 and "no results in" in empty.stderr
+
+
+def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
+    """Every subcommand with bad arguments or a bad file: a one-line error, exit 1 or 2."""
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\x00\x01\xff\xfe")
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    cases = [
+        (["run", str(binary)], "not a UTF-8 text file"),
+        (["run", str(latin)], "not a UTF-8 text file"),
+        (["audit", str(latin)], "not a UTF-8 text file"),
+        (["run", "no_such_scenario"], "scenario file not found"),
+        (["agents", "--connect", "nonsense", "--pool", "0/1", "--token", "x"],
+         "expected tcp://HOST:PORT"),
+        (["agents", "--connect", "tcp://h:1", "--pool", "3/2", "--token", "x"], "--pool"),
+        (["keys", "/proc/no/such/dir"], "cannot write keys there"),
+        (["bench", "--sizes", "abc"], "expected positive integers"),
+        (["summary", str(tmp_path / "typo_dir")], "not a results directory"),
+        (["run", "demo", "--set", "params.K=3", "--set", "protocol=ldp_kwiksort_rr"],
+         "[params] K: not a parameter of any protocol of this scenario"),
+        (["run", "demo", "--set", "params.epsilom=1"], "did you mean 'epsilon'?"),
+    ]
+    for args, needle in cases:
+        res = cli(*args)
+        assert res.returncode in (1, 2), (args, res.returncode, res.stderr)
+        assert needle in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr, (args, res.stderr)
+    assert not (tmp_path / "typo_dir").exists()
+
+
+def test_result_files_are_readable_by_others(tiny_run):
+    _, out, _, _ = tiny_run
+    for name in ("results.jsonl", "summary.csv", "scenario.json"):
+        assert (out / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_version_and_help_import_no_family():
+    """``ldpsim --version`` / ``--help`` stay fast: the CLI module imports no protocol family and
+    no scipy (the registry is built on first use)."""
+    code = ("import sys, ldpsim.simulator.cli; "
+            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith("
+            "('ldpsim.protocols.rank', 'ldpsim.protocols.safari', 'ldpsim.protocols.ethics', "
+            "'ldpsim.protocols.truth', 'ldpsim.protocols.vote'))))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
+    from ldpsim.simulator import __version__
+
+    assert cli("--version").stdout.strip().endswith(__version__)
+
+
+def test_quiet_and_verbose(tiny_run, tmp_path):
+    scen, out0, _, _ = tiny_run
+    out = tmp_path / "out"
+    shutil.copytree(out0, out)
+    normal = cli("run", str(scen), "--out", str(out), "--no-progress")
+    quiet = cli("run", str(scen), "--out", str(out), "--no-progress", "-q")
+    assert normal.returncode == quiet.returncode == 0
+    assert "resuming:" in normal.stderr and "scenario " in normal.stderr
+    assert quiet.stderr == ""  # nothing but warnings and errors
+    assert quiet.stdout == normal.stdout  # the table is the output, not a log line
+    loud = cli("run", str(scen), "--out", str(out), "--no-progress", "--verbose")
+    assert loud.returncode == 0 and "resuming:" in loud.stderr
