@@ -9,7 +9,7 @@ are sorted, so a batch splits into at most a few such groups) and every payload 
 fixint (small non-negative ints such as RR bits or pair indices) or a float64. Such a group is
 a fixed-width byte matrix, built or checked column by column with numpy.
 
-Two promises, both tested against the reference (``tests/test_wire.py``):
+Two promises, both tested against the reference (``tests/simulator/test_wire.py``):
 
 * **Writer.** Every frame ``encode_batch`` writes is byte for byte the concatenation of what
   the reference codec writes for the same envelopes (``b"".join(wire.encode_many(...)[0])``),

@@ -93,7 +93,7 @@ def test_cli_list():
     for name in [*ALL_PROTOCOLS, *DATA_KINDS, "demo.toml", "paper000_fig5_epsilon.toml"]:
         assert name in res.stdout
     assert {"mallows", "sushi", "preflib"} <= set(DATA_KINDS)
-    assert "Seed 000 Fig. 5(d-f)" in res.stdout
+    assert "Yan, Li & Liu, 2020, Fig. 5(d-f)" in res.stdout
 
 
 @pytest.mark.parametrize("bad, key", [

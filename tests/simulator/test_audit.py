@@ -164,7 +164,8 @@ def test_dpwevote_lower_bound_within_20_percent():
 
 
 def test_ethics_central_aggregator_learns_everything_when_it_colludes():
-    """Seed 004 Algorithm 1 trusts the aggregator: colluding, it reads every voter's β_i."""
+    """Wang et al., 2019, Algorithm 1 trusts the aggregator: colluding, it reads every voter's
+    β_i."""
     c = {"protocol": "ethics_vlcp", "params": {"epsilon": 1.0},
          "data": {"kind": "ethics_synthetic", "n": 10, "d": 2, "records": 13,
                   "test_instances": 200}, "seed": 0, "pools": 1,

@@ -41,7 +41,7 @@ def test_the_plot_table_is_checked_against_the_scenario() -> None:
 
 
 def test_the_default_figures_are_the_papers() -> None:
-    assert sc.load(FIG5).plot.y == ("error_rate", "kendall_tau")  # seed 000 Figs. 3-6
+    assert sc.load(FIG5).plot.y == ("error_rate", "kendall_tau")  # Yan, Li & Liu, 2020, Figs. 3-6
     assert sc.load("scenarios/paper001_fig2_epsilon.toml").plot.y == ("mae_change",)
     assert sc.load("scenarios/paper002_tables3_4.toml").plot.y == (
         "correct", "sq_err_q", "sq_err_w", "sq_err_phi")  # the union, in order

@@ -195,13 +195,19 @@ def test_scenario_file_check_runs(path, monkeypatch):
     sc.check_runs(thin(sc.load(path).runs()))
 
 
+#: the source papers by the number their scenario files carry (paperNNN_*.toml)
+CITATIONS = {"000": "Yan, Li & Liu, 2020", "001": "Sun et al., 2018",
+             "002": "Yan, Liu & Liu, 2018", "003": "Cheng et al., 2021",
+             "004": "Wang et al., 2019"}
+
+
 @pytest.mark.parametrize("path", [f for f in SCENARIO_FILES if f.stem.startswith("paper")],
                          ids=lambda p: p.name)
 def test_paper_file_descriptions(path):
     raw = raw_of(path)
     desc = raw["description"]
-    seed = path.stem[len("paper"):len("paper") + 3]  # paper002_... describes seed 002
-    assert f"Seed {seed}" in desc and any(w in desc for w in ("Fig.", "Figs.", "Table", "Sec."))
+    paper = path.stem[len("paper"):len("paper") + 3]  # paper002_... describes paper 002
+    assert CITATIONS[paper] in desc and any(w in desc for w in ("Fig.", "Figs.", "Table", "Sec."))
     if raw["data"]["kind"] in FILE_DATA_KINDS:
         assert "--set data.path=" in desc
         assert raw["data"]["path"].startswith("../shared/data/")

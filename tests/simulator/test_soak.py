@@ -1,13 +1,13 @@
 """A run under a stream of hostile messages of every kind, over real sockets, against a clean run.
 
 An attacker process opens a few connections to the curator's TCP endpoint and sends, as fast as
-the curator lets it, a mix of every attack in ``tests/simulator/test_attacks.py`` that an outsider
-can send over a socket: undecodable bytes, envelopes with an ndarray version, reports from agent
-2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with the set-up:
-amplification), oversized and multi-part messages, frames of msgpack nils, DONE statistics of the
-wrong type and ERRORs from unregistered peers. The run must release exactly the clean run's
-output, and the curator's peak memory and the wall time must stay within 2x of the clean run's
-(the README's "Threat model and hardening" quotes the measurements).
+the curator lets it, a mix of every attack in ``tests/simulator/session/test_attacks.py`` that
+an outsider can send over a socket: undecodable bytes, envelopes with an ndarray version,
+reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with
+the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
+statistics of the wrong type and ERRORs from unregistered peers. The run must release exactly the
+clean run's output, and the curator's peak memory and the wall time must stay within 2x of the
+clean run's (the README's "Threat model and hardening" quotes the measurements).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Seed 004 §5.1's synthetic voters: layout, split invariance, the Thurstone–Mosteller choice
-model, personal eps_i specifications, and the ground truth."""
+"""Wang et al., 2019, §5.1's synthetic voters: layout, split invariance, the Thurstone–Mosteller
+choice model, personal eps_i specifications, and the ground truth."""
 
 from __future__ import annotations
 

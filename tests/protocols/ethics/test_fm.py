@@ -1,4 +1,4 @@
-"""Seed 004 Algorithm 3 (functional mechanism): Taylor coefficients, the coefficient
+"""Wang et al., 2019, Algorithm 3 (functional mechanism): Taylor coefficients, the coefficient
 sensitivity by brute force, the noise, and the noisy-objective solvers against closed forms."""
 
 from __future__ import annotations

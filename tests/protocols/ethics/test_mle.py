@@ -1,5 +1,5 @@
-"""Seed 004 Eq. (2)-(3): the norm-constrained Thurstone–Mosteller MLE, against closed forms,
-KKT conditions and scipy; separable sessions of 13 records; batch invariance; Theorems 1/3's
+"""Wang et al., 2019, Eq. (2)-(3): the norm-constrained Thurstone–Mosteller MLE, against closed
+forms, KKT conditions and scipy; separable sessions of 13 records; batch invariance; Theorems 1/3's
 sensitivity by brute force."""
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def test_project_l1_matches_a_scipy_qp():
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_one_record_maximiser_is_the_ball_point_furthest_along_it(norm):
-    """Seed 004 §3's example: one record z -> L(beta) increases along z without bound, so the
-    constrained MLE maximises beta^T z over the ball: C z/||z|| (L2), C sign(z) (L-inf),
+    """Wang et al., 2019, §3's example: one record z -> L(beta) increases along z without bound, so
+    the constrained MLE maximises beta^T z over the ball: C z/||z|| (L2), C sign(z) (L-inf),
     C sign(z_k) e_k at the largest |z_k| (L1)."""
     rng = np.random.default_rng(3)
     z = rng.normal(size=(50, 1, 5))

@@ -1,4 +1,4 @@
-"""Seed 004 protocols: claims, parameters, the local randomizers against their theory, the
+"""Wang et al., 2019 protocols: claims, parameters, the local randomizers against their theory, the
 trusted aggregator's noise (Theorems 1-2), audits, end to end on both backends, and the paper's
 ordering Algorithm 1 > Algorithm 3 > Algorithm 2."""
 
@@ -383,8 +383,8 @@ def _accuracies(n_voters, records, eps, seeds, d=10):
 
 
 def test_algorithm_1_beats_3_beats_2_at_equal_epsilon():
-    """Seed 004 §5.1 / Fig. 4: Algorithm 1 > Algorithm 3 > Algorithm 2 (reconstructed setup,
-    N = 1000 voters, n = 50 records, d = 10, eps = 1; the gaps are ~0.2 and ~0.1)."""
+    """Wang et al., 2019, §5.1 / Fig. 4: Algorithm 1 > Algorithm 3 > Algorithm 2 (reconstructed
+    setup, N = 1000 voters, n = 50 records, d = 10, eps = 1; the gaps are ~0.2 and ~0.1)."""
     acc = _accuracies(1000, 50, 1.0, seeds=(1, 2, 3))
     assert acc["ethics_vlcp"] > acc["ethics_rldp_fm"] + 0.05
     assert acc["ethics_rldp_fm"] > acc["ethics_vldp"] + 0.05

@@ -1,6 +1,6 @@
-"""t-ary randomized response of seed 002 (``protocols.mechanisms.GRR``): Theorems 4.1/4.2, the
-closed-form inverse of Eq. (2)/(3)/(5), and the randomizer's law, tested exactly where the
-mathematics is exact and statistically (5 standard errors) where it is random."""
+"""t-ary randomized response of Yan, Liu & Liu, 2018 (``protocols.mechanisms.GRR``): Theorems
+4.1/4.2, the closed-form inverse of Eq. (2)/(3)/(5), and the randomizer's law, tested exactly where
+the mathematics is exact and statistically (5 standard errors) where it is random."""
 
 from __future__ import annotations
 

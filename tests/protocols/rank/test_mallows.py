@@ -207,7 +207,8 @@ def test_uniform_of_matches_uniform():
 
 
 def test_theta_conventions():
-    """Seed 000's theta = 1 - q/p, and PerMallows' theta = -ln(q/p) (the paper's generator)."""
+    """Yan, Li & Liu, 2020's theta = 1 - q/p, and PerMallows' theta = -ln(q/p) (the paper's
+    generator)."""
     assert mallows.phi_from(theta=0.75) == 0.25
     assert mallows.phi_from(theta=0.75, convention="permallows") == pytest.approx(0.4723665527)
     assert mallows.phi_from(theta=0.0, convention="permallows") == 1.0

@@ -1,4 +1,5 @@
-"""Tests of the four rank-aggregation protocols of seed 000 (``protocols.rank.protocols``).
+"""Tests of the four rank-aggregation protocols of Yan, Li & Liu, 2020
+(``protocols.rank.protocols``).
 
 The helpers below drive a protocol the way the runtime does, in one process: resolve the
 parameters, let the curator plan round 0, let the agents respond, validate, absorb, finish.

@@ -1,5 +1,5 @@
-"""Statistical tests of SAFA and the frequency oracles against their theory (seed 003 §5.4:
-Algorithms 1-2, Theorems 3-5), with tolerances of 5 standard errors; the local randomizers'
+"""Statistical tests of SAFA and the frequency oracles against their theory (Cheng et al., 2021,
+§5.4: Algorithms 1-2, Theorems 3-5), with tolerances of 5 standard errors; the local randomizers'
 likelihoods and privacy ratios; batched == per-agent reports; out-of-domain reports."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Expected-error bounds of seed 001 (Theorems 2, 3, 5) against the paper's worked examples,
+"""Expected-error bounds of Sun et al., 2018 (Theorems 2, 3, 5) against the paper's worked examples,
 hand-derived closed forms, and their dependence on sparsity."""
 
 from __future__ import annotations

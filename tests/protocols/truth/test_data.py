@@ -1,5 +1,5 @@
-"""Crowdsourcing data of seed 001: the synthetic generator (§VI-A) and the Web / AdultContent
-loaders (skipped when the files are absent)."""
+"""Crowdsourcing data of Sun et al., 2018: the synthetic generator (§VI-A) and the Web /
+AdultContent loaders (skipped when the files are absent)."""
 
 from __future__ import annotations
 

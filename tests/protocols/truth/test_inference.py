@@ -1,5 +1,5 @@
-"""Algorithm 1 of seed 001 (Eq. 1-3): exact checks on hand-made answers, its fixed point, and
-a statistical check that it recovers the workers' error deviations."""
+"""Algorithm 1 of Sun et al., 2018 (Eq. 1-3): exact checks on hand-made answers, its fixed point,
+and a statistical check that it recovers the workers' error deviations."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""MF perturbation (seed 001 §V): the task profiles, the closed-form solve of Eq. (10), the noise
-η actually inside the reports, the agent-side check of V, the exact likelihood, Theorem 4's
-privacy argument, and the NULL <-> answer gap in it."""
+"""MF perturbation (Sun et al., 2018, §V): the task profiles, the closed-form solve of Eq. (10),
+the noise η actually inside the reports, the agent-side check of V, the exact likelihood, Theorem
+4's privacy argument, and the NULL <-> answer gap in it."""
 
 from __future__ import annotations
 

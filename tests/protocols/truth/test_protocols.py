@@ -1,6 +1,6 @@
-"""The five truth-inference protocols of seed 001 as the runtime drives them: registry, claims,
-parameter errors, batched = per-agent reports, inproc = processes outputs, audit specs, and the
-paper's qualitative findings on small data."""
+"""The five truth-inference protocols of Sun et al., 2018 as the runtime drives them: registry,
+claims, parameter errors, batched = per-agent reports, inproc = processes outputs, audit specs, and
+the paper's qualitative findings on small data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Speed of the MF worker (seed 001 §V) and the full-size run (slow: ``pytest -m slow``)."""
+"""Speed of the MF worker (Sun et al., 2018, §V) and the full-size run (slow: ``pytest -m
+slow``)."""
 
 from __future__ import annotations
 

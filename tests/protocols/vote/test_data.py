@@ -1,5 +1,5 @@
-"""The ``weighted_votes`` data kind (seed 002 §5.1.1): row layout, split independence, the
-generating distributions, the balanced design and the ground truth."""
+"""The ``weighted_votes`` data kind (Yan, Liu & Liu, 2018, §5.1.1): row layout, split independence,
+the generating distributions, the balanced design and the ground truth."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DPWeVote and its Laplace baseline (seed 002, ``protocols.vote.dpwevote``).
+"""DPWeVote and its Laplace baseline (Yan, Liu & Liu, 2018, ``protocols.vote.dpwevote``).
 
 The helpers drive a protocol the way the runtime does, in one process: the curator plans each
 round, the agents respond, the reports are validated and absorbed, the curator finishes.
@@ -458,7 +458,7 @@ def test_metrics_by_hand():
     assert set(lm) == {"correct", "tp", "fp", "tn", "fn", "sq_err_q", "sq_err_sum"}
 
 
-# Seed 002 Table 4, MSE_q, 2000 games per cell: rows n = 10, 50, 100; eps = 0.1 .. 1.0.
+# Yan, Liu & Liu, 2018, Table 4, MSE_q, 2000 games per cell: rows n = 10, 50, 100; eps = 0.1 .. 1.0.
 TABLE4 = {
     ("dpwevote", 10): [15.82780, 3.79594, 1.68442, 0.92401, 0.59020, 0.39621, 0.28239, 0.21623,
                        0.16892, 0.13490],
@@ -557,7 +557,7 @@ def test_scenarios_expand():
 
 # --------------------------------------------------------------------------- Table 3 (slow)
 
-# Seed 002 Table 3, Accuracy over 2000 games: (n, eps) -> (Baseline, DPWeVote).
+# Yan, Liu & Liu, 2018, Table 3, Accuracy over 2000 games: (n, eps) -> (Baseline, DPWeVote).
 TABLE3 = {(10, 0.5): (0.50140, 0.53345), (10, 1.0): (0.52695, 0.56840),
           (50, 0.5): (0.50500, 0.52550), (50, 1.0): (0.52135, 0.56265),
           (100, 0.5): (0.50450, 0.53110), (100, 1.0): (0.52010, 0.56310)}

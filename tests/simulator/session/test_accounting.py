@@ -4,7 +4,6 @@ exactly the keys a run's record holds, and the README's results table lists ever
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 from ldpsim.protocols.local import example_data
@@ -12,7 +11,9 @@ from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import CommStats, Limits, Timing
 from ldpsim.simulator.session.accounting import zmtp_bytes
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
 
 
 def _run() -> dict:
