@@ -61,8 +61,15 @@ def mix(x: np.ndarray) -> np.ndarray:
     return _mix_inplace(np.array(x, dtype=np.uint64, order="C", copy=True))
 
 
-def stream_key(seed: int, *labels: str | int) -> int:
-    """Derive a 64-bit stream key from the run seed and labels (stable across platforms)."""
+def stream_key(seed: int | np.ndarray, *labels: str | int) -> int | np.ndarray:
+    """Derive a 64-bit stream key from the run seed and labels (stable across platforms).
+
+    ``seed`` may be an array of keys (one per row, see ``agent_keys``): then the result is the
+    array of each one's derived key.
+    """
+    if isinstance(seed, np.ndarray):
+        return np.fromiter((stream_key(int(k), *labels) for k in seed.reshape(-1)),
+                           dtype=np.uint64, count=seed.size).reshape(seed.shape)
     h = hashlib.blake2b(digest_size=8)
     h.update(str(int(seed)).encode())
     for label in labels:
@@ -70,44 +77,60 @@ def stream_key(seed: int, *labels: str | int) -> int:
     return int.from_bytes(h.digest(), "little")
 
 
-def agent_keys(key: int, agents: np.ndarray) -> np.ndarray:
-    """Each agent's own 64-bit key (its coins): ``mix(key + agent * GOLDEN)``."""
+def agent_keys(key: int | np.ndarray, agents: np.ndarray) -> np.ndarray:
+    """Each agent's own 64-bit key (its coins): ``mix(key + agent * GOLDEN)``.
+
+    ``key`` may be one stream key, or one per agent (a uint64 array of ``agents``' shape): then
+    row i's coins are those agent ``agents[i]`` has under stream key ``key[i]``. The privacy
+    audit uses that to run many independent runs' copies of one agent as one block.
+    """
     agents = np.asarray(agents)
     return _agent_keys_into(key, agents, np.empty(agents.shape, dtype=np.uint64))
 
 
-def _agent_keys_into(key: int, agents: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _agent_keys_into(key: int | np.ndarray, agents: np.ndarray,
+                     out: np.ndarray) -> np.ndarray:
     """``agent_keys`` written into the uint64 array ``out`` (of ``agents``' shape)."""
     out[...] = agents
     out *= _GOLDEN
-    out += np.uint64(key)
+    out += key if isinstance(key, np.ndarray) else np.uint64(key)
     return _mix_inplace(out)
 
 
-def _draw_chunks(key: int, agents: np.ndarray, rnd: int, n: int, offset: int):
+def _draw_chunks(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int, offset: int):
     """The draws of ``bits`` a cache-sized block of agents at a time: yields (first row,
-    block of raw draws). The block's buffer is reused, so each must be consumed at once."""
+    block of raw draws). The block's buffer is reused, so each must be consumed at once.
+    ``key``: one stream key, or one per agent (``agent_keys``)."""
     agents = np.atleast_1d(np.asarray(agents))
+    per_row = isinstance(key, np.ndarray)
+    if per_row:
+        key = np.asarray(key, dtype=np.uint64).reshape(-1)
+        if key.shape != agents.shape:
+            raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
     ctr = mix((np.uint64(rnd) << _S32) + np.arange(offset, offset + n, dtype=np.uint64) + _C)
     rows = max(64, _CHUNK // max(n, 1))  # at least 64 agents per pass: few Python steps
     ak = np.empty(min(rows, len(agents)), dtype=np.uint64)
     buf = np.empty((len(ak), n), dtype=np.uint64)
     for s in range(0, len(agents), rows):
         a = agents[s:s + rows]
-        k, b = _agent_keys_into(key, a, ak[: len(a)]), buf[: len(a)]
+        k = _agent_keys_into(key[s:s + rows] if per_row else key, a, ak[: len(a)])
+        b = buf[: len(a)]
         np.bitwise_xor(k[:, None], ctr[None, :], out=b)
         yield s, _mix_inplace(b)
 
 
-def bits(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> np.ndarray:
-    """Raw 64-bit draws, shape ``(len(agents), n)``, for draw indices ``offset .. offset+n-1``."""
+def bits(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int,
+         offset: int = 0) -> np.ndarray:
+    """Raw 64-bit draws, shape ``(len(agents), n)``, for draw indices ``offset .. offset+n-1``
+    (``key``: one stream key, or one per agent)."""
     out = np.empty((np.atleast_1d(agents).shape[0], n), dtype=np.uint64)
     for s, b in _draw_chunks(key, agents, rnd, n, offset):
         out[s:s + len(b)] = b
     return out
 
 
-def uniform(key: int, agents: np.ndarray, rnd: int, n: int, offset: int = 0) -> np.ndarray:
+def uniform(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int,
+            offset: int = 0) -> np.ndarray:
     """Uniform floats in the open interval (0, 1), shape ``(len(agents), n)``.
 
     ``u = ((b >> 11) + 0.5) * 2^-53`` from each 64-bit draw ``b``; for the top value

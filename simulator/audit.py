@@ -411,9 +411,173 @@ class _Trials:
         return coalition_view(res["view"], self.s.curator_colludes, rows)
 
 
+@dataclass
+class PairStats:
+    """What the ε audit gathers from a range of trials, both neighbouring rows: the test
+    statistic (likelihood ratio) or the learned test's features, and the float checks."""
+
+    s: list[np.ndarray] | None  # [s0, s1]: the likelihood-ratio statistic per trial
+    feats: list[np.ndarray] | None  # [f0, f1]: features per trial (no closed-form likelihood)
+    floats: list[np.ndarray] | None  # [c0, c1]: (trials, 2) reproduces row 0 / row 1
+
+    @staticmethod
+    def join(parts: list[PairStats]) -> PairStats:
+        def cat(name):
+            got = [getattr(p, name) for p in parts]
+            if any(g is None for g in got):
+                return None
+            return [np.concatenate([g[b] for g in got]) for b in (0, 1)]
+        return PairStats(cat("s"), cat("feats"), cat("floats"))
+
+
+def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: int,
+                     spec: AuditSpec, use_llr: bool, use_float: bool,
+                     progress: Any = None) -> PairStats:
+    """The full path: one inproc run per trial and row."""
+    runner = _Trials(setting, limits)
+    protocol, target = runner.protocol, setting.target
+    pair = spec.values[list(spec.pair)]
+    stats: list[list[Any]] = [[], []]
+    feats: list[list[np.ndarray]] = [[], []]
+    floats: list[list[np.ndarray]] = [[], []]
+    for t in range(first, first + count):
+        for b in (0, 1):
+            view = runner.view(t, pair[b])
+            if use_float:
+                fc = float_check(view, target, protocol, pair)
+                use_float = fc is not None
+                if use_float:
+                    floats[b].append(fc)
+            if use_llr:
+                stats[b].append(llr_statistic(view, target, protocol, spec))
+            else:
+                feats[b].append(features(view, target, protocol))
+        if progress is not None:
+            progress(1)
+    return PairStats([np.array(x, dtype=float) for x in stats] if use_llr else None,
+                     None if use_llr else [np.stack(x) for x in feats],
+                     [np.stack(x) for x in floats] if use_float and floats[0] else None)
+
+
+def _full_pair_stats_job(args: tuple) -> PairStats:
+    return _full_pair_stats(*args)
+
+
+def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_llr: bool,
+                      use_float: bool, progress: Any = None) -> PairStats:
+    """The batch path: every trial of the range as one block per round (``audit_batch``)."""
+    from ldpsim.simulator.audit_batch import BLOCK, llr
+
+    pair = spec.values[list(spec.pair)]
+    parts = []
+    for s in range(first, first + count, BLOCK):
+        m = min(BLOCK, first + count - s)
+        stats, feats, floats = [], [], []
+        for b in (0, 1):
+            view = batch.view(s, np.repeat(pair[b:b + 1], m, axis=0))
+            if use_llr:
+                stats.append(llr(batch.log_likelihoods(view, pair)))
+            else:
+                feats.append(view.features())
+            if use_float:
+                floats.append(batch.float_checks(view, pair))
+        parts.append(PairStats(stats or None, feats or None, floats if use_float else None))
+        if progress is not None:
+            progress(m)
+    return PairStats.join(parts)
+
+
+def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: str
+                 ) -> tuple[Any, str, bool, bool]:
+    """(batch trials or None, why the full path is used, use_llr, use_float), deciding from
+    trial 0 and, for the batch path, checking it against full runs (``audit_batch``)."""
+    from ldpsim.simulator.audit_batch import CHECK_TRIALS, BatchTrials
+
+    runner = _Trials(setting, limits)
+    protocol, target = runner.protocol, setting.target
+    pair = spec.values[list(spec.pair)]
+    view = runner.view(0, pair[0])
+    use_llr = llr_statistic(view, target, protocol, spec) is not None
+    use_float = float_check(view, target, protocol, pair) is not None
+    if path == "full":
+        return None, "asked for (--path full)", use_llr, use_float
+    if not setting.curator_colludes:
+        why = "the curator is not in the coalition (the view is the released aggregate)"
+    else:
+        try:
+            bound = protocol.bind(view["params"], view["public"], resolved=True)
+            batch = BatchTrials.build(protocol, bound, target, setting.scenario_seed, view)
+            full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr, use_float)
+            fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float)
+            same = all(_equal(getattr(full, k), getattr(fast, k))
+                       for k in ("s", "feats", "floats"))
+            why = "" if same else (f"its first {CHECK_TRIALS} trials differ from full runs "
+                                   "(the target's rounds depend on the data)")
+        except Exception as e:  # a curator or randomizer that cannot run as a batch
+            why = f"{type(e).__name__}: {e}"[:200]
+        if not why:
+            return batch, "", use_llr, use_float
+    if path == "batch":
+        raise ValueError(f"--path batch: {protocol.name} cannot run as a batch: {why}")
+    return None, why, use_llr, use_float
+
+
+def _equal(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
+
+
+def _scores(stats: PairStats, trials: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """The test statistic under each row, and the test's name."""
+    if stats.s is not None:
+        return stats.s[0], stats.s[1], "likelihood ratio"
+    f0, f1 = stats.feats
+    h = trials // 2
+    w = _linear(f0[:h], f1[:h])
+    return f0 @ w, f1 @ w, "linear discriminant"
+
+
+def trials_needed(tpr: float, fpr: float, target: float, alpha: float = ALPHA,
+                  most: int = 10**9) -> int | None:
+    """Trials (both halves) after which the held-out bound would reach ``target`` if the
+    region kept the rates ``tpr`` and ``fpr``; None if no count up to ``most`` does."""
+    if tpr <= 0 or not target > 0:
+        return None
+
+    def reaches(n: int) -> bool:
+        h = n // 2
+        return _eps_lower(round(tpr * h), round(fpr * h), h, alpha) >= target
+
+    hi = 64
+    while not reaches(hi):
+        hi *= 2
+        if hi > most:
+            return None
+    lo = hi // 2
+    while hi - lo > max(2, hi // 1000):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return hi
+
+
 def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = None,
-                  progress: Any = None) -> dict[str, Any]:
-    """Run every attack and the ε audit on one setting; return one audit record."""
+                  progress: Any = None, path: str = "auto", jobs: int = 1,
+                  until_lower: float | None = None,
+                  differencing_trials: int = 2000) -> dict[str, Any]:
+    """Run every attack and the ε audit on one setting; return one audit record.
+
+    ``path``: "batch" (the target's copies as one block: ``audit_batch``), "full" (one
+    protocol run per trial), or "auto" (the batch path where it reproduces the full runs
+    exactly). ``jobs``: processes for the full path. ``until_lower``: stop as soon as the
+    held-out lower bound reaches it, looking at 1/8, 1/4, 1/2 and all of ``trials``; each look
+    spends its own share of α (α/8, α/8, α/4, α/2), so the bound that stops holds at 1 - α
+    overall. The single-report inference runs as many trials as the ε audit took; the
+    differencing attack, which needs the released aggregate of full runs, at most
+    ``differencing_trials`` of them on the batch path.
+    """
+    if path not in ("auto", "batch", "full"):
+        raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
     t0 = time.perf_counter()
     limits = limits or Limits(timeout_s=10)
     runner = _Trials(setting, limits)
@@ -426,54 +590,69 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     if spec is None:
         raise ValueError(f"protocol {protocol.name!r} does not support the audit")
     target = setting.target
+    batch, why_full, use_llr, use_float = _choose_path(setting, limits, spec, path)
+
+    def pair_stats(first: int, count: int) -> PairStats:
+        if batch is not None:
+            return _batch_pair_stats(batch, first, count, spec, use_llr, use_float, progress)
+        if jobs <= 1 or count < 2 * jobs:
+            return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
+                                    progress)
+        import multiprocessing as mp
+
+        cuts = np.linspace(first, first + count, jobs + 1).astype(int)
+        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float)
+                for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        with mp.get_context("fork").Pool(jobs) as pool:
+            parts = []
+            for part in pool.imap(_full_pair_stats_job, args):
+                parts.append(part)
+                if progress is not None:
+                    progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
+        return PairStats.join(parts)
 
     # 1. the ε audit on the neighbouring pair, common seeds for both rows
-    v0, v1 = spec.values[spec.pair[0]], spec.values[spec.pair[1]]
-    stats: list[list[Any]] = [[], []]
-    feats: list[list[np.ndarray]] = [[], []]
-    floats: list[list[np.ndarray]] = [[], []]
-    pair = np.stack([v0, v1])
-    use_llr = None
-    use_float = True
-    for t in range(trials):
-        for b, row in ((0, v0), (1, v1)):
-            view = runner.view(t, row)
-            if use_float:
-                fc = float_check(view, target, protocol, pair)
-                use_float = fc is not None
-                if use_float:
-                    floats[b].append(fc)
-            if use_llr is None:
-                use_llr = llr_statistic(view, target, protocol, spec) is not None
-            if use_llr:
-                stats[b].append(llr_statistic(view, target, protocol, spec))
-            else:
-                feats[b].append(features(view, target, protocol))
-        if progress is not None:
-            progress(1)
-    if use_llr:
-        s0, s1 = np.array(stats[0]), np.array(stats[1])
-        test = "likelihood ratio"
-    else:
-        f0, f1 = np.stack(feats[0]), np.stack(feats[1])
-        h = trials // 2
-        w = _linear(f0[:h], f1[:h])
-        s0, s1 = f0 @ w, f1 @ w
-        test = "linear discriminant"
-    eps = epsilon_audit(s0, s1)
-    flt = float_audit(np.stack(floats[0]), np.stack(floats[1])) if use_float and floats[0] \
+    t_eps = time.perf_counter()
+    looks = [(trials, ALPHA)]
+    if until_lower is not None:
+        looks = [(max(20, trials // 8), ALPHA / 8), (max(20, trials // 4), ALPHA / 8),
+                 (max(20, trials // 2), ALPHA / 4), (trials, ALPHA / 2)]
+    stats, done = None, 0
+    for n_look, alpha in looks:
+        if n_look <= done:
+            continue
+        more = pair_stats(done, n_look - done)
+        stats = more if stats is None else PairStats.join([stats, more])
+        done = n_look
+        s0, s1, test = _scores(stats, done)
+        eps = epsilon_audit(s0, s1, alpha)
+        if until_lower is not None and eps["epsilon_lower"] >= until_lower:
+            break
+    eps_seconds = time.perf_counter() - t_eps
+    used = done
+    flt = float_audit(stats.floats[0], stats.floats[1], alpha) if stats.floats is not None \
         else {"float_epsilon_lower": None, "float_ruled_out": None, "float_own_failures": None}
 
     # 2. single-report inference and differencing: target's row drawn from the prior
     g = party_generator(stream_key(setting.scenario_seed, "audit-prior", target))
-    truth = g.choice(len(spec.values), size=trials, p=spec.prior)
-    bayes_hits, diff_hits, bayes_n, diff_n = 0, 0, 0, 0
-    for t in range(trials):
-        view = runner.view(trials + t, spec.values[truth[t]])
-        bg = bayes_guess(view, target, protocol, spec)
-        if bg is not None:
-            bayes_n += 1
-            bayes_hits += int(_same(spec, bg, truth[t]))
+    truth = g.choice(len(spec.values), size=used, p=spec.prior)
+    bayes_hits = diff_hits = bayes_n = diff_n = 0
+    full_views = used
+    if batch is not None:
+        if use_llr:
+            from ldpsim.simulator.audit_batch import bayes_hits as batch_bayes
+
+            bayes_hits, bayes_n = batch_bayes(batch, spec, used, truth)
+        full_views = min(used, differencing_trials)
+        if progress is not None:
+            progress(used - full_views)
+    for t in range(full_views):
+        view = runner.view(used + t, spec.values[truth[t]])
+        if batch is None:
+            bg = bayes_guess(view, target, protocol, spec)
+            if bg is not None:
+                bayes_n += 1
+                bayes_hits += int(_same(spec, bg, truth[t]))
         dg = differencing_guess(view, target, protocol, spec)
         if dg is not None:
             diff_n += 1
@@ -481,21 +660,31 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         if progress is not None:
             progress(1)
     claimed = claim.epsilon
+    target_tight = until_lower if until_lower is not None else (
+        0.95 * min(claimed, eps["epsilon_estimate"]) if claimed else None)
+    seconds = time.perf_counter() - t0
     return {
         "protocol": protocol.name, "params": params, "data": dict(data), "target": target,
         "claim_model": claim.model, "epsilon_claimed": claimed,
         "per_report_epsilon": claim.per_report_epsilon,
         "epsilon_estimate": eps["epsilon_estimate"], "epsilon_lower": eps["epsilon_lower"],
-        "tpr": eps["tpr"], "fpr": eps["fpr"], "test": test, "trials": trials,
+        "confidence": 1 - alpha, "tpr": eps["tpr"], "fpr": eps["fpr"], "test": test,
+        "trials": used, "trials_requested": trials,
+        "trials_target": target_tight,
+        "trials_needed": None if target_tight is None or not math.isfinite(target_tight)
+        else trials_needed(eps["tpr"], eps["fpr"], target_tight, alpha),
+        "path": "batch" if batch is not None else "full", "path_note": why_full,
+        "trials_per_second": 2 * used / eps_seconds if eps_seconds > 0 else None,
         "colluders": int(len(setting.colluders)), "curator_colludes": setting.curator_colludes,
         "flagged": bool(eps["epsilon_lower"] > claimed
                         or (flt["float_epsilon_lower"] or 0.0) > claimed),
         **flt,
         "bayes_accuracy": bayes_hits / bayes_n if bayes_n else None,
         "differencing_accuracy": diff_hits / diff_n if diff_n else None,
+        "differencing_trials": diff_n,
         "prior_baseline": float(spec.prior.max()),
         "candidates": int(len(spec.values)), "audit_notes": spec.notes,
-        "seconds": time.perf_counter() - t0,
+        "seconds": seconds,
     }
 
 

@@ -346,3 +346,27 @@ def test_allocator_tuning_is_opt_in(monkeypatch):
     monkeypatch.setenv(alloc.TUNE_MALLOC_ENV, "0")  # restored after the test
     assert alloc.request_tuning() is True and calls == [1, 1]
     assert os.environ[alloc.TUNE_MALLOC_ENV] == "1"
+
+
+def test_one_key_per_agent_gives_each_agent_its_own_streams():
+    """A block whose rows carry their own stream keys draws, row by row, what each agent draws
+    under its own key (the audit runs many runs' copies of one agent as one block)."""
+    keys = np.array([rng.stream_key(s, "agents") for s in range(300)], dtype=np.uint64)
+    agents = np.arange(300, dtype=np.int64) % 7 + 3
+    many = rng.uniform(keys, agents, 2, 3, offset=1)
+    one_by_one = np.concatenate([rng.uniform(int(k), [a], 2, 3, offset=1)
+                                 for k, a in zip(keys, agents, strict=True)])
+    assert np.array_equal(many, one_by_one)
+    assert np.array_equal(rng.bits(keys, agents, 0, 2),
+                          np.concatenate([rng.bits(int(k), [a], 0, 2)
+                                          for k, a in zip(keys, agents, strict=True)]))
+    assert np.array_equal(rng.agent_keys(keys, agents),
+                          [rng.agent_keys(int(k), [a])[0] for k, a in zip(keys, agents,
+                                                                          strict=True)])
+    wide = rng.bits(keys, agents, 1, 400)  # 64 agents per pass: the keys are cut with them
+    assert np.array_equal(wide[200], rng.bits(int(keys[200]), [agents[200]], 1, 400)[0])
+    with pytest.raises(ValueError, match="one key per agent"):
+        rng.uniform(keys[:5], agents, 0, 1)
+    derived = rng.stream_key(keys[:4], "split", 2)
+    assert derived.dtype == np.uint64
+    assert derived.tolist() == [rng.stream_key(int(k), "split", 2) for k in keys[:4]]
