@@ -101,7 +101,7 @@ def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
           progress: bool = False) -> list[dict[str, Any]]:
     """``ldpsim audit``: one record per audited (protocol, parameter point), with the attacks'
     success and the empirical ε lower bound against the claim (``flagged``)."""
-    from ldpsim.simulator.audit import audit_scenario
+    from ldpsim.simulator.audit_harness import audit_scenario
 
     scen = _scenario(scenario, overrides)
     if out is not None:

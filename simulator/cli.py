@@ -140,20 +140,28 @@ def _warn_degraded(records: list[dict], included: bool) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.audit import AUDIT_COLUMNS, audit_scenario
+    from ldpsim.simulator.audit_harness import AUDIT_COLUMNS, audit_scenario
     from ldpsim.simulator.results import format_table
     from ldpsim.simulator.scenario import ScenarioError
 
     if args.trials < 20:
         _err(f"error: --trials: got {args.trials}; allowed: an integer >= 20")
         return 2
+    if args.jobs < 1:
+        _err(f"error: --jobs: got {args.jobs}; allowed: an integer >= 1")
+        return 2
+    if args.until_lower is not None and not args.until_lower > 0:
+        _err(f"error: --until-lower: got {args.until_lower}; allowed: a number > 0")
+        return 2
     try:
         scenario = _load(args)
         out = args.out or f"results/{scenario.name}-audit"
         n = len([s for s in scenario.runs() if s.repeat == 0])
-        _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (inproc) -> {out}")
+        _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
+              f"{args.path}) -> {out}")
         records = audit_scenario(scenario, out, args.trials, target=args.target,
-                                 show_progress=not args.no_progress, echo=_info)
+                                 show_progress=not args.no_progress, echo=_info,
+                                 path=args.path, jobs=args.jobs, until_lower=args.until_lower)
     except (ScenarioError, ParamError, ValueError) as e:
         _err(f"error: {e}")
         return 2
@@ -164,7 +172,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     rows = [{**r, **r.get("point", {})} for r in records]
     print(format_table(AUDIT_COLUMNS[:1] + axes + AUDIT_COLUMNS[1:], rows))
     flagged = [r for r in records if r["flagged"]]
-    print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed)")
+    levels = sorted({f"{100 * r['confidence']:g}%" for r in records if r.get("confidence")})
+    print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed; "
+          f"lower bounds at {', '.join(levels) or '95%'} confidence)")
     print(f"audit: {Path(out) / 'audit.jsonl'}")
     return 0
 
@@ -318,6 +328,15 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--trials", type=int, default=2000,
                     help="runs per neighbouring row (and for the inference attacks)")
     au.add_argument("--target", type=int, help="agent to attack (default: first honest one)")
+    au.add_argument("--path", choices=("auto", "batch", "full"), default="auto",
+                    help="batch: the target's copies as one block (the curator colludes); "
+                         "full: one protocol run per trial; auto: batch where it reproduces "
+                         "the full runs exactly (default)")
+    au.add_argument("--jobs", type=int, default=1,
+                    help="processes for full-path trials (default 1)")
+    au.add_argument("--until-lower", type=float, metavar="EPS",
+                    help="stop a setting once its epsilon lower bound reaches EPS (looks at "
+                         "1/8, 1/4, 1/2 and all of --trials; alpha is split over the looks)")
     au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)

@@ -10,6 +10,7 @@ import pytest
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols.rank.protocols import LDPKwikSortRR
 from ldpsim.simulator import audit
+from ldpsim.simulator import audit_harness as harness
 from ldpsim.simulator.collusion import load_view, save_view
 from ldpsim.simulator.session import Limits
 
@@ -74,7 +75,7 @@ def test_epsilon_audit_sees_a_perfect_separator():
 
 
 def test_ldp_kwiksort_rr_claim_holds_and_attacks_stay_near_the_prior():
-    rec = audit.audit_setting(audit.make_setting(cfg("ldp_kwiksort_rr"), 1), 600)
+    rec = harness.audit_setting(harness.make_setting(cfg("ldp_kwiksort_rr"), 1), 600)
     assert rec["test"] == "likelihood ratio" and not rec["flagged"]
     assert 0 < rec["epsilon_lower"] <= 1.0 and rec["colluders"] == 9
     # one RR bit at eps = 1 about one of 6 pairs: the MAP guess among 24 rankings stays poor
@@ -85,25 +86,25 @@ def test_ldp_kwiksort_rr_claim_holds_and_attacks_stay_near_the_prior():
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["ldp_kwiksort_rr", "ldp_kwiksort_lap"])
 def test_ldp_kwiksort_lower_bound_within_20_percent(protocol):
-    rec = audit.audit_setting(audit.make_setting(cfg(protocol), 1), 6000)
+    rec = harness.audit_setting(harness.make_setting(cfg(protocol), 1), 6000)
     assert 0.8 <= rec["epsilon_lower"] <= 1.0
 
 
 def test_central_dp_kwiksort_gives_no_protection_against_a_colluding_curator():
-    rec = audit.audit_setting(audit.make_setting(cfg("dp_kwiksort"), 1), 200)
+    rec = harness.audit_setting(harness.make_setting(cfg("dp_kwiksort"), 1), 200)
     assert rec["claim_model"] == "central" and rec["flagged"]
     assert rec["bayes_accuracy"] == 1.0  # the curator reads the target's true answers
 
 
 def test_differencing_recovers_the_target_from_a_non_private_aggregate():
     # curator trusted (not in the coalition), n - 1 agents collude: output minus their rows
-    rec = audit.audit_setting(audit.make_setting(cfg("kwiksort", curator=False), 1), 100)
+    rec = harness.audit_setting(harness.make_setting(cfg("kwiksort", curator=False), 1), 100)
     assert rec["bayes_accuracy"] is None  # reports are not in this coalition's view
     assert rec["differencing_accuracy"] == 1.0
 
 
 def test_trusted_curator_dp_kwiksort_claim_is_not_refuted():
-    rec = audit.audit_setting(audit.make_setting(cfg("dp_kwiksort", curator=False), 1), 300)
+    rec = harness.audit_setting(harness.make_setting(cfg("dp_kwiksort", curator=False), 1), 300)
     assert rec["test"] == "linear discriminant" and not rec["flagged"]
 
 
@@ -118,15 +119,15 @@ class LeakyRR(LDPKwikSortRR):
 
 def test_audit_flags_a_leaky_mechanism(monkeypatch):
     monkeypatch.setitem(protocols.PROTOCOLS, "leaky_rr", LeakyRR())
-    rec = audit.audit_setting(audit.make_setting(cfg("leaky_rr"), 1), 200)
+    rec = harness.audit_setting(harness.make_setting(cfg("leaky_rr"), 1), 200)
     assert rec["flagged"] and rec["epsilon_lower"] > 3
 
 
 def test_attacks_use_only_the_adversary_view(tmp_path):
     """The same view, saved to disk and reloaded, gives the same guesses and statistics."""
-    setting = audit.make_setting(cfg("ldp_kwiksort_rr", colluders=5), 3)
+    setting = harness.make_setting(cfg("ldp_kwiksort_rr", colluders=5), 3)
     p = protocols.get_protocol("ldp_kwiksort_rr")
-    trials = audit._Trials(setting, Limits(timeout_s=5))
+    trials = harness._Trials(setting, Limits(timeout_s=5))
     params = p.resolve(setting.config["params"], {"m": 4})
     spec = p.audit_spec(params, {"m": 4})
     view = trials.view(0, spec.values[7])
@@ -140,7 +141,7 @@ def test_attacks_use_only_the_adversary_view(tmp_path):
 
 
 def test_target_stays_honest_under_maximal_collusion():
-    s = audit.make_setting(cfg("ldp_kwiksort_rr", colluders=50), 1, target=0)
+    s = harness.make_setting(cfg("ldp_kwiksort_rr", colluders=50), 1, target=0)
     assert s.target == 0 and 0 not in s.colluders.tolist() and len(s.colluders) == 9
 
 
@@ -149,7 +150,7 @@ def test_dpwevote_claims_hold_under_maximal_collusion(protocol):
     c = {"protocol": protocol, "params": {"epsilon": 1.0},
          "data": {"kind": "weighted_votes", "n": 10, "candidates": 2}, "seed": 0, "pools": 1,
          "collusion": {"colluders": 9, "curator": True}}
-    rec = audit.audit_setting(audit.make_setting(c, 1), 400)
+    rec = harness.audit_setting(harness.make_setting(c, 1), 400)
     assert rec["test"] == "likelihood ratio" and rec["colluders"] == 9
     assert not rec["flagged"] and rec["epsilon_lower"] <= 1.0
 
@@ -159,7 +160,7 @@ def test_dpwevote_lower_bound_within_20_percent():
     c = {"protocol": "dpwevote", "params": {"epsilon": 1.0},
          "data": {"kind": "weighted_votes", "n": 10, "candidates": 1}, "seed": 0, "pools": 1,
          "collusion": {"colluders": 9, "curator": True}}
-    rec = audit.audit_setting(audit.make_setting(c, 1), 12000)
+    rec = harness.audit_setting(harness.make_setting(c, 1), 12000)
     assert 0.8 <= rec["epsilon_lower"] <= 1.0
 
 
@@ -170,7 +171,7 @@ def test_ethics_central_aggregator_learns_everything_when_it_colludes():
          "data": {"kind": "ethics_synthetic", "n": 10, "d": 2, "records": 13,
                   "test_instances": 200}, "seed": 0, "pools": 1,
          "collusion": {"colluders": 9, "curator": True}}
-    rec = audit.audit_setting(audit.make_setting(c, 1), 150)
+    rec = harness.audit_setting(harness.make_setting(c, 1), 150)
     assert rec["claim_model"] == "central" and rec["flagged"]
     assert rec["bayes_accuracy"] == 1.0
 
@@ -219,7 +220,7 @@ def _vote(protocol: str) -> dict:
 def test_float_attack_refutes_textbook_laplace_at_any_claimed_epsilon(monkeypatch):
     monkeypatch.setitem(protocols.PROTOCOLS, "dpwevote_laplace_textbook",
                         _TextbookLaplaceVote())
-    rec = audit.audit_setting(audit.make_setting(_vote("dpwevote_laplace_textbook"), 1), 200)
+    rec = harness.audit_setting(harness.make_setting(_vote("dpwevote_laplace_textbook"), 1), 200)
     assert rec["flagged"] and rec["epsilon_lower"] <= 1.0  # the likelihood test saw nothing
     assert rec["float_own_failures"] == 0.0  # the attack models the generator exactly
     assert rec["float_ruled_out"] > 0.3 and rec["float_epsilon_lower"] > 3.0
@@ -238,6 +239,6 @@ def test_float_attack_refutes_textbook_laplace_at_any_claimed_epsilon(monkeypatc
      "collusion": {"colluders": 9, "curator": True}},
 ], ids=["dpwevote_laplace", "ldp_kwiksort_lap", "ethics_vldp", "ethics_rldp_fm_coefficients"])
 def test_float_attack_passes_every_shipped_laplace_release(config):
-    rec = audit.audit_setting(audit.make_setting(config, 1), 150)
+    rec = harness.audit_setting(harness.make_setting(config, 1), 150)
     assert rec["float_own_failures"] == 0.0 and rec["float_ruled_out"] == 0.0
     assert rec["float_epsilon_lower"] == 0.0 and not rec["flagged"]

@@ -302,12 +302,12 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
 
 
 def _vlcp_audit(curator: bool, trials: int = 30) -> dict:
-    from ldpsim.simulator import audit
+    from ldpsim.simulator import audit_harness as harness
 
     cfg = {"protocol": "ethics_vlcp", "params": {"epsilon": 1.0},
            "data": {"kind": "ethics_synthetic", "n": 6, "d": 3, "records": 13},
            "seed": 0, "pools": 1, "collusion": {"colluders": 5, "curator": curator}}
-    return audit.audit_setting(audit.make_setting(cfg, 1), trials)
+    return harness.audit_setting(harness.make_setting(cfg, 1), trials)
 
 
 def test_audit_harness_a_colluding_central_curator_learns_everything():

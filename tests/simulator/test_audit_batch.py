@@ -1,0 +1,119 @@
+"""The audit's batch path (``simulator.audit_batch``) against the full path it replaces: the
+same records from the same seeds wherever it is used, the full path kept where it cannot be,
+and the statistics around it (early stopping, trials needed, parallel full-path trials)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from ldpsim.simulator import audit_harness as harness
+from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.audit import _eps_lower
+
+from tests.conftest import ROOT
+
+#: the record fields both paths must agree on exactly
+SAME = ("epsilon_estimate", "epsilon_lower", "tpr", "fpr", "test", "float_epsilon_lower",
+        "float_ruled_out", "float_own_failures", "bayes_accuracy", "differencing_accuracy",
+        "trials", "confidence")
+#: the settings that must run as a batch (every local protocol with a closed-form likelihood
+#: whose target's rounds do not read data-dependent broadcasts), and those that must not
+BATCH = {"ldp_kwiksort_rr", "ldp_kwiksort_lap", "dp_kwiksort", "kwiksort", "dpwevote",
+         "dpwevote_laplace", "truth_lp", "truth_rr", "truth_two_layer", "truth_plain",
+         "rank_grr", "rank_olh", "rank_harmony", "rank_calm", "safari_nopriv", "ethics_vlcp",
+         "ethics_vldp", "ethics_rldp_fm", "ethics_nonprivate"}
+FULL = {"safari", "truth_mf"}
+
+
+def _settings():
+    out = []
+    for name in ("audit_rank", "audit_vote", "audit_truth", "audit_safari", "audit_ethics"):
+        s = sc.load(ROOT / "scenarios" / f"{name}.toml")
+        seen = set()
+        for spec in s.runs():
+            if spec.repeat == 0 and spec.protocol not in seen:
+                seen.add(spec.protocol)  # one parameter point per protocol
+                out.append(pytest.param(spec.config(), s.seed, id=spec.protocol))
+    return out
+
+
+@pytest.mark.parametrize(("config", "seed"), _settings())
+def test_batch_and_full_paths_give_the_same_record(config, seed):
+    setting = harness.make_setting(config, seed)
+    auto = harness.audit_setting(setting, 40, differencing_trials=40)
+    full = harness.audit_setting(setting, 40, path="full")
+    name = config["protocol"]
+    assert auto["path"] == ("batch" if name in BATCH else "full"), auto["path_note"]
+    assert name in BATCH | FULL
+    for k in SAME:
+        a, b = auto[k], full[k]
+        assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), k
+
+
+def test_a_setting_that_cannot_run_as_a_batch_says_why():
+    s = sc.load(ROOT / "scenarios" / "audit_safari.toml")
+    spec = next(x for x in s.runs() if x.protocol == "safari")
+    setting = harness.make_setting(spec.config(), s.seed)
+    with pytest.raises(ValueError, match="safari cannot run as a batch: .*round 1"):
+        harness.audit_setting(setting, 40, path="batch")
+    rec = harness.audit_setting(setting, 40)
+    assert rec["path"] == "full" and "round 1" in rec["path_note"]
+
+
+def _rank_setting(**over):
+    cfg = {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
+           "data": {"kind": "mallows", "n": 10, "m": 4, "theta": 0.5}, "seed": 0, "pools": 1,
+           "collusion": {"colluders": 9, "curator": True}}
+    cfg.update(over)
+    return harness.make_setting(cfg, 1)
+
+
+def test_parallel_full_path_trials_give_the_same_record():
+    one = harness.audit_setting(_rank_setting(), 60, path="full")
+    two = harness.audit_setting(_rank_setting(), 60, path="full", jobs=2)
+    assert all(one[k] == two[k] for k in SAME)
+    assert one["trials_per_second"] > 0
+
+
+def test_until_lower_stops_early_and_spends_alpha_over_the_looks():
+    rec = harness.audit_setting(_rank_setting(), 160000, until_lower=0.9)
+    # RR at eps = 1 reaches 0.9 with some 10^4 trials: the 1/8 look (20000) is enough
+    assert rec["trials"] == 20000 and rec["trials_requested"] == 160000
+    assert rec["epsilon_lower"] >= 0.9 and not rec["flagged"]
+    assert rec["confidence"] == pytest.approx(1 - 0.05 / 8)
+    never = harness.audit_setting(_rank_setting(), 400, until_lower=5.0)
+    assert never["trials"] == 400 and never["confidence"] == pytest.approx(1 - 0.05 / 2)
+
+
+def test_trials_needed_is_the_least_count_that_reaches_the_target():
+    tpr, fpr = math.e / (1 + math.e), 1 / (1 + math.e)  # RR at eps = 1: the ideal region
+    grid = [harness.expected_lower(tpr, fpr, n) for n in (10**3, 10**4, 10**5, 10**6)]
+    assert grid == sorted(grid) and grid[-1] < 1.0
+    for target in (0.8, 0.9, 0.95):
+        n = harness.trials_needed(tpr, fpr, target)
+        assert harness.expected_lower(tpr, fpr, n) >= target
+        assert harness.expected_lower(tpr, fpr, int(n * 0.995)) < target
+        # the bound with integer counts agrees with the smooth one to within its rounding
+        h = n // 2
+        assert abs(_eps_lower(round(tpr * h), round(fpr * h), h, 0.05) - target) < 0.02
+    assert harness.trials_needed(tpr, fpr, 1.01) is None  # beyond the true epsilon
+    assert harness.trials_needed(0.0, 0.0, 0.5) is None
+
+
+def test_batch_audit_of_a_correct_claim_is_sound_and_tight():
+    """10^5 trials on the batch path: the bound stays below the claim and comes within 5%."""
+    rec = harness.audit_setting(_rank_setting(), 100000)
+    assert rec["path"] == "batch" and not rec["flagged"]
+    assert 0.95 <= rec["epsilon_lower"] <= 1.0
+    assert rec["trials_needed"] is not None and rec["trials_needed"] < 100000
+
+
+@pytest.mark.slow
+def test_a_million_trials_of_ldp_kwiksort_rr():
+    """The issue's target: 10^6 trials, epsilon_lower >= 0.95, no false flag."""
+    rec = harness.audit_setting(_rank_setting(), 10**6)
+    assert rec["path"] == "batch" and not rec["flagged"]
+    assert rec["epsilon_lower"] >= 0.95
+    assert np.isfinite(rec["trials_per_second"])
