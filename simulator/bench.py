@@ -273,12 +273,13 @@ def main(args: Any) -> int:
     if not args.quick and not getattr(args, "no_scenarios", False):
         here = Path(__file__).resolve().parents[1] / "scenarios"
         rows.extend(scenario_rows(sorted(here.glob("bench_*.toml"))))
-    head = ["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling", "/raw", "notes"]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    from ldpsim.simulator import bench_audit
+
+    bench_audit.print_table(["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling",
+                             "/raw", "notes"], rows)
+    trials = 100 if args.quick else getattr(args, "audit_trials", 0)
+    if trials:
+        bench_audit.main(trials, full_trials=min(trials, 2000))
     return 0
 
 

@@ -365,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     b.add_argument("--no-scenarios", action="store_true",
                    help="skip the protocol benchmarks (scenarios/bench_*.toml)")
+    b.add_argument("--audit-trials", type=int, default=10**6, metavar="N",
+                   help="privacy audit benchmark: N trials per audit setting, and the GRR "
+                        "audit next to ldp-audit's (0: skip; default 1000000)")
     b.set_defaults(func=cmd_bench)
     for p in sub.choices.values():
         p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")
