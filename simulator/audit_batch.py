@@ -33,10 +33,16 @@ from ldpsim.simulator.seeding import run_seed
 
 #: trials checked against full runs before a setting uses the batch path
 CHECK_TRIALS = 32
-#: trials per block (bounds memory: a block's reports, likelihoods and float checks)
-BLOCK = 1 << 15
-#: rows (trials x candidates) per likelihood call of the single-report inference
-BAYES_ROWS = 1 << 20
+#: trials per block, at most (bounds memory: a block's reports, likelihoods and float checks)
+BLOCK = 1 << 13
+#: row values (trials x candidates x a row's size) per likelihood call: bounds a block's
+#: memory whatever the row size (a truth-inference row holds an answer per task)
+BLOCK_VALUES = 1 << 21
+
+
+def block_size(row: np.ndarray, candidates: int = 2) -> int:
+    """Trials per block for rows like ``row`` scored against ``candidates`` rows."""
+    return int(max(64, min(BLOCK, BLOCK_VALUES // max(1, candidates * np.asarray(row).size))))
 
 
 def trial_keys(scenario_seed: int, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -171,8 +177,7 @@ def bayes_hits(trials: BatchTrials, spec: AuditSpec, first: int, truth: np.ndarr
     ``first ..``, trial i's target holding ``spec.values[truth[i]]``."""
     with np.errstate(divide="ignore"):
         log_prior = np.log(spec.prior)
-    v = len(spec.values)
-    step = max(1, min(BLOCK, BAYES_ROWS // v))
+    step = block_size(spec.values[0], len(spec.values))
     hits = 0
     for s in range(0, len(truth), step):
         tr = truth[s:s + step]

@@ -161,12 +161,13 @@ def _full_pair_stats_job(args: tuple) -> PairStats:
 def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_llr: bool,
                       use_float: bool, progress: Any = None) -> PairStats:
     """The batch path: every trial of the range as one block per round (``audit_batch``)."""
-    from ldpsim.simulator.audit_batch import BLOCK, llr
+    from ldpsim.simulator.audit_batch import block_size, llr
 
     pair = spec.values[list(spec.pair)]
+    step = block_size(pair[0])
     parts = []
-    for s in range(first, first + count, BLOCK):
-        m = min(BLOCK, first + count - s)
+    for s in range(first, first + count, step):
+        m = min(step, first + count - s)
         stats, feats, floats = [], [], []
         for b in (0, 1):
             view = batch.view(s, np.repeat(pair[b:b + 1], m, axis=0))
