@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import zmq
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, block_of
@@ -70,7 +70,7 @@ def _msgpack_reply(frame: bytes) -> bytes:
 
 def _batch_reply(frame: bytes) -> bytes:
     """The same with the runtime's vectorised batch codec."""
-    _, _, agents, _ = wire_numpy.parse_consecutive(frame, wire.QUERY)
+    _, _, agents, _ = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
     return wire_numpy.encode_batch(wire.REPORT, 0, 0, agents,
                                    np.ones((len(agents), 1), dtype=np.int64))[0]
 
@@ -83,9 +83,9 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
 
     ``envelopes``: "raw" sends pre-built bytes of the same sizes (the sockets alone);
     "batch" encodes and decodes one envelope per agent with the runtime's vectorised batch
-    codec (``wire_numpy.encode_batch`` / ``parse_consecutive`` / ``match_batch``); "msgpack"
-    does it one ``msgpack`` call per envelope (the general codec). Nobody validates, randomizes
-    or estimates.
+    codec (``wire_numpy.encode_batch``, ``wire_numpy_read.parse_consecutive`` and
+    ``match_batch``); "msgpack" does it one ``msgpack`` call per envelope (the general codec).
+    Nobody validates, randomizes or estimates.
     """
     ctx_mp = mp.get_context("fork")
     endpoint = "ipc://" + os.path.join(tempfile.gettempdir(), f"ldpsim-bench-{os.getpid()}.ipc")
@@ -137,8 +137,9 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
         elif envelopes == "batch":
             while received < n:
                 frame = recv()[1]
-                ids = sent.pop(wire_numpy.first_agent(frame, wire.REPORT)[2])
-                received += len(wire_numpy.match_batch(frame, wire.REPORT, 0, 0, ids, 1, "int"))
+                ids = sent.pop(wire_numpy_read.first_agent(frame, wire.REPORT)[2])
+                received += len(wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, ids, 1,
+                                                            "int"))
         else:
             expected = sum(counts) * report_size
             while received < expected:

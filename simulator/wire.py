@@ -10,8 +10,9 @@ uint32 dimensions, then the raw little-endian bytes.
 
 This module is the readable reference codec: msgpack-python, one envelope at a time, and every
 received envelope validated (``check_envelope``). Its accelerated sibling for batches of one
-envelope per agent, ``simulator.wire_numpy``, writes byte-identical frames and hands back to
-this module's reader any frame it cannot read.
+envelope per agent, ``simulator.wire_numpy`` (writer) and ``simulator.wire_numpy_read``
+(reader), writes byte-identical frames and hands back to this module's reader any frame it
+cannot read.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ Two readers give the same reports for the same bytes:
 * ``decode_reports`` is the accelerator in front of it. It answers only for a frame made of
   nothing but well-formed, in-domain reports of this round: first by matching the frame byte
   for byte against the canonical encoding of a query batch the pool was sent
-  (``wire_numpy.match_batch``: no per-envelope decoding at all), then by decoding the frame in
-  one C call. Anything else, valid or not, makes it return None and the reference reader
+  (``wire_numpy_read.match_prefix``: no per-envelope decoding at all), then by decoding the
+  frame in one C call. Anything else, valid or not, makes it return None and the reference reader
   decides. ``tests/simulator/test_ingest.py`` checks that whenever it answers, it answers
   what the reference reader reads.
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.session.common import span
 
 #: Reports decoded before they are checked and stored, on the reference path (bounds the
@@ -145,33 +145,26 @@ def decode_reports(frame: bytes, pending: dict[tuple[bytes, int], np.ndarray],
 def _match_sent(frame: bytes, pending: dict[tuple[bytes, int], np.ndarray],
                 expected: Expected, peer: bytes) -> Reports | None:
     """Fastest path: the frame is byte for byte the canonical encoding of the reports of a
-    query batch ``peer`` was sent (``wire_numpy.match_batch``), so its payloads are read as one
-    array. The domain and size limits are checked as on every path."""
+    query batch ``peer`` was sent, or of its first agents (a pool splits large replies)
+    (``wire_numpy_read.match_prefix``), so its payloads are read as one array. The domain and
+    size limits are checked as on every path."""
     run, rno, schema = expected.run, expected.round, expected.schema
-    first = wire_numpy.first_agent(frame, wire.REPORT)
+    first = wire_numpy_read.first_agent(frame, wire.REPORT)
     if first is None or first[0] != run or first[1] != rno:
         return None
     sent = pending.get((peer, first[2]))
     if sent is None:
         return None
-    all_sizes = wire_numpy.batch_sizes(run, rno, sent, schema.length, schema.dtype)
-    if len(frame) == int(all_sizes.sum()):  # the whole batch, the common case
-        j = len(sent)
-    else:  # the frame may answer a prefix of the batch (a pool splits large replies)
-        ends = np.cumsum(all_sizes)
-        j = int(np.searchsorted(ends, len(frame))) + 1
-        if j > len(sent) or ends[j - 1] != len(frame):
-            return None
-    ids = sent[:j]
-    values = wire_numpy.match_batch(frame, wire.REPORT, run, rno, ids, schema.length,
-                                    schema.dtype)
-    if values is None:
+    got = wire_numpy_read.match_prefix(frame, wire.REPORT, run, rno, sent, schema.length,
+                                       schema.dtype)
+    if got is None:
         return None
-    sizes = all_sizes[:j]
+    values, sizes = got
     if not schema.all_inside(values) or sizes.max() > expected.max_envelope_bytes:
         return None
+    ids = sent[:len(sizes)]
     return Reports(ids, values, np.ones(len(ids), dtype=bool), sizes, None,
-                   ((peer, first[2]), j))
+                   ((peer, first[2]), len(ids)))
 
 
 def _decode_whole(frame: bytes, expected: Expected) -> Reports | None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.protocols import rng as rngm
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
@@ -101,7 +101,7 @@ class PoolSession:
     def on_frame(self, frame: bytes) -> list[bytes]:
         """Handle one frame from the curator; return the frames to send back."""
         out: list[bytes] = []
-        fast = wire_numpy.parse_consecutive(frame, wire.QUERY)
+        fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
         if fast is not None:
             run, rnd, ids, queries = fast
             if self.silent or run != self.run or self.config is None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 
 EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**62]
 
@@ -44,7 +44,7 @@ def test_match_batch_reads_back_and_refuses_any_other_frame():
     rng = np.random.default_rng(1)
     agents = np.arange(100, 400)
     cases = (("int", rng.integers(0, 2, (300, 3))), ("float", rng.normal(size=(300, 2))))
-    match = wire_numpy.match_batch
+    match = wire_numpy_read.match_batch
     for dtype, vals in cases:
         frame, _ = wire_numpy.encode_batch(wire.REPORT, 2, 0, agents, vals)
         k = vals.shape[1]
@@ -68,10 +68,17 @@ def test_match_batch_reads_back_and_refuses_any_other_frame():
                 assert np.array_equal(np.array([o[5] for o in objs]), got)
 
 
-def test_match_batch_refuses_non_fixint_ints():
+def test_match_batch_reads_wide_ints_and_refuses_wider_encodings():
     agents = np.arange(5)
     frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, np.full((5, 1), 200))
-    assert wire_numpy.match_batch(frame, wire.REPORT, 0, 0, agents, 1, "int") is None
+    got = wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 1, "int")
+    assert got.dtype == np.int64 and got.tolist() == [[200]] * 5
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 1, "float") is None
+    # 200 as a uint16 (0xcd 0x00 0xc8) instead of a uint8: the same envelopes, not canonical
+    wide = frame.replace(b"\x91\xcc\xc8", b"\x91\xcd\x00\xc8")
+    assert reference_read(wide)[1] == [[200]] * 5
+    assert wire_numpy_read.match_batch(wide, wire.REPORT, 0, 0, agents, 1, "int") is None
+    assert wire_numpy_read.parse_consecutive(wide, wire.REPORT) is None
 
 
 @pytest.mark.parametrize("start,n", [(0, 5000), (120, 20), (250, 10), (65530, 10), (7, 1)])
@@ -79,20 +86,20 @@ def test_parse_consecutive_round_trip(start, n):
     agents = np.arange(start, start + n)
     q = (agents % 45).reshape(-1, 1)
     frame, _ = wire_numpy.encode_batch(wire.QUERY, 4, 1, agents, q)
-    run, rnd, got_agents, got = wire_numpy.parse_consecutive(frame, wire.QUERY)
+    run, rnd, got_agents, got = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
     assert (run, rnd) == (4, 1) and np.array_equal(got_agents, agents) and np.array_equal(got, q)
     frame, _ = wire_numpy.encode_batch(wire.QUERY, 4, 1, agents, None)
-    assert wire_numpy.parse_consecutive(frame, wire.QUERY)[3] is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.QUERY)[3] is None
 
 
 def test_parse_consecutive_declines_gaps_and_other_kinds():
     agents = np.array([1, 2, 4])
     frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, agents, np.zeros((3, 1), np.int64))
-    assert wire_numpy.parse_consecutive(frame, wire.QUERY) is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.QUERY) is None
     frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, 0, np.arange(3), np.zeros((3, 1), np.int64))
-    assert wire_numpy.parse_consecutive(frame, wire.QUERY) is None
-    assert wire_numpy.parse_consecutive(b"\x96\x01", wire.QUERY) is None
-    assert wire_numpy.parse_consecutive(b"", wire.QUERY) is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.QUERY) is None
+    assert wire_numpy_read.parse_consecutive(b"\x96\x01", wire.QUERY) is None
+    assert wire_numpy_read.parse_consecutive(b"", wire.QUERY) is None
 
 
 def test_batch_sizes_match_the_encoded_envelopes():
@@ -118,9 +125,9 @@ def test_empty_batch_is_the_empty_frame(payload):
     assert sizes.tolist() == []
     assert wire_numpy.batch_sizes(1, 0, agents, None, "int").tolist() == []
     # nothing to read fast: the reference reader handles (and here accepts) the empty frame
-    assert wire_numpy.match_batch(frame, wire.REPORT, 1, 0, agents, None, "int") is None
-    assert wire_numpy.parse_consecutive(frame, wire.REPORT) is None
-    assert wire_numpy.first_agent(frame, wire.REPORT) is None
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, 1, 0, agents, None, "int") is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.REPORT) is None
+    assert wire_numpy_read.first_agent(frame, wire.REPORT) is None
     assert reference_read(frame) == ([], [])
 
 
@@ -133,12 +140,12 @@ def test_one_agent_at_every_width_boundary(agent, dtype):
     frame, sizes = wire_numpy.encode_batch(wire.REPORT, 3, 2, agents, payload)
     ref, ref_sizes = reference(wire.REPORT, 3, 2, agents, payload)
     assert frame == ref and sizes.tolist() == ref_sizes
-    assert wire_numpy.first_agent(frame, wire.REPORT) == (3, 2, agent)
-    got = wire_numpy.match_batch(frame, wire.REPORT, 3, 2, agents, k, dtype or "int")
+    assert wire_numpy_read.first_agent(frame, wire.REPORT) == (3, 2, agent)
+    got = wire_numpy_read.match_batch(frame, wire.REPORT, 3, 2, agents, k, dtype or "int")
     assert got.shape == (1, k or 0)
     if payload is not None:
         assert np.array_equal(got, payload) and got.tobytes() == payload.astype(got.dtype).tobytes()
-    run, rnd, ids, rows = wire_numpy.parse_consecutive(frame, wire.REPORT, dtype or "int")
+    run, rnd, ids, rows = wire_numpy_read.parse_consecutive(frame, wire.REPORT, dtype or "int")
     assert (run, rnd, ids.tolist()) == (3, 2, [agent])
     assert rows is None if payload is None else np.array_equal(rows, payload)
 
@@ -151,18 +158,19 @@ def test_consecutive_batches_across_a_width_boundary_read_back(start, dtype):
     frame, sizes = wire_numpy.encode_batch(wire.QUERY, 0, 0, agents, payload)
     assert frame == reference(wire.QUERY, 0, 0, agents, payload)[0]
     assert len(set(sizes.tolist())) == 2  # two id widths in one frame
-    run, rnd, ids, rows = wire_numpy.parse_consecutive(frame, wire.QUERY, dtype)
+    run, rnd, ids, rows = wire_numpy_read.parse_consecutive(frame, wire.QUERY, dtype)
     assert np.array_equal(ids, agents) and np.array_equal(rows, payload)
-    assert np.array_equal(wire_numpy.match_batch(frame, wire.QUERY, 0, 0, agents, 1, dtype),
+    assert np.array_equal(wire_numpy_read.match_batch(frame, wire.QUERY, 0, 0, agents, 1, dtype),
                           payload)
 
 
 def test_match_batch_reads_nil_payloads():
     agents = np.array(EDGES)
     frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 5, agents, None)
-    got = wire_numpy.match_batch(frame, wire.QUERY, 0, 5, agents, None, "int")
+    got = wire_numpy_read.match_batch(frame, wire.QUERY, 0, 5, agents, None, "int")
     assert got.shape == (len(agents), 0)
-    assert wire_numpy.match_batch(frame, wire.QUERY, 0, 5, agents, 0, "int") is None  # [] != nil
+    # [] is not nil
+    assert wire_numpy_read.match_batch(frame, wire.QUERY, 0, 5, agents, 0, "int") is None
 
 
 def _pack_wide(fmt, value):
@@ -187,15 +195,15 @@ def test_valid_but_non_canonical_frames_go_to_the_reference_reader(name, frame):
     agents = np.array([5])
     fields, payloads = reference_read(frame)
     assert fields == [(wire.REPORT, 0, 0, 5)] and payloads == [[1]]
-    assert wire_numpy.match_batch(frame, wire.REPORT, 0, 0, agents, 1, "int") is None
-    assert wire_numpy.parse_consecutive(frame, wire.REPORT) is None
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 1, "int") is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.REPORT) is None
 
 
 def test_float32_payloads_are_not_read_as_float64():
     frame = msgpack.packb([1, wire.REPORT, 0, 0, 5, [1.5]], use_single_float=True)
     assert reference_read(frame)[1] == [[1.5]]
-    assert wire_numpy.match_batch(frame, wire.REPORT, 0, 0, np.array([5]), 1, "float") is None
-    assert wire_numpy.parse_consecutive(frame, wire.REPORT, "float") is None
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, np.array([5]), 1, "float") is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.REPORT, "float") is None
 
 
 # ------------------------------------------------------------------ property: any batch
@@ -247,21 +255,21 @@ def test_accelerated_codec_agrees_with_the_reference(batch):
     if payload is not None and n:
         assert np.array_equal(wire_numpy.minimal_report_sizes(run, rnd, agents, payload, dtype),
                               ref_sizes)
-    fits = kind in ("nil", "fixint", "bool", "float64", "float32") or (  # or ints in 0..127
-        payload.size == 0 or (payload.min() >= 0 and payload.max() < 128))
+    narrowest = kind in ("nil", "fixint", "bool", "float64", "float32") or (  # or fixints
+        payload.size == 0 or (payload.min() >= -32 and payload.max() < 128))
     if canonical:  # match_batch's callers pass the sorted ids they sent
-        got = wire_numpy.match_batch(frame, wire.REPORT, run, rnd, agents, k, dtype)
-        if fits:
+        got = wire_numpy_read.match_batch(frame, wire.REPORT, run, rnd, agents, k, dtype)
+        if narrowest:
             assert np.array_equal(wire_numpy.batch_sizes(run, rnd, agents, k, dtype), sizes)
-            assert got is not None and got.shape == (n, k or 0)
-            if payload is not None:
-                assert np.array_equal(got, payload.astype(got.dtype))
-            assert wire_numpy.match_batch(frame, wire.REPORT, run + 1, rnd, agents, k,
-                                          dtype) is None
-            assert wire_numpy.match_batch(frame, wire.QUERY, run, rnd, agents, k, dtype) is None
-        else:
-            assert got is None  # the caller reads it with the reference reader
-    fast = wire_numpy.parse_consecutive(frame, wire.REPORT, dtype)
+        # every int width and float: read back, as what the reference reads
+        assert got is not None and got.shape == (n, k or 0)
+        if payload is not None:
+            assert got.tobytes() == payload.astype(got.dtype).tobytes()
+        assert wire_numpy_read.match_batch(frame, wire.REPORT, run + 1, rnd, agents, k,
+                                           dtype) is None
+        assert wire_numpy_read.match_batch(frame, wire.QUERY, run, rnd, agents, k,
+                                           dtype) is None
+    fast = wire_numpy_read.parse_consecutive(frame, wire.REPORT, dtype)
     if fast is not None:  # whatever the fast reader accepts, it reads as the reference does
         fields, payloads = reference_read(frame)
         f_run, f_rnd, f_ids, f_rows = fast
@@ -269,6 +277,307 @@ def test_accelerated_codec_agrees_with_the_reference(batch):
         assert (f_rows is None) == (payloads[0] is None)
         if f_rows is not None:
             assert f_rows.tolist() == payloads
-    elif canonical and fits and (k is None or 0 < k < 16) and agents[-1] - agents[0] == n - 1:
-        # a fixarray payload (up to 15 values) or nil: the case parse_consecutive is for
+    elif canonical and agents[-1] - agents[0] == n - 1:  # the case parse_consecutive is for
         pytest.fail("a canonical batch of consecutive agents was refused")
+
+
+# ------------------------------------------------------------------ every int width, floats
+
+
+def exact_reference(kind, run, rnd, agents, payload):
+    """The reference codec's frame for these rows as numpy gives them to Python (``tolist``:
+    Python ints, uint64 ones above 2^63 included, or floats; bools as 0/1)."""
+    rows = np.asarray(payload)
+    rows = rows.astype(np.int64) if rows.dtype.kind == "b" else rows
+    bufs, sizes = wire.encode_many(kind, run, rnd, list(map(int, agents)), rows.tolist())
+    return b"".join(bufs), sizes
+
+INT64_EDGES = [-2**63, -2**63 + 1, -2**31 - 1, -2**31, -2**15 - 1, -2**15, -129, -128, -33, -32,
+               -1, 0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 2**31, 2**32 - 1, 2**32,
+               2**62, 2**63 - 2, 2**63 - 1]
+_INT_FORMATS = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+                0xD2: ">i", 0xD3: ">q"}
+
+
+def _encodings(value):
+    """Every msgpack encoding of an int: (bytes, whether it is the one msgpack-python writes)."""
+    out = [(msgpack.packb(value), True)]
+    for marker, fmt in _INT_FORMATS.items():
+        try:
+            raw = bytes([marker]) + struct.pack(fmt, value)
+        except struct.error:
+            continue
+        if raw != out[0][0]:
+            out.append((raw, False))
+    return out
+
+
+@pytest.mark.parametrize("value", sorted({e + d for e in INT64_EDGES for d in (-1, 0, 1)
+                                          if -2**63 <= e + d < 2**63}))
+def test_every_int_encoding_is_read_in_its_shortest_form_only(value):
+    """A value at every width edge, in each of msgpack's int encodings that can hold it: the
+    fast readers read the one msgpack-python writes and refuse the others (which the reference
+    reader reads as the same value)."""
+    for raw, shortest in _encodings(value):
+        frame = b"\x96\x01\x03\x00\x00\x05\x92" + raw + b"\x07"
+        assert reference_read(frame)[1] == [[value, 7]]
+        got = wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, np.array([5]), 2, "int")
+        fast = wire_numpy_read.parse_consecutive(frame, wire.REPORT)
+        if shortest:
+            assert got.tolist() == [[value, 7]] and fast[3].tolist() == [[value, 7]]
+            assert frame == wire_numpy.encode_batch(wire.REPORT, 0, 0, [5],
+                                                    np.array([[value, 7]]))[0]
+        else:
+            assert got is None and fast is None
+
+
+def test_ints_beyond_int64_are_written_but_never_read_fast():
+    """uint64 values above 2^63 - 1 are written as msgpack-python does; no int schema can hold
+    them, so the fast readers leave them to the reference reader (which rejects them)."""
+    payload = np.array([[2**63, 1], [2**64 - 1, 2]], dtype=np.uint64)
+    agents = np.array([3, 4])
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, payload)
+    assert (frame, sizes.tolist()) == exact_reference(wire.REPORT, 0, 0, agents, payload)
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 2, "int") is None
+    assert wire_numpy_read.parse_consecutive(frame, wire.REPORT) is None
+
+
+def test_olh_seed_value_pairs_and_large_domains_stay_on_the_fast_path():
+    """The payloads that used to fall back: OLH's (32-bit seed, value) pairs, GRR over 720
+    values, Harmony's (index, sign) over 1024, rows of mixed signed widths."""
+    rng = np.random.default_rng(5)
+    agents = np.arange(65000, 70000)  # ids crossing 2^16
+    n = len(agents)
+    payloads = [np.c_[rng.integers(0, 2**32, n), rng.integers(0, 4, n)],
+                rng.integers(0, 720, (n, 1)), np.c_[rng.integers(0, 1024, n),
+                                                    rng.integers(0, 2, n)],
+                rng.integers(-2**40, 2**40, (n, 12)) >> rng.integers(0, 40, (n, 12))]
+    for p in payloads:
+        frame, sizes = wire_numpy.encode_batch(wire.REPORT, 1, 2, agents, p)
+        assert (frame, sizes.tolist()) == exact_reference(wire.REPORT, 1, 2, agents, p)
+        assert np.array_equal(wire_numpy_read.match_batch(frame, wire.REPORT, 1, 2, agents,
+                                                          p.shape[1], "int"), p)
+        run, rnd, ids, rows = wire_numpy_read.parse_consecutive(frame, wire.REPORT)
+        assert (run, rnd) == (1, 2) and np.array_equal(ids, agents) and np.array_equal(rows, p)
+        cut = int(sizes[:1234].sum())  # a pool's reply split in two frames
+        values, got_sizes = wire_numpy_read.match_prefix(frame[:cut], wire.REPORT, 1, 2,
+                                                         agents, p.shape[1], "int")
+        assert np.array_equal(values, p[:1234]) and np.array_equal(got_sizes, sizes[:1234])
+        values, got_sizes = wire_numpy_read.match_prefix(frame[cut:], wire.REPORT, 1, 2,
+                                                         agents[1234:], p.shape[1], "int")
+        assert np.array_equal(values, p[1234:]) and np.array_equal(got_sizes, sizes[1234:])
+
+
+def test_a_payload_that_looks_like_an_envelope_head_is_read_as_a_payload():
+    """Varying widths make the reader find envelopes by their head; payload bytes that spell
+    a head and an agent id of the batch must not cut the frame there."""
+    agents = np.arange(40, 44)
+    # 0x96 0x01 0x03 0x00 0x00 0x29 (a head of run 0, round 0 and agent 41) inside a payload
+    payload = np.array([[300, 0x96, 1, 3, 0, 0, 41], [1, 2, 3, 4, 5, 6, 7],
+                        [0x96, 1, 3, 0, 0, 43, 70000], [9, 8, 7, 6, 5, 4, 3]])
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, payload)
+    assert b"\x96\x01\x03\x00\x00\x29" in frame[:sizes[0]]
+    assert np.array_equal(wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 7,
+                                                      "int"), payload)
+    assert np.array_equal(wire_numpy_read.parse_consecutive(frame, wire.REPORT)[3], payload)
+
+
+def test_numpy_scalars_are_written_as_msgpack_python_writes_them():
+    """What the reference packer writes for numpy scalars (the ``wire._default`` hook, and
+    np.float64 being a float) is what the batch writer writes for array values (bools aside:
+    a bool payload travels as the ints 0/1, see ``encode_batch``)."""
+    for value in (np.float64(-0.0), np.float32(1.5), np.float16(np.inf), np.int8(-5),
+                  np.uint64(2**64 - 1), np.int64(-2**63), np.uint16(300), np.float64(np.nan)):
+        payload = np.array([[value]])
+        expected = wire.encode(wire.REPORT, 0, 0, 9, [value])
+        assert wire_numpy.encode_batch(wire.REPORT, 0, 0, [9], payload)[0] == expected
+
+
+# property: any schema's reports and queries
+
+_SPECIAL_FLOATS = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
+                   1.7976931348623157e308, -1.7976931348623157e308, 1.0, -1.5, 1e-300]
+_INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _int_values(rng, low, high, shape):
+    """Values in [low, high] of every width the bounds allow: the width edges inside them,
+    uniform draws over the whole range, and draws near a random edge."""
+    edges = np.array([e for e in INT64_EDGES if low <= e <= high] + [low, high], dtype=np.int64)
+    near = np.clip(rng.choice(edges, shape) + rng.integers(-40, 41, shape), low, high)
+    spread = rng.integers(low, high, shape, endpoint=True, dtype=np.int64)
+    pick = rng.integers(0, 3, shape)
+    return np.where(pick == 0, rng.choice(edges, shape), np.where(pick == 1, spread, near))
+
+
+def _float_values(rng, shape):
+    special = rng.choice(np.array(_SPECIAL_FLOATS), shape)
+    scaled = rng.normal(size=shape) * 10.0 ** rng.integers(-300, 300, shape)
+    bits = rng.integers(0, 2**64, shape, dtype=np.uint64, endpoint=False).view(np.float64)
+    pick = rng.integers(0, 3, shape)  # bits: any float64 pattern, NaN payloads included
+    return np.where(pick == 0, special, np.where(pick == 1, scaled, bits))
+
+
+@st.composite
+def schema_batches(draw):
+    """(run, round, agents, dtype, payload): a random ReportSchema's reports (ints within
+    random bounds across every width, signed or not, in the smallest numpy dtype or a wider
+    one; or floats, as float64 or float32), for sorted ids crossing width boundaries, or
+    consecutive ones."""
+    ids = _NEAR_EDGES.filter(lambda a: a >= 0)  # agents' ids: [0, n)
+    if draw(st.booleans()):
+        first = draw(ids.filter(lambda a: a < 2**62 - 40))
+        agents = np.arange(first, first + draw(st.integers(1, 40)), dtype=np.int64)
+    else:
+        agents = np.array(sorted(draw(st.lists(ids | st.integers(0, 300), min_size=1,
+                                               max_size=40, unique=True))), dtype=np.int64)
+    n, k = len(agents), draw(st.integers(1, 12))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32)))
+    if draw(st.booleans()):
+        low, high = sorted(draw(st.lists(st.sampled_from(INT64_EDGES) | st.integers(-2**63,
+                                                                                    2**63 - 1),
+                                         min_size=2, max_size=2)))
+        values = _int_values(rng, low, high, (n, k))
+        fits = [d for d in _INT_DTYPES if np.iinfo(d).min <= low and high <= np.iinfo(d).max]
+        payload, dtype = values.astype(draw(st.sampled_from(fits))), "int"
+    else:
+        values = _float_values(rng, (n, k))
+        with np.errstate(over="ignore", invalid="ignore"):  # inf in float32
+            payload = values.astype(draw(st.sampled_from([np.float64, np.float64,
+                                                          np.float32])))
+        dtype = "float"
+    run = draw(st.sampled_from([0, 1, 127, 128, 70000, 2**33]))
+    rnd = draw(st.sampled_from([-1, 0, 5, 300]))
+    return run, rnd, agents, dtype, payload
+
+
+def _read_as_reference(frame, run, rnd, agents, dtype, values, sizes):
+    """Assert the reference reader reads ``frame`` as these envelopes (values compared as
+    bytes, so that NaNs compare too, and as the types an int or float schema accepts)."""
+    envs = [(wire.check_envelope(obj, size)) for obj, size in wire.iter_frame(frame, 1 << 30)]
+    assert [(e.kind, e.run, e.round, e.agent) for e in envs] == [
+        (wire.REPORT, run, rnd, a) for a in agents.tolist()]
+    assert [e.size for e in envs] == sizes.tolist()
+    kinds = int if dtype == "int" else float
+    assert all(type(v) is kinds for e in envs for v in e.payload)
+    ref = np.array([e.payload for e in envs], dtype=values.dtype)
+    assert ref.tobytes() == values.tobytes()
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=400,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(schema_batches())
+def test_any_schema_batch_is_written_as_msgpack_and_read_back(batch):
+    run, rnd, agents, dtype, payload = batch
+    n, k = payload.shape
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, run, rnd, agents, payload)
+    ref, ref_sizes = exact_reference(wire.REPORT, run, rnd, agents, payload)
+    assert frame == ref and sizes.tolist() == ref_sizes
+    if dtype == "int" and payload.dtype == np.uint64 and payload.max() >= 2**63:
+        assert wire_numpy_read.match_batch(frame, wire.REPORT, run, rnd, agents, k,
+                                           dtype) is None
+        return
+    expect = payload.astype(np.int64 if dtype == "int" else np.float64)
+    got = wire_numpy_read.match_batch(frame, wire.REPORT, run, rnd, agents, k, dtype)
+    assert got is not None and got.dtype == expect.dtype and got.tobytes() == expect.tobytes()
+    _read_as_reference(frame, run, rnd, agents, dtype, got, sizes)
+    # a prefix (a pool's reply split in frames), read against the whole batch sent
+    j = 1 + (n - 1) // 2
+    values, got_sizes = wire_numpy_read.match_prefix(frame[:int(sizes[:j].sum())], wire.REPORT,
+                                                     run, rnd, agents, k, dtype)
+    assert values.tobytes() == expect[:j].tobytes() and got_sizes.tolist() == ref_sizes[:j]
+    other = "float" if dtype == "int" else "int"
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, run, rnd, agents, k, other) is None
+    assert wire_numpy_read.match_batch(frame, wire.REPORT, run, rnd, agents, k + 1,
+                                       dtype) is None
+    for kind in (None, dtype):  # the pool's reader: dtype from the frame, or given
+        fast = wire_numpy_read.parse_consecutive(frame, wire.REPORT, kind)
+        if agents[-1] - agents[0] == n - 1:
+            f_run, f_rnd, f_ids, f_rows = fast
+            assert (f_run, f_rnd) == (run, rnd) and np.array_equal(f_ids, agents)
+            assert f_rows.dtype == expect.dtype and f_rows.tobytes() == expect.tobytes()
+        else:
+            assert fast is None
+
+
+_MUTATIONS = ("flip", "insert", "delete", "truncate", "widen", "swap", "duplicate", "other type",
+              "append", "drop first")
+
+
+def _widen(frame, sizes):
+    """One envelope's last value re-encoded in a wider int encoding (same value), or None."""
+    ends = np.cumsum(sizes).tolist()
+    for start, end in zip([0, *ends[:-1]], ends, strict=True):
+        obj = next(iter(wire.iter_frame(frame[start:end], 1 << 30)))[0]
+        value = obj[5][-1]
+        if type(value) is not int:
+            continue
+        wider = [raw for raw, shortest in _encodings(value) if not shortest]
+        if wider:
+            tail = msgpack.packb(value)
+            assert frame[end - len(tail):end] == tail
+            return frame[:end - len(tail)] + wider[-1] + frame[end:]
+    return None
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=400,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(schema_batches(), st.sampled_from(_MUTATIONS), st.integers(0, 10**6),
+       st.integers(0, 255))
+def test_altered_frames_are_refused_or_read_as_the_reference_reads_them(batch, mutation, pos,
+                                                                        byte):
+    """Whatever a frame becomes, the fast readers either decline (None) or read exactly what
+    the reference reader reads; a frame in a non-canonical encoding is always declined."""
+    run, rnd, agents, dtype, payload = batch
+    n, k = payload.shape
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, run, rnd, agents, payload)
+    b = bytearray(frame)
+    if mutation == "flip":
+        b[pos % len(b)] = byte
+    elif mutation == "insert":
+        b.insert(pos % (len(b) + 1), byte)
+    elif mutation == "delete":
+        del b[pos % len(b)]
+    elif mutation == "truncate":
+        del b[pos % len(b):]
+    elif mutation == "widen":
+        wide = _widen(frame, sizes)
+        if wide is None:
+            return
+        b = bytearray(wide)
+    elif mutation == "swap" and n > 1:  # two envelopes in the other order
+        i = pos % (n - 1)
+        ends = np.cumsum(sizes).tolist()
+        s0, e0, e1 = ([0, *ends][i]), ends[i], ends[i + 1]
+        b = bytearray(frame[:s0] + frame[e0:e1] + frame[s0:e0] + frame[e1:])
+    elif mutation == "duplicate":
+        b = bytearray(frame + frame)
+    elif mutation == "other type":  # one value as a float in an int batch, or an int in floats
+        obj = [list(o) for o, _ in wire.iter_frame(frame, 1 << 30)]
+        i = pos % n
+        v = obj[i][5][0]
+        obj[i][5][0] = float(v) if dtype == "int" else 1
+        b = bytearray(b"".join(wire.encode(*o[1:]) for o in obj))
+    elif mutation == "append":  # another message after the reports
+        b += wire.encode(wire.HELLO, run, -1, -1, {"pool": 0})
+    elif mutation == "drop first":
+        del b[:int(sizes[0])]
+    frame = bytes(b)
+    got = wire_numpy_read.match_prefix(frame, wire.REPORT, run, rnd, agents, k, dtype)
+    if mutation in ("widen", "other type", "append"):
+        assert got is None
+    if got is not None:
+        values, got_sizes = got
+        _read_as_reference(frame, run, rnd, agents[:len(values)], dtype, values, got_sizes)
+        assert int(got_sizes.sum()) == len(frame)
+    fast = wire_numpy_read.parse_consecutive(frame, wire.REPORT)  # any dtype: from the frame
+    if mutation in ("widen", "append"):
+        assert fast is None
+    if fast is not None:
+        f_run, f_rnd, f_ids, f_rows = fast
+        assert np.array_equal(f_ids, np.arange(f_ids[0], f_ids[0] + len(f_ids)))
+        f_dtype = "float" if f_rows is not None and f_rows.dtype == np.float64 else "int"
+        if f_rows is not None:
+            envs = list(wire.iter_frame(frame, 1 << 30))
+            _read_as_reference(frame, f_run, f_rnd, f_ids, f_dtype, f_rows,
+                               np.array([s for _, s in envs]))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from ldpsim.protocols import get_data_kind
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator import wire, wire_numpy_read
 from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys, run_keys
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
 
@@ -64,7 +64,7 @@ def test_query_batches_go_to_the_pools_in_turn():
         (_, setup), = cur.on_ready(b"p%d" % i)
         for f in PoolSession(i, 2, "t", LIMITS, pool_keys(cfg["seed"])).on_frame(setup):
             frames.extend(cur.on_frame(b"p%d" % i, f))
-    order = [(peer, wire_numpy.first_agent(f, wire.QUERY)[2]) for peer, f in frames]
+    order = [(peer, wire_numpy_read.first_agent(f, wire.QUERY)[2]) for peer, f in frames]
     assert order == [(b"p0", 0), (b"p1", 2500), (b"p0", 1000), (b"p1", 3500), (b"p0", 2000),
                      (b"p1", 4500)]
 
@@ -97,7 +97,7 @@ def _drive(cfg: dict, first_reply=None) -> dict:
             queue += [(False, d, f) for d, f in cur.on_frame(peer, frame)]
             continue
         out = pools[peer].on_frame(frame)
-        if first_reply and not hooked and wire_numpy.first_agent(frame, wire.QUERY):
+        if first_reply and not hooked and wire_numpy_read.first_agent(frame, wire.QUERY):
             hooked, out = True, first_reply(peer, out)
         queue += [(True, peer, f) for f in out]
     return cur.result

@@ -9,7 +9,9 @@ whose curator never uses it gives the same result record, bit for bit.
 from __future__ import annotations
 
 import json
+import struct
 
+import msgpack
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +28,13 @@ from ldpsim.simulator.session.ingest import (
 )
 
 RUN, RND, N, PEER = 3, 1, 70000, b"pool-0"
-SCHEMAS = {"int": ReportSchema("int", 2, 0, 5), "float": ReportSchema("float", 1, -1.0, 1.0)}
+SCHEMAS = {"int": ReportSchema("int", 2, 0, 5), "float": ReportSchema("float", 1, -1.0, 1.0),
+           # every msgpack int width: GRR over k = 720, OLH's (32-bit seed, value) pairs,
+           # signed values up to the int64 edges, wide rows of small negatives and positives
+           "grr720": ReportSchema("int", 1, 0, 719),
+           "olh": ReportSchema("int", 2, 0, 2**32 - 1),
+           "int64": ReportSchema("int", 3, -2**63, 2**63 - 1),
+           "signed": ReportSchema("int", 12, -40000, 300)}
 
 
 def expected(schema: ReportSchema) -> Expected:
@@ -75,8 +83,11 @@ def assert_agree(frame: bytes, pending: dict, exp: Expected) -> Reports | None:
 
 def honest(schema: ReportSchema, ids: np.ndarray, seed: int) -> bytes:
     rng = np.random.default_rng(seed)
-    if schema.dtype == "int":
-        values = rng.integers(int(schema.low), int(schema.high) + 1, (len(ids), schema.length))
+    if schema.dtype == "int":  # uniform, or a random number of low bits: every width
+        low, high, shape = int(schema.low), int(schema.high), (len(ids), schema.length)
+        values = rng.integers(low, high, shape, endpoint=True, dtype=np.int64)
+        narrow = np.clip(values >> rng.integers(0, 64, shape), low, high)
+        values = np.where(rng.integers(0, 2, shape) == 1, values, narrow)
     else:
         values = rng.uniform(schema.low, schema.high, (len(ids), schema.length))
     return wire_numpy.encode_batch(wire.REPORT, RUN, RND, ids, values)[0]
@@ -90,13 +101,15 @@ ids_strategy = st.lists(st.integers(0, N - 1), min_size=1, max_size=40, unique=T
           suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(sorted(SCHEMAS)), ids=ids_strategy, seed=st.integers(0, 2**32 - 1),
        mutation=st.sampled_from(["none", "flip", "truncate", "append", "prefix", "pending",
-                                 "reencode", "outside", "run", "duplicate", "garbage"]),
+                                 "reencode", "outside", "run", "duplicate", "garbage",
+                                 "widen"]),
        pos=st.integers(0, 10**6), byte=st.integers(0, 255))
 def test_accelerated_and_reference_readers_agree(kind, ids, seed, mutation, pos, byte):
     schema = SCHEMAS[kind]
     exp = expected(schema)
     frame = honest(schema, ids, seed)
     pending = {(PEER, int(ids[0])): ids}
+    wider = False
     if mutation == "none":
         assert assert_agree(frame, pending, exp) is not None  # honest: the accelerator answers
         assert decode_reports(frame, pending, exp, PEER).answers == ((PEER, int(ids[0])),
@@ -128,6 +141,17 @@ def test_accelerated_and_reference_readers_agree(kind, ids, seed, mutation, pos,
                                         reference(frame, exp).values)[0]
     elif mutation == "duplicate":
         frame += frame
+    elif mutation == "widen":  # one value in another int encoding: as an int64
+        env = [o for o, _ in wire.iter_frame(frame, 1 << 30)]
+        i = pos % len(env)
+        raw = wire.encode(*env[i][1:])
+        value = env[i][5][-1]
+        if kind != "float":
+            tail = msgpack.packb(value)
+            assert raw.endswith(tail)
+            wider = len(tail) < 9
+            raw = raw[:-len(tail)] + b"\xd3" + struct.pack(">q", value)
+        frame = b"".join(raw if j == i else wire.encode(*o[1:]) for j, o in enumerate(env))
     else:
         frame = bytes([byte]) * (1 + pos % 64)
     fast = assert_agree(frame, pending, exp)
@@ -135,6 +159,8 @@ def test_accelerated_and_reference_readers_agree(kind, ids, seed, mutation, pos,
         pytest.fail(f"{mutation}: the accelerator must decline")
     if mutation == "outside":
         assert fast is None  # out-of-domain reports are screened on the reference path
+    if mutation == "widen" and wider:
+        assert fast is None  # its size is not the shortest: the reference counts its bytes
 
 
 def test_large_frames_agree_across_reference_chunks():
