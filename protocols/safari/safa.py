@@ -63,7 +63,7 @@ def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray, epsilon: floa
     if oracle == "safa":
         return (r[:, 0] >= 0) & (r[:, 0] < k)
     if oracle == "harmony":
-        kp = np.array([hadamard.order(int(x)) for x in k], dtype=np.int64)
+        kp = hadamard.orders(k, r[:, 0].shape)
         return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
     return (r[:, 0] >= 0) & (r[:, 0] < 2**olh.SEED_BITS) & (r[:, 1] >= 0) & (
         r[:, 1] < olh.hash_range(epsilon))
