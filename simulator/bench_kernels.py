@@ -17,8 +17,9 @@ For every protocol whose claim is local (the curator is not trusted), on its exa
 
 ``rounds / kernel`` is what the runtime costs on top of the science: below 1, the pools'
 parallel randomizers win more than the transport costs; far above 1, transport or batching
-dominates. Both are timed once per protocol (a row of the processes run is minutes at 10^6
-for the slowest protocols).
+dominates. The notes say whether the reports fit the runtime's vectorised batch codec (small
+non-negative integers or floats; OLH's 32-bit hash seeds do not, and travel as one msgpack
+envelope per agent). Both are timed once per protocol.
 """
 
 from __future__ import annotations
@@ -58,15 +59,17 @@ def data_table(name: str, n: int) -> dict[str, Any]:
     return {**example_data(name), "n": n}
 
 
-def kernel(name: str, n: int, seed: int = SEED) -> dict[str, float]:
+def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     """Seconds of one in-process run's plan, respond, absorb and finish (``protocols.local``'s
-    loop; the data set is built before the clock starts)."""
+    loop; the data set is built before the clock starts), its number of rounds, and whether
+    every round's reports fit the runtime's batch codec (``batch_codec``)."""
     proto = PROTOCOLS[name]
     table = data_table(name, n)
     data = get_data_kind(table["kind"]).build({k: v for k, v in table.items() if k != "kind"},
                                               stream_key(seed, "data"))
     rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
-    t = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
+    t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
+    batched: list[bool] = []
 
     def timed(phase: str, fn, *a):
         t0 = time.perf_counter()
@@ -84,10 +87,27 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, float]:
         block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
         reports = _checked(plan, timed("respond", proto.respond, block))
         timed("absorb", curator.absorb, rnd, agents, reports)
+        batched.append(batch_codec(rnd, plan, agents, reports))
         rnd += 1
     timed("finish", curator.finish)
     t["rounds"] = rnd
+    t["batch_codec"] = all(batched)
     return t
+
+
+def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
+                sample: int = 1000) -> bool:
+    """Whether the runtime's vectorised batch codec carries these reports (else the pools and
+    the curator encode and decode one msgpack envelope per agent), judged on the first
+    ``sample`` reports: their frame must read back through ``wire_numpy.match_batch``."""
+    from ldpsim.simulator import wire, wire_numpy
+
+    m = min(sample, len(agents))
+    if m == 0:
+        return True
+    frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, rnd, agents[:m], reports[:m])
+    return wire_numpy.match_batch(frame, wire.REPORT, 0, rnd, agents[:m], plan.schema.length,
+                                  plan.schema.dtype) is not None
 
 
 def processes_rounds(name: str, n: int, pools: int, batch: int,
@@ -123,8 +143,10 @@ def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = No
         core = k["plan"] + k["respond"] + k["absorb"]
         ratio = rounds / core if core > 0 else math.inf
         t = res["timing"]
-        note += (f"{k['rounds']:.0f} round(s); the processes run's wall_s {_s(t['wall_s'])} s "
-                 f"(pools ready after {_s(t['pools_ready_s'])} s)")
+        codec = ("batch codec" if k["batch_codec"] else
+                 "reports outside the batch codec's layout: one msgpack envelope per agent")
+        note += (f"{k['rounds']:.0f} round(s), {codec}; the processes run's wall_s "
+                 f"{_s(t['wall_s'])} s")
         out.append([name, f"{size:,}", _s(rounds), _s(core), _s(k["respond"]),
                     _s(k["plan"] + k["absorb"]), _s(k["finish"]), f"{ratio:.2f}", note])
         if progress:
