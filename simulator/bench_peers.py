@@ -182,7 +182,7 @@ def rows(n: int, peer_users: int = 10**5, domains: tuple[int, ...] = DOMAINS,
                                       [:100]])
                     continue
                 scaled = t * n / m
-                note = (f"measured on {m:,} users, scaled x{n / m:g}" if m < n
+                note = (f"measured on {m:,} users, scaled x{n / m:.3g}" if m < n
                         else "all users")
                 ratio = scaled / ours
                 out.append(row + [f"{m:,}", _s(t), _s(scaled),
