@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-slow bench lint fmt clean
 
@@ -11,6 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# the benchmark's peers (pyproject's "bench" extra), for ``make bench`` only
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/ldpsim run scenarios/demo.toml --out results/demo
@@ -21,7 +27,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(VENV)/bin/ldpsim bench
 
 lint: $(STAMP)

@@ -14,6 +14,11 @@ Speeds are agents per second over the run's wall time; every row is the best of 
 ratio to the ceiling is measured in the same invocation, so machine noise affects both alike.
 "CPU s" adds up every process's CPU time (curator and pools). A run whose CPU s comes close to
 cores × wall s is CPU-bound: it cannot finish in less than CPU s / cores.
+
+Then, each in its own module: every local protocol's rounds against its own kernel
+(``bench_kernels``, ``--kernels N``), ldpsim's frequency oracles against two Python LDP
+libraries on equal work (``bench_peers``, ``--peers N``) and the privacy audit
+(``bench_audit``, ``--audit-trials N``).
 """
 
 from __future__ import annotations
@@ -278,10 +283,29 @@ def main(args: Any) -> int:
 
     bench_audit.print_table(["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling",
                              "/raw", "notes"], rows)
+    kernels = _size(args, "kernels", 2000, 10**6)
+    if kernels:
+        from ldpsim.simulator import bench_kernels
+
+        bench_kernels.main(kernels, pools, batch)
+    peers = _size(args, "peers", 2000, 10**6)
+    if peers:
+        from ldpsim.simulator import bench_peers
+
+        bench_peers.main(peers, _size(args, "peer_users", 200, 10**5))
     trials = 100 if args.quick else getattr(args, "audit_trials", 0)
     if trials:
         bench_audit.main(trials, full_trials=min(trials, 2000))
     return 0
+
+
+def _size(args: Any, name: str, quick: int, full: int) -> int:
+    """A table's size: the option when given (0 skips the table), else ``quick`` with
+    ``--quick`` and ``full`` without."""
+    value = getattr(args, name, None)
+    if value is not None:
+        return value
+    return quick if args.quick else full
 
 
 if __name__ == "__main__":
@@ -291,4 +315,7 @@ if __name__ == "__main__":
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--pools", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kernels", type=int)
+    ap.add_argument("--peers", type=int)
+    ap.add_argument("--peer-users", type=int)
     sys.exit(main(ap.parse_args()))

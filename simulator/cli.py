@@ -368,6 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--audit-trials", type=int, default=10**6, metavar="N",
                    help="privacy audit benchmark: N trials per audit setting, and the GRR "
                         "audit next to ldp-audit's (0: skip; default 1000000)")
+    b.add_argument("--kernels", type=int, default=None, metavar="N",
+                   help="each local protocol's rounds on the processes backend against its own "
+                        "kernel in one process, at N agents (0: skip; default 1000000; "
+                        "--quick: 2000)")
+    b.add_argument("--peers", type=int, default=None, metavar="N",
+                   help="GRR, OLH and Hadamard against multi-freq-ldpy and pure-ldp (pip "
+                        "install 'ldpsim[bench]') at N users (0: skip; default 1000000; "
+                        "--quick: 2000)")
+    b.add_argument("--peer-users", type=int, default=None, metavar="M",
+                   help="users each peer is timed on, its time scaled linearly to N (default "
+                        "100000; --quick: 200)")
     b.set_defaults(func=cmd_bench)
     for p in sub.choices.values():
         p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")

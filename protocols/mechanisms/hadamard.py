@@ -22,10 +22,15 @@ def order(k: int) -> int:
 
 
 def orders(k: np.ndarray | int, shape: tuple[int, ...]) -> np.ndarray:
-    """``order`` of every entry of ``k`` broadcast to ``shape``."""
-    k = np.broadcast_to(np.asarray(k, dtype=np.int64), shape)
-    uk = np.unique(k)
-    return np.array([order(int(x)) for x in uk], dtype=np.int64)[np.searchsorted(uk, k)]
+    """``order`` of every entry of ``k`` broadcast to ``shape``, vectorised: the bit length of
+    |k - 1| is the number of ones once every bit below its top bit is set."""
+    x = np.abs(np.broadcast_to(np.asarray(k, dtype=np.int64), shape) - 1).astype(np.uint64)
+    for s in _SMEAR:
+        x |= x >> s
+    return np.left_shift(np.int64(1), np.bitwise_count(x).astype(np.int64))
+
+
+_SMEAR = tuple(np.uint64(s) for s in (1, 2, 4, 8, 16, 32))
 
 
 def entry(rows: np.ndarray, values: np.ndarray) -> np.ndarray:

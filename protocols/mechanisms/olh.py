@@ -81,24 +81,37 @@ class OLH:
         return np.where(ok, ll, -np.inf)
 
     def support_counts(self, seeds: np.ndarray, buckets: np.ndarray, domain: int,
-                       chunk: int = 1 << 22) -> np.ndarray:
+                       chunk: int = 1 << 16) -> np.ndarray:
         """C(v) = #{reports with H_seed(v) = bucket} for every v in [0, domain):
-        O(n · domain) work in blocks of about ``chunk`` hashes."""
-        g = self.g
-        seeds = np.asarray(seeds, dtype=np.uint64)
-        ys = np.asarray(buckets, dtype=np.int64)
+        O(n · domain) work in cache-sized blocks of about ``chunk`` hashes (rows of reports
+        times values), each hashed in place (``hash_values``' arithmetic, its multipliers
+        computed once per report)."""
+        g = np.uint64(self.g)
+        s = np.asarray(seeds, dtype=np.uint64)
+        # a bucket outside [0, g) matches nothing (a negative one wraps above g)
+        ys = np.asarray(buckets, dtype=np.int64).astype(np.uint64)
         counts = np.zeros(domain, dtype=np.int64)
-        if len(seeds) == 0:
+        if len(s) == 0 or domain == 0:
             return counts
-        per = max(1, chunk // max(1, domain))
+        mul = rngm.mix(s ^ _HA) | np.uint64(1)
+        add = rngm.mix(s ^ _HB)
         v = np.arange(domain, dtype=np.uint64)
-        if per >= 2:
-            for s in range(0, len(seeds), per):
-                h = hash_values(seeds[s:s + per, None], v[None, :], g)
-                counts += (h == ys[s:s + per, None]).sum(axis=0)
-        else:
-            for i in range(len(seeds)):
-                counts += hash_values(seeds[i:i + 1], v, g) == ys[i]
+        rows = max(1, chunk // domain)
+        cols = min(domain, max(1, chunk))  # all values at once unless one row exceeds chunk
+        buf = np.empty((min(rows, len(s)), cols), dtype=np.uint64)
+        hit = np.empty(buf.shape, dtype=bool)
+        for lo in range(0, domain, cols):
+            vals = v[lo:lo + cols]
+            for st in range(0, len(s), rows):
+                x = buf[: min(rows, len(s) - st), : len(vals)]
+                np.multiply(mul[st:st + rows, None], vals[None, :], out=x)
+                x += add[st:st + rows, None]
+                x >>= _S32
+                x *= g
+                x >>= _S32
+                h = hit[: x.shape[0], : x.shape[1]]
+                np.equal(x, ys[st:st + rows, None], out=h)
+                counts[lo:lo + len(vals)] += np.count_nonzero(h, axis=0)
         return counts
 
     def estimate(self, support: np.ndarray, n: float) -> np.ndarray:

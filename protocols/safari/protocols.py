@@ -131,7 +131,7 @@ def _report_high(oracle: str, domains: np.ndarray, epsilon: float) -> np.ndarray
     if oracle == "safa":
         return dom - 1
     if oracle == "harmony":
-        kp = np.array([hadamard.order(int(k)) for k in dom], dtype=np.int64)
+        kp = hadamard.orders(dom, dom.shape)
         return np.stack([kp - 1, np.ones_like(kp)], axis=1)
     g = olh.hash_range(epsilon)
     return np.stack([np.full(len(dom), 2**olh.SEED_BITS - 1, dtype=np.int64),

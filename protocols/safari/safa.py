@@ -63,7 +63,7 @@ def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray, epsilon: floa
     if oracle == "safa":
         return (r[:, 0] >= 0) & (r[:, 0] < k)
     if oracle == "harmony":
-        kp = np.array([hadamard.order(int(x)) for x in k], dtype=np.int64)
+        kp = hadamard.orders(k, r[:, 0].shape)
         return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
     return (r[:, 0] >= 0) & (r[:, 0] < 2**olh.SEED_BITS) & (r[:, 1] >= 0) & (
         r[:, 1] < olh.hash_range(epsilon))
@@ -103,20 +103,23 @@ def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.nd
     if oracle == "safa":
         offsets = np.concatenate([[0], np.cumsum(domains)])
         counts = np.bincount(offsets[attrs] + reports[:, 0], minlength=int(offsets[-1]))
+    else:  # each attribute's reports in their order of arrival, from one stable sort (a
+        # radix sort on 16-bit keys)
+        keys = attrs.astype(np.int16) if n_attrs <= np.iinfo(np.int16).max else attrs
+        by_attr = reports[np.argsort(keys, kind="stable")]
+        starts = np.concatenate([[0], np.cumsum(group)])
     for j in range(n_attrs):
         k = int(domains[j])
         n_eff = n / n_attrs if estimator == "paper" else int(group[j])
         if oracle == "safa":
             out.append(mech.GRR(epsilon, k).estimate(counts[offsets[j]:offsets[j + 1]], n_eff))
             continue
-        sel = attrs == j
+        r = by_attr[starts[j]:starts[j + 1]]
         if oracle == "harmony":
-            out.append(mech.Hadamard(epsilon).estimate(reports[sel, 0], reports[sel, 1], k,
-                                                       n_eff))
+            out.append(mech.Hadamard(epsilon).estimate(r[:, 0], r[:, 1], k, n_eff))
         else:
             oracle_j = mech.OLH(epsilon)
-            c = oracle_j.support_counts(reports[sel, 0], reports[sel, 1], k)
-            out.append(oracle_j.estimate(c, n_eff))
+            out.append(oracle_j.estimate(oracle_j.support_counts(r[:, 0], r[:, 1], k), n_eff))
     return out
 
 

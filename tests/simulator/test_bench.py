@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from ldpsim.simulator import alloc, bench, cli
 
@@ -24,3 +25,73 @@ def test_bench_quick_prints_every_row(capsys, monkeypatch):
     for row in ("ceiling: raw bytes", "ceiling: envelopes", "full run, processes",
                 "rounds only", "full run, inproc"):
         assert out.count(row) == 2, row  # one per size
+    _check_kernel_and_peer_tables(out)
+
+
+def _table(out: str, header: str) -> list[str]:
+    """The rows of the printed table whose header line contains ``header``."""
+    lines = out.splitlines()
+    start = next(i for i, x in enumerate(lines) if header in x) + 2  # header, dashes
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+def _check_kernel_and_peer_tables(out: str) -> None:
+    from ldpsim.simulator import bench_kernels, bench_peers
+
+    kernels = _table(out, "rounds/kernel")
+    for name in bench_kernels.local_protocols():  # one row each, timed (no failure)
+        row = [x for x in kernels if x.startswith(name + " ")]
+        assert len(row) == 1 and "failed" not in row[0], (name, row)
+    peers = _table(out, "peer/ldpsim")
+    for oracle in bench_peers.MECHANISMS:
+        for peer in bench_peers.PEERS:
+            rows = [x for x in peers if x.startswith(oracle + " ") and f" {peer} " in x]
+            assert len(rows) == len(bench_peers.DOMAINS), (oracle, peer)
+            assert not any("failed" in r for r in rows), rows
+
+
+def test_table_sizes_follow_quick_unless_given():
+    from argparse import Namespace
+
+    assert bench._size(Namespace(quick=True, kernels=None), "kernels", 2000, 10**6) == 2000
+    assert bench._size(Namespace(quick=False, kernels=None), "kernels", 2000, 10**6) == 10**6
+    assert bench._size(Namespace(quick=True, kernels=0), "kernels", 2000, 10**6) == 0  # skip
+    assert bench._size(Namespace(quick=True, kernels=7), "kernels", 2000, 10**6) == 7
+    assert bench._size(Namespace(quick=False), "peers", 2000, 10**6) == 10**6  # __main__'s
+
+
+def test_kernel_times_every_phase_and_the_local_protocols_only():
+    from ldpsim.protocols import PROTOCOLS
+    from ldpsim.simulator import bench_kernels
+
+    names = bench_kernels.local_protocols()
+    assert "ldp_kwiksort_rr" in names and "safari" in names
+    assert "kwiksort" not in names and "ethics_vlcp" not in names  # no claim / central
+    t = bench_kernels.kernel("safari", 500)
+    assert t["rounds"] == 2 and all(t[p] > 0 for p in ("plan", "respond", "absorb", "finish"))
+    assert set(names) <= set(PROTOCOLS)
+
+
+@pytest.mark.parametrize("oracle", ["GRR", "OLH", "Hadamard"])
+def test_peer_table_runs_the_same_oracle(oracle):
+    """ldpsim and each installed peer estimate the same frequencies from 20000 users (k = 10,
+    eps = 1: every estimate within 5 standard errors), so the table times equal work."""
+    from ldpsim.simulator import bench_peers
+
+    k, n = 10, 20000
+    values = bench_peers.user_values(n, k, seed=3)
+    truth = np.bincount(values, minlength=k) / n
+    assert np.abs(bench_peers.ldpsim_oracle(oracle, values, k) - truth).max() < 0.08
+    ran = 0
+    for peer in bench_peers.PEERS:
+        if not bench_peers.installed(peer):
+            continue
+        run = bench_peers.PEER_RUNNERS[peer](oracle)
+        if run is None:
+            continue
+        est = np.asarray(run(values, k, bench_peers.EPSILON), dtype=float)
+        assert est.shape == (k,) and np.abs(est - truth).max() < 0.08, peer
+        ran += 1
+    if not ran:
+        pytest.skip("no peer installed with this oracle (pip install 'ldpsim[bench]')")

@@ -12,6 +12,7 @@ from ldpsim.protocols import PROTOCOLS
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import Block
 from ldpsim.protocols.mechanisms import GRR, OLH, Hadamard, hadamard
+from ldpsim.protocols.mechanisms.olh import hash_values
 from ldpsim.protocols.safari import perm, safa
 from ldpsim.protocols.safari.riffle import Chain
 
@@ -253,3 +254,25 @@ def test_curator_ignores_and_counts_out_of_domain_reports():
     assert cur.stats["reports"] == [50, 50 - bad]
     out = cur.finish()
     assert out["synthetic_valid"] == 50
+
+
+def test_hadamard_orders_equal_order_of_each_entry():
+    k = np.concatenate([np.arange(-3, 2100), [2**31 - 1, 2**31, 2**31 + 1, 2**40 + 3, 2**62]])
+    assert hadamard.orders(k, k.shape).tolist() == [hadamard.order(int(x)) for x in k]
+    assert hadamard.orders(24, (3,)).tolist() == [32, 32, 32]
+    assert hadamard.orders(np.zeros(0, dtype=np.int64), (0,)).shape == (0,)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 16])
+@pytest.mark.parametrize("domain", [1, 5, 24, 300])
+def test_olh_support_counts_equal_counting_every_hash(domain, chunk):
+    """The blocked, in-place count is the plain definition: for every value, the reports whose
+    seed hashes it to their bucket (buckets outside [0, g) match nothing)."""
+    o = OLH(1.0)
+    n = 500
+    seeds = (rngm.bits(KEY, np.arange(n), 0, 1)[:, 0] >> np.uint64(32)).astype(np.int64)
+    ys = rngm.party_generator(5).integers(-2, o.g + 2, n)
+    h = np.stack([hash_values(seeds, np.full(n, v), o.g) for v in range(domain)], axis=1)
+    want = (h == ys[:, None]).sum(axis=0)
+    assert o.support_counts(seeds, ys, domain, chunk=chunk).tolist() == want.tolist()
+    assert o.support_counts(seeds[:0], ys[:0], domain).tolist() == [0] * domain

@@ -1,0 +1,172 @@
+"""Benchmark: each local protocol's rounds on the processes backend against its own kernel
+(``ldpsim bench --kernels N``).
+
+For every protocol whose claim is local (the curator is not trusted), on its example data
+(``protocols.local.example_data``) scaled to N agents:
+
+* **rounds**: one run on the processes backend (curator + pools over ZeroMQ, batched agents),
+  its rounds' wall time summed (``comm.per_round[].wall_s``: each from the curator's plan to the
+  end of its absorb: queries out, the pools' randomizers, reports back and validated, the
+  estimator). Set-up (process start, data generation, registration) and the curator's
+  ``finish`` after the last round are not in it.
+* **kernel**: the same protocol in this process with no transport and no runtime: the
+  curator's ``plan`` and ``absorb`` and one vectorised ``respond`` over all asked agents' rows
+  per round (the loop of ``protocols.local.run_locally`` with the data built beforehand and the
+  reports' schema check outside the clock). ``finish`` is timed on its own (``finish s``): it
+  follows the rounds on both backends.
+
+``rounds / kernel`` is what the runtime costs on top of the science: below 1, the pools'
+parallel randomizers win more than the transport costs; far above 1, transport or batching
+dominates. The notes say whether the reports fit the runtime's vectorised batch codec (small
+non-negative integers or floats; OLH's 32-bit hash seeds do not, and travel as one msgpack
+envelope per agent). Both are timed once per protocol.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind
+from ldpsim.protocols.local import _checked, example_data
+from ldpsim.protocols.rng import stream_key
+
+#: protocols that cannot run at the requested size: name -> (largest n, why)
+CAPS: dict[str, tuple[int, str]] = {}
+SEED = 1
+
+
+def local_protocols() -> list[str]:
+    """The registered protocols whose claim on their example data is local."""
+    out = []
+    for name in sorted(PROTOCOLS):
+        data = example_data(name)
+        if data is None:
+            continue
+        proto = PROTOCOLS[name]
+        args = {k: v for k, v in data.items() if k != "kind"}
+        public = get_data_kind(data["kind"]).build(args, 0).public
+        if proto.claim(proto.resolve({}, public), public).model == "local":
+            out.append(name)
+    return out
+
+
+def data_table(name: str, n: int) -> dict[str, Any]:
+    """The protocol's example ``[data]`` table with n agents."""
+    return {**example_data(name), "n": n}
+
+
+def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
+    """Seconds of one in-process run's plan, respond, absorb and finish (``protocols.local``'s
+    loop; the data set is built before the clock starts), its number of rounds, and whether
+    every round's reports fit the runtime's batch codec (``batch_codec``)."""
+    proto = PROTOCOLS[name]
+    table = data_table(name, n)
+    data = get_data_kind(table["kind"]).build({k: v for k, v in table.items() if k != "kind"},
+                                              stream_key(seed, "data"))
+    rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
+    t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
+    batched: list[bool] = []
+
+    def timed(phase: str, fn, *a):
+        t0 = time.perf_counter()
+        out = fn(*a)
+        t[phase] += time.perf_counter() - t0
+        return out
+
+    bound = timed("plan", proto.bind, {}, data.public)
+    curator = timed("plan", bound.curator, np.arange(data.n, dtype=np.int64),
+                    stream_key(seed, "curator"))
+    rnd = 0
+    while (plan := timed("plan", curator.plan, rnd)) is not None:
+        agents = np.asarray(plan.agents, dtype=np.int64)
+        queries = None if plan.queries is None else np.asarray(plan.queries)
+        block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
+        reports = _checked(plan, timed("respond", proto.respond, block))
+        timed("absorb", curator.absorb, rnd, agents, reports)
+        batched.append(batch_codec(rnd, plan, agents, reports))
+        rnd += 1
+    timed("finish", curator.finish)
+    t["rounds"] = rnd
+    t["batch_codec"] = all(batched)
+    return t
+
+
+def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
+                sample: int = 1000) -> bool:
+    """Whether the runtime's vectorised batch codec carries these reports (else the pools and
+    the curator encode and decode one msgpack envelope per agent), judged on the first
+    ``sample`` reports: their frame must read back through ``wire_numpy.match_batch``."""
+    from ldpsim.simulator import wire, wire_numpy
+
+    m = min(sample, len(agents))
+    if m == 0:
+        return True
+    frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, rnd, agents[:m], reports[:m])
+    return wire_numpy.match_batch(frame, wire.REPORT, 0, rnd, agents[:m], plan.schema.length,
+                                  plan.schema.dtype) is not None
+
+
+def processes_rounds(name: str, n: int, pools: int, batch: int,
+                     timeout_s: float = 300.0) -> dict[str, Any]:
+    """One processes-backend run: its rounds' summed wall time and the run's record."""
+    from ldpsim.simulator.session import Limits
+    from ldpsim.simulator.transport import run_processes
+
+    cfg = {"protocol": name, "params": {}, "data": data_table(name, n), "seed": SEED,
+           "pools": pools, "agent_mode": "batched", "batch": batch,
+           "collusion": {"colluders": 0, "curator": True}, "faults": []}
+    res = run_processes(cfg, Limits(timeout_s=timeout_s))
+    res["rounds_wall_s"] = sum(r["wall_s"] for r in res["comm"]["per_round"])
+    return res
+
+
+def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = None,
+         progress: bool = True) -> list[list[str]]:
+    """One row per local protocol (see the module docstring)."""
+    out = []
+    for name in names or local_protocols():
+        size, note = n, ""
+        if name in CAPS and CAPS[name][0] < n:
+            size, why = CAPS[name]
+            note = f"n = {size:,} (cannot run at {n:,}: {why}); "
+        try:
+            res = processes_rounds(name, size, pools, batch)
+            k = kernel(name, size)
+        except (ParamError, RuntimeError, MemoryError) as exc:  # RunFailed is a RuntimeError
+            out.append([name, f"{size:,}", "", "", "", "", "", "", f"failed: {exc}"[:120]])
+            continue
+        rounds = res["rounds_wall_s"]
+        core = k["plan"] + k["respond"] + k["absorb"]
+        ratio = rounds / core if core > 0 else math.inf
+        t = res["timing"]
+        codec = ("batch codec" if k["batch_codec"] else
+                 "reports outside the batch codec's layout: one msgpack envelope per agent")
+        note += (f"{k['rounds']:.0f} round(s), {codec}; the processes run's wall_s "
+                 f"{_s(t['wall_s'])} s")
+        out.append([name, f"{size:,}", _s(rounds), _s(core), _s(k["respond"]),
+                    _s(k["plan"] + k["absorb"]), _s(k["finish"]), f"{ratio:.2f}", note])
+        if progress:
+            print("  " + "  ".join(out[-1][:8]), file=sys.stderr, flush=True)
+    return out
+
+
+def _s(x: float) -> str:
+    """Seconds with three significant digits (0.00412, 1.23, 45.6)."""
+    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
+
+
+HEAD = ["protocol", "agents", "rounds s", "kernel s", "respond s", "plan+absorb s", "finish s",
+        "rounds/kernel", "notes"]
+
+
+def main(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = None) -> None:
+    """Print the table."""
+    from ldpsim.simulator.bench_audit import print_table
+
+    print(f"\nprotocol rounds (processes backend, {pools} pools, batch {batch}) / the protocol's "
+          "own kernel in one process (plan + respond over all rows + absorb; finish apart)")
+    print_table(HEAD, rows(n, pools, batch, names))
