@@ -99,15 +99,15 @@ def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
                 sample: int = 1000) -> bool:
     """Whether the runtime's vectorised batch codec carries these reports (else the pools and
     the curator encode and decode one msgpack envelope per agent), judged on the first
-    ``sample`` reports: their frame must read back through ``wire_numpy.match_batch``."""
-    from ldpsim.simulator import wire, wire_numpy
+    ``sample`` reports: their frame must read back through ``wire_numpy_read.match_batch``."""
+    from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 
     m = min(sample, len(agents))
     if m == 0:
         return True
     frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, rnd, agents[:m], reports[:m])
-    return wire_numpy.match_batch(frame, wire.REPORT, 0, rnd, agents[:m], plan.schema.length,
-                                  plan.schema.dtype) is not None
+    return wire_numpy_read.match_batch(frame, wire.REPORT, 0, rnd, agents[:m],
+                                       plan.schema.length, plan.schema.dtype) is not None
 
 
 def processes_rounds(name: str, n: int, pools: int, batch: int,
