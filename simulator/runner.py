@@ -16,7 +16,6 @@ from typing import Any
 
 import msgpack
 import numpy as np
-import scipy
 import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.simulator import __version__, identity
@@ -41,6 +40,8 @@ from ldpsim.simulator.session.record import run_record
 
 def versions() -> dict[str, str]:
     """Versions of ldpsim and everything that can change a result."""
+    import scipy  # its version only: the protocols import its submodules where they use them
+
     return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": scipy.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
             "msgpack": ".".join(map(str, msgpack.version))}
