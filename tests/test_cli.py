@@ -264,6 +264,32 @@ def test_version_and_help_import_no_family():
     assert cli("--version").stdout.strip().endswith(__version__)
 
 
+HEAVY = ("matplotlib", "pandas", "scipy.stats", "scipy.special", "scipy.optimize")
+
+
+@pytest.mark.parametrize("plots", ["true", "false"])
+def test_run_imports_only_what_it_uses(tmp_path, plots):
+    """``ldpsim run`` of a small rank scenario imports no matplotlib (one point: no figure to
+    draw; or plots off), no pandas and none of scipy's heavy submodules: start-up is most of a
+    small run's wall time."""
+    scen = tmp_path / "s.toml"
+    scen.write_text('name = "one"\nprotocol = "ldp_kwiksort_rr"\nrepeats = 1\nseed = 1\n'
+                    '[data]\nkind = "mallows"\nn = 10\nm = 4\n'
+                    f'[runtime]\nbackend = "inproc"\n[output]\nplots = {plots}\n')
+    argv = ["run", str(scen), "--out", str(tmp_path / "out"), "--no-progress", "-q"]
+    if plots == "false":  # several points, which would have figures
+        argv += ["--set", "params.epsilon=[0.5, 1.0]", "--set", "repeats=2"]
+    code = (f"import sys; from ldpsim.simulator import cli; rc = cli.main({argv!r}); "
+            f"print(rc, sorted(m for m in sys.modules if m.startswith({HEAVY!r})))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "0 []", res.stdout + res.stderr
+    assert len(read_lines(tmp_path / "out")) == (1 if plots == "true" else 4)
+    assert not list((tmp_path / "out").glob("plot_*"))
+
+
 def test_quiet_and_verbose(tiny_run, tmp_path):
     scen, out0, _, _ = tiny_run
     out = tmp_path / "out"
