@@ -158,8 +158,11 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                     f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
                 bar.update(1)
     finally:
-        if backend is not None:
-            backend.close()
+        try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
+            store.sync()
+        finally:
+            if backend is not None:
+                backend.close()
         records = store.records()
         if records:
             write_summary(out_dir, usable(records, include_degraded))
