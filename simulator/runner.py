@@ -261,6 +261,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             write_summary(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
+        # once, after the last run (never between runs), here: a sweep's figures are what its
+        # author runs it for; a one-point sweep has none and imports no matplotlib
         plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
 
