@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import platform
 import sys
 import time
@@ -59,6 +60,14 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 #: Data sets of at least this many agents have their truth computed beside the run, in a
 #: process of its own (``TruthCache.start``); below it, forking costs more than it saves.
 TRUTH_BESIDE_N = 100_000
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:
@@ -180,7 +189,10 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     # the token is the hosts backend's out-of-band secret; with it every backend gives the
     # same output for the same seed (``simulator.seeding``)
     secret = spec.runtime["token"] or None
-    truth.start(spec.data, spec.seed, secret)  # a large data set's truth: beside the run
+    if _cores() > backend.busy_cores(spec.runtime):
+        # a large data set's truth beside the run, on a core the run leaves free: where none is
+        # left it would slow the run down, and the run's timings with it
+        truth.start(spec.data, spec.seed, secret)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret)
     wall = time.perf_counter() - t0

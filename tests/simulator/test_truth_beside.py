@@ -50,6 +50,7 @@ def test_the_record_is_the_same(monkeypatch: pytest.MonkeyPatch, backend: str) -
                    ).runs()[0]
     after = runner.execute(spec)
     monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(runner, "_cores", lambda: 64)
     started = []
     start = runner.TruthCache.start
     monkeypatch.setattr(runner.TruthCache, "start",
@@ -57,6 +58,34 @@ def test_the_record_is_the_same(monkeypatch: pytest.MonkeyPatch, backend: str) -
     beside = runner.execute(spec)
     assert started == [True]
     assert _strip(beside) == _strip(after)
+
+
+@pytest.mark.parametrize("backend, cores, beside", [
+    ("inproc", 2, True), ("processes", 3, False), ("processes", 4, True),
+    ("hosts", 3, False)])
+def test_only_on_a_core_the_run_leaves_free(monkeypatch: pytest.MonkeyPatch, backend: str,
+                                            cores: int, beside: bool) -> None:
+    """The truth is computed beside a run only where the machine has a core beyond those the
+    run keeps busy (the processes backend's curator and pools): else it would slow the run
+    and its timings."""
+    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(runner, "_cores", lambda: cores)
+    spec = sc.load(sc.find("audit_rank"), ["runtime.pools=2"]).runs()[0]
+    started = []
+    monkeypatch.setattr(runner.TruthCache, "start", lambda self, *a: started.append(a))
+
+    class Stop(Exception):
+        pass
+
+    def run(*a):
+        raise Stop
+
+    impl = runner.get_backend(backend)
+    monkeypatch.setattr(impl, "run", lambda self, *a: run())
+    b = impl.__new__(impl)  # no curator bound: only the decision is under test
+    with pytest.raises(Stop):
+        runner.execute(spec, runner.TruthCache(), b)
+    assert bool(started) == beside
 
 
 def _dies(data, seed, secret, conn) -> None:
