@@ -45,6 +45,11 @@ class Backend(ABC):
         record; ``secret`` is the hosts token (None elsewhere): with it every backend gives
         the same output."""
 
+    def busy_cores(self, runtime: dict[str, Any]) -> int:
+        """How many of this machine's cores a run keeps busy (the orchestrator computes a large
+        data set's ground truth beside a run only where a core is left for it)."""
+        return 1
+
     def close(self) -> None:
         """Release what ``build`` acquired (nothing, unless a backend says otherwise)."""
         return None
@@ -76,6 +81,9 @@ class ProcessesBackend(Backend):
         from ldpsim.simulator.transport import run_processes
 
         return run_processes(config, limits, record_view, secret=secret)
+
+    def busy_cores(self, runtime):
+        return int(runtime["pools"]) + 1  # the pools and the curator
 
 
 class HostsBackend(Backend):
@@ -111,6 +119,9 @@ class HostsBackend(Backend):
 
     def run(self, config, limits, record_view, secret):
         return self.curator.run(config, self.token, record_view)
+
+    def busy_cores(self, runtime):
+        return int(runtime["pools"]) + 1  # the curator, and the pools may run here too
 
     def close(self) -> None:
         self.curator.close()

@@ -18,10 +18,13 @@ list at every run and drops messages whose connection authenticated with a key n
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
+
+if TYPE_CHECKING:  # the authenticator thread's module imports asyncio: only with CURVE on
+    from zmq.auth.thread import ThreadAuthenticator
 
 
 class CurveError(ValueError):
@@ -69,6 +72,8 @@ def serve_curve(ctx: zmq.Context, sock: zmq.Socket, directory: str | Path) -> Th
     d = Path(directory)
     check_dir(d)
     public, secret = _load(d / "server.key_secret", secret=True)
+    from zmq.auth.thread import ThreadAuthenticator
+
     auth = ThreadAuthenticator(ctx)
     auth.start()
     auth.configure_curve(domain="*", location=str(d / "clients"))

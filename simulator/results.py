@@ -1,8 +1,9 @@
 """Durable storage of run results, and the summary table built from them.
 
 Every finished run produces one JSON-able record. :class:`ResultStore` appends it as one line of
-``results.jsonl`` (fsync'ed, so a finished run survives a crash) and tells a resumed sweep which
-runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
+``results.jsonl`` (written at once, so a finished run survives the process being killed; fsync'ed
+in batches, so it survives a machine crash too within half a second) and tells a resumed sweep
+which runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
 sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
 :func:`format_table` renders it for the terminal; ``simulator.plots`` draws the figures.
 
@@ -19,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,11 @@ import numpy as np
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.csv"
+#: ``ResultStore.append`` fsyncs once this long has passed since the last fsync, or once this
+#: many records are written and not yet fsync'ed (``ResultStore.sync`` does the rest: at the end
+#: of a sweep, on an interrupt or a failure). A run longer than the interval is synced at once.
+SYNC_INTERVAL_S = 0.5
+SYNC_RECORDS = 100
 
 # (column name, section of the record, source keys tried in order); each is a mean over repeats.
 COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -148,9 +155,18 @@ class ResultStore:
     ----------
     out_dir : str or Path
         Directory of the sweep; created (with parents) if missing.
+    sync_interval_s, sync_records : float, int
+        How often :meth:`append` fsyncs (see ``SYNC_INTERVAL_S``, ``SYNC_RECORDS``); 0 for
+        every record.
 
     Notes
     -----
+    Each record is written to the file (the kernel's copy) before :meth:`append` returns: a
+    process that is killed (even SIGKILL) right after keeps it, and a resumed sweep counts that
+    run as done. Only a machine crash or power loss can lose records written since the last
+    fsync; they are then missing or a torn last line, and their runs are simply redone. Call
+    :meth:`sync` when a sweep ends (or stops).
+
     A crash while appending can leave a truncated last line. :meth:`done_keys` and
     :meth:`records` repair this by atomically rewriting the file without it (that run is then
     simply not done). An invalid line anywhere else raises :class:`ResultsCorruptError`, naming
@@ -161,11 +177,17 @@ class ResultStore:
     latest record of each key). Records without a status count as complete.
     """
 
-    def __init__(self, out_dir: str | Path) -> None:
+    def __init__(self, out_dir: str | Path, sync_interval_s: float = SYNC_INTERVAL_S,
+                 sync_records: int = SYNC_RECORDS) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.out_dir / RESULTS_FILE
         self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
+        self.sync_interval_s = sync_interval_s
+        self.sync_records = sync_records
+        self._unsynced = 0  # records written since the last fsync
+        self._created = False  # this store created the file: its directory entry is unsynced
+        self._synced_at = time.monotonic()
 
     def done_keys(self) -> set[str]:
         """Keys of the runs already stored (reads, and if needed repairs, the file).
@@ -193,7 +215,8 @@ class ResultStore:
         return [r for i, r in enumerate(recs) if last[r["key"]] == i]
 
     def append(self, record: dict[str, Any]) -> None:
-        """Durably append one record (one JSON line, flushed and fsync'ed).
+        """Append one record (one JSON line, written to the file; fsync'ed when the last fsync
+        is ``sync_interval_s`` old or ``sync_records`` records are pending, see :meth:`sync`).
 
         Parameters
         ----------
@@ -221,15 +244,31 @@ class ResultStore:
             line = _dumps(record)
         except (TypeError, ValueError) as e:
             raise ValueError(f"record {key!r} is not JSON-serialisable: {e}") from e
-        created = not self.path.exists()
+        self._created |= not self.path.exists()
         with open(self.path, "ab") as f:
             f.write(line.encode("utf-8") + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if created:
-            _fsync_dir(self.out_dir)
+            f.flush()  # in the kernel's hands now: a killed process loses nothing
+            self._unsynced += 1
+            if (self._unsynced >= self.sync_records
+                    or time.monotonic() - self._synced_at >= self.sync_interval_s):
+                self._fsync(f.fileno())
         if not is_degraded(record):
             self._keys.add(key)
+
+    def sync(self) -> None:
+        """fsync the records appended since the last fsync (and the new file's directory
+        entry): after this they survive a machine crash too. Cheap when nothing is pending."""
+        if self._unsynced or self._created:
+            with open(self.path, "ab") as f:
+                self._fsync(f.fileno())
+
+    def _fsync(self, fd: int) -> None:
+        os.fsync(fd)
+        if self._created:
+            _fsync_dir(self.out_dir)
+            self._created = False
+        self._unsynced = 0
+        self._synced_at = time.monotonic()
 
     def _load(self) -> list[dict[str, Any]]:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""

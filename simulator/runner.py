@@ -2,21 +2,24 @@
 
 The orchestrator is the only party that sees ground truth: it builds the data set itself (from
 the same seed the pools use), computes the truth summary, and evaluates the curator's public
-output. Curator code never receives truth.
+output. Curator code never receives truth. For a large data set the truth is computed in a
+process of its own while the run runs (``TruthCache.start``).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import numpy as np
-import scipy
 import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.simulator import __version__, identity
@@ -41,6 +44,8 @@ from ldpsim.simulator.session.record import run_record
 
 def versions() -> dict[str, str]:
     """Versions of ldpsim and everything that can change a result."""
+    import scipy  # its version only: the protocols import its submodules where they use them
+
     return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
             "scipy": scipy.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
             "msgpack": ".".join(map(str, msgpack.version))}
@@ -52,32 +57,128 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
                   timeout_s=runtime["timeout_s"])
 
 
+#: Data sets of at least this many agents have their truth computed beside the run, in a
+#: process of its own (``TruthCache.start``); below it, forking costs more than it saves.
+TRUTH_BESIDE_N = 100_000
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:
+    kind = get_data_kind(data["kind"])
+    ds = kind.build({k: v for k, v in data.items() if k != "kind"}, run_keys(seed, secret).data)
+    return ds.truth()
+
+
+def _truth_child(data: dict[str, Any], seed: int, secret: str | None, conn) -> None:
+    from ldpsim.simulator.transport import _die_with_parent
+
+    _die_with_parent()  # no Ctrl-C traceback; gone with the orchestrator
+    try:
+        conn.send(("ok", _truth(data, seed, secret)))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
 class TruthCache:
-    """Ground truth per (data, seed): every protocol of one repetition shares its data."""
+    """Ground truth per (data, seed): every protocol of one repetition shares its data.
+
+    ``start`` computes a large data set's truth in a forked process while the run runs (numpy
+    work of seconds at 10^7 agents, on a core the run leaves idle much of the time); ``get``
+    then collects it. The child is forked before the run starts any process, from this
+    single-threaded process: the same code on the same data, so the same truth as computed here
+    (which ``get`` falls back to should the child fail in any way). Call ``close`` to stop
+    computations nobody collected (a failed or interrupted run).
+    """
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._cache: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
+
+    @staticmethod
+    def _sig(data: dict[str, Any], seed: int, secret: str | None) -> str:
+        return json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
+
+    def start(self, data: dict[str, Any], seed: int, secret: str | None = None) -> bool:
+        """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
+        process of its own, unless it is known or under way; whether one was started."""
+        sig = self._sig(data, seed, secret)
+        n = data.get("n")
+        if sig in self._cache or sig in self._pending or not isinstance(n, int) \
+                or n < TRUTH_BESIDE_N:
+            return False
+        from ldpsim.simulator.transport import _start
+
+        ctx = mp.get_context("fork")
+        rx, tx = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_truth_child, name="ldpsim-truth",
+                           args=(data, seed, secret, tx), daemon=True)
+        try:
+            _start(proc)  # SIGINT blocked across the fork
+        finally:
+            tx.close()
+        self._pending[sig] = (proc, rx)
+        return True
 
     def get(self, data: dict[str, Any], seed: int, secret: str | None = None) -> dict[str, Any]:
-        sig = json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
+        sig = self._sig(data, seed, secret)
         if sig in self._cache:
             self._cache[sig] = self._cache.pop(sig)  # most recently used last
         else:
+            truth = self._collect(sig)
+            if truth is None:
+                truth = _truth(data, seed, secret)
             if len(self._cache) >= self.size:
                 self._cache.pop(next(iter(self._cache)))  # least recently used
-            kind = get_data_kind(data["kind"])
-            ds = kind.build({k: v for k, v in data.items() if k != "kind"},
-                            run_keys(seed, secret).data)
-            self._cache[sig] = ds.truth()
+            self._cache[sig] = truth
         return self._cache[sig]
+
+    def _collect(self, sig: str) -> dict[str, Any] | None:
+        """The truth a ``start`` process computed (None: none started, or it failed)."""
+        if sig not in self._pending:
+            return None
+        proc, rx = self._pending.pop(sig)
+        status, payload = "error", None
+        try:
+            status, payload = rx.recv()
+        except (EOFError, OSError):  # it died: compute here (and raise what it would raise)
+            pass
+        finally:  # it exits once it has sent; else (Ctrl-C, it died) it is stopped now
+            rx.close()
+            if status != "ok":
+                proc.kill()
+            proc.join()
+        return payload if status == "ok" else None
+
+    def close(self) -> None:
+        """Stop the computations ``start`` began and nobody collected."""
+        for proc, rx in self._pending.values():
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+            rx.close()
+        self._pending.clear()
 
 
 def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | None = None,
             view_dir: Path | None = None) -> dict[str, Any]:
     """Run one RunSpec on ``backend`` (default: a standalone one of the spec's kind) and
     return its result record."""
-    truth = truth or TruthCache()
+    if truth is None:
+        truth = TruthCache()
+        try:
+            return execute(spec, truth, backend, view_dir)
+        finally:
+            truth.close()
     config = spec.config()
     limits = limits_of(spec.runtime)
     if backend is None:
@@ -88,6 +189,10 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     # the token is the hosts backend's out-of-band secret; with it every backend gives the
     # same output for the same seed (``simulator.seeding``)
     secret = spec.runtime["token"] or None
+    if _cores() > backend.busy_cores(spec.runtime):
+        # a large data set's truth beside the run, on a core the run leaves free: where none is
+        # left it would slow the run down, and the run's timings with it
+        truth.start(spec.data, spec.seed, secret)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret)
     wall = time.perf_counter() - t0
@@ -157,13 +262,19 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                     f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
                 bar.update(1)
     finally:
-        if backend is not None:
-            backend.close()
+        truth.close()
+        try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
+            store.sync()
+        finally:
+            if backend is not None:
+                backend.close()
         records = store.records()
         if records:
             write_summary(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
+        # once, after the last run (never between runs), here: a sweep's figures are what its
+        # author runs it for; a one-point sweep has none and imports no matplotlib
         plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import zmq
 import zmq.auth
-from ldpsim.protocols import get_protocol
+from ldpsim.protocols import BUILTIN, get_protocol
 from ldpsim.simulator import wire
 from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.curve import connect_curve, serve_curve
@@ -46,8 +46,11 @@ from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSessio
 #: orchestrator's memory (the run seed, the secret, the agents' keys), so the curator process
 #: knows exactly what it is handed -- ``seeding.curator_config`` and ``auth_key`` -- and nothing
 #: from which an agent's data or coins derive. Pools (which own that data) are forked directly.
+#: The fork server imports the protocol families once (the curator looks its protocol up in the
+#: registry): each curator process it forks starts with them, instead of importing them anew.
 _CURATOR_CTX = mp.get_context("forkserver")
-_CURATOR_CTX.set_forkserver_preload(["ldpsim.simulator.transport"])
+_CURATOR_CTX.set_forkserver_preload(["ldpsim.simulator.transport", *BUILTIN,
+                                     "importlib.metadata"])
 
 
 @contextlib.contextmanager
@@ -245,8 +248,9 @@ class CuratorServer:
         for peer in self.peers:
             with contextlib.suppress(zmq.ZMQError):
                 self.sock.send_multipart([peer, bye])
-        time.sleep(0.05)
-        self.sock.close(linger=0)
+        # up to 50 ms to deliver the goodbyes (``ctx.term`` waits for them): as long as it
+        # takes, not a fixed 50 ms at the end of every run
+        self.sock.close(linger=50)
         if self.auth is not None:
             self.auth.stop()
         self.ctx.term()

@@ -197,6 +197,39 @@ def test_cli_resume_after_a_truncated_last_line(tiny_run, tmp_path):
     assert res.returncode == 0 and read_lines(out) == new
 
 
+def test_cli_resume_after_sigkill(tmp_path):
+    """kill -9 mid-sweep (records written, the last ones not yet fsync'ed): the same command
+    keeps every complete line, redoes only the runs missing from the file, none twice."""
+    import signal
+
+    scen = tmp_path / "s.toml"
+    scen.write_text('name = "many"\nprotocol = "ldp_kwiksort_rr"\nrepeats = 400\nseed = 1\n'
+                    '[data]\nkind = "mallows"\nn = 10\nm = 4\n[runtime]\nbackend = "inproc"\n'
+                    "[output]\nplots = false\n")
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with subprocess.Popen([sys.executable, "-m", "ldpsim", "run", str(scen), "--out", str(out),
+                           "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True) as proc:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+                results.exists() and results.read_bytes().count(b"\n") >= 20):
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    data = results.read_bytes()
+    kept = data[:data.rfind(b"\n") + 1].decode().splitlines()  # a torn last line may follow
+    assert 20 <= len(kept) < 400
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming: {len(kept)} of 400 runs" in res.stderr
+    lines = read_lines(out)
+    assert lines[:len(kept)] == kept
+    keys = [json.loads(ln)["key"] for ln in lines]
+    assert len(keys) == len(set(keys)) == 400
+
+
 def test_cli_summary_reloads(tiny_run, tmp_path):
     _, out0, run_res, _ = tiny_run
     out = tmp_path / "out"
@@ -262,6 +295,32 @@ def test_version_and_help_import_no_family():
     from ldpsim.simulator import __version__
 
     assert cli("--version").stdout.strip().endswith(__version__)
+
+
+HEAVY = ("matplotlib", "pandas", "scipy.stats", "scipy.special", "scipy.optimize")
+
+
+@pytest.mark.parametrize("plots", ["true", "false"])
+def test_run_imports_only_what_it_uses(tmp_path, plots):
+    """``ldpsim run`` of a small rank scenario imports no matplotlib (one point: no figure to
+    draw; or plots off), no pandas and none of scipy's heavy submodules: start-up is most of a
+    small run's wall time."""
+    scen = tmp_path / "s.toml"
+    scen.write_text('name = "one"\nprotocol = "ldp_kwiksort_rr"\nrepeats = 1\nseed = 1\n'
+                    '[data]\nkind = "mallows"\nn = 10\nm = 4\n'
+                    f'[runtime]\nbackend = "inproc"\n[output]\nplots = {plots}\n')
+    argv = ["run", str(scen), "--out", str(tmp_path / "out"), "--no-progress", "-q"]
+    if plots == "false":  # several points, which would have figures
+        argv += ["--set", "params.epsilon=[0.5, 1.0]", "--set", "repeats=2"]
+    code = (f"import sys; from ldpsim.simulator import cli; rc = cli.main({argv!r}); "
+            f"print(rc, sorted(m for m in sys.modules if m.startswith({HEAVY!r})))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "0 []", res.stdout + res.stderr
+    assert len(read_lines(tmp_path / "out")) == (1 if plots == "true" else 4)
+    assert not list((tmp_path / "out").glob("plot_*"))
 
 
 def test_quiet_and_verbose(tiny_run, tmp_path):

@@ -48,7 +48,6 @@ from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import NORMS, norm_of
-from scipy import special, stats
 
 EPS_MODES = ("none", "constant", "uniform", "list", "groups")
 BLOCK = 16384  # voters generated (and solved, for the truth) at a time
@@ -60,6 +59,8 @@ def suggested_clip(d: int, alt_sd: float, coverage: float = 0.99) -> float:
     Used as the default preprocessing scale of the functional mechanism (records are divided by
     R and clipped into the unit ball). It depends on public generator parameters only.
     """
+    from scipy import stats  # ~0.5 s to import: only when a default clip is computed
+
     return float(alt_sd * math.sqrt(2.0 * stats.chi2.ppf(coverage, d)))
 
 
@@ -161,6 +162,8 @@ class PairwiseChoices(Dataset):
 
     def _generate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d, n = self.d, self.records
+        from scipy import special  # on first use: the registry imports every family
+
         u = rngm.uniform(self.key, ids, 0, self.draws)
         beta = self.mean[None, :] + self.beta_sd * special.ndtri(u[:, :d])
         eps = self.eps.draw(u[:, d:d + 2])

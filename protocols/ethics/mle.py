@@ -51,7 +51,6 @@ from ldpsim.protocols.ethics.model import (
     project,
     utilities,
 )
-from scipy import special
 
 #: Relative floor (times trace(H)/d) added to the Hessian's diagonal so that no solve is singular
 #: (n_i < d, collinear records, or w -> 0 far out on separable data). It damps the Newton path
@@ -176,6 +175,8 @@ def _l2_newton(z, bound, norm, max_iter, xtol, ftol):
 
 
 def _objective(z: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    from scipy import special  # on first use: the registry imports every family
+
     return -special.log_ndtr(utilities(z, beta)).sum(axis=1)
 
 

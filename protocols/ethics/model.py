@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 NORMS = ("l1", "l2", "linf")
@@ -98,6 +97,8 @@ def utilities(z: np.ndarray, beta: np.ndarray) -> np.ndarray:
 
 def mills(u: np.ndarray) -> np.ndarray:
     """r(u) = phi(u) / Phi(u) = (log Phi)'(u), computed stably as sqrt(2/pi) / erfcx(-u/sqrt 2)."""
+    from scipy import special  # on first use: the registry imports every family
+
     return SQRT_2_OVER_PI / special.erfcx(-u / math.sqrt(2.0))
 
 
@@ -110,6 +111,8 @@ def curvature(u: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
 
 def log_likelihood(z: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """Eq. (2): L_i(beta_i) = sum_j log Phi(beta_i^T z_ij), one value per voter."""
+    from scipy import special
+
     return special.log_ndtr(utilities(z, beta)).sum(axis=1)
 
 
@@ -123,6 +126,8 @@ def neg_log_likelihood_parts(z: np.ndarray, beta: np.ndarray, f: np.ndarray | No
     r = mills(u)
     w = curvature(u, r)
     if f is None:
+        from scipy import special
+
         f = -special.log_ndtr(u).sum(axis=1)
     g = -np.matmul(r[:, None, :], z)[:, 0, :]
     h = np.matmul(np.swapaxes(z * w[:, :, None], 1, 2), z)

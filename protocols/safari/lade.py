@@ -30,7 +30,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-import scipy.optimize
 from ldpsim.protocols.safari import rules
 
 REGRESSIONS = ("lasso", "stepwise", "ridge")
@@ -107,6 +106,8 @@ def lasso_positive(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     v = np.linalg.lstsq(X.T, np.ones(p), rcond=None)[0]
     if not np.allclose(X.T @ v, 1.0, atol=1e-9):
         raise ValueError("lasso_positive needs the all-ones vector in the row space of X")
+    import scipy.optimize  # imported on first use: the registry loads this module
+
     beta, _ = scipy.optimize.nnls(X, y - m * alpha * v)
     return beta
 

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 from ldpsim.protocols.truth.mechanisms import rr_transition_matrix
-from scipy.stats import norm
 
 
 def lp_cell_error(s: np.ndarray, sigma: np.ndarray, phi: np.ndarray, levels: int,
@@ -66,6 +65,8 @@ def answer_weights(mu: float, sigma: float, levels: int, weights: str = "normali
     from Γ "by following the normal distribution", as the theorem's text describes it.
     """
     x = np.arange(levels, dtype=np.float64)
+    from scipy.stats import norm  # scipy.stats costs ~0.5 s to import: only when used
+
     w = norm.pdf(x, loc=mu, scale=sigma)
     if weights == "density":
         return w

@@ -18,7 +18,6 @@ from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
 from ldpsim.protocols.truth.inference import infer_truth, mae
-from scipy.special import ndtri
 
 DATA_TYPE = "answers"
 
@@ -96,12 +95,14 @@ class SyntheticAnswers(AnswerData):
         key = rngm.stream_key(self.key, "answers")
         k = self.answered()
         out = np.full((len(ids), self.tasks), np.nan)
+        from scipy import special  # on first use: the registry imports every family
+
         step = 2048
         for s in range(0, len(ids), step):
             blk = ids[s:s + step]
             # per-worker draws: which tasks (the k smallest of n uniforms), and the noise
             pick = rngm.uniform(key, blk, 0, self.tasks)
-            z = ndtri(rngm.uniform(key, blk, 1, self.tasks))
+            z = special.ndtri(rngm.uniform(key, blk, 1, self.tasks))
             chosen = np.argpartition(pick, k - 1, axis=1)[:, :k] if k < self.tasks else None
             vals = np.clip(np.rint(mu[None, :] + sigma[s:s + len(blk), None] * z), 0,
                            self.levels - 1)

@@ -16,7 +16,6 @@ import math
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
-from scipy.special import logsumexp, roots_legendre
 
 # --------------------------------------------------------------------------- codes
 
@@ -114,6 +113,8 @@ def lp_log_likelihood(reports: np.ndarray, rows: np.ndarray, levels: int, epsilo
     ans = _laplace_logpdf(y - np.nan_to_num(r), b)
     if mode == "uniform":
         grid = np.arange(levels, dtype=np.float64)
+        from scipy.special import logsumexp
+
         mix = logsumexp(_laplace_logpdf(y[..., None] - grid, b), axis=-1) - math.log(levels)
     else:
         mix = _laplace_logpdf(y - value, b)
@@ -223,6 +224,8 @@ def two_layer_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int
     diff = y.shape[-1] - same
     if spread == 0:
         return rr_log_likelihood(y, c, levels, epsilon)
+    from scipy.special import logsumexp, roots_legendre
+
     x, w = roots_legendre(nodes)
     lo, hi = epsilon * (1 - spread), epsilon * (1 + spread)
     e = 0.5 * (hi - lo) * x + 0.5 * (hi + lo)

@@ -66,6 +66,90 @@ def test_round_trip(tmp_path: Path) -> None:
     assert ", " not in lines[0] and ": " not in lines[0]  # compact separators
 
 
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the file name of every fsync ``simulator.results`` makes (it still fsyncs)."""
+    import os
+
+    from ldpsim.simulator import results
+
+    names: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        names.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    monkeypatch.setattr(results.os, "fsync", fsync)
+    return names
+
+
+def test_append_fsyncs_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 quick records: at most one fsync while they are appended, not 50; ``sync`` makes the
+    rest durable (the file, and once its directory entry); every record is in the file before
+    ``append`` returns."""
+    fsyncs = _count_fsyncs(monkeypatch)
+    store = ResultStore(tmp_path / "out")
+    for i in range(50):
+        store.append(rec(f"k{i}", {}, {"tau": float(i)}))
+        assert len(store.path.read_text().splitlines()) == i + 1
+    assert fsyncs.count(RESULTS_FILE) <= 1, fsyncs  # 50 quick appends: one batch
+    store.sync()
+    assert fsyncs.count(RESULTS_FILE) in (1, 2) and fsyncs.count("out") == 1, fsyncs
+    n = len(fsyncs)
+    store.sync()  # nothing pending: no fsync
+    assert len(fsyncs) == n
+    assert [r["key"] for r in ResultStore(tmp_path / "out").records()] == \
+        [f"k{i}" for i in range(50)]
+
+
+def test_append_fsync_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``sync_records`` records (here 10: 5 fsyncs for 50), or every record with
+    ``sync_interval_s = 0`` (a run longer than the interval is synced at once)."""
+    fsyncs = _count_fsyncs(monkeypatch)
+    store = ResultStore(tmp_path / "a", sync_interval_s=math.inf, sync_records=10)
+    for i in range(50):
+        store.append(rec(f"k{i}", {}, {"tau": float(i)}))
+    assert fsyncs == [RESULTS_FILE, "a"] + [RESULTS_FILE] * 4
+    store.sync()
+    assert len(fsyncs) == 6
+    fsyncs.clear()
+    store = ResultStore(tmp_path / "b", sync_interval_s=0)
+    for i in range(5):
+        store.append(rec(f"k{i}", {}, {"tau": float(i)}))
+    assert fsyncs == [RESULTS_FILE, "b"] + [RESULTS_FILE] * 4
+
+
+def test_sigkill_keeps_written_unsynced_records(tmp_path: Path) -> None:
+    """A process killed with SIGKILL after ``append`` returned but before any fsync: every such
+    record is in the file and counts as done (never redone, never duplicated); at most a torn
+    last line is dropped."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    code = ("import sys, math\n"
+            "from ldpsim.simulator.results import ResultStore\n"
+            "s = ResultStore(sys.argv[1], sync_interval_s=math.inf, sync_records=10**9)\n"
+            "for i in range(10**6):\n"
+            "    s.append({'key': f'k{i}', 'metrics': {'x': 'y' * 5000}})\n"
+            "    print(i, flush=True)\n")
+    with subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))) as proc:
+        assert proc.stdout is not None
+        last = -1
+        for line in proc.stdout:
+            last = int(line)
+            if last >= 200:
+                break
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    keys = [r["key"] for r in ResultStore(tmp_path).records()]
+    assert len(keys) == len(set(keys)) and len(keys) > last
+    assert keys == [f"k{i}" for i in range(len(keys))]
+
+
 def test_duplicate_key_refused(tmp_path: Path) -> None:
     store = ResultStore(tmp_path)
     store.append(rec("a", {}, {"tau": 1.0}))
