@@ -60,6 +60,16 @@ def test_a_scenario_as_a_dict_and_clear_errors(tmp_path):
         res.plot("nope", x="params.epsilon")
 
 
+def test_audit_from_python_with_the_commands_options():
+    """--path, --jobs and --until-lower from Python: the batch path stops at the first look."""
+    rec, = ldpsim.audit("audit_rank", overrides={"protocols": ["ldp_kwiksort_rr"]},
+                        trials=40000, until_lower=0.5, path="batch")
+    assert rec["path"] == "batch" and rec["trials"] == 5000 and rec["epsilon_lower"] >= 0.5
+    full, = ldpsim.audit("audit_rank", overrides={"protocols": ["ldp_kwiksort_rr"]},
+                         trials=40, path="full", jobs=2)
+    assert full["path"] == "full" and full["trials"] == 40
+
+
 def test_audit_from_python():
     records = ldpsim.audit("audit_rank", overrides={"protocols": ["ldp_kwiksort_rr"],
                                                     "params.epsilon": 1.0}, trials=100)
