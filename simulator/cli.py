@@ -86,7 +86,8 @@ def _load(args: argparse.Namespace):
     overrides = list(args.set or [])
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
                      ("seed", "seed"), ("bind", "runtime.endpoint"),
-                     ("token", "runtime.token"), ("curve", "runtime.curve")):
+                     ("token", "runtime.token"), ("curve", "runtime.curve"),
+                     ("run_jobs", "runtime.jobs")):
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
@@ -105,8 +106,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
+        jobs = scenario.runtime["jobs"]
         _info(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
-              f"{scenario.runtime['pools']} pools -> {out}")
+              f"{scenario.runtime['pools']} pools" + (f", {jobs} jobs" if jobs > 1 else "")
+              + f" -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
                                         echo=_info, include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
@@ -299,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_opts(r)
     r.add_argument("--backend", choices=tuple(BACKENDS))
     r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
+    r.add_argument("--jobs", type=int, dest="run_jobs", metavar="N",
+                   help="runs executed at once, each in a worker process (runtime.jobs; "
+                        "default 1; not with the hosts backend)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")

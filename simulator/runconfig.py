@@ -29,6 +29,8 @@ class RuntimeDefaults:
     max_frame_bytes: int = 64 << 20
     max_envelope_bytes: int = 1 << 20
     progress: bool = True
+    #: runs of a sweep executed at once, each in a worker process of its own
+    jobs: int = 1
     #: whether the curator belongs to the coalition (``[collusion] curator``)
     curator_colludes: bool = True
     #: colluding agents (``[collusion] colluders``): a fraction, a count or a list of ids

@@ -8,6 +8,7 @@ process of its own while the run runs (``TruthCache.start``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -99,8 +100,11 @@ class TruthCache:
     computations nobody collected (a failed or interrupted run).
     """
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 64, beside: bool = True) -> None:
         self.size = size
+        #: whether ``start`` may compute a truth beside the run (not in a ``--jobs`` worker:
+        #: the other workers hold the cores it would use)
+        self.beside = beside
         self._cache: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
@@ -113,8 +117,8 @@ class TruthCache:
         process of its own, unless it is known or under way; whether one was started."""
         sig = self._sig(data, seed, secret)
         n = data.get("n")
-        if sig in self._cache or sig in self._pending or not isinstance(n, int) \
-                or n < TRUTH_BESIDE_N:
+        if not self.beside or sig in self._cache or sig in self._pending \
+                or not isinstance(n, int) or n < TRUTH_BESIDE_N:
             return False
         from ldpsim.simulator.transport import _start
 
@@ -243,19 +247,24 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
+    jobs = min(int(scenario.runtime.get("jobs", 1)), len(todo))
     truth = TruthCache()
     backend = None
+    workers: _Workers | None = None
     view_dir = Path(out_dir) / "views"
+    per_round = scenario.output["per_round"]
     try:
-        if todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
+        if jobs > 1:  # forked before the progress bar exists (it may run a thread)
+            workers = _Workers(jobs, scenario.runtime, view_dir, per_round)
+        elif todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
             backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
         with progress(len(specs), scenario.name, enabled=show_progress and
                       scenario.runtime["progress"]) as bar:
             bar.update(len(specs) - len(todo))
-            for spec in todo:
-                rec = execute(spec, truth, backend, view_dir)
-                if not scenario.output["per_round"]:
-                    rec["comm"].pop("per_round", None)
+            finished = (workers.results(todo) if workers is not None else
+                        ((spec, _execute(spec, truth, backend, view_dir, per_round))
+                         for spec in todo))
+            for spec, rec in finished:
                 store.append(rec)
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(
@@ -266,9 +275,15 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
             store.sync()
         finally:
-            if backend is not None:
-                backend.close()
-        records = store.records()
+            try:
+                if workers is not None:
+                    workers.close()
+            finally:
+                if backend is not None:
+                    backend.close()
+        # in the sweep's run order, however the runs finished (--jobs): the summary's rows
+        # and its means do not depend on which worker was first
+        records = in_run_order(store.records(), specs)
         if records:
             write_summary(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
@@ -277,6 +292,148 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         # author runs it for; a one-point sweep has none and imports no matplotlib
         plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
+
+
+def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec]) -> list[dict[str, Any]]:
+    """``records`` in the order of ``specs`` (the order a serial run writes them); records of
+    other runs (an earlier, wider sweep in the same directory) first, in their stored order."""
+    index = {s.key: i for i, s in enumerate(specs)}
+    return sorted(records, key=lambda r: index.get(r.get("key"), -1))
+
+
+def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
+             per_round: bool) -> dict[str, Any]:
+    rec = execute(spec, truth, backend, view_dir)
+    if not per_round:
+        rec["comm"].pop("per_round", None)
+    return rec
+
+
+def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) -> None:
+    """A ``--jobs`` worker: its own backend and truth cache; runs the specs ``conn`` sends
+    (None: stop), answering each with ("ok", record), ("failed", message) or ("error",
+    traceback)."""
+    from ldpsim.simulator.session import RunFailed
+    from ldpsim.simulator.transport import _die_with_parent
+
+    _die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
+    _forget_forkserver()
+    truth = TruthCache(beside=False)
+    backend = None
+    try:
+        backend = get_backend(runtime["backend"]).build(runtime, print)
+        while True:
+            spec = conn.recv()
+            if spec is None:
+                break
+            try:
+                msg = ("ok", _execute(spec, truth, backend, view_dir, per_round))
+            except RunFailed as e:
+                msg = ("failed", str(e))
+            except BaseException:
+                msg = ("error", traceback.format_exc())
+            conn.send(msg)
+    except (EOFError, OSError):  # the orchestrator is gone
+        pass
+    finally:
+        truth.close()
+        if backend is not None:
+            backend.close()
+        conn.close()
+
+
+def _forget_forkserver() -> None:
+    """In a forked worker: drop the parent's fork server (not this process's child, so
+    unusable here); the worker's own starts at its first ``processes`` run."""
+    from multiprocessing import forkserver
+
+    fs = forkserver._forkserver
+    if fs._forkserver_alive_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fs._forkserver_alive_fd)
+    fs._forkserver_address = fs._forkserver_alive_fd = fs._forkserver_pid = None
+
+
+class _Workers:
+    """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
+
+    def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
+                 per_round: bool) -> None:
+        from ldpsim.simulator.transport import _start
+
+        ctx = mp.get_context("fork")
+        self._ok = False  # whether every spec finished (then ``close`` lets them exit)
+        self.procs: list[Any] = []
+        self.conns: list[Any] = []
+        try:
+            for _ in range(jobs):
+                here, there = ctx.Pipe()
+                proc = ctx.Process(target=_job_worker, name="ldpsim-job",
+                                   args=(there, runtime, view_dir, per_round))
+                try:
+                    _start(proc)  # SIGINT blocked across the fork
+                finally:
+                    there.close()
+                self.procs.append(proc)
+                self.conns.append(here)
+        except BaseException:
+            self.close(kill=True)
+            raise
+
+    def results(self, specs: list[RunSpec]):
+        """Yield (spec, record) as the workers finish them; raise ``RunFailed`` on the first
+        failed run (the caller's ``close`` then stops the others)."""
+        from multiprocessing.connection import wait
+
+        from ldpsim.simulator.session import RunFailed
+
+        pending = iter(specs)
+        busy: dict[Any, RunSpec] = {}
+        for conn in self.conns:
+            spec = next(pending, None)
+            if spec is None:
+                break
+            conn.send(spec)
+            busy[conn] = spec
+        while busy:
+            for conn in wait(list(busy)):
+                spec = busy.pop(conn)
+                try:
+                    status, payload = conn.recv()
+                except (EOFError, OSError):
+                    proc = self.procs[self.conns.index(conn)]
+                    proc.join(1)
+                    raise RunFailed(f"run {spec.key}: worker process died (exit code "
+                                    f"{proc.exitcode})") from None
+                if status == "failed":
+                    raise RunFailed(payload)
+                if status == "error":
+                    raise RunFailed(f"run {spec.key} failed in a worker process:\n{payload}")
+                nxt = next(pending, None)
+                if nxt is not None:
+                    conn.send(nxt)
+                    busy[conn] = nxt
+                yield spec, payload
+        self._ok = True
+
+    def close(self, kill: bool | None = None) -> None:
+        """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a
+        failed run: runs under way are abandoned, finished ones are stored)."""
+        kill = not self._ok if kill is None else kill
+        for conn in self.conns:
+            if not kill:
+                try:
+                    conn.send(None)
+                except OSError:
+                    pass
+        for proc, conn in zip(self.procs, self.conns, strict=True):
+            if kill:
+                proc.kill()
+            proc.join(None if kill else 10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
 
 
 def print_summary(records: list[dict[str, Any]], echo=print,

@@ -44,6 +44,7 @@ MAX_TIMEOUT_S = 86400  # one day without progress
 MAX_FRAME_BYTES = 1 << 31
 MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
+MAX_JOBS = 256
 
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
             "runtime", "collusion", "output", "plot"}
@@ -65,6 +66,8 @@ RUNTIME = {
     "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", DEFAULTS.max_envelope_bytes,
                                     low=64, high=MAX_ENVELOPE_BYTES),
     "progress": ParamSpec("progress", "bool", DEFAULTS.progress),
+    "jobs": ParamSpec("jobs", "int", DEFAULTS.jobs, low=1, high=MAX_JOBS,
+                      help="runs executed at once, each in a worker process (not hosts)"),
 }
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "round": ParamSpec("round", "int", 0, low=0),
@@ -493,6 +496,10 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
             "(challenge-response, never sent) and is the secret their agents' data and coins "
             "derive from, which the curator never holds; allowed: a non-empty string, given to "
             "every `ldpsim agents` as well")
+    if runtime["backend"] == "hosts" and runtime["jobs"] > 1:
+        raise ScenarioError(
+            f"[runtime] jobs: got {runtime['jobs']}; allowed: 1 with the hosts backend (its "
+            "pools serve one run at a time)")
     if not isinstance(faults, list):
         raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
     runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,

@@ -1,0 +1,135 @@
+"""Tests of ``ldpsim run --jobs N`` / ``[runtime] jobs``: runs of a sweep in worker processes."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ldpsim.simulator import identity
+from ldpsim.simulator.results import ResultStore
+from ldpsim.simulator.runner import run_scenario
+from ldpsim.simulator.scenario import ScenarioError, load
+from ldpsim.simulator.session import RunFailed
+
+#: fields that differ between two executions of the same run
+VOLATILE = ("timing", "versions", "run_wall_s", "wall_s", "started", "finished", "host")
+
+
+def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", **runtime: Any):
+    return load(raw={
+        "name": "jobs", "protocols": ["ldp_kwiksort_rr", "kwiksort"], "repeats": repeats,
+        "seed": 7, "data": {"kind": "mallows", "n": 60, "m": 4, "theta": 0.5},
+        "params": {"epsilon": [0.5, 2.0]},
+        "runtime": {"backend": backend, "pools": 2, "jobs": jobs, "progress": False,
+                    **runtime},
+        "output": {"plots": False}})
+
+
+def _timeless(v: Any) -> Any:
+    """``v`` without timing and memory fields (at any depth)."""
+    if isinstance(v, dict):
+        return {k: _timeless(x) for k, x in v.items()
+                if not (k.endswith("_s") or "time" in k or "rss" in k or "cpu" in k)}
+    if isinstance(v, list):
+        return [_timeless(x) for x in v]
+    return v
+
+
+def stable(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The records by key, without the fields that change from one execution to the next."""
+    return {r["key"]: _timeless(json.loads(json.dumps(
+        {k: v for k, v in r.items() if k not in VOLATILE}, default=str))) for r in records}
+
+
+def summary_rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    return [{k: v for k, v in r.items() if not k.startswith(("timing", "wall"))} for r in rows]
+
+
+def test_jobs_2_gives_the_records_of_a_serial_run(tmp_path):
+    serial, _ = run_scenario(scenario(jobs=1), tmp_path / "one", show_progress=False)
+    parallel, _ = run_scenario(scenario(jobs=2), tmp_path / "two", show_progress=False)
+    assert len(serial) == len(parallel) == 9
+    assert stable(serial) == stable(parallel)
+    assert summary_rows(tmp_path / "one") == summary_rows(tmp_path / "two")
+    # the returned records are in the sweep's order, whichever worker finished first
+    assert [r["key"] for r in parallel] == [s.key for s in scenario().runs()]
+
+
+def test_jobs_resume_and_extend(tmp_path):
+    out = tmp_path / "r"
+    first, _ = run_scenario(scenario(repeats=1, jobs=2), out, show_progress=False)
+    assert len(first) == 3
+    before = {r["key"]: r for r in first}
+    records, _ = run_scenario(scenario(repeats=3, jobs=2), out, show_progress=False)
+    assert len(records) == 9
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 9  # the first three were not run again
+    for r in records:
+        if r["key"] in before:
+            assert r["timing"] == before[r["key"]]["timing"]
+    serial, _ = run_scenario(scenario(repeats=3, jobs=1), tmp_path / "s", show_progress=False)
+    assert stable(serial) == stable(records)
+    # jobs is no part of the directory's identity: another count resumes it (nothing to do)
+    again, _ = run_scenario(scenario(repeats=3, jobs=1), out, show_progress=False)
+    assert len(again) == 9
+    assert "runtime.jobs" not in identity.fingerprint(scenario(jobs=2))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 10**6])
+def test_bad_jobs_is_a_scenario_error(bad):
+    with pytest.raises(ScenarioError, match=r"\[runtime\] jobs"):
+        scenario(jobs=bad)
+
+
+def test_hosts_refuses_jobs():
+    with pytest.raises(ScenarioError, match=r"\[runtime\] jobs.*hosts"):
+        scenario(jobs=2, backend="hosts", token="t")
+    assert scenario(jobs=1, backend="hosts", token="t").runtime["jobs"] == 1
+
+
+def test_default_jobs_is_1():
+    assert scenario().runtime["jobs"] == 1
+    s = load(raw={"name": "d", "protocol": "kwiksort",
+                  "data": {"kind": "mallows", "n": 20, "m": 3}})
+    assert s.runtime["jobs"] == 1
+
+
+def test_processes_backend_with_jobs_2(tmp_path):
+    s = load(raw={
+        "name": "p", "protocol": "ldp_kwiksort_rr", "repeats": 2, "seed": 3,
+        "data": {"kind": "mallows", "n": 40, "m": 4}, "params": {"epsilon": 1.0},
+        "runtime": {"backend": "processes", "pools": 2, "jobs": 2, "progress": False},
+        "output": {"plots": False}})
+    records, _ = run_scenario(s, tmp_path / "p", show_progress=False)
+    assert len(records) == 2 and all(r["backend"] == "processes" for r in records)
+    inproc, _ = run_scenario(load(raw={**s.raw, "runtime": {
+        "backend": "inproc", "pools": 2, "progress": False}}), tmp_path / "i",
+        show_progress=False)
+    assert {r["key"]: r["output"] for r in records} == {r["key"]: r["output"] for r in inproc}
+
+
+def test_a_failed_run_stops_the_sweep_and_keeps_finished_records(tmp_path, monkeypatch):
+    from ldpsim.simulator import runner
+
+    s = scenario(jobs=2)
+    bad = s.runs()[5].key
+    real = runner.execute
+
+    def execute(spec, *a, **k):
+        if spec.key == bad:
+            raise RunFailed("injected")
+        return real(spec, *a, **k)
+
+    monkeypatch.setattr(runner, "execute", execute)  # inherited by the forked workers
+    with pytest.raises(RunFailed, match="injected"):
+        run_scenario(s, tmp_path / "f", show_progress=False)
+    stored = ResultStore(tmp_path / "f").records()
+    assert 1 <= len(stored) < 9 and bad not in {r["key"] for r in stored}
+    monkeypatch.setattr(runner, "execute", real)
+    records, _ = run_scenario(s, tmp_path / "f", show_progress=False)  # resumes
+    assert len(records) == 9
