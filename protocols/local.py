@@ -17,11 +17,12 @@ Use it to try a protocol in a notebook or a test::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols.base import Block, ParamError, Protocol, RoundPlan
+from ldpsim.protocols.base import Block, Bound, ParamError, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
 from ldpsim.protocols.rng import stream_key
 
@@ -57,22 +58,38 @@ def run_locally(protocol: Protocol | str, params: dict[str, Any],
     if not isinstance(data, Dataset):
         args = {k: v for k, v in data.items() if k != "kind"}
         data = get_data_kind(data["kind"]).build(args, stream_key(seed, "data"))
-    bound = proto.bind(params, data.public)
-    curator = bound.curator(np.arange(data.n, dtype=np.int64), stream_key(seed, "curator"))
+    rounds, output = local_rounds(proto.bind(params, data.public), data, seed)
+    return LocalRun(output, proto.evaluate(output, data.truth()), rounds)
+
+
+def _call(phase: str, fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
+                 phase: Callable[..., Any] = _call) -> tuple[list[LocalRound], dict[str, Any]]:
+    """The round loop of ``run_locally`` on a built data set: every round and the output.
+
+    ``phase(name, fn, *args)`` makes each protocol step, ``fn(*args)``, with ``name`` "plan"
+    (the curator and each plan), "respond", "absorb" or "finish"; wrapping it measures the
+    steps alone (``simulator.bench_kernels`` times them, ``tests/protocols/test_scaling.py``
+    counts their lines).
+    """
+    proto = bound.protocol
+    curator = phase("plan", bound.curator, np.arange(data.n, dtype=np.int64),
+                    stream_key(seed, "curator"))
     rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
-    run = LocalRun({}, {})
+    rounds: list[LocalRound] = []
     rnd = 0
-    while (plan := curator.plan(rnd)) is not None:
+    while (plan := phase("plan", curator.plan, rnd)) is not None:
         agents = np.asarray(plan.agents, dtype=np.int64)
         queries = None if plan.queries is None else np.asarray(plan.queries)
         block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
-        reports = _checked(plan, proto.respond(block))
-        curator.absorb(rnd, agents, reports)
-        run.rounds.append(LocalRound(plan, block, reports))
+        reports = _checked(plan, phase("respond", proto.respond, block))
+        phase("absorb", curator.absorb, rnd, agents, reports)
+        rounds.append(LocalRound(plan, block, reports))
         rnd += 1
-    run.output = curator.finish()
-    run.metrics = proto.evaluate(run.output, data.truth())
-    return run
+    return rounds, phase("finish", curator.finish)
 
 
 def _checked(plan: RoundPlan, reports: Any) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind
-from ldpsim.protocols.local import _checked, example_data
+from ldpsim.protocols.local import example_data, local_rounds
 from ldpsim.protocols.rng import stream_key
 
 #: protocols that cannot run at the requested size: name -> (largest n, why)
@@ -67,9 +67,7 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     table = data_table(name, n)
     data = get_data_kind(table["kind"]).build({k: v for k, v in table.items() if k != "kind"},
                                               stream_key(seed, "data"))
-    rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
     t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
-    batched: list[bool] = []
 
     def timed(phase: str, fn, *a):
         t0 = time.perf_counter()
@@ -77,19 +75,10 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
         t[phase] += time.perf_counter() - t0
         return out
 
-    bound = timed("plan", proto.bind, {}, data.public)
-    curator = timed("plan", bound.curator, np.arange(data.n, dtype=np.int64),
-                    stream_key(seed, "curator"))
-    rnd = 0
-    while (plan := timed("plan", curator.plan, rnd)) is not None:
-        agents = np.asarray(plan.agents, dtype=np.int64)
-        queries = None if plan.queries is None else np.asarray(plan.queries)
-        block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
-        reports = _checked(plan, timed("respond", proto.respond, block))
-        timed("absorb", curator.absorb, rnd, agents, reports)
-        batched.append(batch_codec(rnd, plan, agents, reports))
-        rnd += 1
-    timed("finish", curator.finish)
+    rounds, _ = local_rounds(timed("plan", proto.bind, {}, data.public), data, seed, timed)
+    batched = [batch_codec(rnd, r.plan, r.block.agents, r.reports)
+               for rnd, r in enumerate(rounds)]
+    rnd = len(rounds)
     t["rounds"] = rnd
     t["batch_codec"] = all(batched)
     return t

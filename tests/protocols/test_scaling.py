@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind, get_protocol
-from ldpsim.protocols.local import _checked, example_data
+from ldpsim.protocols.local import example_data, local_rounds
 from ldpsim.protocols.rng import stream_key
 
 NAMES = sorted(PROTOCOLS)
@@ -66,8 +66,6 @@ def phase_counts(name: str, n: int, params: dict[str, Any]) -> dict[str, Counter
     table["n"] = n
     args = {k: v for k, v in table.items() if k != "kind"}
     data = get_data_kind(table["kind"]).build(args, stream_key(0, "data"))
-    bound = proto.bind(params, data.public)
-    rows, agent_key = data.rows(0, data.n), stream_key(0, "agents")
     counts = {p: Counter() for p in PHASES}
 
     def counted(phase: str, fn, *a):
@@ -76,17 +74,7 @@ def phase_counts(name: str, n: int, params: dict[str, Any]) -> dict[str, Counter
         counts[phase].update(c.counts)
         return out
 
-    curator = counted("plan", bound.curator, np.arange(data.n, dtype=np.int64),
-                      stream_key(0, "curator"))
-    rnd = 0
-    while (plan := counted("plan", curator.plan, rnd)) is not None:
-        agents = np.asarray(plan.agents, dtype=np.int64)
-        queries = None if plan.queries is None else np.asarray(plan.queries)
-        block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
-        reports = _checked(plan, counted("respond", proto.respond, block))
-        counted("absorb", curator.absorb, rnd, agents, reports)
-        rnd += 1
-    counted("finish", curator.finish)
+    local_rounds(proto.bind(params, data.public), data, 0, counted)
     return counts
 
 
