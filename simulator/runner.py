@@ -247,7 +247,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
-    jobs = min(int(scenario.runtime.get("jobs", 1)), len(todo))
+    jobs = min(scenario.runtime["jobs"], len(todo))
     truth = TruthCache()
     backend = None
     workers: _Workers | None = None
