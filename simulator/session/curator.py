@@ -42,6 +42,7 @@ from ldpsim.simulator.session.ingest import (
     Reports,
     decode_reports,
     screen,
+    validated,
 )
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
@@ -254,10 +255,8 @@ class CuratorSession:
                 yield from self.reject(peer, f"out-of-round report: round {env.round}, "
                                              f"current round {cur}", env)
             else:
-                ok, values = self.round.plan.schema.validate([env.payload])
-                yield from self._on_reports(peer, Reports(
-                    np.asarray([env.agent], dtype=np.int64), values, ok,
-                    np.asarray([size], dtype=np.int64), [env.payload]))
+                yield from self._on_reports(peer, validated(
+                    [env.agent], [env.payload], [size], self.round.plan.schema))
         elif env.kind == wire.DISCLOSE:
             yield from self._on_disclose(peer, env)
         elif env.kind == wire.ERROR:

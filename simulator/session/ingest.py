@@ -78,8 +78,10 @@ def is_report(obj: Any, run: int, rno: int | None, n: int) -> bool:
             and type(a) is int and 0 <= a < n)
 
 
-def _validated(agents: list[int], payloads: list[Any], sizes: list[int],
-               schema: ReportSchema) -> Reports:
+def validated(agents: list[int], payloads: list[Any], sizes: list[int],
+              schema: ReportSchema) -> Reports:
+    """Reports of ``agents`` with these payloads and envelope sizes, checked against
+    ``schema``."""
     ok, values = schema.validate(payloads)
     return Reports(np.asarray(agents, dtype=np.int64), values, ok,
                    np.asarray(sizes, dtype=np.int64), payloads)
@@ -122,7 +124,7 @@ class EnvelopeReader:
         """The reports gathered since the last chunk, validated (None if there are none)."""
         if not self._agents:
             return None
-        out = _validated(self._agents, self._payloads, self._sizes, self.expected.schema)
+        out = validated(self._agents, self._payloads, self._sizes, self.expected.schema)
         self._agents, self._payloads, self._sizes = [], [], []
         return out
 
