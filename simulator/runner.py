@@ -71,10 +71,15 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:
+def _dataset(data: dict[str, Any], seed: int, secret: str | None) -> Any:
+    """The run's data set, built from the same data key the pools use."""
     kind = get_data_kind(data["kind"])
-    ds = kind.build({k: v for k, v in data.items() if k != "kind"}, run_keys(seed, secret).data)
-    return ds.truth()
+    return kind.build({k: v for k, v in data.items() if k != "kind"},
+                      run_keys(seed, secret).data)
+
+
+def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:
+    return _dataset(data, seed, secret).truth()
 
 
 def _truth_child(data: dict[str, Any], seed: int, secret: str | None, conn) -> None:
@@ -220,10 +225,8 @@ def _leakage(spec: RunSpec, res: dict[str, Any], secret: str | None) -> dict[str
     """``simulator.leakage`` on the run's own view, with the run's data and coalition."""
     from ldpsim.simulator.leakage import run_leakage
 
-    keys = run_keys(spec.seed, secret)
-    kind = get_data_kind(spec.data["kind"])
-    ds = kind.build({k: v for k, v in spec.data.items() if k != "kind"}, keys.data)
-    mask = colluder_mask(ds.n, spec.collusion, keys.collusion)
+    ds = _dataset(spec.data, spec.seed, secret)
+    mask = colluder_mask(ds.n, spec.collusion, run_keys(spec.seed, secret).collusion)
     return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
                        RunConfig.of(spec.config()).curator_colludes, spec.seed,
                        int(spec.collusion.get("attack_targets", 200)))
