@@ -99,16 +99,16 @@ def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
           overrides: dict[str, Any] | list[str] | None = None, trials: int = 2000,
           target: int | None = None, out: str | Path | None = None,
           progress: bool = False, path: str = "auto", jobs: int = 1,
-          until_lower: float | None = None) -> list[dict[str, Any]]:
+          until_lower: float | None = None, coins: str = "auto") -> list[dict[str, Any]]:
     """``ldpsim audit``: one record per audited (protocol, parameter point), with the attacks'
     success and the empirical ε lower bound against the claim (``flagged``). ``path``,
-    ``jobs`` and ``until_lower`` are the command's ``--path``, ``--jobs`` and
-    ``--until-lower``."""
+    ``jobs``, ``until_lower`` and ``coins`` are the command's ``--path``, ``--jobs``,
+    ``--until-lower`` and ``--coins``."""
     from ldpsim.simulator.audit_harness import audit_scenario
 
     scen = _scenario(scenario, overrides)
     kw = {"target": target, "show_progress": progress, "echo": _quiet, "path": path,
-          "jobs": jobs, "until_lower": until_lower}
+          "jobs": jobs, "until_lower": until_lower, "coins": coins}
     if out is not None:
         return audit_scenario(scen, out, trials, **kw)
     with tempfile.TemporaryDirectory(prefix="ldpsim-audit-") as tmp:

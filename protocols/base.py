@@ -309,7 +309,8 @@ class Block:
     ``laplace_release`` take instead of eight positional arguments.
 
     ``rows`` are the agents' private rows (one per agent; the audit passes candidate rows),
-    ``agents`` their ids, ``key`` the agents' stream key (draws are keyed by agent id, so a
+    ``agents`` their ids, ``key`` the agents' stream key, or one per agent (draws are keyed by
+    agent id, so a
     block of one agent gives exactly that agent's row of a larger block), ``queries`` one query
     per agent or None, ``broadcast`` the round's payload for everyone.
     """
@@ -343,9 +344,13 @@ class Block:
         return rngm.bits(self.key, self.agents, self.rnd, width, offset)
 
     def take(self, index: Any) -> Block:
-        """The sub-block of the agents selected by ``index`` (a slice or index array)."""
+        """The sub-block of the agents selected by ``index`` (a slice or index array); a
+        per-agent ``key`` array is selected with them."""
         q = None if self.queries is None else self.queries[index]
-        return replace(self, rows=self.rows[index], agents=self.agents[index], queries=q)
+        key = self.key[index] if isinstance(self.key, np.ndarray) and self.key.ndim else \
+            self.key
+        return replace(self, rows=self.rows[index], agents=self.agents[index], queries=q,
+                       key=key)
 
     def with_rows(self, rows: np.ndarray, agents: np.ndarray | None = None) -> Block:
         """The same round and queries for other rows (e.g. the audit's candidates)."""

@@ -83,20 +83,40 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public)
 
 
-class _Trials:
-    """Runs one setting repeatedly on the inproc backend with the target's row overridden."""
+#: the audit's two experiments: fresh coins for every party in every trial (trial t is run t),
+#: or the coalition's coins fixed at trial 0's and only the target's fresh (trial t is run 0
+#: with the target drawing its coins as in run t)
+COINS = ("per-trial", "fixed")
 
-    def __init__(self, setting: AuditSetting, limits: Limits) -> None:
+
+class _Trials:
+    """Runs one setting repeatedly on the inproc backend with the target's row overridden.
+
+    ``coins`` = "per-trial": trial t is run t of the scenario (every party's coins fresh).
+    "fixed": trial t is run 0 with the target's coins of run t; the curator and the colluders
+    act as in run 0 in every trial, except where the target's reports change what they see.
+    Both are sound experiments for a local claim: ε-LDP holds for any fixed coins of the
+    others, adaptively chosen queries and broadcasts included (sequential composition).
+    """
+
+    def __init__(self, setting: AuditSetting, limits: Limits, coins: str = "per-trial") -> None:
+        if coins not in COINS:
+            raise ValueError(f"--coins: got {coins!r}; allowed: 'auto', "
+                             + ", ".join(repr(c) for c in COINS))
         self.s = setting
         self.limits = limits
+        self.coins = coins
         self.protocol = get_protocol(setting.config["protocol"])
         self.kind = get_data_kind(setting.config["data"]["kind"])
 
     def view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
+        override = {"agent": self.s.target, "row": row}
+        if self.coins == "fixed":
+            override["key"] = int(stream_key(run_seed(self.s.scenario_seed, trial), "agents"))
+            trial = 0
         seed = run_seed(self.s.scenario_seed, trial)
         cfg = dict(self.s.config, seed=seed)
-        res = run_inproc(cfg, self.limits, record_view=True,
-                         override={"agent": self.s.target, "row": row})
+        res = run_inproc(cfg, self.limits, record_view=True, override=override)
         rows = {}
         if not self.s.curator_colludes and len(self.s.colluders):
             data = {k: v for k, v in cfg["data"].items() if k != "kind"}
@@ -127,9 +147,9 @@ class PairStats:
 
 def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: int,
                      spec: AuditSpec, use_llr: bool, use_float: bool,
-                     progress: Any = None) -> PairStats:
+                     progress: Any = None, coins: str = "per-trial") -> PairStats:
     """The full path: one inproc run per trial and row."""
-    runner = _Trials(setting, limits)
+    runner = _Trials(setting, limits, coins)
     protocol, target = runner.protocol, setting.target
     pair = spec.values[list(spec.pair)]
     stats: list[list[Any]] = [[], []]
@@ -183,39 +203,62 @@ def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_l
     return PairStats.join(parts)
 
 
-def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: str
-                 ) -> tuple[Any, str, bool, bool]:
-    """(batch trials or None, why the full path is used, use_llr, use_float), deciding from
-    trial 0 and, for the batch path, checking it against full runs (``audit_batch``)."""
+def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: str,
+                 coins: str = "auto") -> tuple[Any, str, bool, bool, str]:
+    """(batch trials or None, why the full path is used or how the batch differs, use_llr,
+    use_float, the coalition's coins), deciding from trial 0 and, for the batch path,
+    checking it against full runs of the same experiment (``audit_batch``).
+
+    ``coins`` "auto" tries the batch with fresh coalition coins per trial first, then with
+    the coalition's coins fixed (where later rounds read broadcasts that change from run to
+    run), and else keeps the full path with fresh coins.
+    """
     from ldpsim.simulator.audit_batch import CHECK_TRIALS, BatchTrials
 
+    if coins != "auto" and coins not in COINS:
+        raise ValueError(f"--coins: got {coins!r}; allowed: 'auto', "
+                         + ", ".join(repr(c) for c in COINS))
     runner = _Trials(setting, limits)
     protocol, target = runner.protocol, setting.target
     pair = spec.values[list(spec.pair)]
-    view = runner.view(0, pair[0])
+    view = runner.view(0, pair[0])  # trial 0 is the same run in both experiments
     use_llr = llr_statistic(view, target, protocol, spec) is not None
     use_float = float_check(view, target, protocol, pair) is not None
+    tried = list(COINS) if coins == "auto" else [coins]
+    fallback = "per-trial" if coins == "auto" else coins
     if path == "full":
-        return None, "asked for (--path full)", use_llr, use_float
+        return None, "asked for (--path full)", use_llr, use_float, fallback
     if not setting.curator_colludes:
         why = "the curator is not in the coalition (the view is the released aggregate)"
-    else:
+        if path == "batch":
+            raise ValueError(f"--path batch: {protocol.name} cannot run as a batch: {why}")
+        return None, why, use_llr, use_float, fallback
+    whys = []
+    for mode in tried:
         try:
             bound = protocol.bind(view["params"], view["public"], resolved=True)
-            batch = BatchTrials.build(protocol, bound, target, setting.scenario_seed, view)
-            full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr, use_float)
+            batch = BatchTrials.build(protocol, bound, target, setting.scenario_seed, view,
+                                      fixed=mode == "fixed")
+            full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr,
+                                    use_float, coins=mode)
             fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float)
             same = all(_equal(getattr(full, k), getattr(fast, k))
                        for k in ("s", "feats", "floats"))
             why = "" if same else (f"its first {CHECK_TRIALS} trials differ from full runs "
-                                   "(the target's rounds depend on the data)")
+                                   "(the target's rounds read what changes from run to run)")
         except Exception as e:  # a curator or randomizer that cannot run as a batch
             why = f"{type(e).__name__}: {e}"[:200]
         if not why:
-            return batch, "", use_llr, use_float
+            note = "" if not whys else (
+                "the coalition's coins are fixed at trial 0's (with fresh coins in every "
+                f"trial: {whys[0]})")
+            return batch, note, use_llr, use_float, mode
+        whys.append(why)
+    why = whys[0]
     if path == "batch":
-        raise ValueError(f"--path batch: {protocol.name} cannot run as a batch: {why}")
-    return None, why, use_llr, use_float
+        raise ValueError(f"--path batch: {protocol.name} cannot run as a batch with "
+                         f"{' or '.join(tried)} coalition coins: {why}")
+    return None, why, use_llr, use_float, fallback
 
 
 def _equal(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> bool:
@@ -268,24 +311,25 @@ def trials_needed(tpr: float, fpr: float, target: float, alpha: float = ALPHA,
 def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = None,
                   progress: Any = None, path: str = "auto", jobs: int = 1,
                   until_lower: float | None = None,
-                  differencing_trials: int = 2000) -> dict[str, Any]:
+                  differencing_trials: int = 2000, coins: str = "auto") -> dict[str, Any]:
     """Run every attack and the ε audit on one setting; return one audit record.
 
     ``path``: "batch" (the target's copies as one block: ``audit_batch``), "full" (one
     protocol run per trial), or "auto" (the batch path where it reproduces the full runs
-    exactly). ``jobs``: processes for the full path. ``until_lower``: stop as soon as the
-    held-out lower bound reaches it, looking at 1/8, 1/4, 1/2 and all of ``trials``; each look
-    spends its own share of α (α/8, α/8, α/4, α/2), so the bound that stops holds at 1 - α
-    overall. The single-report inference runs as many trials as the ε audit took; the
-    differencing attack, which needs the released aggregate of full runs, at most
-    ``differencing_trials`` of them on the batch path.
+    exactly). ``coins``: the experiment (``_Trials``): "per-trial", "fixed", or "auto" (fresh
+    coins where the batch path allows, else fixed if the batch path allows that, else the full
+    path with fresh coins). ``jobs``: processes for the full path. ``until_lower``: stop as
+    soon as the held-out lower bound reaches it, looking at 1/8, 1/4, 1/2 and all of
+    ``trials``; each look spends its own share of α (α/8, α/8, α/4, α/2), so the bound that
+    stops holds at 1 - α overall. The single-report inference runs as many trials as the ε
+    audit took; the differencing attack, which needs the released aggregate of full runs, at
+    most ``differencing_trials`` of them on the batch path.
     """
     if path not in ("auto", "batch", "full"):
         raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
     t0 = time.perf_counter()
     limits = limits or Limits(timeout_s=10)
-    runner = _Trials(setting, limits)
-    protocol = runner.protocol
+    protocol = get_protocol(setting.config["protocol"])
     data = setting.config["data"]
     public = setting.public
     params = protocol.resolve(setting.config["params"], public)
@@ -294,18 +338,20 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     if spec is None:
         raise ValueError(f"protocol {protocol.name!r} does not support the audit")
     target = setting.target
-    batch, why_full, use_llr, use_float = _choose_path(setting, limits, spec, path)
+    batch, why_full, use_llr, use_float, coins = _choose_path(setting, limits, spec, path,
+                                                              coins)
+    runner = _Trials(setting, limits, coins)
 
     def pair_stats(first: int, count: int) -> PairStats:
         if batch is not None:
             return _batch_pair_stats(batch, first, count, spec, use_llr, use_float, progress)
         if jobs <= 1 or count < 2 * jobs:
             return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
-                                    progress)
+                                    progress, coins)
         import multiprocessing as mp
 
         cuts = np.linspace(first, first + count, jobs + 1).astype(int)
-        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float)
+        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
                 for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         with mp.get_context("fork").Pool(jobs) as pool:
             parts = []
@@ -378,6 +424,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "trials_needed": None if target_tight is None or not math.isfinite(target_tight)
         else trials_needed(eps["tpr"], eps["fpr"], target_tight, alpha),
         "path": "batch" if batch is not None else "full", "path_note": why_full,
+        "coalition_coins": coins,
         "trials_per_second": 2 * used / eps_seconds if eps_seconds > 0 else None,
         "colluders": int(len(setting.colluders)), "curator_colludes": setting.curator_colludes,
         "flagged": bool(eps["epsilon_lower"] > claimed
@@ -399,7 +446,8 @@ def _same(spec: AuditSpec, guess: int, truth: int) -> bool:
 
 def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | None = None,
                    show_progress: bool = True, echo: Any = print, path: str = "auto",
-                   jobs: int = 1, until_lower: float | None = None) -> list[dict[str, Any]]:
+                   jobs: int = 1, until_lower: float | None = None,
+                   coins: str = "auto") -> list[dict[str, Any]]:
     """Audit every (protocol, parameter point) of a scenario (its first repetition's config).
 
     Appends one JSON line per audited setting to ``OUT/audit.jsonl`` and skips settings
@@ -427,7 +475,8 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
         for spec in specs:
             key = json.dumps([spec.protocol, spec.params, spec.data, spec.collusion, trials,
                               target, scenario.seed]
-                             + ([until_lower] if until_lower is not None else []),
+                             + ([until_lower] if until_lower is not None else [])
+                             + ([coins] if coins != "auto" else []),
                              sort_keys=True, default=str)
             if key in done:
                 records.append(done[key])
@@ -435,7 +484,7 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
                 continue
             setting = make_setting(spec.config(), scenario.seed, target)
             rec = audit_setting(setting, trials, progress=pb.update, path=path, jobs=jobs,
-                                until_lower=until_lower)
+                                until_lower=until_lower, coins=coins)
             rec["key"] = key
             rec["scenario"] = scenario.name
             rec["point"] = {k: v for k, v in spec.point.items() if k != "protocol"}

@@ -164,7 +164,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
               f"{args.path}) -> {out}")
         records = audit_scenario(scenario, out, args.trials, target=args.target,
                                  show_progress=not args.no_progress, echo=_info,
-                                 path=args.path, jobs=args.jobs, until_lower=args.until_lower)
+                                 path=args.path, jobs=args.jobs, until_lower=args.until_lower,
+                                 coins=args.coins)
     except (ScenarioError, ParamError, ValueError) as e:
         _err(f"error: {e}")
         return 2
@@ -338,6 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="batch: the target's copies as one block (the curator colludes); "
                          "full: one protocol run per trial; auto: batch where it reproduces "
                          "the full runs exactly (default)")
+    au.add_argument("--coins", choices=("auto", "per-trial", "fixed"), default="auto",
+                    help="the coalition's coins: fresh in every trial (per-trial), or trial "
+                         "0's in every trial, the target's alone fresh (fixed); auto: "
+                         "per-trial where the batch path allows it, else fixed where it "
+                         "allows that, else per-trial on the full path (default)")
     au.add_argument("--jobs", type=int, default=1,
                     help="processes for full-path trials (default 1)")
     au.add_argument("--until-lower", type=float, metavar="EPS",

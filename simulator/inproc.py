@@ -23,7 +23,9 @@ def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False
     ``curator_config`` and the pools their keys, as on the process backends. ``secret`` is the
     out-of-band secret of the hosts backend: the same seed and secret give the same output.
     ``override`` ({"agent": a, "row": values}) replaces agent a's private row in the pool that
-    hosts it: the privacy audit's neighbouring data sets. It bypasses the curator entirely.
+    hosts it: the privacy audit's neighbouring data sets; with ``"key": k`` that agent also
+    draws its coins under agents' stream key ``k`` (another run's: the audit's trials with the
+    coalition's coins fixed). It bypasses the curator entirely.
     """
     token = secret or "inproc"
     n_pools = int(config["pools"])

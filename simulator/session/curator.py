@@ -371,6 +371,8 @@ class CuratorSession:
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
             self.curator = bound.curator(reg.registered_agents(), self.curator_key)
+        if self.record_view:  # the agents the curator was built over (the audit replays it)
+            self.view["agents"] = reg.registered_agents()
         self.comm.start(reg.n)
         yield from self._begin_round(0)
 

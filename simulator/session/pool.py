@@ -212,6 +212,19 @@ class PoolSession:
             self.data = data
         return self.data
 
+    def _agent_keys(self, ids: np.ndarray) -> int | np.ndarray:
+        """The agents' stream key: the run's, or one per agent when the privacy audit gives
+        one agent another run's coins (``override["key"]``: the fixed-coalition trials)."""
+        over = self.override
+        if over is None or over.get("key") is None:
+            return self.keys.agents
+        hit = ids == int(over["agent"])
+        if not hit.any():
+            return self.keys.agents
+        keys = np.full(len(ids), self.keys.agents, dtype=np.uint64)
+        keys[hit] = np.uint64(int(over["key"]))
+        return keys
+
     def prepare(self) -> None:
         """Generate this pool's data now if a run is set up (the drivers call it after
         sending the registration, so the data are ready by the time the queries arrive)."""
@@ -255,7 +268,7 @@ class PoolSession:
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
-        block = self.bound.block(rnd, rows, ids, self.keys.agents, queries, bcast)
+        block = self.bound.block(rnd, rows, ids, self._agent_keys(ids), queries, bcast)
         if self.exact:
             parts = []
             for i in range(len(ids)):

@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from ldpsim.protocols import PROTOCOLS, get_protocol
+from ldpsim.protocols.safari import perm
 from ldpsim.simulator import audit_harness as harness
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.audit import _eps_lower
@@ -18,13 +20,16 @@ from tests.conftest import ROOT
 SAME = ("epsilon_estimate", "epsilon_lower", "tpr", "fpr", "test", "float_epsilon_lower",
         "float_ruled_out", "float_own_failures", "bayes_accuracy", "differencing_accuracy",
         "trials", "confidence")
-#: the settings that must run as a batch (every local protocol with a closed-form likelihood
-#: whose target's rounds do not read data-dependent broadcasts), and those that must not
+#: the settings that must run as a batch with fresh coalition coins in every trial (every
+#: local protocol with a closed-form likelihood whose target's rounds read no broadcast that
+#: changes from run to run), and those that must run as a batch with the coalition's coins
+#: fixed at trial 0's (SAFARI's second round reads the chain learned from everyone's first
+#: reports; MF's curator draws V afresh in every run)
 BATCH = {"ldp_kwiksort_rr", "ldp_kwiksort_lap", "dp_kwiksort", "kwiksort", "dpwevote",
          "dpwevote_laplace", "truth_lp", "truth_rr", "truth_two_layer", "truth_plain",
          "rank_grr", "rank_olh", "rank_harmony", "rank_calm", "safari_nopriv", "ethics_vlcp",
          "ethics_vldp", "ethics_rldp_fm", "ethics_nonprivate"}
-FULL = {"safari", "truth_mf"}
+FIXED = {"safari", "truth_mf"}
 
 
 def _settings():
@@ -43,23 +48,80 @@ def _settings():
 def test_batch_and_full_paths_give_the_same_record(config, seed):
     setting = harness.make_setting(config, seed)
     auto = harness.audit_setting(setting, 40, differencing_trials=40)
-    full = harness.audit_setting(setting, 40, path="full")
     name = config["protocol"]
-    assert auto["path"] == ("batch" if name in BATCH else "full"), auto["path_note"]
-    assert name in BATCH | FULL
+    assert name in BATCH | FIXED
+    assert auto["path"] == "batch", auto["path_note"]
+    assert auto["coalition_coins"] == ("fixed" if name in FIXED else "per-trial")
+    full = harness.audit_setting(setting, 40, path="full", coins=auto["coalition_coins"])
+    assert full["path"] == "full" and full["coalition_coins"] == auto["coalition_coins"]
     for k in SAME:
         a, b = auto[k], full[k]
         assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), k
 
 
 def test_a_setting_that_cannot_run_as_a_batch_says_why():
+    """Without the curator in the coalition the view is the released aggregate: full runs."""
     s = sc.load(ROOT / "scenarios" / "audit_safari.toml")
     spec = next(x for x in s.runs() if x.protocol == "safari")
-    setting = harness.make_setting(spec.config(), s.seed)
-    with pytest.raises(ValueError, match="safari cannot run as a batch: .*round 1"):
+    cfg = dict(spec.config(), collusion={"colluders": 9, "curator": False})
+    setting = harness.make_setting(cfg, s.seed)
+    with pytest.raises(ValueError, match="safari cannot run as a batch: the curator is not"):
         harness.audit_setting(setting, 40, path="batch")
     rec = harness.audit_setting(setting, 40)
-    assert rec["path"] == "full" and "round 1" in rec["path_note"]
+    assert rec["path"] == "full" and "curator is not in the coalition" in rec["path_note"]
+    assert rec["coalition_coins"] == "per-trial"
+
+
+def _safari_setting():
+    s = sc.load(ROOT / "scenarios" / "audit_safari.toml")
+    spec = next(x for x in s.runs() if x.protocol == "safari")
+    return harness.make_setting(spec.config(), s.seed)
+
+
+def test_fresh_coalition_coins_cannot_batch_safari_and_say_why():
+    """With fresh coalition coins every trial's chain is learned from other reports: only
+    full runs reproduce it, so ``coins="per-trial"`` keeps SAFARI on the full path."""
+    setting = _safari_setting()
+    with pytest.raises(ValueError, match="safari cannot run as a batch with per-trial"):
+        harness.audit_setting(setting, 40, path="batch", coins="per-trial")
+    rec = harness.audit_setting(setting, 40, coins="per-trial")
+    assert rec["path"] == "full" and rec["coalition_coins"] == "per-trial"
+    assert "round 1" in rec["path_note"]
+
+
+def test_fixed_coalition_coins_change_only_the_targets_coins():
+    """In the fixed-coins experiment trial t is trial 0's run with the target's coins of run t:
+    the coalition's own reports and the curator's queries stay put, the target's move, and
+    with a different row the chain the curator learns (round 1's broadcast) follows the
+    target's first report."""
+    setting = _safari_setting()
+    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins="fixed")
+    fresh = harness._Trials(setting, harness.Limits(timeout_s=10))
+    protocol = harness.get_protocol("safari")
+    spec = protocol.audit_spec(protocol.resolve(setting.config["params"], setting.public),
+                               setting.public)
+    row = spec.values[spec.pair[0]]
+    t = setting.target
+    v0 = fresh.view(0, row)
+    assert _round0_reports(runner.view(0, row), t) == _round0_reports(v0, t)
+    moved = 0
+    for trial in range(1, 6):
+        a, b = runner.view(trial, row), fresh.view(trial, row)
+        others_a, mine_a = _round0_reports(a, t)
+        others_b, _ = _round0_reports(b, t)
+        assert others_a == _round0_reports(v0, t)[0]  # the coalition's reports: trial 0's
+        assert others_b != others_a  # fresh coins would move them
+        assert a["rounds"][0]["queries"].tolist() == v0["rounds"][0]["queries"].tolist()
+        moved += mine_a != _round0_reports(v0, t)[1]
+    assert moved >= 1  # the target's own coins are run t's
+
+
+def _round0_reports(view, target):
+    r = view["rounds"][0]
+    ra = list(map(int, r["report_agents"]))
+    reps = [list(map(int, np.ravel(x))) for x in r["reports"]]
+    i = ra.index(target)
+    return reps[:i] + reps[i + 1:], reps[i]
 
 
 def _rank_setting(**over):
@@ -111,9 +173,53 @@ def test_batch_audit_of_a_correct_claim_is_sound_and_tight():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["safari", "truth_mf"])
+def test_a_million_trials_of_the_adaptive_settings(name):
+    """SAFARI and MF at 10^6 trials on the batch path (fixed coalition coins): SAFARI's
+    claim holds and comes within 5%; MF's NULL <-> answer gap (Theorem 4) is refuted."""
+    scen = "audit_safari" if name == "safari" else "audit_truth"
+    s = sc.load(ROOT / "scenarios" / f"{scen}.toml")
+    spec = next(x for x in s.runs() if x.protocol == name)
+    rec = harness.audit_setting(harness.make_setting(spec.config(), s.seed), 10**6)
+    assert rec["path"] == "batch" and rec["coalition_coins"] == "fixed"
+    if name == "safari":
+        assert not rec["flagged"] and 0.95 <= rec["epsilon_lower"] <= 1.0
+    else:
+        assert rec["flagged"] and rec["epsilon_lower"] > 1.0
+
+
+@pytest.mark.slow
 def test_a_million_trials_of_ldp_kwiksort_rr():
     """The issue's target: 10^6 trials, epsilon_lower >= 0.95, no false flag."""
     rec = harness.audit_setting(_rank_setting(), 10**6)
     assert rec["path"] == "batch" and not rec["flagged"]
     assert rec["epsilon_lower"] >= 0.95
     assert np.isfinite(rec["trials_per_second"])
+
+
+class _LeakyRoundTwoSafari(get_protocol("safari").__class__):
+    """SAFARI whose second round sends the queried Rule II value unperturbed while claiming
+    ε (a test double): the leak sits behind the broadcast the curator learns from round 0."""
+
+    name = "leaky_safari"
+
+    def respond(self, block):
+        out = np.asarray(super().respond(block))
+        if block.rnd != 1:
+            return out
+        rule = self._round_rule(1, block.broadcast, block.params, int(block.public["d"]))
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
+        true = rule.values(perm.positions(block.rows), attrs)
+        return np.asarray(true, dtype=out.dtype).reshape(out.shape)
+
+
+def test_the_fixed_coins_batch_flags_a_leak_behind_a_learned_broadcast(monkeypatch):
+    monkeypatch.setitem(PROTOCOLS, "leaky_safari", _LeakyRoundTwoSafari())
+    s = sc.load(ROOT / "scenarios" / "audit_safari.toml")
+    spec = next(x for x in s.runs() if x.protocol == "safari")
+    cfg = dict(spec.config(), protocol="leaky_safari")
+    rec = harness.audit_setting(harness.make_setting(cfg, s.seed), 400)
+    assert rec["path"] == "batch" and rec["coalition_coins"] == "fixed"
+    assert rec["flagged"] and rec["epsilon_lower"] > 2
+    honest = harness.audit_setting(harness.make_setting(spec.config(), s.seed), 400)
+    assert not honest["flagged"]
