@@ -72,7 +72,8 @@ def throughput_rows(trials: int, full_trials: int = 2000, jobs: int = 2,
             rows.append([spec.protocol, rec["path"], f"{rec['trials']:,}", f"{wall:.1f}",
                          f"{rate:,.0f}", f"{rec['epsilon_lower']:.3f}",
                          f"{100 * rec['confidence']:g}%", f"{_peak_mb():.0f}",
-                         note or (rec["path_note"] or "")[:60]])
+                         note or ("coalition coins fixed" if rec.get("coalition_coins") ==
+                                  "fixed" else (rec["path_note"] or "")[:60])])
             print("  " + "  ".join(rows[-1][:6]), file=sys.stderr, flush=True)  # progress
     return rows
 

@@ -4,6 +4,7 @@ and the statistics around it (early stopping, trials needed, parallel full-path 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -223,3 +224,20 @@ def test_the_fixed_coins_batch_flags_a_leak_behind_a_learned_broadcast(monkeypat
     assert rec["flagged"] and rec["epsilon_lower"] > 2
     honest = harness.audit_setting(harness.make_setting(spec.config(), s.seed), 400)
     assert not honest["flagged"]
+
+
+def test_the_command_takes_the_experiment_and_records_it(tmp_path, capsys):
+    from ldpsim.simulator.cli import main
+
+    scen = str(ROOT / "scenarios" / "audit_rank.toml")
+    args = ["audit", scen, "--trials", "40", "--set", "protocols=['ldp_kwiksort_rr']",
+            "--no-progress", "--out"]
+    assert main(args + [str(tmp_path / "a"), "--coins", "fixed"]) == 0
+    assert main(args + [str(tmp_path / "b")]) == 0
+    fixed = json.loads((tmp_path / "a" / "audit.jsonl").read_text())
+    auto = json.loads((tmp_path / "b" / "audit.jsonl").read_text())
+    assert fixed["coalition_coins"] == "fixed" and fixed["path"] == "batch"
+    assert auto["coalition_coins"] == "per-trial"
+    with pytest.raises(SystemExit):
+        main(args + [str(tmp_path / "c"), "--coins", "none"])
+    assert "--coins" in capsys.readouterr().err
