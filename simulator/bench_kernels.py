@@ -8,7 +8,8 @@ For every protocol whose claim is local (the curator is not trusted), on its exa
   its rounds' wall time summed (``comm.per_round[].wall_s``: each from the curator's plan to the
   end of its absorb: queries out, the pools' randomizers, reports back and validated, the
   estimator). Set-up (process start, data generation, registration) and the curator's
-  ``finish`` after the last round are not in it.
+  ``finish`` after the last round are not in it: the run sets ``data_first``, so the pools
+  build their data before registering (by default that overlaps round 0).
 * **kernel**: the same protocol in this process with no transport and no runtime: the
   curator's ``plan`` and ``absorb`` and one vectorised ``respond`` over all asked agents' rows
   per round (the loop of ``protocols.local.run_locally`` with the data built beforehand and the
@@ -17,7 +18,10 @@ For every protocol whose claim is local (the curator is not trusted), on its exa
 
 ``rounds / kernel`` is what the runtime costs on top of the science: below 1, the pools'
 parallel randomizers win more than the transport costs; far above 1, transport or batching
-dominates. The notes say whether the reports fit the runtime's vectorised batch codec (small
+dominates. ``envelopes`` (``envelope_floor``) is the same number of agent envelopes moved with
+no protocol logic: where ``envelopes / kernel`` is itself above 2, no runtime that sends one
+envelope per agent (and so keeps the per-agent bytes exact) gets its rounds within 2× the
+kernel. The notes say whether the reports fit the runtime's vectorised batch codec (small
 non-negative integers or floats; OLH's 32-bit hash seeds do not, and travel as one msgpack
 envelope per agent). Both are timed once per protocol.
 """
@@ -107,7 +111,8 @@ def processes_rounds(name: str, n: int, pools: int, batch: int,
 
     cfg = {"protocol": name, "params": {}, "data": data_table(name, n), "seed": SEED,
            "pools": pools, "agent_mode": "batched", "batch": batch,
-           "collusion": {"colluders": 0, "curator": True}, "faults": []}
+           "collusion": {"colluders": 0, "curator": True}, "faults": [],
+           "data_first": True}  # like the kernel's, the data exist before the first round
     res = run_processes(cfg, Limits(timeout_s=timeout_s))
     res["rounds_wall_s"] = sum(r["wall_s"] for r in res["comm"]["per_round"])
     return res
@@ -126,21 +131,35 @@ def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = No
             res = processes_rounds(name, size, pools, batch)
             k = kernel(name, size)
         except (ParamError, RuntimeError, MemoryError) as exc:  # RunFailed is a RuntimeError
-            out.append([name, f"{size:,}", "", "", "", "", "", "", f"failed: {exc}"[:120]])
+            out.append([name, f"{size:,}", "", "", "", "", "", "", "", "",
+                        f"failed: {exc}"[:120]])
             continue
         rounds = res["rounds_wall_s"]
         core = k["plan"] + k["respond"] + k["absorb"]
         ratio = rounds / core if core > 0 else math.inf
+        floor = envelope_floor(res, pools, batch)
         t = res["timing"]
         codec = ("batch codec" if k["batch_codec"] else
                  "reports outside the batch codec's layout: one msgpack envelope per agent")
         note += (f"{k['rounds']:.0f} round(s), {codec}; the processes run's wall_s "
                  f"{_s(t['wall_s'])} s")
         out.append([name, f"{size:,}", _s(rounds), _s(core), _s(k["respond"]),
-                    _s(k["plan"] + k["absorb"]), _s(k["finish"]), f"{ratio:.2f}", note])
+                    _s(k["plan"] + k["absorb"]), _s(k["finish"]), f"{ratio:.2f}", _s(floor),
+                    f"{floor / core:.2f}" if core > 0 else "", note])
         if progress:
             print("  " + "  ".join(out[-1][:8]), file=sys.stderr, flush=True)
     return out
+
+
+def envelope_floor(res: dict[str, Any], pools: int, batch: int) -> float:
+    """Seconds the run's rounds would take if they did nothing but move one envelope per asked
+    agent each way through the runtime's sockets and batch codec (``bench.transport_ceiling``
+    "batch": one small integer per query and report, no protocol logic), summed over the
+    rounds: a floor for any round that keeps one envelope per agent, whatever its kernel."""
+    from ldpsim.simulator.bench import transport_ceiling
+
+    return sum(transport_ceiling(r["asked"], pools, batch, 1, 1, "batch")[0]
+               for r in res["comm"]["per_round"] if r["asked"])
 
 
 def _s(x: float) -> str:
@@ -149,7 +168,7 @@ def _s(x: float) -> str:
 
 
 HEAD = ["protocol", "agents", "rounds s", "kernel s", "respond s", "plan+absorb s", "finish s",
-        "rounds/kernel", "notes"]
+        "rounds/kernel", "envelopes s", "envelopes/kernel", "notes"]
 
 
 def main(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = None) -> None:

@@ -44,6 +44,8 @@ def fingerprint(scenario: Any) -> dict[str, list[Any]]:
         out[f"runtime.{k}"] = [_plain(v)]
     for k in ("colluders", "curator"):
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
+    if scenario.runtime.get("data_first"):  # only when on: older directories stay resumable
+        out["runtime.data_first"] = [True]
     if scenario.collusion.get("sweep"):
         out["collusion.colluders"] = _values(scenario.collusion["sweep"])
     if scenario.collusion.get("attacks"):  # only when on: older directories stay resumable

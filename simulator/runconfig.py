@@ -31,6 +31,9 @@ class RuntimeDefaults:
     progress: bool = True
     #: runs of a sweep executed at once, each in a worker process of its own
     jobs: int = 1
+    #: whether the pools build their agents' data before they register (then no round's wall
+    #: time holds data generation; by default it overlaps the curator's set-up and round 0)
+    data_first: bool = False
     #: whether the curator belongs to the coalition (``[collusion] curator``)
     curator_colludes: bool = True
     #: colluding agents (``[collusion] colluders``): a fraction, a count or a list of ids
@@ -60,6 +63,7 @@ class RunConfig:
         "colluders": DEFAULTS.colluders, "curator": DEFAULTS.curator_colludes})
     faults: tuple[Mapping[str, Any], ...] = ()
     run_id: int | None = None
+    data_first: bool = DEFAULTS.data_first
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> RunConfig:
@@ -72,7 +76,8 @@ class RunConfig:
                    collusion={"colluders": coll.get("colluders", DEFAULTS.colluders),
                               "curator": bool(coll.get("curator", DEFAULTS.curator_colludes))},
                    faults=tuple(config.get("faults") or ()),
-                   run_id=config.get("run_id"))
+                   run_id=config.get("run_id"),
+                   data_first=bool(config.get("data_first", DEFAULTS.data_first)))
 
     @property
     def curator_colludes(self) -> bool:

@@ -68,6 +68,9 @@ RUNTIME = {
     "progress": ParamSpec("progress", "bool", DEFAULTS.progress),
     "jobs": ParamSpec("jobs", "int", DEFAULTS.jobs, low=1, high=MAX_JOBS,
                       help="runs executed at once, each in a worker process (not hosts)"),
+    "data_first": ParamSpec("data_first", "bool", DEFAULTS.data_first,
+                            help="pools build their agents' data before registering, so no "
+                                 "round's wall time holds data generation"),
 }
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "round": ParamSpec("round", "int", 0, low=0),
@@ -108,7 +111,8 @@ class RunSpec:
                 "seed": self.seed, "pools": self.runtime["pools"],
                 "agent_mode": self.runtime["agent_mode"], "batch": self.runtime["batch"],
                 "collusion": {k: self.collusion[k] for k in ("colluders", "curator")},
-                "faults": self.runtime.get("faults", [])}
+                "faults": self.runtime.get("faults", []),
+                **({"data_first": True} if self.runtime.get("data_first") else {})}
 
 
 @dataclass

@@ -175,6 +175,8 @@ class PoolSession:
             self.protocol, self.params, self.public, budget, self.start, self.stop)
         self.exact = run_cfg.exact
         self.faults = run_cfg.faults_of(self.index)
+        if run_cfg.data_first:  # before registering: no round's wall time holds it
+            self.private_rows()
         out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
             "pool": self.index, "pools": self.n_pools, "n": self.n,
             "agents": [self.start, self.stop], "public": self.public,
