@@ -87,10 +87,12 @@ def _load(args: argparse.Namespace):
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
                      ("seed", "seed"), ("bind", "runtime.endpoint"),
                      ("token", "runtime.token"), ("curve", "runtime.curve"),
-                     ("run_jobs", "runtime.jobs")):
+                     ("run_jobs", "runtime.jobs"), ("dask", "runtime.dask_address")):
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
+    if getattr(args, "dask", None) is not None and getattr(args, "backend", None) != "dask":
+        overrides.append("runtime.engine='dask'")  # --dask: the sweep's runs on the cluster
     return sc.load(sc.find(args.scenario), overrides)
 
 
@@ -106,13 +108,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
-        jobs = scenario.runtime["jobs"]
-        _info(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
-              f"{scenario.runtime['pools']} pools" + (f", {jobs} jobs" if jobs > 1 else "")
-              + f" -> {out}")
+        rt = scenario.runtime
+        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["engine"] == "dask"
+                 else f", {rt['jobs']} jobs" if rt["jobs"] not in (1, "auto")
+                 else ", jobs auto" if rt["jobs"] == "auto" else "")
+        _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
+              f"{rt['pools']} pools{where} -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
                                         echo=_info, include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
+        _err(f"error: {e}")
+        return 2
+    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -183,16 +190,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.identity import stored_plot
+    from ldpsim.simulator.identity import stored_order, stored_plot
     from ldpsim.simulator.plots import plot
     from ldpsim.simulator.results import RESULTS_FILE, ResultStore, usable, write_summary
-    from ldpsim.simulator.runner import print_summary
+    from ldpsim.simulator.runner import in_run_order, print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
         _err(f"no results in {args.out}: not a results directory (no {RESULTS_FILE})")
         return 1
     store = ResultStore(args.out)
-    records = store.records()
+    # in the sweep's run order, as ``ldpsim run`` writes the summary (not arrival order)
+    records = in_run_order(store.records(), stored_order(args.out))
     if not records:
         _err(f"no results in {args.out}")
         return 1
@@ -302,9 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
     run_opts(r)
     r.add_argument("--backend", choices=tuple(BACKENDS))
     r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
-    r.add_argument("--jobs", type=int, dest="run_jobs", metavar="N",
+    r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
                    help="runs executed at once, each in a worker process (runtime.jobs; "
-                        "default 1; not with the hosts backend)")
+                        "default auto: as many as the cores hold; 1 with the hosts backend)")
+    r.add_argument("--dask", metavar="ADDRESS",
+                   help="run the sweep's runs as tasks on a Dask cluster: tcp://HOST:PORT, or "
+                        "local / local:N for a LocalCluster of N workers here (runtime.engine "
+                        "= 'dask', runtime.dask_address; with --backend dask: the cluster the "
+                        "pools run on). Needs pip install 'ldpsim[dask]'")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
@@ -391,6 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true",
                        help="only warnings and errors on stderr")
     return ap
+
+
+def _jobs(text: str) -> int | str:
+    """argparse type of ``run --jobs``: "auto" or an integer (range checked with the
+    scenario, as ``[runtime] jobs``)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1"
+                                         ) from None
 
 
 def _sizes(text: str) -> str:

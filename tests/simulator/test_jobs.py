@@ -92,11 +92,30 @@ def test_hosts_refuses_jobs():
     assert scenario(jobs=1, backend="hosts", token="t").runtime["jobs"] == 1
 
 
-def test_default_jobs_is_1():
+def test_explicit_jobs_is_kept_and_the_default_is_auto():
     assert scenario().runtime["jobs"] == 1
+    assert scenario(jobs=3).runtime["jobs"] == 3
     s = load(raw={"name": "d", "protocol": "kwiksort",
                   "data": {"kind": "mallows", "n": 20, "m": 3}})
-    assert s.runtime["jobs"] == 1
+    assert s.runtime["jobs"] == "auto"
+    assert scenario(jobs="auto").runtime["jobs"] == "auto"
+
+
+def test_auto_jobs_fills_the_cores_a_run_leaves():
+    import os
+
+    from ldpsim.simulator.runner import resolve_jobs
+
+    cores = len(os.sched_getaffinity(0))
+    inproc = scenario(jobs="auto").runtime
+    assert resolve_jobs(inproc, 1) == 1  # never more workers than runs
+    assert resolve_jobs(inproc, 1000) == cores  # an inproc run keeps one core busy
+    procs = scenario(jobs="auto", backend="processes", pools=2).runtime
+    assert resolve_jobs(procs, 1000) == max(1, cores // 3)  # a curator and 2 pools per run
+    hosts = scenario(jobs="auto", backend="hosts", token="t").runtime
+    assert resolve_jobs(hosts, 1000) == 1
+    assert resolve_jobs(scenario(jobs=4).runtime, 2) == 2
+    assert resolve_jobs(scenario(jobs=4).runtime, 9) == 4
 
 
 def test_processes_backend_with_jobs_2(tmp_path):
