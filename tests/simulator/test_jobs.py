@@ -223,3 +223,21 @@ def _toml(raw: dict[str, Any]) -> str:
     tables = [f"\n[{k}]\n" + "\n".join(f"{a} = {val(b)}" for a, b in v.items())
               for k, v in raw.items() if isinstance(v, dict)]
     return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
+
+
+def test_workers_get_runs_of_the_data_sets_they_built():
+    """``--jobs`` hands each worker the runs whose data set (hence ground truth) it already
+    built: alternating workers, every data set is built by one worker only; every run is
+    handed out exactly once."""
+    from ldpsim.simulator.runner import _ByData
+
+    specs = scenario(repeats=4).runs()  # 3 runs (protocol, epsilon) per repetition
+    assert [s.repeat for s in specs[:4]] == [0, 1, 2, 3]  # run order: repeats innermost
+    pending = _ByData(specs)
+    got: dict[str, list] = {"a": [], "b": []}
+    for i in range(len(specs)):
+        got["ab"[i % 2]].append(pending.take("ab"[i % 2]))
+    assert pending.take("a") is None
+    assert sorted(s.key for s in got["a"] + got["b"]) == sorted(s.key for s in specs)
+    built = {w: {s.repeat for s in runs} for w, runs in got.items()}
+    assert built["a"].isdisjoint(built["b"]) and built["a"] | built["b"] == {0, 1, 2, 3}
