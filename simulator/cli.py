@@ -169,9 +169,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
         n = len([s for s in scenario.runs() if s.repeat == 0])
         _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
               f"{args.path}) -> {out}")
-        records = audit_scenario(scenario, out, args.trials, target=args.target,
-                                 show_progress=not args.no_progress, echo=_info,
-                                 path=args.path, jobs=args.jobs, until_lower=args.until_lower)
+        if args.dask is not None:  # the settings as tasks on a Dask cluster
+            from ldpsim.simulator.audit_dask import audit_on_dask
+            from ldpsim.simulator.scenario import check_dask_address
+
+            records = audit_on_dask(scenario, out, check_dask_address(args.dask), echo=_info,
+                                    trials=args.trials, target=args.target, path=args.path,
+                                    jobs=args.jobs, until_lower=args.until_lower)
+        else:
+            records = audit_scenario(scenario, out, args.trials, target=args.target,
+                                     show_progress=not args.no_progress, echo=_info,
+                                     path=args.path, jobs=args.jobs,
+                                     until_lower=args.until_lower)
+    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
+        _err(f"error: {e}")
+        return 2
     except (ScenarioError, ParamError, ValueError) as e:
         _err(f"error: {e}")
         return 2
@@ -356,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--until-lower", type=float, metavar="EPS",
                     help="stop a setting once its epsilon lower bound reaches EPS (looks at "
                          "1/8, 1/4, 1/2 and all of --trials; alpha is split over the looks)")
+    au.add_argument("--dask", metavar="ADDRESS",
+                    help="audit the settings as tasks on a Dask cluster: tcp://HOST:PORT, or "
+                         "local / local:N (pip install 'ldpsim[dask]')")
     au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)

@@ -292,3 +292,28 @@ def test_importing_the_cli_does_not_import_dask():
             "sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+# -- ldpsim audit --dask: the settings as tasks
+
+def test_an_audit_on_dask_gives_the_local_records_and_resumes(cluster, tmp_path):
+    from ldpsim.simulator.audit_dask import audit_on_dask
+    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.scenario import find
+
+    scen = load(find("audit_vote"))
+    kw = {"trials": 200, "path": "auto"}
+    local = audit_scenario(scen, tmp_path / "local", show_progress=False, **kw)
+    remote = audit_on_dask(scen, tmp_path / "dask", cluster, echo=lambda *a, **k: None, **kw)
+    assert len(local) == len(remote) == 4
+
+    def timeless(recs):
+        return [{k: v for k, v in json.loads(json.dumps(r, default=str)).items()
+                 if k not in ("seconds", "trials_per_second")} for r in recs]
+
+    assert timeless(remote) == timeless(local)
+    lines = (tmp_path / "dask" / "audit.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    again = audit_on_dask(scen, tmp_path / "dask", cluster, echo=lambda *a, **k: None, **kw)
+    assert (tmp_path / "dask" / "audit.jsonl").read_text().splitlines() == lines
+    assert timeless(again) == timeless(local)
