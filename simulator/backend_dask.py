@@ -1,5 +1,8 @@
 """The ``dask`` backend: one run's pools as long-running tasks on the workers of a Dask cluster.
 
+``backends.DaskBackend`` calls ``connect`` and ``run`` here; this module imports no backend, so
+a worker that unpickles ``pool_task`` imports nothing circular.
+
 The curator stays here (a process of the orchestrator's, as on the processes backend), bound to
 a TCP port of this machine; each of the run's P pools is one task placed on its own worker
 (``workers=`` restriction), running the entry point of ``ldpsim agents`` (``transport.pool_loop``):
@@ -30,8 +33,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
-
-from ldpsim.simulator.backends import Backend
 
 #: seconds a finished run waits for its pool tasks to return (they exit on the curator's
 #: goodbye) before cancelling them
@@ -69,95 +70,75 @@ def advertised_host(scheduler_address: str) -> str:
         return str(s.getsockname()[0])
 
 
-class DaskBackend(Backend):
-    """Pools as tasks on a Dask cluster's workers, the curator here (see the module)."""
+def connect(runtime: dict[str, Any], echo: Callable[..., Any] = print) -> tuple[Any, str]:
+    """The cluster connection of ``runtime["dask_address"]`` and the address of this machine
+    the workers reach the curator at; RunFailed if it has fewer workers than pools."""
+    from ldpsim.simulator.dask_client import DaskConnection
+    from ldpsim.simulator.session import RunFailed
 
-    name = "dask"
-
-    def __init__(self, conn: Any, host: str) -> None:
-        self.conn = conn
-        self.client = conn.client
-        self.host = host
-        #: seconds from submitting the pool tasks to every pool running, per run
-        self.placed_s: list[float] = []
-
-    @classmethod
-    def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> DaskBackend:
-        from ldpsim.simulator.dask_client import DaskConnection
-        from ldpsim.simulator.session import RunFailed
-
-        conn = DaskConnection(runtime["dask_address"])
-        try:
-            workers = sorted(conn.workers())
-            pools = int(runtime["pools"])
-            if len(workers) < pools:
-                raise RunFailed(f"[runtime] pools: got {pools}; allowed: at most the Dask "
-                                f"cluster's {len(workers)} workers with the dask backend (one "
-                                "pool per worker)")
-            host = advertised_host(conn.client.scheduler.address)
-        except BaseException:
-            conn.close()
-            raise
-        echo(f"dask backend: {pools} pools on {len(workers)} workers at "
-             f"{conn.client.scheduler.address}; curator reachable at {host}", file=sys.stderr)
-        return cls(conn, host)
-
-    @classmethod
-    def standalone(cls) -> Backend:
-        raise ValueError("the dask backend needs a cluster: run the scenario (ldpsim run / "
-                         "runner.run_scenario), which connects to [runtime] dask_address")
-
-    @classmethod
-    def busy_cores(cls, runtime: dict[str, Any]) -> int:
-        return 1  # the curator; the pools run on the workers
-
-    def run(self, config: dict[str, Any], limits: Any, record_view: bool,
-            secret: str | None) -> dict[str, Any]:
-        from ldpsim.simulator.seeding import pool_keys
-        from ldpsim.simulator.transport import run_processes
-
-        n_pools = int(config["pools"])
-        workers = self._workers(n_pools)
-        port = free_port()
-        token = secret or secrets.token_hex(16)
-        # with a token the pools derive the keys themselves (as hosts pools do)
-        keys = None if secret else pool_keys(config["seed"], None)
-        tag = uuid.uuid4().hex[:12]
-        futures = [self.client.submit(
-            pool_task, f"tcp://{self.host}:{port}", i, n_pools, token, limits, keys,
-            key=f"ldpsim-pool-{tag}-{i}", workers=[workers[i]], allow_other_workers=False,
-            pure=False) for i in range(n_pools)]
-        try:
-            result = run_processes(config, limits, record_view, endpoint=f"tcp://*:{port}",
-                                   token=token, spawn_pools=False, secret=secret)
-            self.placed_s.append(result["timing"]["pools_ready_s"])
-            return result
-        finally:
-            # the pools exit on the curator's goodbye; one whose worker died (its task waits
-            # for a worker that is gone) is cancelled at once, a live one after POOL_EXIT_S
-            deadline = time.monotonic() + POOL_EXIT_S
-            alive = set(self.conn.workers())
-            while time.monotonic() < deadline and not all(
-                    f.done() or w not in alive for f, w in zip(futures, workers, strict=False)):
-                time.sleep(0.005)
-            self.client.cancel([f for f in futures if not f.done()])
-            for f in futures:
-                f.release()
-
-    def _workers(self, pools: int) -> list[str]:
-        """The workers the run's pools go to, one each: those alive now (a worker that died
-        in an earlier run was restarted, if at all, under a new address)."""
-        from ldpsim.simulator.session import RunFailed
-
-        workers = sorted(self.conn.workers())
+    conn = DaskConnection(runtime["dask_address"])
+    try:
+        workers = sorted(conn.workers())
+        pools = int(runtime["pools"])
         if len(workers) < pools:
-            try:  # a nanny may be restarting one
-                self.client.wait_for_workers(pools, timeout=30)
-            except TimeoutError:
-                raise RunFailed(f"the Dask cluster has {len(self.conn.workers())} workers; "
-                                f"the run's {pools} pools need one each") from None
-            workers = sorted(self.conn.workers())
-        return workers
+            raise RunFailed(f"[runtime] pools: got {pools}; allowed: at most the Dask "
+                            f"cluster's {len(workers)} workers with the dask backend (one "
+                            "pool per worker)")
+        host = advertised_host(conn.client.scheduler.address)
+    except BaseException:
+        conn.close()
+        raise
+    echo(f"dask backend: {pools} pools on {len(workers)} workers at "
+         f"{conn.client.scheduler.address}; curator reachable at {host}", file=sys.stderr)
+    return conn, host
 
-    def close(self) -> None:
-        self.conn.close()
+
+def _workers(conn: Any, pools: int) -> list[str]:
+    """The workers a run's pools go to, one each: those alive now (a worker that died in an
+    earlier run was restarted, if at all, under a new address)."""
+    from ldpsim.simulator.session import RunFailed
+
+    workers = sorted(conn.workers())
+    if len(workers) < pools:
+        try:  # a nanny may be restarting one
+            conn.client.wait_for_workers(pools, timeout=30)
+        except TimeoutError:
+            raise RunFailed(f"the Dask cluster has {len(conn.workers())} workers; the run's "
+                            f"{pools} pools need one each") from None
+        workers = sorted(conn.workers())
+    return workers
+
+
+def run(conn: Any, host: str, config: dict[str, Any], limits: Any, record_view: bool,
+        secret: str | None) -> dict[str, Any]:
+    """One run: the curator here (``transport.run_processes`` without pools of its own),
+    pool i a task on worker i; the curator's result record."""
+    from ldpsim.simulator.seeding import pool_keys
+    from ldpsim.simulator.transport import run_processes
+
+    client = conn.client
+    n_pools = int(config["pools"])
+    workers = _workers(conn, n_pools)
+    port = free_port()
+    token = secret or secrets.token_hex(16)
+    # with a token the pools derive the keys themselves (as hosts pools do)
+    keys = None if secret else pool_keys(config["seed"], None)
+    tag = uuid.uuid4().hex[:12]
+    futures = [client.submit(
+        pool_task, f"tcp://{host}:{port}", i, n_pools, token, limits, keys,
+        key=f"ldpsim-pool-{tag}-{i}", workers=[workers[i]], allow_other_workers=False,
+        pure=False) for i in range(n_pools)]
+    try:
+        return run_processes(config, limits, record_view, endpoint=f"tcp://*:{port}",
+                             token=token, spawn_pools=False, secret=secret)
+    finally:
+        # the pools exit on the curator's goodbye; one whose worker died (its task waits for
+        # a worker that is gone) is cancelled at once, a live one after POOL_EXIT_S
+        deadline = time.monotonic() + POOL_EXIT_S
+        alive = set(conn.workers())
+        while time.monotonic() < deadline and not all(
+                f.done() or w not in alive for f, w in zip(futures, workers, strict=False)):
+            time.sleep(0.005)
+        client.cancel([f for f in futures if not f.done()])
+        for f in futures:
+            f.release()

@@ -136,7 +136,38 @@ class HostsBackend(Backend):
         self.curator.close()
 
 
-from ldpsim.simulator.backend_dask import DaskBackend  # noqa: E402 - it derives from Backend
+class DaskBackend(Backend):
+    """The curator here, each pool a task on its own Dask worker (``simulator.backend_dask``)."""
+
+    name = "dask"
+
+    def __init__(self, conn: Any, host: str) -> None:
+        self.conn = conn
+        self.host = host
+
+    @classmethod
+    def build(cls, runtime, echo=print):
+        from ldpsim.simulator import backend_dask
+
+        return cls(*backend_dask.connect(runtime, echo))
+
+    @classmethod
+    def standalone(cls):
+        raise ValueError("the dask backend needs a cluster: run the scenario (ldpsim run / "
+                         "runner.run_scenario), which connects to [runtime] dask_address")
+
+    def run(self, config, limits, record_view, secret):
+        from ldpsim.simulator import backend_dask
+
+        return backend_dask.run(self.conn, self.host, config, limits, record_view, secret)
+
+    @classmethod
+    def busy_cores(cls, runtime):
+        return 1  # the curator; the pools run on the workers
+
+    def close(self) -> None:
+        self.conn.close()
+
 
 #: every backend by name (``[runtime] backend``)
 BACKENDS: dict[str, type[Backend]] = {b.name: b for b in

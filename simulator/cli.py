@@ -413,6 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--peer-users", type=int, default=None, metavar="M",
                    help="users each peer is timed on, its time scaled linearly to N (default "
                         "100000; --quick: 200)")
+    b.add_argument("--sweeps", type=int, default=None, metavar="N",
+                   help="the same sweep of N small inproc runs (and N/5 at n = 100000) with "
+                        "--jobs 1, --jobs 2 and on a 2-worker Dask LocalCluster, as speed-ups "
+                        "(0: skip; default 200; --quick: 12)")
+    b.add_argument("--dask-agents", type=int, default=None, metavar="N",
+                   help="the dask backend (2 pools on 2 workers) against the processes backend "
+                        "at N agents (0: skip; default 1000000; --quick: 20000)")
+    b.add_argument("--engines-only", action="store_true",
+                   help="only the --sweeps and --dask-agents tables")
     b.set_defaults(func=cmd_bench)
     for p in sub.choices.values():
         p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")

@@ -1,13 +1,17 @@
 """A sweep on a Dask cluster (``[runtime] engine = "dask"``, ``ldpsim run --dask ADDRESS``).
 
-Every run of the sweep is one task (``run_task``: a ``RunSpec`` in, its record out), executed by
-the function a ``--jobs`` worker runs (``runner._execute``) on a backend each worker process
-builds once; the records are therefore those of a serial sweep, bit for bit. The orchestrator
+Each task runs a few runs of the sweep (``run_task``; each run is ``run_one``: a ``RunSpec`` in,
+its record out), executed by the function a ``--jobs`` worker runs (``runner._execute``) on a
+backend each worker process builds once; the records are therefore those of a serial sweep, bit
+for bit. Runs that share a data set go to one task, whose worker then builds it and computes its
+ground truth once; small runs go several to a task, as a task costs the scheduler a few ms
+(``batches``). The orchestrator
 keeps a window of tasks in flight and writes each record as it arrives (``DaskSweep.results``),
 so an interrupted sweep resumes like a local one.
 
-Failures: a task whose run fails returns why (a run failure is not retried: it would fail
-again). A worker lost mid-run makes the scheduler run the task once more on another worker; a
+Failures: a run that fails returns why (a run failure is not retried: it would fail again; the
+other runs of its task go on). A worker lost mid-task makes the scheduler run the task once more
+on another worker; a
 second loss fails it (``KilledWorker``; a LocalCluster started here allows one loss, a running
 scheduler its own ``distributed.scheduler.allowed-failures``). Unlike a local sweep, a failed
 run does not stop the others: the sweep runs to its end, every failed run is appended to
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 import traceback
@@ -35,7 +40,9 @@ from ldpsim.simulator.scenario import RunSpec
 from ldpsim.simulator.session import RunFailed
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
-WINDOW_PER_THREAD = 4
+WINDOW_PER_THREAD = 2
+#: tasks per worker thread a sweep is cut into (``batches``)
+TASKS_PER_THREAD = 8
 FAILED_FILE = "failed.jsonl"
 
 #: per worker process: the backend and truth cache of each runtime it served
@@ -64,8 +71,8 @@ def _state(runtime: dict[str, Any]) -> tuple[Any, Any]:
     return _WORKER_STATE[sig]
 
 
-def run_task(spec: RunSpec, runtime: dict[str, Any], view_dir: Path,
-             per_round: bool) -> tuple[str, Any]:
+def run_one(spec: RunSpec, runtime: dict[str, Any], view_dir: Path,
+            per_round: bool) -> tuple[str, Any]:
     """One run on a worker: ("ok", record), ("failed", message) or ("error", traceback), the
     answers of a ``--jobs`` worker, each failure naming the worker."""
     from ldpsim.simulator.runner import _execute
@@ -78,6 +85,36 @@ def run_task(spec: RunSpec, runtime: dict[str, Any], view_dir: Path,
     except Exception:
         return "error", (f"run {spec.key} failed on worker {_worker_address()}:\n"
                          f"{traceback.format_exc()}")
+
+
+def run_task(specs: list[RunSpec], runtime: dict[str, Any], view_dir: Path,
+             per_round: bool) -> list[tuple[str, Any]]:
+    """A task: its runs one after another on this worker (``run_one`` each, in order)."""
+    return [run_one(spec, runtime, view_dir, per_round) for spec in specs]
+
+
+def batches(specs: list[RunSpec], threads: int) -> list[list[RunSpec]]:
+    """The runs as tasks: runs that share a data set together (the worker builds it, and
+    computes its ground truth, once), about ``TASKS_PER_THREAD`` tasks per worker thread (a
+    task costs the scheduler a few ms: tiny runs go several to a task), no task larger than
+    that share, so the cluster stays busy to the end."""
+    size = max(1, math.ceil(len(specs) / (max(1, threads) * TASKS_PER_THREAD)))
+    groups: dict[str, list[RunSpec]] = {}
+    for s in specs:
+        groups.setdefault(json.dumps([s.data, s.seed], sort_keys=True, default=str),
+                          []).append(s)
+    out: list[list[RunSpec]] = []
+    batch: list[RunSpec] = []
+    for group in groups.values():
+        for i in range(0, len(group), size):
+            chunk = group[i:i + size]
+            if batch and len(batch) + len(chunk) > size:  # a data set is not split needlessly
+                out.append(batch)
+                batch = []
+            batch.extend(chunk)
+    if batch:
+        out.append(batch)
+    return out
 
 
 def _readable(path: str) -> str:
@@ -157,37 +194,40 @@ class DaskSweep:
         from distributed import as_completed
 
         self.check_data(specs)
-        window = max(8, WINDOW_PER_THREAD * self.conn.threads())
-        pending = iter(specs)
-        by_key: dict[str, RunSpec] = {}
-        def submit(spec: RunSpec) -> Any:
+        threads = self.conn.threads()
+        pending = iter(batches(specs, threads))
+        by_key: dict[str, list[RunSpec]] = {}
+
+        def submit(batch: list[RunSpec]) -> Any:
             fut = self.client.submit(
-                run_task, spec, self.runtime,
-                self.view_dir, self.per_round, key=f"ldpsim-run-{spec.key}-{self._tag}",
-                pure=False, retries=1)
-            by_key[fut.key] = spec
+                run_task, batch, self.runtime, self.view_dir, self.per_round,
+                key=f"ldpsim-runs-{batch[0].key}-{len(batch)}-{self._tag}", pure=False,
+                retries=1)
+            by_key[fut.key] = batch
             self._futures.append(fut)
             return fut
 
-        first = [submit(s) for _, s in zip(range(window), pending, strict=False)]
+        first = [submit(b) for _, b in zip(range(WINDOW_PER_THREAD * threads), pending,
+                                           strict=False)]
         failed: list[tuple[RunSpec, str]] = []
         done = as_completed(first, loop=self.client.loop)
         for fut in done:
-            spec = by_key.pop(fut.key)
+            batch = by_key.pop(fut.key)
             try:
-                status, payload = fut.result()
+                answers = fut.result()
             except Exception as e:  # KilledWorker (lost twice), a cancelled task, ...
-                status, payload = "failed", f"run {spec.key}: {type(e).__name__}: {e}"
+                answers = [("failed", f"run {s.key}: {type(e).__name__}: {e}") for s in batch]
             fut.release()
             self._futures.remove(fut)
             nxt = next(pending, None)
             if nxt is not None:
                 done.add(submit(nxt))
-            if status == "ok":
-                yield spec, payload
-            else:
-                failed.append((spec, payload))
-                self._record_failure(spec, payload)
+            for spec, (status, payload) in zip(batch, answers, strict=True):
+                if status == "ok":
+                    yield spec, payload
+                else:
+                    failed.append((spec, payload))
+                    self._record_failure(spec, payload)
         if failed:
             lines = "\n".join(f"  {msg.splitlines()[0] if msg else s.key}" for s, msg in failed)
             raise RunFailed(f"{len(failed)} of {len(specs)} runs failed on the Dask cluster "

@@ -96,24 +96,25 @@ def _kill_target(view_dir: Path, name: str) -> str | None:
     return path.read_text().strip() if path.is_file() else None
 
 
-def kill_once_task(spec, runtime, view_dir, per_round):
+def kill_once_task(specs, runtime, view_dir, per_round):
     """``run_task``, but the worker process running the run named in OUT/kill-once dies the
     first time it starts it (SIGKILL: no clean-up, as a machine lost mid-run)."""
-    if spec.key == _kill_target(view_dir, "kill-once"):
-        marker = view_dir.parent / f"killed-{spec.key}"
+    victim = _kill_target(view_dir, "kill-once")
+    if victim in {s.key for s in specs}:
+        marker = view_dir.parent / f"killed-{victim}"
         if not marker.exists():
             marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
-    return engine_dask.run_task(spec, runtime, view_dir, per_round)  # a worker's: the real one
+    return engine_dask.run_task(specs, runtime, view_dir, per_round)  # the worker's: real
 
 
-def kill_always_task(spec, runtime, view_dir, per_round):
+def kill_always_task(specs, runtime, view_dir, per_round):
     """The worker running the run named in OUT/kill-always dies every time."""
-    if spec.key == _kill_target(view_dir, "kill-always"):
+    if _kill_target(view_dir, "kill-always") in {s.key for s in specs}:
         with open(view_dir.parent / "kills", "a") as f:
             f.write(f"{os.getpid()}\n")
         os.kill(os.getpid(), signal.SIGKILL)
-    return engine_dask.run_task(spec, runtime, view_dir, per_round)
+    return engine_dask.run_task(specs, runtime, view_dir, per_round)
 
 
 @pytest.fixture
@@ -147,17 +148,34 @@ def test_a_run_whose_worker_dies_twice_is_recorded_failed_and_redone_later(
     out.mkdir()
     (out / "kill-always").write_text(victim)
     task_hook(kill_always_task)
-    with pytest.raises(RunFailed, match=r"1 of 9 runs failed on the Dask cluster"):
+    lost = next(b for b in engine_dask.batches(s.runs(), 2) if victim in {x.key for x in b})
+    assert 1 <= len(lost) < 9  # its task's runs fail with it, the others do not
+    with pytest.raises(RunFailed, match=rf"{len(lost)} of 9 runs failed on the Dask cluster"):
         run_scenario(s, out, show_progress=False)
     kills = (out / "kills").read_text().split()
     assert len(kills) == 2 and kills[0] != kills[1]  # two worker processes died running it
     lines = _lines(out)
-    assert len(lines) == 8 and victim not in {r["key"] for r in lines}
+    assert len(lines) == 9 - len(lost) and victim not in {r["key"] for r in lines}
     failed = [json.loads(x) for x in (out / "failed.jsonl").read_text().splitlines()]
-    assert [f["key"] for f in failed] == [victim] and "KilledWorker" in failed[0]["error"]
+    assert sorted(f["key"] for f in failed) == sorted(x.key for x in lost)
+    assert all("KilledWorker" in f["error"] for f in failed)
     (out / "kill-always").unlink()
     records, _ = run_scenario(s, out, show_progress=False)  # resumes: the failed run alone
     assert len(_lines(out)) == 9 and len(records) == 9
+
+
+def test_tasks_group_runs_by_data_set_and_cover_every_run_once():
+    specs = scenario(repeats=20).runs()  # 60 runs, 3 per data set (repetition)
+    tasks = engine_dask.batches(specs, threads=2)  # about 16 tasks of 4 runs
+    assert sorted(s.key for b in tasks for s in b) == sorted(s.key for s in specs)
+    assert 12 <= len(tasks) <= 20 and max(len(b) for b in tasks) <= 4
+    builders = {}
+    for i, b in enumerate(tasks):
+        for s in b:
+            builders.setdefault(s.repeat, set()).add(i)
+    assert sum(len(v) for v in builders.values()) <= 30  # most data sets built once
+    one_each = engine_dask.batches(specs[:5], threads=64)
+    assert [len(b) for b in one_each] == [1] * 5  # few runs, many threads: a task each
 
 
 def test_a_data_file_a_worker_cannot_read_is_named_with_the_workers(cluster, tmp_path):
