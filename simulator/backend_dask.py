@@ -43,8 +43,10 @@ def pool_task(endpoint: str, index: int, n_pools: int, token: str, limits: Any,
               keys: Any = None) -> int:
     """On a worker: serve as pool ``index`` of ``n_pools`` until the curator closes; the exit
     code of ``transport.pool_loop`` (0: clean)."""
+    from ldpsim.simulator.dask_client import tune_worker_malloc
     from ldpsim.simulator.transport import pool_loop
 
+    tune_worker_malloc()
     return pool_loop(endpoint, index, n_pools, token, limits, keys=keys,
                      echo=lambda *a, **k: print(*a, file=sys.stderr))
 

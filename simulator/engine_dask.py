@@ -64,6 +64,10 @@ def _state(runtime: dict[str, Any]) -> tuple[Any, Any]:
     from ldpsim.simulator.runner import TruthCache
 
     sig = json.dumps(runtime, sort_keys=True, default=str)
+    if not _WORKER_STATE:  # this worker's first run
+        from ldpsim.simulator.dask_client import tune_worker_malloc
+
+        tune_worker_malloc()
     if sig not in _WORKER_STATE:
         # no truth beside the run: the worker's other threads (or workers) hold the cores
         _WORKER_STATE[sig] = (get_backend(runtime["backend"]).build(runtime, lambda *a, **k: None),
