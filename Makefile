@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,dask]'
 	touch $(STAMP)
 
 # the benchmark's peers (pyproject's "bench" extra), for ``make bench`` only

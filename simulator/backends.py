@@ -11,6 +11,8 @@ secret): the inproc backend is the fast path, the others the real processes and 
 * ``processes``: one curator process and P pool processes on this machine, over ZeroMQ.
 * ``hosts``: a long-lived curator bound to a public endpoint; pools started by hand with
   ``ldpsim agents --connect ...`` on any machine take part in every run until it closes.
+* ``dask``: a curator process here, each pool a long-running task on its own worker of a Dask
+  cluster, connecting back over TCP (``simulator.backend_dask``; the ``dask`` extra).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class Backend(ABC):
 
     #: the name ``[runtime] backend`` gives
     name: str = ""
+    #: whether runs of a sweep may execute at once, each on a backend of its own (``jobs``;
+    #: not the hosts backend, whose hand-started pools serve one curator)
+    parallel_runs: bool = True
 
     @classmethod
     def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> Backend:
@@ -45,7 +50,8 @@ class Backend(ABC):
         record; ``secret`` is the hosts token (None elsewhere): with it every backend gives
         the same output."""
 
-    def busy_cores(self, runtime: dict[str, Any]) -> int:
+    @classmethod
+    def busy_cores(cls, runtime: dict[str, Any]) -> int:
         """How many of this machine's cores a run keeps busy (the orchestrator computes a large
         data set's ground truth beside a run only where a core is left for it)."""
         return 1
@@ -82,7 +88,8 @@ class ProcessesBackend(Backend):
 
         return run_processes(config, limits, record_view, secret=secret)
 
-    def busy_cores(self, runtime):
+    @classmethod
+    def busy_cores(cls, runtime):
         return int(runtime["pools"]) + 1  # the pools and the curator
 
 
@@ -90,6 +97,7 @@ class HostsBackend(Backend):
     """A curator bound to ``[runtime] endpoint`` serving runs to pools started by hand."""
 
     name = "hosts"
+    parallel_runs = False
 
     def __init__(self, curator: Any, token: str) -> None:
         self.curator = curator
@@ -120,16 +128,51 @@ class HostsBackend(Backend):
     def run(self, config, limits, record_view, secret):
         return self.curator.run(config, self.token, record_view)
 
-    def busy_cores(self, runtime):
+    @classmethod
+    def busy_cores(cls, runtime):
         return int(runtime["pools"]) + 1  # the curator, and the pools may run here too
 
     def close(self) -> None:
         self.curator.close()
 
 
+class DaskBackend(Backend):
+    """The curator here, each pool a task on its own Dask worker (``simulator.backend_dask``)."""
+
+    name = "dask"
+
+    def __init__(self, conn: Any, host: str) -> None:
+        self.conn = conn
+        self.host = host
+
+    @classmethod
+    def build(cls, runtime, echo=print):
+        from ldpsim.simulator import backend_dask
+
+        return cls(*backend_dask.connect(runtime, echo))
+
+    @classmethod
+    def standalone(cls):
+        raise ValueError("the dask backend needs a cluster: run the scenario (ldpsim run / "
+                         "runner.run_scenario), which connects to [runtime] dask_address")
+
+    def run(self, config, limits, record_view, secret):
+        from ldpsim.simulator import backend_dask
+
+        return backend_dask.run(self.conn, self.host, config, limits, record_view, secret)
+
+    @classmethod
+    def busy_cores(cls, runtime):
+        return 1  # the curator; the pools run on the workers
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 #: every backend by name (``[runtime] backend``)
 BACKENDS: dict[str, type[Backend]] = {b.name: b for b in
-                                      (InprocBackend, ProcessesBackend, HostsBackend)}
+                                      (InprocBackend, ProcessesBackend, HostsBackend,
+                                       DaskBackend)}
 
 
 def get_backend(name: str) -> type[Backend]:

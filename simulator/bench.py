@@ -18,7 +18,9 @@ cores × wall s is CPU-bound: it cannot finish in less than CPU s / cores.
 Then, each in its own module: every local protocol's rounds against its own kernel
 (``bench_kernels``, ``--kernels N``), ldpsim's frequency oracles against two Python LDP
 libraries on equal work (``bench_peers``, ``--peers N``) and the privacy audit
-(``bench_audit``, ``--audit-trials N``).
+(``bench_audit``, ``--audit-trials N``), and where runs execute: ``--jobs`` and Dask sweeps, and
+the dask backend against the processes backend (``bench_dask``, ``--sweeps N``,
+``--dask-agents N``).
 """
 
 from __future__ import annotations
@@ -233,6 +235,8 @@ def main(args: Any) -> int:
     # before any child starts: the pools, the curator's fork server and each scenario's
     # ``ldpsim run`` inherit the setting (``simulator.alloc``)
     request_tuning()
+    if getattr(args, "engines_only", False):
+        return _engines(args)
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
     batch = 4096
@@ -304,6 +308,17 @@ def main(args: Any) -> int:
     trials = 100 if args.quick else getattr(args, "audit_trials", 0)
     if trials:
         bench_audit.main(trials, full_trials=min(trials, 2000))
+    return _engines(args)
+
+
+def _engines(args: Any) -> int:
+    """Where runs execute: --jobs and Dask sweeps, the dask backend (``bench_dask``)."""
+    runs = _size(args, "sweeps", 12, 200)
+    agents = _size(args, "dask_agents", 20_000, 10**6)
+    if runs or agents:
+        from ldpsim.simulator import bench_dask
+
+        bench_dask.main(runs, agents)
     return 0
 
 

@@ -87,10 +87,12 @@ def _load(args: argparse.Namespace):
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
                      ("seed", "seed"), ("bind", "runtime.endpoint"),
                      ("token", "runtime.token"), ("curve", "runtime.curve"),
-                     ("run_jobs", "runtime.jobs")):
+                     ("run_jobs", "runtime.jobs"), ("dask", "runtime.dask_address")):
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
+    if getattr(args, "dask", None) is not None and getattr(args, "backend", None) != "dask":
+        overrides.append("runtime.engine='dask'")  # --dask: the sweep's runs on the cluster
     return sc.load(sc.find(args.scenario), overrides)
 
 
@@ -106,13 +108,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
-        jobs = scenario.runtime["jobs"]
-        _info(f"scenario {scenario.name}: {n_runs} runs, backend {scenario.runtime['backend']}, "
-              f"{scenario.runtime['pools']} pools" + (f", {jobs} jobs" if jobs > 1 else "")
-              + f" -> {out}")
+        rt = scenario.runtime
+        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["engine"] == "dask"
+                 else f", {rt['jobs']} jobs" if rt["jobs"] not in (1, "auto")
+                 else ", jobs auto" if rt["jobs"] == "auto" else "")
+        _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
+              f"{rt['pools']} pools{where} -> {out}")
         records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
                                         echo=_info, include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
+        _err(f"error: {e}")
+        return 2
+    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -162,10 +169,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
         n = len([s for s in scenario.runs() if s.repeat == 0])
         _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
               f"{args.path}) -> {out}")
-        records = audit_scenario(scenario, out, args.trials, target=args.target,
-                                 show_progress=not args.no_progress, echo=_info,
-                                 path=args.path, jobs=args.jobs, until_lower=args.until_lower,
-                                 coins=args.coins)
+        if args.dask is not None:  # the settings as tasks on a Dask cluster
+            from ldpsim.simulator.audit_dask import audit_on_dask
+            from ldpsim.simulator.scenario import check_dask_address
+
+            records = audit_on_dask(scenario, out, check_dask_address(args.dask), echo=_info,
+                                    trials=args.trials, target=args.target, path=args.path,
+                                    jobs=args.jobs, until_lower=args.until_lower,
+                                    coins=args.coins)
+        else:
+            records = audit_scenario(scenario, out, args.trials, target=args.target,
+                                     show_progress=not args.no_progress, echo=_info,
+                                     path=args.path, jobs=args.jobs,
+                                     until_lower=args.until_lower, coins=args.coins)
+    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
+        _err(f"error: {e}")
+        return 2
     except (ScenarioError, ParamError, ValueError) as e:
         _err(f"error: {e}")
         return 2
@@ -184,16 +203,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.identity import stored_plot
+    from ldpsim.simulator.identity import stored_order, stored_plot
     from ldpsim.simulator.plots import plot
     from ldpsim.simulator.results import RESULTS_FILE, ResultStore, usable, write_summary
-    from ldpsim.simulator.runner import print_summary
+    from ldpsim.simulator.runner import in_run_order, print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
         _err(f"no results in {args.out}: not a results directory (no {RESULTS_FILE})")
         return 1
     store = ResultStore(args.out)
-    records = store.records()
+    # in the sweep's run order, as ``ldpsim run`` writes the summary (not arrival order)
+    records = in_run_order(store.records(), stored_order(args.out))
     if not records:
         _err(f"no results in {args.out}")
         return 1
@@ -303,9 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
     run_opts(r)
     r.add_argument("--backend", choices=tuple(BACKENDS))
     r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
-    r.add_argument("--jobs", type=int, dest="run_jobs", metavar="N",
+    r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
                    help="runs executed at once, each in a worker process (runtime.jobs; "
-                        "default 1; not with the hosts backend)")
+                        "default auto: as many as the cores hold; 1 with the hosts backend)")
+    r.add_argument("--dask", metavar="ADDRESS",
+                   help="run the sweep's runs as tasks on a Dask cluster: tcp://HOST:PORT, or "
+                        "local / local:N for a LocalCluster of N workers here (runtime.engine "
+                        "= 'dask', runtime.dask_address; with --backend dask: the cluster the "
+                        "pools run on). Needs pip install 'ldpsim[dask]'")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
@@ -349,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--until-lower", type=float, metavar="EPS",
                     help="stop a setting once its epsilon lower bound reaches EPS (looks at "
                          "1/8, 1/4, 1/2 and all of --trials; alpha is split over the looks)")
+    au.add_argument("--dask", metavar="ADDRESS",
+                    help="audit the settings as tasks on a Dask cluster: tcp://HOST:PORT, or "
+                         "local / local:N (pip install 'ldpsim[dask]')")
     au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)
@@ -391,12 +419,33 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--peer-users", type=int, default=None, metavar="M",
                    help="users each peer is timed on, its time scaled linearly to N (default "
                         "100000; --quick: 200)")
+    b.add_argument("--sweeps", type=int, default=None, metavar="N",
+                   help="the same sweep of N small inproc runs (and N/5 at n = 100000) with "
+                        "--jobs 1, --jobs 2 and on a 2-worker Dask LocalCluster, as speed-ups "
+                        "(0: skip; default 200; --quick: 12)")
+    b.add_argument("--dask-agents", type=int, default=None, metavar="N",
+                   help="the dask backend (2 pools on 2 workers) against the processes backend "
+                        "at N agents (0: skip; default 1000000; --quick: 20000)")
+    b.add_argument("--engines-only", action="store_true",
+                   help="only the --sweeps and --dask-agents tables")
     b.set_defaults(func=cmd_bench)
     for p in sub.choices.values():
         p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")
         p.add_argument("-q", "--quiet", action="store_true",
                        help="only warnings and errors on stderr")
     return ap
+
+
+def _jobs(text: str) -> int | str:
+    """argparse type of ``run --jobs``: "auto" or an integer (range checked with the
+    scenario, as ``[runtime] jobs``)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1"
+                                         ) from None
 
 
 def _sizes(text: str) -> str:

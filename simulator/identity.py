@@ -80,9 +80,12 @@ def differences(stored: dict[str, list[Any]], current: dict[str, list[Any]]) -> 
     return out
 
 
-def check(out_dir: str | Path, scenario: Any, has_records: bool) -> None:
+def check(out_dir: str | Path, scenario: Any, has_records: bool,
+          order: list[str] | None = None) -> None:
     """Refuse (FingerprintMismatch) to add ``scenario``'s runs to ``out_dir`` when its stored
-    fingerprint disagrees; otherwise store the union of both fingerprints (atomically)."""
+    fingerprint disagrees; otherwise store the union of both fingerprints (atomically), and
+    the sweep's run order (``order``: run keys, after those stored earlier) for ``ldpsim
+    summary``."""
     path = Path(out_dir) / FINGERPRINT_FILE
     current = fingerprint(scenario)
     stored: dict[str, list[Any]] = {}
@@ -104,12 +107,29 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool) -> None:
         have = merged.setdefault(k, [])
         have.extend(v for v in vals if v not in have)
     stored_doc: dict[str, Any] = {"fingerprint": merged}
+    if order is not None:
+        before = _stored_order(path) if has_records else []
+        known = set(before)
+        stored_doc["order"] = before + [k for k in order if k not in known]
     plot = getattr(scenario, "plot", None)
     if plot is not None:  # what `ldpsim summary DIR --plots` redraws
         stored_doc["plot"] = plot.as_table()
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(stored_doc, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def _stored_order(path: Path) -> list[str]:
+    try:
+        order = json.loads(path.read_text())["order"]
+        return [k for k in order if isinstance(k, str)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def stored_order(out_dir: str | Path) -> list[str]:
+    """The run keys of the sweeps written to ``out_dir``, in run order (empty: none stored)."""
+    return _stored_order(Path(out_dir) / FINGERPRINT_FILE)
 
 
 def stored_plot(out_dir: str | Path) -> Any:

@@ -29,8 +29,15 @@ class RuntimeDefaults:
     max_frame_bytes: int = 64 << 20
     max_envelope_bytes: int = 1 << 20
     progress: bool = True
-    #: runs of a sweep executed at once, each in a worker process of its own
-    jobs: int = 1
+    #: runs of a sweep executed at once, each in a worker process of its own; "auto": as
+    #: many as the machine's cores hold (``runner.auto_jobs``)
+    jobs: int | str = "auto"
+    #: where a sweep's runs execute: "local" (this machine, ``jobs`` at once) or "dask" (one
+    #: task per run on a Dask cluster, ``simulator.engine_dask``)
+    engine: str = "local"
+    #: the Dask scheduler of ``engine = "dask"`` and of ``backend = "dask"``: "tcp://HOST:PORT",
+    #: or "local" / "local:N" (a LocalCluster of N worker processes here; "" = "local")
+    dask_address: str = ""
     #: whether the pools build their agents' data before they register (then no round's wall
     #: time holds data generation; by default it overlaps the curator's set-up and round 0)
     data_first: bool = False

@@ -245,19 +245,24 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     check_runs(specs)  # every error before any process starts
     store = ResultStore(out_dir)
     done = store.done_keys()
-    identity.check(out_dir, scenario, has_records=bool(store.records()))
+    identity.check(out_dir, scenario, has_records=bool(store.records()),
+                   order=[s.key for s in specs])
     todo = [s for s in specs if s.key not in done]
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
-    jobs = min(scenario.runtime["jobs"], len(todo))
+    jobs = resolve_jobs(scenario.runtime, len(todo))
     truth = TruthCache()
     backend = None
-    workers: _Workers | None = None
+    workers: Any = None  # _Workers, or engine_dask.DaskSweep
     view_dir = Path(out_dir) / "views"
     per_round = scenario.output["per_round"]
     try:
-        if jobs > 1:  # forked before the progress bar exists (it may run a thread)
+        if scenario.runtime["engine"] != "local" and todo:  # the one other engine: Dask
+            from ldpsim.simulator.engine_dask import DaskSweep
+
+            workers = DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo)
+        elif jobs > 1:  # forked before the progress bar exists (it may run a thread)
             workers = _Workers(jobs, scenario.runtime, view_dir, per_round)
         elif todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
             backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
@@ -297,11 +302,30 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     return records, summary
 
 
-def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec]) -> list[dict[str, Any]]:
-    """``records`` in the order of ``specs`` (the order a serial run writes them); records of
-    other runs (an earlier, wider sweep in the same directory) first, in their stored order."""
-    index = {s.key: i for i, s in enumerate(specs)}
+def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]
+                 ) -> list[dict[str, Any]]:
+    """``records`` in the order of ``specs`` (or of their keys: the order a serial run writes
+    them); records of other runs (an earlier, wider sweep in the same directory) first, in
+    their stored order."""
+    index = {(s if isinstance(s, str) else s.key): i for i, s in enumerate(specs)}
     return sorted(records, key=lambda r: index.get(r.get("key"), -1))
+
+
+def auto_jobs(runtime: dict[str, Any], runs: int) -> int:
+    """``jobs = "auto"``: as many runs at once as this machine's cores hold, each run taking
+    the cores its backend keeps busy (1 inproc, P + 1 on the processes backend), at most
+    ``runs`` and at least 1 (so 1 on a 1-core machine, and always 1 with the hosts backend)."""
+    backend = get_backend(runtime["backend"])
+    if not backend.parallel_runs:
+        return 1
+    busy = max(1, backend.busy_cores(runtime))
+    return max(1, min(_cores() // busy, runs))
+
+
+def resolve_jobs(runtime: dict[str, Any], runs: int) -> int:
+    """The worker processes a local sweep of ``runs`` runs uses (``[runtime] jobs``)."""
+    jobs = runtime["jobs"]
+    return auto_jobs(runtime, runs) if jobs == "auto" else min(int(jobs), max(runs, 1))
 
 
 def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
@@ -357,6 +381,42 @@ def _forget_forkserver() -> None:
     fs._forkserver_address = fs._forkserver_alive_fd = fs._forkserver_pid = None
 
 
+class _ByData:
+    """The runs still to hand out, each worker given runs of the data sets it has built.
+
+    Runs that share a data set (the protocols and parameter points of one repetition) share
+    its ground truth, which a worker's ``TruthCache`` computes once; handed out in run order,
+    two workers would each compute most truths (at n = 10^5 a truth costs about as much as an
+    inproc run). ``take`` prefers, among the next ``LOOKAHEAD`` runs, one whose data set the
+    worker has built, then one no other worker has, then the next in order. Only the order
+    in which runs start changes: records, and the summary (in run order), do not.
+    """
+
+    LOOKAHEAD = 64
+
+    def __init__(self, specs: list[RunSpec]) -> None:
+        self.specs = specs
+        self.sigs = [json.dumps([s.data, s.seed], sort_keys=True, default=str) for s in specs]
+        self.taken = [False] * len(specs)
+        self.head = 0  # every run before it is taken
+        self.owner: dict[str, Any] = {}  # data set -> the worker that built it first
+
+    def take(self, worker: Any) -> RunSpec | None:
+        """The next run for ``worker`` (None: all taken)."""
+        while self.head < len(self.specs) and self.taken[self.head]:
+            self.head += 1
+        if self.head == len(self.specs):
+            return None
+        window = [i for i in range(self.head, min(len(self.specs), self.head + self.LOOKAHEAD))
+                  if not self.taken[i]]
+        owner = self.owner
+        pick = next((i for i in window if owner.get(self.sigs[i]) is worker),
+                    next((i for i in window if self.sigs[i] not in owner), self.head))
+        self.taken[pick] = True
+        owner.setdefault(self.sigs[pick], worker)
+        return self.specs[pick]
+
+
 class _Workers:
     """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
 
@@ -390,10 +450,10 @@ class _Workers:
 
         from ldpsim.simulator.session import RunFailed
 
-        pending = iter(specs)
+        pending = _ByData(specs)
         busy: dict[Any, RunSpec] = {}
         for conn in self.conns:
-            spec = next(pending, None)
+            spec = pending.take(conn)
             if spec is None:
                 break
             conn.send(spec)
@@ -412,7 +472,7 @@ class _Workers:
                     raise RunFailed(payload)
                 if status == "error":
                     raise RunFailed(f"run {spec.key} failed in a worker process:\n{payload}")
-                nxt = next(pending, None)
+                nxt = pending.take(conn)
                 if nxt is not None:
                     conn.send(nxt)
                     busy[conn] = nxt

@@ -45,6 +45,8 @@ MAX_FRAME_BYTES = 1 << 31
 MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
+#: ``[runtime] engine``: where a sweep's runs execute
+ENGINES = ("local", "dask")
 
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
             "runtime", "collusion", "output", "plot"}
@@ -66,8 +68,13 @@ RUNTIME = {
     "max_envelope_bytes": ParamSpec("max_envelope_bytes", "int", DEFAULTS.max_envelope_bytes,
                                     low=64, high=MAX_ENVELOPE_BYTES),
     "progress": ParamSpec("progress", "bool", DEFAULTS.progress),
-    "jobs": ParamSpec("jobs", "int", DEFAULTS.jobs, low=1, high=MAX_JOBS,
-                      help="runs executed at once, each in a worker process (not hosts)"),
+    "jobs": ParamSpec("jobs", "int_or_auto", DEFAULTS.jobs, low=1, high=MAX_JOBS,
+                      help="runs executed at once, each in a worker process (not hosts); "
+                           "auto: as many as the cores hold"),
+    "engine": ParamSpec("engine", "str", DEFAULTS.engine, choices=ENGINES,
+                        help="where the sweep's runs execute: this machine or a Dask cluster"),
+    "dask_address": ParamSpec("dask_address", "str", DEFAULTS.dask_address,
+                              help='Dask scheduler: "tcp://HOST:PORT", "local" or "local:N"'),
     "data_first": ParamSpec("data_first", "bool", DEFAULTS.data_first,
                             help="pools build their agents' data before registering, so no "
                                  "round's wall time holds data generation"),
@@ -486,6 +493,19 @@ def _params(raw: dict[str, Any], protos: list[str] | None, narrowed: frozenset[s
     return params
 
 
+def check_dask_address(address: str) -> str:
+    """``address`` if it is a valid ``[runtime] dask_address``, else ScenarioError naming the
+    key and the allowed forms."""
+    import re
+
+    if address == "" or re.fullmatch(r"local(:[1-9][0-9]{0,3})?", address) or re.fullmatch(
+            r"(tcp|tls|ucx|inproc)://[^\s/]+(:[0-9]{1,5})?/?", address):
+        return address
+    raise ScenarioError(f"[runtime] dask_address: got {address!r}; allowed: \"tcp://HOST:PORT\" "
+                        "(a running Dask scheduler), \"local\" or \"local:N\" (a LocalCluster of "
+                        "N worker processes on this machine), or \"\" (local)")
+
+
 def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
     rt_raw = dict(_table(raw, "runtime"))
     faults = rt_raw.pop("faults", [])
@@ -500,10 +520,19 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
             "(challenge-response, never sent) and is the secret their agents' data and coins "
             "derive from, which the curator never holds; allowed: a non-empty string, given to "
             "every `ldpsim agents` as well")
-    if runtime["backend"] == "hosts" and runtime["jobs"] > 1:
+    if runtime["backend"] == "hosts" and runtime["jobs"] not in (1, "auto"):
         raise ScenarioError(
-            f"[runtime] jobs: got {runtime['jobs']}; allowed: 1 with the hosts backend (its "
-            "pools serve one run at a time)")
+            f"[runtime] jobs: got {runtime['jobs']}; allowed: 1 or \"auto\" with the hosts "
+            "backend (its pools serve one run at a time)")
+    if runtime["engine"] == "dask" and runtime["backend"] == "hosts":
+        raise ScenarioError(
+            "[runtime] engine: got 'dask'; allowed: 'local' with the hosts backend (its pools "
+            "serve one curator, in this process)")
+    if runtime["engine"] == "dask" and runtime["backend"] == "dask":
+        raise ScenarioError(
+            "[runtime] engine: got 'dask' with backend 'dask'; allowed: 'local' with the dask "
+            "backend (its pools take the cluster's workers; the runs go one after another)")
+    check_dask_address(runtime["dask_address"])
     if not isinstance(faults, list):
         raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
     runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,

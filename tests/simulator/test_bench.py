@@ -26,6 +26,25 @@ def test_bench_quick_prints_every_row(capsys, monkeypatch):
                 "rounds only", "full run, data first", "full run, inproc"):
         assert out.count(row) == 2, row  # one per size
     _check_kernel_and_peer_tables(out)
+    _check_engine_table(out)
+
+
+def _check_engine_table(out: str) -> None:
+    """The --jobs / Dask sweep rows (two sizes) and the dask backend against processes."""
+    import importlib.util
+
+    rows = _table(out, "per run / ratio")
+    ways = ["--jobs 1", "--jobs 2"]
+    if importlib.util.find_spec("distributed") is not None:
+        ways.append("dask, 2 workers")
+        assert sum(r.startswith("backend dask, 2 pools") for r in rows) == 1
+        assert "placing the pools" in next(r for r in rows if r.startswith("backend dask"))
+        assert sum(r.startswith("backend processes, 2 pools") for r in rows) == 1
+    else:
+        assert any(r.startswith("backend dask") and "skipped" in r for r in rows)
+    for way in ways:
+        timed = [r for r in rows if r.startswith(f"sweep {way} ")]
+        assert len(timed) == 2 and all("x the serial sweep" in r for r in timed), (way, rows)
 
 
 def _table(out: str, header: str) -> list[str]:

@@ -92,11 +92,30 @@ def test_hosts_refuses_jobs():
     assert scenario(jobs=1, backend="hosts", token="t").runtime["jobs"] == 1
 
 
-def test_default_jobs_is_1():
+def test_explicit_jobs_is_kept_and_the_default_is_auto():
     assert scenario().runtime["jobs"] == 1
+    assert scenario(jobs=3).runtime["jobs"] == 3
     s = load(raw={"name": "d", "protocol": "kwiksort",
                   "data": {"kind": "mallows", "n": 20, "m": 3}})
-    assert s.runtime["jobs"] == 1
+    assert s.runtime["jobs"] == "auto"
+    assert scenario(jobs="auto").runtime["jobs"] == "auto"
+
+
+def test_auto_jobs_fills_the_cores_a_run_leaves():
+    import os
+
+    from ldpsim.simulator.runner import resolve_jobs
+
+    cores = len(os.sched_getaffinity(0))
+    inproc = scenario(jobs="auto").runtime
+    assert resolve_jobs(inproc, 1) == 1  # never more workers than runs
+    assert resolve_jobs(inproc, 1000) == cores  # an inproc run keeps one core busy
+    procs = scenario(jobs="auto", backend="processes", pools=2).runtime
+    assert resolve_jobs(procs, 1000) == max(1, cores // 3)  # a curator and 2 pools per run
+    hosts = scenario(jobs="auto", backend="hosts", token="t").runtime
+    assert resolve_jobs(hosts, 1000) == 1
+    assert resolve_jobs(scenario(jobs=4).runtime, 2) == 2
+    assert resolve_jobs(scenario(jobs=4).runtime, 9) == 4
 
 
 def test_processes_backend_with_jobs_2(tmp_path):
@@ -133,3 +152,92 @@ def test_a_failed_run_stops_the_sweep_and_keeps_finished_records(tmp_path, monke
     monkeypatch.setattr(runner, "execute", real)
     records, _ = run_scenario(s, tmp_path / "f", show_progress=False)  # resumes
     assert len(records) == 9
+
+
+def test_summary_command_orders_rows_by_the_sweep_not_by_arrival(tmp_path):
+    from ldpsim.simulator.cli import main
+
+    serial, _ = run_scenario(scenario(jobs=1), tmp_path / "one", show_progress=False)
+    out = tmp_path / "two"
+    run_scenario(scenario(jobs=2), out, show_progress=False)
+    results = out / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(reversed(lines)) + "\n")  # the last run arrived first
+    (out / "summary.csv").unlink()
+    assert main(["summary", str(out), "-q"]) == 0
+    assert summary_rows(out) == summary_rows(tmp_path / "one")
+
+
+def test_jobs_2_resumes_after_the_orchestrator_is_killed(tmp_path):
+    """SIGKILL the orchestrator of `ldpsim run --jobs 2` mid-sweep (its workers die with it);
+    the same command finishes the sweep: every run exactly once, records as a serial run's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    raw = {"name": "killed", "protocols": ["ldp_kwiksort_rr", "kwiksort"], "repeats": 12,
+           "seed": 5, "data": {"kind": "mallows", "n": 20000, "m": 6, "theta": 0.5},
+           "params": {"epsilon": [0.5, 2.0]},
+           "runtime": {"backend": "inproc", "pools": 2, "progress": False},
+           "output": {"plots": False, "per_round": False}}
+    path = tmp_path / "killed.toml"
+    path.write_text(_toml(raw))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "ldpsim", "run", str(path), "--jobs", "2", "--out", str(out),
+           "--no-progress", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.is_file() and results.read_text().count("\n") >= 4:
+            break
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    total = len(load(path).runs())
+    assert total == 36
+    written = results.read_text().count("\n")
+    assert 4 <= written < total, "the sweep was not interrupted mid-way"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resuming:" not in done.stderr  # -q hides it; the count below says it all
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    assert len(lines) == total and len({r["key"] for r in lines}) == total
+    serial, _ = run_scenario(load(raw={**raw, "runtime": {**raw["runtime"], "jobs": 1}}),
+                             tmp_path / "serial", show_progress=False)
+    assert stable(lines) == stable(serial)
+
+
+def _toml(raw: dict[str, Any]) -> str:
+    """A scenario dict as TOML (flat tables of scalars and lists)."""
+    def val(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return json.dumps(v)
+
+    top = [f"{k} = {val(v)}" for k, v in raw.items() if not isinstance(v, dict)]
+    tables = [f"\n[{k}]\n" + "\n".join(f"{a} = {val(b)}" for a, b in v.items())
+              for k, v in raw.items() if isinstance(v, dict)]
+    return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
+
+
+def test_workers_get_runs_of_the_data_sets_they_built():
+    """``--jobs`` hands each worker the runs whose data set (hence ground truth) it already
+    built: alternating workers, every data set is built by one worker only; every run is
+    handed out exactly once."""
+    from ldpsim.simulator.runner import _ByData
+
+    specs = scenario(repeats=4).runs()  # 3 runs (protocol, epsilon) per repetition
+    assert [s.repeat for s in specs[:4]] == [0, 1, 2, 3]  # run order: repeats innermost
+    pending = _ByData(specs)
+    got: dict[str, list] = {"a": [], "b": []}
+    for i in range(len(specs)):
+        got["ab"[i % 2]].append(pending.take("ab"[i % 2]))
+    assert pending.take("a") is None
+    assert sorted(s.key for s in got["a"] + got["b"]) == sorted(s.key for s in specs)
+    built = {w: {s.repeat for s in runs} for w, runs in got.items()}
+    assert built["a"].isdisjoint(built["b"]) and built["a"] | built["b"] == {0, 1, 2, 3}

@@ -1,0 +1,93 @@
+"""``ldpsim audit --dask ADDRESS``: the audit's settings spread over a Dask cluster.
+
+Each setting (protocol and parameter point) is one task: on a worker, ``audit_harness.
+audit_scenario`` audits that setting alone (``_OneSetting``: the scenario restricted to it)
+into a scratch directory that holds the records already in ``OUT/audit.jsonl``, so a setting
+audited earlier is found there and not audited again, by the harness's own key. The
+orchestrator appends each new record to ``OUT/audit.jsonl`` as it arrives; at the end
+``audit_scenario`` over the whole scenario finds every setting done and returns the records in
+the scenario's order. The harness itself is unchanged: whatever it puts in a record or its key,
+a record from the cluster is the one it would write here.
+
+A full-path setting's trials stay on its worker (``jobs`` processes there); the trial blocks of
+one setting are not spread over several workers.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+AUDIT_FILE = "audit.jsonl"
+
+
+class _OneSetting:
+    """``scenario`` with one setting: its runs are ``spec`` alone (the first repetition's)."""
+
+    def __init__(self, scenario: Any, spec: Any) -> None:
+        self._scenario = scenario
+        self._spec = spec
+
+    def runs(self) -> list[Any]:
+        return [self._spec]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._scenario, name)
+
+
+def audit_task(scenario: Any, spec: Any, done_lines: list[str],
+               kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """On a worker: audit one setting (the stored ``done_lines`` make a done one a lookup)."""
+    from ldpsim.simulator.audit_harness import audit_scenario
+
+    with tempfile.TemporaryDirectory(prefix="ldpsim-audit-") as scratch:
+        (Path(scratch) / AUDIT_FILE).write_text("".join(line + "\n" for line in done_lines))
+        return audit_scenario(_OneSetting(scenario, spec), scratch, show_progress=False,
+                              echo=lambda *a, **k: None, **kwargs)
+
+
+def audit_on_dask(scenario: Any, out: str | Path, address: str,
+                  echo: Callable[..., Any] = print, **kwargs: Any) -> list[dict[str, Any]]:
+    """Audit every setting of ``scenario`` as tasks on the cluster at ``address`` (see the
+    module); ``kwargs`` are ``audit_scenario``'s (trials, target, path, jobs, ...). Returns
+    the records in the scenario's order, as ``audit_scenario`` does."""
+    from distributed import as_completed
+    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.dask_client import DaskConnection
+    from ldpsim.simulator.results import jsonable
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / AUDIT_FILE
+    done_lines = [x for x in jsonl.read_text().splitlines() if x.strip()] \
+        if jsonl.exists() else []
+    known = set()
+    for line in done_lines:
+        try:
+            known.add(json.loads(line).get("key"))
+        except json.JSONDecodeError:
+            continue  # a torn last line: the harness redoes its setting
+    specs = [s for s in scenario.runs() if s.repeat == 0]
+    with DaskConnection(address) as conn:
+        client = conn.client
+        echo(f"audit on Dask at {client.scheduler.address}: {len(specs)} settings, "
+             f"{conn.threads()} worker threads")
+        futures = [client.submit(audit_task, scenario, spec, done_lines, kwargs, pure=False,
+                                 retries=1) for spec in specs]
+        try:
+            for fut in as_completed(futures, loop=client.loop):
+                for rec in fut.result():
+                    if rec.get("key") in known:
+                        continue
+                    known.add(rec.get("key"))
+                    with jsonl.open("a") as f:
+                        f.write(json.dumps(jsonable(rec)) + "\n")
+                        f.flush()
+                fut.release()
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+    # every setting is stored now: the harness reads them back in the scenario's order
+    return audit_scenario(scenario, out, show_progress=False, echo=echo, **kwargs)

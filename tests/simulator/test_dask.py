@@ -1,0 +1,337 @@
+"""Sweeps and pools on Dask (``[runtime] engine = "dask"``, ``backend = "dask"``): on a real
+LocalCluster of two single-threaded worker processes, started once for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from ldpsim.simulator import engine_dask  # noqa: E402
+from ldpsim.simulator.results import ResultStore  # noqa: E402
+from ldpsim.simulator.runner import run_scenario  # noqa: E402
+from ldpsim.simulator.scenario import ScenarioError, load  # noqa: E402
+from ldpsim.simulator.session import RunFailed  # noqa: E402
+
+from tests.simulator.test_jobs import scenario, stable, summary_rows  # noqa: E402
+
+COMM_KEYS = ("bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_total",
+             "messages_total", "rounds", "report_bits_per_agent", "bytes_up_per_agent_max")
+
+
+@pytest.fixture(scope="module")
+def dask_conn():
+    """A LocalCluster of 2 worker processes (1 thread each), for the whole module."""
+    from ldpsim.simulator.dask_client import DaskConnection
+
+    with DaskConnection("local:2") as conn:
+        yield conn
+
+
+@pytest.fixture
+def cluster(dask_conn):
+    """The module's LocalCluster's scheduler address (as a remote cluster is named)."""
+    return dask_conn.client.scheduler.address
+
+
+@pytest.fixture(autouse=True)
+def no_orphans(dask_conn):
+    """conftest's check, but the module's cluster (its worker processes, children of this
+    process, restarted by their nannies when a test kills one) is no leak."""
+    yield
+    import time
+
+    from tests.conftest import child_pids
+
+    dask_conn.client.wait_for_workers(2, timeout=60)
+    deadline = time.monotonic() + 3.0
+    while True:
+        workers = set(dask_conn.client.run(os.getpid).values())
+        left = [p for p in child_pids() if p not in workers]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert left == [], "a test left child processes running"
+
+
+def _lines(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_dask_sweep_gives_the_records_of_a_serial_sweep(cluster, tmp_path):
+    serial, _ = run_scenario(scenario(jobs=1), tmp_path / "one", show_progress=False)
+    on_dask, _ = run_scenario(scenario(engine="dask", dask_address=cluster),
+                              tmp_path / "dask", show_progress=False)
+    assert len(serial) == len(on_dask) == 9
+    assert stable(serial) == stable(on_dask)
+    assert summary_rows(tmp_path / "one") == summary_rows(tmp_path / "dask")
+    assert [r["key"] for r in on_dask] == [s.key for s in scenario().runs()]
+
+
+def test_a_dask_sweep_resumes_and_extends(cluster, tmp_path):
+    out = tmp_path / "r"
+    first, _ = run_scenario(scenario(repeats=1, engine="dask", dask_address=cluster), out,
+                            show_progress=False)
+    assert len(first) == 3
+    records, _ = run_scenario(scenario(repeats=3, engine="dask", dask_address=cluster), out,
+                              show_progress=False)
+    lines = _lines(out)
+    assert len(lines) == 9 and len({r["key"] for r in lines}) == 9
+    before = {r["key"]: r["timing"] for r in first}
+    assert all(r["timing"] == before[r["key"]] for r in records if r["key"] in before)
+
+
+# -- a worker lost mid-run: the task runs again once, then the run is recorded as failed
+
+def _kill_target(view_dir: Path, name: str) -> str | None:
+    path = view_dir.parent / name
+    return path.read_text().strip() if path.is_file() else None
+
+
+def kill_once_task(specs, runtime, view_dir, per_round):
+    """``run_task``, but the worker process running the run named in OUT/kill-once dies the
+    first time it starts it (SIGKILL: no clean-up, as a machine lost mid-run)."""
+    victim = _kill_target(view_dir, "kill-once")
+    if victim in {s.key for s in specs}:
+        marker = view_dir.parent / f"killed-{victim}"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+    return engine_dask.run_task(specs, runtime, view_dir, per_round)  # the worker's: real
+
+
+def kill_always_task(specs, runtime, view_dir, per_round):
+    """The worker running the run named in OUT/kill-always dies every time."""
+    if _kill_target(view_dir, "kill-always") in {s.key for s in specs}:
+        with open(view_dir.parent / "kills", "a") as f:
+            f.write(f"{os.getpid()}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return engine_dask.run_task(specs, runtime, view_dir, per_round)
+
+
+@pytest.fixture
+def task_hook(monkeypatch):
+    """Replace the task the orchestrator submits (the workers import this module to run it,
+    and call their own, real ``run_task`` from it)."""
+    return lambda fn: monkeypatch.setattr(engine_dask, "run_task", fn)
+
+
+def test_a_worker_killed_mid_run_reruns_it_and_every_run_is_recorded_once(
+        cluster, tmp_path, task_hook):
+    out = tmp_path / "k"
+    s = scenario(engine="dask", dask_address=cluster)
+    victim = s.runs()[4].key
+    out.mkdir()
+    (out / "kill-once").write_text(victim)
+    task_hook(kill_once_task)
+    records, _ = run_scenario(s, out, show_progress=False)
+    assert (out / f"killed-{victim}").is_file()  # the worker did die running it
+    lines = _lines(out)
+    assert sorted(r["key"] for r in lines) == sorted(sp.key for sp in s.runs())
+    serial, _ = run_scenario(scenario(jobs=1), tmp_path / "serial", show_progress=False)
+    assert stable(records) == stable(serial)
+
+
+def test_a_run_whose_worker_dies_twice_is_recorded_failed_and_redone_later(
+        cluster, tmp_path, task_hook):
+    out = tmp_path / "f"
+    s = scenario(engine="dask", dask_address=cluster)
+    victim = s.runs()[2].key
+    out.mkdir()
+    (out / "kill-always").write_text(victim)
+    task_hook(kill_always_task)
+    lost = next(b for b in engine_dask.batches(s.runs(), 2) if victim in {x.key for x in b})
+    assert 1 <= len(lost) < 9  # its task's runs fail with it, the others do not
+    with pytest.raises(RunFailed, match=rf"{len(lost)} of 9 runs failed on the Dask cluster"):
+        run_scenario(s, out, show_progress=False)
+    kills = (out / "kills").read_text().split()
+    assert len(kills) == 2 and kills[0] != kills[1]  # two worker processes died running it
+    lines = _lines(out)
+    assert len(lines) == 9 - len(lost) and victim not in {r["key"] for r in lines}
+    failed = [json.loads(x) for x in (out / "failed.jsonl").read_text().splitlines()]
+    assert sorted(f["key"] for f in failed) == sorted(x.key for x in lost)
+    assert all("KilledWorker" in f["error"] for f in failed)
+    (out / "kill-always").unlink()
+    records, _ = run_scenario(s, out, show_progress=False)  # resumes: the failed run alone
+    assert len(_lines(out)) == 9 and len(records) == 9
+
+
+def test_tasks_group_runs_by_data_set_and_cover_every_run_once():
+    specs = scenario(repeats=20).runs()  # 60 runs, 3 per data set (repetition)
+    tasks = engine_dask.batches(specs, threads=2)  # about 16 tasks of 4 runs
+    assert sorted(s.key for b in tasks for s in b) == sorted(s.key for s in specs)
+    assert 12 <= len(tasks) <= 20 and max(len(b) for b in tasks) <= 4
+    builders = {}
+    for i, b in enumerate(tasks):
+        for s in b:
+            builders.setdefault(s.repeat, set()).add(i)
+    assert sum(len(v) for v in builders.values()) <= 30  # most data sets built once
+    one_each = engine_dask.batches(specs[:5], threads=64)
+    assert [len(b) for b in one_each] == [1] * 5  # few runs, many threads: a task each
+
+
+def test_a_data_file_a_worker_cannot_read_is_named_with_the_workers(cluster, tmp_path):
+    sweep = engine_dask.DaskSweep(scenario(engine="dask", dask_address=cluster).runtime,
+                                  tmp_path / "views", True, tmp_path)
+    try:
+        spec = scenario().runs()[0]
+        spec.data = {**spec.data, "path": str(tmp_path / "nowhere.soc")}
+        with pytest.raises(RunFailed) as e:
+            sweep.check_data([spec])
+        msg = str(e.value)
+        assert "nowhere.soc" in msg and "2 of 2 Dask workers" in msg
+        assert msg.count("worker tcp://") == 2 and "no such file" in msg
+        there = tmp_path / "there.soc"
+        there.write_text("x")
+        spec.data["path"] = str(there)
+        sweep.check_data([spec])  # readable everywhere: no error
+    finally:
+        sweep.close()
+
+
+# -- backend = "dask": the pools are tasks on the workers, the curator here
+
+def _vote(backend: str, **runtime: Any):
+    return load(raw={
+        "name": "vote", "protocol": "dpwevote", "repeats": 2, "seed": 11,
+        "data": {"kind": "weighted_votes", "n": 400, "candidates": 3},
+        "params": {"epsilon": [0.5, 2.0]},
+        "runtime": {"backend": backend, "pools": 2, "jobs": 1, "progress": False,
+                    "timeout_s": 20, **runtime},
+        "output": {"plots": False}})
+
+
+def _same_run(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a["output"] == b["output"]
+    assert a["metrics"] == b["metrics"]
+    assert {k: a["comm"][k] for k in COMM_KEYS} == {k: b["comm"][k] for k in COMM_KEYS}
+    assert a["status"] == b["status"] == "complete" and a["dropouts"] == b["dropouts"] == 0
+
+
+def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(cluster, tmp_path):
+    ref, _ = run_scenario(_vote("inproc"), tmp_path / "i", show_progress=False)
+    got, _ = run_scenario(_vote("dask", dask_address=cluster), tmp_path / "d",
+                          show_progress=False)
+    assert len(got) == 4 and all(r["backend"] == "dask" for r in got)
+    assert all(r["comm"]["rounds"] >= 3 for r in got)
+    for a, b in zip(ref, got, strict=True):
+        _same_run(a, b)
+
+
+def test_the_dask_backend_with_a_token_is_the_hosts_run(cluster, tmp_path):
+    raw = {"name": "saf", "protocol": "safari", "repeats": 1, "seed": 2,
+           "data": {"kind": "safari_mallows", "n": 300, "d": 5, "theta": 0.5},
+           "params": {"epsilon": 1.0, "K": 1},
+           "output": {"plots": False}}
+    rt = {"pools": 2, "jobs": 1, "progress": False, "timeout_s": 20, "token": "s3cret"}
+    ref, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "inproc"}}),
+                          tmp_path / "i", show_progress=False)
+    got, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "dask",
+                                                         "dask_address": cluster}}),
+                          tmp_path / "d", show_progress=False)
+    _same_run(ref[0], got[0])
+    untokened, _ = run_scenario(load(raw={**raw, "runtime": {
+        **rt, "token": "", "backend": "inproc"}}), tmp_path / "u", show_progress=False)
+    assert untokened[0]["output"] != got[0]["output"]  # the token is the agents' secret
+
+
+def test_a_killed_pool_worker_makes_dropouts_not_a_lost_run(cluster, tmp_path):
+    s = load(raw={
+        "name": "vk", "protocol": "dpwevote", "repeats": 1, "seed": 5,
+        "data": {"kind": "weighted_votes", "n": 400, "candidates": 3},
+        "params": {"epsilon": 1.0},
+        "runtime": {"backend": "dask", "dask_address": cluster, "pools": 2, "jobs": 1,
+                    "progress": False, "timeout_s": 2,
+                    "faults": [{"pool": 1, "round": 1, "action": "kill"}]},
+        "output": {"plots": False}})
+    records, _ = run_scenario(s, tmp_path / "k", show_progress=False)
+    assert records[0]["status"] == "degraded" and records[0]["lost_agents"] > 0
+
+
+def test_more_pools_than_workers_is_refused(cluster, tmp_path):
+    s = _vote("dask", dask_address=cluster, pools=3)
+    with pytest.raises(RunFailed, match=r"\[runtime\] pools: got 3; allowed: at most the "
+                                        r"Dask cluster's 2 workers"):
+        run_scenario(s, tmp_path / "p", show_progress=False)
+
+
+# -- bad values
+
+@pytest.mark.parametrize("runtime, match", [
+    ({"engine": "spark"}, r"\[runtime\] engine: got 'spark'; allowed: one of 'local', 'dask'"),
+    ({"engine": "dask", "dask_address": "somewhere"}, r"\[runtime\] dask_address: got "
+                                                      r"'somewhere'; allowed: \"tcp://HOST"),
+    ({"dask_address": "local:0"}, r"\[runtime\] dask_address"),
+    ({"engine": "dask", "backend": "hosts", "token": "t"}, r"\[runtime\] engine.*hosts"),
+    ({"engine": "dask", "backend": "dask"}, r"\[runtime\] engine.*dask backend"),
+    ({"jobs": "many"}, r"\[runtime\] jobs: got 'many'; allowed: \"auto\" or an integer"),
+])
+def test_bad_engine_values_name_the_key_and_the_allowed_values(runtime, match):
+    with pytest.raises(ScenarioError, match=match):
+        scenario(**runtime)
+
+
+def test_no_scheduler_at_the_address_is_a_clear_error(tmp_path):
+    from ldpsim.simulator.backend_dask import free_port
+
+    cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--set", "data.n=50", "--backend",
+           "inproc", "--no-progress", "--out", str(tmp_path / "x"),
+           "--dask", f"tcp://127.0.0.1:{free_port()}"]
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr
+    assert "[runtime] dask_address: no Dask scheduler answered at 'tcp://127.0.0.1:" \
+        in done.stderr
+
+
+def test_ldpsim_run_dask_on_the_command_line(cluster, tmp_path):
+    out = tmp_path / "cli"
+    cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--set", "data.n=60", "--set",
+           "data.m=4", "--set", "repeats=1", "--backend", "inproc", "--no-progress", "--out",
+           str(out), "--dask", cluster]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "on Dask at tcp://" in done.stderr
+    n = len(_lines(out))
+    assert n >= 2 and n == len({r["key"] for r in ResultStore(out).records()})
+
+
+def test_importing_the_cli_does_not_import_dask():
+    code = ("import sys; import ldpsim.simulator.cli, ldpsim.simulator.runner, "
+            "ldpsim.simulator.backends; print('distributed' in sys.modules or 'dask' in "
+            "sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+# -- ldpsim audit --dask: the settings as tasks
+
+def test_an_audit_on_dask_gives_the_local_records_and_resumes(cluster, tmp_path):
+    from ldpsim.simulator.audit_dask import audit_on_dask
+    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.scenario import find
+
+    scen = load(find("audit_vote"))
+    kw = {"trials": 200, "path": "auto"}
+    local = audit_scenario(scen, tmp_path / "local", show_progress=False, **kw)
+    remote = audit_on_dask(scen, tmp_path / "dask", cluster, echo=lambda *a, **k: None, **kw)
+    assert len(local) == len(remote) == 4
+
+    def timeless(recs):
+        return [{k: v for k, v in json.loads(json.dumps(r, default=str)).items()
+                 if k not in ("seconds", "trials_per_second")} for r in recs]
+
+    assert timeless(remote) == timeless(local)
+    lines = (tmp_path / "dask" / "audit.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    again = audit_on_dask(scen, tmp_path / "dask", cluster, echo=lambda *a, **k: None, **kw)
+    assert (tmp_path / "dask" / "audit.jsonl").read_text().splitlines() == lines
+    assert timeless(again) == timeless(local)
