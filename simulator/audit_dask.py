@@ -9,15 +9,18 @@ orchestrator appends each new record to ``OUT/audit.jsonl`` as it arrives; at th
 the scenario's order. The harness itself is unchanged: whatever it puts in a record or its key,
 a record from the cluster is the one it would write here.
 
-A full-path setting's trials stay on its worker (``jobs`` processes there); the trial blocks of
-one setting are not spread over several workers.
+When the scenario has fewer settings than the cluster has worker threads (e.g. one setting
+at 10^6 trials), the settings run here one after another instead, and each setting's ε-audit
+trials are spread over the cluster: its blocks of the batch path, or ranges of full-path runs,
+one task each (``dask_mapper``, the harness's ``mapper``), joined in order, so the record is
+again the one a local audit writes.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,22 @@ def audit_task(scenario: Any, spec: Any, done_lines: list[str],
                               echo=lambda *a, **k: None, **kwargs)
 
 
+def dask_mapper(client: Any) -> Callable[[Callable[[tuple], Any], list[tuple]], Iterator[Any]]:
+    """The harness's ``mapper`` on a Dask cluster: one task per element (retried once if its
+    worker is lost), the results in order, the rest cancelled if the caller stops early."""
+
+    def mapper(fn: Callable[[tuple], Any], args: list[tuple]) -> Iterator[Any]:
+        futures = client.map(fn, args, pure=False, retries=1)
+        try:
+            for fut in futures:
+                yield fut.result()
+                fut.release()
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+
+    return mapper
+
+
 def audit_on_dask(scenario: Any, out: str | Path, address: str,
                   echo: Callable[..., Any] = print, **kwargs: Any) -> list[dict[str, Any]]:
     """Audit every setting of ``scenario`` as tasks on the cluster at ``address`` (see the
@@ -73,8 +92,14 @@ def audit_on_dask(scenario: Any, out: str | Path, address: str,
     specs = [s for s in scenario.runs() if s.repeat == 0]
     with DaskConnection(address) as conn:
         client = conn.client
+        threads = conn.threads()
+        if len(specs) < threads:  # too few settings to fill the cluster: spread the trials
+            echo(f"audit on Dask at {client.scheduler.address}: {len(specs)} settings, their "
+                 f"trials in blocks over {threads} worker threads")
+            return audit_scenario(scenario, out, show_progress=False, echo=echo,
+                                  mapper=dask_mapper(client), **kwargs)
         echo(f"audit on Dask at {client.scheduler.address}: {len(specs)} settings, "
-             f"{conn.threads()} worker threads")
+             f"{threads} worker threads")
         futures = [client.submit(audit_task, scenario, spec, done_lines, kwargs, pure=False,
                                  retries=1) for spec in specs]
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,8 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public)
 
 
+#: full-path trials per task when a mapper spreads them (a trial is two protocol runs)
+FULL_TASK_TRIALS = 250
 #: the audit's two experiments: fresh coins for every party in every trial (trial t is run t),
 #: or the coalition's coins fixed at trial 0's and only the target's fresh (trial t is run 0
 #: with the target drawing its coins as in run t)
@@ -176,6 +179,15 @@ def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: i
 
 def _full_pair_stats_job(args: tuple) -> PairStats:
     return _full_pair_stats(*args)
+
+
+def _batch_pair_stats_job(args: tuple) -> PairStats:
+    return _batch_pair_stats(*args)
+
+
+#: ``mapper(fn, args)``: ``fn`` over every element of ``args``, the results in order (a
+#: process pool's ``imap``, or the tasks of a Dask cluster: ``audit_dask``)
+Mapper = Callable[[Callable[[tuple], PairStats], list[tuple]], Iterable[PairStats]]
 
 
 def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_llr: bool,
@@ -311,19 +323,22 @@ def trials_needed(tpr: float, fpr: float, target: float, alpha: float = ALPHA,
 def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = None,
                   progress: Any = None, path: str = "auto", jobs: int = 1,
                   until_lower: float | None = None,
-                  differencing_trials: int = 2000, coins: str = "auto") -> dict[str, Any]:
+                  differencing_trials: int = 2000, coins: str = "auto",
+                  mapper: Mapper | None = None) -> dict[str, Any]:
     """Run every attack and the ε audit on one setting; return one audit record.
 
     ``path``: "batch" (the target's copies as one block: ``audit_batch``), "full" (one
     protocol run per trial), or "auto" (the batch path where it reproduces the full runs
     exactly). ``coins``: the experiment (``_Trials``): "per-trial", "fixed", or "auto" (fresh
     coins where the batch path allows, else fixed if the batch path allows that, else the full
-    path with fresh coins). ``jobs``: processes for the full path. ``until_lower``: stop as
-    soon as the held-out lower bound reaches it, looking at 1/8, 1/4, 1/2 and all of
-    ``trials``; each look spends its own share of α (α/8, α/8, α/4, α/2), so the bound that
-    stops holds at 1 - α overall. The single-report inference runs as many trials as the ε
-    audit took; the differencing attack, which needs the released aggregate of full runs, at
-    most ``differencing_trials`` of them on the batch path.
+    path with fresh coins). ``jobs``: processes for the ε audit's trials (full-path runs, or
+    the batch path's blocks). ``mapper``: spread them over it instead (``Mapper``; e.g. a Dask
+    cluster's tasks); either way the record is the one a single process gives.
+    ``until_lower``: stop as soon as the held-out lower bound reaches it, looking at 1/8, 1/4,
+    1/2 and all of ``trials``; each look spends its own share of α (α/8, α/8, α/4, α/2), so
+    the bound that stops holds at 1 - α overall. The single-report inference runs as many
+    trials as the ε audit took; the differencing attack, which needs the released aggregate
+    of full runs, at most ``differencing_trials`` of them on the batch path.
     """
     if path not in ("auto", "batch", "full"):
         raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
@@ -343,23 +358,42 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     runner = _Trials(setting, limits, coins)
 
     def pair_stats(first: int, count: int) -> PairStats:
-        if batch is not None:
-            return _batch_pair_stats(batch, first, count, spec, use_llr, use_float, progress)
-        if jobs <= 1 or count < 2 * jobs:
+        if mapper is None and (jobs <= 1 or count < 2 * jobs):
+            if batch is not None:
+                return _batch_pair_stats(batch, first, count, spec, use_llr, use_float,
+                                         progress)
             return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
                                     progress, coins)
-        import multiprocessing as mp
+        # the trials in ranges, each a task of the process pool or the mapper, joined in order
+        if batch is not None:
+            from ldpsim.simulator.audit_batch import block_size
 
-        cuts = np.linspace(first, first + count, jobs + 1).astype(int)
-        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
-                for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-        with mp.get_context("fork").Pool(jobs) as pool:
-            parts = []
-            for part in pool.imap(_full_pair_stats_job, args):
-                parts.append(part)
+            fn = _batch_pair_stats_job
+            cuts = [*range(first, first + count, block_size(spec.values[spec.pair[0]])),
+                    first + count]
+            args = [(batch, a, b - a, spec, use_llr, use_float)
+                    for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        else:
+            fn = _full_pair_stats_job
+            parts = jobs if mapper is None else max(1, min(count // FULL_TASK_TRIALS, 256))
+            cut = np.linspace(first, first + count, parts + 1).astype(int)
+            args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
+                    for a, b in zip(cut[:-1], cut[1:], strict=True) if b > a]
+
+        def gather(results: Iterable[PairStats]) -> PairStats:
+            got = []
+            for part in results:
+                got.append(part)
                 if progress is not None:
                     progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
-        return PairStats.join(parts)
+            return PairStats.join(got)
+
+        if mapper is not None:
+            return gather(mapper(fn, args))
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(jobs) as pool:
+            return gather(pool.imap(fn, args))
 
     # 1. the ε audit on the neighbouring pair, common seeds for both rows
     t_eps = time.perf_counter()
@@ -447,7 +481,8 @@ def _same(spec: AuditSpec, guess: int, truth: int) -> bool:
 def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | None = None,
                    show_progress: bool = True, echo: Any = print, path: str = "auto",
                    jobs: int = 1, until_lower: float | None = None,
-                   coins: str = "auto") -> list[dict[str, Any]]:
+                   coins: str = "auto", mapper: Mapper | None = None
+                   ) -> list[dict[str, Any]]:
     """Audit every (protocol, parameter point) of a scenario (its first repetition's config).
 
     Appends one JSON line per audited setting to ``OUT/audit.jsonl`` and skips settings
@@ -484,7 +519,7 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
                 continue
             setting = make_setting(spec.config(), scenario.seed, target)
             rec = audit_setting(setting, trials, progress=pb.update, path=path, jobs=jobs,
-                                until_lower=until_lower, coins=coins)
+                                until_lower=until_lower, coins=coins, mapper=mapper)
             rec["key"] = key
             rec["scenario"] = scenario.name
             rec["point"] = {k: v for k, v in spec.point.items() if k != "protocol"}

@@ -370,13 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "per-trial where the batch path allows it, else fixed where it "
                          "allows that, else per-trial on the full path (default)")
     au.add_argument("--jobs", type=int, default=1,
-                    help="processes for full-path trials (default 1)")
+                    help="processes for the epsilon audit's trials: full-path runs or "
+                         "batch-path blocks (default 1)")
     au.add_argument("--until-lower", type=float, metavar="EPS",
                     help="stop a setting once its epsilon lower bound reaches EPS (looks at "
                          "1/8, 1/4, 1/2 and all of --trials; alpha is split over the looks)")
     au.add_argument("--dask", metavar="ADDRESS",
-                    help="audit the settings as tasks on a Dask cluster: tcp://HOST:PORT, or "
-                         "local / local:N (pip install 'ldpsim[dask]')")
+                    help="audit the settings as tasks on a Dask cluster (fewer settings "
+                         "than worker threads: each setting's trial blocks as tasks): "
+                         "tcp://HOST:PORT, or local / local:N (pip install 'ldpsim[dask]')")
     au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)

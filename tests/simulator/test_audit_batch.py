@@ -140,6 +140,13 @@ def test_parallel_full_path_trials_give_the_same_record():
     assert one["trials_per_second"] > 0
 
 
+def test_batch_blocks_in_parallel_processes_give_the_same_record():
+    one = harness.audit_setting(_rank_setting(), 3 * 8192 + 5)
+    two = harness.audit_setting(_rank_setting(), 3 * 8192 + 5, jobs=2)
+    assert one["path"] == two["path"] == "batch"
+    assert all(one[k] == two[k] for k in SAME)
+
+
 def test_until_lower_stops_early_and_spends_alpha_over_the_looks():
     rec = harness.audit_setting(_rank_setting(), 160000, until_lower=0.9)
     # RR at eps = 1 reaches 0.9 with some 10^4 trials: the 1/8 look (20000) is enough

@@ -335,3 +335,33 @@ def test_an_audit_on_dask_gives_the_local_records_and_resumes(cluster, tmp_path)
     again = audit_on_dask(scen, tmp_path / "dask", cluster, echo=lambda *a, **k: None, **kw)
     assert (tmp_path / "dask" / "audit.jsonl").read_text().splitlines() == lines
     assert timeless(again) == timeless(local)
+
+
+@pytest.mark.parametrize(("path", "trials", "job"), [
+    ("batch", 3 * 8192 + 5, "_batch_pair_stats_job"),  # three whole blocks and a bit
+    ("full", 600, "_full_pair_stats_job")])  # two ranges of full runs
+def test_one_setting_spreads_its_trials_over_the_cluster(dask_conn, cluster, tmp_path, path,
+                                                          trials, job):
+    """Fewer settings than worker threads: the settings run here, each one's trials as tasks
+    on the workers (both of them), and the record is the local one."""
+    from distributed import get_task_stream
+    from ldpsim.simulator.audit_dask import audit_on_dask
+    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.scenario import find
+
+    scen = load(find("audit_rank"), ["protocols=['ldp_kwiksort_rr']"])
+    kw = {"trials": trials, "path": path}
+    said = []
+    with get_task_stream(dask_conn.client) as tasks:
+        remote = audit_on_dask(scen, tmp_path / "dask", cluster, echo=said.append, **kw)
+    local = audit_scenario(scen, tmp_path / "local", show_progress=False, **kw)
+    assert "in blocks" in said[0]
+    ran = [t for t in tasks.data if str(t["key"]).startswith(job)]
+    assert len({t["worker"] for t in ran}) == 2 and len(ran) >= 2
+
+    def timeless(recs):
+        return [{k: v for k, v in json.loads(json.dumps(r, default=str)).items()
+                 if k not in ("seconds", "trials_per_second")} for r in recs]
+
+    assert timeless(remote) == timeless(local)
+    assert remote[0]["path"] == path and remote[0]["trials"] == trials
