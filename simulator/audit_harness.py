@@ -3,8 +3,9 @@
 ``audit_setting`` audits one (protocol, parameter point): the ε audit on a pair of neighbouring
 rows, the floating-point attack in the same trials, the single-report inference and the
 differencing attack (``simulator.audit``), each trial either a full inproc run of the protocol
-(the full path, parallel over ``jobs`` processes) or one row of a block of the target's copies
-(the batch path, ``simulator.audit_batch``), whichever ``path`` asks for; ``audit_scenario``
+(the full path) or one row of a block of the target's copies (the batch path,
+``simulator.audit_batch``), whichever ``path`` asks for, spread over ``jobs`` processes or a
+``mapper`` (a Dask cluster's tasks) in ranges of trials; ``audit_scenario``
 audits every setting of a scenario into ``audit.jsonl`` and resumes an interrupted audit.
 """
 
@@ -424,9 +425,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     full_views = used
     if batch is not None:
         if use_llr:
-            from ldpsim.simulator.audit_batch import bayes_hits as batch_bayes
-
-            bayes_hits, bayes_n = batch_bayes(batch, spec, used, truth)
+            bayes_hits, bayes_n = _spread_bayes(batch, spec, used, truth, jobs, mapper)
         full_views = min(used, differencing_trials)
         if progress is not None:
             progress(used - full_views)
@@ -471,6 +470,30 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "candidates": int(len(spec.values)), "audit_notes": spec.notes,
         "seconds": seconds,
     }
+
+
+def _bayes_job(args: tuple) -> tuple[int, int]:
+    from ldpsim.simulator.audit_batch import bayes_hits
+
+    return bayes_hits(*args)
+
+
+def _spread_bayes(batch: Any, spec: AuditSpec, first: int, truth: np.ndarray, jobs: int,
+                  mapper: Mapper | None) -> tuple[int, int]:
+    """The batch path's single-report inference (``audit_batch.bayes_hits``) over trials
+    ``first ..``, in ranges over ``jobs`` processes or the ``mapper`` when there is one."""
+    step = 1 << 16
+    args = [(batch, spec, first + s, truth[s:s + step]) for s in range(0, len(truth), step)]
+    if mapper is None and (jobs <= 1 or len(args) < 2):
+        return _bayes_job((batch, spec, first, truth))
+    if mapper is None:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(jobs) as pool:
+            parts = list(pool.imap(_bayes_job, args))
+    else:
+        parts = list(mapper(_bayes_job, args))
+    return sum(h for h, _ in parts), sum(n for _, n in parts)
 
 
 def _same(spec: AuditSpec, guess: int, truth: int) -> bool:

@@ -141,8 +141,9 @@ def test_parallel_full_path_trials_give_the_same_record():
 
 
 def test_batch_blocks_in_parallel_processes_give_the_same_record():
-    one = harness.audit_setting(_rank_setting(), 3 * 8192 + 5)
-    two = harness.audit_setting(_rank_setting(), 3 * 8192 + 5, jobs=2)
+    """The ε audit's blocks and the inference's ranges (65536 trials) over 2 processes."""
+    one = harness.audit_setting(_rank_setting(), 2 * 65536 + 5)
+    two = harness.audit_setting(_rank_setting(), 2 * 65536 + 5, jobs=2)
     assert one["path"] == two["path"] == "batch"
     assert all(one[k] == two[k] for k in SAME)
 
