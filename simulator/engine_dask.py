@@ -13,7 +13,7 @@ Failures: a run that fails returns why (a run failure is not retried: it would f
 other runs of its task go on). A worker lost mid-task makes the scheduler run the task once more
 on another worker; a
 second loss fails it (``KilledWorker``; a LocalCluster started here allows one loss, a running
-scheduler its own ``distributed.scheduler.allowed-failures``). Unlike a local sweep, a failed
+scheduler its own ``distributed.scheduler.allowed-failures``). As with ``--jobs``, a failed
 run does not stop the others: the sweep runs to its end, every failed run is appended to
 ``OUT/failed.jsonl`` (key and reason) and not to the results, and ``results`` then raises
 ``RunFailed`` naming them; the same command redoes them. No run is written twice: each task's
@@ -30,7 +30,6 @@ import hashlib
 import json
 import math
 import os
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,7 +42,6 @@ from ldpsim.simulator.session import RunFailed
 WINDOW_PER_THREAD = 2
 #: tasks per worker thread a sweep is cut into (``batches``)
 TASKS_PER_THREAD = 8
-FAILED_FILE = "failed.jsonl"
 
 #: per worker process: the backend and truth cache of each runtime it served
 _WORKER_STATE: dict[str, tuple[Any, Any]] = {}
@@ -233,17 +231,14 @@ class DaskSweep:
                     failed.append((spec, payload))
                     self._record_failure(spec, payload)
         if failed:
-            lines = "\n".join(f"  {msg.splitlines()[0] if msg else s.key}" for s, msg in failed)
-            raise RunFailed(f"{len(failed)} of {len(specs)} runs failed on the Dask cluster "
-                            f"(listed in {self.out_dir / FAILED_FILE}; not in the results: the "
-                            f"same command redoes them):\n{lines}\n{failed[0][1]}")
+            from ldpsim.simulator.runner import failed_runs
+
+            raise failed_runs(failed, len(specs), self.out_dir, "on the Dask cluster")
 
     def _record_failure(self, spec: RunSpec, message: str) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.out_dir / FAILED_FILE, "a") as f:
-            f.write(json.dumps({"key": spec.key, "protocol": spec.protocol,
-                                "point": spec.point, "repeat": spec.repeat,
-                                "time": time.time(), "error": message}, default=str) + "\n")
+        from ldpsim.simulator.runner import record_failure
+
+        record_failure(self.out_dir, spec, message)
 
     def close(self) -> None:
         """Cancel the tasks still under way (Ctrl-C, a failure) and close the client."""

@@ -39,7 +39,7 @@ from ldpsim.simulator.results import (
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.seeding import run_keys
-from ldpsim.simulator.session import Limits
+from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.record import run_record
 
 
@@ -263,7 +263,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
 
             workers = DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo)
         elif jobs > 1:  # forked before the progress bar exists (it may run a thread)
-            workers = _Workers(jobs, scenario.runtime, view_dir, per_round)
+            workers = _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir))
         elif todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
             backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
         with progress(len(specs), scenario.name, enabled=show_progress and
@@ -300,6 +300,30 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         # author runs it for; a one-point sweep has none and imports no matplotlib
         plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
+
+
+#: the runs of a parallel sweep that failed (``--jobs`` N > 1, the Dask engine): one JSON line
+#: each, beside ``results.jsonl``; they are not results, and the same command redoes them
+FAILED_FILE = "failed.jsonl"
+
+
+def record_failure(out_dir: Path, spec: RunSpec, message: str) -> None:
+    """Append a failed run (key, point, repeat, time, error) to ``OUT/failed.jsonl``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / FAILED_FILE, "a") as f:
+        f.write(json.dumps({"key": spec.key, "protocol": spec.protocol, "point": spec.point,
+                            "repeat": spec.repeat, "time": time.time(), "error": message},
+                           default=str) + "\n")
+
+
+def failed_runs(failed: list[tuple[RunSpec, str]], total: int, out_dir: Path,
+                where: str) -> RunFailed:
+    """The error that ends a parallel sweep in which ``failed`` runs failed (each recorded in
+    ``failed.jsonl``), naming them."""
+    lines = "\n".join(f"  {msg.splitlines()[0] if msg else s.key}" for s, msg in failed)
+    return RunFailed(f"{len(failed)} of {total} runs failed {where} (listed in "
+                     f"{out_dir / FAILED_FILE}; not in the results: the same command redoes "
+                     f"them):\n{lines}\n{failed[0][1]}")
 
 
 def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]
@@ -421,10 +445,11 @@ class _Workers:
     """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
 
     def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
-                 per_round: bool) -> None:
+                 per_round: bool, out_dir: Path | None = None) -> None:
         from ldpsim.simulator.transport import _start
 
         ctx = mp.get_context("fork")
+        self.out_dir = out_dir if out_dir is not None else view_dir.parent
         self._ok = False  # whether every spec finished (then ``close`` lets them exit)
         self.procs: list[Any] = []
         self.conns: list[Any] = []
@@ -444,13 +469,14 @@ class _Workers:
             raise
 
     def results(self, specs: list[RunSpec]):
-        """Yield (spec, record) as the workers finish them; raise ``RunFailed`` on the first
-        failed run (the caller's ``close`` then stops the others)."""
+        """Yield (spec, record) as the workers finish them. A run that fails is recorded in
+        ``failed.jsonl`` and the others go on; at the end ``RunFailed`` names every failed
+        run. A worker process that dies raises ``RunFailed`` at once (the caller's ``close``
+        then stops the others; finished runs are stored, the same command resumes)."""
         from multiprocessing.connection import wait
 
-        from ldpsim.simulator.session import RunFailed
-
         pending = _ByData(specs)
+        failed: list[tuple[RunSpec, str]] = []
         busy: dict[Any, RunSpec] = {}
         for conn in self.conns:
             spec = pending.take(conn)
@@ -468,16 +494,21 @@ class _Workers:
                     proc.join(1)
                     raise RunFailed(f"run {spec.key}: worker process died (exit code "
                                     f"{proc.exitcode})") from None
-                if status == "failed":
-                    raise RunFailed(payload)
-                if status == "error":
-                    raise RunFailed(f"run {spec.key} failed in a worker process:\n{payload}")
                 nxt = pending.take(conn)
                 if nxt is not None:
                     conn.send(nxt)
                     busy[conn] = nxt
-                yield spec, payload
-        self._ok = True
+                if status == "ok":
+                    yield spec, payload
+                    continue
+                why = payload if status == "failed" else (
+                    f"run {spec.key} failed in a worker process:\n{payload}")
+                failed.append((spec, why))
+                record_failure(self.out_dir, spec, why)
+        self._ok = True  # every worker is alive and idle: ``close`` lets them exit
+        if failed:
+            raise failed_runs(failed, len(specs), self.out_dir, f"in {len(self.conns)} worker "
+                              "processes")
 
     def close(self, kill: bool | None = None) -> None:
         """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a

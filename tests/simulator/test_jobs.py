@@ -132,7 +132,10 @@ def test_processes_backend_with_jobs_2(tmp_path):
     assert {r["key"]: r["output"] for r in records} == {r["key"]: r["output"] for r in inproc}
 
 
-def test_a_failed_run_stops_the_sweep_and_keeps_finished_records(tmp_path, monkeypatch):
+def test_a_failed_run_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
+    """--jobs 2: one run fails; every other run is stored, the failed one is listed in
+    failed.jsonl (not in the results) and named by the RunFailed that ends the sweep; the
+    same command then redoes it alone."""
     from ldpsim.simulator import runner
 
     s = scenario(jobs=2)
@@ -145,13 +148,17 @@ def test_a_failed_run_stops_the_sweep_and_keeps_finished_records(tmp_path, monke
         return real(spec, *a, **k)
 
     monkeypatch.setattr(runner, "execute", execute)  # inherited by the forked workers
-    with pytest.raises(RunFailed, match="injected"):
+    with pytest.raises(RunFailed, match=r"1 of 9 runs failed(.|\n)*injected"):
         run_scenario(s, tmp_path / "f", show_progress=False)
     stored = ResultStore(tmp_path / "f").records()
-    assert 1 <= len(stored) < 9 and bad not in {r["key"] for r in stored}
+    assert len(stored) == 8 and bad not in {r["key"] for r in stored}
+    failed = [json.loads(x) for x in (tmp_path / "f" / runner.FAILED_FILE).read_text()
+              .splitlines()]
+    assert [f["key"] for f in failed] == [bad] and "injected" in failed[0]["error"]
     monkeypatch.setattr(runner, "execute", real)
     records, _ = run_scenario(s, tmp_path / "f", show_progress=False)  # resumes
     assert len(records) == 9
+    assert len(ResultStore(tmp_path / "f").records()) == 9  # each run once
 
 
 def test_summary_command_orders_rows_by_the_sweep_not_by_arrival(tmp_path):
