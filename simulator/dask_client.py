@@ -97,7 +97,9 @@ class DaskConnection:
         if n is not None:
             # workers may start processes of their own (the processes backend's curator and
             # pools); a lost worker's task is run once more, then fails
+            # (at most one queued task per worker thread: fewer tasks share a dying worker)
             dask.config.set({"distributed.worker.daemon": False,
+                             "distributed.scheduler.worker-saturation": 1.0,
                              "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                              "distributed.nanny.pre-spawn-environ": _worker_environ()})
             self.cluster = distributed.LocalCluster(

@@ -149,15 +149,20 @@ def test_a_run_whose_worker_dies_twice_is_recorded_failed_and_redone_later(
     (out / "kill-always").write_text(victim)
     task_hook(kill_always_task)
     lost = next(b for b in engine_dask.batches(s.runs(), 2) if victim in {x.key for x in b})
-    assert 1 <= len(lost) < 9  # its task's runs fail with it, the others do not
-    with pytest.raises(RunFailed, match=rf"{len(lost)} of 9 runs failed on the Dask cluster"):
+    assert 1 <= len(lost) < 9  # its task's runs fail with it
+    with pytest.raises(RunFailed, match=r"[1-8] of 9 runs failed on the Dask cluster") as err:
         run_scenario(s, out, show_progress=False)
     kills = (out / "kills").read_text().split()
     assert len(kills) == 2 and kills[0] != kills[1]  # two worker processes died running it
     lines = _lines(out)
-    assert len(lines) == 9 - len(lost) and victim not in {r["key"] for r in lines}
     failed = [json.loads(x) for x in (out / "failed.jsonl").read_text().splitlines()]
-    assert sorted(f["key"] for f in failed) == sorted(x.key for x in lost)
+    # every run exactly once: in the results or in failed.jsonl. The victim's task fails; a
+    # task the scheduler had queued on a worker that died twice can fail with it (Dask counts
+    # it as suspect too), and is listed and redone the same way
+    done, gone = [r["key"] for r in lines], [f["key"] for f in failed]
+    assert sorted(done + gone) == sorted(x.key for x in s.runs())
+    assert {x.key for x in lost} <= set(gone) and victim not in done
+    assert f"{len(gone)} of 9 runs failed" in str(err.value)
     assert all("KilledWorker" in f["error"] for f in failed)
     (out / "kill-always").unlink()
     records, _ = run_scenario(s, out, show_progress=False)  # resumes: the failed run alone
