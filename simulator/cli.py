@@ -114,8 +114,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                  else ", jobs auto" if rt["jobs"] == "auto" else "")
         _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
               f"{rt['pools']} pools{where} -> {out}")
-        records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
-                                        echo=_info, include_degraded=args.include_degraded)
+        from ldpsim.simulator.interrupt import remembered
+
+        with remembered():  # a Ctrl-C swallowed by a finaliser still stops the sweep
+            records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
+                                            echo=_info,
+                                            include_degraded=args.include_degraded)
     except (ScenarioError, ParamError, CurveError) as e:
         _err(f"error: {e}")
         return 2

@@ -23,7 +23,7 @@ import msgpack
 import numpy as np
 import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
-from ldpsim.simulator import __version__, identity
+from ldpsim.simulator import __version__, identity, interrupt
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.collusion import colluder_mask, save_view
 from ldpsim.simulator.plots import plot
@@ -274,6 +274,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                          for spec in todo))
             for spec, rec in finished:
                 store.append(rec)
+                interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(
                     f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
