@@ -23,6 +23,16 @@ from collections.abc import Callable
 from typing import Any
 
 
+def cores() -> int:
+    """The cores this process may run on (what ``busy_cores`` is weighed against)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class Backend(ABC):
     """One way of executing runs (see the module docstring)."""
 

@@ -14,17 +14,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ldpsim.simulator.backends import cores
+
 #: a worker death the scheduler forgives once per task: the task runs again elsewhere, and a
 #: second death fails it (``KilledWorker``). Only a LocalCluster started here is configured so;
 #: a running scheduler keeps its own ``distributed.scheduler.allowed-failures`` (default 3).
 ALLOWED_FAILURES = 1
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _worker_environ() -> dict[str, Any]:
@@ -64,7 +59,7 @@ def require_distributed() -> Any:
 def local_workers(address: str) -> int | None:
     """The worker count of a ``local`` / ``local:N`` address (None: not a local address)."""
     if address in ("", "local"):
-        return max(1, _cores())
+        return max(1, cores())
     if address.startswith("local:"):
         return int(address.split(":", 1)[1])
     return None

@@ -25,6 +25,7 @@ import zmq
 from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.simulator import __version__, identity, interrupt
 from ldpsim.simulator.backends import Backend, get_backend
+from ldpsim.simulator.backends import cores as _cores
 from ldpsim.simulator.collusion import colluder_mask, save_view
 from ldpsim.simulator.plots import plot
 from ldpsim.simulator.progress import progress
@@ -61,14 +62,6 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 #: Data sets of at least this many agents have their truth computed beside the run, in a
 #: process of its own (``TruthCache.start``); below it, forking costs more than it saves.
 TRUTH_BESIDE_N = 100_000
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _dataset(data: dict[str, Any], seed: int, secret: str | None) -> Any:
