@@ -397,6 +397,9 @@ class Protocol(ABC):
     metrics: tuple[str, ...] = ()
     #: the metrics the paper's figures show, which ``ldpsim run`` plots by default (empty: all)
     figure_metrics: tuple[str, ...] = ()
+    #: modules the curator imports on first use (kept out of start-up, e.g. scipy's): the
+    #: runtime imports them once the pools have their set-up, so no round's time holds them
+    curator_imports: tuple[str, ...] = ()
 
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
         """Fill defaults and derived values (e.g. queries="auto"); ParamError on bad values."""

@@ -28,6 +28,7 @@ envelope per agent). Both are timed once per protocol.
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 import time
@@ -72,6 +73,8 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     data = get_data_kind(table["kind"]).build({k: v for k, v in table.items() if k != "kind"},
                                               stream_key(seed, "data"))
     t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
+    for module in proto.curator_imports:  # as the runtime does at set-up: not round time
+        importlib.import_module(module)
 
     def timed(phase: str, fn, *a):
         t0 = time.perf_counter()

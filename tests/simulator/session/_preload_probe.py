@@ -1,0 +1,1 @@
+"""A module only the curator-import test imports (``test_curator_imports``)."""
