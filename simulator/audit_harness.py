@@ -556,4 +556,4 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
 AUDIT_COLUMNS = ["protocol", "claim_model", "curator_colludes", "colluders", "epsilon_claimed",
                  "epsilon_estimate", "epsilon_lower", "confidence", "float_epsilon_lower",
                  "flagged", "bayes_accuracy", "differencing_accuracy", "prior_baseline", "test",
-                 "trials", "path", "seconds"]
+                 "trials", "path", "coalition_coins", "seconds"]
