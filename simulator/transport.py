@@ -47,10 +47,12 @@ from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSessio
 #: knows exactly what it is handed -- ``seeding.curator_config`` and ``auth_key`` -- and nothing
 #: from which an agent's data or coins derive. Pools (which own that data) are forked directly.
 #: The fork server imports the protocol families once (the curator looks its protocol up in the
-#: registry): each curator process it forks starts with them, instead of importing them anew.
+#: registry): each curator process it forks starts with them, instead of importing them anew;
+#: likewise ``numpy.random``, which numpy 2 imports on first use (a curator's own Generator,
+#: ``protocols.rng.party_generator``: about 10 ms of every run's curator otherwise).
 _CURATOR_CTX = mp.get_context("forkserver")
 _CURATOR_CTX.set_forkserver_preload(["ldpsim.simulator.transport", *BUILTIN,
-                                     "importlib.metadata"])
+                                     "importlib.metadata", "numpy.random"])
 
 
 @contextlib.contextmanager
@@ -259,7 +261,7 @@ class CuratorServer:
 def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
               idle_timeout_s: float | None = None,
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
-              echo=None) -> int:
+              echo=None, prebuild: dict[str, Any] | None = None) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
@@ -267,6 +269,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
     (or never completed the connection, e.g. a failed CURVE handshake). ``curve`` is (this
     pool's secret key file, the curator's public key file); ``keys`` the run's keys when the
     orchestrator hands them over (processes backend), else they derive from ``token``.
+    ``prebuild``: the run's data section, when the orchestrator asks for ``[runtime]
+    data_first``; the pool builds its rows before it says ready (``PoolSession.prebuild``).
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -281,6 +285,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
         connect_curve(sock, *curve)
     sock.connect(endpoint)
     sess = PoolSession(index, n_pools, token, limits, keys)
+    if prebuild is not None:
+        sess.prebuild(prebuild)
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
     code = 0
 
@@ -360,9 +366,9 @@ def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, rec
 
 
 def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
-                keys: PoolKeys | None = None) -> None:
+                keys: PoolKeys | None = None, prebuild: dict[str, Any] | None = None) -> None:
     _die_with_parent()
-    os._exit(pool_loop(endpoint, index, n_pools, token, limits, keys=keys))
+    os._exit(pool_loop(endpoint, index, n_pools, token, limits, keys=keys, prebuild=prebuild))
 
 
 def _stop(procs: list) -> None:
@@ -404,8 +410,11 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
         target=_curator_child, name="ldpsim-curator",
         args=(endpoint, curator_config(config, secret), auth_key(token), limits, record_view, tx,
               get_protocol(config["protocol"])))
+    # with data_first the pools build their rows before they say ready, while the curator
+    # process starts: the run's data exist before the curator's first message
+    prebuild = config["data"] if config.get("data_first") else None
     pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
-                         args=(endpoint, i, n_pools, token, limits, keys))
+                         args=(endpoint, i, n_pools, token, limits, keys, prebuild))
              for i in range(n_pools)] if spawn_pools else []
     procs = [curator, *pools]
     try:

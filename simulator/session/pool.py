@@ -63,6 +63,8 @@ class PoolSession:
         self.refused_reason: str | None = None  # why the last registration was refused
         self.can_die = True
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
+        #: rows built before the set-up arrived (``prebuild``): (data section, start, stop, rows)
+        self.prebuilt: tuple[dict[str, Any], int, int, np.ndarray] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -194,6 +196,36 @@ class PoolSession:
                 out.append(b"".join(bufs))
         return out
 
+    def prebuild(self, data: dict[str, Any]) -> None:
+        """Build this pool's agents' rows of the data section ``data`` before any set-up.
+
+        Only a pool handed its run's keys (``keys``: the processes backend, whose orchestrator
+        knows the run's configuration when it starts the pool) can; it does so before it says
+        it is ready, so that, with ``[runtime] data_first``, its agents hold their data before
+        the curator says anything, as real agents do. The rows are used if the set-up that
+        arrives names the same data section and gives this pool the same block; otherwise they
+        are dropped and the set-up's data are built as usual. The rows are the same either way
+        (keyed by agent).
+        """
+        if self.fixed_keys is None:
+            return
+        dataset = get_data_kind(data["kind"]).build(
+            {k: v for k, v in data.items() if k != "kind"}, self.fixed_keys.data)
+        start, stop = block_of(self.index, self.n_pools, dataset.n)
+        rows = np.asarray(dataset.rows(start, stop))
+        if rows.flags.writeable:
+            rows.setflags(write=False)
+        self.prebuilt = (dict(data), start, stop, rows)
+
+    def _take_prebuilt(self) -> np.ndarray | None:
+        """The pre-built rows if they are this run's (see ``prebuild``); dropped either way."""
+        built, self.prebuilt = self.prebuilt, None
+        if built is None or self.config is None or self.keys is not self.fixed_keys:
+            return None
+        data, start, stop, rows = built
+        return rows if (data == self.config["data"] and (start, stop) == (self.start, self.stop)
+                        ) else None
+
     def private_rows(self) -> np.ndarray:
         """This pool's agents' private rows, generated (or read) on first use.
 
@@ -202,7 +234,9 @@ class PoolSession:
         of queueing. A data set is the same whenever it is generated (keyed by agent).
         """
         if self.data is None:
-            data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
+            data = self._take_prebuilt()
+            if data is None:
+                data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
             over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
             if over is not None and self.start <= int(over["agent"]) < self.stop:
                 data = np.array(data, copy=True)

@@ -1,4 +1,5 @@
-"""``[runtime] data_first``: the pools build their agents' data before they register, so no
+"""``[runtime] data_first``: the pools build their agents' data before they register (the
+processes backend's, whose keys come from the orchestrator, before they say ready), so no
 round's wall time holds data generation; every output and byte count stays the same."""
 
 from __future__ import annotations
@@ -70,3 +71,80 @@ def test_the_scenario_key_is_checked_and_enters_the_identity_only_when_on():
     assert identity.fingerprint(on)["runtime.data_first"] == [True]
     with pytest.raises(sc.ScenarioError, match="data_first"):
         sc.load(raw={**raw, "runtime": {**raw["runtime"], "data_first": "yes"}})
+
+
+def _setup_cfg(config):
+    """The set-up a pool receives for ``config`` (what the curator sends)."""
+    from ldpsim.simulator.seeding import curator_config
+    return curator_config(config)
+
+
+def test_a_pool_with_its_keys_builds_its_rows_before_the_set_up_and_uses_them():
+    from ldpsim.simulator.seeding import pool_keys
+    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
+    keys = pool_keys(cfg["seed"])
+    early = PoolSession(1, 2, "token", LIMITS, keys)
+    early.prebuild(cfg["data"])
+    rows = early.prebuilt[3]
+    early._setup(7, _setup_cfg(cfg), b"nonce")
+    assert early.data is rows and early.prebuilt is None  # used, not built again
+    late = PoolSession(1, 2, "token", LIMITS, keys)  # the same rows when built at set-up
+    late._setup(7, _setup_cfg(cfg), b"nonce")
+    assert late.data.tolist() == rows.tolist() and (late.start, late.stop) == (150, 300)
+
+
+def test_pre_built_rows_of_another_data_section_or_without_keys_are_not_used():
+    from ldpsim.simulator.seeding import pool_keys
+    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
+    keys = pool_keys(cfg["seed"])
+    sess = PoolSession(0, 2, "token", LIMITS, keys)
+    sess.prebuild(dict(cfg["data"], n=200))  # the set-up names n = 300
+    stale = sess.prebuilt[3]
+    sess._setup(7, _setup_cfg(cfg), b"nonce")
+    assert sess.prebuilt is None and len(stale) == 100 and len(sess.data) == 150
+    fresh = PoolSession(0, 2, "token", LIMITS, keys)
+    fresh._setup(7, _setup_cfg(cfg), b"nonce")
+    assert sess.data.tolist() == fresh.data.tolist()
+    keyless = PoolSession(0, 2, "token", LIMITS)  # hosts backend: keys come with the set-up
+    keyless.prebuild(cfg["data"])
+    assert keyless.prebuilt is None
+
+
+def test_pre_built_rows_still_take_the_audits_neighbouring_row():
+    from ldpsim.simulator.seeding import pool_keys
+    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
+    keys = pool_keys(cfg["seed"])
+    sess = PoolSession(0, 2, "token", LIMITS, keys)
+    sess.prebuild(cfg["data"])
+    rows = sess.prebuilt[3]
+    other = rows[1]  # agent 3 gets agent 1's row
+    sess.override = {"agent": 3, "row": other}
+    sess._setup(7, _setup_cfg(cfg), b"nonce")
+    assert sess.data[3].tolist() == other.tolist() and rows[3].tolist() != other.tolist()
+    assert not rows.flags.writeable and not sess.data.flags.writeable
+
+
+def test_processes_pools_build_their_rows_before_they_say_ready(tmp_path, monkeypatch):
+    # the pools are forked from this process: the spy goes with them and leaves a file each
+    prebuild, hello = PoolSession.prebuild, PoolSession.hello
+
+    def spy_prebuild(self, data):
+        (tmp_path / f"pool{self.index}").write_text("built")
+        prebuild(self, data)
+
+    def spy_hello(self):
+        mark = tmp_path / f"pool{self.index}"
+        if not (tmp_path / f"hello{self.index}").exists():
+            (tmp_path / f"hello{self.index}").write_text(mark.read_text() if mark.exists()
+                                                         else "no rows")
+        return hello(self)
+
+    monkeypatch.setattr(PoolSession, "prebuild", spy_prebuild)
+    monkeypatch.setattr(PoolSession, "hello", spy_hello)
+    quiet = {"colluders": 0, "curator": True}
+    run_processes(_config(data_first=True, collusion=quiet), LIMITS)
+    assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["built", "built"]
+    for f in tmp_path.iterdir():
+        f.unlink()
+    run_processes(_config(collusion=quiet), LIMITS)
+    assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["no rows", "no rows"]
