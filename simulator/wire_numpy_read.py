@@ -169,6 +169,66 @@ def _read_narrowest(frame: bytes, head: np.ndarray, agents: np.ndarray, sizes: n
     return out
 
 
+def _read_uniform(frame: bytes, head: np.ndarray, agents: np.ndarray,
+                  k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, sizes) if ``frame`` is the canonical batch of ``k``-int payloads for
+    ``agents[:j]`` (some j >= 1) whose ints have, column by column, the first envelope's
+    width and, above a fixint, its marker, else None.
+
+    OLH's (seed, value) pairs are the case: 32-bit hash seeds, all but about one in 65,536
+    a uint32, and small values. Every envelope's size then follows from its agent id, as in the
+    narrowest layout, and the envelopes of one id width are the rows of a byte matrix: each
+    int column is one marker byte and the 8 bytes after it read as a big-endian word through
+    a strided view, no search. A frame holding an envelope of other widths (a narrower seed)
+    is left to the head search.
+    """
+    n, size_f = len(agents), len(frame)
+    buf = _Buffer(frame)
+    hdr = np.frombuffer(array_header(k), dtype=np.uint8)
+    h, lh = len(head), len(hdr)
+    id_sizes = _sorted_int_sizes(agents)
+    markers, at = [], h + int(id_sizes[0]) + lh
+    for _ in range(k):  # the first envelope's markers give each column's width
+        markers.append(int(buf.bytes[min(at, size_f)]))
+        if _WIDTH[markers[-1]] == 0:
+            return None
+        at += int(_WIDTH[markers[-1]])
+    widths = [int(_WIDTH[m]) for m in markers]
+    sizes = h + id_sizes + lh + sum(widths)
+    ends = np.cumsum(sizes)
+    j = int(np.searchsorted(ends, size_f)) + 1
+    if j > n or ends[j - 1] != size_f:
+        return None
+    cuts = np.flatnonzero(sizes[1:j] != sizes[:j - 1]) + 1
+    out = np.empty((j, k), dtype=np.int64)
+    bounds, pos = [0, *cuts.tolist(), j], 0
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
+        m, size = hi - lo, int(sizes[lo])
+        rows = buf.bytes[pos:pos + m * size].reshape(m, size)
+        c = h + int(id_sizes[lo])
+        if not ((rows[:, :h] == head).all() and (rows[:, c:c + lh] == hdr).all()
+                and np.array_equal(rows[:, h:c], int_slots(agents[lo:hi])[0])):
+            return None
+        off = c + lh
+        for col, (marker, w) in enumerate(zip(markers, widths, strict=True)):
+            cells = rows[:, off]
+            if w == 1:  # fixints: 0x00..0x7f are 0..127, 0xe0..0xff are -32..-1
+                value = cells.view(np.int8)
+                if value.min() < -32:
+                    return None
+            else:
+                start = pos + off + 1
+                word = buf.words[start:start + (m - 1) * size + 1:size].astype(np.int64)
+                value = (word >> _SHIFT[marker]) & _MASK[marker]
+                if not ((cells == marker).all() and _LOW[marker] <= value.min()
+                        and value.max() <= _HIGH[marker]):
+                    return None
+            out[lo:hi, col] = value
+            off += w
+        pos += m * size
+    return out, sizes[:j]
+
+
 def match_prefix(frame: bytes, kind: int, run: int, rnd: int, agents: np.ndarray,
                  k: int | None, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, sizes) if ``frame`` is exactly the canonical batch of ``kind`` envelopes for
@@ -196,6 +256,11 @@ def match_prefix(frame: bytes, kind: int, run: int, rnd: int, agents: np.ndarray
             return values, sizes[:j]
     if fixed:
         return None
+    # ints of one width per column (e.g. OLH's 32-bit seeds): sizes follow from the ids
+    if k <= 64:
+        got = _read_uniform(frame, head, agents, k)
+        if got is not None:
+            return got
     # ints of varying widths: find the envelopes by their head
     buf = _Buffer(frame)
     starts = np.flatnonzero(buf.bytes[:max(0, buf.size - h + 1)] == head[0])

@@ -581,3 +581,60 @@ def test_altered_frames_are_refused_or_read_as_the_reference_reads_them(batch, m
             envs = list(wire.iter_frame(frame, 1 << 30))
             _read_as_reference(frame, f_run, f_rnd, f_ids, f_dtype, f_rows,
                                np.array([s for _, s in envs]))
+
+
+def _seed_pairs(rng, n):
+    """OLH-like reports: a uint32 hash seed (above the uint16 range) and a small value, plus a
+    column of int32 negatives."""
+    return np.stack([rng.integers(2**16, 2**32, n), rng.integers(-32, 40, n),
+                     rng.integers(-2**31, -2**15 - 1, n)], axis=1)
+
+
+@pytest.mark.parametrize("start", [0, 100, 65500, 2**32 - 30])
+def test_ints_of_one_width_per_column_are_read_as_a_matrix(start):
+    rng = np.random.default_rng(start)
+    agents = np.arange(start, start + 300)  # crosses an id width at 128, 256, 65536, 2^32
+    pairs = _seed_pairs(rng, 300)
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, 2, 1, agents, pairs)
+    head = np.frombuffer(wire_numpy.head_bytes(wire.REPORT, 2, 1), dtype=np.uint8)
+    values, got_sizes = wire_numpy_read._read_uniform(frame, head, agents, 3)
+    assert np.array_equal(values, pairs) and np.array_equal(got_sizes, sizes)
+    assert np.array_equal(wire_numpy_read.match_batch(frame, wire.REPORT, 2, 1, agents, 3,
+                                                      "int"), pairs)
+    j = 123  # a pool's reply split in frames: the first j envelopes
+    values, _ = wire_numpy_read._read_uniform(frame[:int(sizes[:j].sum())], head, agents, 3)
+    assert np.array_equal(values, pairs[:j])
+
+
+def test_a_batch_with_one_narrower_int_is_left_to_the_head_search_and_still_read():
+    rng = np.random.default_rng(3)
+    agents = np.arange(1000, 1400)
+    pairs = _seed_pairs(rng, 400)
+    pairs[250, 0] = 4000  # a seed that fits a uint16: its envelope is 2 bytes shorter
+    frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, pairs)
+    head = np.frombuffer(wire_numpy.head_bytes(wire.REPORT, 0, 0), dtype=np.uint8)
+    assert wire_numpy_read._read_uniform(frame, head, agents, 3) is None
+    assert np.array_equal(wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, agents, 3,
+                                                      "int"), pairs)
+
+
+@pytest.mark.parametrize("value,wide", [
+    (4000, b"\xce\x00\x00\x0f\xa0"),  # a uint16's value in a uint32, like its neighbours
+    (2**63, b"\xcf\x80\x00\x00\x00\x00\x00\x00\x00"),  # beyond int64
+])
+def test_uniform_markers_with_a_value_outside_their_range_are_refused(value, wide):
+    rng = np.random.default_rng(4)
+    agents = np.arange(50)
+    pairs = _seed_pairs(rng, 50)[:, :1]
+    if value >= 2**63:  # every seed a uint64, so that the markers stay uniform
+        pairs = rng.integers(2**32, 2**62, (50, 1))
+    frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, pairs)
+    marker = b"\xcf" if value >= 2**63 else b"\xce"
+    first = frame.index(b"\x91" + marker, frame.index(b"\x91" + marker) + 1)  # envelope 1's
+    bad = frame[:first + 1] + wide + frame[first + 1 + len(wide):]
+    assert len(bad) == len(frame)
+    if value < 2**63:  # the reference reader reads it, but it is not msgpack's own encoding
+        assert reference_read(bad)[1][1] == [value]
+    head = np.frombuffer(wire_numpy.head_bytes(wire.REPORT, 0, 0), dtype=np.uint8)
+    assert wire_numpy_read._read_uniform(bad, head, agents, 1) is None
+    assert wire_numpy_read.match_batch(bad, wire.REPORT, 0, 0, agents, 1, "int") is None
