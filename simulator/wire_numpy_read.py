@@ -12,7 +12,8 @@ How a batch is read: every envelope starts with the same head (``0x96 0x01 kind 
 and is followed by its agent id, so the envelopes' starts are
 
 * computed, when every envelope's size follows from its agent id (nil payloads, floats, or
-  ints that are all fixints: the narrowest layout, tried first), or
+  ints that are all fixints: the narrowest layout, tried first; or ints of one width and
+  marker per column, such as OLH's uint32 hash seeds), or
 * found, when the ints' widths vary: every place the head occurs, kept if an agent id of the
   batch follows and a whole envelope can be read from there that ends where the next kept
   one starts. Bytes inside a payload that happen to look like a head are thereby dropped.
