@@ -8,12 +8,14 @@ import pytest
 from ldpsim.simulator import identity
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import curator_config, pool_keys
 from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.transport import run_processes
 
 from tests.conftest import ROOT
 
 LIMITS = Limits(timeout_s=20)
+QUIET = {"colluders": 0, "curator": True}  # colluders' disclosures would need the data
 
 
 def _config(**over):
@@ -48,11 +50,10 @@ def test_the_pools_build_their_data_before_registering(monkeypatch):
         return out
 
     monkeypatch.setattr(PoolSession, "_setup", spy)
-    quiet = {"colluders": 0, "curator": True}  # colluders' disclosures would need the data
-    run_inproc(_config(data_first=True, collusion=quiet), LIMITS)
+    run_inproc(_config(data_first=True, collusion=QUIET), LIMITS)
     assert seen == [True, True]
     seen.clear()
-    run_inproc(_config(collusion=quiet), LIMITS)
+    run_inproc(_config(collusion=QUIET), LIMITS)
     assert seen == [False, False]  # by default the data follow the registration
 
 
@@ -73,37 +74,32 @@ def test_the_scenario_key_is_checked_and_enters_the_identity_only_when_on():
         sc.load(raw={**raw, "runtime": {**raw["runtime"], "data_first": "yes"}})
 
 
-def _setup_cfg(config):
-    """The set-up a pool receives for ``config`` (what the curator sends)."""
-    from ldpsim.simulator.seeding import curator_config
-    return curator_config(config)
+def _keyed_pool(index):
+    """A data_first run's configuration, its set-up as the curator sends it, and pool
+    ``index`` of 2 holding the run's keys (as the processes backend starts it)."""
+    cfg = _config(data_first=True, collusion=QUIET)
+    return cfg, curator_config(cfg), PoolSession(index, 2, "token", LIMITS, pool_keys(cfg["seed"]))
 
 
 def test_a_pool_with_its_keys_builds_its_rows_before_the_set_up_and_uses_them():
-    from ldpsim.simulator.seeding import pool_keys
-    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
-    keys = pool_keys(cfg["seed"])
-    early = PoolSession(1, 2, "token", LIMITS, keys)
+    cfg, setup, early = _keyed_pool(1)
     early.prebuild(cfg["data"])
     rows = early.prebuilt[3]
-    early._setup(7, _setup_cfg(cfg), b"nonce")
+    early._setup(7, setup, b"nonce")
     assert early.data is rows and early.prebuilt is None  # used, not built again
-    late = PoolSession(1, 2, "token", LIMITS, keys)  # the same rows when built at set-up
-    late._setup(7, _setup_cfg(cfg), b"nonce")
+    _, _, late = _keyed_pool(1)  # the same rows when built at set-up
+    late._setup(7, setup, b"nonce")
     assert late.data.tolist() == rows.tolist() and (late.start, late.stop) == (150, 300)
 
 
 def test_pre_built_rows_of_another_data_section_or_without_keys_are_not_used():
-    from ldpsim.simulator.seeding import pool_keys
-    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
-    keys = pool_keys(cfg["seed"])
-    sess = PoolSession(0, 2, "token", LIMITS, keys)
+    cfg, setup, sess = _keyed_pool(0)
     sess.prebuild(dict(cfg["data"], n=200))  # the set-up names n = 300
     stale = sess.prebuilt[3]
-    sess._setup(7, _setup_cfg(cfg), b"nonce")
+    sess._setup(7, setup, b"nonce")
     assert sess.prebuilt is None and len(stale) == 100 and len(sess.data) == 150
-    fresh = PoolSession(0, 2, "token", LIMITS, keys)
-    fresh._setup(7, _setup_cfg(cfg), b"nonce")
+    _, _, fresh = _keyed_pool(0)
+    fresh._setup(7, setup, b"nonce")
     assert sess.data.tolist() == fresh.data.tolist()
     keyless = PoolSession(0, 2, "token", LIMITS)  # hosts backend: keys come with the set-up
     keyless.prebuild(cfg["data"])
@@ -111,15 +107,12 @@ def test_pre_built_rows_of_another_data_section_or_without_keys_are_not_used():
 
 
 def test_pre_built_rows_still_take_the_audits_neighbouring_row():
-    from ldpsim.simulator.seeding import pool_keys
-    cfg = _config(data_first=True, collusion={"colluders": 0, "curator": True})
-    keys = pool_keys(cfg["seed"])
-    sess = PoolSession(0, 2, "token", LIMITS, keys)
+    cfg, setup, sess = _keyed_pool(0)
     sess.prebuild(cfg["data"])
     rows = sess.prebuilt[3]
     other = rows[1]  # agent 3 gets agent 1's row
     sess.override = {"agent": 3, "row": other}
-    sess._setup(7, _setup_cfg(cfg), b"nonce")
+    sess._setup(7, setup, b"nonce")
     assert sess.data[3].tolist() == other.tolist() and rows[3].tolist() != other.tolist()
     assert not rows.flags.writeable and not sess.data.flags.writeable
 
@@ -141,10 +134,9 @@ def test_processes_pools_build_their_rows_before_they_say_ready(tmp_path, monkey
 
     monkeypatch.setattr(PoolSession, "prebuild", spy_prebuild)
     monkeypatch.setattr(PoolSession, "hello", spy_hello)
-    quiet = {"colluders": 0, "curator": True}
-    run_processes(_config(data_first=True, collusion=quiet), LIMITS)
+    run_processes(_config(data_first=True, collusion=QUIET), LIMITS)
     assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["built", "built"]
     for f in tmp_path.iterdir():
         f.unlink()
-    run_processes(_config(collusion=quiet), LIMITS)
+    run_processes(_config(collusion=QUIET), LIMITS)
     assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["no rows", "no rows"]
