@@ -52,12 +52,11 @@ def run_locally(protocol: Protocol | str, params: dict[str, Any],
     ``{"kind": "mallows", "n": 1000, "m": 6, "theta": 0.5}``) with every party keyed by ``seed``
     as the runtime keys them (without a hosts secret); raises ValueError if a report breaks
     its round's schema (a protocol bug: honest reports always fit)."""
-    from ldpsim.protocols import get_data_kind, get_protocol
+    from ldpsim.protocols import build_data, get_protocol
 
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     if not isinstance(data, Dataset):
-        args = {k: v for k, v in data.items() if k != "kind"}
-        data = get_data_kind(data["kind"]).build(args, stream_key(seed, "data"))
+        data = build_data(data, stream_key(seed, "data"))
     rounds, output = local_rounds(proto.bind(params, data.public), data, seed)
     return LocalRun(output, proto.evaluate(output, data.truth()), rounds)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit import (
@@ -62,9 +62,8 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     include it (e.g. n - 1 colluders), the target is swapped out of it for another agent.
     """
     data = config["data"]
-    kind = get_data_kind(data["kind"])
     keys = run_keys(run_seed(scenario_seed, 0))
-    ds = kind.build({k: v for k, v in data.items() if k != "kind"}, keys.data)
+    ds = build_data(data, keys.data)
     n = ds.n
     run_cfg = RunConfig.of(config)
     curator = run_cfg.curator_colludes
@@ -111,7 +110,6 @@ class _Trials:
         self.limits = limits
         self.coins = coins
         self.protocol = get_protocol(setting.config["protocol"])
-        self.kind = get_data_kind(setting.config["data"]["kind"])
 
     def view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
         override = {"agent": self.s.target, "row": row}
@@ -123,8 +121,7 @@ class _Trials:
         res = run_inproc(cfg, self.limits, record_view=True, override=override)
         rows = {}
         if not self.s.curator_colludes and len(self.s.colluders):
-            data = {k: v for k, v in cfg["data"].items() if k != "kind"}
-            ds = self.kind.build(data, run_keys(seed).data)
+            ds = build_data(cfg["data"], run_keys(seed).data)
             for a in self.s.colluders.tolist():
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)

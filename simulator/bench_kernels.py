@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind
+from ldpsim.protocols import PROTOCOLS, ParamError, build_data
 from ldpsim.protocols.local import example_data, local_rounds
 from ldpsim.protocols.rng import stream_key
 
@@ -53,8 +53,7 @@ def local_protocols() -> list[str]:
         if data is None:
             continue
         proto = PROTOCOLS[name]
-        args = {k: v for k, v in data.items() if k != "kind"}
-        public = get_data_kind(data["kind"]).build(args, 0).public
+        public = build_data(data, 0).public
         if proto.claim(proto.resolve({}, public), public).model == "local":
             out.append(name)
     return out
@@ -71,8 +70,7 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     every round's reports fit the runtime's batch codec (``batch_codec``)."""
     proto = PROTOCOLS[name]
     table = data_table(name, n)
-    data = get_data_kind(table["kind"]).build({k: v for k, v in table.items() if k != "kind"},
-                                              stream_key(seed, "data"))
+    data = build_data(table, stream_key(seed, "data"))
     t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
     for module in proto.curator_imports:  # as the runtime does at set-up: not round time
         importlib.import_module(module)

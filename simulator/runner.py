@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 import numpy as np
 import zmq
-from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols import build_data, get_protocol
 from ldpsim.simulator import __version__, identity, interrupt
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends import cores as _cores
@@ -66,9 +66,7 @@ TRUTH_BESIDE_N = 100_000
 
 def _dataset(data: dict[str, Any], seed: int, secret: str | None) -> Any:
     """The run's data set, built from the same data key the pools use."""
-    kind = get_data_kind(data["kind"])
-    return kind.build({k: v for k, v in data.items() if k != "kind"},
-                      run_keys(seed, secret).data)
+    return build_data(data, run_keys(seed, secret).data)
 
 
 def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:

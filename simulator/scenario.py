@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError, get_data_kind, get_protocol
+from ldpsim.protocols import (
+    DATA_KINDS,
+    PROTOCOLS,
+    ParamError,
+    build_data,
+    get_data_kind,
+    get_protocol,
+)
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
@@ -604,8 +611,7 @@ def check_runs(specs: list[RunSpec]) -> None:
         try:
             dsig = json.dumps(s.data, sort_keys=True, default=str)
             if dsig not in built:
-                kind = get_data_kind(s.data["kind"])
-                built[dsig] = kind.build({k: v for k, v in s.data.items() if k != "kind"}, 0)
+                built[dsig] = build_data(s.data, 0)
             ds = built[dsig]
             _check_colluders_against_n(s.collusion["colluders"], ds.n)
             get_protocol(s.protocol).resolve(s.params, ds.public)

@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import get_data_kind, get_protocol
+from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols import rng as rngm
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.collusion import colluder_mask
@@ -162,8 +162,7 @@ class PoolSession:
         self.config = cfg
         self.nonce = nonce
         self.keys = keys
-        dataset = get_data_kind(cfg["data"]["kind"]).build(
-            {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
+        dataset = build_data(cfg["data"], keys.data)
         self.protocol = get_protocol(cfg["protocol"])
         self.public = dataset.public
         self.bound = self.protocol.bind(cfg["params"], self.public)
@@ -209,8 +208,7 @@ class PoolSession:
         """
         if self.fixed_keys is None:
             return
-        dataset = get_data_kind(data["kind"]).build(
-            {k: v for k, v in data.items() if k != "kind"}, self.fixed_keys.data)
+        dataset = build_data(data, self.fixed_keys.data)
         start, stop = block_of(self.index, self.n_pools, dataset.n)
         rows = np.asarray(dataset.rows(start, stop))
         if rows.flags.writeable:
