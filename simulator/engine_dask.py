@@ -100,11 +100,12 @@ def batches(specs: list[RunSpec], threads: int) -> list[list[RunSpec]]:
     computes its ground truth, once), about ``TASKS_PER_THREAD`` tasks per worker thread (a
     task costs the scheduler a few ms: tiny runs go several to a task), no task larger than
     that share, so the cluster stays busy to the end."""
+    from ldpsim.simulator.runner import data_signature
+
     size = max(1, math.ceil(len(specs) / (max(1, threads) * TASKS_PER_THREAD)))
     groups: dict[str, list[RunSpec]] = {}
     for s in specs:
-        groups.setdefault(json.dumps([s.data, s.seed], sort_keys=True, default=str),
-                          []).append(s)
+        groups.setdefault(data_signature(s.data, s.seed), []).append(s)
     out: list[list[RunSpec]] = []
     batch: list[RunSpec] = []
     for group in groups.values():
@@ -194,6 +195,7 @@ class DaskSweep:
         """Yield (spec, record) as the tasks finish; at the end, RunFailed naming the runs
         that failed (recorded in ``failed.jsonl``, not in the results)."""
         from distributed import as_completed
+        from ldpsim.simulator.runner import failed_runs, record_failure
 
         self.check_data(specs)
         threads = self.conn.threads()
@@ -229,16 +231,9 @@ class DaskSweep:
                     yield spec, payload
                 else:
                     failed.append((spec, payload))
-                    self._record_failure(spec, payload)
+                    record_failure(self.out_dir, spec, payload)
         if failed:
-            from ldpsim.simulator.runner import failed_runs
-
             raise failed_runs(failed, len(specs), self.out_dir, "on the Dask cluster")
-
-    def _record_failure(self, spec: RunSpec, message: str) -> None:
-        from ldpsim.simulator.runner import record_failure
-
-        record_failure(self.out_dir, spec, message)
 
     def close(self) -> None:
         """Cancel the tasks still under way (Ctrl-C, a failure) and close the client."""

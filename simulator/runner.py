@@ -64,6 +64,13 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 TRUTH_BESIDE_N = 100_000
 
 
+def data_signature(data: dict[str, Any], seed: int, secret: str | None = None) -> str:
+    """Which data set a run builds: runs with equal signatures build the same data and share
+    its ground truth (``TruthCache``; the workers of a parallel sweep are handed them
+    together)."""
+    return json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
+
+
 def _dataset(data: dict[str, Any], seed: int, secret: str | None) -> Any:
     """The run's data set, built from the same data key the pools use."""
     return build_data(data, run_keys(seed, secret).data)
@@ -104,14 +111,10 @@ class TruthCache:
         self._cache: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
-    @staticmethod
-    def _sig(data: dict[str, Any], seed: int, secret: str | None) -> str:
-        return json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
-
     def start(self, data: dict[str, Any], seed: int, secret: str | None = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
         process of its own, unless it is known or under way; whether one was started."""
-        sig = self._sig(data, seed, secret)
+        sig = data_signature(data, seed, secret)
         n = data.get("n")
         if not self.beside or sig in self._cache or sig in self._pending \
                 or not isinstance(n, int) or n < TRUTH_BESIDE_N:
@@ -130,7 +133,7 @@ class TruthCache:
         return True
 
     def get(self, data: dict[str, Any], seed: int, secret: str | None = None) -> dict[str, Any]:
-        sig = self._sig(data, seed, secret)
+        sig = data_signature(data, seed, secret)
         if sig in self._cache:
             self._cache[sig] = self._cache.pop(sig)  # most recently used last
         else:
@@ -412,7 +415,7 @@ class _ByData:
 
     def __init__(self, specs: list[RunSpec]) -> None:
         self.specs = specs
-        self.sigs = [json.dumps([s.data, s.seed], sort_keys=True, default=str) for s in specs]
+        self.sigs = [data_signature(s.data, s.seed) for s in specs]
         self.taken = [False] * len(specs)
         self.head = 0  # every run before it is taken
         self.owner: dict[str, Any] = {}  # data set -> the worker that built it first
@@ -437,11 +440,11 @@ class _Workers:
     """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
 
     def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
-                 per_round: bool, out_dir: Path | None = None) -> None:
+                 per_round: bool, out_dir: Path) -> None:
         from ldpsim.simulator.transport import _start
 
         ctx = mp.get_context("fork")
-        self.out_dir = out_dir if out_dir is not None else view_dir.parent
+        self.out_dir = out_dir  # where failed runs are recorded (``failed.jsonl``)
         self._ok = False  # whether every spec finished (then ``close`` lets them exit)
         self.procs: list[Any] = []
         self.conns: list[Any] = []
