@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-AUDIT_FILE = "audit.jsonl"
-
 
 class _OneSetting:
     """``scenario`` with one setting: its runs are ``spec`` alone (the first repetition's)."""
@@ -44,7 +42,7 @@ class _OneSetting:
 def audit_task(scenario: Any, spec: Any, done_lines: list[str],
                kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     """On a worker: audit one setting (the stored ``done_lines`` make a done one a lookup)."""
-    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.audit_harness import AUDIT_FILE, audit_scenario
 
     with tempfile.TemporaryDirectory(prefix="ldpsim-audit-") as scratch:
         (Path(scratch) / AUDIT_FILE).write_text("".join(line + "\n" for line in done_lines))
@@ -74,21 +72,14 @@ def audit_on_dask(scenario: Any, out: str | Path, address: str,
     module); ``kwargs`` are ``audit_scenario``'s (trials, target, path, jobs, ...). Returns
     the records in the scenario's order, as ``audit_scenario`` does."""
     from distributed import as_completed
-    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.audit_harness import append_audit, audit_scenario, stored_audits
     from ldpsim.simulator.dask_client import DaskConnection
-    from ldpsim.simulator.results import jsonable
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    jsonl = out / AUDIT_FILE
-    done_lines = [x for x in jsonl.read_text().splitlines() if x.strip()] \
-        if jsonl.exists() else []
-    known = set()
-    for line in done_lines:
-        try:
-            known.add(json.loads(line).get("key"))
-        except json.JSONDecodeError:
-            continue  # a torn last line: the harness redoes its setting
+    done = stored_audits(out)  # a torn last line is not among them: its setting is redone
+    done_lines = [json.dumps(rec) for rec in done.values()]
+    known = set(done)
     specs = [s for s in scenario.runs() if s.repeat == 0]
     with DaskConnection(address) as conn:
         client = conn.client
@@ -108,9 +99,7 @@ def audit_on_dask(scenario: Any, out: str | Path, address: str,
                     if rec.get("key") in known:
                         continue
                     known.add(rec.get("key"))
-                    with jsonl.open("a") as f:
-                        f.write(json.dumps(jsonable(rec)) + "\n")
-                        f.flush()
+                    append_audit(out, rec)
                 fut.release()
         finally:
             client.cancel([f for f in futures if not f.done()])

@@ -11,6 +11,7 @@ audits every setting of a scenario into ``audit.jsonl`` and resumes an interrupt
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +37,7 @@ from ldpsim.simulator.audit import (
 )
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.results import jsonable
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.seeding import run_keys, run_seed
 from ldpsim.simulator.session import Limits
@@ -508,22 +510,11 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
     Appends one JSON line per audited setting to ``OUT/audit.jsonl`` and skips settings
     already there (an interrupted audit resumes).
     """
-    import json
-
     from ldpsim.simulator.progress import progress as bar
-    from ldpsim.simulator.results import jsonable
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    jsonl = out / "audit.jsonl"
-    done: dict[str, dict[str, Any]] = {}
-    if jsonl.exists():
-        for line in jsonl.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line from an interrupted audit is redone
-            done[rec.get("key", "")] = rec
+    done = stored_audits(out)
     specs = [s for s in scenario.runs() if s.repeat == 0]
     records = []
     with bar(total=len(specs) * 2 * trials, desc="audit", enabled=show_progress) as pb:
@@ -543,11 +534,35 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
             rec["key"] = key
             rec["scenario"] = scenario.name
             rec["point"] = {k: v for k, v in spec.point.items() if k != "protocol"}
-            with jsonl.open("a") as f:
-                f.write(json.dumps(jsonable(rec)) + "\n")
-                f.flush()
+            append_audit(out, rec)
             records.append(rec)
     return records
+
+
+#: the audit's results file in its output directory, one JSON line per audited setting
+AUDIT_FILE = "audit.jsonl"
+
+
+def stored_audits(out: Path) -> dict[str, dict[str, Any]]:
+    """The records already in ``OUT/audit.jsonl`` by key (a torn last line from an
+    interrupted audit is skipped: its setting is audited again)."""
+    done: dict[str, dict[str, Any]] = {}
+    jsonl = out / AUDIT_FILE
+    if jsonl.exists():
+        for line in jsonl.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[rec.get("key", "")] = rec
+    return done
+
+
+def append_audit(out: Path, rec: dict[str, Any]) -> None:
+    """Append one audited setting's record to ``OUT/audit.jsonl``."""
+    with (out / AUDIT_FILE).open("a") as f:
+        f.write(json.dumps(jsonable(rec)) + "\n")
+        f.flush()
 
 
 AUDIT_COLUMNS = ["protocol", "claim_model", "curator_colludes", "colluders", "epsilon_claimed",
