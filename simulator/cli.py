@@ -108,10 +108,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
-        rt = scenario.runtime
+        rt, jobs = scenario.runtime, scenario.runtime["jobs"]
         where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["engine"] == "dask"
-                 else f", {rt['jobs']} jobs" if rt["jobs"] not in (1, "auto")
-                 else ", jobs auto" if rt["jobs"] == "auto" else "")
+                 else ", jobs auto" if jobs == "auto" else f", {jobs} jobs" if jobs > 1 else "")
         _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
               f"{rt['pools']} pools{where} -> {out}")
         from ldpsim.simulator.interrupt import remembered
@@ -120,10 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
                                             echo=_info,
                                             include_degraded=args.include_degraded)
-    except (ScenarioError, ParamError, CurveError) as e:
-        _err(f"error: {e}")
-        return 2
-    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
+    # ImportError, ConnectionError: no Dask installed, no scheduler answering
+    except (ScenarioError, ParamError, CurveError, ImportError, ConnectionError) as e:
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -154,7 +151,7 @@ def _warn_degraded(records: list[dict], included: bool) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.audit_harness import AUDIT_COLUMNS, audit_scenario
+    from ldpsim.simulator.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
     from ldpsim.simulator.results import format_table
     from ldpsim.simulator.scenario import ScenarioError
 
@@ -186,10 +183,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                      show_progress=not args.no_progress, echo=_info,
                                      path=args.path, jobs=args.jobs,
                                      until_lower=args.until_lower, coins=args.coins)
-    except (ImportError, ConnectionError) as e:  # no Dask installed, no scheduler
-        _err(f"error: {e}")
-        return 2
-    except (ScenarioError, ParamError, ValueError) as e:
+    # ImportError, ConnectionError: no Dask installed, no scheduler answering
+    except (ScenarioError, ParamError, ValueError, ImportError, ConnectionError) as e:
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
@@ -202,7 +197,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     levels = sorted({f"{100 * r['confidence']:g}%" for r in records if r.get("confidence")})
     print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed; "
           f"lower bounds at {', '.join(levels) or '95%'} confidence)")
-    print(f"audit: {Path(out) / 'audit.jsonl'}")
+    print(f"audit: {Path(out) / AUDIT_FILE}")
     return 0
 
 

@@ -286,10 +286,9 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
     sock.connect(endpoint)
     sess = PoolSession(index, n_pools, token, limits, keys)
     if prebuild is not None:
-        try:
+        # one that fails leaves nothing: the set-up builds the data and reports the error
+        with contextlib.suppress(Exception):
             sess.prebuild(prebuild)
-        except Exception:  # the set-up builds the data again and reports the error as usual
-            sess.prebuilt = None
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
     code = 0
 
