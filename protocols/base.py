@@ -401,6 +401,16 @@ class Protocol(ABC):
     #: runtime imports them once the pools have their set-up, so no round's time holds them
     curator_imports: tuple[str, ...] = ()
 
+    def import_curator_modules(self) -> None:
+        """Import ``curator_imports`` now (set-up time, not round time); a module that is
+        missing is left to the round that uses it to raise."""
+        import contextlib
+        import importlib
+
+        for name in self.curator_imports:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+
     def resolve(self, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
         """Fill defaults and derived values (e.g. queries="auto"); ParamError on bad values."""
         out = {}

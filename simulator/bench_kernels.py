@@ -29,7 +29,6 @@ the envelope floor is timed once.
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import time
@@ -72,8 +71,7 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     table = data_table(name, n)
     data = build_data(table, stream_key(seed, "data"))
     t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
-    for module in proto.curator_imports:  # as the runtime does at set-up: not round time
-        importlib.import_module(module)
+    proto.import_curator_modules()  # as the runtime does at set-up: not round time
 
     def timed(phase: str, fn, *a):
         t0 = time.perf_counter()

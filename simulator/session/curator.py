@@ -16,7 +16,6 @@ rounds, accounting, rejections, record).
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import time
@@ -166,18 +165,9 @@ class CuratorSession:
         if reg.on_ready(peer, self.state is State.REGISTERING):
             yield self._send(peer, reg.setup_frame)
             if len(reg.setup_sent) == reg.n_pools:  # the last set-up is out: while the pools
-                self._preload()  # build their data and register, import what rounds need
+                self.protocol.import_curator_modules()  # build their data and register
         if reg.t_ready is not None and self.timing.t_ready is None:
             self.timing.t_ready = reg.t_ready
-
-    def _preload(self) -> None:
-        """Import the modules the protocol's curator would import on first use in a round
-        (``Protocol.curator_imports``): set-up time, not round time."""
-        import importlib
-
-        for name in self.protocol.curator_imports:
-            with contextlib.suppress(ImportError):  # a round would then raise it itself
-                importlib.import_module(name)
 
     def on_frame(self, peer: bytes, frame: bytes) -> Out:
         """Handle one inbound frame (a batch of envelopes) from ``peer``.
