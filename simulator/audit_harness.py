@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,14 @@ FULL_TASK_TRIALS = 250
 COINS = ("per-trial", "fixed")
 
 
+def _check_coins(coins: str, auto: bool) -> None:
+    """ValueError naming ``--coins`` unless ``coins`` is one of ``COINS`` (or "auto" where
+    ``auto``: the choice is still to be made)."""
+    allowed = ("auto", *COINS) if auto else COINS
+    if coins not in allowed:
+        raise ValueError(f"--coins: got {coins!r}; allowed: " + ", ".join(map(repr, allowed)))
+
+
 class _Trials:
     """Runs one setting repeatedly on the inproc backend with the target's row overridden.
 
@@ -105,9 +113,7 @@ class _Trials:
     """
 
     def __init__(self, setting: AuditSetting, limits: Limits, coins: str = "per-trial") -> None:
-        if coins not in COINS:
-            raise ValueError(f"--coins: got {coins!r}; allowed: 'auto', "
-                             + ", ".join(repr(c) for c in COINS))
+        _check_coins(coins, auto=False)
         self.s = setting
         self.limits = limits
         self.coins = coins
@@ -227,9 +233,7 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
     """
     from ldpsim.simulator.audit_batch import CHECK_TRIALS, BatchTrials
 
-    if coins != "auto" and coins not in COINS:
-        raise ValueError(f"--coins: got {coins!r}; allowed: 'auto', "
-                         + ", ".join(repr(c) for c in COINS))
+    _check_coins(coins, auto=True)
     runner = _Trials(setting, limits)
     protocol, target = runner.protocol, setting.target
     pair = spec.values[list(spec.pair)]
@@ -388,12 +392,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
                     progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
             return PairStats.join(got)
 
-        if mapper is not None:
-            return gather(mapper(fn, args))
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(jobs) as pool:
-            return gather(pool.imap(fn, args))
+        return gather(_spread(fn, args, jobs, mapper))
 
     # 1. the ε audit on the neighbouring pair, common seeds for both rows
     t_eps = time.perf_counter()
@@ -485,14 +484,21 @@ def _spread_bayes(batch: Any, spec: AuditSpec, first: int, truth: np.ndarray, jo
     args = [(batch, spec, first + s, truth[s:s + step]) for s in range(0, len(truth), step)]
     if mapper is None and (jobs <= 1 or len(args) < 2):
         return _bayes_job((batch, spec, first, truth))
-    if mapper is None:
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(jobs) as pool:
-            parts = list(pool.imap(_bayes_job, args))
-    else:
-        parts = list(mapper(_bayes_job, args))
+    parts = list(_spread(_bayes_job, args, jobs, mapper))
     return sum(h for h, _ in parts), sum(n for _, n in parts)
+
+
+def _spread(fn: Callable[[tuple], Any], args: list[tuple], jobs: int,
+            mapper: Mapper | None) -> Iterator[Any]:
+    """``fn`` over every element of ``args``, the results in order: on the ``mapper`` if there
+    is one, else in a pool of ``jobs`` forked processes."""
+    if mapper is not None:
+        yield from mapper(fn, args)
+        return
+    import multiprocessing as mp
+
+    with mp.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap(fn, args)
 
 
 def _same(spec: AuditSpec, guess: int, truth: int) -> bool:
