@@ -131,32 +131,46 @@ def _tiles(starts: np.ndarray, ends: np.ndarray, size: int) -> bool:
             and bool((ends[:-1] == starts[1:]).all()))
 
 
-def _read_narrowest(frame: bytes, head: np.ndarray, agents: np.ndarray, sizes: np.ndarray,
-                    k: int | None, dtype: str) -> np.ndarray | None:
-    """The values if ``frame`` is the batch of ``agents`` in the narrowest layout: nil
-    payloads, floats, or ints that are all fixints, so that each envelope's size (``sizes``)
-    follows from its agent id. Agents of one width make a block of equal rows, checked and read
-    column by column (sorted ids change width at most four times)."""
+def _envelope_rows(fb: np.ndarray, head: np.ndarray, agents: np.ndarray, sizes: np.ndarray,
+                   hdr: np.ndarray) -> list[tuple[int, int, int, np.ndarray, int]] | None:
+    """The envelopes of ``agents``, of ``sizes`` bytes each from byte 0 of ``fb`` on, as byte
+    matrices, one per run of equal sizes (sorted ids change width at most four times): (first
+    agent, end agent, first byte, rows, the payload's offset in a row), once every row's head,
+    agent id and payload header (``hdr``) are checked; None if one is not as expected."""
     cuts = np.flatnonzero(sizes[1:] != sizes[:-1]) + 1
     if len(cuts) > 4:
         return None
-    fb = np.frombuffer(frame, dtype=np.uint8)
-    hdr = np.array([NIL], dtype=np.uint8) if k is None else np.frombuffer(
-        array_header(k), dtype=np.uint8)
-    out = np.empty((len(agents), k or 0), dtype=np.float64 if dtype == "float" else np.int64)
-    bounds, pos = [0, *cuts.tolist(), len(agents)], 0
+    bounds, pos, out = [0, *cuts.tolist(), len(agents)], 0, []
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
         m, size = hi - lo, int(sizes[lo])
         rows = fb[pos:pos + m * size].reshape(m, size)
-        pos += m * size
         ids = int_slots(agents[lo:hi])[0]
         c = len(head) + ids.shape[1]
         if not ((rows[:, :len(head)] == head).all() and np.array_equal(rows[:, len(head):c], ids)
                 and (rows[:, c:c + len(hdr)] == hdr).all()):
             return None
-        if not k:
-            continue
-        cells = rows[:, c + len(hdr):]
+        out.append((lo, hi, pos, rows, c + len(hdr)))
+        pos += m * size
+    return out
+
+
+def _read_narrowest(frame: bytes, head: np.ndarray, agents: np.ndarray, sizes: np.ndarray,
+                    k: int | None, dtype: str) -> np.ndarray | None:
+    """The values if ``frame`` is the batch of ``agents`` in the narrowest layout: nil
+    payloads, floats, or ints that are all fixints, so that each envelope's size (``sizes``)
+    follows from its agent id. Agents of one width make a block of equal rows, checked and read
+    column by column (``_envelope_rows``)."""
+    hdr = np.array([NIL], dtype=np.uint8) if k is None else np.frombuffer(
+        array_header(k), dtype=np.uint8)
+    blocks = _envelope_rows(np.frombuffer(frame, dtype=np.uint8), head, agents, sizes, hdr)
+    if blocks is None:
+        return None
+    out = np.empty((len(agents), k or 0), dtype=np.float64 if dtype == "float" else np.int64)
+    if not k:  # nil payloads, or empty arrays: nothing to read
+        return out
+    for lo, hi, _, rows, off in blocks:
+        m = hi - lo
+        cells = rows[:, off:]
         if dtype == "float":
             cells = cells.reshape(m, k, 9)
             if not (cells[:, :, 0] == FLOAT64).all():
@@ -200,17 +214,12 @@ def _read_uniform(frame: bytes, head: np.ndarray, agents: np.ndarray,
     j = int(np.searchsorted(ends, size_f)) + 1
     if j > n or ends[j - 1] != size_f:
         return None
-    cuts = np.flatnonzero(sizes[1:j] != sizes[:j - 1]) + 1
+    blocks = _envelope_rows(buf.bytes, head, agents[:j], sizes[:j], hdr)
+    if blocks is None:
+        return None
     out = np.empty((j, k), dtype=np.int64)
-    bounds, pos = [0, *cuts.tolist(), j], 0
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
+    for lo, hi, pos, rows, off in blocks:
         m, size = hi - lo, int(sizes[lo])
-        rows = buf.bytes[pos:pos + m * size].reshape(m, size)
-        c = h + int(id_sizes[lo])
-        if not ((rows[:, :h] == head).all() and (rows[:, c:c + lh] == hdr).all()
-                and np.array_equal(rows[:, h:c], int_slots(agents[lo:hi])[0])):
-            return None
-        off = c + lh
         for col, (marker, w) in enumerate(zip(markers, widths, strict=True)):
             cells = rows[:, off]
             if w == 1:  # fixints: 0x00..0x7f are 0..127, 0xe0..0xff are -32..-1
@@ -226,7 +235,6 @@ def _read_uniform(frame: bytes, head: np.ndarray, agents: np.ndarray,
                     return None
             out[lo:hi, col] = value
             off += w
-        pos += m * size
     return out, sizes[:j]
 
 
