@@ -124,14 +124,21 @@ def task_hook(monkeypatch):
     return lambda fn: monkeypatch.setattr(engine_dask, "run_task", fn)
 
 
+def _with_victim(cluster, tmp_path, task_hook, task, order, run):
+    """A Dask sweep whose ``run``-th run ``task`` kills its worker for (named in the file
+    OUT/``order``): (scenario, out dir, the victim's key)."""
+    out = tmp_path / order
+    s = scenario(engine="dask", dask_address=cluster)
+    victim = s.runs()[run].key
+    out.mkdir()
+    (out / order).write_text(victim)
+    task_hook(task)
+    return s, out, victim
+
+
 def test_a_worker_killed_mid_run_reruns_it_and_every_run_is_recorded_once(
         cluster, tmp_path, task_hook):
-    out = tmp_path / "k"
-    s = scenario(engine="dask", dask_address=cluster)
-    victim = s.runs()[4].key
-    out.mkdir()
-    (out / "kill-once").write_text(victim)
-    task_hook(kill_once_task)
+    s, out, victim = _with_victim(cluster, tmp_path, task_hook, kill_once_task, "kill-once", 4)
     records, _ = run_scenario(s, out, show_progress=False)
     assert (out / f"killed-{victim}").is_file()  # the worker did die running it
     lines = _lines(out)
@@ -142,12 +149,8 @@ def test_a_worker_killed_mid_run_reruns_it_and_every_run_is_recorded_once(
 
 def test_a_run_whose_worker_dies_twice_is_recorded_failed_and_redone_later(
         cluster, tmp_path, task_hook):
-    out = tmp_path / "f"
-    s = scenario(engine="dask", dask_address=cluster)
-    victim = s.runs()[2].key
-    out.mkdir()
-    (out / "kill-always").write_text(victim)
-    task_hook(kill_always_task)
+    s, out, victim = _with_victim(cluster, tmp_path, task_hook, kill_always_task,
+                                  "kill-always", 2)
     lost = next(b for b in engine_dask.batches(s.runs(), 2) if victim in {x.key for x in b})
     assert 1 <= len(lost) < 9  # its task's runs fail with it
     with pytest.raises(RunFailed, match=r"[1-8] of 9 runs failed on the Dask cluster") as err:
