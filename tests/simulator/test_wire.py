@@ -1,5 +1,6 @@
 """The accelerated batch codec (``wire_numpy``) must produce and accept exactly what the reference
-codec (``wire``, msgpack-python) does."""
+codec (``wire``, msgpack-python) does: both of its implementations, the compiled one
+(``simulator/_wirec.c``, where the install built it) and the numpy one, run every test here."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ from hypothesis import strategies as st
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 
 EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**62]
+
+
+@pytest.fixture(autouse=True, params=wire_numpy.CODECS)
+def codec(request):
+    """Every test of this module with each batch codec in turn."""
+    if request.param == "compiled" and wire_numpy._BUILT is None:
+        pytest.skip("the compiled codec was not built at install (no C compiler)")
+    before = wire_numpy.use_codec(request.param)
+    yield request.param
+    wire_numpy.use_codec(before)
 
 
 def reference(kind, run, rnd, agents, payload):
@@ -638,3 +649,67 @@ def test_uniform_markers_with_a_value_outside_their_range_are_refused(value, wid
     head = np.frombuffer(wire_numpy.head_bytes(wire.REPORT, 0, 0), dtype=np.uint8)
     assert wire_numpy_read._read_uniform(bad, head, agents, 1) is None
     assert wire_numpy_read.match_batch(bad, wire.REPORT, 0, 0, agents, 1, "int") is None
+
+
+# ------------------------------------------------------------------ the compiled codec's edges
+
+
+def test_use_codec_names_the_codecs_and_says_what_is_missing(codec):
+    with pytest.raises(ValueError, match="compiled, numpy"):
+        wire_numpy.use_codec("fast")
+    assert wire_numpy.codec() == codec
+    assert wire_numpy.use_codec("numpy") == codec and wire_numpy.codec() == "numpy"
+    built, wire_numpy._BUILT = wire_numpy._BUILT, None
+    try:
+        with pytest.raises(ValueError, match="was not built"):
+            wire_numpy.use_codec("compiled")
+    finally:
+        wire_numpy._BUILT = built
+
+
+def test_the_compiled_codec_refuses_buffers_too_short_for_its_arguments(codec):
+    if codec != "compiled":
+        pytest.skip("the compiled codec's own arguments")
+    c = wire_numpy.COMPILED
+    head = wire_numpy.head_bytes(wire.REPORT, 0, 0)
+    agents = np.arange(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="values"):  # 4 rows of 2 ints need 64 bytes
+        c.encode(head, agents, np.zeros(3, np.int64), 2, 1, np.empty(4, np.int64))
+    with pytest.raises(ValueError, match="sizes"):
+        c.encode(head, agents, np.zeros((4, 2), np.int64), 2, 1, np.empty(3, np.int64))
+    with pytest.raises(ValueError, match="mode"):
+        c.encode(head, agents, np.zeros((4, 2), np.int64), 2, 7, np.empty(4, np.int64))
+    frame, _ = wire_numpy.encode_batch(wire.REPORT, 0, 0, agents, np.ones((4, 2), np.int64))
+    with pytest.raises(ValueError, match="values"):
+        c.read(frame, head, agents, 2, False, np.empty(7, np.int64), np.empty(4, np.int64))
+    with pytest.raises(ValueError, match="sizes"):
+        c.read(frame, head, agents, 2, False, np.empty((4, 2), np.int64), np.empty(2, np.int64))
+    with pytest.raises(BufferError):  # a read-only output
+        c.read(frame, head, agents, 2, False, b"\0" * 64, np.empty(4, np.int64))
+    values, sizes = np.empty((4, 2), np.int64), np.empty(4, np.int64)
+    assert c.read(frame, head, agents, 2, False, values, sizes) == 4
+    assert values.tolist() == [[1, 1]] * 4
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=500,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300), st.integers(1, 40), st.sampled_from([None, 0, 1, 3, 20]),
+       st.sampled_from(["int", "float"]))
+def test_any_bytes_are_refused_or_read_as_the_reference_reads_them(junk, n, k, dtype):
+    """Arbitrary bytes after a valid first envelope's head: never a crash, and whatever the
+    batch reader accepts is what the reference reader reads."""
+    head = wire_numpy.head_bytes(wire.REPORT, 0, 0)
+    agents = np.arange(n, dtype=np.int64)
+    for frame in (junk, head + junk, head + b"\x00" + junk):
+        got = wire_numpy_read.match_prefix(frame, wire.REPORT, 0, 0, agents, k, dtype)
+        if got is None:
+            continue
+        values, sizes = got
+        fields, payloads = reference_read(frame)
+        assert fields == [(wire.REPORT, 0, 0, a) for a in range(len(sizes))]
+        assert int(sizes.sum()) == len(frame)
+        if k is None:
+            assert payloads == [None] * len(sizes)
+        else:  # compared as bytes: a NaN is equal to itself there
+            ref = np.asarray(payloads, dtype=values.dtype).reshape(values.shape)
+            assert values.tobytes() == ref.tobytes()
