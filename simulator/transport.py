@@ -123,6 +123,9 @@ POOL_SOCKET_OPTIONS = ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0), (zmq.R
 #: Messages queued per peer and direction. A pool has at most ``session.WINDOW`` query batches
 #: in flight and answers each with a frame or a few, so honest traffic stays far below it.
 CURATOR_HWM = 1000
+#: query frames a pool takes from its socket at once when several are queued (its randomizer
+#: answers consecutive batches of a round in one call: ``PoolSession.on_frames``)
+COALESCE = 8
 #: A connection that has not finished the ZMTP handshake after this long is closed (idle TCP
 #: connections would otherwise hold file descriptors for ever: slowloris).
 HANDSHAKE_MS = 5000
@@ -301,9 +304,14 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
         last_hello = last_msg = time.monotonic()
         while not sess.exit:
             if sock.poll(200):
-                frame = sock.recv(copy=True)
+                frames = [sock.recv(copy=True)]
+                while len(frames) < COALESCE:  # what else is queued: answered in one go
+                    try:
+                        frames.append(sock.recv(flags=zmq.NOBLOCK, copy=True))
+                    except zmq.Again:
+                        break
                 last_msg = time.monotonic()
-                for out in sess.on_frame(frame):
+                for out in sess.on_frames(frames):
                     send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
                 if sess.idle and not sess.exit:

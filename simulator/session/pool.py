@@ -100,6 +100,48 @@ class PoolSession:
     def idle(self) -> bool:
         return self.config is None
 
+    def on_frames(self, frames: list[bytes]) -> list[bytes]:
+        """Handle frames that arrived together, in order; return the frames to send back.
+
+        The same as ``on_frame`` on each in turn, except that canonical query batches of one
+        round for consecutive agents (the curator's send window queues several while the pool
+        computes) are answered by one call of the randomizer over all of them: the protocol's
+        per-batch fixed costs are paid once. The reports are the same (every agent's coins are
+        its own, whatever the batch), and each query batch still gets its own report frame.
+        """
+        out: list[bytes] = []
+        group: list[tuple[int, np.ndarray, np.ndarray | None]] = []
+        for frame in frames:
+            fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
+            if fast is None:
+                out.extend(self._respond_group(group))
+                out.extend(self.on_frame(frame))
+                continue
+            run, rnd, ids, queries = fast
+            if self.silent or run != self.run or self.config is None:
+                continue
+            if group and not _continues(group[-1], rnd, ids, queries):
+                out.extend(self._respond_group(group))
+            group.append((rnd, ids, queries))
+        out.extend(self._respond_group(group))
+        return out
+
+    def _respond_group(self, group: list[tuple[int, np.ndarray, np.ndarray | None]]
+                       ) -> list[bytes]:
+        """Answer the query batches of ``group`` (one round, consecutive agents) at once, and
+        empty it."""
+        if not group:
+            return []
+        rnd, parts = group[0][0], list(group)
+        group.clear()
+        if len(parts) == 1 or parts[0][1][0] < self.start or parts[-1][1][-1] >= self.stop:
+            # one batch, or agents this pool does not host: batch by batch (such a batch
+            # fails the run)
+            return [f for _, ids, queries in parts for f in self._respond(rnd, ids, queries)]
+        ids = np.concatenate([p[1] for p in parts])
+        queries = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+        return self._respond(rnd, ids, queries, batches=[int(p[1][0]) for p in parts[1:]])
+
     def on_frame(self, frame: bytes) -> list[bytes]:
         """Handle one frame from the curator; return the frames to send back."""
         out: list[bytes] = []
@@ -278,27 +320,31 @@ class PoolSession:
                 elif action == "raise":
                     raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
 
-    def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None) -> list[bytes]:
+    def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None,
+                 batches: list[int] | None = None) -> list[bytes]:
+        """The report frames answering the queries of ``ids`` in round ``rnd``: one per query
+        batch (``batches``: the first agent of each batch after the first, when ``ids`` joins
+        several), split further when a frame would exceed half the frame limit."""
         self._fault(rnd)
         if self.silent:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
-        refusal: list[bytes] = []
+        firsts = batches or []
+        refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
             ok = self.odometer.admit(rnd, ids)
             if ok is not None and not ok.all():
-                bad = ids[~ok]
-                self.refusals += len(bad)
-                refusal = [wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
-                    "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered "
-                             f"it already, or it would take them past epsilon = "
-                             f"{self.odometer.budget:g})", "code": "budget", "agents": bad})]
+                cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
+                for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+                    bad = ids[lo:hi][~ok[lo:hi]]
+                    if len(bad):
+                        refusals[b] = self._refusal(rnd, bad)
                 ids = ids[ok]
                 if queries is not None:
                     queries = queries[ok]
                 if not len(ids):
-                    return refusal
+                    return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
@@ -325,9 +371,24 @@ class PoolSession:
         # reports, e.g. a whole answer vector per worker); the curator matches the pieces
         row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
         per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
-        return refusal + [wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:s + per_frame],
-                                            reports[s:s + per_frame])[0]
-                          for s in range(0, len(ids), per_frame)]
+        cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
+        out = []
+        for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            if b in refusals:
+                out.append(refusals[b])
+            for s in range(lo, hi, per_frame):
+                e = min(s + per_frame, hi)
+                out.append(wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:e],
+                                                   reports[s:e])[0])
+        return out
+
+    def _refusal(self, rnd: int, bad: np.ndarray) -> bytes:
+        """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``."""
+        self.refusals += len(bad)
+        return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
+            "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
+                     f"already, or it would take them past epsilon = {self.odometer.budget:g})",
+            "code": "budget", "agents": bad})
 
     def _stats(self) -> dict[str, Any]:
         return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
@@ -343,3 +404,14 @@ class PoolSession:
                            {"error": f"{type(exc).__name__}: {exc}",
                             "traceback": traceback.format_exc()})
 
+
+def _continues(last: tuple[int, np.ndarray, np.ndarray | None], rnd: int, ids: np.ndarray,
+               queries: np.ndarray | None) -> bool:
+    """Whether the query batch (``rnd``, ``ids``, ``queries``) continues the batch ``last``:
+    the same round, the next agents, queries of the same kind and width (or none in both)."""
+    lrnd, lids, lq = last
+    if rnd != lrnd or int(ids[0]) != int(lids[-1]) + 1:
+        return False
+    if lq is None or queries is None:
+        return lq is None and queries is None
+    return lq.dtype == queries.dtype and lq.shape[1:] == queries.shape[1:]

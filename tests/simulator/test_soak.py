@@ -63,6 +63,9 @@ def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box) -> 
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.SNDHWM, 200)
+        # the curator binds only when its run starts: retry the connection every 5 ms (the
+        # default 100 ms may let a short run end before the first hostile message arrives)
+        s.setsockopt(zmq.RECONNECT_IVL, 5)
         s.connect(endpoint)
         socks.append(s)
     kinds = hostile_messages()
