@@ -23,20 +23,59 @@
 
 enum { MODE_NIL = 0, MODE_INT = 1, MODE_UINT = 2, MODE_FLOAT = 3 };
 
-static inline void put_be(uint8_t *p, uint64_t v, int bytes)
+#if defined(__GNUC__) || defined(__clang__)
+#define BSWAP16(x) __builtin_bswap16(x)
+#define BSWAP32(x) __builtin_bswap32(x)
+#define BSWAP64(x) __builtin_bswap64(x)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+static inline uint16_t BSWAP16(uint16_t x) { return (uint16_t)((x >> 8) | (x << 8)); }
+static inline uint32_t BSWAP32(uint32_t x)
 {
-    for (int i = bytes - 1; i >= 0; i--) {
-        p[i] = (uint8_t)(v & 0xff);
-        v >>= 8;
-    }
+    return ((x >> 24) & 0xff) | ((x >> 8) & 0xff00) | ((x << 8) & 0xff0000) | (x << 24);
+}
+static inline uint64_t BSWAP64(uint64_t x)
+{
+    return ((uint64_t)BSWAP32((uint32_t)x) << 32) | BSWAP32((uint32_t)(x >> 32));
+}
+#define LIKELY(x) (x)
+#endif
+
+static inline int little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
 }
 
+/* the low `bytes` (2, 4 or 8) bytes of v, big-endian, at p */
+static inline void put_be(uint8_t *p, uint64_t v, int bytes)
+{
+    if (!little_endian()) {
+        for (int i = bytes - 1; i >= 0; i--) {
+            p[i] = (uint8_t)(v & 0xff);
+            v >>= 8;
+        }
+        return;
+    }
+    if (bytes == 2) { uint16_t x = BSWAP16((uint16_t)v); memcpy(p, &x, 2); }
+    else if (bytes == 4) { uint32_t x = BSWAP32((uint32_t)v); memcpy(p, &x, 4); }
+    else { uint64_t x = BSWAP64(v); memcpy(p, &x, 8); }
+}
+
+/* the big-endian int of `bytes` (1, 2, 4 or 8) bytes at p */
 static inline uint64_t get_be(const uint8_t *p, int bytes)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = (v << 8) | p[i];
-    return v;
+    if (!little_endian() || (bytes != 2 && bytes != 4 && bytes != 8)) {
+        uint64_t v = 0;
+        for (int i = 0; i < bytes; i++)
+            v = (v << 8) | p[i];
+        return v;
+    }
+    if (bytes == 2) { uint16_t x; memcpy(&x, p, 2); return BSWAP16(x); }
+    if (bytes == 4) { uint32_t x; memcpy(&x, p, 4); return BSWAP32(x); }
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return BSWAP64(x);
 }
 
 /* a non-negative int in msgpack-python's shortest form; returns its length */
@@ -127,6 +166,56 @@ PyDoc_STRVAR(encode_doc,
 "nil (mode 0) or a k-array of ``values`` (n * k int64, uint64 or float64 for modes 1, 2, 3), as\n"
 "msgpack-python writes them; each envelope's size goes to ``sizes`` (n int64, writable).");
 
+enum { SLACK = 16 };
+
+/* The envelopes of n agents at p (see encode); returns their total length. With `mode` a
+   constant at each call, the compiler makes one loop per mode. A head of at most 16 bytes is
+   copied as 16 (the scratch buffer has SLACK bytes beyond the envelopes' room). */
+static inline Py_ssize_t encode_rows(uint8_t *p, const uint8_t *hb, Py_ssize_t hlen,
+                                     const char *ab, const char *vb, char *sb, Py_ssize_t n,
+                                     Py_ssize_t k, const int mode, const uint8_t *hdr,
+                                     Py_ssize_t hl)
+{
+    uint8_t *start = p, hpad[16] = {0};
+    int short_head = hlen <= 16;
+    if (short_head)
+        memcpy(hpad, hb, hlen);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t *e = p;
+        int64_t a;
+        memcpy(&a, ab + 8 * i, 8);
+        if (LIKELY(short_head))
+            memcpy(p, hpad, 16);
+        else
+            memcpy(p, hb, hlen);
+        p += hlen;
+        p += put_int(p, a);
+        if (mode == MODE_NIL) {
+            *p++ = 0xc0;
+        } else {
+            memcpy(p, hdr, hl);
+            p += hl;
+            const char *row = vb + 8 * k * i;
+            for (Py_ssize_t j = 0; j < k; j++) {
+                uint64_t u;
+                memcpy(&u, row + 8 * j, 8);
+                if (mode == MODE_INT) {
+                    p += put_int(p, (int64_t)u);
+                } else if (mode == MODE_UINT) {
+                    p += put_uint(p, u);
+                } else {
+                    *p = 0xcb;
+                    put_be(p + 1, u, 8);
+                    p += 9;
+                }
+            }
+        }
+        int64_t size = (int64_t)(p - e);
+        memcpy(sb + 8 * i, &size, 8);
+    }
+    return p - start;
+}
+
 static uint8_t *scratch = NULL;
 static Py_ssize_t scratch_size = 0;
 
@@ -176,53 +265,29 @@ static PyObject *encode(PyObject *self, PyObject *args)
     /* written into a scratch buffer kept between calls (the GIL is held throughout), then
        copied into a bytes object of the exact size: a fresh worst-case-sized buffer per
        batch would pay its page faults every time */
-    if (most * n > scratch_size) {
-        uint8_t *grown = PyMem_RawRealloc(scratch, most * n);
+    if (most * n + SLACK > scratch_size) {  /* SLACK: a head is copied 16 bytes at a time */
+        uint8_t *grown = PyMem_RawRealloc(scratch, most * n + SLACK);
         if (grown == NULL) {
             PyErr_NoMemory();
             goto done_values;
         }
         scratch = grown;
-        scratch_size = most * n;
+        scratch_size = most * n + SLACK;
     }
     {
-        uint8_t *p = scratch, *start = p;
+        uint8_t hdr[5];
+        Py_ssize_t hl = mode == MODE_NIL ? 0 : put_array_header(hdr, k);
+        Py_ssize_t len;
         const uint8_t *hb = (const uint8_t *)head.buf;
         const char *ab = (const char *)agents.buf, *vb = (const char *)values.buf;
         char *sb = (char *)sizes.buf;
-        uint8_t hdr[5];
-        Py_ssize_t hl = mode == MODE_NIL ? 0 : put_array_header(hdr, k), hlen = head.len;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint8_t *e = p;
-            int64_t a;
-            memcpy(&a, ab + 8 * i, 8);
-            memcpy(p, hb, hlen);
-            p += hlen;
-            p += put_int(p, a);
-            if (mode == MODE_NIL) {
-                *p++ = 0xc0;
-            } else {
-                memcpy(p, hdr, hl);
-                p += hl;
-                const char *row = vb + 8 * k * i;
-                for (Py_ssize_t j = 0; j < k; j++) {
-                    uint64_t u;
-                    memcpy(&u, row + 8 * j, 8);
-                    if (mode == MODE_INT) {
-                        p += put_int(p, (int64_t)u);
-                    } else if (mode == MODE_UINT) {
-                        p += put_uint(p, u);
-                    } else {
-                        *p = 0xcb;
-                        put_be(p + 1, u, 8);
-                        p += 9;
-                    }
-                }
-            }
-            int64_t size = (int64_t)(p - e);
-            memcpy(sb + 8 * i, &size, 8);
+        switch (mode) {  /* one loop per mode, each compiled for it */
+        case MODE_NIL: len = encode_rows(scratch, hb, head.len, ab, vb, sb, n, 0, MODE_NIL, hdr, hl); break;
+        case MODE_INT: len = encode_rows(scratch, hb, head.len, ab, vb, sb, n, k, MODE_INT, hdr, hl); break;
+        case MODE_UINT: len = encode_rows(scratch, hb, head.len, ab, vb, sb, n, k, MODE_UINT, hdr, hl); break;
+        default: len = encode_rows(scratch, hb, head.len, ab, vb, sb, n, k, MODE_FLOAT, hdr, hl); break;
         }
-        out = PyBytes_FromStringAndSize((const char *)start, p - start);
+        out = PyBytes_FromStringAndSize((const char *)scratch, len);
     }
 done_values:
     if (have_values)
@@ -233,6 +298,64 @@ done_agents:
     PyBuffer_Release(&agents);
     PyBuffer_Release(&head);
     return out;
+}
+
+/* The envelopes of agents[0..j) read from the frame f (see read): j, or -1. With `nil` and
+   `is_float` constants at each call, the compiler makes one loop per payload kind. A head of
+   at most 8 bytes is compared as one masked 8-byte word where 8 bytes remain. */
+static inline Py_ssize_t read_rows(const uint8_t *f, Py_ssize_t size, const uint8_t *hb,
+                                   Py_ssize_t hlen, const char *ab, Py_ssize_t n, Py_ssize_t k,
+                                   const int nil, const int is_float, char *vb, char *sb)
+{
+    uint8_t hdr[5];
+    Py_ssize_t hl = nil ? 0 : put_array_header(hdr, k), pos = 0, i = 0;
+    uint64_t hword = 0, hmask = 0;
+    int word_head = hlen <= 8;
+    if (word_head) {
+        memcpy(&hword, hb, hlen);
+        memset(&hmask, 0xff, hlen);  /* the first hlen bytes in memory, whatever the order */
+    }
+    while (pos < size && i < n) {
+        Py_ssize_t start = pos, w;
+        int64_t a, v;
+        if (LIKELY(word_head && size - pos >= 8)) {
+            uint64_t x;
+            memcpy(&x, f + pos, 8);
+            if ((x & hmask) != hword) return -1;
+        } else if (size - pos < hlen || memcmp(f + pos, hb, hlen) != 0) {
+            return -1;
+        }
+        pos += hlen;
+        memcpy(&a, ab + 8 * i, 8);
+        w = get_int(f + pos, size - pos, &v);
+        if (w == 0 || v != a) return -1;
+        pos += w;
+        if (nil) {
+            if (pos >= size || f[pos] != 0xc0) return -1;
+            pos += 1;
+        } else {
+            if (size - pos < hl || memcmp(f + pos, hdr, hl) != 0) return -1;
+            pos += hl;
+            char *row = vb + 8 * k * i;
+            for (Py_ssize_t j = 0; j < k; j++) {
+                if (is_float) {
+                    if (size - pos < 9 || f[pos] != 0xcb) return -1;
+                    uint64_t u = get_be(f + pos + 1, 8);
+                    memcpy(row + 8 * j, &u, 8);
+                    pos += 9;
+                } else {
+                    w = get_int(f + pos, size - pos, &v);
+                    if (w == 0) return -1;
+                    memcpy(row + 8 * j, &v, 8);
+                    pos += w;
+                }
+            }
+        }
+        int64_t sz = (int64_t)(pos - start);
+        memcpy(sb + 8 * i, &sz, 8);
+        i++;
+    }
+    return (i == 0 || pos != size) ? -1 : i;
 }
 
 PyDoc_STRVAR(read_doc,
@@ -276,48 +399,15 @@ static PyObject *read_batch(PyObject *self, PyObject *args)
         const uint8_t *f = (const uint8_t *)frame.buf, *hb = (const uint8_t *)head.buf;
         const char *ab = (const char *)agents.buf;
         char *vb = (char *)values.buf, *sb = (char *)sizes.buf;
-        Py_ssize_t size = frame.len, hlen = head.len, pos = 0, i = 0;
-        uint8_t hdr[5];
-        Py_ssize_t hl = k < 0 ? 0 : put_array_header(hdr, k);
-        int bad = 0;
+        Py_ssize_t size = frame.len, hlen = head.len;
         Py_BEGIN_ALLOW_THREADS
-        while (pos < size && i < n) {
-            Py_ssize_t start = pos, w;
-            int64_t a, v;
-            if (size - pos < hlen || memcmp(f + pos, hb, hlen) != 0) { bad = 1; break; }
-            pos += hlen;
-            memcpy(&a, ab + 8 * i, 8);
-            w = get_int(f + pos, size - pos, &v);
-            if (w == 0 || v != a) { bad = 1; break; }
-            pos += w;
-            if (k < 0) {
-                if (pos >= size || f[pos] != 0xc0) { bad = 1; break; }
-                pos += 1;
-            } else {
-                if (size - pos < hl || memcmp(f + pos, hdr, hl) != 0) { bad = 1; break; }
-                pos += hl;
-                char *row = vb + 8 * kk * i;
-                for (Py_ssize_t j = 0; j < kk; j++) {
-                    if (is_float) {
-                        if (size - pos < 9 || f[pos] != 0xcb) { bad = 1; break; }
-                        uint64_t u = get_be(f + pos + 1, 8);
-                        memcpy(row + 8 * j, &u, 8);
-                        pos += 9;
-                    } else {
-                        w = get_int(f + pos, size - pos, &v);
-                        if (w == 0) { bad = 1; break; }
-                        memcpy(row + 8 * j, &v, 8);
-                        pos += w;
-                    }
-                }
-                if (bad) break;
-            }
-            int64_t s = (int64_t)(pos - start);
-            memcpy(sb + 8 * i, &s, 8);
-            i++;
-        }
+        if (k < 0)
+            got = read_rows(f, size, hb, hlen, ab, n, 0, 1, 0, vb, sb);
+        else if (is_float)
+            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 1, vb, sb);
+        else
+            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 0, vb, sb);
         Py_END_ALLOW_THREADS
-        got = (bad || i == 0 || pos != size) ? -1 : i;
     }
     PyBuffer_Release(&sizes);
 done_values:
