@@ -58,14 +58,39 @@ def _factorials(k: int) -> np.ndarray:
     return np.array([math.factorial(i) for i in range(k + 1)], dtype=np.int64)
 
 
+#: largest k whose permutations ``lex_rank`` looks up in a table of k^k entries (7^7 = 823,543
+#: int32s, 3.3 MB) instead of computing their Lehmer digits
+TABLE_K = 7
+
+
+@lru_cache(maxsize=TABLE_K + 1)
+def _rank_table(k: int) -> np.ndarray:
+    """``lex_rank`` of every row of k digits in ``[0, k)``, read as a base-k number; -1 where
+    the row is not a permutation."""
+    table = np.full(k ** k, -1, dtype=np.int32)
+    perms = np.array(list(itertools.permutations(range(k))), dtype=np.int64).reshape(-1, k)
+    table[perms @ (k ** np.arange(k - 1, -1, -1, dtype=np.int64))] = np.arange(len(perms))
+    return table
+
+
 def lex_rank(perms: np.ndarray) -> np.ndarray:
     """Lexicographic index in ``[0, k!)`` of each row, a permutation of ``0 .. k-1`` (k <= 20).
 
     The Lehmer digit of position ``r`` counts the later entries smaller than ``perm[r]``; the
-    index is ``sum_r digit_r * (k-1-r)!``.
+    index is ``sum_r digit_r * (k-1-r)!``. For k <= ``TABLE_K`` each row, read as a base-k
+    number, is looked up in a table of these indices (itertools' order is the lexicographic
+    one), about 7x faster; a row that is not a permutation takes the digits' way, as before.
     """
     p = np.asarray(perms, dtype=np.int64)
     n, k = p.shape
+    if 1 < k <= TABLE_K and n and p.min() >= 0 and p.max() < k:
+        code = p[:, 0].copy()
+        for r in range(1, k):
+            code *= k
+            code += p[:, r]
+        idx = _rank_table(k)[code].astype(np.int64)
+        if idx.min() >= 0:
+            return idx
     f = _factorials(k)
     idx = np.zeros(n, dtype=np.int64)
     for r in range(k - 1):

@@ -31,6 +31,21 @@ def test_lex_rank_is_itertools_order_and_unrank_inverts():
     assert (perm.lex_unrank(perm.lex_rank(r), 12) == r).all()
 
 
+@pytest.mark.parametrize("k", [2, 3, 5, 7, 8])
+def test_lex_rank_table_agrees_with_the_lehmer_digits(k, monkeypatch):
+    """The table lookup (k <= TABLE_K) against the digits' computation, on random rankings and
+    on rows that are not permutations (which take the digits' way)."""
+    gen = rngm.party_generator(k)
+    rows = gen.permuted(np.tile(np.arange(k), (2000, 1)), axis=1)
+    bad = rows.copy()
+    bad[::7, 0] = bad[::7, 1]  # a repeated item
+    got, got_bad = perm.lex_rank(rows), perm.lex_rank(bad)
+    monkeypatch.setattr(perm, "TABLE_K", 0)
+    assert np.array_equal(got, perm.lex_rank(rows))
+    assert np.array_equal(got_bad, perm.lex_rank(bad))
+    assert got.dtype == np.int64 and got.max() < math.factorial(k)
+
+
 def test_comb_rank_is_itertools_order():
     for n_slots, p in ((5, 1), (4, 2), (7, 3), (9, 4)):
         table = np.array(list(itertools.combinations(range(n_slots), p)))
