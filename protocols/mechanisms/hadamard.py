@@ -78,7 +78,7 @@ class Hadamard:
         """(row s, bit) per value over k values: s uniform in [k'], bit = 1 iff the
         randomised Ψ[s, v] is +1."""
         v = np.asarray(values, dtype=np.int64)
-        kp = orders(k, v.shape)
+        kp = order(int(k)) if np.ndim(k) == 0 else orders(k, v.shape)
         s = np.minimum(np.floor(u_row * kp).astype(np.int64), kp - 1)
         bit = (entry(s, v) > 0).astype(np.int64)
         return s, self.flip.perturb(bit, u_flip)

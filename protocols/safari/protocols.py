@@ -592,7 +592,7 @@ class _FullDomainCurator(Curator):
         eps = self.params["epsilon"]
         r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
         oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        ok = safa.valid_reports(oracle, r, np.full(len(r), size), eps)
+        ok = safa.valid_reports(oracle, r, size, eps)
         self.stats["out_of_domain"] = int((~ok).sum())
         r = r[ok]
         n = len(r)
@@ -640,7 +640,7 @@ class _FullDomain(_RankingProtocol):
         oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
         seed_bits = (block.bits(1, offset=2)[:, 0] if oracle == "olh"
                      else None)
-        return safa.perturb(oracle, v, np.full(len(v), size), block.params["epsilon"], u, seed_bits)
+        return safa.perturb(oracle, v, size, block.params["epsilon"], u, seed_bits)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))

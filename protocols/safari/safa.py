@@ -39,9 +39,10 @@ def report_length(oracle: str) -> int:
     return 1 if oracle == "safa" else 2
 
 
-def perturb(oracle: str, values: np.ndarray, k: np.ndarray, epsilon: float,
+def perturb(oracle: str, values: np.ndarray, k: np.ndarray | int, epsilon: float,
             u: np.ndarray, seed_bits: np.ndarray | None = None) -> np.ndarray:
-    """Reports (n, report_length) of ``values`` (over domains ``k``) with ε per report.
+    """Reports (n, report_length) of ``values`` (over domains ``k``: one per user, or one for
+    all) with ε per report.
 
     ``u`` holds two uniforms per user (n, 2); OLH also takes 64 random bits per user for the
     hash seed (its top 32 bits).
@@ -56,14 +57,15 @@ def perturb(oracle: str, values: np.ndarray, k: np.ndarray, epsilon: float,
     return np.stack([seeds, y], axis=1)
 
 
-def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray, epsilon: float) -> np.ndarray:
+def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray | int,
+                  epsilon: float) -> np.ndarray:
     """Which reports lie in the domain of their user's attribute (the schema's single
     [low, high] cannot say this when attributes' domains differ)."""
     r = np.asarray(reports, dtype=np.int64)
     if oracle == "safa":
         return (r[:, 0] >= 0) & (r[:, 0] < k)
     if oracle == "harmony":
-        kp = hadamard.orders(k, r[:, 0].shape)
+        kp = hadamard.order(int(k)) if np.ndim(k) == 0 else hadamard.orders(k, r[:, 0].shape)
         return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
     return (r[:, 0] >= 0) & (r[:, 0] < 2**olh.SEED_BITS) & (r[:, 1] >= 0) & (
         r[:, 1] < olh.hash_range(epsilon))

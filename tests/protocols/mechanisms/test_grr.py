@@ -175,3 +175,23 @@ def test_array_epsilon_and_domains_are_per_value():
                                np.full(3, 0.9999)).tolist() == [0, 1, 6]
     with pytest.raises(ValueError, match="others"):
         GRR(1.0, 3).perturb(np.zeros(2, dtype=np.int64), np.full(2, 0.9), others="random")
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 24, 720])
+@pytest.mark.parametrize("eps", [0.0, 0.3, 2.0, 30.0, 40.0, 800.0])
+@pytest.mark.parametrize("layout", ["ascending", "cyclic", "two-uniforms"])
+def test_one_law_fast_path_gives_the_general_path_reports(t, eps, layout):
+    """One ε and one k take ``_perturb_one_law``; the same values as arrays take the general
+    path: every report must be the same, also for values outside [0, t) and at u's edges."""
+    n = 4000
+    gen = rngm.party_generator(t)
+    v = gen.integers(-1, t + 1, (n, 2))
+    u = rngm.uniform(KEY, np.arange(n), 1, 4).reshape(n, 2, 2)
+    u[:5, 0, 0] = [1e-300, 0.5, 1 - 2**-53, GRR(eps, t).p, np.nextafter(GRR(eps, t).p, 0)]
+    other = u[:, :, 1] if layout == "two-uniforms" else None
+    kwargs = {} if layout == "two-uniforms" else {"others": layout}
+    fast = GRR(eps, t).perturb(v, u[:, :, 0], other, **kwargs)
+    general = GRR(np.full(v.shape, eps), np.full(v.shape, t)).perturb(v, u[:, :, 0], other,
+                                                                      **kwargs)
+    assert fast.dtype == general.dtype == np.int64
+    assert np.array_equal(fast, general)

@@ -276,3 +276,22 @@ def test_olh_support_counts_equal_counting_every_hash(domain, chunk):
     want = (h == ys[:, None]).sum(axis=0)
     assert o.support_counts(seeds, ys, domain, chunk=chunk).tolist() == want.tolist()
     assert o.support_counts(seeds[:0], ys[:0], domain).tolist() == [0] * domain
+
+
+@pytest.mark.parametrize("oracle", ["safa", "harmony", "olh"])
+@pytest.mark.parametrize("k", [2, 24, 720])
+def test_one_domain_for_all_users_gives_the_per_user_domains_reports(oracle, k):
+    """The full-domain protocols pass one k for every user: the reports and the domain check
+    must be those of the same k given per user."""
+    n = 3000
+    gen = rngm.party_generator(k)
+    values = gen.integers(0, k, n)
+    u = rngm.uniform(rngm.stream_key(2, "agents"), np.arange(n), 0, 2)
+    seeds = gen.integers(0, 2**63, n, dtype=np.uint64)
+    one = safa.perturb(oracle, values, k, 1.5, u, seeds)
+    each = safa.perturb(oracle, values, np.full(n, k), 1.5, u, seeds)
+    assert np.array_equal(one, each)
+    bad = one.copy()
+    bad[::5, -1] = -1
+    assert np.array_equal(safa.valid_reports(oracle, bad, k, 1.5),
+                          safa.valid_reports(oracle, bad, np.full(n, k), 1.5))
