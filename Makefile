@@ -7,7 +7,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-slow bench lint fmt clean
 
-$(STAMP): pyproject.toml simulator/_wirec.c
+$(STAMP): pyproject.toml simulator/_wirec.c protocols/_rngc.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,dask]'
@@ -37,4 +37,4 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix ldpsim simulator protocols tests examples
 
 clean:
-	rm -rf $(VENV) results *.egg-info simulator/*.so
+	rm -rf $(VENV) results *.egg-info simulator/*.so protocols/*.so

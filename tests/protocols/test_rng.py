@@ -1,4 +1,6 @@
 """Tests of ``protocols.rng``: counter-based streams, Laplace by inverse CDF, Floyd sampling.
+Every test runs with both SplitMix64 finalisers: the compiled one (``protocols/_rngc.c``, where
+the install built it) and numpy's.
 
 Statistical checks use fixed stream keys (so they are deterministic) and tolerances of 5
 standard errors derived from the theoretical variance, or goodness-of-fit p-values > 1e-4.
@@ -23,6 +25,16 @@ _MASK64 = (1 << 64) - 1
 _M1 = 0xBF58476D1CE4E5B9
 _M2 = 0x94D049BB133111EB
 _C = 0xD1B54A32D192ED03
+
+
+@pytest.fixture(autouse=True, params=rng.MIXERS)
+def mixer(request):
+    """Every test of this module with each finaliser in turn."""
+    if request.param == "compiled" and rng._BUILT is None:
+        pytest.skip("the compiled finaliser was not built at install (no C compiler)")
+    before = rng.use_mixer(request.param)
+    yield request.param
+    rng.use_mixer(before)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -370,3 +382,50 @@ def test_one_key_per_agent_gives_each_agent_its_own_streams():
     derived = rng.stream_key(keys[:4], "split", 2)
     assert derived.dtype == np.uint64
     assert derived.tolist() == [rng.stream_key(int(k), "split", 2) for k in keys[:4]]
+
+
+# --------------------------------------------------------------------------- the two finalisers
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 40])
+def test_both_finalisers_give_the_same_bits(mixer, width):
+    """The compiled finaliser against numpy's passes: mix, bits and uniforms, one stream key
+    or one per agent, arrays of any length and layout."""
+    agents = np.concatenate([np.arange(5000), [2**40, 2**62 + 3]]).astype(np.int64)
+    keys = rng.agent_keys(KEY, agents[::-1].copy())
+    words = rng.bits(KEY, agents, 3, 4).T  # a transposed (non-contiguous) view
+    got = (rng.mix(words), rng.bits(KEY, agents, 2, width, offset=5),
+           rng.bits(keys, agents, 0, width), rng.uniform(KEY, agents, 7, width))
+    other = "numpy" if mixer == "compiled" else mixer
+    rng.use_mixer(other)
+    try:
+        want = (rng.mix(words), rng.bits(KEY, agents, 2, width, offset=5),
+                rng.bits(keys, agents, 0, width), rng.uniform(KEY, agents, 7, width))
+    finally:
+        rng.use_mixer(mixer)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_use_mixer_names_the_finalisers(mixer):
+    with pytest.raises(ValueError, match="compiled, numpy"):
+        rng.use_mixer("fast")
+    assert rng.mixer() == mixer
+    built, rng._BUILT = rng._BUILT, None
+    try:
+        with pytest.raises(ValueError, match="was not built"):
+            rng.use_mixer("compiled")
+    finally:
+        rng._BUILT = built
+
+
+def test_the_compiled_finaliser_refuses_bad_buffers(mixer):
+    if mixer != "compiled":
+        pytest.skip("the compiled finaliser's own arguments")
+    with pytest.raises(ValueError, match="whole number"):
+        rng.COMPILED.mix_inplace(bytearray(12))
+    with pytest.raises(BufferError):
+        rng.COMPILED.mix_inplace(b"\0" * 16)  # read-only
+    with pytest.raises(ValueError, match="len\\(keys\\) x len\\(ctr\\)"):
+        rng.COMPILED.mix_xor(np.zeros(3, np.uint64), np.zeros(2, np.uint64),
+                             np.zeros(5, np.uint64))
