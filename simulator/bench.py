@@ -304,7 +304,8 @@ def main(args: Any) -> int:
     if peers:
         from ldpsim.simulator import bench_peers
 
-        bench_peers.main(peers, _size(args, "peer_users", 200, 10**5))
+        bench_peers.main(peers, _size(args, "peer_users", 200, 10**5),
+                         repeats=1 if args.quick else 3)
     trials = 100 if args.quick else getattr(args, "audit_trials", 0)
     if trials:
         bench_audit.main(trials, full_trials=min(trials, 2000))

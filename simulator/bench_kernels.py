@@ -104,12 +104,16 @@ def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
 
 
 def processes_rounds(name: str, n: int, pools: int, batch: int,
-                     timeout_s: float = 300.0) -> dict[str, Any]:
-    """One processes-backend run: its rounds' summed wall time and the run's record."""
+                     timeout_s: float = 300.0, data: dict[str, Any] | None = None,
+                     params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One processes-backend run (on ``data``, by default the protocol's example data with n
+    agents, and ``params``, by default the protocol's): its rounds' summed wall time and the
+    run's record."""
     from ldpsim.simulator.session import Limits
     from ldpsim.simulator.transport import run_processes
 
-    cfg = {"protocol": name, "params": {}, "data": data_table(name, n), "seed": SEED,
+    cfg = {"protocol": name, "params": params or {}, "data": data or data_table(name, n),
+           "seed": SEED,
            "pools": pools, "agent_mode": "batched", "batch": batch,
            "collusion": {"colluders": 0, "curator": True}, "faults": [],
            "data_first": True}  # like the kernel's, the data exist before the first round

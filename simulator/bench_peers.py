@@ -200,11 +200,62 @@ HEAD = ["oracle", "k", "users", "ldpsim s", "peer", "peer users", "peer s", "pee
         "peer/ldpsim", "notes"]
 
 
-def main(n: int, peer_users: int = 10**5, domains: tuple[int, ...] = DOMAINS) -> None:
-    """Print the table."""
+#: the SAFARI family's full-domain protocol of each oracle (``round_rows``)
+ROUND_PROTOCOLS = {"GRR": "rank_grr", "OLH": "rank_olh", "Hadamard": "rank_harmony"}
+
+
+def round_rows(n: int, peer_rows: list[list[str]], domains: tuple[int, ...] = DOMAINS,
+               pools: int = 2, batch: int = 4096, repeats: int = 3,
+               progress: bool = True) -> list[list[str]]:
+    """A whole protocol round against the fastest peer's oracle alone: for each oracle and
+    each k of ``domains`` that is d! (d items ranked: k = 24, 720), the full-domain SAFARI
+    protocol (``ROUND_PROTOCOLS``, ε = ``EPSILON``) on n rankings (Mallows, θ = 0.3) on the
+    processes backend, its one round's wall time (queries out, the pools' randomizers, reports
+    back and validated, the estimate; best of ``repeats``), next to the fastest installed
+    peer's scaled time for the same oracle and k in ``peer_rows`` (``rows``)."""
+    from ldpsim.simulator.bench_kernels import processes_rounds
+
+    out = []
+    for name, proto in ROUND_PROTOCOLS.items():
+        for k in domains:
+            d = next((d for d in range(2, 9) if math.factorial(d) == k), None)
+            if d is None:
+                continue
+            timed = [(float(r[7].replace(",", "")), r[4]) for r in peer_rows
+                     if r[0] == name and r[1] == str(k) and r[7]]
+            best, who = min(timed) if timed else (None, "none installed")
+            row = [proto, str(k), f"{n:,}"]
+            data = {"kind": "safari_mallows", "n": n, "d": d, "theta": 0.3}
+            try:
+                runs = sorted(processes_rounds(proto, n, pools, batch, data=data,
+                                               params={"epsilon": EPSILON})["rounds_wall_s"]
+                              for _ in range(repeats))
+            except (RuntimeError, ValueError) as exc:
+                out.append(row + ["", who, "", "", f"failed: {exc}"[:100]])
+                continue
+            peer = ["", ""] if best is None else [_s(best), f"{best / runs[0]:.1f}"]
+            out.append(row + [_s(runs[0]), who, *peer,
+                              f"processes, {pools} pools, batch {batch}; rounds "
+                              f"{_s(runs[0])}-{_s(runs[-1])} s over {repeats} run(s)"])
+            if progress:
+                print("  " + "  ".join(out[-1][:7]), file=sys.stderr, flush=True)
+    return out
+
+
+ROUND_HEAD = ["protocol", "k = d!", "users", "round s", "fastest peer", "peer s scaled",
+              "peer/round", "notes"]
+
+
+def main(n: int, peer_users: int = 10**5, domains: tuple[int, ...] = DOMAINS,
+         repeats: int = 3) -> None:
+    """Print the two tables (``repeats``: processes runs per round row)."""
     from ldpsim.simulator.bench_audit import print_table
 
     print(f"\nfrequency oracles against peers on equal work (eps = {EPSILON:g}, perturb {n:,} "
           "values + estimate all k frequencies; ldpsim: best of 3; peers: one run on a "
           "subsample, scaled linearly)")
-    print_table(HEAD, rows(n, peer_users, domains))
+    peer_rows = rows(n, peer_users, domains)
+    print_table(HEAD, peer_rows)
+    print(f"\na whole SAFARI round (processes backend) against the fastest peer's oracle alone "
+          f"(eps = 1, {n:,} users)")
+    print_table(ROUND_HEAD, round_rows(n, peer_rows, domains, repeats=repeats))

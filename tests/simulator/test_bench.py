@@ -68,6 +68,11 @@ def _check_kernel_and_peer_tables(out: str) -> None:
             rows = [x for x in peers if x.startswith(oracle + " ") and f" {peer} " in x]
             assert len(rows) == len(bench_peers.DOMAINS), (oracle, peer)
             assert not any("failed" in r for r in rows), rows
+    rounds = _table(out, "peer/round")  # each full-domain protocol at k = 24 and 720
+    for proto in bench_peers.ROUND_PROTOCOLS.values():
+        timed = [r for r in rounds if r.startswith(proto + " ")]
+        assert [r.split()[1] for r in timed] == ["24", "720"], rounds
+        assert not any("failed" in r for r in timed), timed
 
 
 def test_table_sizes_follow_quick_unless_given():
