@@ -48,6 +48,13 @@ def is_permutation(rows: np.ndarray) -> np.ndarray:
     """Boolean per row: is it a permutation of ``0 .. d-1``?"""
     r = np.asarray(rows)
     d = r.shape[1]
+    if 1 < d <= TABLE_K and len(r) and r.dtype.kind in "iu":  # looked up (``lex_rank``)
+        inside = ((r >= 0) & (r < d)).all(axis=1)
+        code = np.zeros(len(r), dtype=np.int64)
+        for j in range(d):
+            code *= d
+            code += np.where(inside, r[:, j], 0)
+        return inside & (_rank_table(d)[code] >= 0)
     inside = ((r >= 0) & (r < d)).all(axis=1)
     s = np.sort(np.where(inside[:, None], r, 0), axis=1)
     return inside & (s == np.arange(d)).all(axis=1)
@@ -99,10 +106,21 @@ def lex_rank(perms: np.ndarray) -> np.ndarray:
     return idx
 
 
+@lru_cache(maxsize=TABLE_K + 1)
+def _unrank_table(k: int) -> np.ndarray:
+    """Every permutation of ``0 .. k-1`` by its lexicographic index, as int64 (read-only)."""
+    table = all_permutations(k).astype(np.int64)
+    table.flags.writeable = False
+    return table
+
+
 def lex_unrank(index: np.ndarray, k: int) -> np.ndarray:
-    """Inverse of :func:`lex_rank`: the permutations of ``0 .. k-1`` with the given indices."""
+    """Inverse of :func:`lex_rank`: the permutations of ``0 .. k-1`` with the given indices
+    (for k <= ``TABLE_K`` and indices in ``[0, k!)``, rows of a table of all of them)."""
     idx = np.asarray(index, dtype=np.int64).copy()
     n = len(idx)
+    if 0 < k <= TABLE_K and n and idx.min() >= 0 and idx.max() < math.factorial(k):
+        return _unrank_table(k)[idx]
     f = _factorials(k)
     used = np.zeros((n, k), dtype=bool)
     out = np.empty((n, k), dtype=np.int64)

@@ -33,17 +33,23 @@ def test_lex_rank_is_itertools_order_and_unrank_inverts():
 
 @pytest.mark.parametrize("k", [2, 3, 5, 7, 8])
 def test_lex_rank_table_agrees_with_the_lehmer_digits(k, monkeypatch):
-    """The table lookup (k <= TABLE_K) against the digits' computation, on random rankings and
-    on rows that are not permutations (which take the digits' way)."""
+    """The table lookups (k <= TABLE_K) against the digits' computation: ranks of random
+    rankings and of rows that are not permutations (which take the digits' way), unranking,
+    and the permutation check (repeated items, items out of range, negative items)."""
     gen = rngm.party_generator(k)
     rows = gen.permuted(np.tile(np.arange(k), (2000, 1)), axis=1)
     bad = rows.copy()
     bad[::7, 0] = bad[::7, 1]  # a repeated item
-    got, got_bad = perm.lex_rank(rows), perm.lex_rank(bad)
+    bad[1::7, -1] = k  # an item out of range
+    idx = np.concatenate([gen.integers(0, math.factorial(k), 500), [0, math.factorial(k) - 1]])
+    got = (perm.lex_rank(rows), perm.lex_rank(bad), perm.lex_unrank(idx, k),
+           perm.is_permutation(rows), perm.is_permutation(bad), perm.is_permutation(bad - 1))
     monkeypatch.setattr(perm, "TABLE_K", 0)
-    assert np.array_equal(got, perm.lex_rank(rows))
-    assert np.array_equal(got_bad, perm.lex_rank(bad))
-    assert got.dtype == np.int64 and got.max() < math.factorial(k)
+    want = (perm.lex_rank(rows), perm.lex_rank(bad), perm.lex_unrank(idx, k),
+            perm.is_permutation(rows), perm.is_permutation(bad), perm.is_permutation(bad - 1))
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert got[0].max() < math.factorial(k) and got[3].all() and not got[4].all()
 
 
 def test_comb_rank_is_itertools_order():
