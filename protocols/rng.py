@@ -22,37 +22,14 @@ Sequential randomness of a single party (e.g. the curator's KwikSort pivots) use
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
 
-try:  # built at install where a C compiler exists (pyproject's ext-modules, optional)
-    from ldpsim.protocols import _rngc as _BUILT
-except ImportError:  # pragma: no cover - depends on the install
-    _BUILT = None
-#: the compiled SplitMix64 finaliser in use, or None for numpy's passes (``use_mixer``); the
-#: environment variable ``LDPSIM_RNG=numpy`` turns it off in every process that inherits it
-COMPILED = None if os.environ.get("LDPSIM_RNG") == "numpy" else _BUILT
-MIXERS = ("compiled", "numpy")
-
-
-def mixer() -> str:
-    """Which SplitMix64 finaliser this process uses: "compiled" or "numpy" (same bits)."""
-    return "numpy" if COMPILED is None else "compiled"
-
-
-def use_mixer(name: str) -> str:
-    """Mix with ``name`` ("compiled" or "numpy") in this process; returns the one used before.
-    Raises ValueError for another name, or for "compiled" where it was not built."""
-    global COMPILED
-    if name not in MIXERS:
-        raise ValueError(f"mixer: {name!r} is not one of {', '.join(MIXERS)}")
-    if name == "compiled" and _BUILT is None:
-        raise ValueError("mixer: the compiled finaliser (protocols/_rngc.c) was not built at "
-                         "install; install with a C compiler, or use 'numpy'")
-    before = mixer()
-    COMPILED = _BUILT if name == "compiled" else None
-    return before
+#: the SplitMix64 finaliser in use: compiled (one pass) or numpy's nine passes, the same bits;
+#: ``LDPSIM_RNG=numpy`` chooses numpy
+MIXER = Accelerator.load("mixer", "ldpsim.protocols._rngc", "LDPSIM_RNG",
+                          "protocols/_rngc.c")
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -70,8 +47,8 @@ _CHUNK = 1 << 14  # elements per pass: the working set stays in cache (on a whol
 def _mix_inplace(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser applied in place to a C-contiguous uint64 array: in one pass by the
     compiled finaliser, else with numpy chunk by chunk."""
-    if COMPILED is not None and x.dtype == np.uint64 and x.flags.c_contiguous:
-        COMPILED.mix_inplace(x)
+    if MIXER.module is not None and x.dtype == np.uint64 and x.flags.c_contiguous:
+        MIXER.module.mix_inplace(x)
         return x
     flat = x.reshape(-1)
     tmp = np.empty(min(_CHUNK, flat.size), dtype=np.uint64)
@@ -148,8 +125,8 @@ def _draw_chunks(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int, of
         a = agents[s:s + rows]
         k = _agent_keys_into(key[s:s + rows] if per_row else key, a, ak[: len(a)])
         b = buf[: len(a)]
-        if COMPILED is not None:  # the same bits in one pass
-            COMPILED.mix_xor(k, ctr, b)
+        if MIXER.module is not None:  # the same bits in one pass
+            MIXER.module.mix_xor(k, ctr, b)
             yield s, b
             continue
         np.bitwise_xor(k[:, None], ctr[None, :], out=b)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import zmq
+from ldpsim.protocols.rng import MIXER
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
@@ -243,7 +244,8 @@ def main(args: Any) -> int:
     limits = Limits(timeout_s=120)
     rows = []
     print(f"ldpsim bench: LDP-KwikSort:RR m=10 K=1, {pools} pools, batch {batch}, "
-          f"{os.cpu_count()} cores", file=sys.stderr)
+          f"{os.cpu_count()} cores; batch codec {wire_numpy.CODEC.name()}, stream mixer "
+          f"{MIXER.name()}", file=sys.stderr)
     for n in sizes:
         cfg = _config(n, pools, batch)
         # best of three for every row, full runs and ceilings alike

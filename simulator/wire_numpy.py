@@ -43,46 +43,23 @@ optional extension ``simulator/_wirec.c`` does both jobs, one envelope after ano
 ``encode_batch`` and ``wire_numpy_read.match_prefix`` use it for every payload they would
 vectorise, with the same two promises (the numpy code stays the fallback, and the tests hold
 both to the reference). It moves an envelope in a few nanoseconds where numpy's column
-operations take 15-30 (measured in the README's Performance section). ``codec()`` says which
-one runs; ``use_codec`` switches (tests, benchmarks); the environment variable
-``LDPSIM_CODEC=numpy`` turns the compiled one off in every process that inherits it.
+operations take 15-30 (measured in the README's Performance section). ``CODEC``
+(``protocols.accel.Accelerator``) says which one runs and switches (tests, benchmarks); the
+environment variable ``LDPSIM_CODEC=numpy`` turns the compiled one off in every process that
+inherits it.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
 from ldpsim.simulator.wire import VERSION, encode_many, packer
 
-try:  # built at install where a C compiler exists (pyproject's ext-modules, optional)
-    from ldpsim.simulator import _wirec as _BUILT
-except ImportError:  # pragma: no cover - depends on the install
-    _BUILT = None
-#: the compiled codec in use, or None for numpy's (``use_codec``)
-COMPILED = None if os.environ.get("LDPSIM_CODEC") == "numpy" else _BUILT
-CODECS = ("compiled", "numpy")
-
-
-def codec() -> str:
-    """The batch codec this process uses: "compiled" or "numpy"."""
-    return "numpy" if COMPILED is None else "compiled"
-
-
-def use_codec(name: str) -> str:
-    """Use the ``name`` batch codec ("compiled" or "numpy") in this process; returns the one
-    used before. Raises ValueError for another name, or for "compiled" where the extension
-    was not built."""
-    global COMPILED
-    if name not in CODECS:
-        raise ValueError(f"codec: {name!r} is not one of {', '.join(CODECS)}")
-    if name == "compiled" and _BUILT is None:
-        raise ValueError("codec: the compiled codec (simulator/_wirec.c) was not built at "
-                         "install; install with a C compiler, or use 'numpy'")
-    before = codec()
-    COMPILED = _BUILT if name == "compiled" else None
-    return before
+#: the batch codec in use: compiled or numpy, the same bytes; ``LDPSIM_CODEC=numpy`` chooses numpy
+CODEC = Accelerator.load("codec", "ldpsim.simulator._wirec", "LDPSIM_CODEC",
+                          "simulator/_wirec.c")
 
 _PACKER = packer()  # the reference packer: one int's bytes are exactly what the codec writes
 
@@ -254,7 +231,7 @@ def encode_batch(kind: int, run: int, rnd: int, agents: np.ndarray,
     """
     agents = np.asarray(agents, dtype=np.int64)
     n = len(agents)
-    if n and COMPILED is not None and (payload is None or batchable(payload)):
+    if n and CODEC.module is not None and (payload is None or batchable(payload)):
         return _encode_compiled(head_bytes(kind, run, rnd), agents, payload)
     cells = _payload_blocks(payload) if n and payload is not None and batchable(payload) \
         else None
@@ -301,5 +278,5 @@ def _encode_compiled(head: bytes, agents: np.ndarray,
         else:
             mode, values = 1, np.ascontiguousarray(payload, dtype=np.int64)
     sizes = np.empty(len(agents), dtype=np.int64)
-    frame = COMPILED.encode(head, np.ascontiguousarray(agents), values, k, mode, sizes)
+    frame = CODEC.module.encode(head, np.ascontiguousarray(agents), values, k, mode, sizes)
     return frame, sizes

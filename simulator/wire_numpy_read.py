@@ -252,12 +252,12 @@ def match_prefix(frame: bytes, kind: int, run: int, rnd: int, agents: np.ndarray
     n = len(agents)
     if n == 0 or not frame or (k or 0) > len(frame):
         return None
-    if wire_numpy.COMPILED is not None:  # the compiled reader: one envelope after another
+    compiled = wire_numpy.CODEC.module
+    if compiled is not None:  # the compiled reader: one envelope after another
         values = np.empty((n, k or 0), dtype=np.float64 if dtype == "float" else np.int64)
         sizes = np.empty(n, dtype=np.int64)
-        j = wire_numpy.COMPILED.read(frame, head_bytes(kind, run, rnd),
-                                     np.ascontiguousarray(agents),
-                                     -1 if k is None else k, dtype == "float", values, sizes)
+        j = compiled.read(frame, head_bytes(kind, run, rnd), np.ascontiguousarray(agents),
+                          -1 if k is None else k, dtype == "float", values, sizes)
         return None if j < 0 else (values[:j], sizes[:j])
     head = np.frombuffer(head_bytes(kind, run, rnd), dtype=np.uint8)
     h = len(head)

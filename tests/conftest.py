@@ -62,3 +62,20 @@ def no_orphans():
     while child_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert child_pids() == [], "a test left child processes running"
+
+
+def each_implementation(accelerator):
+    """A module's autouse fixture that runs each of its tests with both implementations of
+    ``accelerator`` (``protocols.accel``): the compiled one (skipped where the install did not
+    build it) and numpy's. The fixture's value is the implementation's name."""
+
+    @pytest.fixture(autouse=True, params=["compiled", "numpy"])
+    def implementation(request):
+        if request.param == "compiled" and accelerator.built is None:
+            pytest.skip(f"the compiled {accelerator.what} was not built at install "
+                        "(no C compiler)")
+        before = accelerator.use(request.param)
+        yield request.param
+        accelerator.use(before)
+
+    return implementation

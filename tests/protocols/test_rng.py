@@ -17,6 +17,8 @@ import pytest
 from ldpsim.protocols import rng
 from scipy import stats
 
+from tests.conftest import each_implementation
+
 KEY = rng.stream_key(20240601, "agents")
 Z = 5.0  # tolerance in standard errors
 P_MIN = 1e-4  # smallest goodness-of-fit p-value accepted
@@ -27,14 +29,7 @@ _M2 = 0x94D049BB133111EB
 _C = 0xD1B54A32D192ED03
 
 
-@pytest.fixture(autouse=True, params=rng.MIXERS)
-def mixer(request):
-    """Every test of this module with each finaliser in turn."""
-    if request.param == "compiled" and rng._BUILT is None:
-        pytest.skip("the compiled finaliser was not built at install (no C compiler)")
-    before = rng.use_mixer(request.param)
-    yield request.param
-    rng.use_mixer(before)
+mixer = each_implementation(rng.MIXER)  # every test with each finaliser
 
 
 # --------------------------------------------------------------------------- helpers
@@ -397,35 +392,23 @@ def test_both_finalisers_give_the_same_bits(mixer, width):
     got = (rng.mix(words), rng.bits(KEY, agents, 2, width, offset=5),
            rng.bits(keys, agents, 0, width), rng.uniform(KEY, agents, 7, width))
     other = "numpy" if mixer == "compiled" else mixer
-    rng.use_mixer(other)
+    rng.MIXER.use(other)
     try:
         want = (rng.mix(words), rng.bits(KEY, agents, 2, width, offset=5),
                 rng.bits(keys, agents, 0, width), rng.uniform(KEY, agents, 7, width))
     finally:
-        rng.use_mixer(mixer)
+        rng.MIXER.use(mixer)
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-
-
-def test_use_mixer_names_the_finalisers(mixer):
-    with pytest.raises(ValueError, match="compiled, numpy"):
-        rng.use_mixer("fast")
-    assert rng.mixer() == mixer
-    built, rng._BUILT = rng._BUILT, None
-    try:
-        with pytest.raises(ValueError, match="was not built"):
-            rng.use_mixer("compiled")
-    finally:
-        rng._BUILT = built
 
 
 def test_the_compiled_finaliser_refuses_bad_buffers(mixer):
     if mixer != "compiled":
         pytest.skip("the compiled finaliser's own arguments")
     with pytest.raises(ValueError, match="whole number"):
-        rng.COMPILED.mix_inplace(bytearray(12))
+        rng.MIXER.module.mix_inplace(bytearray(12))
     with pytest.raises(BufferError):
-        rng.COMPILED.mix_inplace(b"\0" * 16)  # read-only
+        rng.MIXER.module.mix_inplace(b"\0" * 16)  # read-only
     with pytest.raises(ValueError, match="len\\(keys\\) x len\\(ctr\\)"):
-        rng.COMPILED.mix_xor(np.zeros(3, np.uint64), np.zeros(2, np.uint64),
+        rng.MIXER.module.mix_xor(np.zeros(3, np.uint64), np.zeros(2, np.uint64),
                              np.zeros(5, np.uint64))

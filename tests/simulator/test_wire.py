@@ -13,17 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 
+from tests.conftest import each_implementation
+
 EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**62]
 
 
-@pytest.fixture(autouse=True, params=wire_numpy.CODECS)
-def codec(request):
-    """Every test of this module with each batch codec in turn."""
-    if request.param == "compiled" and wire_numpy._BUILT is None:
-        pytest.skip("the compiled codec was not built at install (no C compiler)")
-    before = wire_numpy.use_codec(request.param)
-    yield request.param
-    wire_numpy.use_codec(before)
+codec = each_implementation(wire_numpy.CODEC)  # every test with each batch codec
 
 
 def reference(kind, run, rnd, agents, payload):
@@ -654,23 +649,10 @@ def test_uniform_markers_with_a_value_outside_their_range_are_refused(value, wid
 # ------------------------------------------------------------------ the compiled codec's edges
 
 
-def test_use_codec_names_the_codecs_and_says_what_is_missing(codec):
-    with pytest.raises(ValueError, match="compiled, numpy"):
-        wire_numpy.use_codec("fast")
-    assert wire_numpy.codec() == codec
-    assert wire_numpy.use_codec("numpy") == codec and wire_numpy.codec() == "numpy"
-    built, wire_numpy._BUILT = wire_numpy._BUILT, None
-    try:
-        with pytest.raises(ValueError, match="was not built"):
-            wire_numpy.use_codec("compiled")
-    finally:
-        wire_numpy._BUILT = built
-
-
 def test_the_compiled_codec_refuses_buffers_too_short_for_its_arguments(codec):
     if codec != "compiled":
         pytest.skip("the compiled codec's own arguments")
-    c = wire_numpy.COMPILED
+    c = wire_numpy.CODEC.module
     head = wire_numpy.head_bytes(wire.REPORT, 0, 0)
     agents = np.arange(4, dtype=np.int64)
     with pytest.raises(ValueError, match="values"):  # 4 rows of 2 ints need 64 bytes

@@ -1,0 +1,33 @@
+"""``protocols.accel``: the switch between a compiled accelerator and numpy, for both of them
+(the batch codec and the streams' finaliser)."""
+
+from __future__ import annotations
+
+import pytest
+from ldpsim.protocols import accel, rng
+from ldpsim.simulator import wire_numpy
+
+
+@pytest.mark.parametrize("acc", [wire_numpy.CODEC, rng.MIXER], ids=["codec", "mixer"])
+def test_use_names_the_choices_and_says_what_is_missing(acc):
+    start = acc.name()
+    try:
+        with pytest.raises(ValueError, match=f"{acc.what}: 'fast' is not one of compiled, numpy"):
+            acc.use("fast")
+        assert acc.use("numpy") == start and acc.name() == "numpy" and acc.module is None
+        if acc.built is not None:
+            assert acc.use("compiled") == "numpy" and acc.module is acc.built
+    finally:
+        acc.use(start)
+    missing = accel.Accelerator("codec", None, "X", "simulator/_wirec.c")
+    assert missing.name() == "numpy"
+    with pytest.raises(ValueError, match=r"compiled codec \(simulator/_wirec.c\) was not built"):
+        missing.use("compiled")
+
+
+def test_the_environment_variable_chooses_numpy(monkeypatch):
+    monkeypatch.setenv("LDPSIM_TEST_ACCEL", "numpy")
+    assert accel.Accelerator("mixer", rng, "LDPSIM_TEST_ACCEL", "x.c").name() == "numpy"
+    monkeypatch.setenv("LDPSIM_TEST_ACCEL", "compiled")
+    assert accel.Accelerator("mixer", rng, "LDPSIM_TEST_ACCEL", "x.c").module is rng
+    assert accel.Accelerator.load("mixer", "ldpsim.no_such_module", "X", "x.c").built is None
