@@ -88,11 +88,17 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
 
 
 def load(path: str | Path) -> Results:
-    """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``."""
+    """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``, in the
+    sweep's run order (as ``run`` returns them and ``ldpsim summary`` reads them), however the
+    runs finished: parallel runs (``--jobs``, Dask) store each record when it is done."""
+    from ldpsim.simulator.identity import stored_order
+    from ldpsim.simulator.runner import in_run_order
+
     directory = Path(path)
     if not (directory / RESULTS_FILE).is_file():
         raise FileNotFoundError(f"{path}: no {RESULTS_FILE} (not a results directory)")
-    return Results(ResultStore(directory).records(), directory)
+    records = in_run_order(ResultStore(directory).records(), stored_order(directory))
+    return Results(records, directory)
 
 
 def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,

@@ -40,6 +40,11 @@ def test_run_into_a_directory_reloads_the_same_records(tmp_path):
     assert [r["key"] for r in again] == [r["key"] for r in res]
     assert again.to_pandas()["metrics.error_rate"].tolist() == \
         res.to_pandas()["metrics.error_rate"].tolist()
+    # parallel runs store each record when it is done: the file's order is the runs' finishing
+    # order, and the reloaded results are still in the sweep's run order
+    lines = (out / "results.jsonl").read_text().splitlines(keepends=True)
+    (out / "results.jsonl").write_text("".join(reversed(lines)))
+    assert [r["key"] for r in ldpsim.load(out)] == [r["key"] for r in res]
 
 
 def test_a_scenario_as_a_dict_and_clear_errors(tmp_path):
