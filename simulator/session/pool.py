@@ -115,7 +115,7 @@ class PoolSession:
             fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
             if fast is None:
                 out.extend(self._respond_group(group))
-                out.extend(self.on_frame(frame))
+                out.extend(self._on_envelopes(frame))
                 continue
             run, rnd, ids, queries = fast
             if self.silent or run != self.run or self.config is None:
@@ -144,13 +144,12 @@ class PoolSession:
 
     def on_frame(self, frame: bytes) -> list[bytes]:
         """Handle one frame from the curator; return the frames to send back."""
+        return self.on_frames([frame])
+
+    def _on_envelopes(self, frame: bytes) -> list[bytes]:
+        """A frame that is not a canonical query batch, decoded envelope by envelope: set-ups,
+        broadcasts, refusals, the end of a run, or queries in any other layout."""
         out: list[bytes] = []
-        fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
-        if fast is not None:
-            run, rnd, ids, queries = fast
-            if self.silent or run != self.run or self.config is None:
-                return out
-            return self._respond(rnd, ids, queries)
         query_agents: list[int] = []
         query_payloads: list[Any] = []
         qround = None
