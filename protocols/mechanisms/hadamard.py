@@ -30,6 +30,12 @@ def orders(k: np.ndarray | int, shape: tuple[int, ...]) -> np.ndarray:
     return np.left_shift(np.int64(1), np.bitwise_count(x).astype(np.int64))
 
 
+def orders_of(k: np.ndarray | int, shape: tuple[int, ...]) -> np.ndarray | int:
+    """``order(k)`` for one k (an int, no array), else ``orders(k, shape)``: what the
+    randomizer and the checks compare against, for one domain or one per value."""
+    return order(int(k)) if np.ndim(k) == 0 else orders(k, shape)
+
+
 _SMEAR = tuple(np.uint64(s) for s in (1, 2, 4, 8, 16, 32))
 
 
@@ -78,7 +84,7 @@ class Hadamard:
         """(row s, bit) per value over k values: s uniform in [k'], bit = 1 iff the
         randomised Ψ[s, v] is +1."""
         v = np.asarray(values, dtype=np.int64)
-        kp = order(int(k)) if np.ndim(k) == 0 else orders(k, v.shape)
+        kp = orders_of(k, v.shape)
         s = np.minimum(np.floor(u_row * kp).astype(np.int64), kp - 1)
         bit = (entry(s, v) > 0).astype(np.int64)
         return s, self.flip.perturb(bit, u_flip)

@@ -48,14 +48,9 @@ def is_permutation(rows: np.ndarray) -> np.ndarray:
     """Boolean per row: is it a permutation of ``0 .. d-1``?"""
     r = np.asarray(rows)
     d = r.shape[1]
-    if 1 < d <= TABLE_K and len(r) and r.dtype.kind in "iu":  # looked up (``lex_rank``)
-        inside = ((r >= 0) & (r < d)).all(axis=1)
-        code = np.zeros(len(r), dtype=np.int64)
-        for j in range(d):
-            code *= d
-            code += np.where(inside, r[:, j], 0)
-        return inside & (_rank_table(d)[code] >= 0)
     inside = ((r >= 0) & (r < d)).all(axis=1)
+    if 1 < d <= TABLE_K and len(r) and r.dtype.kind in "iu":  # looked up (``lex_rank``)
+        return inside & (_rank_table(d)[_base_k(np.where(inside[:, None], r, 0), d)] >= 0)
     s = np.sort(np.where(inside[:, None], r, 0), axis=1)
     return inside & (s == np.arange(d)).all(axis=1)
 
@@ -70,13 +65,23 @@ def _factorials(k: int) -> np.ndarray:
 TABLE_K = 7
 
 
+def _base_k(rows: np.ndarray, k: int) -> np.ndarray:
+    """Each row of digits in ``[0, k)`` read as one base-k number (int64), first digit most
+    significant: its index in ``_rank_table``."""
+    code = rows[:, 0].astype(np.int64)
+    for r in range(1, rows.shape[1]):
+        code *= k
+        code += rows[:, r]
+    return code
+
+
 @lru_cache(maxsize=TABLE_K + 1)
 def _rank_table(k: int) -> np.ndarray:
     """``lex_rank`` of every row of k digits in ``[0, k)``, read as a base-k number; -1 where
     the row is not a permutation."""
     table = np.full(k ** k, -1, dtype=np.int32)
     perms = np.array(list(itertools.permutations(range(k))), dtype=np.int64).reshape(-1, k)
-    table[perms @ (k ** np.arange(k - 1, -1, -1, dtype=np.int64))] = np.arange(len(perms))
+    table[_base_k(perms, k)] = np.arange(len(perms))
     return table
 
 
@@ -91,11 +96,7 @@ def lex_rank(perms: np.ndarray) -> np.ndarray:
     p = np.asarray(perms, dtype=np.int64)
     n, k = p.shape
     if 1 < k <= TABLE_K and n and p.min() >= 0 and p.max() < k:
-        code = p[:, 0].copy()
-        for r in range(1, k):
-            code *= k
-            code += p[:, r]
-        idx = _rank_table(k)[code].astype(np.int64)
+        idx = _rank_table(k)[_base_k(p, k)].astype(np.int64)
         if idx.min() >= 0:
             return idx
     f = _factorials(k)

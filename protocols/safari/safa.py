@@ -65,7 +65,7 @@ def valid_reports(oracle: str, reports: np.ndarray, k: np.ndarray | int,
     if oracle == "safa":
         return (r[:, 0] >= 0) & (r[:, 0] < k)
     if oracle == "harmony":
-        kp = hadamard.order(int(k)) if np.ndim(k) == 0 else hadamard.orders(k, r[:, 0].shape)
+        kp = hadamard.orders_of(k, r[:, 0].shape)
         return (r[:, 0] >= 0) & (r[:, 0] < kp) & ((r[:, 1] == 0) | (r[:, 1] == 1))
     return (r[:, 0] >= 0) & (r[:, 0] < 2**olh.SEED_BITS) & (r[:, 1] >= 0) & (
         r[:, 1] < olh.hash_range(epsilon))
