@@ -41,6 +41,7 @@ from ldpsim.protocols.rng import MIXER
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.runconfig import DEFAULTS
 from ldpsim.simulator.session import Limits, block_of
 from ldpsim.simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
 
@@ -169,12 +170,17 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     return elapsed, cpu
 
 
+def used_batch(result: dict[str, Any]) -> int:
+    """The largest query batch of a run's rounds (agents; ``batch = "auto"`` resolved)."""
+    return max((r["batch"] for r in result["comm"]["per_round"]), default=1)
+
+
 def _from_ready(result: dict[str, Any]) -> float:
     """A run's wall time from when every pool was connected and ready (the ceiling's start)."""
     return result["timing"]["wall_s"] - result["timing"]["pools_ready_s"]
 
 
-def _config(n: int, pools: int, batch: int) -> dict[str, Any]:
+def _config(n: int, pools: int, batch: int | str) -> dict[str, Any]:
     return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
             "data": {"kind": "mallows", "n": n, "m": 10, "theta": 0.5}, "seed": 1,
             "pools": pools, "agent_mode": "batched", "batch": batch,
@@ -240,7 +246,7 @@ def main(args: Any) -> int:
         return _engines(args)
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
-    batch = 4096
+    batch = getattr(args, "batch", DEFAULTS.batch)
     limits = Limits(timeout_s=120)
     rows = []
     print(f"ldpsim bench: LDP-KwikSort:RR m=10 K=1, {pools} pools, batch {batch}, "
@@ -252,21 +258,23 @@ def main(args: Any) -> int:
         res = min((run_processes(cfg, limits) for _ in range(3)), key=_from_ready)
         q = round(res["comm"]["bytes_down_per_agent_mean"])
         r = round(res["comm"]["bytes_up_per_agent_mean"])
-        raw, raw_cpu = min(transport_ceiling(n, pools, batch, q, r) for _ in range(3))
+        size = used_batch(res)  # the ceilings move the same batches as the run
+        raw, raw_cpu = min(transport_ceiling(n, pools, size, q, r) for _ in range(3))
         rows.append(_row("ceiling: raw bytes", n, raw, None,
                          f"{q} B down / {r} B up per agent", cpu=raw_cpu))
-        ceiling, ceiling_cpu = min(transport_ceiling(n, pools, batch, q, r, "batch")
+        ceiling, ceiling_cpu = min(transport_ceiling(n, pools, size, q, r, "batch")
                                    for _ in range(3))
         rows.append(_row("ceiling: envelopes", n, ceiling, None,
                          "one envelope per agent, runtime's batch codec, no protocol logic",
                          cpu=ceiling_cpu))
-        general, general_cpu = transport_ceiling(n, pools, batch, q, r, "msgpack")
+        general, general_cpu = transport_ceiling(n, pools, size, q, r, "msgpack")
         rows.append(_row("  (msgpack per envelope)", n, general, None,
                          "same, one msgpack call per envelope (the general codec)",
                          cpu=general_cpu))
         t = res["timing"]
-        mem = (f"from pools ready; whole wall_s {t['wall_s']:.2f} ({ceiling / t['wall_s']:.2f}"
-               f" of the ceiling) with {1e3 * t['pools_ready_s']:.0f} ms of pool start-up; "
+        mem = (f"batches of {size:,}; from pools ready; whole wall_s {t['wall_s']:.2f} "
+               f"({ceiling / t['wall_s']:.2f} of the ceiling) with "
+               f"{1e3 * t['pools_ready_s']:.0f} ms of pool start-up; "
                f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
         rows.append(_row("full run, processes", n, _from_ready(res), ceiling, mem, raw,
                          cpu=t["curator_cpu_s"] + t["pools_cpu_s"]))

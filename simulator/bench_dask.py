@@ -96,13 +96,14 @@ def backend_rows(n: int, rounds: int = 3) -> list[list[str]]:
     """The dask backend (2 pools on 2 workers) against the processes backend at ``n``."""
     from ldpsim.simulator.backends import DaskBackend
     from ldpsim.simulator.bench import _config
+    from ldpsim.simulator.runconfig import DEFAULTS
     from ldpsim.simulator.session import Limits
     from ldpsim.simulator.transport import run_processes
 
     if not _have_dask():
         return [["backend dask", "", f"n = {n:,}", "", "", "skipped: pip install "
                  "'ldpsim[dask]'"]]
-    cfg = _config(n, 2, 4096)
+    cfg = _config(n, 2, DEFAULTS.batch)
     limits = Limits(timeout_s=120)
     runtime = {"dask_address": "local:2", "pools": 2}
     t = time.perf_counter()

@@ -103,7 +103,7 @@ def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
                                        plan.schema.length, plan.schema.dtype) is not None
 
 
-def processes_rounds(name: str, n: int, pools: int, batch: int,
+def processes_rounds(name: str, n: int, pools: int, batch: int | str,
                      timeout_s: float = 300.0, data: dict[str, Any] | None = None,
                      params: dict[str, Any] | None = None) -> dict[str, Any]:
     """One processes-backend run (on ``data``, by default the protocol's example data with n
@@ -122,7 +122,7 @@ def processes_rounds(name: str, n: int, pools: int, batch: int,
     return res
 
 
-def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = None,
+def rows(n: int, pools: int = 2, batch: int | str = "auto", names: list[str] | None = None,
          progress: bool = True, repeats: int = 3) -> list[list[str]]:
     """One row per local protocol (see the module docstring): the best of ``repeats`` runs of
     each side (the processes run with the fewest rounds seconds, the kernel with the fewest
@@ -146,12 +146,14 @@ def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = No
         rounds = res["rounds_wall_s"]
         core = k["plan"] + k["respond"] + k["absorb"]
         ratio = rounds / core if core > 0 else math.inf
-        floor = envelope_floor(res, pools, batch)
+        floor = envelope_floor(res, pools)
         t = res["timing"]
         codec = ("batch codec" if k["batch_codec"] else
                  "reports outside the batch codec's layout: one msgpack envelope per agent")
         spread = sorted(r["rounds_wall_s"] for r in runs)
-        note += (f"{k['rounds']:.0f} round(s), {codec}; best of {repeats} (rounds "
+        sizes = sorted({r["batch"] for r in res["comm"]["per_round"] if r["asked"]})
+        note += (f"{k['rounds']:.0f} round(s), {codec}; batches of "
+                 f"{'/'.join(f'{b:,}' for b in sizes)}; best of {repeats} (rounds "
                  f"{_s(spread[0])}-{_s(spread[-1])} s); the processes run's wall_s "
                  f"{_s(t['wall_s'])} s")
         out.append([name, f"{size:,}", _s(rounds), _s(core), _s(k["respond"]),
@@ -162,14 +164,15 @@ def rows(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = No
     return out
 
 
-def envelope_floor(res: dict[str, Any], pools: int, batch: int) -> float:
+def envelope_floor(res: dict[str, Any], pools: int) -> float:
     """Seconds the run's rounds would take if they did nothing but move one envelope per asked
     agent each way through the runtime's sockets and batch codec (``bench.transport_ceiling``
-    "batch": one small integer per query and report, no protocol logic), summed over the
-    rounds: a floor for any round that keeps one envelope per agent, whatever its kernel."""
+    "batch": one small integer per query and report, no protocol logic; each round's batches
+    as large as the run's), summed over the rounds: a floor for any round that keeps one
+    envelope per agent, whatever its kernel."""
     from ldpsim.simulator.bench import transport_ceiling
 
-    return sum(transport_ceiling(r["asked"], pools, batch, 1, 1, "batch")[0]
+    return sum(transport_ceiling(r["asked"], pools, r["batch"], 1, 1, "batch")[0]
                for r in res["comm"]["per_round"] if r["asked"])
 
 
@@ -182,7 +185,7 @@ HEAD = ["protocol", "agents", "rounds s", "kernel s", "respond s", "plan+absorb 
         "rounds/kernel", "envelopes s", "envelopes/kernel", "notes"]
 
 
-def main(n: int, pools: int = 2, batch: int = 4096, names: list[str] | None = None) -> None:
+def main(n: int, pools: int = 2, batch: int | str = "auto", names: list[str] | None = None) -> None:
     """Print the table."""
     from ldpsim.simulator.bench_audit import print_table
 

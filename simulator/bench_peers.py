@@ -205,7 +205,7 @@ ROUND_PROTOCOLS = {"GRR": "rank_grr", "OLH": "rank_olh", "Hadamard": "rank_harmo
 
 
 def round_rows(n: int, peer_rows: list[list[str]], domains: tuple[int, ...] = DOMAINS,
-               pools: int = 2, batch: int = 4096, repeats: int = 3,
+               pools: int = 2, batch: int | str = "auto", repeats: int = 3,
                progress: bool = True) -> list[list[str]]:
     """A whole protocol round against the fastest peer's oracle alone: for each oracle and
     each k of ``domains`` that is d! (d items ranked: k = 24, 720), the full-domain SAFARI

@@ -403,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sizes", default="100000,1000000", type=_sizes,
                    help="agent counts, comma separated")
     b.add_argument("--pools", type=int, default=2)
+    b.add_argument("--batch", type=_batch, default="auto",
+                   help='agents per query batch of every processes run: "auto" (the runtime '
+                        "default) or a number")
     b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     b.add_argument("--no-scenarios", action="store_true",
                    help="skip the protocol benchmarks (scenarios/bench_*.toml)")
@@ -447,6 +450,16 @@ def _jobs(text: str) -> int | str:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1"
                                          ) from None
+
+
+def _batch(text: str) -> int | str:
+    """argparse type of ``bench --batch``: "auto" or a positive integer."""
+    try:
+        if text == "auto" or int(text) > 0:
+            return text if text == "auto" else int(text)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1")
 
 
 def _sizes(text: str) -> str:

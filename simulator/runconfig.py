@@ -21,8 +21,9 @@ class RuntimeDefaults:
     pools: int = 2
     timeout_s: float = 30.0
     agent_mode: str = "batched"
-    #: agents per query batch (one frame of queries, answered by one frame of reports)
-    batch: int = 4096
+    #: agents per query batch (one frame of queries, answered by one frame of reports), or
+    #: "auto": sized per round and pool from how many agents it asks (``rounds.batch_size``)
+    batch: int | str = "auto"
     endpoint: str = "tcp://*:5555"
     token: str = ""
     curve: str = ""
@@ -67,7 +68,7 @@ class RunConfig:
     data: Mapping[str, Any]
     pools: int = DEFAULTS.pools
     agent_mode: str = DEFAULTS.agent_mode
-    batch: int = DEFAULTS.batch
+    batch: int | str = DEFAULTS.batch
     collusion: Mapping[str, Any] = field(default_factory=lambda: {
         "colluders": DEFAULTS.colluders, "curator": DEFAULTS.curator_colludes})
     faults: tuple[Mapping[str, Any], ...] = ()
@@ -81,7 +82,7 @@ class RunConfig:
         return cls(protocol=config["protocol"], params=config["params"], data=config["data"],
                    pools=int(config.get("pools", DEFAULTS.pools)),
                    agent_mode=config.get("agent_mode", DEFAULTS.agent_mode),
-                   batch=max(1, int(config.get("batch", DEFAULTS.batch))),
+                   batch=_batch(config.get("batch", DEFAULTS.batch)),
                    collusion={"colluders": coll.get("colluders", DEFAULTS.colluders),
                               "curator": bool(coll.get("curator", DEFAULTS.curator_colludes))},
                    faults=tuple(config.get("faults") or ()),
@@ -101,3 +102,8 @@ class RunConfig:
     def faults_of(self, pool: int) -> list[Mapping[str, Any]]:
         """The injected faults of pool ``pool``."""
         return [f for f in self.faults if int(f.get("pool", -1)) == pool]
+
+
+def _batch(value: Any) -> int | str:
+    """A configuration's batch setting: "auto", or a whole number of agents (at least 1)."""
+    return "auto" if value == "auto" else max(1, int(value))

@@ -65,7 +65,9 @@ RUNTIME = {
                            high=MAX_TIMEOUT_S),
     "agent_mode": ParamSpec("agent_mode", "str", DEFAULTS.agent_mode,
                             choices=("batched", "exact")),
-    "batch": ParamSpec("batch", "int", DEFAULTS.batch, low=1, high=MAX_BATCH),
+    "batch": ParamSpec("batch", "int_or_auto", DEFAULTS.batch, low=1, high=MAX_BATCH,
+                       help="agents per query batch (one ZeroMQ frame each way); auto: sized "
+                            "per round and pool from the agents it asks"),
     "endpoint": ParamSpec("endpoint", "str", DEFAULTS.endpoint),
     "token": ParamSpec("token", "str", DEFAULTS.token),
     "curve": ParamSpec("curve", "str", DEFAULTS.curve,

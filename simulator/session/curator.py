@@ -395,7 +395,8 @@ class CuratorSession:
                                         "queries": plan.queries, "broadcast": plan.broadcast,
                                         "report_agents": None, "reports": None})
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
-            lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch)
+            lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch,
+                                   self.limits.max_frame_bytes)
             if lo == hi:
                 continue
             if plan.broadcast is not None:

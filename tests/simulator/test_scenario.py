@@ -269,7 +269,7 @@ def test_every_key_of_the_design_shape_works_as_written():
     rt = s.runtime
     assert (rt["backend"], rt["pools"], rt["timeout_s"]) == ("processes", 2, 30.0)
     assert isinstance(rt["timeout_s"], float)
-    assert (rt["agent_mode"], rt["batch"], rt["faults"]) == ("batched", 4096, [])
+    assert (rt["agent_mode"], rt["batch"], rt["faults"]) == ("batched", "auto", [])
     assert s.collusion == {"colluders": 0.0, "curator": True, "save_view": False,
                            "attacks": False, "attack_targets": 200}
     assert s.output == {"dir": "", "plots": True, "per_round": True}

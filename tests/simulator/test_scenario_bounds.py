@@ -47,7 +47,7 @@ BOUNDS = [
      ["[runtime] max_envelope_bytes: got 1073741825; allowed: an integer >= 64 and "
       "<= 1073741824"]),
     ("runtime.batch", 1 << 20, (1 << 20) + 1,
-     ["[runtime] batch: got 1048577; allowed: an integer >= 1 and <= 1048576"]),
+     ['[runtime] batch: got 1048577; allowed: "auto" or an integer >= 1 and <= 1048576']),
     ("collusion.colluders", MAX_AGENTS - 1, MAX_AGENTS,
      [f"[collusion] colluders: got {MAX_AGENTS}; allowed:", "< 100000000"]),
     ("collusion.colluders", [0, MAX_AGENTS - 1], [0, MAX_AGENTS],
