@@ -110,12 +110,17 @@ class Round:
         agents = np.asarray(plan.agents, dtype=np.int64)
         if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
             raise RunFailed(f"{protocol}: round {number} must ask sorted, distinct agent ids")
+        if len(agents) and (agents[0] < 0 or agents[-1] >= n):
+            raise RunFailed(f"{protocol}: round {number} asks agent ids outside [0, {n})")
+        self.asked = np.zeros(n, dtype=bool)
+        if len(agents) and agents[-1] - agents[0] == len(agents) - 1:
+            self.asked[agents[0]:agents[-1] + 1] = True  # sorted and distinct: a range
+        else:
+            self.asked[agents] = True
         self.run = run
         self.number = number
         self.plan = plan
         self.agents = agents
-        self.asked = np.zeros(n, dtype=bool)
-        self.asked[agents] = True
         self.reported = np.zeros(n, dtype=bool)
         #: asked agents whose only report so far was out of domain, or who refused
         self.invalid_mask = np.zeros(n, dtype=bool)

@@ -128,3 +128,29 @@ def test_per_agent_report_bounds_reject_out_of_domain_reports(monkeypatch, backe
     assert res["output"]["n1"] == int(inside.sum()) and res["output"]["sum0"] == exp["sum0"]
     assert res["output"]["sum1"] == int((odd % 5 + rows[odd, 1])[inside].sum())
     assert any("above this agent's bound" in r["reason"] for r in res["rejections"])
+
+
+# -- a round's plan, checked ------------------------------------------------------------------
+
+def _round(agents, n=10):
+    from ldpsim.simulator.session.rounds import Round
+
+    plan = RoundPlan(0, np.asarray(agents, dtype=np.int64), None, None,
+                     ReportSchema("int", 1, 0, 1))
+    return Round(0, 0, plan, n, "toy", 0.0, 0.0)
+
+
+@pytest.mark.parametrize("agents", [[3, 4, 5], [0, 2, 9], list(range(10)), [7], []])
+def test_a_round_asks_exactly_its_plans_agents(agents):
+    asked = _round(agents).asked
+    assert asked.tolist() == [i in agents for i in range(10)]
+
+
+@pytest.mark.parametrize(("agents", "why"), [
+    ([2, 1, 3], "sorted, distinct"), ([1, 1, 2], "sorted, distinct"),
+    ([-1, 0, 1], "outside [0, 10)"), ([8, 9, 10], "outside [0, 10)"), ([10], "outside")])
+def test_a_plan_asking_unsorted_or_unknown_agents_fails_the_run(agents, why):
+    from ldpsim.simulator.session import RunFailed
+
+    with pytest.raises(RunFailed, match=why.replace("[", r"\[").replace(")", r"\)")):
+        _round(agents)
