@@ -230,10 +230,10 @@ class CuratorServer:
             self.auth.configure_curve(domain="*", location=clients)
             self.enrolled = {k.decode("ascii") for k in zmq.auth.load_certificates(clients)}
         sess = CuratorSession(run_no, config, auth, self.limits, record_view)
-        # a tuned allocator's heap warmed while the pools start and build their data
-        warm_heap(_agents_of(config))
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
+        # a tuned allocator's heap, warmed while the pools start and build their data
+        warm_heap(_agents_of(config))
         try:
             return self._serve(sess)
         finally:  # whoever said it is ready hears of the next run (oldest forgotten first)
