@@ -11,11 +11,11 @@ done on the page (the measured costs are in the README's Performance section).
 returned when the process exits.
 
 ``warm_heap`` goes one step further in a tuned process: it touches a run's worth of heap once
-during the set-up (``WARM_BYTES_PER_AGENT`` per agent, the curator's while the pools start and
-build their data, each pool's once its data exist) and frees it, so a fresh process's first
-round does not page-fault its way through memory that a long-lived one (or the in-process
-kernel the benchmark compares with, timed best of three) already holds. Its cost is set-up
-time, and the process's peak memory is at least what it warmed.
+during the set-up (the curator's while the pools start and build their data, each pool's once
+its data exist; ``WARM_CURATOR`` and ``WARM_POOL`` bytes per agent) and frees it, so a fresh
+process's first round does not page-fault its way through memory that a long-lived one (or
+the in-process kernel the benchmark compares with, timed best of three) already holds. Its
+cost is set-up time, and the process's peak memory is at least what it warmed.
 
 The tuning is opt-in: ``ldpsim bench`` turns it on (``request_tuning``), and otherwise every
 ldpsim process applies it only when the environment variable ``LDPSIM_TUNE_MALLOC`` is ``1``
@@ -35,10 +35,13 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20
 #: freed heap memory kept for reuse once tuned
 TRIM_THRESHOLD = 1 << 30
-#: ``warm_heap``: bytes per agent a process warms (measured: at 10^6 agents, 64 MB for the
-#: curator and 32 MB per pool of two remove the first round's page faults), its cap, and the
-#: size of the blocks it touches (heap blocks: below the mmap threshold)
-WARM_BYTES_PER_AGENT = 64
+#: ``warm_heap``: bytes per agent the curator and a pool warm (measured at 10^6 agents on two
+#: pools: 64 B per agent each remove a one-round protocol's page faults, and the curator of a
+#: multi-round one, which holds earlier rounds' reports, needs 128 B: DPWeVote's second absorb
+#: took 24-47 ms with 64 and 18 ms with 128, as in one warm process), the cap, and the size
+#: of the blocks it touches (heap blocks: below the mmap threshold)
+WARM_CURATOR = 128
+WARM_POOL = 64
 WARM_MAX_BYTES = 512 << 20
 WARM_CHUNK = 16 << 20
 PAGE = 4096
@@ -66,7 +69,7 @@ def tuned() -> bool:
     return _tuned
 
 
-def warm_heap(agents: int) -> int:
+def warm_heap(agents: int, per_agent: int = WARM_POOL) -> int:
     """Touch the heap a process serving ``agents`` agents will use, once, and free it.
 
     In a tuned process the freed blocks stay mapped (``TRIM_THRESHOLD``), so the arrays of the
@@ -77,16 +80,18 @@ def warm_heap(agents: int) -> int:
     ----------
     agents : int
         Agents of the run (the curator) or of the pool's block.
+    per_agent : int
+        Bytes per agent: ``WARM_CURATOR`` or ``WARM_POOL``.
 
     Returns
     -------
     int
-        Bytes touched: ``WARM_BYTES_PER_AGENT`` per agent, at most ``WARM_MAX_BYTES``, in
-        blocks of ``WARM_CHUNK`` (0 when the process is not tuned).
+        Bytes touched: ``per_agent`` per agent, at most ``WARM_MAX_BYTES``, in blocks of
+        ``WARM_CHUNK`` (0 when the process is not tuned).
     """
     if not _tuned or agents <= 0:
         return 0
-    total = min(WARM_MAX_BYTES, WARM_BYTES_PER_AGENT * int(agents))
+    total = min(WARM_MAX_BYTES, int(per_agent) * int(agents))
     blocks = []
     for size in [WARM_CHUNK] * (total // WARM_CHUNK) + [total % WARM_CHUNK]:
         if size:

@@ -37,7 +37,7 @@ import zmq
 import zmq.auth
 from ldpsim.protocols import BUILTIN, get_protocol
 from ldpsim.simulator import wire
-from ldpsim.simulator.alloc import tune_if_requested, warm_heap
+from ldpsim.simulator.alloc import WARM_CURATOR, tune_if_requested, warm_heap
 from ldpsim.simulator.curve import connect_curve, serve_curve
 from ldpsim.simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
@@ -233,7 +233,7 @@ class CuratorServer:
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
         # a tuned allocator's heap, warmed while the pools start and build their data
-        warm_heap(_agents_of(config))
+        warm_heap(_agents_of(config), WARM_CURATOR)
         try:
             return self._serve(sess)
         finally:  # whoever said it is ready hears of the next run (oldest forgotten first)

@@ -41,7 +41,7 @@ def test_warm_heap_does_nothing_in_an_untuned_process():
 def test_a_warmed_heap_spares_the_first_arrays_their_page_faults():
     cold, warm = _probe(tune=True, warm=False), _probe(tune=True, warm=True)
     assert cold["tuned"] and warm["tuned"]
-    assert warm["warmed"] == alloc.WARM_BYTES_PER_AGENT * 10**6
+    assert warm["warmed"] == alloc.WARM_POOL * 10**6
     # 48 MiB is 12,288 pages: cold, they fault in (a few pages per fault with fault-around);
     # warmed, they are already there
     if cold["faults"] < 1000:
