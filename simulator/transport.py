@@ -37,7 +37,7 @@ import zmq
 import zmq.auth
 from ldpsim.protocols import BUILTIN, get_protocol
 from ldpsim.simulator import wire
-from ldpsim.simulator.alloc import WARM_CURATOR, tune_if_requested, warm_heap
+from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.curve import connect_curve, serve_curve
 from ldpsim.simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
@@ -88,19 +88,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _zero_copy_ready() -> None:
-    """Start pyzmq's zero-copy bookkeeping thread now, in the set-up.
-
-    Frames of 64 KiB and more go out without a copy, and pyzmq starts the thread that tracks
-    them on the first such send: 1-2 ms (measured) that would otherwise land in round 0 of
-    every fresh curator and pool process.
-    """
-    from zmq.utils.garbage import gc
-
-    if not gc.is_alive():
-        gc.start()
 
 
 def _start(proc) -> None:
@@ -176,7 +163,6 @@ class CuratorServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, 2 * limits.max_frame_bytes)
         self.sock.bind(endpoint)
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        _zero_copy_ready()
         self.limits = limits
         self.peers = Bounded()  # pools that said they are ready, for the next runs' set-up
         self.unreachable = 0
@@ -232,8 +218,6 @@ class CuratorServer:
         sess = CuratorSession(run_no, config, auth, self.limits, record_view)
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
-        # a tuned allocator's heap, warmed while the pools start and build their data
-        warm_heap(_agents_of(config), WARM_CURATOR)
         try:
             return self._serve(sess)
         finally:  # whoever said it is ready hears of the next run (oldest forgotten first)
@@ -277,12 +261,6 @@ class CuratorServer:
         self.ctx.term()
 
 
-def _agents_of(config: dict[str, Any]) -> int:
-    """The run's number of agents as its data section states it (0 when it does not)."""
-    n = (config.get("data") or {}).get("n")
-    return n if type(n) is int and n > 0 else 0
-
-
 def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
               idle_timeout_s: float | None = None,
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
@@ -309,14 +287,11 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
     if curve:
         connect_curve(sock, *curve)
     sock.connect(endpoint)
-    _zero_copy_ready()
     sess = PoolSession(index, n_pools, token, limits, keys)
-    warmed = None  # the run whose data this pool last warmed its heap for (alloc.warm_heap)
     if prebuild is not None:
         # one that fails leaves nothing: the set-up builds the data and reports the error
         with contextlib.suppress(Exception):
             sess.prebuild(prebuild)
-            warm_heap(sess.prebuilt[2] - sess.prebuilt[1])
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
     code = 0
 
@@ -339,10 +314,6 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
                 for out in sess.on_frames(frames):
                     send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
-                if sess.data is not None and warmed != sess.run:
-                    warmed = sess.run
-                    if prebuild is None:
-                        warm_heap(sess.stop - sess.start)
                 if sess.idle and not sess.exit:
                     send(sess.hello())
                     last_hello = time.monotonic()
