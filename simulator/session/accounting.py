@@ -65,7 +65,7 @@ class CommStats:
         "physical_frames": "ZeroMQ frames both ways (batching included)",
         "disclose_bytes_total": "bytes the colluders disclosed to the curator",
         "per_round": "per round: asked, reported, invalid, refused, dropouts, bytes, report "
-                     "bits, wall and curator CPU",
+                     "bits, the largest query batch (agents), wall and curator CPU",
     }
 
     def start(self, n: int) -> None:
