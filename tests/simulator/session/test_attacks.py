@@ -182,6 +182,34 @@ def test_attack_frame_of_garbage_costs_a_bounded_number_of_rejections():
     assert spent < 1.0  # it took 16 s before; generous for a loaded machine
 
 
+@pytest.mark.parametrize("kind", ["reports", "garbage after a hello"])
+def test_attack_an_outsiders_frame_of_many_envelopes_costs_one_envelope(kind, monkeypatch):
+    """An outsider (no registered pool) packs 50 envelopes into one message during a round
+    (each report of the soak test's attack cost the curator a decode and a schema check: 665
+    us a frame). An unregistered peer can only say it is ready or register, one envelope per
+    message: the curator reads the first envelope, then drops the frame's rest unread."""
+    cfg = config()
+    run = Run(cfg)
+    run.until(lambda: registered(run))
+    one = msgpack.packb([1, wire.REPORT, 0, 0, 5, [1]])
+    frame = (one * 50 if kind == "reports" else
+             wire.encode(wire.HELLO, -1, -1, -1, {"pool": 0, "pools": 2}) + b"\xc0" * 49)
+    decoded = []
+    check = wire.check_envelope
+    monkeypatch.setattr(wire, "check_envelope",
+                        lambda obj, size: decoded.append(obj) or check(obj, size))
+    for _ in range(3):
+        run.inject(b"outsider", frame)
+    monkeypatch.undo()
+    res = run.finish()
+    assert res["output"] == clean(cfg)["output"] and res["dropouts"] == 0
+    assert len(decoded) <= 3  # the first envelope of each frame, nothing after it
+    assert res["rejected"] == (6 if kind == "reports" else 3)  # per frame: (report,) rest
+    assert all("one envelope per message" in r["reason"]
+               for r in res["rejections"] if "rest" in r["reason"])
+    assert sum("one envelope per message" in r["reason"] for r in res["rejections"]) == 3
+
+
 def test_attack_large_frames_of_empty_arrays_do_not_bloat_the_curator():
     """16 MiB of empty msgpack arrays used to become 16 M Python lists (1.3 GB)."""
     cfg = config()
