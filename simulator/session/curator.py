@@ -213,7 +213,14 @@ class CuratorSession:
                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         rejected0 = self.rejected
         try:
-            for item in reader:
+            for i, item in enumerate(reader):
+                if not registered and i:
+                    # an unregistered peer can only say it is ready or register: one envelope
+                    # per message, so the rest of a longer frame is not worth decoding
+                    yield from self.reject(peer, "rest of the frame dropped: a peer that is "
+                                                 "not a registered pool sends one envelope "
+                                                 "per message")
+                    break
                 if isinstance(item, Reports):
                     yield from self._on_reports(peer, item)
                     continue
@@ -256,6 +263,9 @@ class CuratorSession:
                 cur = "none" if self.round is None else self.round.number
                 yield from self.reject(peer, f"out-of-round report: round {env.round}, "
                                              f"current round {cur}", env)
+            elif peer not in self.pools:  # rejected before its payload is checked
+                yield from self.reject(peer, f"unknown peer: not a registered pool "
+                                             f"(agent {env.agent}, 1 reports)", env)
             else:
                 yield from self._on_reports(peer, validated(
                     [env.agent], [env.payload], [size], self.round.plan.schema))
