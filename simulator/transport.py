@@ -131,7 +131,7 @@ COALESCE = 8
 #: release it once libzmq is done: for the frames of batches sized to the round (at most 4 MiB)
 #: that costs more than the copy it saves. Measured at 10^6 agents, 2 pools, 2 cores, the best
 #: of seven runs' rounds, alternating with a 64 KiB threshold (pyzmq's ``zmq.COPY_THRESHOLD``):
-#: LDP-KwikSort 5-16% faster, rank_grr 0-15%, DPWeVote 1-9%, DPWeVote Laplace 5-11%, truth_rr
+#: LDP-KwikSort 5-16% faster, rank_grr 2-14%, DPWeVote 1-9%, DPWeVote Laplace 5-11%, truth_rr
 #: 4-5%, SAFARI 2-5%.
 ZERO_COPY_BYTES = 8 << 20
 #: A connection that has not finished the ZMTP handshake after this long is closed (idle TCP
