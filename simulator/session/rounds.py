@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.simulator import wire, wire_numpy
-from ldpsim.simulator.session.common import RunFailed
+from ldpsim.simulator.session.common import RunFailed, span
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
@@ -113,10 +113,7 @@ class Round:
         if len(agents) and (agents[0] < 0 or agents[-1] >= n):
             raise RunFailed(f"{protocol}: round {number} asks agent ids outside [0, {n})")
         self.asked = np.zeros(n, dtype=bool)
-        if len(agents) and agents[-1] - agents[0] == len(agents) - 1:
-            self.asked[agents[0]:agents[-1] + 1] = True  # sorted and distinct: a range
-        else:
-            self.asked[agents] = True
+        self.asked[span(agents)] = True  # one slice when the agents are a range
         self.run = run
         self.number = number
         self.plan = plan
