@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,6 @@ class Round:
         self.bytes_up = 0
         #: the largest query batch of the round (agents), once a pool's batches are queued
         self.batch = 0
-        self._envelope_bytes: int | None = None
         self.t_wall = t_wall
         self.t_cpu = t_cpu
 
@@ -156,12 +156,10 @@ class Round:
             self.outbox[peer] = deque((s, min(hi, s + size)) for s in range(lo, hi, size))
         return lo, hi
 
-    @property
+    @cached_property
     def envelope_bytes(self) -> int:
         """``envelope_bound`` of the round's plan (computed once)."""
-        if self._envelope_bytes is None:
-            self._envelope_bytes = envelope_bound(self.plan)
-        return self._envelope_bytes
+        return envelope_bound(self.plan)
 
     def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
