@@ -264,8 +264,7 @@ class CuratorSession:
                 yield from self.reject(peer, f"out-of-round report: round {env.round}, "
                                              f"current round {cur}", env)
             elif peer not in self.pools:  # rejected before its payload is checked
-                yield from self.reject(peer, f"unknown peer: not a registered pool "
-                                             f"(agent {env.agent}, 1 reports)", env)
+                yield from self._unknown_peer(peer, [env.agent], env)
             else:
                 yield from self._on_reports(peer, validated(
                     [env.agent], [env.payload], [size], self.round.plan.schema))
@@ -349,15 +348,20 @@ class CuratorSession:
             self.comm.disclose_bytes += env.size
             self.view["disclosures"][int(env.agent)] = env.payload
 
+    def _unknown_peer(self, peer: bytes, agents: Any, env: wire.Envelope | None = None) -> Out:
+        """Reject the reports of ``agents`` from a peer that is not a registered pool: all
+        counted, the first recorded and answered."""
+        for a in agents[:1]:
+            yield from self.reject(peer, f"unknown peer: not a registered pool "
+                                         f"(agent {a}, {len(agents)} reports)", env)
+        self.rejects.count += len(agents) - 1
+
     def _on_reports(self, peer: bytes, reports: Reports) -> Out:
         """Screen a batch of decoded reports against the round and store those that count."""
         rnd = self.round
         pool = self.pools.get(peer)
         if pool is None:
-            for a in reports.agents[:1]:
-                yield from self.reject(peer, f"unknown peer: not a registered pool "
-                                             f"(agent {a}, {len(reports.agents)} reports)")
-            self.rejects.count += len(reports.agents) - 1
+            yield from self._unknown_peer(peer, reports.agents)
             return
         if reports.answers is not None:
             rnd.answered(*reports.answers)
