@@ -453,13 +453,11 @@ def _jobs(text: str) -> int | str:
 
 
 def _batch(text: str) -> int | str:
-    """argparse type of ``bench --batch``: "auto" or a positive integer."""
-    try:
-        if text == "auto" or int(text) > 0:
-            return text if text == "auto" else int(text)
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1")
+    """argparse type of ``bench --batch``: what ``_jobs`` reads, an integer at least 1."""
+    value = _jobs(text)
+    if value != "auto" and value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1")
+    return value
 
 
 def _sizes(text: str) -> str:
