@@ -153,3 +153,27 @@ def test_refusals_rounds_and_gaps_are_answered_as_one_by_one(frames):
         return
     assert pool.on_frames(sent) == expected
     assert pool.refusals == alone.refusals
+
+
+def test_joined_batches_stop_at_the_group_cap(monkeypatch):
+    """Queued batches are joined up to ``GROUP_AGENTS`` agents per randomizer call; past it a
+    new call starts, and the frames are still those of answering one by one."""
+    from ldpsim.simulator.session import pool as pool_mod
+
+    monkeypatch.setattr(pool_mod, "GROUP_AGENTS", 25)
+    joined = []
+    respond = PoolSession._respond
+
+    def spy(self, rnd, ids, queries, batches=None):
+        joined.append(len(ids))
+        return respond(self, rnd, ids, queries, batches)
+
+    config = _config("ldp_kwiksort_rr", {"kind": "mallows", "n": 300, "m": 6, "theta": 0.5},
+                     collusion=QUIET)
+    pool = _set_up_pool(config)
+    sent = [_queries(pool, 0, range(s, s + 10)) for s in range(0, 50, 10)]
+    alone = copy.deepcopy(pool)
+    expected = [out for f in sent for out in alone.on_frame(f)]
+    monkeypatch.setattr(PoolSession, "_respond", spy)
+    assert pool.on_frames(sent) == expected
+    assert joined == [20, 20, 10]
