@@ -124,7 +124,7 @@ POOL_SOCKET_OPTIONS = ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.LINGER, 0), (zmq.R
 #: in flight and answers each with a frame or a few, so honest traffic stays far below it.
 CURATOR_HWM = 1000
 #: query frames a pool takes from its socket at once when several are queued (its randomizer
-#: answers consecutive batches of a round in one call: ``PoolSession.on_frames``)
+#: answers consecutive batches of a round in one call: ``PoolSession.answer``)
 COALESCE = 8
 #: Frames from this size on are sent without a copy. pyzmq's zero-copy send hands each frame
 #: to a garbage-collector thread of its own (started at the first such send, about 1.5 ms) to
@@ -319,7 +319,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
                     except zmq.Again:
                         break
                 last_msg = time.monotonic()
-                for out in sess.on_frames(frames):
+                for out in sess.answer(frames):  # each as soon as it is made
                     send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
                 if sess.idle and not sess.exit:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -112,7 +113,13 @@ class PoolSession:
         return self.config is None
 
     def on_frames(self, frames: list[bytes]) -> list[bytes]:
-        """Handle frames that arrived together, in order; return the frames to send back.
+        """Handle frames that arrived together, in order; return the frames to send back
+        (``answer`` as a list)."""
+        return list(self.answer(frames))
+
+    def answer(self, frames: list[bytes]) -> Iterator[bytes]:
+        """Handle frames that arrived together, in order; yield each frame to send back as soon
+        as it is made (a driver sends it before the next batch is computed).
 
         The same as ``on_frame`` on each in turn, except that canonical query batches of one
         round for consecutive agents (the curator's send window queues several while the pool
@@ -121,27 +128,25 @@ class PoolSession:
         are the same (every agent's coins are its own, whatever the batch), and each query
         batch still gets its own report frame.
         """
-        out: list[bytes] = []
         group: list[tuple[int, np.ndarray, np.ndarray | None]] = []
         joined = 0  # agents in ``group``
         for frame in frames:
             fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
             if fast is None:
-                out.extend(self._respond_group(group))
-                out.extend(self._on_envelopes(frame))
+                yield from self._respond_group(group)
+                yield from self._on_envelopes(frame)
                 continue
             run, rnd, ids, queries = fast
             if self.silent or run != self.run or self.config is None:
                 continue
             if group and (joined + len(ids) > GROUP_AGENTS
                           or not _continues(group[-1], rnd, ids, queries)):
-                out.extend(self._respond_group(group))
+                yield from self._respond_group(group)
             if not group:
                 joined = 0
             group.append((rnd, ids, queries))
             joined += len(ids)
-        out.extend(self._respond_group(group))
-        return out
+        yield from self._respond_group(group)
 
     def _respond_group(self, group: list[tuple[int, np.ndarray, np.ndarray | None]]
                        ) -> list[bytes]:

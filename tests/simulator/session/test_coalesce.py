@@ -177,3 +177,28 @@ def test_joined_batches_stop_at_the_group_cap(monkeypatch):
     monkeypatch.setattr(PoolSession, "_respond", spy)
     assert pool.on_frames(sent) == expected
     assert joined == [20, 20, 10]
+
+
+def test_answer_yields_each_report_frame_before_the_next_batch_is_computed(monkeypatch):
+    """``answer`` hands a group's report frames to the driver before it computes the next
+    group (the curator checks them while the pool works on), and its frames are those of
+    ``on_frames``."""
+    from ldpsim.simulator.session import pool as pool_mod
+
+    monkeypatch.setattr(pool_mod, "GROUP_AGENTS", 10)
+    calls = []
+    respond = PoolSession._respond
+
+    def spy(self, rnd, ids, queries, batches=None):
+        calls.append(int(ids[0]))
+        return respond(self, rnd, ids, queries, batches)
+
+    config = _config("ldp_kwiksort_rr", {"kind": "mallows", "n": 300, "m": 6, "theta": 0.5},
+                     collusion=QUIET)
+    pool = _set_up_pool(config)
+    sent = [_queries(pool, 0, range(s, s + 10)) for s in range(0, 30, 10)]
+    expected = copy.deepcopy(pool).on_frames(sent)
+    monkeypatch.setattr(PoolSession, "_respond", spy)
+    frames = pool.answer(sent)
+    assert next(frames) == expected[0] and calls == [0]
+    assert [expected[0], *frames] == expected and calls == [0, 10, 20]
