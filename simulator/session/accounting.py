@@ -26,6 +26,10 @@ def zmtp_bytes(frame_len: int) -> int:
     return frame_len + (2 if frame_len <= 255 else 9)
 
 
+#: the per-agent byte counters' dtype while no agent can overflow it (``CommStats.start``)
+COUNTER = np.dtype(np.int32)
+
+
 @dataclass
 class CommStats:
     """Communication of one run (the result's ``comm``).
@@ -46,6 +50,8 @@ class CommStats:
     disclose_bytes: int = 0
     #: one record per round (``rounds.Round.record``)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    #: per direction, the most bytes any one agent can have counted so far (``_count``)
+    _most: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
 
     #: every key of the record's ``comm`` and what it means (the README's results table)
     FIELDS: ClassVar[dict[str, str]] = {
@@ -69,9 +75,34 @@ class CommStats:
     }
 
     def start(self, n: int) -> None:
-        """The rounds start with ``n`` agents."""
-        self.up = np.zeros(n, dtype=np.int64)
-        self.down = np.zeros(n, dtype=np.int64)
+        """The rounds start with ``n`` agents.
+
+        The per-agent counters are int32 until some agent could pass 2^31 - 1 bytes in a
+        direction (then int64, ``_count``): every page of them a round first touches costs a
+        page fault, and at 10^6 agents int32 halves them from 16 MB to 8 (about 2,000 faults:
+        an LDP-KwikSort round's curator CPU went from 34-37 to 31-32 ms, medians of five
+        processes runs, three alternations, on the machine the README measures).
+        """
+        self.up = np.zeros(n, dtype=COUNTER)
+        self.down = np.zeros(n, dtype=COUNTER)
+
+    def count_up(self, at: slice | np.ndarray, sizes: np.ndarray) -> None:
+        """Agents ``at`` (a slice or distinct ids) sent envelopes of ``sizes`` bytes."""
+        self._count("up", at, sizes)
+
+    def count_down(self, at: slice | np.ndarray, sizes: np.ndarray | int) -> None:
+        """Agents ``at`` (a slice or distinct ids) received envelopes of ``sizes`` bytes (one
+        number: the same for each)."""
+        self._count("down", at, sizes)
+
+    def _count(self, way: str, at: slice | np.ndarray, sizes: np.ndarray | int) -> None:
+        counter = getattr(self, way)
+        most = int(np.max(sizes)) if np.size(sizes) else 0
+        self._most[way] += most  # no agent has more bytes counted this way than this
+        if counter.dtype != np.int64 and self._most[way] > np.iinfo(counter.dtype).max:
+            counter = counter.astype(np.int64)
+            setattr(self, way, counter)
+        counter[at] += sizes
 
     def sent_frame(self, frame: bytes) -> None:
         self.phys_down += zmtp_bytes(len(frame))

@@ -374,7 +374,7 @@ class CuratorSession:
             yield from self.reject(peer, why, env)
         if len(s.store_ids):
             rnd.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
-            self.comm.up[s.store_at] += s.store_sizes  # each agent at most once
+            self.comm.count_up(s.store_at, s.store_sizes)  # each agent at most once
             self.comm.msgs_up += len(s.store_ids)
             self._touch()
 
@@ -415,7 +415,7 @@ class CuratorSession:
                 continue
             if plan.broadcast is not None:
                 bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
-                self.comm.down[rnd.agents[lo:hi]] += len(bc)  # once per receiving agent
+                self.comm.count_down(rnd.agents[lo:hi], len(bc))  # once per receiving agent
                 rnd.bytes_down += len(bc) * (hi - lo)
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
@@ -431,7 +431,7 @@ class CuratorSession:
         if batch is None:
             return
         ids, frame, sizes = batch
-        self.comm.down[span(ids)] += sizes
+        self.comm.count_down(span(ids), sizes)
         self.comm.msgs_down += len(ids)
         yield self._send(peer, frame)
 

@@ -60,3 +60,21 @@ def test_comm_record_over_registered_agents_only():
     rec = comm.as_record(np.array([1, 3]))
     assert rec["bytes_up_per_agent_mean"] == 30.0 and rec["bytes_up_per_agent_max"] == 40
     assert rec["bytes_total"] == 62 and rec["messages_up_per_agent_mean"] == 1.0
+
+
+def test_per_agent_counters_widen_before_any_can_overflow():
+    """The counters start as int32 and turn int64 as soon as one agent's bytes in a direction
+    could pass 2^31 - 1, so every count stays exact."""
+    comm = CommStats()
+    comm.start(3)
+    assert comm.up.dtype == np.int32 and comm.down.dtype == np.int32
+    big = 2**31 - 10
+    comm.count_up(slice(0, 2), np.array([big, 5]))
+    comm.count_down(np.array([0, 2]), 7)
+    assert comm.up.dtype == np.int32 and comm.up.tolist() == [big, 5, 0]
+    comm.count_up(np.array([0, 2]), np.array([100, 1]))  # agent 0 passes 2^31 - 1
+    assert comm.up.dtype == np.int64 and comm.up.tolist() == [big + 100, 5, 1]
+    assert comm.down.dtype == np.int32 and comm.down.tolist() == [7, 0, 7]
+    rec = comm.as_record(np.arange(3))
+    assert rec["bytes_up_per_agent_max"] == big + 100
+    assert rec["bytes_total"] == big + 106 + 14
