@@ -34,7 +34,7 @@ from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.rounds import AUTO_MAX
 
 #: The most agents a pool answers in one randomizer call when it joins queued query batches
-#: (``PoolSession.on_frames``): the largest batch "auto" makes. Joining more does not pay:
+#: (``PoolSession.answer``): the largest batch "auto" makes. Joining more does not pay:
 #: every array of the call grows with it, and memory a process has not used before costs a
 #: page fault per 4 KiB on first touch (about 1.3 us each on the 2-core machine the README
 #: measures). Measured at 10^6 agents, 2 pools (batches of 31,250; without the cap up to 8
@@ -134,6 +134,7 @@ class PoolSession:
             fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
             if fast is None:
                 yield from self._respond_group(group)
+                joined = 0
                 yield from self._on_envelopes(frame)
                 continue
             run, rnd, ids, queries = fast
@@ -142,7 +143,6 @@ class PoolSession:
             if group and (joined + len(ids) > GROUP_AGENTS
                           or not _continues(group[-1], rnd, ids, queries)):
                 yield from self._respond_group(group)
-            if not group:
                 joined = 0
             group.append((rnd, ids, queries))
             joined += len(ids)

@@ -96,20 +96,27 @@ def _comparable(res):
     return res
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_queued_batches_answered_at_once_send_the_same_frames(name, monkeypatch):
-    joined = []
+@pytest.fixture
+def responded(monkeypatch):
+    """Each ``PoolSession._respond`` call from now on, as (its agents, how many query
+    batches it joins)."""
+    calls = []
     respond = PoolSession._respond
 
     def spy(self, rnd, ids, queries, batches=None):
-        joined.append(1 + len(batches or []))
+        calls.append((np.array(ids), 1 + len(batches or [])))
         return respond(self, rnd, ids, queries, batches)
 
     monkeypatch.setattr(PoolSession, "_respond", spy)
+    return calls
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_queued_batches_answered_at_once_send_the_same_frames(name, responded):
     config = CONFIGS[name]
     res, most = _run_grouped(config)
     # the curator's send window queues 8 batches per pool: the test does join them
-    assert most >= 8 and max(joined) >= 8
+    assert most >= 8 and max(joined for _, joined in responded) >= 8
     assert _comparable(res) == _comparable(run_inproc(config, LIMITS))
 
 
@@ -155,50 +162,41 @@ def test_refusals_rounds_and_gaps_are_answered_as_one_by_one(frames):
     assert pool.refusals == alone.refusals
 
 
-def test_joined_batches_stop_at_the_group_cap(monkeypatch):
+def _pool_and_batches(starts, size=10):
+    """A set-up pool of a small LDP-KwikSort run, and query batches of round 0 for the
+    agents ``start .. start + size - 1`` of each start."""
+    config = _config("ldp_kwiksort_rr", {"kind": "mallows", "n": 300, "m": 6, "theta": 0.5},
+                     collusion=QUIET)
+    pool = _set_up_pool(config)
+    return pool, [_queries(pool, 0, range(s, s + size)) for s in starts]
+
+
+def test_joined_batches_stop_at_the_group_cap(monkeypatch, responded):
     """Queued batches are joined up to ``GROUP_AGENTS`` agents per randomizer call; past it a
     new call starts, and the frames are still those of answering one by one."""
     from ldpsim.simulator.session import pool as pool_mod
 
     monkeypatch.setattr(pool_mod, "GROUP_AGENTS", 25)
-    joined = []
-    respond = PoolSession._respond
-
-    def spy(self, rnd, ids, queries, batches=None):
-        joined.append(len(ids))
-        return respond(self, rnd, ids, queries, batches)
-
-    config = _config("ldp_kwiksort_rr", {"kind": "mallows", "n": 300, "m": 6, "theta": 0.5},
-                     collusion=QUIET)
-    pool = _set_up_pool(config)
-    sent = [_queries(pool, 0, range(s, s + 10)) for s in range(0, 50, 10)]
+    pool, sent = _pool_and_batches(range(0, 50, 10))
     alone = copy.deepcopy(pool)
     expected = [out for f in sent for out in alone.on_frame(f)]
-    monkeypatch.setattr(PoolSession, "_respond", spy)
+    responded.clear()
     assert pool.on_frames(sent) == expected
-    assert joined == [20, 20, 10]
+    assert [len(ids) for ids, _ in responded] == [20, 20, 10]
 
 
-def test_answer_yields_each_report_frame_before_the_next_batch_is_computed(monkeypatch):
+def test_answer_yields_each_report_frame_before_the_next_batch_is_computed(monkeypatch,
+                                                                           responded):
     """``answer`` hands a group's report frames to the driver before it computes the next
     group (the curator checks them while the pool works on), and its frames are those of
     ``on_frames``."""
     from ldpsim.simulator.session import pool as pool_mod
 
     monkeypatch.setattr(pool_mod, "GROUP_AGENTS", 10)
-    calls = []
-    respond = PoolSession._respond
-
-    def spy(self, rnd, ids, queries, batches=None):
-        calls.append(int(ids[0]))
-        return respond(self, rnd, ids, queries, batches)
-
-    config = _config("ldp_kwiksort_rr", {"kind": "mallows", "n": 300, "m": 6, "theta": 0.5},
-                     collusion=QUIET)
-    pool = _set_up_pool(config)
-    sent = [_queries(pool, 0, range(s, s + 10)) for s in range(0, 30, 10)]
+    pool, sent = _pool_and_batches(range(0, 30, 10))
     expected = copy.deepcopy(pool).on_frames(sent)
-    monkeypatch.setattr(PoolSession, "_respond", spy)
+    responded.clear()
     frames = pool.answer(sent)
-    assert next(frames) == expected[0] and calls == [0]
-    assert [expected[0], *frames] == expected and calls == [0, 10, 20]
+    assert next(frames) == expected[0] and len(responded) == 1
+    assert [expected[0], *frames] == expected
+    assert [int(ids[0]) for ids, _ in responded] == [0, 10, 20]
