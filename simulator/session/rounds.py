@@ -2,12 +2,12 @@
 
 A round asks the agents of the curator's ``RoundPlan``. Their queries go out in batches of
 ``RunConfig.batch`` agents (``batch_size``: "auto" sizes them per round and pool), each pool's
-in its own queue (``outbox``); ``WINDOW`` batches per
-pool are in flight at once and a pool gets its next batch when a frame from it arrives, so the
-curator checks reports while the pools compute, every pool keeps a few batches queued, and a
-round's frames never pile up in memory. A pool that falls silent stops only its own batches
-(its agents become dropouts). Reports are stored by the row of the plan, so the round ends
-without a sort: its reports are in the plan's (sorted) agent order whatever the arrival order.
+in its own queue (``outbox``); ``WINDOW`` batches per pool are in flight at once and a pool
+gets its next batch when a frame from it arrives, so the curator checks reports while the pools
+compute, every pool keeps a few batches queued, and a round's frames never pile up in memory.
+A pool that falls silent stops only its own batches (its agents become dropouts). Reports are
+stored by the row of the plan, so the round ends without a sort: its reports are in the plan's
+(sorted) agent order whatever the arrival order.
 """
 
 from __future__ import annotations
