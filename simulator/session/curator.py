@@ -415,7 +415,7 @@ class CuratorSession:
                 continue
             if plan.broadcast is not None:
                 bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
-                self.comm.count_down(rnd.agents[lo:hi], len(bc))  # once per receiving agent
+                self.comm.count_down(span(rnd.agents[lo:hi]), len(bc))  # once per receiving agent
                 rnd.bytes_down += len(bc) * (hi - lo)
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
