@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.queries import RowQueries
 
 
 class ParamError(ValueError):
@@ -197,14 +198,15 @@ class RoundPlan:
     """What the curator sends in one round.
 
     ``agents`` are the asked agents' ids (sorted int64). ``queries`` is None or one msgpack-able
-    payload per asked agent (an array with one row per agent is fine). ``broadcast`` is sent once
-    and is the same for every asked agent. ``schema`` validates the reports, together with the
-    optional per-agent bounds ``report_high``.
+    payload per asked agent (an array with one row per agent is fine, or a
+    ``protocols.queries.RowQueries``, drawn batch by batch as the queries go out).
+    ``broadcast`` is sent once and is the same for every asked agent. ``schema`` validates the
+    reports, together with the optional per-agent bounds ``report_high``.
     """
 
     round: int
     agents: np.ndarray
-    queries: np.ndarray | list | None
+    queries: np.ndarray | list | RowQueries | None
     broadcast: Any
     schema: ReportSchema
     report_bits: float = 0.0  # information-theoretic size of one report, for the comm tables
@@ -330,6 +332,8 @@ class Block:
         for name in ("params", "public"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, {})
+        if isinstance(self.queries, RowQueries):  # a plan's queries, read whole
+            object.__setattr__(self, "queries", self.queries.full())
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -25,6 +25,7 @@ from ldpsim.protocols.base import (
     ReportSchema,
     RoundPlan,
 )
+from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.rank import profile
 from ldpsim.protocols.rank.kwiksort import kwiksort
 
@@ -141,8 +142,14 @@ class _LDPCurator(_RankCurator):
         if rnd > 0:
             return None
         k = self.params["queries"]
-        u = rngm.uniform(self.key, self.agents, rnd, k)  # keyed by agent: split-independent
-        q = rngm.distinct_indices(u, self.n_pairs)
+        agents, key, pairs = self.agents, self.key, self.n_pairs
+
+        def draw(lo: int, hi: int) -> np.ndarray:
+            # keyed by agent: the same pairs whatever the range, the split or the pools
+            return rngm.distinct_indices(rngm.uniform(key, agents[lo:hi], rnd, k), pairs)
+
+        # drawn batch by batch as the queries go out (``protocols.queries``)
+        q = RowQueries(draw, len(agents), k, np.int64)
         bits = k if self.float_reports is False else 64 * k
         self.plan0 = RoundPlan(rnd, self.agents, q, None, self.schema(k), report_bits=bits)
         return self.plan0
@@ -156,11 +163,11 @@ class _LDPCurator(_RankCurator):
         return reports.astype(bool)
 
     def absorb(self, rnd, agents, reports):
-        asked = self.plan0.agents
+        asked, queries = self.plan0.agents, np.asarray(self.plan0.queries)
         if len(agents) == len(asked) and np.array_equal(agents, asked):
-            q = self.plan0.queries  # everyone answered
+            q = queries  # everyone answered
         else:
-            q = self.plan0.queries[np.searchsorted(asked, agents)]
+            q = queries[np.searchsorted(asked, agents)]
         code = q.reshape(-1) * 2  # 2 * pair + answer, counted in one pass
         code += self.classify(reports).reshape(-1)
         counts = np.bincount(code, minlength=2 * self.n_pairs)

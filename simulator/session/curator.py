@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import get_protocol
+from ldpsim.protocols.queries import full as full_queries
 from ldpsim.simulator import wire
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
@@ -447,8 +448,9 @@ class CuratorSession:
         self.round_dropouts += rnd.missing
         with protocol_code(f"absorb of round {rnd.number}"):
             self.curator.absorb(rnd.number, agents, reports)
-        if self.record_view:
-            self.view["rounds"][-1].update(report_agents=agents, reports=reports)
+        if self.record_view:  # queries drawn batch by batch are read whole by now
+            self.view["rounds"][-1].update(report_agents=agents, reports=reports,
+                                           queries=full_queries(rnd.plan.queries))
         self.comm.rounds.append(rnd.record())
         yield from self._begin_round(rnd.number + 1)
 

@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
 
@@ -80,7 +81,7 @@ def envelope_bound(plan: Any) -> int:
     queries = plan.queries
     if queries is None or not len(queries):
         query = 0
-    elif isinstance(queries, np.ndarray) and queries.dtype.kind in "biuf":
+    elif isinstance(queries, np.ndarray | RowQueries) and queries.dtype.kind in "biuf":
         query = (queries.shape[1] if queries.ndim == 2 else 1) * NUMBER_BYTES
     else:
         step = max(1, len(queries) // QUERY_SAMPLE)
@@ -129,7 +130,8 @@ class Round:
         #: reports by row of ``agents`` (rows of reported agents)
         self.values: np.ndarray | None = None
         queries = plan.queries
-        self.vector = wire_numpy.batchable(queries)  # whether encode_batch takes them
+        # whether encode_batch takes them (a RowQueries is drawn a batch at a time as it goes)
+        self.vector = isinstance(queries, RowQueries) or wire_numpy.batchable(queries)
         self.queries = queries.tolist() if not self.vector and isinstance(queries, np.ndarray) \
             else queries
         #: sent batches not yet answered: (pool peer, first agent) -> agents

@@ -132,3 +132,43 @@ def test_the_processes_backend_matches_bit_for_bit_with_auto_batches():
     a = run_processes(cfg, LIMITS)
     b = run_inproc(_config(40_000, 333), LIMITS)
     assert _without_frames(a) == _without_frames(b)
+
+
+def test_queries_drawn_on_demand_go_out_before_the_round_has_drawn_them_all():
+    """LDP-KwikSort plans with ``RowQueries``: the curator's first query batches leave while
+    most of the round's queries are still undrawn, and the round's reports, output and
+    per-agent bytes are those of the eager plan."""
+    from ldpsim.protocols.queries import CHUNK, RowQueries
+    from ldpsim.protocols.rank import protocols as rank
+    from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
+    from ldpsim.simulator.session import CuratorSession, PoolSession
+
+    config = _config(20 * CHUNK, 1024)
+    cur = CuratorSession(0, curator_config(config, None), auth_key("t"), LIMITS)
+    pools = [PoolSession(i, 2, "t", LIMITS, pool_keys(config["seed"], None)) for i in range(2)]
+    sent = []
+    for i, pool in enumerate(pools):  # hello, set-up, registration
+        pool.can_die = False
+        for _, setup in cur.on_frame(b"p%d" % i, pool.hello()):
+            for reg in pool.on_frames([setup]):
+                sent += [out for _, out in cur.on_frame(b"p%d" % i, reg)]
+    queries = cur.round.plan.queries
+    assert isinstance(queries, RowQueries)
+    window = [f for f in sent if f[2:3] == bytes([wire.QUERY])]
+    assert len(window) == 16  # WINDOW batches per pool are out ...
+    assert "chunks drawn 4/20" in repr(queries)  # ... and only their rows are drawn
+
+    eager = rank._LDPCurator.plan
+
+    def plan(self, rnd):
+        p = eager(self, rnd)
+        if p is not None:
+            p.queries = np.asarray(p.queries)
+        return p
+
+    lazy = run_inproc(config, LIMITS)
+    rank._LDPCurator.plan = plan
+    try:
+        assert _without_frames(run_inproc(config, LIMITS)) == _without_frames(lazy)
+    finally:
+        rank._LDPCurator.plan = eager

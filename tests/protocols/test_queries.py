@@ -1,0 +1,105 @@
+"""Queries drawn a range of rows at a time (``protocols.queries.RowQueries``).
+
+Exact tests: whatever ranges are read, in whatever order, the array is the one drawing it
+whole gives; a curator that plans with it (LDP-KwikSort) plans exactly the eager array; and
+the runtime sends its first query batch before the round's queries are all drawn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ldpsim.protocols import DATA_KINDS, PROTOCOLS
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import Block
+from ldpsim.protocols.queries import CHUNK, RowQueries, full
+
+from tests import drivers
+
+ROWS = 3 * CHUNK + 123  # a partial last chunk
+KEY = rngm.stream_key(7, "curator")
+
+
+def _keyed(width: int = 3):
+    """Queries keyed by row (as a curator's keyed draws are), and a log of the draws made."""
+    agents = np.arange(ROWS, dtype=np.int64) * 5 + 2
+    calls: list[tuple[int, int]] = []
+
+    def draw(lo: int, hi: int) -> np.ndarray:
+        calls.append((lo, hi))
+        return rngm.distinct_indices(rngm.uniform(KEY, agents[lo:hi], 0, width), 40)
+
+    whole = rngm.distinct_indices(rngm.uniform(KEY, agents, 0, width), 40)
+    return RowQueries(draw, ROWS, width, np.int64), whole, calls
+
+
+def test_ranges_read_in_any_order_give_the_whole_array_and_draw_each_row_once():
+    q, whole, calls = _keyed()
+    rng = np.random.default_rng(3)
+    cuts = np.sort(rng.choice(np.arange(1, ROWS), size=9, replace=False))
+    ranges = list(zip(np.r_[0, cuts], np.r_[cuts, ROWS], strict=True))
+    for lo, hi in (ranges[i] for i in rng.permutation(len(ranges))):
+        assert np.array_equal(q[int(lo):int(hi)], whole[lo:hi])
+    assert np.array_equal(np.asarray(q), whole)
+    drawn = np.zeros(ROWS, dtype=int)
+    for lo, hi in calls:
+        drawn[lo:hi] += 1
+    assert (drawn == 1).all()  # every row drawn exactly once, in whole chunks
+    assert all(lo % CHUNK == 0 and (hi % CHUNK == 0 or hi == ROWS) for lo, hi in calls)
+
+
+def test_a_range_draws_only_the_chunks_it_covers():
+    q, whole, calls = _keyed()
+    assert np.array_equal(q[CHUNK + 5:CHUNK + 10], whole[CHUNK + 5:CHUNK + 10])
+    assert calls == [(CHUNK, 2 * CHUNK)]
+    assert np.array_equal(q[0:2 * CHUNK + 1], whole[:2 * CHUNK + 1])
+    # the missing chunks on either side of the drawn one: one call per run of them
+    assert calls == [(CHUNK, 2 * CHUNK), (0, CHUNK), (2 * CHUNK, 3 * CHUNK)]
+    assert len(q[5:6]) == 1 and len(calls) == 3  # drawn already: no new call
+    assert "chunks drawn 3/4" in repr(q)
+
+
+def test_other_indices_read_the_whole_array():
+    q, whole, _ = _keyed()
+    idx = np.array([ROWS - 1, 0, 17])
+    assert np.array_equal(q[idx], whole[idx])
+    assert np.array_equal(q[::2], whole[::2])
+    assert q.tolist() == whole.tolist()
+    assert np.asarray(q, dtype=np.float64).dtype == np.float64
+    assert full(q) is np.asarray(q) and full(None) is None and full(whole) is whole
+    assert len(q) == ROWS and q.shape == (ROWS, 3) and q.ndim == 2
+
+
+def test_a_block_reads_a_plans_queries_whole():
+    q, whole, _ = _keyed()
+    block = Block(0, np.zeros((ROWS, 2)), queries=q)
+    assert isinstance(block.queries, np.ndarray) and np.array_equal(block.queries, whole)
+
+
+def test_bad_draws_and_dtypes_are_refused():
+    with pytest.raises(ValueError, match=rf"draw\(0, {ROWS}\) gave shape \({ROWS}, 2\), "
+                                         rf"expected \({ROWS}, 3\)"):
+        np.asarray(RowQueries(lambda lo, hi: np.zeros((hi - lo, 2)), ROWS, 3, np.int64))
+    with pytest.raises(TypeError, match="dtype object"):
+        RowQueries(lambda lo, hi: None, 10, 1, object)
+    with pytest.raises(TypeError, match="dtype complex128"):
+        RowQueries(lambda lo, hi: None, 10, 1, np.complex128)
+    with pytest.raises(ValueError, match="width >= 1"):
+        RowQueries(lambda lo, hi: None, 10, 0, np.int64)
+    assert np.asarray(RowQueries(lambda lo, hi: None, 0, 2, np.int64)).shape == (0, 2)
+
+
+@pytest.mark.parametrize("name", ["ldp_kwiksort_rr", "ldp_kwiksort_lap"])
+def test_ldp_kwiksort_plans_exactly_the_eager_draw(name):
+    proto = PROTOCOLS[name]
+    data = DATA_KINDS["mallows"].build({"n": 6 * CHUNK + 1, "m": 7, "theta": 0.5},
+                                       key=rngm.stream_key(1, "data"))
+    agents = np.arange(data.n, dtype=np.int64)[::2]  # not a range: keyed by id, not by row
+    _, cur = drivers.curator(proto, {"epsilon": 1.0, "queries": 4}, data, 1, agents=agents,
+                             key=KEY)
+    plan = cur.plan(0)
+    assert isinstance(plan.queries, RowQueries)
+    eager = rngm.distinct_indices(rngm.uniform(KEY, agents, 0, 4), 21)
+    tail = np.array(plan.queries[len(agents) - 3:])  # read from the end first
+    assert np.array_equal(tail, eager[-3:])
+    assert np.array_equal(np.asarray(plan.queries), eager)
