@@ -346,11 +346,15 @@ class _GameCurator(Curator):
             self.w_reports = reports
             self.absorb_weights(reports)
             return
-        # partners who reported an opinion but no weight cannot be used (never asked, in fact)
-        pos = np.searchsorted(self.w_agents, agents)
-        pos = np.minimum(pos, max(len(self.w_agents) - 1, 0))
-        known = (self.w_agents[pos] == agents) if len(self.w_agents) else np.zeros(0, bool)
-        s = self.absorb_opinions(self.w_reports[pos[known]], reports[known])
+        if np.array_equal(agents, self.w_agents):  # every partner with a weight answered
+            s = self.absorb_opinions(self.w_reports, reports)
+        else:
+            # partners who reported an opinion but no weight cannot be used (never asked)
+            pos = np.searchsorted(self.w_agents, agents)
+            pos = np.minimum(pos, max(len(self.w_agents) - 1, 0))
+            known = (self.w_agents[pos] == agents) if len(self.w_agents) else \
+                np.zeros(0, bool)
+            s = self.absorb_opinions(self.w_reports[pos[known]], reports[known])
         self.sum_hat.append(s)
         self.released.append(PASS if decide(s, self.q_hat) else NOT_PASS)
 

@@ -195,6 +195,18 @@ def test_worked_example_not_pass_and_laplace():
     assert out["released"] == ["NOT PASS"]
 
 
+def test_opinions_pair_with_their_own_partners_weights():
+    """Every weight reporter answered: the reports pair row by row; otherwise by agent id,
+    and an opinion from an agent without a weight does not count."""
+    for agents, phi, expect in (([0, 1, 2], [1.0, 0.5, 2.0], 1.5 + 1.25 - 2.0),
+                                ([0, 2, 7], [1.0, 2.0, 5.0], 1.5 - 2.0),
+                                ([], [], 0.0)):
+        cur = _worked_curator(LAP)
+        cur.absorb(0, np.array([0, 1, 2]), np.array([[1.5], [2.5], [-1.0]]))
+        cur.absorb(1, np.array(agents, dtype=np.int64), np.array(phi).reshape(-1, 1))
+        assert cur.finish()["sum_hat"] == [expect]
+
+
 def test_decide_ties_and_vectorised():
     assert decide(9.0, 9.0) is True
     assert decide(9.0 - 1e-12, 9.0) is True  # rounding at an exact tie
