@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols.base import Block, Bound, ParamError, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
+from ldpsim.protocols.queries import full as full_queries
 from ldpsim.protocols.rng import stream_key
 
 
@@ -80,7 +81,7 @@ def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
     rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
     rounds: list[LocalRound] = []
     rnd = 0
-    while (plan := phase("plan", curator.plan, rnd)) is not None:
+    while (plan := phase("plan", _plan, curator, rnd)) is not None:
         agents = np.asarray(plan.agents, dtype=np.int64)
         queries = None if plan.queries is None else np.asarray(plan.queries)
         block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
@@ -89,6 +90,15 @@ def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
         rounds.append(LocalRound(plan, block, reports))
         rnd += 1
     return rounds, phase("finish", curator.finish)
+
+
+def _plan(curator: Any, rnd: int) -> RoundPlan | None:
+    """The curator's plan of round ``rnd``, its queries drawn whole: queries drawn on demand
+    (``protocols.queries``) are the plan's work, wherever the runtime does it."""
+    plan = curator.plan(rnd)
+    if plan is not None:
+        full_queries(plan.queries)
+    return plan
 
 
 def _checked(plan: RoundPlan, reports: Any) -> np.ndarray:

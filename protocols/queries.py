@@ -82,7 +82,10 @@ class RowQueries:
             if rows.shape != (b - a, self.shape[1]):
                 raise ValueError(f"RowQueries: draw({a}, {b}) gave shape {rows.shape}, "
                                  f"expected {(b - a, self.shape[1])}")
-            self._out[a:b] = rows
+            if b - a == self.shape[0] and rows.dtype == self.dtype and rows.flags.c_contiguous:
+                self._out = rows  # drawn whole in one call: kept as it is, not copied
+            else:
+                self._out[a:b] = rows
             self._done[run] = True
             self._left -= len(run)
 

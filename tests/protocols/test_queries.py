@@ -103,3 +103,23 @@ def test_ldp_kwiksort_plans_exactly_the_eager_draw(name):
     tail = np.array(plan.queries[len(agents) - 3:])  # read from the end first
     assert np.array_equal(tail, eager[-3:])
     assert np.array_equal(np.asarray(plan.queries), eager)
+
+
+def test_the_local_loop_times_the_draw_as_the_plans_work():
+    """``protocols.local`` (the benchmarks' kernel) draws a plan's queries inside its "plan"
+    step: drawing them on demand moves the work in the runtime, not out of the kernel."""
+    from ldpsim.protocols.local import local_rounds
+
+    proto = PROTOCOLS["ldp_kwiksort_rr"]
+    data = DATA_KINDS["mallows"].build({"n": 2 * CHUNK + 5, "m": 6, "theta": 0.5},
+                                       key=rngm.stream_key(1, "data"))
+    drawn = []
+
+    def phase(name, fn, *args):
+        out = fn(*args)
+        if name == "plan" and getattr(out, "queries", None) is not None:
+            drawn.append(repr(out.queries))
+        return out
+
+    local_rounds(proto.bind({"epsilon": 1.0}, data.public), data, 1, phase)
+    assert drawn == ["RowQueries(shape=(8197, 1), dtype=int64, chunks drawn 3/3)"]
