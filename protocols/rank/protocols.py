@@ -135,6 +135,11 @@ class _DPCurator(_AllPairsCurator):
                 "capped": res.capped, "max_comparisons": cap}
 
 
+#: reports LDP-KwikSort's curator counts at a time: a block's temporaries stay in cache, and
+#: a fresh curator process does not page-fault a round-sized array for them
+ABSORB_ROWS = 1 << 16
+
+
 class _LDPCurator(_RankCurator):
     """LDP-KwikSort: K distinct random pairs per agent (Algorithms 1-4 of Yan, Li & Liu, 2020)."""
 
@@ -163,14 +168,14 @@ class _LDPCurator(_RankCurator):
         return reports.astype(bool)
 
     def absorb(self, rnd, agents, reports):
-        asked, queries = self.plan0.agents, np.asarray(self.plan0.queries)
-        if len(agents) == len(asked) and np.array_equal(agents, asked):
-            q = queries  # everyone answered
-        else:
-            q = queries[np.searchsorted(asked, agents)]
-        code = q.reshape(-1) * 2  # 2 * pair + answer, counted in one pass
-        code += self.classify(reports).reshape(-1)
-        counts = np.bincount(code, minlength=2 * self.n_pairs)
+        asked, q = self.plan0.agents, np.asarray(self.plan0.queries)
+        if len(agents) != len(asked) or not np.array_equal(agents, asked):
+            q = q[np.searchsorted(asked, agents)]  # not everyone answered
+        counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
+        for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
+            code = q[s:s + ABSORB_ROWS].reshape(-1) * 2  # 2 * pair + answer, one count
+            code += self.classify(reports[s:s + ABSORB_ROWS]).reshape(-1)
+            counts += np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]
         self.ones += counts[1::2]
 
