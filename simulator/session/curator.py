@@ -99,6 +99,7 @@ class CuratorSession:
                                          auth, int(config["keys"]["collusion"]))
         self.params: dict[str, Any] | None = None  # resolved when the rounds start
         self.curator = None  # the protocol's curator, from the rounds on
+        self.registered: np.ndarray | None = None  # the registered agents' ids, from then on
         self.round: Round | None = None
         self.expected: Expected | None = None  # what the current round's reports must be
         self.output: Any = None  # the released output, from DONE on
@@ -384,12 +385,14 @@ class CuratorSession:
         """All pools registered (or the registration timed out): create the curator."""
         self.state = State.ROUNDS
         reg = self.registration
+        self.registered = agents = reg.registered_agents()  # closed from here on
+        agents.setflags(write=False)  # shared by the protocol's curator and the result
         with protocol_code("set-up"):
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
-            self.curator = bound.curator(reg.registered_agents(), self.curator_key)
+            self.curator = bound.curator(agents, self.curator_key)
         if self.record_view:  # the agents the curator was built over (the audit replays it)
-            self.view["agents"] = reg.registered_agents()
+            self.view["agents"] = agents
         self.comm.start(reg.n)
         yield from self._begin_round(0)
 
@@ -482,8 +485,8 @@ class CuratorSession:
 
     def _complete(self) -> None:
         reg = self.registration
-        registered = np.flatnonzero(reg.owner >= 0) if reg.owner is not None \
-            else np.zeros(0, dtype=np.int64)
+        registered = self.registered if self.registered is not None else \
+            reg.registered_agents()
         self.result = curator_result(
             output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
             registered=registered, comm=self.comm, timing=self.timing,

@@ -78,7 +78,6 @@ class Registration:
         # fixed by the first accepted pool
         self.n: int | None = None
         self.public: dict[str, Any] | None = None
-        self.owner: np.ndarray | None = None  # pool index per agent, -1 = unregistered
         self.colluders: np.ndarray | None = None
 
     @property
@@ -137,14 +136,12 @@ class Registration:
             return f"pool index {index} is taken"
         if self.n is None:
             self.n, self.public = n, public
-            self.owner = np.full(n, -1, dtype=np.int32)
             self.colluders = colluder_mask(n, dict(self.config.collusion), self.collusion_key)
         elif n != self.n or wire.packer().pack(public) != wire.packer().pack(self.public):
             return f"pool {index} disagrees on the data (n={n})"
         if (start, stop) != block_of(index, self.n_pools, self.n):
             return f"unknown agents: pool {index} must host {block_of(index, self.n_pools, self.n)}"
         self.pools[peer] = PoolSlot(peer, index, start, stop)
-        self.owner[start:stop] = index
         return None
 
     def _authentic(self, p: Any) -> bool:
@@ -161,5 +158,15 @@ class Registration:
             return False
 
     def registered_agents(self) -> np.ndarray:
-        """The ids of every registered pool's agents, sorted."""
-        return np.flatnonzero(self.owner >= 0).astype(np.int64)
+        """The ids of every registered pool's agents, sorted (the pools' blocks are disjoint:
+        one index each): one range per run of adjacent blocks, no per-agent mask."""
+        runs: list[list[int]] = []
+        for start, stop in sorted((q.start, q.stop) for q in self.pools.values()):
+            if runs and runs[-1][1] == start:
+                runs[-1][1] = stop
+            elif start < stop:
+                runs.append([start, stop])
+        if len(runs) == 1:
+            return np.arange(*runs[0], dtype=np.int64)
+        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs]) if runs \
+            else np.zeros(0, dtype=np.int64)

@@ -78,3 +78,35 @@ def test_per_agent_counters_widen_before_any_can_overflow():
     rec = comm.as_record(np.arange(3))
     assert rec["bytes_up_per_agent_max"] == big + 100
     assert rec["bytes_total"] == big + 106 + 14
+
+
+def test_a_pool_that_never_registers_leaves_its_block_out():
+    """Pools 0 and 2 of 3 register, then the registration times out: the curator is built over
+    their two blocks, in order, and the record counts the missing block as dropouts."""
+    from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
+    from ldpsim.simulator.session import CuratorSession, PoolSession
+    from ldpsim.simulator.session.common import block_of
+
+    cfg = {"protocol": "ldp_kwiksort_rr", "params": {}, "seed": 3, "pools": 3, "batch": 16,
+           "data": {**example_data("ldp_kwiksort_rr"), "n": 90},
+           "collusion": {"colluders": 0, "curator": True}, "faults": []}
+    limits = Limits(timeout_s=20)
+    cur = CuratorSession(0, curator_config(cfg, None), auth_key("t"), limits)
+    pools = {i: PoolSession(i, 3, "t", limits, pool_keys(3, None)) for i in (2, 0)}
+    for i, pool in pools.items():
+        for _, setup in cur.on_frame(b"p%d" % i, pool.hello()):
+            for reg in pool.on_frames([setup]):
+                list(cur.on_frame(b"p%d" % i, reg))
+    queue = list(cur.on_timeout())  # pool 1 never came: the rounds start without it
+    blocks = [block_of(i, 3, 90) for i in (0, 2)]
+    expect = np.concatenate([np.arange(a, b) for a, b in blocks])
+    assert cur.registered.tolist() == expect.tolist() == cur.curator.agents.tolist()
+    while queue:  # pools 0 and 2 answer; the curator finishes and releases
+        peer, frame = queue.pop(0)
+        for back in pools[int(peer[1:])].on_frames([frame]):
+            queue += cur.on_frame(peer, back)
+    assert cur.finished
+    gap = block_of(1, 3, 90)
+    res = cur.result
+    assert res["dropouts_registration"] == gap[1] - gap[0] and res["pools_registered"] == 2
+    assert res["comm"]["per_round"][0]["asked"] == len(expect)
