@@ -121,12 +121,15 @@ class CommStats:
             up, down = self.up, self.down
         else:
             up, down = self.up[registered], self.down[registered]
+        # one integer sum per direction: the mean is it over the agents, exactly as
+        # ``mean()`` computes it (integer partial sums are exact in float64 below 2^53)
+        total_up, total_down = int(up.sum(dtype=np.int64)), int(down.sum(dtype=np.int64))
         return {
-            "bytes_up_per_agent_mean": float(up.mean()) if len(up) else 0.0,
+            "bytes_up_per_agent_mean": total_up / len(up) if len(up) else 0.0,
             "bytes_up_per_agent_max": int(up.max()) if len(up) else 0,
-            "bytes_down_per_agent_mean": float(down.mean()) if len(down) else 0.0,
+            "bytes_down_per_agent_mean": total_down / len(down) if len(down) else 0.0,
             "bytes_down_per_agent_max": int(down.max()) if len(down) else 0,
-            "bytes_total": int(up.sum() + down.sum()),
+            "bytes_total": total_up + total_down,
             "messages_total": self.msgs_up + self.msgs_down,
             "messages_up_per_agent_mean": self.msgs_up / n_reg if n_reg else 0,
             "messages_down_per_agent_mean": self.msgs_down / n_reg if n_reg else 0,
