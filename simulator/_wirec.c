@@ -300,6 +300,89 @@ done_agents:
     return out;
 }
 
+/* The canonical range [lo, hi] of the ints msgpack writes with marker m, and the int's
+   length with its marker (0 for a marker this fast path does not take). */
+static inline int marker_range(uint8_t m, int64_t *lo, int64_t *hi)
+{
+    switch (m) {
+    case 0xcc: *lo = 0x80; *hi = 0xff; return 2;
+    case 0xcd: *lo = 0x100; *hi = 0xffff; return 3;
+    case 0xce: *lo = 0x10000; *hi = 0xffffffffLL; return 5;
+    case 0xcf: *lo = 0x100000000LL; *hi = INT64_MAX; return 9;
+    default: return 0;
+    }
+}
+
+/* The fast path of read_rows for the usual batch: every envelope as long as the first, its
+   agent id with the first one's marker and every payload value one byte (a positive fixint)
+   or a float64, so each field sits at a fixed offset. It checks, field by field, what the
+   general loop checks for such a frame (the head, each id equal to its agent and canonical
+   for its marker, the payload header, each value's marker) and returns j, or 0 when the
+   frame is not such a batch (the general loop then reads it, from the start). */
+static inline Py_ssize_t read_fixed(const uint8_t *f, Py_ssize_t size, const uint8_t *hb,
+                                    Py_ssize_t hlen, const char *ab, Py_ssize_t n,
+                                    Py_ssize_t k, const int nil, const int is_float,
+                                    const uint8_t *hdr, Py_ssize_t hl, char *vb, char *sb)
+{
+    int64_t a0, lo = 0, hi = 0x7f;
+    if (n < 1 || hlen > 8 || size <= hlen)
+        return 0;
+    memcpy(&a0, ab, 8);
+    uint8_t m = f[hlen];
+    Py_ssize_t wa = m < 0x80 ? 1 : marker_range(m, &lo, &hi);
+    if (wa == 0 || a0 < lo || a0 > hi)
+        return 0;
+    Py_ssize_t body = nil ? 1 : hl + k * (is_float ? 9 : 1);
+    Py_ssize_t stride = hlen + wa + body;
+    if (stride < 8 || size % stride != 0 || size / stride > n)
+        return 0;  /* (a stride of 8 or more lets every head be read as one word) */
+    Py_ssize_t j = size / stride;
+    uint64_t hword = 0, hmask = 0;
+    memcpy(&hword, hb, hlen);
+    memset(&hmask, 0xff, hlen);
+    for (Py_ssize_t i = 0; i < j; i++) {
+        const uint8_t *e = f + i * stride, *q = e + hlen + wa;
+        uint64_t x;
+        int64_t a;
+        memcpy(&x, e, 8);
+        memcpy(&a, ab + 8 * i, 8);
+        if ((x & hmask) != hword || a < lo || a > hi)
+            return 0;
+        if (wa == 1) {
+            if (e[hlen] != (uint64_t)a)
+                return 0;
+        } else if (e[hlen] != m || get_be(e + hlen + 1, (int)(wa - 1)) != (uint64_t)a) {
+            return 0;
+        }
+        if (nil) {
+            if (*q != 0xc0)
+                return 0;
+        } else {
+            for (Py_ssize_t t = 0; t < hl; t++)
+                if (q[t] != hdr[t])
+                    return 0;
+            q += hl;
+            char *row = vb + 8 * k * i;
+            for (Py_ssize_t t = 0; t < k; t++) {
+                if (is_float) {
+                    if (q[9 * t] != 0xcb)
+                        return 0;
+                    uint64_t u = get_be(q + 9 * t + 1, 8);
+                    memcpy(row + 8 * t, &u, 8);
+                } else {
+                    int64_t v = q[t];
+                    if (v >= 0x80)
+                        return 0;
+                    memcpy(row + 8 * t, &v, 8);
+                }
+            }
+        }
+        int64_t sz = (int64_t)stride;
+        memcpy(sb + 8 * i, &sz, 8);
+    }
+    return j;
+}
+
 /* The envelopes of agents[0..j) read from the frame f (see read): j, or -1. With `nil` and
    `is_float` constants at each call, the compiler makes one loop per payload kind. A head of
    at most 8 bytes is compared as one masked 8-byte word where 8 bytes remain. */
@@ -309,6 +392,9 @@ static inline Py_ssize_t read_rows(const uint8_t *f, Py_ssize_t size, const uint
 {
     uint8_t hdr[5];
     Py_ssize_t hl = nil ? 0 : put_array_header(hdr, k), pos = 0, i = 0;
+    Py_ssize_t fixed = read_fixed(f, size, hb, hlen, ab, n, k, nil, is_float, hdr, hl, vb, sb);
+    if (fixed > 0)
+        return fixed;
     uint64_t hword = 0, hmask = 0;
     int word_head = hlen <= 8;
     if (word_head) {

@@ -589,6 +589,40 @@ def test_altered_frames_are_refused_or_read_as_the_reference_reads_them(batch, m
                                np.array([s for _, s in envs]))
 
 
+@pytest.mark.parametrize("start", [5, 70, 200, 70_000, 2**33])
+@pytest.mark.parametrize("dtype", ["int", "float", "nil"])
+def test_every_byte_of_a_fixed_stride_batch_altered_is_refused_or_read_as_the_reference(
+        start, dtype):
+    """The usual batch (every envelope as long as the first: one id width, one-byte ints or
+    float64s) has a fixed-offset reader of its own; whichever byte of it changes, to whatever
+    value, the readers decline or read exactly what the reference reads."""
+    agents = np.arange(start, start + 6, dtype=np.int64)
+    k = None if dtype == "nil" else 2
+    payload = None if k is None else (np.arange(12).reshape(6, 2) * 11 % 128).astype(
+        np.float64 if dtype == "float" else np.int64)
+    frame, sizes = wire_numpy.encode_batch(wire.REPORT, 3, 1, agents, payload)
+    kind = "float" if dtype == "float" else "int"
+    got = wire_numpy_read.match_prefix(frame, wire.REPORT, 3, 1, agents, k, kind)
+    assert got is not None and got[1].tolist() == sizes.tolist()
+    for pos in range(len(frame)):
+        for byte in {0x00, 0x05, 0x7f, 0x80, 0xc0, 0xcb, 0xcc, 0xce, 0xff, frame[pos] ^ 1}:
+            b = bytearray(frame)
+            b[pos] = byte
+            got = wire_numpy_read.match_prefix(bytes(b), wire.REPORT, 3, 1, agents, k, kind)
+            if got is None:
+                continue
+            values, got_sizes = got
+            assert int(got_sizes.sum()) == len(b)
+            if k is not None:
+                _read_as_reference(bytes(b), 3, 1, agents[:len(values)], kind, values,
+                                   got_sizes)
+                continue
+            envs = [wire.check_envelope(o, size) for o, size in wire.iter_frame(bytes(b), 1 << 30)]
+            assert [(e.kind, e.run, e.round, e.agent, e.payload, e.size) for e in envs] == [
+                (wire.REPORT, 3, 1, a, None, z)
+                for a, z in zip(agents.tolist(), got_sizes.tolist(), strict=False)]
+
+
 def _seed_pairs(rng, n):
     """OLH-like reports: a uint32 hash seed (above the uint16 range) and a small value, plus a
     column of int32 negatives."""
