@@ -26,8 +26,9 @@ def zmtp_bytes(frame_len: int) -> int:
     return frame_len + (2 if frame_len <= 255 else 9)
 
 
-#: the per-agent byte counters' dtype while no agent can overflow it (``CommStats.start``)
-COUNTER = np.dtype(np.int32)
+#: the per-agent byte counters' dtypes, narrowest first: a counter widens to the next one that
+#: holds the most bytes any agent can have counted in its direction (``CommStats._count``)
+COUNTERS = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.int64))
 
 
 @dataclass
@@ -77,14 +78,13 @@ class CommStats:
     def start(self, n: int) -> None:
         """The rounds start with ``n`` agents.
 
-        The per-agent counters are int32 until some agent could pass 2^31 - 1 bytes in a
-        direction (then int64, ``_count``): every page of them a round first touches costs a
-        page fault, and at 10^6 agents int32 halves them from 16 MB to 8 (about 2,000 faults:
-        an LDP-KwikSort round's curator CPU went from 34-37 to 31-32 ms, medians of five
-        processes runs, three alternations, on the machine the README measures).
+        The per-agent counters start in the narrowest dtype of ``COUNTERS`` (int16) and widen
+        (``_count``) before any agent could pass its maximum in a direction: every page of them
+        a round first touches costs a page fault, and at 10^6 agents int16 makes them 4 MB
+        instead of 16 MB with int64 (the README's performance section has the measurements).
         """
-        self.up = np.zeros(n, dtype=COUNTER)
-        self.down = np.zeros(n, dtype=COUNTER)
+        self.up = np.zeros(n, dtype=COUNTERS[0])
+        self.down = np.zeros(n, dtype=COUNTERS[0])
 
     def count_up(self, at: slice | np.ndarray, sizes: np.ndarray) -> None:
         """Agents ``at`` (a slice or distinct ids) sent envelopes of ``sizes`` bytes."""
@@ -99,8 +99,9 @@ class CommStats:
         counter = getattr(self, way)
         most = int(np.max(sizes)) if np.size(sizes) else 0
         self._most[way] += most  # no agent has more bytes counted this way than this
-        if counter.dtype != np.int64 and self._most[way] > np.iinfo(counter.dtype).max:
-            counter = counter.astype(np.int64)
+        if self._most[way] > np.iinfo(counter.dtype).max:
+            wide = next(d for d in COUNTERS if self._most[way] <= np.iinfo(d).max)
+            counter = counter.astype(wide)
             setattr(self, way, counter)
         counter[at] += sizes
 

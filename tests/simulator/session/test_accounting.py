@@ -63,21 +63,25 @@ def test_comm_record_over_registered_agents_only():
 
 
 def test_per_agent_counters_widen_before_any_can_overflow():
-    """The counters start as int32 and turn int64 as soon as one agent's bytes in a direction
-    could pass 2^31 - 1, so every count stays exact."""
+    """The counters start as int16 and widen, to int32 and then int64, as soon as one agent's
+    bytes in a direction could pass the dtype's maximum, so every count stays exact."""
     comm = CommStats()
     comm.start(3)
-    assert comm.up.dtype == np.int32 and comm.down.dtype == np.int32
-    big = 2**31 - 10
-    comm.count_up(slice(0, 2), np.array([big, 5]))
+    assert comm.up.dtype == np.int16 and comm.down.dtype == np.int16
+    comm.count_up(slice(0, 2), np.array([32_000, 5]))
     comm.count_down(np.array([0, 2]), 7)
-    assert comm.up.dtype == np.int32 and comm.up.tolist() == [big, 5, 0]
-    comm.count_up(np.array([0, 2]), np.array([100, 1]))  # agent 0 passes 2^31 - 1
-    assert comm.up.dtype == np.int64 and comm.up.tolist() == [big + 100, 5, 1]
-    assert comm.down.dtype == np.int32 and comm.down.tolist() == [7, 0, 7]
+    assert comm.up.dtype == np.int16 and comm.up.tolist() == [32_000, 5, 0]
+    comm.count_up(np.array([0, 2]), np.array([800, 1]))  # agent 0 passes 2^15 - 1
+    assert comm.up.dtype == np.int32 and comm.up.tolist() == [32_800, 5, 1]
+    big = 2**31 - 1 - 32_800  # the most any agent can have counted is now exactly 2^31 - 1
+    comm.count_up(slice(1, 3), np.array([big, 2]))
+    assert comm.up.dtype == np.int32 and comm.up.tolist() == [32_800, big + 5, 3]
+    comm.count_up(np.array([1]), np.array([100]))  # now an agent could pass 2^31 - 1
+    assert comm.up.dtype == np.int64 and comm.up.tolist() == [32_800, big + 105, 3]
+    assert comm.down.dtype == np.int16 and comm.down.tolist() == [7, 0, 7]
     rec = comm.as_record(np.arange(3))
-    assert rec["bytes_up_per_agent_max"] == big + 100
-    assert rec["bytes_total"] == big + 106 + 14
+    assert rec["bytes_up_per_agent_max"] == big + 105
+    assert rec["bytes_total"] == 32_800 + big + 105 + 3 + 14
 
 
 def test_a_pool_that_never_registers_leaves_its_block_out():
