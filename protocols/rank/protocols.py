@@ -153,8 +153,9 @@ class _LDPCurator(_RankCurator):
             # keyed by agent: the same pairs whatever the range, the split or the pools
             return rngm.distinct_indices(rngm.uniform(key, agents[lo:hi], rnd, k), pairs)
 
-        # drawn batch by batch as the queries go out (``protocols.queries``)
-        q = RowQueries(draw, len(agents), k, np.int64)
+        # drawn batch by batch as the queries go out (``protocols.queries``), kept in the
+        # narrowest integers that hold a pair index (int16 up to m = 256 items)
+        q = RowQueries(draw, len(agents), k, np.int16 if pairs <= 1 << 15 else np.int32)
         bits = k if self.float_reports is False else 64 * k
         self.plan0 = RoundPlan(rnd, self.agents, q, None, self.schema(k), report_bits=bits)
         return self.plan0
@@ -173,7 +174,8 @@ class _LDPCurator(_RankCurator):
             q = q[np.searchsorted(asked, agents)]  # not everyone answered
         counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
         for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
-            code = q[s:s + ABSORB_ROWS].reshape(-1) * 2  # 2 * pair + answer, one count
+            code = np.multiply(q[s:s + ABSORB_ROWS].reshape(-1), 2, dtype=np.int64)
+            # 2 * pair + answer: one count
             code += self.classify(reports[s:s + ABSORB_ROWS]).reshape(-1)
             counts += np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]

@@ -122,4 +122,16 @@ def test_the_local_loop_times_the_draw_as_the_plans_work():
         return out
 
     local_rounds(proto.bind({"epsilon": 1.0}, data.public), data, 1, phase)
-    assert drawn == ["RowQueries(shape=(8197, 1), dtype=int64, chunks drawn 3/3)"]
+    assert drawn == ["RowQueries(shape=(8197, 1), dtype=int16, chunks drawn 3/3)"]
+
+
+@pytest.mark.parametrize(("m", "dtype"), [(256, np.int16), (257, np.int32)])
+def test_pair_indices_are_kept_in_the_narrowest_integers_that_hold_them(m, dtype):
+    """C(256, 2) = 32,640 pairs fit int16; C(257, 2) = 32,896 do not."""
+    proto = PROTOCOLS["ldp_kwiksort_rr"]
+    public = {"m": m, "data_type": "ranking"}  # a ranking file may hold more items than
+    # generated data allow
+    cur = proto.bind({"epsilon": 1.0, "queries": 3}, public).curator(np.arange(40), KEY)
+    q = np.asarray(cur.plan(0).queries)
+    eager = rngm.distinct_indices(rngm.uniform(KEY, np.arange(40), 0, 3), m * (m - 1) // 2)
+    assert q.dtype == dtype and np.array_equal(q, eager)
