@@ -174,8 +174,9 @@ class _LDPCurator(_RankCurator):
             q = q[np.searchsorted(asked, agents)]  # not everyone answered
         counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
         for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
+            # 2 * pair + answer, counted in one pass (int64: twice a pair index may not fit
+            # the queries' own dtype)
             code = np.multiply(q[s:s + ABSORB_ROWS].reshape(-1), 2, dtype=np.int64)
-            # 2 * pair + answer: one count
             code += self.classify(reports[s:s + ABSORB_ROWS]).reshape(-1)
             counts += np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]
