@@ -82,6 +82,12 @@ class RowQueries:
             if rows.shape != (b - a, self.shape[1]):
                 raise ValueError(f"RowQueries: draw({a}, {b}) gave shape {rows.shape}, "
                                  f"expected {(b - a, self.shape[1])}")
+            if (rows.size and self.dtype.kind in "iu" and rows.dtype != self.dtype
+                    and not np.can_cast(rows.dtype, self.dtype)):
+                info = np.iinfo(self.dtype)  # a narrower integer dtype: every value must fit
+                if rows.min() < info.min or rows.max() > info.max:
+                    raise ValueError(f"RowQueries: draw({a}, {b}) gave values in "
+                                     f"[{rows.min()}, {rows.max()}], outside {self.dtype}")
             if b - a == self.shape[0] and rows.dtype == self.dtype and rows.flags.c_contiguous:
                 self._out = rows  # drawn whole in one call: kept as it is, not copied
             else:

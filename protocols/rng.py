@@ -22,6 +22,7 @@ Sequential randomness of a single party (e.g. the curator's KwikSort pivots) use
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
@@ -180,16 +181,19 @@ def laplace_from_uniform(u: np.ndarray, scale: float | np.ndarray) -> np.ndarray
     return -np.asarray(scale) * np.sign(x) * np.log1p(-2.0 * np.abs(x))
 
 
-def distinct_indices(u: np.ndarray, population: int) -> np.ndarray:
+def distinct_indices(u: np.ndarray, population: int, dtype: Any = np.int64) -> np.ndarray:
     """Per row, ``u.shape[1]`` distinct indices from ``range(population)`` (Floyd's algorithm).
 
     Every K-subset is equally likely. ``u`` holds one uniform per drawn index; the result has
-    the same shape and dtype int64. Row ``i`` depends on ``u[i]`` only.
+    the same shape and the integer ``dtype`` (int64 by default; a narrower one must hold
+    ``population - 1``). Row ``i`` depends on ``u[i]`` only.
     """
     n, k = u.shape
     if k > population:
         raise ValueError(f"cannot draw {k} distinct indices from {population}")
-    out = np.empty((n, k), dtype=np.int64)
+    if population - 1 > np.iinfo(dtype).max:
+        raise ValueError(f"{np.dtype(dtype)} cannot hold indices up to {population - 1}")
+    out = np.empty((n, k), dtype=dtype)
     for idx, j in enumerate(range(population - k, population)):
         # floor(u * (j + 1)) by truncation (u > 0), clamped for u rounding up to j + 1
         t = np.minimum((u[:, idx] * (j + 1)).astype(np.int64), j)

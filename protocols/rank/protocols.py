@@ -148,14 +148,15 @@ class _LDPCurator(_RankCurator):
             return None
         k = self.params["queries"]
         agents, key, pairs = self.agents, self.key, self.n_pairs
+        # the narrowest integers that hold a pair index (int16 up to m = 256 items)
+        dtype = np.int16 if pairs <= 1 << 15 else np.int32
 
         def draw(lo: int, hi: int) -> np.ndarray:
             # keyed by agent: the same pairs whatever the range, the split or the pools
-            return rngm.distinct_indices(rngm.uniform(key, agents[lo:hi], rnd, k), pairs)
+            return rngm.distinct_indices(rngm.uniform(key, agents[lo:hi], rnd, k), pairs, dtype)
 
-        # drawn batch by batch as the queries go out (``protocols.queries``), kept in the
-        # narrowest integers that hold a pair index (int16 up to m = 256 items)
-        q = RowQueries(draw, len(agents), k, np.int16 if pairs <= 1 << 15 else np.int32)
+        # drawn batch by batch as the queries go out (``protocols.queries``)
+        q = RowQueries(draw, len(agents), k, dtype)
         bits = k if self.float_reports is False else 64 * k
         self.plan0 = RoundPlan(rnd, self.agents, q, None, self.schema(k), report_bits=bits)
         return self.plan0

@@ -80,6 +80,10 @@ def test_bad_draws_and_dtypes_are_refused():
     with pytest.raises(ValueError, match=rf"draw\(0, {ROWS}\) gave shape \({ROWS}, 2\), "
                                          rf"expected \({ROWS}, 3\)"):
         np.asarray(RowQueries(lambda lo, hi: np.zeros((hi - lo, 2)), ROWS, 3, np.int64))
+    with pytest.raises(ValueError, match=r"values in \[40000, 40000\], outside int16"):
+        RowQueries(lambda lo, hi: np.full((hi - lo, 1), 40_000), 10, 1, np.int16)[0:2]
+    narrow = RowQueries(lambda lo, hi: np.full((hi - lo, 1), 32_767), 10, 1, np.int16)
+    assert np.asarray(narrow).tolist() == [[32_767]] * 10
     with pytest.raises(TypeError, match="dtype object"):
         RowQueries(lambda lo, hi: None, 10, 1, object)
     with pytest.raises(TypeError, match="dtype complex128"):

@@ -412,3 +412,12 @@ def test_the_compiled_finaliser_refuses_bad_buffers(mixer):
     with pytest.raises(ValueError, match="len\\(keys\\) x len\\(ctr\\)"):
         rng.MIXER.module.mix_xor(np.zeros(3, np.uint64), np.zeros(2, np.uint64),
                              np.zeros(5, np.uint64))
+
+
+def test_distinct_indices_in_a_narrower_dtype_are_the_same_indices():
+    u = rng.uniform(rng.stream_key(4, "x"), np.arange(500), 0, 3)
+    wide = rng.distinct_indices(u, 32_768)
+    narrow = rng.distinct_indices(u, 32_768, np.int16)
+    assert narrow.dtype == np.int16 and np.array_equal(narrow, wide)
+    with pytest.raises(ValueError, match="int16 cannot hold indices up to 32768"):
+        rng.distinct_indices(u, 32_769, np.int16)
