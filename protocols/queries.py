@@ -110,8 +110,10 @@ class RowQueries:
         return self._out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The whole array (``np.asarray``); a copy when numpy asks for one (``np.array``), so
+        that nobody writes into the plan's queries through it."""
         out = self.full()
-        return out if dtype is None else out.astype(dtype, copy=False)
+        return out.astype(out.dtype if dtype is None else dtype, copy=bool(copy))
 
     def tolist(self) -> list:
         return self.full().tolist()

@@ -68,6 +68,9 @@ def test_other_indices_read_the_whole_array():
     assert np.asarray(q, dtype=np.float64).dtype == np.float64
     assert full(q) is np.asarray(q) and full(None) is None and full(whole) is whole
     assert len(q) == ROWS and q.shape == (ROWS, 3) and q.ndim == 2
+    mine = np.array(q)  # a copy: writing into it leaves the plan's queries as they were
+    mine[:] = -1
+    assert np.array_equal(np.asarray(q), whole) and np.asarray(q) is np.asarray(q)
 
 
 def test_a_block_reads_a_plans_queries_whole():
