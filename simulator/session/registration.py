@@ -166,7 +166,8 @@ class Registration:
                 runs[-1][1] = stop
             elif start < stop:
                 runs.append([start, stop])
-        if len(runs) == 1:
+        if not runs:
+            return np.zeros(0, dtype=np.int64)
+        if len(runs) == 1:  # the usual case: one range, no concatenated copy
             return np.arange(*runs[0], dtype=np.int64)
-        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs]) if runs \
-            else np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
