@@ -8,8 +8,8 @@ For every protocol whose claim is local (the curator is not trusted), on its exa
   its rounds' wall time summed (``comm.per_round[].wall_s``: each from the curator's plan to the
   end of its absorb: queries out, the pools' randomizers, reports back and validated, the
   estimator). Set-up (process start, data generation, registration) and the curator's
-  ``finish`` after the last round are not in it: the run sets ``data_first``, so the pools
-  build their data before registering (by default that overlaps round 0).
+  ``finish`` after the last round are not in it: a processes pool builds its data as it
+  starts, before it says ready.
 * **kernel**: the same protocol in this process with no transport and no runtime: the
   curator's ``plan`` and ``absorb`` and one vectorised ``respond`` over all asked agents' rows
   per round (the loop of ``protocols.local.run_locally`` with the data built beforehand and the
@@ -115,8 +115,7 @@ def processes_rounds(name: str, n: int, pools: int, batch: int | str,
     cfg = {"protocol": name, "params": params or {}, "data": data or data_table(name, n),
            "seed": SEED,
            "pools": pools, "agent_mode": "batched", "batch": batch,
-           "collusion": {"colluders": 0, "curator": True}, "faults": [],
-           "data_first": True}  # like the kernel's, the data exist before the first round
+           "collusion": {"colluders": 0, "curator": True}, "faults": []}
     res = run_processes(cfg, Limits(timeout_s=timeout_s))
     res["rounds_wall_s"] = sum(r["wall_s"] for r in res["comm"]["per_round"])
     return res

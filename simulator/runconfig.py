@@ -40,9 +40,9 @@ class RuntimeDefaults:
     #: or "local" / "local:N" (a LocalCluster of N worker processes here; "" = "local")
     dask_address: str = ""
     #: whether the pools build their agents' data before they register (then no round's wall
-    #: time holds data generation; by default it overlaps the curator's set-up and round 0);
-    #: the processes backend's pools build it before they even say ready, as they start
-    #: (``PoolSession.prebuild``)
+    #: time holds data generation; by default it overlaps the curator's set-up and round 0).
+    #: The processes backend's pools always build it before they even say ready, as they start
+    #: (``PoolSession.prebuild``), whatever this says
     data_first: bool = False
     #: whether the curator belongs to the coalition (``[collusion] curator``)
     curator_colludes: bool = True

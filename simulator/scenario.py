@@ -85,9 +85,9 @@ RUNTIME = {
     "dask_address": ParamSpec("dask_address", "str", DEFAULTS.dask_address,
                               help='Dask scheduler: "tcp://HOST:PORT", "local" or "local:N"'),
     "data_first": ParamSpec("data_first", "bool", DEFAULTS.data_first,
-                            help="pools build their agents' data before registering (processes "
-                                 "backend: before they say ready), so no round's wall time "
-                                 "holds data generation"),
+                            help="pools build their agents' data before registering, so no "
+                                 "round's wall time holds data generation (the processes "
+                                 "backend's pools always do, before they say ready)"),
 }
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "round": ParamSpec("round", "int", 0, low=0),

@@ -280,8 +280,9 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
     (or never completed the connection, e.g. a failed CURVE handshake). ``curve`` is (this
     pool's secret key file, the curator's public key file); ``keys`` the run's keys when the
     orchestrator hands them over (processes backend), else they derive from ``token``.
-    ``prebuild``: the run's data section, when the orchestrator asks for ``[runtime]
-    data_first``; the pool builds its rows before it says ready (``PoolSession.prebuild``).
+    ``prebuild``: the run's data section, when the orchestrator knows it as it starts the
+    pool (processes backend); the pool builds its rows before it says ready
+    (``PoolSession.prebuild``).
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -428,9 +429,10 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
         target=_curator_child, name="ldpsim-curator",
         args=(endpoint, curator_config(config, secret), auth_key(token), limits, record_view, tx,
               get_protocol(config["protocol"])))
-    # with data_first the pools build their rows before they say ready, while the curator
-    # process starts: the run's data exist before the curator's first message
-    prebuild = config["data"] if config.get("data_first") else None
+    # the pools build their rows as they start, before they say ready, while the curator
+    # process starts: the run's data exist before the curator's first message, and the data
+    # generation overlaps the curator's start-up instead of round 0 (whatever ``data_first``)
+    prebuild = config["data"]
     pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
                          args=(endpoint, i, n_pools, token, limits, keys, prebuild))
              for i in range(n_pools)] if spawn_pools else []

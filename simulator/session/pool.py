@@ -262,9 +262,10 @@ class PoolSession:
         """Build this pool's agents' rows of the data section ``data`` before any set-up.
 
         Only a pool handed its run's keys (``keys``: the processes backend, whose orchestrator
-        knows the run's configuration when it starts the pool) can; it does so before it says
-        it is ready, so that, with ``[runtime] data_first``, its agents hold their data before
-        the curator says anything, as real agents do. The rows are used if the set-up that
+        knows the run's configuration when it starts the pool, and always asks) can; it does
+        so before it says it is ready, while the curator process starts, so that its agents
+        hold their data before the curator says anything, as real agents do, and no round's
+        wall time holds the data generation. The rows are used if the set-up that
         arrives names the same data section and gives this pool the same block; otherwise they
         are dropped and the set-up's data are built as usual. The rows are the same either way
         (keyed by agent).

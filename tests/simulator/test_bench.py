@@ -23,7 +23,7 @@ def test_bench_quick_prints_every_row(capsys, monkeypatch):
     assert os.environ[alloc.TUNE_MALLOC_ENV] == "1"  # the bench tunes its children too
     out = capsys.readouterr().out
     for row in ("ceiling: raw bytes", "ceiling: envelopes", "full run, processes",
-                "rounds only", "full run, data first", "full run, inproc"):
+                "rounds only", "whole wall_s", "full run, inproc"):
         assert out.count(row) == 2, row  # one per size
     _check_kernel_and_peer_tables(out)
     _check_engine_table(out)

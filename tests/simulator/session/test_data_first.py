@@ -1,6 +1,7 @@
-"""``[runtime] data_first``: the pools build their agents' data before they register (the
-processes backend's, whose keys come from the orchestrator, before they say ready), so no
-round's wall time holds data generation; every output and byte count stays the same."""
+"""``[runtime] data_first``: the pools build their agents' data before they register, so no
+round's wall time holds data generation; every output and byte count stays the same. The
+processes backend's pools, whose keys and data section come from the orchestrator, always
+build it as they start, before they say ready."""
 
 from __future__ import annotations
 
@@ -138,5 +139,5 @@ def test_processes_pools_build_their_rows_before_they_say_ready(tmp_path, monkey
     assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["built", "built"]
     for f in tmp_path.iterdir():
         f.unlink()
-    run_processes(_config(collusion=QUIET), LIMITS)
-    assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["no rows", "no rows"]
+    run_processes(_config(collusion=QUIET), LIMITS)  # without data_first too: always
+    assert [(tmp_path / f"hello{i}").read_text() for i in range(2)] == ["built", "built"]
