@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from ldpsim.simulator import wire
-from ldpsim.simulator.session.common import peak_rss_mb
+from ldpsim.simulator.session.common import peak_rss_mb, written_zeros
 
 
 def zmtp_bytes(frame_len: int) -> int:
@@ -83,8 +83,8 @@ class CommStats:
         a round first touches costs a page fault, and at 10^6 agents int16 makes them 4 MB
         instead of 16 MB with int64 (the README's performance section has the measurements).
         """
-        self.up = np.zeros(n, dtype=COUNTERS[0])
-        self.down = np.zeros(n, dtype=COUNTERS[0])
+        self.up = written_zeros(n, COUNTERS[0])  # updated in place: see ``written_zeros``
+        self.down = written_zeros(n, COUNTERS[0])
 
     def count_up(self, at: slice | np.ndarray, sizes: np.ndarray) -> None:
         """Agents ``at`` (a slice or distinct ids) sent envelopes of ``sizes`` bytes."""

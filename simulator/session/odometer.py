@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator.session.common import MAX_ROUNDS, span
+from ldpsim.simulator.session.common import MAX_ROUNDS, span, written_zeros
 
 
 class Odometer:
@@ -38,7 +38,7 @@ class Odometer:
         self.budget = budget
         self.start = start
         self.stop = stop
-        self.spent = np.zeros(stop - start)
+        self.spent = written_zeros(stop - start)  # read, then updated: ``written_zeros``
         self.answered: dict[int, np.ndarray] = {}
         self.round_eps: dict[int, float] = {}
 
@@ -70,7 +70,7 @@ class Odometer:
                 return ok
             at = local[ok]
         if seen is None:
-            seen = self.answered[rnd] = np.zeros(self.stop - self.start, dtype=bool)
+            seen = self.answered[rnd] = written_zeros(self.stop - self.start, bool)
         seen[at] = True
         self.spent[at] += eps
         return ok
