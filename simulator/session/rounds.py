@@ -194,8 +194,8 @@ class Round:
               sizes: np.ndarray) -> None:
         """Record fresh, valid reports of ``ids`` (sorted; ``at`` is ids or the same as a
         slice): they replace an earlier out-of-domain report and fill the plan's rows."""
-        was = ids[self.invalid_mask[at]]
-        if len(was):
+        if self.invalid:  # the agents marked in invalid_mask (none: the mask is not read)
+            was = ids[self.invalid_mask[at]]
             self.invalid_mask[was] = False
             self.invalid -= len(was)
         self.reported[at] = True
