@@ -145,3 +145,69 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     # the attacker was answered with ERROR envelopes that say why
     assert errors and all(e.kind == wire.ERROR for e in errors)
     assert any("undecodable" in e.payload["error"] for e in errors)
+
+
+class _CountingSession:
+    """Stands in for a ``CuratorSession`` in ``CuratorServer._drain``: counts the frames it
+    is handed; its deadline is fixed."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.frames: list[bytes] = []
+        self.finished = False
+
+    def next_deadline(self) -> float:
+        return self.deadline
+
+    def on_frame(self, peer: bytes, frame: bytes):
+        self.frames.append(frame)
+        return iter(())
+
+    def reject(self, peer: bytes, reason: str):
+        self.frames.append(reason.encode())
+        return iter(())
+
+
+def _queued(n: int):
+    """A curator socket with ``n`` one-frame messages from one peer queued on it."""
+    from ldpsim.simulator.transport import CuratorServer
+
+    server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS)
+    ctx = zmq.Context()
+    peer = ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.setsockopt(zmq.SNDHWM, 0)
+    peer.connect(server.endpoint)
+    for i in range(n):
+        peer.send(b"\xc1 garbage %d" % i)
+    deadline = time.monotonic() + 10
+    while not server.sock.poll(100) and time.monotonic() < deadline:
+        pass
+    time.sleep(0.2)  # the rest of them arrive
+    return server, ctx, peer
+
+
+def test_the_curator_reads_a_flood_in_drains_of_bounded_length_and_stops_at_its_deadline():
+    """The curator reads the messages queued on its socket without a poll between two of
+    them (``CuratorServer._drain``), but at most ``DRAIN`` in one go and none after its
+    session's deadline: a flood can neither starve the deadline check nor extend a round."""
+    from ldpsim.simulator.transport import DRAIN
+
+    server, ctx, peer = _queued(DRAIN + 10)
+    try:
+        late = _CountingSession(deadline=time.monotonic() - 1.0)
+        server._drain(late)
+        assert len(late.frames) == 1  # the deadline passed: back to the caller at once
+        sess = _CountingSession(deadline=time.monotonic() + 60.0)
+        server._drain(sess)
+        assert len(sess.frames) == DRAIN
+        rest = _CountingSession(deadline=time.monotonic() + 60.0)
+        server._drain(rest)  # the queue runs dry: it returns without waiting
+        assert len(rest.frames) == 10 - 1
+        # each message read once, in the order sent
+        assert late.frames + sess.frames + rest.frames == \
+            [b"\xc1 garbage %d" % i for i in range(DRAIN + 10)]
+    finally:
+        peer.close()
+        ctx.term()
+        server.close()
