@@ -7,7 +7,8 @@ reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each 
 the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
 statistics of the wrong type and ERRORs from unregistered peers. The run must release exactly the
 clean run's output, and the curator's peak memory and the wall time must stay within 2x of the
-clean run's (the README's "Threat model and hardening" quotes the measurements).
+clean run's, comparing the best of two attacked runs with the best of two clean ones (the
+README's "Threat model and hardening" quotes the measurements).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from ldpsim.simulator.transport import run_processes
 from tests.conftest import ROOT, free_port
 
 LIMITS = Limits(timeout_s=20.0)
+#: The attacker reads its replies after this many sends. Polling its four sockets after every
+#: send spent most of its CPU (0.26-0.31 s of CPU per attacked run against 0.08-0.13 s), which
+#: on a two-core machine is taken from the run without reaching the curator: the sparser
+#: reads send as many hostile messages or more (17-27 thousand accepted by the socket per run
+#: against 18-21 thousand).
+REPLIES_EVERY = 64
 
 
 
@@ -83,21 +90,30 @@ def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box) -> 
         except zmq.Again:
             time.sleep(0.0005)  # the curator pushes back (high-water mark, TCP)
         i += 1
-        for s in socks:  # read the ERROR replies and set-ups, as a peer would
-            while s.poll(0):
-                s.recv_multipart()
+        if i % REPLIES_EVERY == 0:  # read the ERROR replies and set-ups, as a peer would
+            for s in socks:
+                while s.poll(0):
+                    s.recv_multipart()
     for s in socks:
         s.close()
     ctx.term()
 
 
-def _soak(n: int, hostile: int, batch: int) -> tuple[dict, dict]:
-    """A clean run (best of two) and the same run under attack. Small query batches make many
+def _soak(n: int, hostile: int, batch: int) -> tuple[dict, list[dict]]:
+    """A clean run and the same run under attack, each twice. Small query batches make many
     frames, so the curator handles hostile messages all through the run (a ROUTER queues its
-    peers fairly: between two pool frames, one message from each attacking connection)."""
+    peers fairly: between two pool frames, one message from each attacking connection).
+    Every attacked run must release the clean output; the caller compares the best of each
+    pair (the same statistic on both sides: the machine's noise moves a single run by a
+    quarter)."""
     cfg = _config(n, batch)
     clean = min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{free_port()}")
                  for _ in range(2)), key=lambda r: r["timing"]["wall_s"])
+    return clean, [_attacked(cfg, clean, hostile) for _ in range(2)]
+
+
+def _attacked(cfg: dict, clean: dict, hostile: int) -> dict:
+    """One run of ``cfg`` under a fresh attacker that sends up to ``hostile`` messages."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     ctx = mp.get_context("fork")
     ready = ctx.Event()
@@ -114,29 +130,35 @@ def _soak(n: int, hostile: int, batch: int) -> tuple[dict, dict]:
     assert res["output"] == clean["output"]
     assert res["dropouts"] == 0 and res["rejected"] > 0
     res["hostile_sent"] = sent.value
-    return clean, res
+    return res
 
 
-def _ratios(clean: dict, res: dict) -> tuple[float, float]:
-    mem = res["timing"]["curator_peak_rss_mb"] / clean["timing"]["curator_peak_rss_mb"]
-    wall = res["timing"]["wall_s"] / clean["timing"]["wall_s"]
-    print(f"hostile: {res['hostile_sent']} accepted by the socket, {res['rejected']} handled "
-          f"during the run; curator memory x{mem:.2f}, wall x{wall:.2f} "
-          f"({clean['timing']['wall_s']:.2f} -> {res['timing']['wall_s']:.2f} s)")
+def _ratios(clean: dict, attacked: list[dict]) -> tuple[float, float]:
+    """The attacked runs' largest curator peak memory and best wall time, over the clean
+    run's."""
+    for res in attacked:
+        print(f"hostile: {res['hostile_sent']} accepted by the socket, {res['rejected']} "
+              f"handled during the run; curator memory {res['timing']['curator_peak_rss_mb']:.0f}"
+              f" MB, wall {res['timing']['wall_s']:.2f} s")
+    mem = max(r["timing"]["curator_peak_rss_mb"] for r in attacked) \
+        / clean["timing"]["curator_peak_rss_mb"]
+    wall = min(r["timing"]["wall_s"] for r in attacked) / clean["timing"]["wall_s"]
+    print(f"clean: {clean['timing']['curator_peak_rss_mb']:.0f} MB, {clean['timing']['wall_s']:.2f}"
+          f" s; curator memory x{mem:.2f}, wall x{wall:.2f}")
     return mem, wall
 
 
 def test_a_run_under_hostile_traffic_releases_the_clean_output_within_bounded_memory():
-    clean, res = _soak(n=200_000, hostile=10_000, batch=512)
-    mem, wall = _ratios(clean, res)
+    clean, attacked = _soak(n=200_000, hostile=10_000, batch=512)
+    mem, wall = _ratios(clean, attacked)
     assert mem <= 2.0
     assert wall <= 4.0  # 2x is the target, measured by the slow soak; this is a smoke bound
 
 
 @pytest.mark.slow
 def test_soak_100k_hostile_messages_within_2x_of_a_clean_run():
-    clean, res = _soak(n=1_000_000, hostile=100_000, batch=1024)
-    mem, wall = _ratios(clean, res)
+    clean, attacked = _soak(n=1_000_000, hostile=100_000, batch=1024)
+    mem, wall = _ratios(clean, attacked)
     assert mem <= 2.0 and wall <= 2.0
 
 
