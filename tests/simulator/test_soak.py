@@ -30,8 +30,8 @@ LIMITS = Limits(timeout_s=20.0)
 #: The attacker reads its replies after this many sends. Polling its four sockets after every
 #: send spent most of its CPU (0.26-0.31 s of CPU per attacked run against 0.08-0.13 s), which
 #: on a two-core machine is taken from the run without reaching the curator: the sparser
-#: reads send as many hostile messages or more (17-27 thousand accepted by the socket per run
-#: against 18-21 thousand).
+#: reads send as many hostile messages or more (17-48 thousand accepted by the socket per run
+#: against 18-23 thousand, the README's figures).
 REPLIES_EVERY = 64
 
 
@@ -137,9 +137,10 @@ def _ratios(clean: dict, attacked: list[dict]) -> tuple[float, float]:
     """The attacked runs' largest curator peak memory and best wall time, over the clean
     run's."""
     for res in attacked:
+        t = res["timing"]
         print(f"hostile: {res['hostile_sent']} accepted by the socket, {res['rejected']} "
-              f"handled during the run; curator memory {res['timing']['curator_peak_rss_mb']:.0f}"
-              f" MB, wall {res['timing']['wall_s']:.2f} s")
+              f"rejected with a reason during the run; curator memory "
+              f"{t['curator_peak_rss_mb']:.0f} MB, wall {t['wall_s']:.2f} s")
     mem = max(r["timing"]["curator_peak_rss_mb"] for r in attacked) \
         / clean["timing"]["curator_peak_rss_mb"]
     wall = min(r["timing"]["wall_s"] for r in attacked) / clean["timing"]["wall_s"]
