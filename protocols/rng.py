@@ -144,6 +144,33 @@ def bits(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int,
     return out
 
 
+def bits_at(key: int | np.ndarray, agents: np.ndarray, rnd: int, idx: np.ndarray) -> np.ndarray:
+    """Raw 64-bit draws at per-row draw indices: ``out[i, j]`` is draw ``idx[i, j]`` of agent
+    ``agents[i]`` in round ``rnd`` (``idx`` of shape ``(len(agents), k)``, or ``(len(agents),)``
+    for one draw each), the same word ``bits`` gives for that agent and index.
+
+    For samplers that use a variable number of draws per agent (each row advances its own
+    draw index, so a row's words never depend on the other rows of the block).
+    """
+    agents = np.atleast_1d(np.asarray(agents))
+    idx = np.asarray(idx, dtype=np.uint64)
+    flat = idx.ndim == 1
+    idx2 = idx[:, None] if flat else idx
+    if idx2.shape[0] != agents.shape[0]:
+        raise ValueError(f"one row of draw indices per agent: {idx2.shape[0]} rows for "
+                         f"{agents.shape[0]} agents")
+    if isinstance(key, np.ndarray):
+        key = np.asarray(key, dtype=np.uint64).reshape(-1)
+        if key.shape != agents.shape:
+            raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
+    h = agent_keys(key, agents)
+    out = (np.uint64(rnd) << _S32) + idx2 + _C
+    _mix_inplace(out)
+    out ^= h[:, None]
+    _mix_inplace(out)
+    return out[:, 0] if flat else out
+
+
 def uniform(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int,
             offset: int = 0) -> np.ndarray:
     """Uniform floats in the open interval (0, 1), shape ``(len(agents), n)``.

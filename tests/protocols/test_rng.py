@@ -421,3 +421,18 @@ def test_distinct_indices_in_a_narrower_dtype_are_the_same_indices():
     assert narrow.dtype == np.int16 and np.array_equal(narrow, wide)
     with pytest.raises(ValueError, match="int16 cannot hold indices up to 32768"):
         rng.distinct_indices(u, 32_769, np.int16)
+
+
+def test_bits_at_gives_each_row_the_word_at_its_own_index(mixer):
+    """``bits_at`` reads draw ``idx[i, j]`` of agent i: the word ``bits`` has at that index,
+    whatever the other rows' indices (one key or one per agent)."""
+    agents = np.array([3, 9, 27, 81], dtype=np.int64)
+    ref = rng.bits(KEY, agents, 5, 40)
+    idx = np.array([[0, 39, 7], [2, 2, 2], [38, 1, 0], [11, 12, 13]], dtype=np.uint64)
+    got = rng.bits_at(KEY, agents, 5, idx)
+    assert np.array_equal(got, np.take_along_axis(ref, idx.astype(np.int64), axis=1))
+    assert np.array_equal(rng.bits_at(KEY, agents, 5, idx[:, 1]), got[:, 1])
+    alone = rng.bits_at(KEY, agents[2:3], 5, idx[2:3])
+    assert np.array_equal(alone, got[2:3])
+    with pytest.raises(ValueError, match="one row of draw indices per agent"):
+        rng.bits_at(KEY, agents, 5, idx[:2])
