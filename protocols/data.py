@@ -3,7 +3,9 @@
 A ``Dataset`` hands each pool only its own block of agents (``rows(start, stop)``), tells the
 curator only public facts (``public``: e.g. the number of items), and gives the orchestrator the
 ground truth it needs to score an output (``truth()``). Generated data sets draw agent ``a``'s row
-from a stream keyed by ``a``, so a block is the same whichever pool generates it.
+from its own data key (``protocols.keys.DataKeys``: a PRF of its device key, so a block is the
+same whichever pool generates it, and no agent's row or key tells anything about another's
+beyond what the population's shared draws do).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ParamError, ParamSpec
+from ldpsim.protocols.keys import DataKeys, as_data_keys
 
 
 @dataclass
@@ -22,7 +25,8 @@ class Dataset(ABC):
     """Base class: ``n`` agents, ``public`` facts, per-block private rows, ground truth.
 
     A generated data set must be split-independent: ``rows(a, b)`` is the same whichever
-    blocks a pool asks for (draw agent i's row from a stream keyed by i).
+    blocks a pool asks for (draw agent i's row from agent i's own data key,
+    ``keys.range(a, b)``, and the population's draws from ``keys.population``).
     """
 
     kind: str
@@ -51,8 +55,10 @@ class DataKind:
     #: tests and the docs run every protocol of this data type on (generated kinds only)
     examples: tuple[dict[str, Any], ...] = ()
 
-    def build(self, args: dict[str, Any], key: int) -> Dataset:
-        """Validate ``args`` (the scenario's [data] table minus ``kind``) and build the data set."""
+    def build(self, args: dict[str, Any], keys: DataKeys | int) -> Dataset:
+        """Validate ``args`` (the scenario's [data] table minus ``kind``) and build the data set
+        with ``keys`` (``DataKeys``, or one integer: ``keys.as_data_keys``). The factory is
+        called as ``factory(keys=DataKeys, **args)``."""
         checked = {}
         for name, value in args.items():
             if name not in self.params:
@@ -66,7 +72,7 @@ class DataKind:
                                      f"allowed: {spec.describe()}")
                 if spec.default is not None:
                     checked[name] = spec.default
-        return self.factory(key=key, **checked)
+        return self.factory(keys=as_data_keys(keys), **checked)
 
 
 def resolve_path(path: str) -> Path:

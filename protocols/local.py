@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols.base import Block, Bound, ParamError, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
+from ldpsim.protocols.keys import Secrets, run_tag, tag_of
 from ldpsim.protocols.queries import full as full_queries
 from ldpsim.protocols.rng import stream_key
 
@@ -48,17 +49,24 @@ class LocalRun:
 
 
 def run_locally(protocol: Protocol | str, params: dict[str, Any],
-                data: Dataset | dict[str, Any], seed: int = 0) -> LocalRun:
+                data: Dataset | dict[str, Any], seed: int = 0,
+                secrets: Secrets | None = None) -> LocalRun:
     """Run ``protocol`` with ``params`` on ``data`` (a Dataset, or a ``[data]`` table such as
     ``{"kind": "mallows", "n": 1000, "m": 6, "theta": 0.5}``) with every party keyed by ``seed``
-    as the runtime keys them (without a hosts secret); raises ValueError if a report breaks
-    its round's schema (a protocol bug: honest reports always fit)."""
+    (and ``secrets``, default those of the seed alone) as the runtime keys them: the agents'
+    data keys from the run's data tag, their coin keys from its run tag (``protocols.keys``);
+    raises ValueError if a report breaks its round's schema (a protocol bug: honest reports
+    always fit)."""
     from ldpsim.protocols import build_data, get_protocol
 
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
+    secrets = secrets or Secrets.of_seed(seed)
+    spec = data if isinstance(data, dict) else {"kind": data.kind, "n": data.n}
     if not isinstance(data, Dataset):
-        data = build_data(data, stream_key(seed, "data"))
-    rounds, output = local_rounds(proto.bind(params, data.public), data, seed)
+        data = build_data(data, secrets.data_keys(seed))
+    tag = run_tag(seed, proto.name, params, spec)
+    coins = secrets.agents.for_range(0, data.n, coin_tag=tag)["coins"]
+    rounds, output = local_rounds(proto.bind(params, data.public), data, seed, coins=coins)
     return LocalRun(output, proto.evaluate(output, data.truth()), rounds)
 
 
@@ -67,24 +75,29 @@ def _call(phase: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
-                 phase: Callable[..., Any] = _call) -> tuple[list[LocalRound], dict[str, Any]]:
+                 phase: Callable[..., Any] = _call, coins: np.ndarray | None = None
+                 ) -> tuple[list[LocalRound], dict[str, Any]]:
     """The round loop of ``run_locally`` on a built data set: every round and the output.
 
-    ``phase(name, fn, *args)`` makes each protocol step, ``fn(*args)``, with ``name`` "plan"
-    (the curator and each plan), "respond", "absorb" or "finish"; wrapping it measures the
-    steps alone (``simulator.bench_kernels`` times them, ``tests/protocols/test_scaling.py``
-    counts their lines).
+    ``coins``: every agent's coin key (``AgentKeys.coins``), default those of a run tagged by
+    the seed and the protocol alone. ``phase(name, fn, *args)`` makes each protocol step,
+    ``fn(*args)``, with ``name`` "plan" (the curator and each plan), "respond", "absorb" or
+    "finish"; wrapping it measures the steps alone (``simulator.bench_kernels`` times them,
+    ``tests/protocols/test_scaling.py`` counts their lines).
     """
     proto = bound.protocol
+    if coins is None:
+        coins = Secrets.of_seed(seed).agents.for_range(
+            0, data.n, coin_tag=tag_of("run", seed, proto.name))["coins"]
     curator = phase("plan", bound.curator, np.arange(data.n, dtype=np.int64),
                     stream_key(seed, "curator"))
-    rows, agent_key = data.rows(0, data.n), stream_key(seed, "agents")
+    rows = data.rows(0, data.n)
     rounds: list[LocalRound] = []
     rnd = 0
     while (plan := phase("plan", _plan, curator, rnd)) is not None:
         agents = np.asarray(plan.agents, dtype=np.int64)
         queries = None if plan.queries is None else np.asarray(plan.queries)
-        block = bound.block(rnd, rows[agents], agents, agent_key, queries, plan.broadcast)
+        block = bound.block(rnd, rows[agents], agents, coins[agents], queries, plan.broadcast)
         reports = _checked(plan, phase("respond", proto.respond, block))
         phase("absorb", curator.absorb, rnd, agents, reports)
         rounds.append(LocalRound(plan, block, reports))

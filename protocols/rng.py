@@ -1,11 +1,9 @@
 """Counter-based random streams: every draw is a pure function of (key, agent, round, index).
 
-The simulation has one run seed. Each party gets a 64-bit *stream key* derived from the seed and a
-label (``stream_key(seed, "agents")``, ``stream_key(seed, "curator")``, ...). A draw for logical
-agent ``a`` in round ``r`` at index ``i`` is::
+A draw for an agent whose own key is ``h`` (its "random coins" in a run, or its data key), in
+round ``r`` at index ``i``, is::
 
-    h_a  = mix(key + a * GOLDEN)            # the agent's own key: its "random coins"
-    u    = mix(h_a ^ mix(r << 32 | i + C))  # 64 random bits, top 53 become a float in (0, 1)
+    u = mix(h ^ mix(r << 32 | i + C))   # 64 random bits, top 53 become a float in (0, 1)
 
 where ``mix`` is the SplitMix64 finaliser (Steele, Lea & Flood, OOPSLA 2014), a bijection on 64-bit
 words with full avalanche. Because nothing is sequential, a draw does not depend on which pool hosts
@@ -13,7 +11,18 @@ the agent, on how many agents are evaluated together, or on message arrival orde
 (vectorised over a block of agents) and the per-agent path (arrays of length one) produce the same
 bits. Creating a numpy ``Generator`` per agent would cost a Python object and its set-up per
 agent, far more than the draws themselves; this costs a few vectorised integer operations per
-draw (the measured costs are in the README's Performance section).
+draw (the measured costs are in the documentation's performance page).
+
+Where the agents' keys come from. Every function takes ``key`` in one of two forms:
+
+* **one key per agent** (a uint64 array aligned with ``agents``): each agent's own key, used as
+  ``h``. Agents' private draws (their coins, their generated data) always take this form, the
+  keys coming from a PRF (``protocols.keys``): nothing one agent's key shows predicts another's.
+* **one stream key** of a party (an int), for that party's own draws indexed by agent, e.g. the
+  curator's public choice of which agents it asks: then ``h = mix(key + agent * GOLDEN)``. This
+  is a public bijection of the stream key, so one such ``h`` gives the whole stream away: never
+  use it for what an agent must keep secret. ``StreamKeys`` holds one such stream key per row
+  (the privacy audit's copies of a curator from many runs, one run's key each).
 
 Sequential randomness of a single party (e.g. the curator's KwikSort pivots) uses
 ``party_generator``: a numpy ``Generator(Philox)`` keyed by the same stream key.
@@ -72,15 +81,26 @@ def mix(x: np.ndarray) -> np.ndarray:
     return _mix_inplace(np.array(x, dtype=np.uint64, order="C", copy=True))
 
 
+class StreamKeys(np.ndarray):
+    """One party stream key per row: row ``i`` draws what the party with stream key
+    ``keys[i]`` draws for agent ``agents[i]`` (``h = mix(keys[i] + agent * GOLDEN)``), unlike a
+    plain array of keys, which are the agents' own. The privacy audit builds a curator over
+    copies of its target, each with another run's curator key."""
+
+    def __new__(cls, keys: Any) -> StreamKeys:
+        return np.asarray(keys, dtype=np.uint64).view(cls)
+
+
 def stream_key(seed: int | np.ndarray, *labels: str | int) -> int | np.ndarray:
     """Derive a 64-bit stream key from the run seed and labels (stable across platforms).
 
-    ``seed`` may be an array of keys (one per row, see ``agent_keys``): then the result is the
-    array of each one's derived key.
+    ``seed`` may be an array of keys (one per row): then the result is the array of each one's
+    derived key (a ``StreamKeys`` for a ``StreamKeys``).
     """
     if isinstance(seed, np.ndarray):
-        return np.fromiter((stream_key(int(k), *labels) for k in seed.reshape(-1)),
-                           dtype=np.uint64, count=seed.size).reshape(seed.shape)
+        out = np.fromiter((stream_key(int(k), *labels) for k in seed.reshape(-1)),
+                          dtype=np.uint64, count=seed.size).reshape(seed.shape)
+        return StreamKeys(out) if isinstance(seed, StreamKeys) else out
     h = hashlib.blake2b(digest_size=8)
     h.update(str(int(seed)).encode())
     for label in labels:
@@ -89,12 +109,10 @@ def stream_key(seed: int | np.ndarray, *labels: str | int) -> int | np.ndarray:
 
 
 def agent_keys(key: int | np.ndarray, agents: np.ndarray) -> np.ndarray:
-    """Each agent's own 64-bit key (its coins): ``mix(key + agent * GOLDEN)``.
-
-    ``key`` may be one stream key, or one per agent (a uint64 array of ``agents``' shape): then
-    row i's coins are those agent ``agents[i]`` has under stream key ``key[i]``. The privacy
-    audit uses that to run many independent runs' copies of one agent as one block.
-    """
+    """The agents' own 64-bit keys ``h``: ``key`` itself when it holds one key per agent (a
+    uint64 array of ``agents``' shape), else ``mix(key + agent * GOLDEN)`` of the stream key
+    ``key`` (a party's own draws indexed by agent; see the module docstring), or of each row's
+    stream key (``StreamKeys``)."""
     agents = np.asarray(agents)
     return _agent_keys_into(key, agents, np.empty(agents.shape, dtype=np.uint64))
 
@@ -102,20 +120,26 @@ def agent_keys(key: int | np.ndarray, agents: np.ndarray) -> np.ndarray:
 def _agent_keys_into(key: int | np.ndarray, agents: np.ndarray,
                      out: np.ndarray) -> np.ndarray:
     """``agent_keys`` written into the uint64 array ``out`` (of ``agents``' shape)."""
+    if isinstance(key, np.ndarray) and not isinstance(key, StreamKeys):
+        out[...] = key.reshape(out.shape)
+        return out
     out[...] = agents
     out *= _GOLDEN
-    out += key if isinstance(key, np.ndarray) else np.uint64(key)
+    if isinstance(key, StreamKeys):
+        out += key.view(np.ndarray).reshape(out.shape)
+    else:
+        out += np.uint64(key)
     return _mix_inplace(out)
 
 
 def _draw_chunks(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int, offset: int):
     """The draws of ``bits`` a cache-sized block of agents at a time: yields (first row,
     block of raw draws). The block's buffer is reused, so each must be consumed at once.
-    ``key``: one stream key, or one per agent (``agent_keys``)."""
+    ``key``: one stream key, or one key per agent (``agent_keys``)."""
     agents = np.atleast_1d(np.asarray(agents))
     per_row = isinstance(key, np.ndarray)
     if per_row:
-        key = np.asarray(key, dtype=np.uint64).reshape(-1)
+        key = np.asanyarray(key, dtype=np.uint64).reshape(-1)
         if key.shape != agents.shape:
             raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
     ctr = mix((np.uint64(rnd) << _S32) + np.arange(offset, offset + n, dtype=np.uint64) + _C)
@@ -160,7 +184,7 @@ def bits_at(key: int | np.ndarray, agents: np.ndarray, rnd: int, idx: np.ndarray
         raise ValueError(f"one row of draw indices per agent: {idx2.shape[0]} rows for "
                          f"{agents.shape[0]} agents")
     if isinstance(key, np.ndarray):
-        key = np.asarray(key, dtype=np.uint64).reshape(-1)
+        key = np.asanyarray(key, dtype=np.uint64).reshape(-1)
         if key.shape != agents.shape:
             raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
     h = agent_keys(key, agents)

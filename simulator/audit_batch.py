@@ -4,11 +4,12 @@ randomizer instead of one protocol run per trial.
 When the curator is in the coalition, a trial's statistic is a function of what the target
 sent and was sent: per round, its query, the broadcast and its report (the colluders disclose
 everything else). So trial t needs only the target's coins in run t and its queries; the
-counter-based generator gives both as a block: ``protocols.rng`` takes one stream key per row,
-so a block of T rows, all agent ``target``, each with run t's agent key, draws exactly the coins
-the target has in runs ``first .. first + T - 1`` (and a curator built over T copies of the
-target, each with run t's curator key, plans exactly its queries). One ``respond`` per round
-answers all of them, one ``log_likelihood`` scores all of them.
+counter-based generator gives both as a block: ``protocols.rng`` takes one key per row, so a
+block of T rows, all agent ``target``, each with the target's coin key of run t
+(``trial_keys``: every trial's key at once, with the vectorised PRF of ``protocols.keys``),
+draws exactly the coins the target has in runs ``first .. first + T - 1`` (and a curator built
+over T copies of the target, each with run t's curator key, plans exactly its queries). One
+``respond`` per round answers all of them, one ``log_likelihood`` scores all of them.
 
 The broadcasts are taken from a reference run (trial 0): right for every protocol whose
 randomizer reads only what is the same in every run (DPWeVote's phase and candidate, not the
@@ -36,7 +37,9 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import AuditSpec, Protocol
-from ldpsim.protocols.rng import stream_key
+from ldpsim.protocols.keys import device_rows, master_words_of_seeds, root_words, run_tags
+from ldpsim.protocols.prf import prf
+from ldpsim.protocols.rng import StreamKeys, stream_key
 from ldpsim.simulator.float_attack import reproducible
 from ldpsim.simulator.seeding import run_seed
 
@@ -54,16 +57,19 @@ def block_size(row: np.ndarray, candidates: int = 2) -> int:
     return int(max(64, min(BLOCK, BLOCK_VALUES // max(1, candidates * np.asarray(row).size))))
 
 
-def trial_keys(scenario_seed: int, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The curator's and the agents' stream keys of runs ``first .. first + count - 1`` (run
-    t's seed is ``run_seed(scenario_seed, t)``, as in the full path)."""
-    cur = np.empty(count, dtype=np.uint64)
-    agents = np.empty(count, dtype=np.uint64)
-    for i in range(count):
-        seed = run_seed(scenario_seed, first + i)
-        cur[i] = stream_key(seed, "curator")
-        agents[i] = stream_key(seed, "agents")
-    return cur, agents
+def trial_keys(scenario_seed: int, first: int, count: int, target: int,
+               config: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The curator's stream keys and the target's coin keys of runs ``first .. first + count -
+    1`` of the run ``config`` (run t's seed is ``run_seed(scenario_seed, t)``, and its secrets
+    the seed's, as in the full path): the coin keys of all of them at once."""
+    seeds = np.array([run_seed(scenario_seed, first + i) for i in range(count)],
+                     dtype=np.uint64)
+    cur = StreamKeys([stream_key(int(s), "curator") for s in seeds])
+    d0, d1 = device_rows(*root_words(*master_words_of_seeds(seeds)),
+                         np.full(count, target, dtype=np.int64))
+    tags = run_tags(seeds, config["protocol"], config["params"], config["data"],
+                    config.get("collusion"))
+    return cur, prf(d0, d1, tags)
 
 
 @dataclass
@@ -181,17 +187,21 @@ class BatchTrials:
     """
 
     def __init__(self, protocol: Protocol, bound: Any, target: int, scenario_seed: int,
-                 rounds: list[Round], replay: Replay | None = None) -> None:
+                 rounds: list[Round], replay: Replay | None = None,
+                 config: dict[str, Any] | None = None) -> None:
         self.protocol = protocol
         self.bound = bound
         self.target = target
         self.scenario_seed = scenario_seed
         self.rounds = rounds
         self.replay = replay
+        #: the run's configuration (its tag keys the target's coins in every trial)
+        self.config = config or {}
 
     @classmethod
     def build(cls, protocol: Protocol, bound: Any, target: int, scenario_seed: int,
-              reference_view: dict[str, Any], fixed: bool = False) -> BatchTrials:
+              reference_view: dict[str, Any], fixed: bool = False,
+              config: dict[str, Any] | None = None) -> BatchTrials:
         """From the reference run's view (trial 0): the target's rounds. Raises ValueError
         when the construction cannot apply (fresh coins: queries after the first round)."""
         from ldpsim.simulator.audit import target_reports
@@ -208,13 +218,14 @@ class BatchTrials:
         if fixed:
             key = stream_key(run_seed(scenario_seed, 0), "curator")
             replay = Replay(bound, reference_view, target, key)
-        return cls(protocol, bound, target, scenario_seed, rounds, replay)
+        return cls(protocol, bound, target, scenario_seed, rounds, replay, config)
 
     def view(self, first: int, rows: np.ndarray) -> Batch:
         """The target's view in trials ``first .. first + len(rows) - 1``, trial i holding
         ``rows[i]``."""
         count = len(rows)
-        cur_keys, agent_keys = trial_keys(self.scenario_seed, first, count)
+        cur_keys, agent_keys = trial_keys(self.scenario_seed, first, count, self.target,
+                                          self.config)
         agents = np.full(count, self.target, dtype=np.int64)
         if self.replay is not None:
             return self._fixed_view(rows, agents, agent_keys)

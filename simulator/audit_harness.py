@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
+from ldpsim.protocols.keys import DataKeys, Secrets, run_tag
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit import (
     ALPHA,
@@ -39,7 +40,7 @@ from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.results import jsonable
 from ldpsim.simulator.runconfig import RunConfig
-from ldpsim.simulator.seeding import run_keys, run_seed
+from ldpsim.simulator.seeding import run_seed
 from ldpsim.simulator.session import Limits
 from scipy.stats import beta
 
@@ -54,6 +55,16 @@ class AuditSetting:
     curator_colludes: bool
     colluders: np.ndarray  # ids of the colluding agents (never the target)
     public: dict[str, Any]  # the data set's public facts (the same in every trial)
+    n: int = 0  # the data set's agents
+
+
+def target_coins(setting: AuditSetting, trial: int) -> int:
+    """The target's coin key in run ``trial`` of the setting (its seed's secrets, its run
+    tag): what it draws in that run (the fixed-coins experiment gives it to run 0)."""
+    seed = run_seed(setting.scenario_seed, trial)
+    cfg = dict(setting.config, seed=seed)
+    tag = run_tag(seed, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
+    return int(Secrets.of_seed(seed).agents.coins([setting.target], tag)[0])
 
 
 def make_setting(config: dict[str, Any], scenario_seed: int,
@@ -64,12 +75,12 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     include it (e.g. n - 1 colluders), the target is swapped out of it for another agent.
     """
     data = config["data"]
-    keys = run_keys(run_seed(scenario_seed, 0))
-    ds = build_data(data, keys.data)
+    seed0 = run_seed(scenario_seed, 0)
+    ds = build_data(data, DataKeys.of_seed(seed0))
     n = ds.n
     run_cfg = RunConfig.of(config)
     curator = run_cfg.curator_colludes
-    mask = colluder_mask(n, dict(run_cfg.collusion), keys.collusion)
+    mask = colluder_mask(n, dict(run_cfg.collusion), stream_key(seed0, "collusion"))
     if target is None:
         honest = np.flatnonzero(~mask)
         target = int(honest[0]) if len(honest) else 0
@@ -83,7 +94,7 @@ def make_setting(config: dict[str, Any], scenario_seed: int,
     colluders = np.flatnonzero(mask)
     cfg = dict(config, pools=1, agent_mode="batched",
                collusion={"colluders": colluders.tolist(), "curator": curator}, faults=[])
-    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public)
+    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public, n)
 
 
 #: full-path trials per task when a mapper spreads them (a trial is two protocol runs)
@@ -122,14 +133,15 @@ class _Trials:
     def view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
         override = {"agent": self.s.target, "row": row}
         if self.coins == "fixed":
-            override["key"] = int(stream_key(run_seed(self.s.scenario_seed, trial), "agents"))
+            override["key"] = target_coins(self.s, trial)
             trial = 0
         seed = run_seed(self.s.scenario_seed, trial)
         cfg = dict(self.s.config, seed=seed)
-        res = run_inproc(cfg, self.limits, record_view=True, override=override)
+        res = run_inproc(cfg, self.limits, record_view=True, override=override,
+                         n=self.s.n)
         rows = {}
         if not self.s.curator_colludes and len(self.s.colluders):
-            ds = build_data(cfg["data"], run_keys(seed).data)
+            ds = build_data(cfg["data"], DataKeys.of_seed(seed))
             for a in self.s.colluders.tolist():
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)
@@ -254,7 +266,7 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
         try:
             bound = protocol.bind(view["params"], view["public"], resolved=True)
             batch = BatchTrials.build(protocol, bound, target, setting.scenario_seed, view,
-                                      fixed=mode == "fixed")
+                                      fixed=mode == "fixed", config=setting.config)
             full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr,
                                     use_float, coins=mode)
             fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float)

@@ -7,11 +7,11 @@ The curator stays here (a process of the orchestrator's, as on the processes bac
 a TCP port of this machine; each of the run's P pools is one task placed on its own worker
 (``workers=`` restriction), running the entry point of ``ldpsim agents`` (``transport.pool_loop``):
 it generates or loads only its block of agents and registers with the hosts backend's
-authentication (an HMAC answer to the curator's fresh challenge under the token, which is never
-sent). With ``[runtime] token`` the pools derive the run's keys from it, as hosts pools do;
-without one, the run's keys travel with the task (as they reach a forked pool on the processes
-backend) and the token authenticating the pools is fresh per run. Either way the same seed (and
-token) give the output of every other backend, bit for bit.
+authentication (an HMAC answer to the curator's fresh challenge under the run's registration
+key, which is never sent). Each pool's task carries that pool's keys only (its agents' device
+keys, ``seeding.PoolKeys``), as a forked pool gets them on the processes backend, and a
+registration key fresh per run. The same seed and secrets give the output of every other
+backend, bit for bit. The cluster sees what its tasks carry: the pools' keys and the results.
 
 A worker that dies takes its pool with it: its agents become dropouts after ``timeout_s`` and
 the run is recorded ``degraded``, as on the other backends. The pool task exits when the
@@ -25,7 +25,6 @@ this machine uses towards the scheduler; ``LDPSIM_DASK_ADVERTISE=HOST`` override
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import sys
 import time
@@ -39,15 +38,15 @@ from urllib.parse import urlparse
 POOL_EXIT_S = 10.0
 
 
-def pool_task(endpoint: str, index: int, n_pools: int, token: str, limits: Any,
-              keys: Any = None) -> int:
+def pool_task(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Any,
+              keys: Any = None, policy: Any = None) -> int:
     """On a worker: serve as pool ``index`` of ``n_pools`` until the curator closes; the exit
     code of ``transport.pool_loop`` (0: clean)."""
     from ldpsim.simulator.dask_client import tune_worker_malloc
     from ldpsim.simulator.transport import pool_loop
 
     tune_worker_malloc()
-    return pool_loop(endpoint, index, n_pools, token, limits, keys=keys,
+    return pool_loop(endpoint, index, n_pools, auth, limits, keys=keys, policy=policy,
                      echo=lambda *a, **k: print(*a, file=sys.stderr))
 
 
@@ -112,27 +111,25 @@ def _workers(conn: Any, pools: int) -> list[str]:
 
 
 def run(conn: Any, host: str, config: dict[str, Any], limits: Any, record_view: bool,
-        secret: str | None) -> dict[str, Any]:
+        secrets: Any = None, policy: Any = None, n: int | None = None) -> dict[str, Any]:
     """One run: the curator here (``transport.run_processes`` without pools of its own),
-    pool i a task on worker i; the curator's result record."""
-    from ldpsim.simulator.seeding import pool_keys
+    pool i a task on worker i carrying its own keys only; the curator's result record."""
+    from ldpsim.simulator.seeding import agents_of, local_parties
     from ldpsim.simulator.transport import run_processes
 
     client = conn.client
     n_pools = int(config["pools"])
     workers = _workers(conn, n_pools)
     port = free_port()
-    token = secret or secrets.token_hex(16)
-    # with a token the pools derive the keys themselves (as hosts pools do)
-    keys = None if secret else pool_keys(config["seed"], None)
+    parties = local_parties(config, agents_of(config) if n is None else n, secrets)
     tag = uuid.uuid4().hex[:12]
     futures = [client.submit(
-        pool_task, f"tcp://{host}:{port}", i, n_pools, token, limits, keys,
-        key=f"ldpsim-pool-{tag}-{i}", workers=[workers[i]], allow_other_workers=False,
+        pool_task, f"tcp://{host}:{port}", i, n_pools, parties.auth, limits, parties.pools[i],
+        policy, key=f"ldpsim-pool-{tag}-{i}", workers=[workers[i]], allow_other_workers=False,
         pure=False) for i in range(n_pools)]
     try:
         return run_processes(config, limits, record_view, endpoint=f"tcp://*:{port}",
-                             token=token, spawn_pools=False, secret=secret)
+                             spawn_pools=False, parties=parties)
     finally:
         # the pools exit on the curator's goodbye; one whose worker died (its task waits for
         # a worker that is gone) is cancelled at once, a live one after POOL_EXIT_S

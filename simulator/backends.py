@@ -4,8 +4,9 @@ A backend is built once per sweep (``Backend.build``), serves one run after anot
 (``Backend.run``: a configured run in, the curator's result record out) and is closed at the
 end (``Backend.close``). The orchestrator (``simulator.runner``) only ever talks to this
 interface; the backends register by name in ``BACKENDS``, which is also what a scenario's
-``[runtime] backend`` accepts. Every backend gives the same output for the same seed (and hosts
-secret): the inproc backend is the fast path, the others the real processes and sockets.
+``[runtime] backend`` accepts. Every backend gives the same output for the same seed and secrets
+(``protocols.keys.Secrets``): the inproc backend is the fast path, the others the real processes
+and sockets.
 
 * ``inproc``: curator and pools in this process, messages through the same codec.
 * ``processes``: one curator process and P pool processes on this machine, over ZeroMQ.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -53,12 +55,20 @@ class Backend(ABC):
         """A backend for a single run with no sweep around it (``runner.execute(spec)``)."""
         return cls()
 
+    @classmethod
+    def check(cls, runtime: dict[str, Any]) -> None:
+        """Refuse (ValueError naming the key) a ``[runtime]`` table this backend cannot run,
+        before a sweep writes or starts anything."""
+        return None
+
     @abstractmethod
-    def run(self, config: dict[str, Any], limits: Any, record_view: bool,
-            secret: str | None) -> dict[str, Any]:
+    def run(self, config: dict[str, Any], limits: Any, record_view: bool, secrets: Any = None,
+            policy: Any = None, n: int | None = None) -> dict[str, Any]:
         """Execute one configured run (``RunSpec.config()``) and return the curator's result
-        record; ``secret`` is the hosts token (None elsewhere): with it every backend gives
-        the same output."""
+        record. ``secrets``: the experiment's master secret (``protocols.keys.Secrets``; None:
+        the run's seed alone), the same on every backend for the same output; ``policy``: the
+        agents' own limits (``session.policy.AgentPolicy``; the hosts backend's pools hold
+        theirs); ``n``: the data set's size, when the caller knows it."""
 
     @classmethod
     def busy_cores(cls, runtime: dict[str, Any]) -> int:
@@ -82,10 +92,10 @@ class InprocBackend(Backend):
 
     name = "inproc"
 
-    def run(self, config, limits, record_view, secret):
+    def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.inproc import run_inproc
 
-        return run_inproc(config, limits, record_view, secret=secret)
+        return run_inproc(config, limits, record_view, secrets=secrets, policy=policy, n=n)
 
 
 class ProcessesBackend(Backend):
@@ -93,10 +103,10 @@ class ProcessesBackend(Backend):
 
     name = "processes"
 
-    def run(self, config, limits, record_view, secret):
+    def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.transport import run_processes
 
-        return run_processes(config, limits, record_view, secret=secret)
+        return run_processes(config, limits, record_view, secrets=secrets, policy=policy, n=n)
 
     @classmethod
     def busy_cores(cls, runtime):
@@ -109,34 +119,45 @@ class HostsBackend(Backend):
     name = "hosts"
     parallel_runs = False
 
-    def __init__(self, curator: Any, token: str) -> None:
+    def __init__(self, curator: Any, auth: bytes, secrets: Any) -> None:
         self.curator = curator
-        self.token = token
+        self.auth = auth
+        self.secrets = secrets
 
     @classmethod
     def build(cls, runtime, echo=print):
         from ldpsim.simulator.curve import check_dir
         from ldpsim.simulator.runner import limits_of
+        from ldpsim.simulator.seeding import hosts_auth
         from ldpsim.simulator.transport import HostsCurator
 
         if runtime.get("curve"):
             check_dir(runtime["curve"])  # a clear error before any process starts
+        # the deployment's keys: the master secret (the pools hold their share of it) and the
+        # registration key from the token (scrypt, once), before any process starts
+        deployment, auth = hosts_auth(runtime)
         curator = HostsCurator(runtime["endpoint"], limits_of(runtime),
                                runtime.get("curve") or None)
+        keys = str(Path(runtime["secret"]).parent)
         echo(f"curator bound at {curator.endpoint}; start {runtime['pools']} pools with:\n  "
-             f"ldpsim agents --connect tcp://HOST:PORT --pool I/{runtime['pools']}"
-             + (" --token ..." if runtime["token"] else "")
+             f"ldpsim agents --connect tcp://HOST:PORT --keys {keys}/pool-I.keys"
              + (" --curve-key pool-I.key_secret --curve-server server.key"
                 if runtime.get("curve") else ""), file=sys.stderr)
-        return cls(curator, runtime["token"])
+        return cls(curator, auth, deployment.secrets)
 
     @classmethod
     def standalone(cls):
         raise ValueError("the hosts backend needs a running HostsCurator: run the scenario "
                          "(ldpsim run / runner.run_scenario), which binds one")
 
-    def run(self, config, limits, record_view, secret):
-        return self.curator.run(config, self.token, record_view)
+    @classmethod
+    def check(cls, runtime):
+        from ldpsim.simulator.seeding import hosts_auth
+
+        hosts_auth(runtime)  # the deployment's key file and token, or KeyFileError
+
+    def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
+        return self.curator.run(config, self.auth, self.secrets, record_view)
 
     @classmethod
     def busy_cores(cls, runtime):
@@ -166,10 +187,11 @@ class DaskBackend(Backend):
         raise ValueError("the dask backend needs a cluster: run the scenario (ldpsim run / "
                          "runner.run_scenario), which connects to [runtime] dask_address")
 
-    def run(self, config, limits, record_view, secret):
+    def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator import backend_dask
 
-        return backend_dask.run(self.conn, self.host, config, limits, record_view, secret)
+        return backend_dask.run(self.conn, self.host, config, limits, record_view, secrets,
+                                policy, n)
 
     @classmethod
     def busy_cores(cls, runtime):

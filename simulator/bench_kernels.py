@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import PROTOCOLS, ParamError, build_data
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.local import example_data, local_rounds
-from ldpsim.protocols.rng import stream_key
 
 #: protocols that cannot run at the requested size: name -> (largest n, why)
 CAPS: dict[str, tuple[int, str]] = {}
@@ -69,7 +69,7 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     every round's reports fit the runtime's batch codec (``batch_codec``)."""
     proto = PROTOCOLS[name]
     table = data_table(name, n)
-    data = build_data(table, stream_key(seed, "data"))
+    data = build_data(table, DataKeys.of_seed(seed))
     t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
     proto.import_curator_modules()  # as the runtime does at set-up: not round time
 

@@ -87,6 +87,7 @@ def _load(args: argparse.Namespace):
     for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
                      ("seed", "seed"), ("bind", "runtime.endpoint"),
                      ("token", "runtime.token"), ("curve", "runtime.curve"),
+                     ("secret", "runtime.secret"),
                      ("run_jobs", "runtime.jobs"), ("dask", "runtime.dask_address")):
         val = getattr(args, opt, None)
         if val is not None:
@@ -99,6 +100,7 @@ def _load(args: argparse.Namespace):
 def cmd_run(args: argparse.Namespace) -> int:
     from ldpsim.simulator.runner import print_summary, run_scenario
     from ldpsim.simulator.scenario import ScenarioError
+    from ldpsim.simulator.seeding import KeyFileError
 
     try:
         scenario = _load(args)
@@ -120,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                             echo=_info,
                                             include_degraded=args.include_degraded)
     # ImportError, ConnectionError: no Dask installed, no scheduler answering
-    except (ScenarioError, ParamError, CurveError, ImportError, ConnectionError) as e:
+    except (ScenarioError, ParamError, CurveError, KeyFileError, ImportError,
+            ConnectionError) as e:
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -231,31 +234,46 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.seeding import KeyFileError, read_pool_keys, registration_key, token_of
+    from ldpsim.simulator.session.policy import AgentPolicy
     from ldpsim.simulator.transport import pool_loop
 
+    if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
+        _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
+        return 2
     try:
-        i, p = (int(x) for x in args.pool.split("/"))
-        if not 0 <= i < p:
-            raise ValueError
-    except ValueError:
-        _err(f"error: --pool {args.pool!r}: expected I/P with 0 <= I < P, e.g. 0/2")
+        keys, salt = read_pool_keys(args.keys)
+        auth = registration_key(token_of(args.token, args.keys), salt)
+    except KeyFileError as e:
+        _err(f"error: {e}")
+        return 2
+    i, p = keys.pool, keys.pools
+    if args.pool is not None and args.pool != f"{i}/{p}":
+        _err(f"error: --pool {args.pool!r}: {args.keys} holds the keys of pool {i}/{p}")
         return 2
     if bool(args.curve_key) != bool(args.curve_server):
         _err("error: --curve-key and --curve-server go together (this pool's .key_secret and "
              "the curator's server.key)")
         return 2
-    if not args.token:
-        _err("error: --token is required: it authenticates this pool to the curator and is the "
-             "secret its agents' data and coins derive from (give the curator's scenario the "
-             "same runtime.token)")
+    try:
+        policy = AgentPolicy(args.max_epsilon, None if args.protocols is None else
+                             tuple(x for x in args.protocols.split(",") if x),
+                             args.lifetime_epsilon)
+    except ValueError as e:
+        _err(f"error: --{str(e).split(':')[0].replace('_', '-')}: {e}")
         return 2
+    if policy.protocols is not None:
+        from ldpsim.protocols import PROTOCOLS
+
+        unknown = [x for x in policy.protocols if x not in PROTOCOLS]
+        if unknown:
+            _err(f"error: --protocols: unknown protocol {unknown[0]!r}; allowed: "
+                 f"{', '.join(sorted(PROTOCOLS))}")
+            return 2
     curve = (args.curve_key, args.curve_server) if args.curve_key else None
-    if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
-        _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
-        return 2
     limits = Limits(timeout_s=args.timeout)
     try:
-        return pool_loop(args.connect, i, p, args.token, limits,
+        return pool_loop(args.connect, i, p, auth, limits, keys=keys, policy=policy,
                          idle_timeout_s=args.idle_timeout, curve=curve, echo=_err)
     except CurveError as e:
         _err(f"error: {e}")
@@ -267,9 +285,21 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     from ldpsim.simulator.curve import make_keys
+    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.session.common import block_of
 
+    if args.pools < 1:
+        _err(f"error: --pools {args.pools}: allowed: an integer >= 1")
+        return 2
+    sizes = _agent_counts(args.agents)
+    if sizes is None:
+        _err(f"error: --agents {args.agents!r}: expected the data sets' sizes, e.g. 2000 or "
+             "1000,10000 (each pool gets the keys of its block for each of them)")
+        return 2
+    ranges = [[block_of(i, args.pools, n) for n in sizes] for i in range(args.pools)]
     try:
-        files = make_keys(args.dir, args.pools)
+        keyfiles = write_deployment(args.dir, args.pools, ranges)
+        files = list(keyfiles.values()) + make_keys(args.dir, args.pools)
     except CurveError as e:
         _err(f"error: {e}")
         return 2
@@ -278,9 +308,21 @@ def cmd_keys(args: argparse.Namespace) -> int:
         return 2
     for f in files:
         print(f)
-    print(f"\ncurator: ldpsim curator --curve {args.dir} ...\n"
-          f"pool I:  ldpsim agents --curve-key pool-I.key_secret --curve-server server.key ...")
+    print(f"\ncurator: ldpsim curator --secret {args.dir}/secret.key [--curve {args.dir}] ...\n"
+          f"pool I:  ldpsim agents --keys pool-I.keys [--curve-key pool-I.key_secret "
+          f"--curve-server server.key] ...\n"
+          f"copy pool-I.keys and token (and pool-I.key_secret, server.key) to pool I's machine "
+          f"only; secret.key stays with the curator's orchestrator")
     return 0
+
+
+def _agent_counts(text: str) -> list[int] | None:
+    """``--agents``: comma-separated positive integers (the data sets' sizes), or None."""
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        return None
+    return sizes if sizes and all(1 <= n <= 10**8 for n in sizes) else None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -303,7 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--pools", type=int, help="number of agent pools")
         p.add_argument("--seed", type=int, help="scenario seed")
         p.add_argument("--out", help="results directory (default results/NAME)")
-        p.add_argument("--token", help="shared secret pools present to register (hosts)")
+        p.add_argument("--token", help="hosts: the token pools register with (default: the "
+                                       "token file beside --secret)")
+        p.add_argument("--secret", metavar="FILE",
+                       help="the experiment's master secret (secret.key of `ldpsim keys`): "
+                            "every agent's data and coins derive from it (default: each run's "
+                            "seed, which is then the only secret)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--include-degraded", action="store_true",
                        help="keep degraded runs (that lost agents) in the summary and plots")
@@ -341,9 +388,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("agents", help="hosts backend: serve one agent pool")
     a.add_argument("--connect", required=True, help="curator endpoint, e.g. tcp://host:5555")
-    a.add_argument("--pool", required=True, help="I/P: this is pool I of P")
-    a.add_argument("--token", help="the shared secret (required): answers the curator's "
-                                   "challenge and derives the agents' keys; never sent")
+    a.add_argument("--keys", required=True, metavar="FILE",
+                   help="this pool's key file (pool-I.keys of `ldpsim keys`): its agents' keys "
+                        "only, and the key that checks the orchestrator's signatures")
+    a.add_argument("--pool", help="I/P: this is pool I of P (checked against --keys)")
+    a.add_argument("--token", help="the registration token (default: the token file beside "
+                                   "--keys): answers the curator's challenge; never sent")
+    a.add_argument("--max-epsilon", type=float, metavar="E",
+                   help="refuse runs whose agents would spend more than E (and protocols "
+                        "without a local claim)")
+    a.add_argument("--protocols", metavar="P,Q",
+                   help="take part only in these protocols (comma-separated)")
+    a.add_argument("--lifetime-epsilon", type=float, metavar="L",
+                   help="refuse rounds that would take an agent past L on one data set over "
+                        "this pool's lifetime")
     a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
     a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
     a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")
@@ -382,9 +440,13 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--no-progress", action="store_true", help="no progress bar")
     au.set_defaults(func=cmd_audit)
 
-    k = sub.add_parser("keys", help="hosts backend: create CURVE keys for a curator and pools")
+    k = sub.add_parser("keys", help="create a deployment's keys: the master secret, a token, "
+                                    "each pool's agent keys, CURVE keys")
     k.add_argument("dir", help="directory for the key files")
-    k.add_argument("--pools", type=int, default=2, help="number of pool key pairs")
+    k.add_argument("--pools", type=int, default=2, help="number of pools")
+    k.add_argument("--agents", required=True, metavar="N[,N...]",
+                   help="the data sets' sizes (data.n): each pool gets the keys of its block "
+                        "of agents for each")
     k.set_defaults(func=cmd_keys)
 
     ls = sub.add_parser("list", help="protocols, data kinds and scenarios")

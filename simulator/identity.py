@@ -2,46 +2,54 @@
 
 A run's key (``scenario._key``) identifies its output: protocol, parameters, data, repetition,
 seed, collusion and faults. The settings that change a record without changing that key — the
-backend, pools, agent mode, batch size, the hosts token, what a record keeps — and the values
-of every non-swept setting make the scenario's *fingerprint*, stored next to the results as
-``scenario.json``. Resuming into a directory whose fingerprint disagrees (``data.n`` 2000 there,
-300 here; ``processes`` there, ``hosts`` here) is refused with the differing keys named; a sweep
-that only adds values (more ε, a new protocol, more repeats, an axis that includes the old
-value) extends it.
+backend, pools, agent mode, batch size, the experiment's secret, the agents' limits, what a
+record keeps, the version of the key derivation — and the values of every non-swept setting
+make the scenario's *fingerprint*, stored next to the results as ``scenario.json``. Of the
+secret it stores only a MAC under a salt of the directory's own (``seeding.fingerprint_mac``):
+nothing a reader of the directory could test a guess against. Resuming into a directory whose
+fingerprint disagrees (``data.n`` 2000 there, 300 here; ``processes`` there, ``hosts`` here) is
+refused with the differing keys named; a sweep that only adds values (more ε, a new protocol,
+more repeats, an axis that includes the old value) extends it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import secrets as _random
 from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.seeding import fingerprint_mac, secrets_of
 
 FINGERPRINT_FILE = "scenario.json"
-#: runtime settings that change a record (timing, bytes, the backend field, coins via the token)
-RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults", "token")
+#: runtime settings that change a record (timing, bytes, the backend field)
+RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults")
+#: how agents' keys are derived (``protocols.keys``): records of another derivation hold other
+#: data and coins, and never mix with these
+KEYS = "prf-1"
 
 
 class FingerprintMismatch(ScenarioError):
     """A results directory holds runs of a scenario with other settings."""
 
 
-def fingerprint(scenario: Any) -> dict[str, list[Any]]:
+def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     """Every record-changing setting of ``scenario`` mapped to the list of values it takes
     (one value unless it is a sweep axis). Protocols and repeats are left out: adding them
-    extends a sweep."""
-    out: dict[str, list[Any]] = {"seed": [scenario.seed]}
+    extends a sweep. ``salt``: the directory's, for the MAC of the secret."""
+    out: dict[str, list[Any]] = {"seed": [scenario.seed], "keys": [KEYS]}
     for section, table in (("data", scenario.data), ("params", scenario.params)):
         for k, v in table.items():
             out[f"{section}.{k}"] = _values(v)
     for k in RUNTIME_KEYS:
-        v = scenario.runtime.get(k)
-        if k == "token":  # never store the secret itself, only whether and which one
-            v = hashlib.sha256(v.encode()).hexdigest()[:12] if v else ""
-        out[f"runtime.{k}"] = [_plain(v)]
+        out[f"runtime.{k}"] = [_plain(scenario.runtime.get(k))]
+    secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
+    out["runtime.secret"] = ["" if secret is None else fingerprint_mac(secret, salt)]
+    agents = getattr(scenario, "agents", None)
+    if agents:  # only when set: older directories stay resumable
+        out["agents"] = [_plain(agents)]
     for k in ("colluders", "curator"):
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     if scenario.runtime.get("data_first"):  # only when on: older directories stay resumable
@@ -87,14 +95,18 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
     the sweep's run order (``order``: run keys, after those stored earlier) for ``ldpsim
     summary``."""
     path = Path(out_dir) / FINGERPRINT_FILE
-    current = fingerprint(scenario)
     stored: dict[str, list[Any]] = {}
+    salt = _random.token_bytes(16)
     if path.is_file():
         try:
-            stored = json.loads(path.read_text())["fingerprint"]
+            doc = json.loads(path.read_text())
+            stored = doc["fingerprint"]
+            salt = bytes.fromhex(doc.get("salt", salt.hex()))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise FingerprintMismatch(f"{path}: unreadable ({e}); move it away to reuse "
                                       f"{out_dir}") from None
+    current = fingerprint(scenario, salt)
+    if stored:
         if has_records:
             diff = differences(stored, current)
             if diff:
@@ -106,7 +118,7 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
     for k, vals in current.items():
         have = merged.setdefault(k, [])
         have.extend(v for v in vals if v not in have)
-    stored_doc: dict[str, Any] = {"fingerprint": merged}
+    stored_doc: dict[str, Any] = {"fingerprint": merged, "salt": salt.hex()}
     if order is not None:
         before = _stored_order(path) if has_records else []
         known = set(before)
@@ -156,9 +168,10 @@ def beside(out_dir: str | Path, scenario: Any) -> Path:
             return cand
         if fp.is_file():
             try:
-                stored = json.loads(fp.read_text())["fingerprint"]
+                doc = json.loads(fp.read_text())
+                stored, salt = doc["fingerprint"], bytes.fromhex(doc.get("salt", ""))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if not differences(stored, fingerprint(scenario)):
+            if not differences(stored, fingerprint(scenario, salt)):
                 return cand
     raise FingerprintMismatch(f"no free directory beside {out_dir}")

@@ -11,27 +11,32 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
+from ldpsim.protocols.keys import Secrets
+from ldpsim.simulator.seeding import agents_of, local_parties
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
+from ldpsim.simulator.session.policy import AgentPolicy
 
 
 def run_inproc(config: dict[str, Any], limits: Limits, record_view: bool = False,
-               override: dict[str, Any] | None = None, secret: str | None = None) -> dict:
+               override: dict[str, Any] | None = None, secrets: Secrets | None = None,
+               policy: AgentPolicy | None = None, n: int | None = None) -> dict:
     """Run one configured run in this process; return the curator's result record.
 
     ``config`` is the orchestrator's (with the seed); the curator session gets only
-    ``curator_config`` and the pools their keys, as on the process backends. ``secret`` is the
-    out-of-band secret of the hosts backend: the same seed and secret give the same output.
+    ``curator_config`` and each pool its own keys (``seeding.local_parties``), as on the
+    process backends. ``secrets``: the experiment's (default: the seed's alone); the same seed
+    and secrets give the same output on every backend. ``policy``: the agents' own limits.
+    ``n``: the data set's size, when the caller knows it.
     ``override`` ({"agent": a, "row": values}) replaces agent a's private row in the pool that
     hosts it: the privacy audit's neighbouring data sets; with ``"key": k`` that agent also
-    draws its coins under agents' stream key ``k`` (another run's: the audit's trials with the
+    draws its coins from the coin key ``k`` (another run's: the audit's trials with the
     coalition's coins fixed). It bypasses the curator entirely.
     """
-    token = secret or "inproc"
     n_pools = int(config["pools"])
-    cur = CuratorSession(0, curator_config(config, secret), auth_key(token), limits, record_view)
-    keys = pool_keys(config["seed"], secret)
-    pools = [PoolSession(i, n_pools, token, limits, keys) for i in range(n_pools)]
+    parties = local_parties(config, agents_of(config) if n is None else n, secrets)
+    cur = CuratorSession(0, parties.curator, parties.auth, limits, record_view)
+    pools = [PoolSession(i, n_pools, parties.auth, limits, parties.pools[i], policy)
+             for i in range(n_pools)]
     for p in pools:
         p.can_die = False
         p.override = override

@@ -26,6 +26,8 @@ class RuntimeDefaults:
     batch: int | str = "auto"
     endpoint: str = "tcp://*:5555"
     token: str = ""
+    #: the key file of the experiment's master secret (``ldpsim keys``); "" = each run's seed
+    secret: str = ""
     curve: str = ""
     max_frame_bytes: int = 64 << 20
     max_envelope_bytes: int = 1 << 20

@@ -9,6 +9,7 @@ process of its own while the run runs (``TruthCache.start``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -23,6 +24,7 @@ import msgpack
 import numpy as np
 import zmq
 from ldpsim.protocols import build_data, get_protocol
+from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator import __version__, identity, interrupt
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends import cores as _cores
@@ -39,8 +41,9 @@ from ldpsim.simulator.results import (
 )
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.scenario import RunSpec, Scenario, check_runs
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.seeding import public_config, run_secrets, secrets_of
 from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.record import run_record
 
 
@@ -64,23 +67,25 @@ def limits_of(runtime: dict[str, Any]) -> Limits:
 TRUTH_BESIDE_N = 100_000
 
 
-def data_signature(data: dict[str, Any], seed: int, secret: str | None = None) -> str:
+def data_signature(data: dict[str, Any], seed: int, secret: Secrets | None = None) -> str:
     """Which data set a run builds: runs with equal signatures build the same data and share
     its ground truth (``TruthCache``; the workers of a parallel sweep are handed them
     together)."""
-    return json.dumps([data, seed, secret or ""], sort_keys=True, default=str)
+    tag = "" if secret is None else hashlib.blake2b(secret.master, digest_size=8).hexdigest()
+    return json.dumps([data, seed, tag], sort_keys=True, default=str)
 
 
-def _dataset(data: dict[str, Any], seed: int, secret: str | None) -> Any:
-    """The run's data set, built from the same data key the pools use."""
-    return build_data(data, run_keys(seed, secret).data)
+def _dataset(data: dict[str, Any], seed: int, secret: Secrets | None) -> Any:
+    """The run's data set, built with the same keys the pools use (all of them: the
+    orchestrator is the referee)."""
+    return build_data(data, run_secrets({"seed": seed}, secret).data_keys(seed))
 
 
-def _truth(data: dict[str, Any], seed: int, secret: str | None) -> dict[str, Any]:
+def _truth(data: dict[str, Any], seed: int, secret: Secrets | None) -> dict[str, Any]:
     return _dataset(data, seed, secret).truth()
 
 
-def _truth_child(data: dict[str, Any], seed: int, secret: str | None, conn) -> None:
+def _truth_child(data: dict[str, Any], seed: int, secret: Secrets | None, conn) -> None:
     from ldpsim.simulator.transport import _die_with_parent
 
     _die_with_parent()  # no Ctrl-C traceback; gone with the orchestrator
@@ -111,7 +116,7 @@ class TruthCache:
         self._cache: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
-    def start(self, data: dict[str, Any], seed: int, secret: str | None = None) -> bool:
+    def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
         process of its own, unless it is known or under way; whether one was started."""
         sig = data_signature(data, seed, secret)
@@ -132,7 +137,8 @@ class TruthCache:
         self._pending[sig] = (proc, rx)
         return True
 
-    def get(self, data: dict[str, Any], seed: int, secret: str | None = None) -> dict[str, Any]:
+    def get(self, data: dict[str, Any], seed: int, secret: Secrets | None = None
+            ) -> dict[str, Any]:
         sig = data_signature(data, seed, secret)
         if sig in self._cache:
             self._cache[sig] = self._cache.pop(sig)  # most recently used last
@@ -189,15 +195,16 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     save = bool(spec.collusion.get("save_view")) and view_dir is not None
     attacks = bool(spec.collusion.get("attacks"))
     record_view = save or attacks
-    # the token is the hosts backend's out-of-band secret; with it every backend gives the
-    # same output for the same seed (``simulator.seeding``)
-    secret = spec.runtime["token"] or None
+    # the experiment's master secret (``[runtime] secret``): with the same one every backend
+    # gives the same output for the same seed (``simulator.seeding``); without one the seed's
+    secret = secrets_of(spec.runtime)
+    policy = AgentPolicy.of(spec.agents)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it
         truth.start(spec.data, spec.seed, secret)
     t0 = time.perf_counter()
-    res = backend.run(config, limits, record_view, secret)
+    res = backend.run(config, limits, record_view, secret, policy)
     wall = time.perf_counter() - t0
     proto = get_protocol(spec.protocol)
     record = run_record(
@@ -215,12 +222,12 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     return record
 
 
-def _leakage(spec: RunSpec, res: dict[str, Any], secret: str | None) -> dict[str, Any]:
+def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict[str, Any]:
     """``simulator.leakage`` on the run's own view, with the run's data and coalition."""
     from ldpsim.simulator.leakage import run_leakage
 
     ds = _dataset(spec.data, spec.seed, secret)
-    mask = colluder_mask(ds.n, spec.collusion, run_keys(spec.seed, secret).collusion)
+    mask = colluder_mask(ds.n, spec.collusion, public_config(spec.config())["collusion_key"])
     return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
                        RunConfig.of(spec.config()).curator_colludes, spec.seed,
                        int(spec.collusion.get("attack_targets", 200)))
@@ -237,6 +244,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     """
     specs = scenario.runs()
     check_runs(specs)  # every error before any process starts
+    get_backend(scenario.runtime["backend"]).check(scenario.runtime)
     store = ResultStore(out_dir)
     done = store.done_keys()
     identity.check(out_dir, scenario, has_records=bool(store.records()),

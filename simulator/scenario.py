@@ -20,7 +20,7 @@ import hashlib
 import itertools
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.results import LEAKAGE_METRICS
 from ldpsim.simulator.runconfig import DEFAULTS
-from ldpsim.simulator.seeding import run_seed
+from ldpsim.simulator.seeding import MIN_TOKEN_CHARS, KeyFileError, read_deployment, run_seed
 
 
 class ScenarioError(ValueError):
@@ -56,7 +56,7 @@ MAX_JOBS = 256
 ENGINES = ("local", "dask")
 
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "collusion", "output", "plot"}
+            "runtime", "agents", "collusion", "output", "plot"}
 
 RUNTIME = {
     "backend": ParamSpec("backend", "str", DEFAULTS.backend, choices=tuple(BACKENDS)),
@@ -69,7 +69,13 @@ RUNTIME = {
                        help="agents per query batch (one ZeroMQ frame each way); auto: sized "
                             "per round and pool from the agents it asks"),
     "endpoint": ParamSpec("endpoint", "str", DEFAULTS.endpoint),
-    "token": ParamSpec("token", "str", DEFAULTS.token),
+    "token": ParamSpec("token", "str", DEFAULTS.token,
+                       help="hosts: the pools' registration token (default: the token file "
+                            "beside the secret's key file)"),
+    "secret": ParamSpec("secret", "str", DEFAULTS.secret,
+                        help="the key file secret.key of `ldpsim keys`: the experiment's master "
+                             "secret, from which every agent's data and coins derive (default: "
+                             "each run's seed, which is then the only secret)"),
     "curve": ParamSpec("curve", "str", DEFAULTS.curve,
                        help="hosts: CURVE key directory (ldpsim keys)"),
     "max_frame_bytes": ParamSpec("max_frame_bytes", "int", DEFAULTS.max_frame_bytes, low=1024,
@@ -89,6 +95,16 @@ RUNTIME = {
                                  "round's wall time holds data generation (the processes "
                                  "backend's pools always do, before they say ready)"),
 }
+#: the agents' own limits on the local backends (``[agents]``, ``session.policy.AgentPolicy``);
+#: on the hosts backend each ``ldpsim agents`` takes them as options
+AGENTS = {"max_epsilon": ParamSpec("max_epsilon", "float", None, low=0, low_open=True,
+                                   help="the largest epsilon an agent spends in one run; "
+                                        "protocols without a local claim are refused"),
+          "lifetime_epsilon": ParamSpec("lifetime_epsilon", "float", None, low=0, low_open=True,
+                                        help="the most an agent spends on one data set over "
+                                             "the sweep"),
+          "protocols": ParamSpec("protocols", "str", None,
+                                 help="the protocols the agents take part in (a list)")}
 FAULT_KEYS = {"pool": ParamSpec("pool", "int", required=True, low=0),
               "round": ParamSpec("round", "int", 0, low=0),
               "action": ParamSpec("action", "str", required=True,
@@ -121,6 +137,8 @@ class RunSpec:
     collusion: dict[str, Any]
     point: dict[str, Any]
     key: str
+    #: the agents' own limits (``[agents]``)
+    agents: dict[str, Any] = field(default_factory=dict)
 
     def config(self) -> dict[str, Any]:
         """The public run configuration the curator sends to every pool."""
@@ -149,6 +167,8 @@ class Scenario:
     output: dict[str, Any]
     #: the figures to draw (``[plot]``, defaults filled from the protocols' papers)
     plot: PlotSpec = PlotSpec()
+    #: the agents' own limits (``[agents]``: max_epsilon, protocols, lifetime_epsilon)
+    agents: dict[str, Any] = field(default_factory=dict)
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
@@ -192,7 +212,7 @@ class Scenario:
                         seen.add(key)
                         specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
                                              run_seed(self.seed, r), dict(self.runtime),
-                                             collusion, point, key))
+                                             collusion, point, key, dict(self.agents)))
         return specs
 
 
@@ -388,9 +408,10 @@ def validate(raw: dict[str, Any], path: str | None = None,
     runtime = errors.attempt(_runtime, raw)
     collusion = errors.attempt(_collusion, raw)
     output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
+    agents = errors.attempt(_agents, raw, protos, runtime)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output)
+                    output, agents=agents)
     scen.plot = _plot(raw, scen)
     return scen
 
@@ -524,12 +545,16 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
     if envelope > frame:
         raise ScenarioError(f"[runtime] max_envelope_bytes: got {envelope}; allowed: at most "
                             f"max_frame_bytes ({frame}), a frame must hold one envelope")
-    if runtime["backend"] == "hosts" and not runtime["token"]:
+    if runtime["secret"]:
+        try:
+            read_deployment(runtime["secret"])
+        except KeyFileError as e:
+            raise ScenarioError(f"[runtime] secret: {e}") from None
+    if runtime["token"] and len(runtime["token"]) < MIN_TOKEN_CHARS:
         raise ScenarioError(
-            "[runtime] token: the hosts backend needs one (--token): it authenticates the pools "
-            "(challenge-response, never sent) and is the secret their agents' data and coins "
-            "derive from, which the curator never holds; allowed: a non-empty string, given to "
-            "every `ldpsim agents` as well")
+            f"[runtime] token: got {len(runtime['token'])} characters; allowed: at least "
+            f"{MIN_TOKEN_CHARS} (a typed token is stretched with scrypt, a short one is still "
+            "guessable: `ldpsim keys` writes one of 128 random bits)")
     if runtime["backend"] == "hosts" and runtime["jobs"] not in (1, "auto"):
         raise ScenarioError(
             f"[runtime] jobs: got {runtime['jobs']}; allowed: 1 or \"auto\" with the hosts "
@@ -552,6 +577,31 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
             raise ScenarioError(f"[runtime.faults] pool: got {f['pool']}; allowed: 0 .. "
                                 f"{runtime['pools'] - 1} (pools = {runtime['pools']})")
     return runtime
+
+
+def _agents(raw: dict[str, Any], protos: list[str] | None,
+            runtime: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``[agents]`` table: the agents' own limits (only the keys given)."""
+    table = dict(_table(raw, "agents"))
+    if not table:
+        return {}
+    if runtime is not None and runtime.get("backend") == "hosts":
+        raise ScenarioError("[agents]: on the hosts backend each pool states its own limits "
+                            "(`ldpsim agents --max-epsilon E --protocols P,Q --lifetime-epsilon "
+                            "L`); remove the table")
+    protocols = table.pop("protocols", None)
+    out = {k: v for k, v in _check_table(table, AGENTS, "agents").items()
+           if v is not None and k != "protocols"}
+    if protocols is not None:
+        if not isinstance(protocols, list) or not all(isinstance(p, str) for p in protocols):
+            raise ScenarioError(f"[agents] protocols: got {protocols!r}; allowed: a list of "
+                                f"protocol names")
+        unknown = [p for p in protocols if p not in PROTOCOLS]
+        if unknown:
+            raise ScenarioError(f"[agents] protocols: unknown protocol {unknown[0]!r}; allowed: "
+                                f"{', '.join(sorted(PROTOCOLS))}")
+        out["protocols"] = list(protocols)
+    return out
 
 
 def _collusion(raw: dict[str, Any]) -> dict[str, Any]:

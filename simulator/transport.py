@@ -24,7 +24,6 @@ import multiprocessing as mp
 import multiprocessing.spawn as mp_spawn
 import os
 import resource
-import secrets
 import signal
 import tempfile
 import time
@@ -39,13 +38,24 @@ from ldpsim.protocols import BUILTIN, get_protocol
 from ldpsim.simulator import wire
 from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.curve import connect_curve, serve_curve
-from ldpsim.simulator.seeding import PoolKeys, auth_key, curator_config, pool_keys
+from ldpsim.simulator.seeding import (
+    Parties,
+    PoolKeys,
+    agents_of,
+    curator_config,
+    local_parties,
+    public_config,
+)
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
+from ldpsim.simulator.session.policy import AgentPolicy
 
 #: The curator process is started from a fork server: a fresh interpreter that never held the
-#: orchestrator's memory (the run seed, the secret, the agents' keys), so the curator process
-#: knows exactly what it is handed -- ``seeding.curator_config`` and ``auth_key`` -- and nothing
-#: from which an agent's data or coins derive. Pools (which own that data) are forked directly.
+#: orchestrator's memory (the run seed, the master secret, the agents' keys), so the curator
+#: process knows exactly what it is handed -- ``seeding.curator_config`` and the registration
+#: key -- and nothing from which an agent's data or coins derive. Pools are forked directly and
+#: use only the keys they are handed (``seeding.PoolKeys``: their own agents'); on one machine
+#: under one user that is a separation of what each party is given, not an OS boundary (the
+#: hosts backend runs pools on machines of their own).
 #: The fork server imports the protocol families once (the curator looks its protocol up in the
 #: registry): each curator process it forks starts with them, instead of importing them anew;
 #: likewise ``numpy.random``, which numpy 2 imports on first use (a curator's own Generator,
@@ -218,8 +228,8 @@ class CuratorServer:
             record_view: bool = False) -> dict[str, Any]:
         """Serve one run to completion and return the curator's result.
 
-        ``config`` is ``seeding.curator_config(...)`` and ``auth`` is ``seeding.auth_key``
-        of the pools' secret: never the seed or the secret themselves.
+        ``config`` is ``seeding.curator_config(...)`` and ``auth`` the run's registration key:
+        never the seed, the master secret or an agent's key.
         """
         if self.curve:  # enrolment is re-read at every run: a removed key is revoked now, for
             # new connections (the authenticator) and for open ones (their messages' User-Id)
@@ -284,20 +294,21 @@ class CuratorServer:
         self.ctx.term()
 
 
-def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
+def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limits,
               idle_timeout_s: float | None = None,
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
-              echo=None, prebuild: dict[str, Any] | None = None) -> int:
+              echo=None, prebuild: dict[str, Any] | None = None,
+              policy: AgentPolicy | None = None) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
     curator as an ERROR envelope first), 2 when the curator fell silent for ``idle_timeout_s``
-    (or never completed the connection, e.g. a failed CURVE handshake). ``curve`` is (this
-    pool's secret key file, the curator's public key file); ``keys`` the run's keys when the
-    orchestrator hands them over (processes backend), else they derive from ``token``.
-    ``prebuild``: the run's data section, when the orchestrator knows it as it starts the
-    pool (processes backend); the pool builds its rows before it says ready
-    (``PoolSession.prebuild``).
+    (or never completed the connection, e.g. a failed CURVE handshake). ``auth`` is the
+    registration key, ``keys`` this pool's keys (``seeding.PoolKeys``: from the orchestrator,
+    or a key file of ``ldpsim keys``), ``policy`` its agents' own limits, ``curve`` (this
+    pool's secret key file, the curator's public key file). ``prebuild``: the run's public
+    configuration, when the orchestrator knows it as it starts the pool (processes backend);
+    the pool builds its rows and coin keys before it says ready (``PoolSession.prebuild``).
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -311,7 +322,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, token: str, limits: Limit
     if curve:
         connect_curve(sock, *curve)
     sock.connect(endpoint)
-    sess = PoolSession(index, n_pools, token, limits, keys)
+    sess = PoolSession(index, n_pools, auth, limits, keys, policy)
     if prebuild is not None:
         # one that fails leaves nothing: the set-up builds the data and reports the error
         with contextlib.suppress(Exception):
@@ -399,10 +410,12 @@ def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, rec
         conn.close()
 
 
-def _pool_child(endpoint: str, index: int, n_pools: int, token: str, limits: Limits,
-                keys: PoolKeys | None = None, prebuild: dict[str, Any] | None = None) -> None:
+def _pool_child(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limits,
+                keys: PoolKeys, prebuild: dict[str, Any] | None = None,
+                policy: AgentPolicy | None = None) -> None:
     _die_with_parent()
-    os._exit(pool_loop(endpoint, index, n_pools, token, limits, keys=keys, prebuild=prebuild))
+    os._exit(pool_loop(endpoint, index, n_pools, auth, limits, keys=keys, prebuild=prebuild,
+                       policy=policy))
 
 
 def _stop(procs: list) -> None:
@@ -419,21 +432,24 @@ def _stop(procs: list) -> None:
 
 
 def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = False,
-                  endpoint: str | None = None, token: str | None = None,
-                  spawn_pools: bool = True, secret: str | None = None) -> dict:
+                  endpoint: str | None = None, spawn_pools: bool = True,
+                  secrets: Any = None, policy: AgentPolicy | None = None, n: int | None = None,
+                  parties: Parties | None = None) -> dict:
     """Run one configured run as 1 curator + P pool processes talking over ZeroMQ.
 
     The curator process (started from a fork server, see ``_CURATOR_CTX``) is handed only
-    ``curator_config(config)`` and the registration key; the pools get their keys from here,
-    never through the curator. ``token`` authenticates the pools (random per run by default);
-    ``secret`` is the hosts backend's out-of-band secret, for runs that must match one.
+    ``curator_config`` and the run's registration key; each pool gets its own keys from here
+    (``seeding.local_parties``: its block's agents only), never through the curator.
+    ``secrets``: the experiment's (``protocols.keys.Secrets``; default the seed's alone);
+    ``policy``: the agents' own limits; ``n``: the data set's size if known; ``parties``: the
+    keys, when the caller made them (the dask backend's pools, started elsewhere, hold theirs).
 
     Raises RunFailed (with the failing process's traceback) when any process raises, and
     stops every child on the way out, including on KeyboardInterrupt.
     """
     ctx = mp.get_context("fork")
-    token = token or secrets.token_hex(16)
-    keys = pool_keys(config["seed"], secret)
+    if parties is None:
+        parties = local_parties(config, agents_of(config) if n is None else n, secrets)
     ipc_path = None
     if endpoint is None:
         ipc_path = os.path.join(tempfile.gettempdir(), f"ldpsim-{uuid.uuid4().hex[:12]}.ipc")
@@ -442,14 +458,15 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     rx, tx = _CURATOR_CTX.Pipe(duplex=False)
     curator = _CURATOR_CTX.Process(
         target=_curator_child, name="ldpsim-curator",
-        args=(endpoint, curator_config(config, secret), auth_key(token), limits, record_view, tx,
+        args=(endpoint, parties.curator, parties.auth, limits, record_view, tx,
               get_protocol(config["protocol"])))
     # the pools build their rows as they start, before they say ready, while the curator
     # process starts: the run's data exist before the curator's first message, and the data
     # generation overlaps the curator's start-up instead of round 0 (whatever ``data_first``)
-    prebuild = config["data"]
+    prebuild = public_config(config)
     pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
-                         args=(endpoint, i, n_pools, token, limits, keys, prebuild))
+                         args=(endpoint, i, n_pools, parties.auth, limits, parties.pools[i],
+                               prebuild, policy))
              for i in range(n_pools)] if spawn_pools else []
     procs = [curator, *pools]
     try:
@@ -553,15 +570,14 @@ class HostsCurator:
             self.proc.join(1.0)
             raise RunFailed(f"curator process died (exit code {self.proc.exitcode})") from None
 
-    def run(self, config: dict[str, Any], token: str, record_view: bool = False) -> dict:
-        """Serve one run. ``token`` is the pools' out-of-band secret: the curator process gets
-        only ``curator_config(config, token)`` and ``auth_key(token)``, so it can check the
-        pools' registrations but derive neither the seed nor the agents' keys."""
-        if not token:
-            raise RunFailed("the hosts backend needs a token: it authenticates the pools and is "
-                            "the secret the agents' data and coins derive from (the curator "
-                            "never holds it)")
-        self._to_child.send(("run", self.runs, curator_config(config, token), auth_key(token),
+    def run(self, config: dict[str, Any], auth: bytes, secrets: Any,
+            record_view: bool = False) -> dict:
+        """Serve one run. The curator process gets only ``curator_config(config, secrets)``
+        (signed for the pools with their policy keys) and the registration key ``auth``
+        (``seeding.registration_key`` of the token), so it can check the pools' registrations
+        but derive neither the seed nor any agent's key; the pools hold their own keys (the
+        key files of ``ldpsim keys``)."""
+        self._to_child.send(("run", self.runs, curator_config(config, secrets), auth,
                              record_view, get_protocol(config["protocol"])))
         self.runs += 1
         status, payload = self._recv()

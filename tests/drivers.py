@@ -4,8 +4,10 @@ drive``).
 ``drive`` runs a protocol the way the runtime does, in one process: resolve the parameters, let
 the curator plan a round, let the asked agents respond, validate the reports against the round's
 schema, absorb them; repeat until the curator plans no more rounds, then finish. The curator is
-keyed by the *curator* stream key of the seed and the agents by its *agents* key (as the runtime
-keys them without a hosts secret) unless a test passes its own keys.
+keyed by the *curator* stream key of the seed (as the runtime keys it) and the agents by the
+*agents* stream key of the seed, a stand-in for their coin keys that does not depend on the
+parameters (the runtime draws each run's coins from its run tag: ``run_locally`` does), unless a
+test passes its own keys.
 
 ``ldpsim.protocols.run_locally`` runs the same loop for a whole run (it builds the data set and
 scores the output); use it when a test needs no more. This driver keeps what tests inspect: the
@@ -21,6 +23,18 @@ import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import Block, Curator, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
+
+#: the registration key of the tests' hand-driven sessions (the local backends draw one per run)
+AUTH = b"ldpsim tests: registration key.."
+
+
+def parties(config: dict[str, Any], n: int | None = None, secrets: Any = None) -> Any:
+    """What the orchestrator hands out for ``config`` (``seeding.local_parties``) with the
+    tests' fixed registration key ``AUTH``: the same every call, so a test may build the
+    curator's session and each pool's from separate calls."""
+    from ldpsim.simulator.seeding import agents_of, local_parties
+
+    return local_parties(config, agents_of(config) if n is None else n, secrets, AUTH)
 
 
 @dataclass

@@ -253,15 +253,26 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
     binary.write_bytes(b"\x00\x01\xff\xfe")
     latin = tmp_path / "latin.toml"
     latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    from ldpsim.simulator.seeding import write_deployment
+
+    write_deployment(tmp_path / "k", 2, [[(0, 50)], [(50, 100)]])
     cases = [
         (["run", str(binary)], "not a UTF-8 text file"),
         (["run", str(latin)], "not a UTF-8 text file"),
         (["audit", str(latin)], "not a UTF-8 text file"),
         (["run", "no_such_scenario"], "scenario file not found"),
-        (["agents", "--connect", "nonsense", "--pool", "0/1", "--token", "x"],
+        (["agents", "--connect", "nonsense", "--keys", str(tmp_path / "k" / "pool-0.keys")],
          "expected tcp://HOST:PORT"),
-        (["agents", "--connect", "tcp://h:1", "--pool", "3/2", "--token", "x"], "--pool"),
-        (["keys", "/proc/no/such/dir"], "cannot write keys there"),
+        (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "k" / "pool-0.keys"),
+          "--pool", "3/2"], "--pool"),
+        (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "absent.keys")],
+         "no such key file"),
+        (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "k" / "pool-0.keys"),
+          "--token", "short"], "use at least 16"),
+        (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "k" / "pool-0.keys"),
+          "--max-epsilon", "-1"], "max-epsilon"),
+        (["keys", "/proc/no/such/dir", "--agents", "100"], "cannot write keys there"),
+        (["keys", str(tmp_path / "k2"), "--agents", "many"], "--agents"),
         (["bench", "--sizes", "abc"], "expected positive integers"),
         (["summary", str(tmp_path / "typo_dir")], "not a results directory"),
         (["run", "demo", "--set", "params.K=3", "--set", "protocol=ldp_kwiksort_rr"],

@@ -27,8 +27,9 @@ choose eps_i; §4.3 and the personalised experiment of §5.1). ``eps_mode`` says
   liberal eps_i = eps_liberal (INFERRED defaults 0.01, 0.2, 1.0, recalled from Jorgensen et al.,
   not verified).
 
-Every draw of voter a is ``rng.uniform(key, a, 0, k)`` (keyed by the voter id), so any block of
-voters is the same whichever pool generates it.
+Every draw of voter a is ``rng.uniform(keys.of([a]), a, 0, k)`` (voter a's own data key), so
+any block of voters is the same whichever pool generates it; the generating mean and the test
+set are the population's draws (``keys.population``).
 
 The Eq. (3) model (``norm``, ``bound`` C) is part of the data kind because Wang et al. (2019)
 *define* each voter's preference by Eq. (3) (§3, before any privacy mechanism): the ground truth
@@ -48,6 +49,7 @@ from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import NORMS, norm_of
+from ldpsim.protocols.keys import DataKeys
 
 EPS_MODES = ("none", "constant", "uniform", "list", "groups")
 BLOCK = 16384  # voters generated (and solved, for the truth) at a time
@@ -144,7 +146,7 @@ class PairwiseChoices(Dataset):
     """Synthetic voters (Wang et al., 2019, §5.1); rows ``[eps_i, z_1, ..., z_n]``, see the module
     doc."""
 
-    key: int = 0
+    keys: DataKeys | None = None
     d: int = 10
     records: int = 50
     mean: np.ndarray | None = None
@@ -164,7 +166,7 @@ class PairwiseChoices(Dataset):
         d, n = self.d, self.records
         from scipy import special  # on first use: the registry imports every family
 
-        u = rngm.uniform(self.key, ids, 0, self.draws)
+        u = rngm.uniform(self.keys.of(ids), ids, 0, self.draws)
         beta = self.mean[None, :] + self.beta_sd * special.ndtri(u[:, :d])
         eps = self.eps.draw(u[:, d:d + 2])
         rec = u[:, d + 2:].reshape(len(ids), n, d + 1)
@@ -185,7 +187,7 @@ class PairwiseChoices(Dataset):
 
     def test_set(self) -> np.ndarray:
         """Held-out test instances (T, k, d): k alternatives ~ N(0, alt_sd^2 I) each."""
-        g = rngm.party_generator(rngm.stream_key(self.key, "ethics-test"))
+        g = rngm.party_generator(rngm.stream_key(self.keys.population, "ethics-test"))
         return self.alt_sd * g.standard_normal((self.test_instances, self.test_alternatives,
                                                 self.d))
 
@@ -208,7 +210,7 @@ class PairwiseChoices(Dataset):
                 "d": self.d, "mle_on_boundary": on / n}
 
 
-def _synthetic(key: int, n: int, d: int = 10, records: int = 50, mean_low: float = 0.0,
+def _synthetic(keys: DataKeys, n: int, d: int = 10, records: int = 50, mean_low: float = 0.0,
                mean_high: float = 1.0, beta_sd: float = 1.0, alt_sd: float = 1.0,
                norm: str = "l2", bound: float = 5.0, eps_mode: str = "none",
                eps_value: float = 1.0, eps_low: float = 0.1, eps_high: float = 1.0,
@@ -236,7 +238,7 @@ def _synthetic(key: int, n: int, d: int = 10, records: int = 50, mean_low: float
                              f"eps_liberal = {eps_conservative:g}, {eps_moderate:g}, "
                              f"{eps_liberal:g}; allowed: eps_conservative <= eps_moderate <= "
                              "eps_liberal")
-    g = rngm.party_generator(rngm.stream_key(key, "ethics-mean"))
+    g = rngm.party_generator(rngm.stream_key(keys.population, "ethics-mean"))
     mean = g.uniform(mean_low, mean_high, d) if mean_high > mean_low else np.full(d, mean_low)
     bounds = eps.bounds()
     public = {"data_type": "pairwise", "n": n, "d": d, "records": records, "norm": norm,
@@ -244,7 +246,7 @@ def _synthetic(key: int, n: int, d: int = 10, records: int = 50, mean_low: float
               "personal_epsilon": eps_mode != "none", "eps_spec": eps.describe(),
               "eps_min": None if bounds is None else bounds[0],
               "eps_max": None if bounds is None else bounds[1]}
-    return PairwiseChoices(kind="ethics_synthetic", n=n, public=public, key=key, d=d,
+    return PairwiseChoices(kind="ethics_synthetic", n=n, public=public, keys=keys, d=d,
                            records=records, mean=mean, beta_sd=beta_sd, alt_sd=alt_sd,
                            norm=norm, bound=bound, eps=eps, test_instances=test_instances,
                            test_alternatives=test_alternatives)

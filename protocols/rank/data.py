@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows, profile
 
 
@@ -34,14 +35,15 @@ class MallowsData(RankingData):
     """Mallows(phi) rankings around a random reference ranking, generated per agent."""
 
     phi: float = 1.0
-    key: int = 0
+    keys: DataKeys | None = None
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        return mallows.sample_positions(self.key, np.arange(start, stop), self.m, self.phi)
+        return mallows.sample_positions(self.keys.population, np.arange(start, stop), self.m,
+                                        self.phi, agent_keys=self.keys.range(start, stop))
 
     def truth(self) -> dict:
         t = super().truth()
-        t["reference"] = mallows.reference_ranking(self.key, self.m).tolist()
+        t["reference"] = mallows.reference_ranking(self.keys.population, self.m).tolist()
         return t
 
 
@@ -55,7 +57,7 @@ class FileRankings(RankingData):
         return self.table[start:stop]
 
 
-def _mallows(key: int, n: int, m: int, theta: float | None = None,
+def _mallows(keys: DataKeys, n: int, m: int, theta: float | None = None,
              phi: float | None = None, theta_convention: str = "paper") -> MallowsData:
     if theta is None and phi is None:
         theta = 0.5
@@ -65,7 +67,7 @@ def _mallows(key: int, n: int, m: int, theta: float | None = None,
         raise ParamError(f"[data] theta/phi: {e}; give exactly one of theta (the paper's "
                          "1 - q/p in [0, 1], or PerMallows' -ln(q/p) >= 0 with theta_convention "
                          '= "permallows") or phi (Mallows\' q/p in [0, 1])') from e
-    return MallowsData(kind="mallows", n=n, m=m, phi=p, key=key,
+    return MallowsData(kind="mallows", n=n, m=m, phi=p, keys=keys,
                        public={"m": m, "data_type": "ranking"})
 
 
@@ -126,12 +128,12 @@ def _from_table(kind: str, table: np.ndarray, n: int | None) -> FileRankings:
                         public={"m": m, "data_type": "ranking"})
 
 
-def _sushi(key: int, path: str, n: int | None = None) -> FileRankings:
+def _sushi(keys: DataKeys, path: str, n: int | None = None) -> FileRankings:
     table = read_soc(path) if path.endswith(".soc") else read_order(path)
     return _from_table("sushi", table, n)
 
 
-def _preflib(key: int, path: str, n: int | None = None) -> FileRankings:
+def _preflib(keys: DataKeys, path: str, n: int | None = None) -> FileRankings:
     return _from_table("preflib", read_soc(path), n)
 
 

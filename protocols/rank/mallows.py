@@ -15,7 +15,9 @@ inserted above ``v_i`` of the ``i - 1`` items already placed, with P(v_i = v) âˆ
 The counts are independent, so consecutive items whose joint outcomes number at most 512 share
 one uniform, read by inverse cdf over their product distribution (exact, like one uniform per
 item): for m = 10 that is 3 draws per ranking instead of 9. Agent ``a``'s ranking uses only
-draws keyed by ``a``, so a pool generates exactly its own block.
+draws keyed by ``a`` (its own data key, ``agent_keys``; or, for a stream key alone, the key
+``protocols.rng`` derives for ``a``), so a pool generates exactly its own block; the reference
+ranking is the population's draw (``key``).
 """
 
 from __future__ import annotations
@@ -144,14 +146,25 @@ def _outcomes(draws: np.ndarray, group: _Group) -> np.ndarray:
     return g
 
 
-def _blocks(key: int, agents: np.ndarray, m: int, phi: float):
+def _draw_key(key: int, agent_keys: np.ndarray | None, s: int, e: int) -> int | np.ndarray:
+    """The key the draws of agents ``s .. e - 1`` (positions in the call) are made with: their
+    own keys where given, else the stream key."""
+    return key if agent_keys is None else agent_keys[s:e]
+
+
+def _blocks(key: int, agents: np.ndarray, m: int, phi: float,
+            agent_keys: np.ndarray | None = None):
     """Per block of agents: (start, pos) with pos[k, r] the place (0 = top) of reference
     item k in agent ``agents[start + r]``'s ranking (repeated insertion, one draw per group:
-    draw index j of round 0 for group j)."""
+    draw index j of round 0 for group j, under the agent's own key ``agent_keys[r]`` where
+    given, else under the stream key ``key``)."""
     groups = _groups(float(phi), m)
+    if agent_keys is not None and len(agent_keys) != len(agents):
+        raise ValueError(f"one key per agent: {len(agent_keys)} keys for {len(agents)} agents")
     for s in range(0, len(agents), _BLOCK):
         blk = agents[s:s + _BLOCK]
-        draws = np.ascontiguousarray(rng_mod.bits(key, blk, 0, len(groups)).T)
+        draws = np.ascontiguousarray(rng_mod.bits(_draw_key(key, agent_keys, s, s + _BLOCK),
+                                                  blk, 0, len(groups)).T)
         pos = np.empty((m, len(blk)), dtype=np.int16)
         for j, grp in enumerate(groups):
             g = _outcomes(draws[j], grp)
@@ -164,7 +177,8 @@ def _blocks(key: int, agents: np.ndarray, m: int, phi: float):
         yield s, pos
 
 
-def sample_reference(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+def sample_reference(key: int, agents: np.ndarray, m: int, phi: float,
+                     agent_keys: np.ndarray | None = None) -> np.ndarray:
     """The readable reference of ``sample``: plain repeated insertion from the same draws, one
     agent at a time with Python lists. Each group's outcome by ``searchsorted`` on its joint
     cdf, decoded into the items' counts (mixed radix, the last item fastest), each item
@@ -173,7 +187,8 @@ def sample_reference(key: int, agents: np.ndarray, m: int, phi: float) -> np.nda
     """
     groups = _groups(phi, m)
     ref = reference_ranking(key, m)
-    u = rng_mod.uniform(key, np.asarray(agents, dtype=np.int64), 0, len(groups))
+    agents = np.asarray(agents, dtype=np.int64)
+    u = rng_mod.uniform(_draw_key(key, agent_keys, 0, len(agents)), agents, 0, len(groups))
     out = []
     for row in u:
         order: list[int] = []  # reference indices, best first
@@ -186,7 +201,8 @@ def sample_reference(key: int, agents: np.ndarray, m: int, phi: float) -> np.nda
     return np.array(out, dtype=np.int16).reshape(len(out), m)
 
 
-def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+def sample(key: int, agents: np.ndarray, m: int, phi: float,
+           agent_keys: np.ndarray | None = None) -> np.ndarray:
     """Rankings (best first) of the given agents, shape ``(len(agents), m)``, dtype int16.
 
     The vectorised speed path of ``sample_reference`` (identical output): agents in blocks,
@@ -202,19 +218,20 @@ def sample(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
     ranking = np.empty((n, m), dtype=np.int16)
     base = (np.arange(min(n, _BLOCK), dtype=np.intp) * m)[:, None]  # row offsets, flat index
     items = np.tile(ref, min(n, _BLOCK))
-    for s, pos in _blocks(key, agents, m, phi):
+    for s, pos in _blocks(key, agents, m, phi, agent_keys):
         b = pos.shape[1]
         flat = pos.T + base[:b]  # ranking[r, pos[k, r]] = ref[k]
         ranking[s:s + b].reshape(-1)[flat.reshape(-1)] = items[: b * m]
     return ranking
 
 
-def sample_positions(key: int, agents: np.ndarray, m: int, phi: float) -> np.ndarray:
+def sample_positions(key: int, agents: np.ndarray, m: int, phi: float,
+                     agent_keys: np.ndarray | None = None) -> np.ndarray:
     """The same agents' rankings as positions: ``out[r, item]`` = place of item (0 = best),
     the inverse permutation of ``sample``'s rows (cheaper: no scatter)."""
     agents = np.asarray(agents, dtype=np.int64)
     by_ref = np.argsort(reference_ranking(key, m))  # by_ref[item] = its index in the reference
     out = np.empty((len(agents), m), dtype=np.int16)
-    for s, pos in _blocks(key, agents, m, phi):
+    for s, pos in _blocks(key, agents, m, phi, agent_keys):
         out[s:s + pos.shape[1]] = pos[by_ref].T
     return out

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows
 from ldpsim.protocols.rank.data import THETA_CONVENTION, read_order, read_soc
 from ldpsim.protocols.safari import metrics
@@ -60,14 +61,15 @@ class MallowsRankings(SafariRankings):
     """Mallows(phi) around a random reference ranking, generated per agent."""
 
     phi: float = 1.0
-    key: int = 0
+    keys: DataKeys | None = None
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        return mallows.sample(self.key, np.arange(start, stop), self.d, self.phi)
+        return mallows.sample(self.keys.population, np.arange(start, stop), self.d, self.phi,
+                              agent_keys=self.keys.range(start, stop))
 
     def truth(self) -> dict:
         t = super().truth()
-        t["reference"] = mallows.reference_ranking(self.key, self.d).tolist()
+        t["reference"] = mallows.reference_ranking(self.keys.population, self.d).tolist()
         return t
 
 
@@ -92,7 +94,7 @@ def _take(table: np.ndarray, n: int | None) -> np.ndarray:
     return table
 
 
-def _sushi_subset(key: int, path: str, d: int = 10, n: int | None = None) -> TableRankings:
+def _sushi_subset(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:
     full = read_soc(path) if path.endswith(".soc") else read_order(path)
     table = _take(subset_items(full, d), n)
     return TableRankings(kind="sushi_subset", n=len(table), d=d, table=table,
@@ -129,14 +131,14 @@ def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:
     return np.asarray(rows, dtype=np.int16), jokes
 
 
-def _jester(key: int, path: str, d: int = 10, n: int | None = None) -> TableRankings:
+def _jester(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:
     table, jokes = read_jester(path, d)
     table = _take(table, n)
     return TableRankings(kind="jester", n=len(table), d=d, table=table,
                          public=public_of(d, len(table), items=jokes))
 
 
-def _mallows(key: int, n: int, d: int, theta: float | None = None,
+def _mallows(keys: DataKeys, n: int, d: int, theta: float | None = None,
              phi: float | None = None, theta_convention: str = "paper") -> MallowsRankings:
     if theta is None and phi is None:
         theta = 0.5
@@ -147,7 +149,7 @@ def _mallows(key: int, n: int, d: int, theta: float | None = None,
                          "the convention of Yan, Li & Liu, 2020, or PerMallows' -ln(q/p) >= 0 with "
                          'theta_convention = "permallows") or phi (Mallows\' q/p in [0, 1])'
                          ) from e
-    return MallowsRankings(kind="safari_mallows", n=n, d=d, phi=p, key=key,
+    return MallowsRankings(kind="safari_mallows", n=n, d=d, phi=p, keys=keys,
                            public=public_of(d, n))
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.truth.inference import infer_truth, mae
 
 DATA_TYPE = "answers"
@@ -63,13 +64,13 @@ class SyntheticAnswers(AnswerData):
     sigma_good: float = 1.0
     sigma_bad: float = 5.0
     good_fraction: float = 0.5
-    key: int = 0
+    keys: DataKeys | None = None
     _mu: np.ndarray | None = field(default=None, repr=False)
     _sigma: np.ndarray | None = field(default=None, repr=False)
 
     def ground_truth(self) -> np.ndarray:
         if self._mu is None:
-            g = rngm.party_generator(rngm.stream_key(self.key, "truth"))
+            g = rngm.party_generator(rngm.stream_key(self.keys.population, "truth"))
             self._mu = g.standard_normal(self.tasks)
         return self._mu
 
@@ -77,7 +78,7 @@ class SyntheticAnswers(AnswerData):
         """σ_i of every worker: exactly round(good_fraction·n) workers, chosen at random, get
         ``sigma_good``."""
         if self._sigma is None:
-            g = rngm.party_generator(rngm.stream_key(self.key, "quality"))
+            g = rngm.party_generator(rngm.stream_key(self.keys.population, "quality"))
             good = g.permutation(self.n)[: int(round(self.good_fraction * self.n))]
             s = np.full(self.n, self.sigma_bad)
             s[good] = self.sigma_good
@@ -92,7 +93,7 @@ class SyntheticAnswers(AnswerData):
         ids = np.arange(start, stop)
         mu = self.ground_truth()
         sigma = self.sigmas()[start:stop]
-        key = rngm.stream_key(self.key, "answers")
+        own = self.keys.range(start, stop)  # each worker's own data key
         k = self.answered()
         out = np.full((len(ids), self.tasks), np.nan)
         from scipy import special  # on first use: the registry imports every family
@@ -101,8 +102,9 @@ class SyntheticAnswers(AnswerData):
         for s in range(0, len(ids), step):
             blk = ids[s:s + step]
             # per-worker draws: which tasks (the k smallest of n uniforms), and the noise
-            pick = rngm.uniform(key, blk, 0, self.tasks)
-            z = special.ndtri(rngm.uniform(key, blk, 1, self.tasks))
+            mine = own[s:s + step]
+            pick = rngm.uniform(mine, blk, 0, self.tasks)
+            z = special.ndtri(rngm.uniform(mine, blk, 1, self.tasks))
             chosen = np.argpartition(pick, k - 1, axis=1)[:, :k] if k < self.tasks else None
             vals = np.clip(np.rint(mu[None, :] + sigma[s:s + len(blk), None] * z), 0,
                            self.levels - 1)
@@ -114,7 +116,7 @@ class SyntheticAnswers(AnswerData):
         return out
 
 
-def _synthetic(key: int, n: int = 2000, tasks: int = 200, sparsity: float = 0.9,
+def _synthetic(keys: DataKeys, n: int = 2000, tasks: int = 200, sparsity: float = 0.9,
                levels: int = 10, sigma_good: float = 1.0, sigma_bad: float = 5.0,
                good_fraction: float = 0.5) -> SyntheticAnswers:
     if sparsity >= 1:
@@ -123,7 +125,7 @@ def _synthetic(key: int, n: int = 2000, tasks: int = 200, sparsity: float = 0.9,
     return SyntheticAnswers(kind="crowd_synthetic", n=n, tasks=tasks, levels=levels,
                             public=_public(tasks, levels), sparsity=sparsity,
                             sigma_good=sigma_good, sigma_bad=sigma_bad,
-                            good_fraction=good_fraction, key=key)
+                            good_fraction=good_fraction, keys=keys)
 
 
 # --------------------------------------------------------------------------- real data
@@ -244,14 +246,14 @@ def load_adultcontent(path: str) -> tuple[list[tuple[str, str, int]], dict[str, 
                      "ipeirotis_gal/)")
 
 
-def _web(key: int, path: str, levels: int | None = None) -> TableAnswers:
+def _web(keys: DataKeys, path: str, levels: int | None = None) -> TableAnswers:
     triples, gold = load_web(path)
     found = max(a for _, _, a in triples) + 1
     return _table(triples, gold, _check_levels(levels, found, "web"), "crowd_web",
                   worker_key=int, task_key=int)
 
 
-def _adult(key: int, path: str, levels: int | None = None) -> TableAnswers:
+def _adult(keys: DataKeys, path: str, levels: int | None = None) -> TableAnswers:
     triples, gold = load_adultcontent(path)
     found = max(a for _, _, a in triples) + 1
     return _table(triples, gold, _check_levels(levels, found, "AdultContent"),

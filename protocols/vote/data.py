@@ -23,6 +23,7 @@ import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.keys import DataKeys
 
 WEIGHTS = (1, 2, 3)
 DATA_TYPE = "weighted_votes"
@@ -74,20 +75,22 @@ class WeightedVotes(Dataset):
     yes: float = 0.5
     yes_by_weight: tuple[float, float, float] | None = None
     design: str = "iid"
-    key: int = 0
+    keys: DataKeys | None = None
     _table: np.ndarray | None = field(default=None, repr=False)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``[w, φ_1..φ_k]`` of partners ``start..stop-1``, shape ``(stop-start, 1+k)``.
 
-        ``iid``: partner a's row uses only the draws keyed by a (split-independent).
-        ``balanced``: one permutation of the exact group sizes, drawn from the data key, then
-        sliced (the same for every pool; O(n) per pool).
+        ``iid``: partner a's row uses only its own data key (split-independent).
+        ``balanced``: one permutation of the exact group sizes, drawn from the population's
+        key, then sliced (the same for every pool; O(n) per pool). Every pool that generates
+        rows then knows every partner's weight group and opinions: the design is a
+        population-level draw, not an agent's own.
         """
         if self.design == "balanced":
             return self._balanced()[start:stop]
         agents = np.arange(start, stop, dtype=np.int64)
-        u = rngm.uniform(self.key, agents, 0, 1 + self.candidates)
+        u = rngm.uniform(self.keys.range(start, stop), agents, 0, 1 + self.candidates)
         cdf = np.cumsum(self.weight_probs)
         cdf[-1] = 1.0
         w = 1 + np.minimum(np.searchsorted(cdf, u[:, 0], side="right"), 2)
@@ -101,7 +104,8 @@ class WeightedVotes(Dataset):
 
     def _balanced(self) -> np.ndarray:
         if self._table is None:
-            g = rngm.party_generator(rngm.stream_key(self.key, "weighted-votes-balanced"))
+            g = rngm.party_generator(rngm.stream_key(self.keys.population,
+                                                     "weighted-votes-balanced"))
             sizes = _balanced_counts(self.n, np.asarray(self.weight_probs))
             table = np.empty((self.n, 1 + self.candidates), dtype=np.int64)
             table[:, 0] = g.permutation(np.repeat(np.asarray(WEIGHTS), sizes))
@@ -139,7 +143,7 @@ class WeightedVotes(Dataset):
                 "passed": [bool(2 * s >= sum_w) for s in sum_wphi.tolist()]}
 
 
-def _weighted_votes(key: int, n: int, candidates: int = 1, weight_probs: str = "uniform",
+def _weighted_votes(keys: DataKeys, n: int, candidates: int = 1, weight_probs: str = "uniform",
                     yes: float = 0.5, yes_by_weight: str | None = None,
                     design: str = "iid") -> WeightedVotes:
     probs = parse_weight_probs(weight_probs)
@@ -151,7 +155,7 @@ def _weighted_votes(key: int, n: int, candidates: int = 1, weight_probs: str = "
         public["prior_yes"] = float(np.dot(probs, ybw))
         public["prior_yes_by_weight"] = list(ybw)
     return WeightedVotes(kind="weighted_votes", n=n, public=public, candidates=candidates,
-                         weight_probs=probs, yes=yes, yes_by_weight=ybw, design=design, key=key)
+                         weight_probs=probs, yes=yes, yes_by_weight=ybw, design=design, keys=keys)
 
 
 KINDS = {

@@ -194,7 +194,9 @@ class Timing:
 #: reports; anything else rejects the whole DONE (the pool's agents still count).
 STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls": (int, True),
          "agent_cpu_s_max": ((int, float), True), "pool_cpu_s": ((int, float), True),
-         "peak_rss_mb": ((int, float), True), "refused": (int, True)}
+         "peak_rss_mb": ((int, float), True), "refused": (int, True), "agents": (int, True),
+         "epsilon_spent_max": ((int, float), True), "epsilon_spent_sum": ((int, float), True),
+         "epsilon_lifetime_max": ((int, float), True)}
 
 
 def check_stats(payload: Any) -> str | None:

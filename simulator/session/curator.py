@@ -72,13 +72,15 @@ class CuratorSession:
     run : int
         The run's number on this curator (the ``run`` field of every envelope).
     config : dict
-        The curator's configuration (``seeding.curator_config``): the public part sent to the
-        pools (protocol, params, data, pools, agent_mode, batch, collusion, faults, run_id)
-        and ``keys``, the curator's own and the collusion stream keys. Never the run seed:
-        a config holding one is refused.
+        The curator's configuration (``seeding.curator_config``): the public configuration
+        (protocol, params, data, pools, agent_mode, batch, collusion, faults, run_id,
+        data_id, collusion_key), ``keys``, the curator's own and the collusion stream keys, and
+        ``signed`` and ``sigs``, the configuration as the orchestrator signed it for the pools
+        (relayed in the set-up, unaltered or refused). Never the run seed: a config holding one
+        is refused.
     auth : bytes
-        ``seeding.auth_key(secret)``: checks the pools' answers to this run's challenge (a
-        fresh nonce in the set-up). The secret itself never reaches the curator.
+        The run's registration key: checks the pools' answers to this run's challenge (a fresh
+        nonce in the set-up).
     limits : Limits
     record_view : bool
         Keep the adversary view (everything the curator received, the disclosures, the output).
@@ -86,7 +88,7 @@ class CuratorSession:
 
     def __init__(self, run: int, config: dict[str, Any], auth: bytes, limits: Limits,
                  record_view: bool = False) -> None:
-        if "seed" in config or "keys" not in config:
+        if "seed" in config or "keys" not in config or "signed" not in config:
             raise ValueError("a curator gets seeding.curator_config(config), never the run seed")
         self.run = run
         self.config = RunConfig.of(config)
@@ -94,8 +96,7 @@ class CuratorSession:
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
         self.state = State.REGISTERING
-        self.registration = Registration(run, self.config,
-                                         {k: v for k, v in config.items() if k != "keys"},
+        self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
         self.params: dict[str, Any] | None = None  # resolved when the rounds start
         self.curator = None  # the protocol's curator, from the rounds on
@@ -295,6 +296,11 @@ class CuratorSession:
     def _on_error(self, peer: bytes, env: wire.Envelope) -> Out:
         p = env.payload if isinstance(env.payload, dict) else {}
         pool = self.pools.get(peer)
+        if pool is None and p.get("code") == "refused" and self.state is State.REGISTERING:
+            why = self.registration.refusal(p)  # a pool's agents refuse the run: it ends here
+            if why is not None:
+                self.failure = why
+                raise RunFailed(why)
         if pool is None:
             yield from self.reject(peer, "ERROR from an unregistered peer", env)
         elif p.get("code") == "budget":

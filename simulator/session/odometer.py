@@ -2,9 +2,10 @@
 
 Agents enforce their own budget: whatever the curator asks, an agent answers each round at
 most once and never past its ε (``Protocol.agent_budget``), charging each round's spend as the
-protocol declares it (``Protocol.round_epsilon``). A round or batch that would break either
-rule is refused for the agents concerned; the pool tells the curator with an ERROR of code
-"budget".
+protocol declares it (``Protocol.round_epsilon``), and never past its lifetime budget on the
+run's data set, when its pool has one (``policy.Ledger``, ``AgentPolicy.lifetime_epsilon``).
+A round or batch that would break a rule is refused for the agents concerned; the pool tells
+the curator with an ERROR of code "budget".
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ class Odometer:
     protocol, params, public
         The run's protocol and its resolved parameters and public data (for each round's ε).
     budget : float
-        Every agent's total ε.
+        Every agent's total ε in the run.
     start, stop : int
         The pool's agents.
+    lifetime : ndarray, optional
+        The agents' spending on the run's data set over the pool's lifetime (a writable view of
+        ``policy.Ledger``'s array): charged with every round's spend.
+    lifetime_cap : float, optional
+        The most an agent may spend on the data set over the pool's lifetime.
     """
 
     def __init__(self, protocol: Any, params: dict[str, Any], public: Any, budget: float,
-                 start: int, stop: int) -> None:
+                 start: int, stop: int, lifetime: np.ndarray | None = None,
+                 lifetime_cap: float | None = None) -> None:
         self.protocol = protocol
         self.params = params
         self.public = public
@@ -39,6 +46,8 @@ class Odometer:
         self.start = start
         self.stop = stop
         self.spent = written_zeros(stop - start)  # read, then updated: ``written_zeros``
+        self.lifetime = lifetime
+        self.lifetime_cap = lifetime_cap
         self.answered: dict[int, np.ndarray] = {}
         self.round_eps: dict[int, float] = {}
 
@@ -55,10 +64,13 @@ class Odometer:
         if not 0 <= eps < math.inf or (seen is None and len(self.answered) >= MAX_ROUNDS):
             return np.zeros(len(ids), dtype=bool)
         limit = self.budget * (1 + 1e-9) + 1e-12
+        life = self.lifetime if self.lifetime_cap is not None else None
+        cap = None if life is None else self.lifetime_cap * (1 + 1e-9) + 1e-12
         local = ids - self.start
         at = span(local)
         if isinstance(at, slice) and (seen is None or not seen[at].any()) \
-                and self.spent[at].max() + eps <= limit:
+                and self.spent[at].max() + eps <= limit \
+                and (life is None or life[at].max() + eps <= cap):
             ok = None  # the common case: a range of agents, all may answer
         else:
             ok = np.zeros(len(ids), dtype=bool)
@@ -66,6 +78,8 @@ class Odometer:
             if seen is not None:
                 ok &= ~seen[local]
             ok &= self.spent[local] + eps <= limit
+            if life is not None:
+                ok &= life[local] + eps <= cap
             if not ok.any():
                 return ok
             at = local[ok]
@@ -73,4 +87,6 @@ class Odometer:
             seen = self.answered[rnd] = written_zeros(self.stop - self.start, bool)
         seen[at] = True
         self.spent[at] += eps
+        if self.lifetime is not None:
+            self.lifetime[at] += eps
         return ok

@@ -1,10 +1,13 @@
 """The pool's session: one process hosting a block of logical agents.
 
-A pool waits for a run's set-up, registers its block (``registration``), generates its agents'
-private rows (only its own, keyed by agent: the same data whatever the pool count), answers
-each query batch with one frame of reports from the protocol's randomizer, under each agent's
-own privacy odometer (``odometer``), and reports its statistics when the run's output is
-released. Colluding agents disclose their rows and coins to the curator at registration.
+A pool waits for a run's set-up, checks it against its agents' own policy (``policy``: the
+orchestrator's signature, a run id never answered before, its own limits), registers its block
+(``registration``), generates its agents' private rows (only its own, each from the agent's own
+data key: the same data whatever the pool count), answers each query batch with one frame of
+reports from the protocol's randomizer, each agent drawing from its own coin key for the run,
+under each agent's privacy odometer (``odometer``; the lifetime ``policy.Ledger`` per data set
+outlives the run), and reports its statistics when the run's output is released. Colluding
+agents disclose their rows and coin keys to the curator at registration.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.keys import DataKeys, population_key
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.runconfig import RunConfig
-from ldpsim.simulator.seeding import PoolKeys, auth_key, pool_keys_from_secret, registration_mac
+from ldpsim.simulator.seeding import PoolKeys, registration_mac, verify
 from ldpsim.simulator.session.common import (
     MAX_REASON,
     Limits,
@@ -31,6 +35,7 @@ from ldpsim.simulator.session.common import (
     span,
 )
 from ldpsim.simulator.session.odometer import Odometer
+from ldpsim.simulator.session.policy import AgentPolicy, Ledger
 from ldpsim.simulator.session.rounds import AUTO_MAX
 
 #: The most agents a pool answers in one randomizer call when it joins queued query batches
@@ -51,23 +56,32 @@ class PoolSession:
     ----------
     index, n_pools : int
         This is pool ``index`` of ``n_pools``.
-    secret : str
-        The out-of-band secret (the token): answers the curator's registration challenge and,
-        without ``keys``, derives each run's data and coin keys from the run's public id
-        (``seeding.pool_keys_from_secret``; the hosts backend).
+    auth : bytes
+        The registration key (``seeding.auth_key`` on the local backends,
+        ``seeding.registration_key`` of the token on the hosts backend): answers the curator's
+        registration challenge.
     limits : Limits
-    keys : PoolKeys, optional
-        The run's keys, handed over by the orchestrator (processes and inproc backends: never
-        through the curator).
+    keys : PoolKeys
+        This pool's keys (``seeding.PoolKeys``): its agents' device keys only, the population
+        secret and its policy key; from the orchestrator, or a key file on the hosts backend.
+        Without them the pool refuses every set-up.
+    policy : AgentPolicy, optional
+        The agents' own limits (default: none beyond each run's own budget).
     """
 
-    def __init__(self, index: int, n_pools: int, secret: str, limits: Limits | None = None,
-                 keys: PoolKeys | None = None):
+    def __init__(self, index: int, n_pools: int, auth: bytes, limits: Limits | None = None,
+                 keys: PoolKeys | None = None, policy: AgentPolicy | None = None):
         self.index = index
         self.n_pools = n_pools
-        self.secret = secret
-        self.auth = auth_key(secret)
-        self.fixed_keys = keys
+        if not isinstance(auth, bytes):
+            raise TypeError("auth: the registration key (bytes), see simulator.seeding")
+        self.auth = auth
+        self.keys = keys
+        self.policy = policy or AgentPolicy()
+        #: what each agent has spent on each data set, for this pool's lifetime
+        self.ledger = Ledger()
+        #: the runs whose queries this pool's agents have answered (their coins are spent)
+        self.answered_runs: set[int] = set()
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -75,17 +89,20 @@ class PoolSession:
         self.refused_reason: str | None = None  # why the last registration was refused
         self.can_die = True
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
-        #: rows built before the set-up arrived (``prebuild``): (data section, start, stop, rows)
-        self.prebuilt: tuple[dict[str, Any], int, int, np.ndarray] | None = None
+        #: what was built before the set-up arrived (``prebuild``): the configuration it was built
+        #: for, the block, the rows and the coin keys
+        self.prebuilt: tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None = None
         self._reset()
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
         self.run: int | None = None
+        self.run_id: int | None = None
         self.config: dict[str, Any] | None = None
         self.protocol = None
         self.bound = None
-        self.keys: PoolKeys | None = None
+        self.coins: np.ndarray | None = None  # the block's coin keys in this run
+        self.rows_built: np.ndarray | None = None  # rows ``prebuild`` made for this run
         self.public: Any = None
         self.params: dict[str, Any] | None = None
         self.n = 0
@@ -186,11 +203,13 @@ class PoolSession:
                 continue
             env = wire.check_envelope(obj, 0)
             if env.kind == wire.BCAST and env.round == wire.SETUP_ROUND:
-                nonce = env.payload.get("nonce")
-                if self.config is not None and nonce != self.nonce:
+                p = env.payload if isinstance(env.payload, dict) else {}
+                nonce = p.get("nonce")
+                if self.config is not None and nonce == self.nonce:
+                    continue  # this run's set-up again
+                if self.config is not None:
                     self._reset()  # a new curator (the old one died) or a new run
-                if self.config is None:
-                    out.extend(self._setup(env.run, env.payload["config"], nonce))
+                out.extend(self._setup(env.run, p.get("config"), p.get("sigs"), nonce))
             elif env.kind == wire.ERROR:
                 # refused (slot taken, too late, ...): wait for the next run's set-up
                 p = env.payload
@@ -213,30 +232,54 @@ class PoolSession:
             out.extend(self._respond(qround, np.asarray(query_agents, dtype=np.int64), queries))
         return out
 
-    def _setup(self, run: int, cfg: dict[str, Any], nonce: bytes) -> list[bytes]:
-        if self.fixed_keys is not None:
-            keys = self.fixed_keys
-        elif self.secret:
-            keys = pool_keys_from_secret(self.secret, int(cfg["run_id"]))
-        else:
-            raise RunFailed(f"pool {self.index} has neither keys nor a secret to derive them")
+    def _setup(self, run: int, blob: Any, sigs: Any, nonce: Any) -> list[bytes]:
+        """Take a run's set-up (the signed configuration ``blob``, the signatures, the
+        curator's challenge ``nonce``): register, or refuse it with a reason."""
+        if type(nonce) is not bytes or not 8 <= len(nonce) <= 64:
+            return []  # not a set-up anyone could answer
+        cfg, why = self._check_setup(blob, sigs)
+        if why is not None:
+            return [self._refuse_setup(run, nonce, why)]
         run_cfg = RunConfig.of(cfg)
-        self.run = run
+        keys = self.keys
+        self.run, self.run_id = run, int(cfg["run_id"])
         self.config = cfg
         self.nonce = nonce
-        self.keys = keys
-        dataset = build_data(cfg["data"], keys.data)
         self.protocol = get_protocol(cfg["protocol"])
+        built = self._take_prebuilt(cfg)
+        data_keys = DataKeys(population_key(keys.population, int(cfg["data_id"])),
+                             int(cfg["data_id"]), keys.agents)
+        dataset = build_data(cfg["data"], data_keys)
         self.public = dataset.public
         self.bound = self.protocol.bind(cfg["params"], self.public)
         self.params = self.bound.params
+        budget = self.protocol.agent_budget(self.params, self.public)
+        why = self.policy.refusal(cfg["protocol"], budget)
+        if why is not None:
+            self._reset()
+            return [self._refuse_setup(run, nonce, why)]
         self.n = dataset.n
         self.start, self.stop = block_of(self.index, self.n_pools, self.n)
+        if not keys.agents.covers(self.start, self.stop):
+            why = (f"this pool's keys cover agents {keys.agents.ranges()[:4]}, not its block "
+                   f"[{self.start}, {self.stop}) of n = {self.n} (write them with `ldpsim keys "
+                   f"--agents {self.n}`)")
+            self._reset()
+            return [self._refuse_setup(run, nonce, why)]
+        if built is not None and built[1:3] == (self.start, self.stop):
+            self.rows_built, self.coins = built[3], built[4]
+        else:
+            k = keys.agents.for_range(self.start, self.stop, coin_tag=self.run_id,
+                                      data_tag=int(cfg["data_id"]))
+            self.coins = k["coins"]
+            dataset = build_data(cfg["data"], data_keys.with_cache(self.start, k["data"]))
         self.dataset = dataset  # rows are generated on first use (``private_rows``)
-        # the privacy odometer: what each agent has spent, and the rounds it has answered
-        budget = self.protocol.agent_budget(self.params, self.public)
+        # the privacy odometer: what each agent spends in this run, and on this data set over
+        # the pool's lifetime (the ledger outlives the run)
         self.odometer = None if budget is None else Odometer(
-            self.protocol, self.params, self.public, budget, self.start, self.stop)
+            self.protocol, self.params, self.public, budget, self.start, self.stop,
+            self.ledger.block(int(cfg["data_id"]), self.start, self.stop),
+            self.policy.lifetime_epsilon)
         self.exact = run_cfg.exact
         self.faults = run_cfg.faults_of(self.index)
         if run_cfg.data_first:  # before registering: no round's wall time holds it
@@ -246,11 +289,11 @@ class PoolSession:
             "agents": [self.start, self.stop], "public": self.public,
             "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})]
         if run_cfg.curator_colludes:
-            mask = colluder_mask(self.n, dict(run_cfg.collusion), keys.collusion)
+            mask = colluder_mask(self.n, dict(run_cfg.collusion), int(cfg["collusion_key"]))
             mask = mask[self.start:self.stop]
             ids = np.flatnonzero(mask) + self.start
             if len(ids):
-                coins = rngm.agent_keys(keys.agents, ids)
+                coins = self.coins[ids - self.start]
                 bufs, _ = wire.encode_many(
                     wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
                     [{"data": self.private_rows()[a - self.start], "coins": int(c)}
@@ -258,35 +301,79 @@ class PoolSession:
                 out.append(b"".join(bufs))
         return out
 
-    def prebuild(self, data: dict[str, Any]) -> None:
-        """Build this pool's agents' rows of the data section ``data`` before any set-up.
+    def _check_setup(self, blob: Any, sigs: Any) -> tuple[dict[str, Any] | None, str | None]:
+        """The configuration of a set-up, or why this pool's agents refuse it: not signed by
+        the orchestrator for this pool, or a run whose coins are spent (``_setup`` then checks
+        the run against the agents' policy)."""
+        if self.keys is None:
+            return None, (f"pool {self.index} has no keys (the orchestrator hands them over, or "
+                          "`ldpsim agents --keys` reads them)")
+        if self.keys.pool != self.index or self.keys.pools != self.n_pools:
+            return None, (f"these are the keys of pool {self.keys.pool} of {self.keys.pools}, "
+                          f"not of pool {self.index} of {self.n_pools}")
+        sig = sigs[self.index] if isinstance(sigs, list) and len(sigs) > self.index else None
+        if type(blob) is not bytes or not verify(self.keys.policy, blob, sig):
+            return None, ("the configuration is not signed by the orchestrator for this pool "
+                          "(altered or forged by the curator, or another deployment's keys)")
+        try:  # signed: whatever is wrong here is the orchestrator's own bug
+            cfg = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+            run_id, _, _ = (int(cfg[k]) for k in ("run_id", "data_id", "collusion_key"))
+            pools = int(cfg["pools"])
+        except Exception as e:
+            return None, f"unreadable configuration: {type(e).__name__}: {e}"
+        if run_id in self.answered_runs:
+            return None, (f"run {run_id} was answered already: its agents' coins are spent "
+                          "(a repeated run would show them under other questions)")
+        if pools != self.n_pools:
+            return None, f"the configuration is for {pools} pools, not {self.n_pools}"
+        return cfg, None
 
-        Only a pool handed its run's keys (``keys``: the processes backend, whose orchestrator
-        knows the run's configuration when it starts the pool, and always asks) can; it does
-        so before it says it is ready, while the curator process starts, so that its agents
-        hold their data before the curator says anything, as real agents do, and no round's
-        wall time holds the data generation. The rows are used if the set-up that
-        arrives names the same data section and gives this pool the same block; otherwise they
-        are dropped and the set-up's data are built as usual. The rows are the same either way
-        (keyed by agent).
+    def _refuse_setup(self, run: int, nonce: bytes, why: str) -> bytes:
+        """The ERROR refusing a run's set-up, authenticated like a registration (so the
+        curator can tell a pool's refusal from an outsider's noise)."""
+        self.refused_reason = why[:MAX_REASON]
+        return wire.encode(wire.ERROR, run, wire.SETUP_ROUND, wire.NO_AGENT, {
+            "code": "refused", "error": why[:MAX_REASON], "pool": self.index,
+            "pools": self.n_pools,
+            "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})
+
+    def prebuild(self, config: dict[str, Any]) -> None:
+        """Build this pool's agents' rows and coin keys for the run ``config`` (its public
+        configuration, ``seeding.public_config``) before any set-up.
+
+        The processes backend's orchestrator knows the run's configuration when it starts the
+        pool, and always asks: the pool builds its agents' data before it says it is ready,
+        while the curator process starts, so that its agents hold their data before the
+        curator says anything, as real agents do, and no round's wall time holds the data
+        generation. They are used if the signed set-up that arrives is the same run and gives
+        this pool the same block; otherwise they are dropped and built as usual. They are the
+        same either way (keyed by agent).
         """
-        if self.fixed_keys is None:
+        keys = self.keys
+        if keys is None:
             return
-        dataset = build_data(data, self.fixed_keys.data)
-        start, stop = block_of(self.index, self.n_pools, dataset.n)
+        data_id = int(config["data_id"])
+        data_keys = DataKeys(population_key(keys.population, data_id), data_id, keys.agents)
+        n = build_data(config["data"], data_keys).n
+        start, stop = block_of(self.index, self.n_pools, n)
+        k = keys.agents.for_range(start, stop, coin_tag=int(config["run_id"]), data_tag=data_id)
+        dataset = build_data(config["data"], data_keys.with_cache(start, k["data"]))
         rows = np.asarray(dataset.rows(start, stop))
         if rows.flags.writeable:
             rows.setflags(write=False)
-        self.prebuilt = (dict(data), start, stop, rows)
+        self.prebuilt = ({"data": config["data"], "run_id": int(config["run_id"]),
+                          "data_id": data_id}, start, stop, rows, k["coins"])
 
-    def _take_prebuilt(self) -> np.ndarray | None:
-        """The pre-built rows if they are this run's (see ``prebuild``); dropped either way."""
+    def _take_prebuilt(self, cfg: dict[str, Any]
+                       ) -> tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None:
+        """The pre-built rows and coins if they are this run's (see ``prebuild``); dropped
+        either way."""
         built, self.prebuilt = self.prebuilt, None
-        if built is None or self.config is None or self.keys is not self.fixed_keys:
+        if built is None:
             return None
-        data, start, stop, rows = built
-        return rows if (data == self.config["data"] and (start, stop) == (self.start, self.stop)
-                        ) else None
+        want = {"data": cfg["data"], "run_id": int(cfg["run_id"]),
+                "data_id": int(cfg["data_id"])}
+        return built if built[0] == want else None
 
     def private_rows(self) -> np.ndarray:
         """This pool's agents' private rows, generated (or read) on first use.
@@ -296,7 +383,7 @@ class PoolSession:
         of queueing. A data set is the same whenever it is generated (keyed by agent).
         """
         if self.data is None:
-            data = self._take_prebuilt()
+            data, self.rows_built = self.rows_built, None
             if data is None:
                 data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
             over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
@@ -310,16 +397,18 @@ class PoolSession:
             self.data = data
         return self.data
 
-    def _agent_keys(self, ids: np.ndarray) -> int | np.ndarray:
-        """The agents' stream key: the run's, or one per agent when the privacy audit gives
-        one agent another run's coins (``override["key"]``: the fixed-coalition trials)."""
+    def _agent_keys(self, ids: np.ndarray) -> np.ndarray:
+        """The agents' coin keys in this run (a view for consecutive ids); one agent's is
+        replaced when the privacy audit gives it another run's coins (``override["key"]``: the
+        fixed-coalition trials)."""
+        keys = self.coins[span(ids - self.start)]
         over = self.override
         if over is None or over.get("key") is None:
-            return self.keys.agents
+            return keys
         hit = ids == int(over["agent"])
         if not hit.any():
-            return self.keys.agents
-        keys = np.full(len(ids), self.keys.agents, dtype=np.uint64)
+            return keys
+        keys = np.array(keys, copy=True)
         keys[hit] = np.uint64(int(over["key"]))
         return keys
 
@@ -352,6 +441,7 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
         firsts = batches or []
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
@@ -409,15 +499,24 @@ class PoolSession:
         self.refusals += len(bad)
         return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
             "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
-                     f"already, or it would take them past epsilon = {self.odometer.budget:g})",
+                     f"already, or it would take them past epsilon = {self.odometer.budget:g}"
+                     + ("" if self.policy.lifetime_epsilon is None else
+                        f" in the run or {self.policy.lifetime_epsilon:g} on the data set over "
+                        "the pool's lifetime") + ")",
             "code": "budget", "agents": bad})
 
     def _stats(self) -> dict[str, Any]:
-        return {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
-                self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
-                "agent_time_mode": "exact" if self.exact else "amortised",
-                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
-                "refused": self.refusals}
+        out = {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
+               self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
+               "agent_time_mode": "exact" if self.exact else "amortised",
+               "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
+               "refused": self.refusals, "agents": self.stop - self.start}
+        odo = self.odometer
+        if odo is not None and len(odo.spent):
+            out["epsilon_spent_max"] = float(odo.spent.max())
+            out["epsilon_spent_sum"] = float(odo.spent.sum())
+            out["epsilon_lifetime_max"] = float(odo.lifetime.max())
+        return out
 
     def error(self, exc: BaseException) -> bytes:
         """An ERROR envelope describing an unhandled exception in this pool."""

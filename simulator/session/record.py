@@ -28,6 +28,7 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
     ``pool_stats`` the pools' accepted DONE statistics."""
     stats = [s for s in pool_stats if s]
     return {
+        "spent": spent(stats),
         "output": output,
         "params": params,
         "public": public,
@@ -45,6 +46,20 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
         "colluders": int(colluders.sum()) if colluders is not None else 0,
         "curator_colludes": curator_colludes,
     }
+
+
+def spent(stats: list[dict[str, Any]]) -> dict[str, float] | None:
+    """What the agents spent, from the pools' statistics: the largest and the mean ε per agent
+    in this run, and the largest spent on the run's data set over the pools' lifetimes (at
+    least this run's); None when no pool kept an odometer (no local claim)."""
+    kept = [s for s in stats if "epsilon_spent_max" in s]
+    if not kept:
+        return None
+    agents = sum(int(s.get("agents", 0)) for s in kept)
+    return {"epsilon_spent_max": max(float(s["epsilon_spent_max"]) for s in kept),
+            "epsilon_spent_mean": (sum(float(s["epsilon_spent_sum"]) for s in kept) / agents
+                                   if agents else 0.0),
+            "epsilon_lifetime_max": max(float(s["epsilon_lifetime_max"]) for s in kept)}
 
 
 def run_record(*, spec: Any, res: dict[str, Any], backend: str, metrics: dict[str, Any],
@@ -70,7 +85,8 @@ def run_record(*, spec: Any, res: dict[str, Any], backend: str, metrics: dict[st
         "point": spec.point, "repeat": spec.repeat, "seed": spec.seed,
         "scenario_seed": spec.scenario_seed, "backend": backend,
         "pools": pools, "n_agents": res["n_agents"], "output": res["output"],
-        "metrics": metrics, "privacy": privacy, "comm": res["comm"], "timing": timing,
+        "metrics": metrics, "privacy": {**privacy, **(res.get("spent") or {})},
+        "comm": res["comm"], "timing": timing,
         "rejected": res["rejected"], "rejections": res["rejections"],
         "refused": res["refused"], "refusal": res["refusal"],
         "dropouts": res["dropouts"], "dropouts_registration": res["dropouts_registration"],

@@ -1,7 +1,8 @@
 """Registration: which peers become the run's pools.
 
-A pool says it is ready (HELLO with ``run = -1``) and gets the run's set-up: the public
-configuration and a fresh nonce. It registers with HELLO(run), answering the nonce with
+A pool says it is ready (HELLO with ``run = -1``) and gets the run's set-up: the configuration
+as the orchestrator signed it for the pools (``signed``, ``sigs``: the curator relays the bytes
+and cannot alter them) and a fresh nonce. It registers with HELLO(run), answering the nonce with
 ``seeding.registration_mac`` of the run's authentication key, and claiming the block of agents
 ``block_of`` gives it. Only a pool that proves it holds the token and claims exactly its block
 gets a slot; a peer that fails authentication ``MAX_AUTH_FAILURES`` times is ignored for the
@@ -15,7 +16,6 @@ import hmac
 import logging
 import secrets
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from ldpsim.simulator import wire
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.runconfig import RunConfig
 from ldpsim.simulator.seeding import registration_mac
-from ldpsim.simulator.session.common import MAX_AUTH_FAILURES, Bounded, block_of
+from ldpsim.simulator.session.common import MAX_AUTH_FAILURES, MAX_REASON, Bounded, block_of
 
 log = logging.getLogger("ldpsim.curator")
 
@@ -51,16 +51,17 @@ class Registration:
         The run's number on this curator.
     config : RunConfig
         The run's configuration (pool count, the scenario's ``data.n``, collusion).
-    public : dict
-        The configuration as the pools receive it in the set-up.
+    signed : bytes, sigs : list of bytes
+        The configuration as the orchestrator signed it, and one signature per pool
+        (``seeding.curator_config``): the set-up relays them.
     auth : bytes
-        ``seeding.auth_key(secret)``: checks the answers to this run's nonce.
+        The run's registration key: checks the answers to this run's nonce.
     collusion_key : int
         The coalition's stream key (``colluder_mask``).
     """
 
-    def __init__(self, run: int, config: RunConfig, public: Mapping[str, Any], auth: bytes,
-                 collusion_key: int) -> None:
+    def __init__(self, run: int, config: RunConfig, signed: bytes, sigs: list[bytes],
+                 auth: bytes, collusion_key: int) -> None:
         self.run = run
         self.config = config
         self.auth = auth
@@ -68,7 +69,8 @@ class Registration:
         self.n_pools = config.pools
         self.nonce = secrets.token_bytes(16)  # this run's registration challenge
         self.setup_frame = wire.encode(wire.BCAST, run, wire.SETUP_ROUND, wire.NO_AGENT,
-                                       {"config": dict(public), "nonce": self.nonce})
+                                       {"config": signed, "sigs": list(sigs),
+                                        "nonce": self.nonce})
         self.pools: dict[bytes, PoolSlot] = {}
         self.ready: Bounded = Bounded()  # peers that said they are ready (most recent last)
         self.setup_sent: Bounded = Bounded()
@@ -143,6 +145,16 @@ class Registration:
             return f"unknown agents: pool {index} must host {block_of(index, self.n_pools, self.n)}"
         self.pools[peer] = PoolSlot(peer, index, start, stop)
         return None
+
+    def refusal(self, payload: Any) -> str | None:
+        """A pool's authenticated refusal of this run's set-up (an ERROR of code "refused" that
+        answers the nonce like a registration): "pool I refused the run: why"; None when the
+        payload is not one (an outsider's noise is not a reason to end a run)."""
+        if not self._authentic(payload):
+            return None
+        why = payload.get("error")
+        why = why[:MAX_REASON] if isinstance(why, str) else wire.quote(why)
+        return f"pool {payload['pool']} refused the run: {why}"
 
     def _authentic(self, p: Any) -> bool:
         """The payload answers this run's nonce with the MAC of the token's key."""

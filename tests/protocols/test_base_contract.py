@@ -87,15 +87,17 @@ def test_one_agent_at_a_time_equals_one_batch(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_block_with_one_key_per_agent_splits_like_one_with_one_key(name):
-    """Per-agent stream keys (the audit's copies of one agent from many runs): each agent's
-    report is its report under its own key, and ``take`` keeps each agent's key."""
+    """One key per agent (every agent's own coins; the audit's copies of one agent from many
+    runs): each agent's report is its report alone under its own key, and ``take`` keeps each
+    agent's key."""
     proto = PROTOCOLS[name]
     rnd = _local(name).rounds[0]
     block = rnd.block.take(slice(0, min(len(rnd.block), 12)))
     keys = np.array([stream_key(i, "per-agent") for i in range(len(block))], dtype=np.uint64)
     mixed = np.asarray(proto.respond(replace(block, key=keys)))
     for i in (0, len(block) // 2, len(block) - 1):
-        alone = np.asarray(proto.respond(replace(block.take(slice(i, i + 1)), key=int(keys[i]))))
+        alone = np.asarray(proto.respond(replace(block.take(slice(i, i + 1)),
+                                                 key=keys[i:i + 1])))
         assert np.array_equal(mixed[i], alone[0]), i
         part = np.asarray(proto.respond(replace(block, key=keys).take(slice(i, i + 1))))
         assert np.array_equal(part[0], alone[0]), i

@@ -22,7 +22,7 @@ def test_every_generated_kind_is_checked():
 
 
 def _build(kind: str, args: dict):
-    return get_data_kind(kind).build(dict(args), key=987654321)
+    return get_data_kind(kind).build(dict(args), keys=987654321)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

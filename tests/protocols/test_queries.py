@@ -100,7 +100,7 @@ def test_bad_draws_and_dtypes_are_refused():
 def test_ldp_kwiksort_plans_exactly_the_eager_draw(name):
     proto = PROTOCOLS[name]
     data = DATA_KINDS["mallows"].build({"n": 6 * CHUNK + 1, "m": 7, "theta": 0.5},
-                                       key=rngm.stream_key(1, "data"))
+                                       keys=rngm.stream_key(1, "data"))
     agents = np.arange(data.n, dtype=np.int64)[::2]  # not a range: keyed by id, not by row
     _, cur = drivers.curator(proto, {"epsilon": 1.0, "queries": 4}, data, 1, agents=agents,
                              key=KEY)
@@ -119,7 +119,7 @@ def test_the_local_loop_times_the_draw_as_the_plans_work():
 
     proto = PROTOCOLS["ldp_kwiksort_rr"]
     data = DATA_KINDS["mallows"].build({"n": 2 * CHUNK + 5, "m": 6, "theta": 0.5},
-                                       key=rngm.stream_key(1, "data"))
+                                       keys=rngm.stream_key(1, "data"))
     drawn = []
 
     def phase(name, fn, *args):

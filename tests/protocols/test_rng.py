@@ -356,22 +356,27 @@ def test_allocator_tuning_is_opt_in(monkeypatch):
 
 
 def test_one_key_per_agent_gives_each_agent_its_own_streams():
-    """A block whose rows carry their own stream keys draws, row by row, what each agent draws
-    under its own key (the audit runs many runs' copies of one agent as one block)."""
-    keys = np.array([rng.stream_key(s, "agents") for s in range(300)], dtype=np.uint64)
+    """A block whose rows carry their own agent keys draws, row by row, what each agent draws
+    alone with its key (the audit runs many runs' copies of one agent as one block), and the
+    key is used as it is: a stream key's agent ``a`` draws what an agent whose own key is
+    ``agent_keys(stream key, a)`` draws."""
+    seeds = range(300)
+    keys = np.array([rng.stream_key(s, "agents") for s in seeds], dtype=np.uint64)
     agents = np.arange(300, dtype=np.int64) % 7 + 3
     many = rng.uniform(keys, agents, 2, 3, offset=1)
-    one_by_one = np.concatenate([rng.uniform(int(k), [a], 2, 3, offset=1)
+    one_by_one = np.concatenate([rng.uniform(np.array([k]), [a], 2, 3, offset=1)
                                  for k, a in zip(keys, agents, strict=True)])
     assert np.array_equal(many, one_by_one)
+    assert np.array_equal(rng.agent_keys(keys, agents), keys)  # one per agent: itself
+    derived = rng.agent_keys(KEY, agents)  # a stream key: the agents' keys it gives
+    assert np.array_equal(rng.bits(derived, agents, 0, 2), rng.bits(KEY, agents, 0, 2))
     assert np.array_equal(rng.bits(keys, agents, 0, 2),
-                          np.concatenate([rng.bits(int(k), [a], 0, 2)
+                          np.concatenate([rng.bits(np.array([k]), [a], 0, 2)
                                           for k, a in zip(keys, agents, strict=True)]))
-    assert np.array_equal(rng.agent_keys(keys, agents),
-                          [rng.agent_keys(int(k), [a])[0] for k, a in zip(keys, agents,
-                                                                          strict=True)])
+    # the agent id plays no part once the key is the agent's own
+    assert np.array_equal(rng.bits(keys, agents + 1, 0, 2), rng.bits(keys, agents, 0, 2))
     wide = rng.bits(keys, agents, 1, 400)  # 64 agents per pass: the keys are cut with them
-    assert np.array_equal(wide[200], rng.bits(int(keys[200]), [agents[200]], 1, 400)[0])
+    assert np.array_equal(wide[200], rng.bits(keys[200:201], [agents[200]], 1, 400)[0])
     with pytest.raises(ValueError, match="one key per agent"):
         rng.uniform(keys[:5], agents, 0, 1)
     derived = rng.stream_key(keys[:4], "split", 2)

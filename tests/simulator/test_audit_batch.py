@@ -150,8 +150,10 @@ def test_batch_blocks_in_parallel_processes_give_the_same_record():
 
 def test_until_lower_stops_early_and_spends_alpha_over_the_looks():
     rec = harness.audit_setting(_rank_setting(), 160000, until_lower=0.9)
-    # RR at eps = 1 reaches 0.9 with some 10^4 trials: the 1/8 look (20000) is enough
-    assert rec["trials"] == 20000 and rec["trials_requested"] == 160000
+    # RR at eps = 1 brings the bound to 0.9 with a few 10^4 trials (at alpha = 0.05, 20000
+    # give about 0.90, 40000 about 0.97): it stops at the first or the second look, each of
+    # which spends alpha / 8, long before the 160000 asked for
+    assert rec["trials"] in (20000, 40000) and rec["trials_requested"] == 160000
     assert rec["epsilon_lower"] >= 0.9 and not rec["flagged"]
     assert rec["confidence"] == pytest.approx(1 - 0.05 / 8)
     never = harness.audit_setting(_rank_setting(), 400, until_lower=5.0)

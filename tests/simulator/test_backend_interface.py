@@ -37,9 +37,9 @@ class _Recording(InprocBackend):
         cls.calls.append("build")
         return cls()
 
-    def run(self, config, limits, record_view, secret):
+    def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         self.calls.append("run")
-        return super().run(config, limits, record_view, secret)
+        return super().run(config, limits, record_view, secrets, policy, n)
 
     def close(self) -> None:
         self.calls.append("close")
@@ -72,7 +72,7 @@ def test_a_registered_backend_runs_a_sweep(tmp_path: Path,
 
 def test_a_single_hosts_run_needs_the_sweep_that_binds_it() -> None:
     raw = {"protocol": "kwiksort", "data": {"kind": "mallows", "n": 20, "m": 4, "theta": 0.5},
-           "runtime": {"backend": "hosts", "token": "t"}}
+           "runtime": {"backend": "hosts", "token": "a token of 16+ chars"}}
     spec = sc.validate(raw).runs()[0]
     with pytest.raises(ValueError, match="needs a running HostsCurator"):
         runner.execute(spec)

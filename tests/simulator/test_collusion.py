@@ -44,16 +44,19 @@ def test_disclosures_reveal_data_and_coins_that_reproduce_reports():
     rnd = view["rounds"][0]
     for agent, d in disc.items():
         assert np.array_equal(d["data"], truth_rows[agent])
-        assert d["coins"] == int(rngm.agent_keys(keys.agents, np.array([agent]))[0])
+        assert d["coins"] == int(keys.coins(cfg(0.1), [agent])[0])
         # with the coins, the curator recomputes the colluder's report exactly
         i = int(np.searchsorted(rnd["agents"], agent))
         q = np.asarray(rnd["queries"][i])[None, :]
         o = profile.answers(np.asarray(d["data"])[None, :], q)
-        u = rngm.uniform(keys.agents, np.array([agent]), 0, 2)
+        u = rngm.uniform(np.array([d["coins"]], dtype=np.uint64), np.array([agent]), 0, 2)
         j = int(np.searchsorted(rnd["report_agents"], agent))
         assert np.array_equal(mech.GRR(0.5).perturb(o, u)[0], rnd["reports"][j])
-    # disclosure does not change the honest output
-    assert res["output"] == run_inproc(cfg(0), Limits(timeout_s=5))["output"]
+    # disclosure does not change the honest output: the same run without a colluding curator
+    # (the same coins: nothing is disclosed) releases the same
+    quiet = run_inproc(cfg(0.1, curator=False), Limits(timeout_s=5))
+    assert quiet["comm"]["disclose_bytes_total"] == 0
+    assert res["output"] == quiet["output"]
     assert res["comm"]["disclose_bytes_total"] > 0
 
 

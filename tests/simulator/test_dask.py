@@ -234,21 +234,24 @@ def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(clus
         _same_run(a, b)
 
 
-def test_the_dask_backend_with_a_token_is_the_hosts_run(cluster, tmp_path):
+def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path):
+    from ldpsim.simulator.seeding import write_deployment
+
+    secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])["secret"])
     raw = {"name": "saf", "protocol": "safari", "repeats": 1, "seed": 2,
            "data": {"kind": "safari_mallows", "n": 300, "d": 5, "theta": 0.5},
            "params": {"epsilon": 1.0, "K": 1},
            "output": {"plots": False}}
-    rt = {"pools": 2, "jobs": 1, "progress": False, "timeout_s": 20, "token": "s3cret"}
+    rt = {"pools": 2, "jobs": 1, "progress": False, "timeout_s": 20, "secret": secret}
     ref, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "inproc"}}),
                           tmp_path / "i", show_progress=False)
     got, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "dask",
                                                          "dask_address": cluster}}),
                           tmp_path / "d", show_progress=False)
     _same_run(ref[0], got[0])
-    untokened, _ = run_scenario(load(raw={**raw, "runtime": {
-        **rt, "token": "", "backend": "inproc"}}), tmp_path / "u", show_progress=False)
-    assert untokened[0]["output"] != got[0]["output"]  # the token is the agents' secret
+    seeded, _ = run_scenario(load(raw={**raw, "runtime": {
+        **rt, "secret": "", "backend": "inproc"}}), tmp_path / "u", show_progress=False)
+    assert seeded[0]["output"] != got[0]["output"]  # the secret is the agents' secret
 
 
 def test_a_killed_pool_worker_makes_dropouts_not_a_lost_run(cluster, tmp_path):
@@ -278,7 +281,8 @@ def test_more_pools_than_workers_is_refused(cluster, tmp_path):
     ({"engine": "dask", "dask_address": "somewhere"}, r"\[runtime\] dask_address: got "
                                                       r"'somewhere'; allowed: \"tcp://HOST"),
     ({"dask_address": "local:0"}, r"\[runtime\] dask_address"),
-    ({"engine": "dask", "backend": "hosts", "token": "t"}, r"\[runtime\] engine.*hosts"),
+    ({"engine": "dask", "backend": "hosts", "token": "a token of 16+ chars"},
+     r"\[runtime\] engine.*hosts"),
     ({"engine": "dask", "backend": "dask"}, r"\[runtime\] engine.*dask backend"),
     ({"jobs": "many"}, r"\[runtime\] jobs: got 'many'; allowed: \"auto\" or an integer"),
 ])

@@ -1,6 +1,7 @@
 """The hosts backend: a curator bound on TCP and pools started as separate `ldpsim agents`
-commands (as they would be on other machines) give the same output as inproc, over several runs
-on the same curator."""
+commands (as they would be on other machines), each with its own key file of ``ldpsim keys``,
+give the same output as inproc with the deployment's secret, over several runs on the same
+curator."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.seeding import (
+    Deployment,
+    read_deployment,
+    registration_key,
+    token_of,
+    write_deployment,
+)
 from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.common import block_of
 from ldpsim.simulator.transport import HostsCurator
 
 from tests.conftest import ROOT, free_port
@@ -18,19 +29,39 @@ from tests.conftest import ROOT, free_port
 LIMITS = Limits(timeout_s=10)
 
 
+@dataclass
+class Keys:
+    """A deployment written by ``ldpsim keys`` (in-process): its directory, the orchestrator's
+    view and the registration key of its token."""
 
-def start_pool(port: int, pool: str, token: str, *extra: str) -> subprocess.Popen:
+    dir: Path
+    deployment: Deployment
+    auth: bytes
+
+    def pool(self, i: int) -> str:
+        return str(self.dir / f"pool-{i}.keys")
+
+
+def deploy(where: Path, pools: int, *sizes: int) -> Keys:
+    """The key files of a deployment of ``pools`` pools for data sets of ``sizes`` agents."""
+    write_deployment(where, pools, [[block_of(i, pools, n) for n in sizes or (1000,)]
+                                    for i in range(pools)])
+    dep = read_deployment(where / "secret.key")
+    return Keys(where, dep, registration_key(token_of(None, where / "secret.key"), dep.salt))
+
+
+def start_pool(port: int, keyfile: str, *extra: str) -> subprocess.Popen:
     """``ldpsim agents`` in its own process, as it would run on another machine."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-m", "ldpsim", "agents", "--connect",
-                             f"tcp://127.0.0.1:{port}", "--pool", pool, "--token", token,
-                             *extra], env=env, stderr=subprocess.PIPE)
+                             f"tcp://127.0.0.1:{port}", "--keys", keyfile, *extra], env=env,
+                            stderr=subprocess.PIPE)
 
 
-def assert_no_pool_registers(hosts: HostsCurator, c: dict, token: str, why: str) -> None:
+def assert_no_pool_registers(hosts: HostsCurator, c: dict, keys: Keys, why: str) -> None:
     """The run must fail for want of a pool (``why`` says what must not have registered)."""
     try:
-        hosts.run(c, token)
+        hosts.run(c, keys.auth, keys.deployment.secrets)
     except RunFailed as e:
         assert "no pool registered" in str(e)
     else:
@@ -44,15 +75,18 @@ def cfg(protocol: str, seed: int) -> dict:
             "collusion": {"colluders": 0, "curator": True}, "faults": []}
 
 
-def test_hosts_backend_matches_inproc_over_several_runs():
+def test_hosts_backend_matches_inproc_over_several_runs(tmp_path):
+    keys = deploy(tmp_path, 2)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-    pools = [start_pool(port, f"{i}/2", "tk") for i in range(2)]
+    pools = [start_pool(port, keys.pool(i)) for i in range(2)]
+    secrets = keys.deployment.secrets
     try:
         for i, (protocol, seed) in enumerate((("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
                                               ("ldp_kwiksort_lap", 3))):
-            res = hosts.run(cfg(protocol, seed), "tk")
-            assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS, secret="tk")["output"]
+            res = hosts.run(cfg(protocol, seed), keys.auth, secrets)
+            assert res["output"] == run_inproc(cfg(protocol, seed), LIMITS,
+                                               secrets=secrets)["output"]
             assert res["pools_registered"] == 2 and res["dropouts"] == 0
             if i:  # the pools stayed connected: ready as the run starts
                 assert res["timing"]["pools_ready_s"] < 0.05
@@ -62,14 +96,15 @@ def test_hosts_backend_matches_inproc_over_several_runs():
     assert codes == [0, 0]  # the pools exit cleanly when the curator says there are no more runs
 
 
-def test_hosts_pool_with_wrong_token_is_refused():
+def test_hosts_pool_with_wrong_token_is_refused(tmp_path):
+    keys = deploy(tmp_path, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5))
-    pool = start_pool(port, "0/1", "bad")
+    pool = start_pool(port, keys.pool(0), "--token", "a wrong token, 16+ characters")
     try:
         c = cfg("ldp_kwiksort_rr", 1)
         c["pools"] = 1
-        assert_no_pool_registers(hosts, c, "good", "a pool with the wrong token registered")
+        assert_no_pool_registers(hosts, c, keys, "a pool with the wrong token registered")
     finally:
         hosts.close()
         pool.kill()
@@ -81,6 +116,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     from ldpsim.simulator.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
+    dep = deploy(keys, 1)
     make_keys(keys, 1)
     make_keys(stranger, 1)  # valid keys, but not enrolled with this curator
     port = free_port()
@@ -88,7 +124,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=6.0), curve=str(keys))
 
     def pool(secret):
-        return start_pool(port, "0/1", "tk", "--curve-key", str(secret), "--curve-server",
+        return start_pool(port, dep.pool(0), "--curve-key", str(secret), "--curve-server",
                           str(keys / "server.key"), "--idle-timeout", "3")
 
     c = cfg("ldp_kwiksort_rr", 1)
@@ -97,13 +133,13 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     member = None
     try:
         try:
-            hosts.run(c, "tk")
+            hosts.run(c, dep.auth, dep.deployment.secrets)
             raise AssertionError("a pool with an unenrolled CURVE key registered")
         except RunFailed as e:
             assert "no pool registered" in str(e)
         member = pool(keys / "pool-0.key_secret")
-        res = hosts.run(c, "tk")
-        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
+        res = hosts.run(c, dep.auth, dep.deployment.secrets)
+        assert res["output"] == run_inproc(c, LIMITS, secrets=dep.deployment.secrets)["output"]
     finally:
         hosts.close()
         intruder.kill()
@@ -114,32 +150,37 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
 
 def test_curve_key_errors_are_clear(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-m", "ldpsim", "keys", str(tmp_path / "k"),
+                          "--pools", "2", "--agents", "1000"], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 0
+    assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
+        "clients", "pool-0.key", "pool-0.key_secret", "pool-0.keys", "pool-1.key",
+        "pool-1.key_secret", "pool-1.keys", "secret.key", "server.key", "server.key_secret",
+        "token"]
+    for name in ("secret.key", "token", "pool-0.keys"):  # the owner's alone
+        assert (tmp_path / "k" / name).stat().st_mode & 0o077 == 0
     res = subprocess.run([sys.executable, "-m", "ldpsim", "agents", "--connect",
-                          "tcp://127.0.0.1:9", "--pool", "0/1", "--token", "tk", "--curve-key",
-                          str(tmp_path / "nope.key_secret"), "--curve-server",
+                          "tcp://127.0.0.1:9", "--keys", str(tmp_path / "k" / "pool-0.keys"),
+                          "--curve-key", str(tmp_path / "nope.key_secret"), "--curve-server",
                           str(tmp_path / "server.key")], env=env, capture_output=True,
                          text=True, timeout=30)
     assert res.returncode == 2 and "CURVE key file not found" in res.stderr
-    res = subprocess.run([sys.executable, "-m", "ldpsim", "keys", str(tmp_path / "k"),
-                          "--pools", "2"], env=env, capture_output=True, text=True, timeout=30)
-    assert res.returncode == 0
-    assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
-        "clients", "pool-0.key", "pool-0.key_secret", "pool-1.key", "pool-1.key_secret",
-        "server.key", "server.key_secret"]
 
 
-def test_hosts_backend_runs_a_multi_round_protocol():
+def test_hosts_backend_runs_a_multi_round_protocol(tmp_path):
     """DPWeVote (k + 1 rounds, a broadcast per round, subsets asked) over TCP pools."""
+    keys = deploy(tmp_path, 2, 500)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-    pools = [start_pool(port, f"{i}/2", "tk") for i in range(2)]
+    pools = [start_pool(port, keys.pool(i)) for i in range(2)]
     c = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
          "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
          "pools": 2, "agent_mode": "batched", "batch": 128,
          "collusion": {"colluders": 0, "curator": True}, "faults": []}
     try:
-        res = hosts.run(c, "tk")
-        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
+        res = hosts.run(c, keys.auth, keys.deployment.secrets)
+        assert res["output"] == run_inproc(c, LIMITS, secrets=keys.deployment.secrets)["output"]
         assert res["comm"]["rounds"] == 4 and res["dropouts"] == 0
     finally:
         hosts.close()
@@ -147,28 +188,31 @@ def test_hosts_backend_runs_a_multi_round_protocol():
     assert codes == [0, 0]
 
 
-def test_pools_outlive_a_crashed_curator_and_join_its_successor():
+def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
     """A curator killed mid-sweep leaves its pools set up for a dead run; they say they are
     ready again after --timeout of silence, and a new curator on the same endpoint (the same
     command run again) gets them for its runs."""
+    keys = deploy(tmp_path, 2, 1000, 400_000)
+    secrets = keys.deployment.secrets
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-    pools = [start_pool(port, f"{i}/2", "tk", "--timeout", "1") for i in range(2)]
+    pools = [start_pool(port, keys.pool(i), "--timeout", "1") for i in range(2)]
     c = cfg("ldp_kwiksort_rr", 5)
     try:
-        assert hosts.run(c, "tk")["pools_registered"] == 2
+        assert hosts.run(c, keys.auth, secrets)["pools_registered"] == 2
         from ldpsim.protocols import get_protocol
-        from ldpsim.simulator.seeding import auth_key, curator_config
+        from ldpsim.simulator.seeding import curator_config
 
         big = {**c, "data": {**c["data"], "n": 400_000}, "seed": 6}
-        hosts._to_child.send(("run", 1, curator_config(big, "tk"), auth_key("tk"), False,
+        hosts._to_child.send(("run", 1, curator_config(big, secrets), keys.auth, False,
                               get_protocol("ldp_kwiksort_rr")))
         time.sleep(0.3)  # the set-up is out: the pools are set up for run 1
         hosts.proc.kill()  # the curator dies mid-run
         hosts.proc.join(5)
         hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
-        res = hosts.run(c, "tk")
-        assert res["output"] == run_inproc(c, LIMITS, secret="tk")["output"]
+        nxt = cfg("ldp_kwiksort_rr", 7)  # the sweep's next run
+        res = hosts.run(nxt, keys.auth, secrets)
+        assert res["output"] == run_inproc(nxt, LIMITS, secrets=secrets)["output"]
         assert res["pools_registered"] == 2 and res["dropouts"] == 0
     finally:
         hosts.close()
@@ -186,12 +230,13 @@ def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(t
     from ldpsim.simulator.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
+    dep = deploy(keys, 1)
     make_keys(keys, 1)
     make_keys(stranger, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2.0), curve=str(keys))
     try:
-        intruder = start_pool(port, "0/1", "tk", "--curve-key",
+        intruder = start_pool(port, dep.pool(0), "--curve-key",
                               str(stranger / "pool-0.key_secret"), "--curve-server",
                               str(keys / "server.key"), "--idle-timeout", "2")
         code = intruder.wait(timeout=30)  # used to block for ever in its send
@@ -209,17 +254,20 @@ def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
     from ldpsim.simulator.curve import make_keys
 
     keys = tmp_path / "keys"
+    dep = deploy(keys, 1)
     make_keys(keys, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=3.0), curve=str(keys))
-    pool = start_pool(port, "0/1", "tk", "--curve-key", str(keys / "pool-0.key_secret"),
+    pool = start_pool(port, dep.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
                       "--curve-server", str(keys / "server.key"))
     c = cfg("ldp_kwiksort_rr", 1)
     c["pools"] = 1
     try:
-        assert hosts.run(c, "tk")["pools_registered"] == 1
+        assert hosts.run(c, dep.auth, dep.deployment.secrets)["pools_registered"] == 1
         (keys / "clients" / "pool-0.key").unlink()  # revoked between runs
-        assert_no_pool_registers(hosts, c, "tk", "a revoked pool registered")
+        c2 = cfg("ldp_kwiksort_rr", 2)  # the next run
+        c2["pools"] = 1
+        assert_no_pool_registers(hosts, c2, dep, "a revoked pool registered")
     finally:
         hosts.close()
         pool.kill()

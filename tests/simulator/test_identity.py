@@ -76,13 +76,44 @@ def test_extending_a_sweep_is_a_resume_and_never_averages_different_settings(tmp
     assert stored["params.epsilon"] == [1.0, 2.0]
 
 
-def test_the_token_is_part_of_the_identity_and_is_not_stored(tmp_path):
+def test_the_secret_is_part_of_the_identity_as_a_salted_mac_only(tmp_path):
+    """Runs with another master secret hold other data and coins: the fingerprint tells them
+    apart, by a MAC under the directory's own salt (two directories store different values
+    for one secret), never by the secret or an unsalted hash of it; the token, which only
+    authenticates pools, changes no record and is not in it at all."""
+    import hashlib
+
+    from ldpsim.simulator.seeding import write_deployment
+
+    files = write_deployment(tmp_path / "keys", 1, [[(0, 200)]])
     a = _scenario(tmp_path)
-    b = replace(a, runtime={**a.runtime, "token": "s3cret"})
-    fa, fb = identity.fingerprint(a), identity.fingerprint(b)
-    assert identity.differences(fa, fb) == [
-        f'runtime.token: "" there, "{fb["runtime.token"][0]}" here']
-    assert "s3cret" not in json.dumps(fb)
+    b = replace(a, runtime={**a.runtime, "secret": str(files["secret"])})
+    fa, fb = identity.fingerprint(a, b"salt-1"), identity.fingerprint(b, b"salt-1")
+    diff = identity.differences(fa, fb)
+    assert diff == [f'runtime.secret: "" there, "{fb["runtime.secret"][0]}" here']
+    other_salt = identity.fingerprint(b, b"salt-2")["runtime.secret"]
+    assert other_salt != fb["runtime.secret"]
+    master = json.loads(files["secret"].read_text())["master"]
+    stored = json.dumps(fb)
+    assert master not in stored
+    assert hashlib.sha256(bytes.fromhex(master)).hexdigest()[:12] not in stored
+    c = replace(a, runtime={**a.runtime, "token": "a registration token"})
+    assert identity.fingerprint(c, b"salt-1") == fa
+    assert "registration" not in json.dumps(identity.fingerprint(c, b"salt-1"))
+
+
+def test_results_of_another_key_derivation_are_not_mixed_in(tmp_path):
+    """A directory written before agents had keys of their own (other data and coins for the
+    same seed) is refused, naming why."""
+    scen = _scenario(tmp_path)
+    out = tmp_path / "old"
+    out.mkdir()
+    fp = identity.fingerprint(scen)
+    del fp["keys"]  # as earlier versions stored it
+    (out / "scenario.json").write_text(json.dumps({"fingerprint": fp}))
+    (out / "results.jsonl").write_text('{"key": "x"}\n')
+    with pytest.raises(identity.FingerprintMismatch, match='keys: "\\(unset\\)" there'):
+        identity.check(out, scen, has_records=True)
 
 
 def test_beside_writes_next_to_a_conflicting_directory(tmp_path):

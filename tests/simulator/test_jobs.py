@@ -88,8 +88,8 @@ def test_bad_jobs_is_a_scenario_error(bad):
 
 def test_hosts_refuses_jobs():
     with pytest.raises(ScenarioError, match=r"\[runtime\] jobs.*hosts"):
-        scenario(jobs=2, backend="hosts", token="t")
-    assert scenario(jobs=1, backend="hosts", token="t").runtime["jobs"] == 1
+        scenario(jobs=2, backend="hosts", token="a token of 16+ chars")
+    assert scenario(jobs=1, backend="hosts", token="a token of 16+ chars").runtime["jobs"] == 1
 
 
 def test_explicit_jobs_is_kept_and_the_default_is_auto():
@@ -112,7 +112,7 @@ def test_auto_jobs_fills_the_cores_a_run_leaves():
     assert resolve_jobs(inproc, 1000) == cores  # an inproc run keeps one core busy
     procs = scenario(jobs="auto", backend="processes", pools=2).runtime
     assert resolve_jobs(procs, 1000) == max(1, cores // 3)  # a curator and 2 pools per run
-    hosts = scenario(jobs="auto", backend="hosts", token="t").runtime
+    hosts = scenario(jobs="auto", backend="hosts", token="a token of 16+ chars").runtime
     assert resolve_jobs(hosts, 1000) == 1
     assert resolve_jobs(scenario(jobs=4).runtime, 2) == 2
     assert resolve_jobs(scenario(jobs=4).runtime, 9) == 4

@@ -296,7 +296,8 @@ def test_design_md_scenario_verbatim():
 
 def test_optional_keys_of_the_readme():
     raw = demo(output={"dir": "results/x", "plots": False})
-    raw["runtime"].update(agent_mode="exact", batch=128, endpoint="tcp://*:6000", token="t",
+    raw["runtime"].update(agent_mode="exact", batch=128, endpoint="tcp://*:6000",
+                          token="a token of 16+ chars",
                           max_frame_bytes=1 << 20, max_envelope_bytes=4096, progress=False,
                           faults=[{"pool": 1, "round": 0, "action": "kill"}])
     raw["collusion"].update(colluders=[3, 1, 3], curator=False, save_view=True)
@@ -527,8 +528,8 @@ def test_keys_do_not_depend_on_number_spelling():
 # Errors name the key and what is allowed
 
 
-ALLOWED_TOP = "allowed: collusion, data, description, name, output, params, plot, protocol, " \
-              "protocols, repeats, runtime, seed"
+ALLOWED_TOP = "allowed: agents, collusion, data, description, name, output, params, plot, " \
+              "protocol, protocols, repeats, runtime, seed"
 
 
 @pytest.mark.parametrize("overrides, needles", [

@@ -163,23 +163,33 @@ def test_soak_100k_hostile_messages_within_2x_of_a_clean_run():
     assert mem <= 2.0 and wall <= 2.0
 
 
-def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_output():
+def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_output(tmp_path):
     """The same attack against the hosts backend: a long-lived curator bound on TCP, pools
-    started as separate ``ldpsim agents`` commands with the token, two runs in a row."""
+    started as separate ``ldpsim agents`` commands with their key files and the token, two
+    runs in a row."""
     import os
     import subprocess
     import sys
 
     from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.seeding import (
+        read_deployment,
+        registration_key,
+        token_of,
+        write_deployment,
+    )
     from ldpsim.simulator.transport import HostsCurator
 
     root = ROOT
+    files = write_deployment(tmp_path, 2, [[(0, 25_000)], [(25_000, 50_000)]])
+    dep = read_deployment(files["secret"])
+    auth = registration_key(token_of(None, files["secret"]), dep.salt)
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     hosts = HostsCurator(endpoint, LIMITS)
     env = dict(os.environ, PYTHONPATH=str(root))
     pools = [subprocess.Popen([sys.executable, "-m", "ldpsim", "agents", "--connect", endpoint,
-                               "--pool", f"{i}/2", "--token", "tk"], env=env,
+                               "--keys", str(files[f"pool-{i}"])], env=env,
                               stderr=subprocess.DEVNULL) for i in range(2)]
     ctx = mp.get_context("fork")
     ready, sent = ctx.Event(), ctx.Value("q", 0)
@@ -190,8 +200,8 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
         ready.wait(10)
         for seed in (1, 2):
             cfg = {**_config(50_000, 512), "seed": seed}
-            res = hosts.run(cfg, "tk")
-            assert res["output"] == run_inproc(cfg, LIMITS, secret="tk")["output"]
+            res = hosts.run(cfg, auth, dep.secrets)
+            assert res["output"] == run_inproc(cfg, LIMITS, secrets=dep.secrets)["output"]
             assert res["dropouts"] == 0 and res["pools_registered"] == 2
             results.append(res)
     finally:

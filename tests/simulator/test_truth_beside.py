@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator import runner
 from ldpsim.simulator import scenario as sc
 
@@ -30,12 +31,13 @@ def test_every_kind_gets_the_same_truth_beside(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
     spec = sc.load(sc.find(name), ["data.n=300"]).runs()[0]
     cache = runner.TruthCache()
-    assert cache.start(spec.data, spec.seed, "s")
-    assert not cache.start(spec.data, spec.seed, "s")  # under way already
-    got = cache.get(spec.data, spec.seed, "s")
+    secret = Secrets(b"truth-beside test: a master key!")
+    assert cache.start(spec.data, spec.seed, secret)
+    assert not cache.start(spec.data, spec.seed, secret)  # under way already
+    got = cache.get(spec.data, spec.seed, secret)
     assert not cache._pending
-    np.testing.assert_equal(got, runner._truth(spec.data, spec.seed, "s"))
-    assert not cache.start(spec.data, spec.seed, "s")  # known now
+    np.testing.assert_equal(got, runner._truth(spec.data, spec.seed, secret))
+    assert not cache.start(spec.data, spec.seed, secret)  # known now
 
 
 def test_small_data_is_computed_here() -> None:

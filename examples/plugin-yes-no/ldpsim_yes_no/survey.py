@@ -8,20 +8,23 @@ import numpy as np
 from ldpsim.protocols import rng
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.keys import DataKeys
 
 DATA_TYPE = "yes_no"
 
 
 @dataclass
 class Survey(Dataset):
-    """Respondent i's bit comes from a stream keyed by i, so any block of respondents is the
-    same whichever pool generates it (ldpsim's split-independence contract)."""
+    """Respondent i's bit comes from its own data key (``keys.range``), so any block of
+    respondents is the same whichever pool generates it (ldpsim's split-independence contract),
+    and no respondent's key tells anything about another's."""
 
-    key: int = 0
+    keys: DataKeys | None = None
     p_yes: float = 0.3
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        u = rng.uniform(self.key, np.arange(start, stop, dtype=np.int64), 0, 1)
+        u = rng.uniform(self.keys.range(start, stop), np.arange(start, stop, dtype=np.int64),
+                        0, 1)
         return (u < self.p_yes).astype(np.int64)  # shape (stop - start, 1)
 
     def truth(self) -> dict[str, float]:
@@ -30,8 +33,8 @@ class Survey(Dataset):
         return {"yes_fraction": yes / self.n}
 
 
-def _survey(key: int, n: int, p_yes: float) -> Survey:
-    return Survey(kind="yes_no_survey", n=n, public={"n": n}, key=key, p_yes=p_yes)
+def _survey(keys: DataKeys, n: int, p_yes: float) -> Survey:
+    return Survey(kind="yes_no_survey", n=n, public={"n": n}, keys=keys, p_yes=p_yes)
 
 
 KINDS = {

@@ -17,7 +17,7 @@ KIND = DATA_KINDS["ethics_synthetic"]
 
 
 def build(**args):
-    return KIND.build({"n": 50, **args}, key=1234)
+    return KIND.build({"n": 50, **args}, keys=1234)
 
 
 def test_rows_layout_and_public_facts():
@@ -37,12 +37,12 @@ def test_any_block_split_gives_the_same_rows():
     parts = np.concatenate([ds.rows(0, 7), ds.rows(7, 31), ds.rows(31, 50)])
     np.testing.assert_array_equal(whole, parts)
     np.testing.assert_array_equal(ds.rows(10, 11), whole[10:11])
-    other = KIND.build({"n": 50, "d": 3, "records": 5, "eps_mode": "uniform"}, key=99)
+    other = KIND.build({"n": 50, "d": 3, "records": 5, "eps_mode": "uniform"}, keys=99)
     assert not np.array_equal(other.rows(0, 50), whole)
 
 
 def test_suggested_clip_covers_99_percent_of_records():
-    ds = KIND.build({"n": 2000, "d": 10, "records": 20}, key=5)
+    ds = KIND.build({"n": 2000, "d": 10, "records": 20}, keys=5)
     z = ds.rows(0, 2000)[:, 1:].reshape(-1, 10)
     frac = (np.sqrt((z**2).sum(axis=1)) <= ds.public["clip"]).mean()
     se = math.sqrt(0.99 * 0.01 / len(z))
@@ -51,7 +51,7 @@ def test_suggested_clip_covers_99_percent_of_records():
 
 def test_voters_parameters_are_normal_around_the_population_mean():
     ds = KIND.build({"n": 20000, "d": 3, "records": 1, "beta_sd": 0.5, "mean_low": -1.0,
-                     "mean_high": 2.0}, key=7)
+                     "mean_high": 2.0}, keys=7)
     _, beta = ds._generate(np.arange(20000))
     assert ((ds.mean >= -1) & (ds.mean <= 2)).all()
     se = 0.5 / math.sqrt(20000)
@@ -64,7 +64,7 @@ def test_choices_follow_thurstone_mosteller():
     is, by Stein's lemma, 2 * 2 s^2 beta E[phi(beta^T z)] = 4 s^2 beta / sqrt(2 pi (1 + 2 s^2
     |beta|^2)). Checked per voter with many records (5-SE)."""
     s, d, n = 0.7, 3, 20000
-    ds = KIND.build({"n": 4, "d": d, "records": n, "alt_sd": s}, key=11)
+    ds = KIND.build({"n": 4, "d": d, "records": n, "alt_sd": s}, keys=11)
     rows = ds.rows(0, 4)
     _, beta = ds._generate(np.arange(4))
     z = rows[:, 1:].reshape(4, n, d)
@@ -82,11 +82,11 @@ def test_choices_follow_thurstone_mosteller():
 def test_eps_modes():
     assert (build(eps_mode="constant", eps_value=0.3).rows(0, 50)[:, 0] == 0.3).all()
     u = KIND.build({"n": 20000, "records": 1, "d": 1, "eps_mode": "uniform", "eps_low": 0.5,
-                    "eps_high": 2.5}, key=3).rows(0, 20000)[:, 0]
+                    "eps_high": 2.5}, keys=3).rows(0, 20000)[:, 0]
     assert u.min() >= 0.5 and u.max() <= 2.5
     assert abs(u.mean() - 1.5) < 5 * 2 / math.sqrt(12 * 20000)
     lst = KIND.build({"n": 30000, "records": 1, "d": 1, "eps_mode": "list",
-                      "eps_list": "0.1, 1,4"}, key=3).rows(0, 30000)[:, 0]
+                      "eps_list": "0.1, 1,4"}, keys=3).rows(0, 30000)[:, 0]
     vals, counts = np.unique(lst, return_counts=True)
     np.testing.assert_array_equal(vals, [0.1, 1.0, 4.0])
     assert np.abs(counts / 30000 - 1 / 3).max() < 5 * math.sqrt(2 / 9 / 30000)
@@ -94,7 +94,7 @@ def test_eps_modes():
 
 def test_eps_groups_follow_the_personalised_specification():
     n = 40000
-    ds = KIND.build({"n": n, "records": 1, "d": 1, "eps_mode": "groups"}, key=4)
+    ds = KIND.build({"n": n, "records": 1, "d": 1, "eps_mode": "groups"}, keys=4)
     eps = ds.rows(0, n)[:, 0]
     assert ds.public["personal_epsilon"] and ds.public["eps_max"] == 1.0
     assert ds.public["eps_min"] == 0.01
@@ -138,7 +138,7 @@ def test_parse_eps_list():
 
 def test_truth_is_the_average_mle_and_a_fixed_test_set():
     ds = KIND.build({"n": 300, "d": 4, "records": 13, "bound": 2.0, "test_instances": 50,
-                     "test_alternatives": 3}, key=8)
+                     "test_alternatives": 3}, keys=8)
     t = ds.truth()
     z = ds.rows(0, 300)[:, 1:].reshape(300, 13, 4)
     np.testing.assert_allclose(t["beta_bar"], constrained_mle(z, 2.0).mean(axis=0), rtol=1e-12)

@@ -32,7 +32,7 @@ KIND = DATA_KINDS["ethics_synthetic"]
 
 
 def dataset(key=1, **args):
-    return KIND.build({"n": 60, "d": 4, "records": 13, **args}, key=key)
+    return KIND.build({"n": 60, "d": 4, "records": 13, **args}, keys=key)
 
 
 def resolved(name, ds, **params):
@@ -124,7 +124,7 @@ def test_per_agent_respond_equals_batched(name, params):
 def test_vldp_noise_is_laplace_with_personal_scales():
     """(report - beta_i) eps_i / D_1(C) ~ Lap(1): E|X| = 1, Var = 2, symmetric (5-SE)."""
     n = 6000
-    ds = KIND.build({"n": n, "d": 3, "records": 5, "bound": 1.5, "eps_mode": "groups"}, key=2)
+    ds = KIND.build({"n": n, "d": 3, "records": 5, "bound": 1.5, "eps_mode": "groups"}, keys=2)
     p = resolved("ethics_vldp", ds)
     rep = respond("ethics_vldp", ds, p)
     eps, z = split_rows(ds.rows(0, n), ds.public)
@@ -373,7 +373,7 @@ def _accuracies(n_voters, records, eps, seeds, d=10):
     """Accuracy of Algorithms 1, 2, 3 at equal eps, computed from the protocols' own pieces."""
     acc = {k: [] for k in ("ethics_vlcp", "ethics_vldp", "ethics_rldp_fm")}
     for seed in seeds:
-        ds = KIND.build({"n": n_voters, "d": d, "records": records}, key=seed)
+        ds = KIND.build({"n": n_voters, "d": d, "records": records}, keys=seed)
         truth = ds.truth()
         for name in acc:
             run = drivers.drive(PROTOCOLS[name], {"epsilon": eps}, ds, seed, curator_key=seed,

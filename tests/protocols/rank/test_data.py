@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ldpsim.protocols import DATA_KINDS, ParamError, get_data_kind
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows, profile
 from ldpsim.protocols.rank.data import read_order, read_soc
 
@@ -111,7 +112,7 @@ def test_missing_file(tmp_path):
     with pytest.raises(ParamError, match="file not found"):
         read_soc(str(tmp_path / "absent.soc"))
     with pytest.raises(ParamError, match="file not found"):
-        DATA_KINDS["sushi"].build({"path": str(tmp_path / "absent.order")}, key=0)
+        DATA_KINDS["sushi"].build({"path": str(tmp_path / "absent.order")}, keys=0)
 
 
 # --------------------------------------------------------------------------- .order
@@ -140,7 +141,7 @@ def test_read_order_bad_lines_name_the_path(tmp_path, bad):
 
 
 def test_preflib_kind(tmp_path):
-    data = DATA_KINDS["preflib"].build({"path": _write(tmp_path, "t.soc", SOC)}, key=0)
+    data = DATA_KINDS["preflib"].build({"path": _write(tmp_path, "t.soc", SOC)}, keys=0)
     assert (data.n, data.m) == (4, 3)
     assert data.public == {"m": 3, "data_type": "ranking"}
     # rows are positions: the inverse of the file's best-first lists
@@ -152,28 +153,28 @@ def test_preflib_kind(tmp_path):
 
 
 def test_sushi_kind_reads_order_and_soc(tmp_path):
-    order = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.order", ORDER)}, key=0)
+    order = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.order", ORDER)}, keys=0)
     assert profile.rankings(order.rows(0, order.n)).tolist() == ORDER_ROWS
-    soc = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.soc", SOC)}, key=0)
+    soc = DATA_KINDS["sushi"].build({"path": _write(tmp_path, "s.soc", SOC)}, keys=0)
     assert profile.rankings(soc.rows(0, soc.n)).tolist() == SOC_ROWS
 
 
 def test_n_keeps_first_agents(tmp_path):
     path = _write(tmp_path, "t.soc", SOC)
-    data = DATA_KINDS["preflib"].build({"path": path, "n": 3}, key=0)
+    data = DATA_KINDS["preflib"].build({"path": path, "n": 3}, keys=0)
     assert data.n == 3 and profile.rankings(data.rows(0, 3)).tolist() == SOC_ROWS[:3]
     assert data.truth()["counts"].sum() == 3 * 3
     with pytest.raises(ParamError, match="the file has 4 agents"):
-        DATA_KINDS["preflib"].build({"path": path, "n": 5}, key=0)
+        DATA_KINDS["preflib"].build({"path": path, "n": 5}, keys=0)
     with pytest.raises(ParamError, match=r"\[data\] n"):
-        DATA_KINDS["preflib"].build({"path": path, "n": 0}, key=0)
+        DATA_KINDS["preflib"].build({"path": path, "n": 0}, keys=0)
 
 
 def test_kind_argument_errors(tmp_path):
     with pytest.raises(ParamError, match="required"):
-        DATA_KINDS["preflib"].build({}, key=0)
+        DATA_KINDS["preflib"].build({}, keys=0)
     with pytest.raises(ParamError, match="unknown argument"):
-        DATA_KINDS["preflib"].build({"path": "x.soc", "size": 3}, key=0)
+        DATA_KINDS["preflib"].build({"path": "x.soc", "size": 3}, keys=0)
     with pytest.raises(ParamError, match="unknown data kind"):
         get_data_kind("nope")
 
@@ -182,11 +183,11 @@ def test_kind_argument_errors(tmp_path):
 
 
 def test_mallows_kind_defaults_and_theta():
-    data = DATA_KINDS["mallows"].build({"n": 100, "m": 6}, key=9)
+    data = DATA_KINDS["mallows"].build({"n": 100, "m": 6}, keys=9)
     assert data.phi == 0.5  # default theta 0.5
-    assert DATA_KINDS["mallows"].build({"n": 5, "m": 6, "theta": 0.8}, key=9).phi == (
+    assert DATA_KINDS["mallows"].build({"n": 5, "m": 6, "theta": 0.8}, keys=9).phi == (
         pytest.approx(0.2))
-    assert DATA_KINDS["mallows"].build({"n": 5, "m": 6, "phi": 0.3}, key=9).phi == 0.3
+    assert DATA_KINDS["mallows"].build({"n": 5, "m": 6, "phi": 0.3}, keys=9).phi == 0.3
     assert data.public == {"m": 6, "data_type": "ranking"}
 
 
@@ -199,18 +200,22 @@ def test_mallows_kind_defaults_and_theta():
 ])
 def test_mallows_kind_bad_args(args, name):
     with pytest.raises(ParamError, match=rf"\[data\] {name}"):
-        DATA_KINDS["mallows"].build(args, key=0)
+        DATA_KINDS["mallows"].build(args, keys=0)
 
 
 def test_mallows_kind_rows_and_truth():
-    data = DATA_KINDS["mallows"].build({"n": 700, "m": 5, "theta": 0.4}, key=123)
+    """Each agent's ranking from its own data key, around the population's reference."""
+    data = DATA_KINDS["mallows"].build({"n": 700, "m": 5, "theta": 0.4}, keys=123)
+    keys = DataKeys.of_seed(123)
     rows = data.rows(0, 700)
-    assert np.array_equal(profile.rankings(rows), mallows.sample(123, np.arange(700), 5, 0.6))
+    own = mallows.sample(keys.population, np.arange(700), 5, 0.6,
+                         agent_keys=keys.range(0, 700))
+    assert np.array_equal(profile.rankings(rows), own)
     assert np.array_equal(np.vstack([data.rows(0, 250), data.rows(250, 700)]), rows)
     truth = data.truth()
     assert np.array_equal(truth["counts"], profile.count_matrix(rows))
     assert truth["n"] == 700
-    assert truth["reference"] == mallows.reference_ranking(123, 5).tolist()
+    assert truth["reference"] == mallows.reference_ranking(keys.population, 5).tolist()
 
 
 # --------------------------------------------------------------------------- real data
@@ -218,7 +223,7 @@ def test_mallows_kind_rows_and_truth():
 
 def test_real_sushi_order():
     path = _real_file("sushi", "kamishima", "sushi3a.5000.10.order")
-    data = DATA_KINDS["sushi"].build({"path": path}, key=0)
+    data = DATA_KINDS["sushi"].build({"path": path}, keys=0)
     assert (data.n, data.m) == (5000, 10)
     _check_full_rankings(data.rows(0, data.n), 5000, 10)
     c = data.truth()["counts"]
@@ -229,7 +234,7 @@ def test_real_sushi_order():
 
 def test_real_turkdots_soc():
     path = _real_file("turkdots", "00024-00000001.soc")
-    data = DATA_KINDS["preflib"].build({"path": path}, key=0)
+    data = DATA_KINDS["preflib"].build({"path": path}, keys=0)
     assert (data.n, data.m) == (795, 4)
     _check_full_rankings(data.rows(0, data.n), 795, 4)
     # the first line of the file is "74: 1,2,3,4"

@@ -33,7 +33,7 @@ PLAIN, DP = PROTOCOLS["kwiksort"], PROTOCOLS["dp_kwiksort"]
 
 def _mallows(n: int, m: int, theta: float, seed: int = 1):
     return DATA_KINDS["mallows"].build({"n": n, "m": m, "theta": theta},
-                                       key=rngm.stream_key(seed, "data"))
+                                       keys=rngm.stream_key(seed, "data"))
 
 
 def _curator(proto, params, data, seed: int = 1, agents: np.ndarray | None = None):

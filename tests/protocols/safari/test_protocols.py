@@ -138,7 +138,8 @@ def test_estimate_release_is_the_raw_unbiased_marginal():
     keys = run_keys(cfg["seed"])
     data = get_data_kind("safari_mallows").build(
         {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
-    rep = proto.respond(Block(0, data.rows(0, n), np.arange(n), keys.agents, params, pub))
+    rep = proto.respond(Block(0, data.rows(0, n), np.arange(n), keys.coins(cfg, np.arange(n)),
+                              params, pub))
     pos = perm.positions(perm.lex_unrank(rep[:, 0], d))
     p, q = GRR(eps, math.factorial(d)).p, GRR(eps, math.factorial(d)).q
     share = np.stack([np.bincount(pos[:, i], minlength=d) for i in range(d)]) / n
@@ -171,7 +172,7 @@ def test_parameter_errors_are_clear():
 
 def test_mallows_kind_is_split_independent_and_truth_is_consistent():
     kind = get_data_kind("safari_mallows")
-    ds = kind.build({"n": 300, "d": 6, "phi": 0.6}, key=11)
+    ds = kind.build({"n": 300, "d": 6, "phi": 0.6}, keys=11)
     assert (ds.rows(0, 300) == np.vstack([ds.rows(0, 120), ds.rows(120, 300)])).all()
     t = ds.truth()
     assert np.allclose(t["q1"].sum(axis=1), 1) and np.allclose(t["q1"].sum(axis=0), 1)
@@ -186,11 +187,11 @@ def test_mallows_kind_is_split_independent_and_truth_is_consistent():
 @pytest.mark.skipif(not SUSHI.is_file(), reason="SUSHI data not available")
 def test_sushi_subset_matches_source_counts():
     kind = get_data_kind("sushi_subset")
-    full = kind.build({"path": str(SUSHI), "d": 10}, key=0)
+    full = kind.build({"path": str(SUSHI), "d": 10}, keys=0)
     assert full.n == 5000
     top = np.bincount(full.rows(0, 5000)[:, 0], minlength=10)
     assert top.tolist() == [458, 550, 404, 228, 747, 545, 206, 1713, 113, 36]  # SOURCE.md
-    small = kind.build({"path": str(SUSHI), "d": 3, "n": 1000}, key=0)
+    small = kind.build({"path": str(SUSHI), "d": 3, "n": 1000}, keys=0)
     rows = small.rows(0, 1000)
     assert rows.shape == (1000, 3) and perm.is_permutation(rows).all()
     first = full.rows(0, 1)[0]
@@ -201,7 +202,7 @@ def test_sushi_subset_matches_source_counts():
 def test_jester_subsets():
     kind = get_data_kind("jester")
     for d, n in ((3, 862), (8, 787), (10, 557)):
-        ds = kind.build({"path": str(JESTER), "d": d}, key=0)
+        ds = kind.build({"path": str(JESTER), "d": d}, keys=0)
         assert ds.n == n and perm.is_permutation(ds.rows(0, n)).all()
     assert ds.public["items"] == [7, 8, 13, 15, 16, 17, 18, 19, 5, 20]
 

@@ -22,7 +22,7 @@ SYN = DATA_KINDS["crowd_synthetic"]
 def _syn(**kw):
     args = {"n": 400, "tasks": 50, "sparsity": 0.9}
     args.update(kw)
-    return SYN.build(args, key=rngm.stream_key(kw.pop("seed", 1), "data"))
+    return SYN.build(args, keys=rngm.stream_key(kw.pop("seed", 1), "data"))
 
 
 def test_synthetic_shape_sparsity_domain():
@@ -45,7 +45,7 @@ def test_synthetic_blocks_do_not_depend_on_the_split():
     assert np.array_equal(whole, parts, equal_nan=True)
     again = _syn(n=500, tasks=40, sparsity=0.5).rows(0, 500)
     assert np.array_equal(whole, again, equal_nan=True)
-    other = SYN.build({"n": 500, "tasks": 40, "sparsity": 0.5}, key=rngm.stream_key(2, "data"))
+    other = SYN.build({"n": 500, "tasks": 40, "sparsity": 0.5}, keys=rngm.stream_key(2, "data"))
     assert not np.array_equal(whole, other.rows(0, 500), equal_nan=True)
 
 
@@ -91,7 +91,7 @@ def test_synthetic_parameter_errors():
     with pytest.raises(ParamError, match=r"\[data\] sparsity"):
         _syn(sparsity=1.0)
     with pytest.raises(ParamError, match=r"\[data\] levels"):
-        SYN.build({"levels": 1}, key=0)
+        SYN.build({"levels": 1}, keys=0)
 
 
 # --------------------------------------------------------------------------- real data
@@ -105,7 +105,7 @@ def _need(path: Path) -> None:
 def test_web_loader_counts():
     path = DATA / "web"
     _need(path / "web_crowd.txt")
-    ds = DATA_KINDS["crowd_web"].build({"path": str(path)}, key=0)
+    ds = DATA_KINDS["crowd_web"].build({"path": str(path)}, keys=0)
     rows = ds.rows(0, ds.n)
     assert rows.shape == (177, 2665) and ds.levels == 5
     assert np.isfinite(rows).sum() == 15567
@@ -113,15 +113,15 @@ def test_web_loader_counts():
     mu = ds.ground_truth()
     assert np.isfinite(mu).sum() == 2653
     assert ds.public == {"tasks": 2665, "levels": 5, "data_type": "answers"}
-    assert DATA_KINDS["crowd_web"].build({"path": str(path), "levels": 6}, key=0).levels == 6
+    assert DATA_KINDS["crowd_web"].build({"path": str(path), "levels": 6}, keys=0).levels == 6
     with pytest.raises(ParamError, match=r"\[data\] levels"):
-        DATA_KINDS["crowd_web"].build({"path": str(path), "levels": 4}, key=0)
+        DATA_KINDS["crowd_web"].build({"path": str(path), "levels": 4}, keys=0)
 
 
 def test_adultcontent_loader_counts_and_both_forms_agree():
     path = DATA / "adultcontent"
     _need(path / "zheng2017" / "answer.csv")
-    ds = DATA_KINDS["crowd_adultcontent"].build({"path": str(path)}, key=0)
+    ds = DATA_KINDS["crowd_adultcontent"].build({"path": str(path)}, keys=0)
     rows = ds.rows(0, ds.n)
     assert rows.shape == (825, 11040) and ds.levels == 4
     assert np.isfinite(rows).sum() == 89799  # unique (worker, task) pairs; first answer kept
@@ -139,4 +139,4 @@ def test_adultcontent_loader_counts_and_both_forms_agree():
 def test_loaders_name_a_missing_path():
     for kind in ("crowd_web", "crowd_adultcontent"):
         with pytest.raises(ParamError, match=r"\[data\] path"):
-            DATA_KINDS[kind].build({"path": "/nonexistent/dir"}, key=0)
+            DATA_KINDS[kind].build({"path": "/nonexistent/dir"}, keys=0)

@@ -42,7 +42,7 @@ def score(cfg: dict, res: dict) -> dict:
 
 def _data(n=60, tasks=20, sparsity=0.7, seed=2):
     return DATA_KINDS["crowd_synthetic"].build({"n": n, "tasks": tasks, "sparsity": sparsity},
-                                               key=rngm.stream_key(seed, "data"))
+                                               keys=rngm.stream_key(seed, "data"))
 
 
 # --------------------------------------------------------------------------- registry, claims

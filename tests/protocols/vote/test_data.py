@@ -14,7 +14,7 @@ KIND = DATA_KINDS["weighted_votes"]
 
 
 def _data(seed: int = 1, **args):
-    return KIND.build(args, key=rngm.stream_key(seed, "data"))
+    return KIND.build(args, keys=rngm.stream_key(seed, "data"))
 
 
 @pytest.mark.parametrize("design", ["iid", "balanced"])
@@ -108,7 +108,7 @@ def test_build_validates_arguments():
     with pytest.raises(ParamError, match="unknown argument"):
         _data(n=10, m=3)
     with pytest.raises(ParamError, match="n: required"):
-        KIND.build({}, key=1)
+        KIND.build({}, keys=1)
 
 
 def test_yes_by_weight():

@@ -87,16 +87,18 @@ def test_per_agent_counters_widen_before_any_can_overflow():
 def test_a_pool_that_never_registers_leaves_its_block_out():
     """Pools 0 and 2 of 3 register, then the registration times out: the curator is built over
     their two blocks, in order, and the record counts the missing block as dropouts."""
-    from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
     from ldpsim.simulator.session import CuratorSession, PoolSession
     from ldpsim.simulator.session.common import block_of
+
+    from tests import drivers
 
     cfg = {"protocol": "ldp_kwiksort_rr", "params": {}, "seed": 3, "pools": 3, "batch": 16,
            "data": {**example_data("ldp_kwiksort_rr"), "n": 90},
            "collusion": {"colluders": 0, "curator": True}, "faults": []}
     limits = Limits(timeout_s=20)
-    cur = CuratorSession(0, curator_config(cfg, None), auth_key("t"), limits)
-    pools = {i: PoolSession(i, 3, "t", limits, pool_keys(3, None)) for i in (2, 0)}
+    cur = CuratorSession(0, drivers.parties(cfg).curator, drivers.AUTH, limits)
+    pools = {i: PoolSession(i, 3, drivers.AUTH, limits, drivers.parties(cfg).pools[i])
+             for i in (2, 0)}
     for i, pool in pools.items():
         for _, setup in cur.on_frame(b"p%d" % i, pool.hello()):
             for reg in pool.on_frames([setup]):

@@ -22,13 +22,14 @@ import pytest
 import zmq
 from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
 from ldpsim.protocols.base import Block
+from ldpsim.protocols.keys import DataKeys, Secrets
 from ldpsim.simulator import wire
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.seeding import (
-    auth_key,
     curator_config,
-    pool_keys,
-    pool_keys_from_secret,
+    local_parties,
+    registration_key,
+    registration_mac,
     run_keys,
 )
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
@@ -37,6 +38,11 @@ from ldpsim.simulator.transport import run_processes
 from tests.conftest import free_port
 
 TOKEN = "attack-test-token"
+SALT = b"attack-test-salt"
+#: the registration key every honest pool of these tests holds (from the token, as on hosts)
+AUTH = registration_key(TOKEN, SALT)
+#: an experiment's own master secret (the hosts backend's, or ``--secret``)
+SECRETS = Secrets(b"attack-test master secret, 32 B!")
 LIMITS = Limits(timeout_s=10.0)
 
 
@@ -52,13 +58,13 @@ def config(n: int = 400, seed: int = 5, **over: Any) -> dict:
 class Run:
     """A curator and honest pools driven by hand; ``inject`` hands the curator extra frames."""
 
-    def __init__(self, cfg: dict, limits: Limits = LIMITS, secret: str | None = TOKEN,
+    def __init__(self, cfg: dict, limits: Limits = LIMITS, secrets: Secrets | None = SECRETS,
                  record_view: bool = False) -> None:
         self.cfg = cfg
-        self.cur = CuratorSession(0, curator_config(cfg, secret), auth_key(TOKEN), limits,
-                                  record_view)
-        keys = None if secret else pool_keys(cfg["seed"])
-        self.pools = {b"pool-%d" % i: PoolSession(i, cfg["pools"], TOKEN, limits, keys)
+        self.parties = local_parties(cfg, cfg["data"]["n"], secrets, AUTH)
+        self.cur = CuratorSession(0, self.parties.curator, AUTH, limits, record_view)
+        self.pools = {b"pool-%d" % i: PoolSession(i, cfg["pools"], AUTH, limits,
+                                                  self.parties.pools[i])
                       for i in range(cfg["pools"])}
         self.queue: list[tuple[bool, bytes, bytes]] = [
             (True, peer, p.hello()) for peer, p in self.pools.items()]
@@ -96,7 +102,7 @@ class Run:
 
 
 def clean(cfg: dict) -> dict:
-    return run_inproc(cfg, LIMITS, secret=TOKEN)
+    return run_inproc(cfg, LIMITS, secrets=SECRETS)
 
 
 def registered(run: Run) -> bool:
@@ -155,9 +161,7 @@ def test_attack_token_holder_registering_absurd_n_is_refused(n):
     run = Run(cfg)
     (_, setup), = run.cur.on_ready(b"thief")
     nonce = wire.decode_one(setup).payload["nonce"]
-    from ldpsim.simulator.seeding import registration_mac
-
-    mac = registration_mac(auth_key(TOKEN), nonce, 0, 0, 2)
+    mac = registration_mac(AUTH, nonce, 0, 0, 2)
     run.inject(b"thief", wire.encode(wire.HELLO, 0, -1, -1, {
         "pool": 0, "pools": 2, "n": n, "agents": [0, 5], "public": {}, "mac": mac}))
     res = run.finish()
@@ -276,31 +280,34 @@ def _integers(obj: Any, out: set[int]) -> set[int]:
     return out
 
 
-def _regenerate(cfg: dict, data_key: int, agent_key: int, view: dict) -> bool:
-    """Do these keys reproduce round 0's reports exactly (the data and every agent's coins)?"""
+def _regenerate(cfg: dict, data_keys: DataKeys, coins: Any, view: dict) -> bool:
+    """Do these keys reproduce round 0's reports exactly (the data and every agent's coins:
+    one coin key per agent of the round, or a stream key)?"""
     rnd = view["rounds"][0]
     n = cfg["data"]["n"]
     ds = get_data_kind("mallows").build({k: v for k, v in cfg["data"].items() if k != "kind"},
-                                        data_key)
+                                        data_keys)
     proto = get_protocol(cfg["protocol"])
     params = proto.resolve(cfg["params"], ds.public)
     agents = np.asarray(rnd["report_agents"])
-    reports = proto.respond(Block(0, ds.rows(0, n)[agents], agents, agent_key, params, ds.public,
+    if isinstance(coins, np.ndarray):
+        coins = coins[agents]
+    reports = proto.respond(Block(0, ds.rows(0, n)[agents], agents, coins, params, ds.public,
                                   queries=rnd["queries"], broadcast=rnd["broadcast"]))
     return bool(np.array_equal(np.asarray(reports), np.asarray(rnd["reports"])))
 
 
-@pytest.mark.parametrize("secret", [None, TOKEN])
-def test_attack_curator_regenerates_reports_from_all_it_received(secret):
+@pytest.mark.parametrize("secrets", [None, SECRETS], ids=["the seed's", "a secret"])
+def test_attack_curator_regenerates_reports_from_all_it_received(secrets):
     """Hand an attack everything the curator process received -- its configuration, its key,
     the registration key, every frame -- and let it try every integer in there as the run
-    seed, as the data key, as the agents' key, and as the hosts secret's run id. It must not
-    reproduce the agents' reports; the same attack given the real seed does (so it is not
-    vacuous)."""
+    seed (the keys a run without a secret derives from it), as a data key and as the agents'
+    stream key. It must not reproduce the agents' reports; the same attack given the real seed
+    (and secret) does (so it is not vacuous)."""
     cfg = config(n=300, seed=77)
-    ccfg = curator_config(cfg, secret)
+    ccfg = curator_config(cfg, secrets)
     assert "seed" not in ccfg and cfg["seed"] not in _integers(ccfg, set())
-    run = Run(cfg, secret=secret, record_view=True)
+    run = Run(cfg, secrets=secrets, record_view=True)
     frames: list[bytes] = []
     orig = run.cur.on_frame
 
@@ -311,32 +318,35 @@ def test_attack_curator_regenerates_reports_from_all_it_received(secret):
     run.cur.on_frame = spy
     res = run.finish()
     view = res["view"]
-    received = _integers([ccfg, auth_key(TOKEN), frames], set())
+    received = _integers([ccfg, AUTH, frames], set())
     assert len(received) > 100
+    every = np.arange(cfg["data"]["n"])
     hits = 0
     for c in received:
+        if c < 0 or c >= 1 << 64:
+            continue
         k = run_keys(c)
-        guesses = [(k.data, k.agents), (c, c)]
-        if secret is None:
-            guesses.append((pool_keys(c).data, pool_keys(c).agents))
+        guesses = [(k.data, k.coins(cfg, every)), (DataKeys.of_seed(c), c)]
         hits += any(_regenerate(cfg, d, a, view) for d, a in guesses)
     assert hits == 0
-    true = run_keys(cfg["seed"], secret)
-    assert _regenerate(cfg, true.data, true.agents, view)  # the attack works with the seed
-    # the hosts secret's keys: derivable with the secret, not with what the curator holds
-    if secret:
-        assert pool_keys_from_secret(secret, ccfg["run_id"]).agents == true.agents
+    true = run_keys(cfg["seed"], secrets)
+    assert _regenerate(cfg, true.data, true.coins(cfg, every), view)  # works with the seed
 
 
 def test_attack_hello_without_token_gets_no_seed_and_no_keys():
+    """A stranger's set-up holds the public configuration (signed) and a nonce: no seed, no
+    key of the curator's, no agent's key."""
     cfg = config()
     run = Run(cfg)
     (_, setup), = run.cur.on_ready(b"stranger")
     payload = wire.decode_one(setup).payload
-    assert "seed" not in payload["config"] and "keys" not in payload["config"]
+    public = msgpack.unpackb(payload["config"], strict_map_key=False)
+    assert "seed" not in public and "keys" not in public
     assert cfg["seed"] not in _integers(payload, set())
-    keys = run_keys(cfg["seed"], TOKEN)
-    leaked = _integers(payload, set()) & {keys.data, keys.agents, keys.curator, keys.collusion}
+    keys = run_keys(cfg["seed"], SECRETS)
+    agents = set(keys.coins(cfg, np.arange(cfg["data"]["n"])).tolist())
+    agents |= set(keys.data.range(0, cfg["data"]["n"]).tolist())
+    leaked = _integers(payload, set()) & ({keys.curator, keys.data.population} | agents)
     assert not leaked
 
 
@@ -344,7 +354,7 @@ def test_attack_hello_without_token_gets_no_seed_and_no_keys():
 
 def _registration(run: Run, peer: bytes, pool_index: int) -> bytes:
     """The registration an honest pool would send to ``run``'s curator (captured)."""
-    p = PoolSession(pool_index, 2, TOKEN, LIMITS)
+    p = PoolSession(pool_index, 2, AUTH, LIMITS, run.parties.pools[pool_index])
     (_, setup), = run.cur.on_ready(peer)
     (hello,) = p.on_frame(setup)[:1]
     return hello
@@ -360,6 +370,7 @@ def test_attack_replayed_registration_from_an_earlier_run_is_refused():
     assert res["output"] == clean(cfg)["output"] and res["pools_registered"] == 2
     assert "authentication failed" in res["rejections"][0]["reason"]
     assert b"token" not in captured and TOKEN.encode() not in captured  # never in clear
+    assert AUTH not in captured
 
 
 def test_attack_outsider_cannot_steal_a_pool_slot():
@@ -367,10 +378,10 @@ def test_attack_outsider_cannot_steal_a_pool_slot():
     run = Run(cfg)
     (_, setup), = run.cur.on_ready(b"thief")
     nonce = wire.decode_one(setup).payload["nonce"]
-    for guess in ("", "token", "attack-test"):  # wrong secrets: no slot, then ignored
-        thief = PoolSession(0, 2, guess or "x", LIMITS, pool_keys(0))
-        (hello,) = thief.on_frame(setup)[:1]
-        run.inject(b"thief", hello)
+    for guess in ("attack-test-tokem", "token token token", "attack-test-token!"):
+        mac = registration_mac(registration_key(guess, SALT), nonce, 0, 0, 2)
+        run.inject(b"thief", wire.encode(wire.HELLO, 0, -1, -1, {  # wrong tokens: refused
+            "pool": 0, "pools": 2, "n": 400, "agents": [0, 200], "public": {}, "mac": mac}))
     run.inject(b"thief", wire.encode(wire.HELLO, 0, -1, -1, {"pool": 0, "pools": 2, "n": 400,
                                                               "agents": [0, 200], "public": {},
                                                               "mac": nonce * 2}))
@@ -383,7 +394,7 @@ def test_attack_outsider_cannot_steal_a_pool_slot():
 def test_refused_pool_waits_for_the_next_run_and_joins_it():
     cfg = config()
     run = Run(cfg)
-    late = PoolSession(0, 2, TOKEN, LIMITS)
+    late = PoolSession(0, 2, AUTH, LIMITS, run.parties.pools[0])
     run.until(lambda: registered(run))  # both slots taken by the honest pools
     assert not list(run.cur.on_ready(b"late"))  # no set-up once the rounds started
     setup = run.cur.registration.setup_frame  # it kept the one it got while the curator registered
@@ -405,7 +416,7 @@ def test_pool_set_up_for_a_dead_curator_takes_the_new_curators_run():
     """After a curator crash, the new curator's set-up (a new nonce) replaces the dead run."""
     cfg = config()
     dead, alive = Run(cfg), Run(cfg)
-    pool = PoolSession(0, 2, TOKEN, LIMITS)
+    pool = PoolSession(0, 2, AUTH, LIMITS, alive.parties.pools[0])
     (_, setup), = dead.cur.on_ready(b"p")
     pool.on_frame(setup)
     assert pool.nonce == dead.cur.registration.nonce
@@ -551,8 +562,9 @@ def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     cfg = config()
+    parties = local_parties(cfg, cfg["data"]["n"], None, AUTH)
     thread, box = _in_thread(lambda: run_processes(cfg, LIMITS, endpoint=endpoint,
-                                                   spawn_pools=False, token=TOKEN))
+                                                   spawn_pools=False, parties=parties))
     conns = []
     try:
         deadline = time.monotonic() + 20
@@ -570,8 +582,8 @@ def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
         from ldpsim.simulator.transport import _pool_child  # honest pools, after the flood
 
         ctx = mp.get_context("fork")
-        pools = [ctx.Process(target=_pool_child, args=(endpoint, i, 2, TOKEN, LIMITS,
-                                                       pool_keys(cfg["seed"])))
+        pools = [ctx.Process(target=_pool_child, args=(endpoint, i, 2, AUTH, LIMITS,
+                                                       parties.pools[i]))
                  for i in range(2)]
         for p in pools:
             p.start()
@@ -604,16 +616,17 @@ def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_tracebac
         run_inproc(config(), LIMITS)
 
 
-def test_hosts_backend_without_a_token_is_refused_before_anything_binds(tmp_path, capsys):
+def test_hosts_backend_without_its_keys_is_refused_before_anything_binds(tmp_path, capsys):
     """Open registration (anyone registering as pool 0 and poisoning the output) is gone: the
-    hosts backend needs the token, on loopback as on any other interface."""
+    hosts backend needs the deployment's keys (its pools' and its registration token), on
+    loopback as on any other interface."""
     from ldpsim.simulator.cli import main
 
     code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{free_port()}",
                  "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "[runtime] token: the hosts backend needs one" in err
+    assert "[runtime] secret: the hosts backend needs the deployment's keys" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -638,8 +651,9 @@ def test_attack_rogue_curator_asking_an_agent_twice_in_one_round_gets_one_answer
     """Duplicates inside one query batch, out of order, and the same batch sent again: each
     agent answers round 0 once, whatever path the pool's odometer takes."""
     cfg = config(n=20, pools=1)
-    pool = PoolSession(0, 1, TOKEN, LIMITS, pool_keys(cfg["seed"]))
-    cur = CuratorSession(0, curator_config(cfg), auth_key(TOKEN), LIMITS)
+    parties = local_parties(cfg, 20, None, AUTH)
+    pool = PoolSession(0, 1, AUTH, LIMITS, parties.pools[0])
+    cur = CuratorSession(0, parties.curator, AUTH, LIMITS)
     (_, setup), = cur.on_ready(b"p")
     pool.on_frame(setup)
     queries = [[0]] * 5

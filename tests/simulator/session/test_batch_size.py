@@ -140,12 +140,14 @@ def test_queries_drawn_on_demand_go_out_before_the_round_has_drawn_them_all():
     per-agent bytes are those of the eager plan."""
     from ldpsim.protocols.queries import CHUNK, RowQueries
     from ldpsim.protocols.rank import protocols as rank
-    from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
     from ldpsim.simulator.session import CuratorSession, PoolSession
 
+    from tests import drivers
+
     config = _config(20 * CHUNK, 1024)
-    cur = CuratorSession(0, curator_config(config, None), auth_key("t"), LIMITS)
-    pools = [PoolSession(i, 2, "t", LIMITS, pool_keys(config["seed"], None)) for i in range(2)]
+    cur = CuratorSession(0, drivers.parties(config).curator, drivers.AUTH, LIMITS)
+    pools = [PoolSession(i, 2, drivers.AUTH, LIMITS, drivers.parties(config).pools[i])
+             for i in range(2)]
     sent = []
     for i, pool in enumerate(pools):  # hello, set-up, registration
         pool.can_die = False

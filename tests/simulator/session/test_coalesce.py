@@ -12,8 +12,9 @@ import pytest
 from ldpsim.protocols.local import example_data
 from ldpsim.simulator import wire, wire_numpy
 from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
+
+from tests import drivers
 
 LIMITS = Limits(timeout_s=20)
 QUIET = {"colluders": 0, "curator": True}
@@ -43,10 +44,9 @@ def _run_grouped(config):
     (``on_frames``); each hand-over is checked against a copy of the pool answering the same
     frames one at a time. Returns the result and the largest number of query frames one
     hand-over held."""
-    token = "inproc"
-    cur = CuratorSession(0, curator_config(config, None), auth_key(token), LIMITS)
-    keys = pool_keys(config["seed"], None)
-    pools = [PoolSession(i, int(config["pools"]), token, LIMITS, keys)
+    parties = drivers.parties(config)
+    cur = CuratorSession(0, parties.curator, drivers.AUTH, LIMITS)
+    pools = [PoolSession(i, int(config["pools"]), drivers.AUTH, LIMITS, parties.pools[i])
              for i in range(int(config["pools"]))]
     for p in pools:
         p.can_die = False
@@ -122,8 +122,8 @@ def test_queued_batches_answered_at_once_send_the_same_frames(name, responded):
 
 def _set_up_pool(config):
     """Pool 0 of ``config``'s run, set up and registered, and the curator's run number."""
-    cur = CuratorSession(0, curator_config(config, None), auth_key("t"), LIMITS)
-    pool = PoolSession(0, 2, "t", LIMITS, pool_keys(config["seed"], None))
+    cur = CuratorSession(0, drivers.parties(config).curator, drivers.AUTH, LIMITS)
+    pool = PoolSession(0, 2, drivers.AUTH, LIMITS, drivers.parties(config).pools[0])
     pool.can_die = False
     for _, setup in cur.on_frame(b"p0", pool.hello()):
         pool.on_frames([setup])

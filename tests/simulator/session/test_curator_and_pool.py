@@ -14,8 +14,10 @@ import pytest
 from ldpsim.protocols import get_data_kind
 from ldpsim.protocols.base import ReportSchema
 from ldpsim.simulator import wire, wire_numpy_read
-from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys, run_keys
+from ldpsim.simulator.seeding import run_keys
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
+
+from tests import drivers
 
 LIMITS = Limits(timeout_s=10.0)
 
@@ -29,8 +31,8 @@ def config(n: int = 5000, batch: int = 1000) -> dict:
 
 def test_pool_registers_before_it_generates_its_data():
     cfg = config()
-    cur = CuratorSession(0, curator_config(cfg), auth_key("t"), LIMITS)
-    pool = PoolSession(1, 2, "t", LIMITS, pool_keys(cfg["seed"]))
+    cur = CuratorSession(0, drivers.parties(cfg).curator, drivers.AUTH, LIMITS)
+    pool = PoolSession(1, 2, drivers.AUTH, LIMITS, drivers.parties(cfg).pools[1])
     (_, setup), = cur.on_ready(b"p1")
     out = pool.on_frame(setup)
     assert [wire.decode_one(f).kind for f in out] == [wire.HELLO]  # the registration
@@ -43,8 +45,9 @@ def test_pool_registers_before_it_generates_its_data():
 
 def test_pool_without_prepare_generates_at_its_first_query():
     cfg = config()
-    cur = CuratorSession(0, curator_config(cfg), auth_key("t"), LIMITS)
-    pools = [PoolSession(i, 2, "t", LIMITS, pool_keys(cfg["seed"])) for i in range(2)]
+    cur = CuratorSession(0, drivers.parties(cfg).curator, drivers.AUTH, LIMITS)
+    pools = [PoolSession(i, 2, drivers.AUTH, LIMITS, drivers.parties(cfg).pools[i])
+             for i in range(2)]
     frames = []
     for i, pool in enumerate(pools):
         (_, setup), = cur.on_ready(b"p%d" % i)
@@ -58,11 +61,12 @@ def test_pool_without_prepare_generates_at_its_first_query():
 
 def test_query_batches_go_to_the_pools_in_turn():
     cfg = config(n=5000, batch=1000)  # pool 0: agents 0..2499 (3 batches), pool 1: 2500..4999
-    cur = CuratorSession(0, curator_config(cfg), auth_key("t"), LIMITS)
+    cur = CuratorSession(0, drivers.parties(cfg).curator, drivers.AUTH, LIMITS)
     frames = []
     for i in range(2):
         (_, setup), = cur.on_ready(b"p%d" % i)
-        for f in PoolSession(i, 2, "t", LIMITS, pool_keys(cfg["seed"])).on_frame(setup):
+        pool = PoolSession(i, 2, drivers.AUTH, LIMITS, drivers.parties(cfg).pools[i])
+        for f in pool.on_frame(setup):
             frames.extend(cur.on_frame(b"p%d" % i, f))
     order = [(peer, wire_numpy_read.first_agent(f, wire.QUERY)[2]) for peer, f in frames]
     assert order == [(b"p0", 0), (b"p1", 2500), (b"p0", 1000), (b"p1", 3500), (b"p0", 2000),
@@ -87,8 +91,9 @@ def test_all_inside_is_inside_for_every_row(schema):
 def _drive(cfg: dict, first_reply=None) -> dict:
     """Run curator and pools by hand; ``first_reply(peer, frame)`` may replace the frames a
     pool sends for its first query batch. Returns the curator's result."""
-    cur = CuratorSession(0, curator_config(cfg), auth_key("t"), LIMITS)
-    pools = {b"p%d" % i: PoolSession(i, 2, "t", LIMITS, pool_keys(cfg["seed"])) for i in range(2)}
+    cur = CuratorSession(0, drivers.parties(cfg).curator, drivers.AUTH, LIMITS)
+    pools = {b"p%d" % i: PoolSession(i, 2, drivers.AUTH, LIMITS, drivers.parties(cfg).pools[i])
+             for i in range(2)}
     queue = [(True, peer, f) for peer, p in pools.items() for f in [p.hello()]]
     hooked = False
     while not cur.finished:

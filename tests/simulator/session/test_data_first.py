@@ -9,11 +9,14 @@ import pytest
 from ldpsim.simulator import identity
 from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import curator_config, pool_keys
+from ldpsim.simulator.seeding import public_config
 from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.transport import run_processes
 
+from tests import drivers
 from tests.conftest import ROOT
+
+NONCE = b"data-first nonce"
 
 LIMITS = Limits(timeout_s=20)
 QUIET = {"colluders": 0, "curator": True}  # colluders' disclosures would need the data
@@ -45,8 +48,8 @@ def test_the_pools_build_their_data_before_registering(monkeypatch):
     seen = []
     setup = PoolSession._setup
 
-    def spy(self, run, cfg, nonce):
-        out = setup(self, run, cfg, nonce)
+    def spy(self, run, blob, sigs, nonce):
+        out = setup(self, run, blob, sigs, nonce)
         seen.append(self.data is not None)  # the registration is in ``out``, not yet sent
         return out
 
@@ -76,44 +79,49 @@ def test_the_scenario_key_is_checked_and_enters_the_identity_only_when_on():
 
 
 def _keyed_pool(index):
-    """A data_first run's configuration, its set-up as the curator sends it, and pool
-    ``index`` of 2 holding the run's keys (as the processes backend starts it)."""
+    """A data_first run's configuration, its set-up as the curator relays it (the signed
+    configuration and the signatures), and pool ``index`` of 2 holding its keys (as the
+    processes backend starts it)."""
     cfg = _config(data_first=True, collusion=QUIET)
-    return cfg, curator_config(cfg), PoolSession(index, 2, "token", LIMITS, pool_keys(cfg["seed"]))
+    parties = drivers.parties(cfg)
+    setup = (parties.curator["signed"], parties.curator["sigs"])
+    return cfg, setup, PoolSession(index, 2, drivers.AUTH, LIMITS, parties.pools[index])
 
 
 def test_a_pool_with_its_keys_builds_its_rows_before_the_set_up_and_uses_them():
     cfg, setup, early = _keyed_pool(1)
-    early.prebuild(cfg["data"])
-    rows = early.prebuilt[3]
-    early._setup(7, setup, b"nonce")
-    assert early.data is rows and early.prebuilt is None  # used, not built again
-    _, _, late = _keyed_pool(1)  # the same rows when built at set-up
-    late._setup(7, setup, b"nonce")
+    early.prebuild(public_config(cfg))
+    rows, coins = early.prebuilt[3], early.prebuilt[4]
+    early._setup(7, *setup, NONCE)
+    assert early.data is rows and early.coins is coins  # used, not built again
+    assert early.prebuilt is None
+    _, _, late = _keyed_pool(1)  # the same rows and coins when built at set-up
+    late._setup(7, *setup, NONCE)
     assert late.data.tolist() == rows.tolist() and (late.start, late.stop) == (150, 300)
+    assert late.coins.tolist() == coins.tolist()
 
 
 def test_pre_built_rows_of_another_data_section_or_without_keys_are_not_used():
     cfg, setup, sess = _keyed_pool(0)
-    sess.prebuild(dict(cfg["data"], n=200))  # the set-up names n = 300
+    sess.prebuild(public_config(dict(cfg, data=dict(cfg["data"], n=200))))  # set-up: n = 300
     stale = sess.prebuilt[3]
-    sess._setup(7, setup, b"nonce")
+    sess._setup(7, *setup, NONCE)
     assert sess.prebuilt is None and len(stale) == 100 and len(sess.data) == 150
     _, _, fresh = _keyed_pool(0)
-    fresh._setup(7, setup, b"nonce")
+    fresh._setup(7, *setup, NONCE)
     assert sess.data.tolist() == fresh.data.tolist()
-    keyless = PoolSession(0, 2, "token", LIMITS)  # hosts backend: keys come with the set-up
-    keyless.prebuild(cfg["data"])
+    keyless = PoolSession(0, 2, drivers.AUTH, LIMITS)  # no keys: nothing to build with
+    keyless.prebuild(public_config(cfg))
     assert keyless.prebuilt is None
 
 
 def test_pre_built_rows_still_take_the_audits_neighbouring_row():
     cfg, setup, sess = _keyed_pool(0)
-    sess.prebuild(cfg["data"])
+    sess.prebuild(public_config(cfg))
     rows = sess.prebuilt[3]
     other = rows[1]  # agent 3 gets agent 1's row
     sess.override = {"agent": 3, "row": other}
-    sess._setup(7, setup, b"nonce")
+    sess._setup(7, *setup, NONCE)
     assert sess.data[3].tolist() == other.tolist() and rows[3].tolist() != other.tolist()
     assert not rows.flags.writeable and not sess.data.flags.writeable
 

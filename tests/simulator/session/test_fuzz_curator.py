@@ -39,8 +39,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import auth_key, curator_config, pool_keys
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+
+from tests import drivers
 
 # ----------------------------------------------------------------------------- the run set-up
 
@@ -62,9 +63,10 @@ def make_run(config: dict[str, Any], limits: Limits
     The only place that constructs sessions: adapt it here when the constructors change.
     """
     n_pools = int(config["pools"])
-    cur = CuratorSession(0, curator_config(config), auth_key(TOKEN), limits)
-    keys = pool_keys(config["seed"])  # what run_inproc hands its pools
-    pools = [PoolSession(i, n_pools, TOKEN, limits, keys) for i in range(n_pools)]
+    parties = drivers.parties(config)  # what run_inproc hands the curator and its pools
+    cur = CuratorSession(0, parties.curator, drivers.AUTH, limits)
+    pools = [PoolSession(i, n_pools, drivers.AUTH, limits, parties.pools[i])
+             for i in range(n_pools)]
     for p in pools:
         p.can_die = False
     return cur, pools, [b"pool-%d" % i for i in range(n_pools)]

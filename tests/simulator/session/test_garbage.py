@@ -11,10 +11,10 @@ import msgpack
 import zmq
 from ldpsim.simulator import wire
 from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import pool_keys
 from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.transport import _pool_child, run_processes
 
+from tests import drivers
 from tests.conftest import free_port
 
 TOKEN = "secret-token"
@@ -67,18 +67,19 @@ def pool_garbage(run: int, block: tuple[int, int]) -> list[bytes]:
 def test_curator_survives_garbage_and_output_is_unchanged():
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     cfg = config()
+    parties = drivers.parties(cfg)
     result: dict = {}
 
     def curator() -> None:
         try:
-            result["res"] = run_processes(cfg, LIMITS, endpoint=endpoint, token=TOKEN,
-                                          spawn_pools=False)
+            result["res"] = run_processes(cfg, LIMITS, endpoint=endpoint, spawn_pools=False,
+                                          parties=parties)
         except Exception as e:  # surfaced below
             result["err"] = e
 
     ctx = mp.get_context("fork")
-    real_pool = ctx.Process(target=_pool_child, args=(endpoint, 0, 2, TOKEN, LIMITS,
-                                                          pool_keys(cfg["seed"])))
+    real_pool = ctx.Process(target=_pool_child, args=(endpoint, 0, 2, drivers.AUTH, LIMITS,
+                                                          parties.pools[0]))
     real_pool.start()
     thread = threading.Thread(target=curator)
     thread.start()
@@ -93,7 +94,7 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     pool = zctx.socket(zmq.DEALER)
     pool.setsockopt(zmq.LINGER, 0)
     pool.connect(endpoint)
-    ps = PoolSession(1, 2, TOKEN, LIMITS, pool_keys(cfg["seed"]))
+    ps = PoolSession(1, 2, drivers.AUTH, LIMITS, parties.pools[1])
     pool.send(ps.hello())
     n_dup = 0
     deadline = time.monotonic() + 30

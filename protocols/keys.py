@@ -1,0 +1,572 @@
+"""Every agent's keys: independent per-agent secrets from a PRF, and who may compute them.
+
+An agent is meant to be as independent as a real device: what one agent's keys are must tell
+nothing about another's. So no agent key is derived from another party's by a public bijection
+(as ``mix(run key + id * constant)`` was: one disclosed key gave the run key back, and with it
+every agent's coins). Here every key is an output of SipHash-2-4 (``protocols.prf``), a PRF:
+
+* **device keys.** Agent ``a`` has a 128-bit device key, the leaf ``a`` of a tree of keys over the
+  agent ids ``0 .. 2^32 - 1``: four levels of 256 children each, the root derived from the
+  experiment's master secret, and child ``c`` of a node keyed ``K`` at level ``l`` keyed
+  ``(PRF_K(l << 8 | c), PRF_K(2^62 | l << 8 | c))`` (a GGM-style tree, Goldreich, Goldwasser &
+  Micali 1986). Whoever holds a node's key can compute the device keys below it and no other:
+  ``AgentKeys`` holds the keys of the nodes that exactly cover some ranges of agents, which is
+  how a pool gets its own agents' keys and nothing about the others' (``restrict``). A range of
+  ``N`` agents is covered by at most ``2 * 255 * 4`` nodes; computing its device keys costs two
+  PRF calls per agent (the inner nodes are few).
+* **coin keys** (the agent's random coins in one run): ``PRF_device(run tag)``, the run tag being
+  the run's public id (``run_tag``): fresh for every run of a sweep, so the views of a whole
+  sweep compose as independent mechanisms do.
+* **data keys** (what an agent's private row is drawn with, for generated data): ``PRF_device(2^63
+  | data tag)``, the data tag depending on the repetition only (``data_tag``): the runs of one
+  repetition share their data (common random numbers), never their coins.
+
+An agent that discloses its coin key (a colluder) gives away its own draws of that run and
+nothing else. A fast mixer (SplitMix64, ``protocols.rng``) then expands a coin or data key into
+the agent's draws; it never derives one agent's key from another's.
+
+Everything here is a pure function of the master secret and public tags; ``simulator.seeding``
+decides which party receives what.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols.prf import SIPHASH, prf
+
+#: agent ids live in [0, 2^ID_BITS)
+ID_BITS = 32
+#: bits of the id each level of the tree consumes (256 children per node)
+LEVEL_BITS = 8
+#: levels below the root; level LEVELS holds the agents' device keys
+LEVELS = ID_BITS // LEVEL_BITS
+_HALF = 1 << 62  # the second half of a child key
+_DATA = np.uint64(1 << 63)  # data keys' messages; coin keys' messages stay below 2^63
+TAG_BITS = 63
+
+
+def kdf(secret: bytes, *labels: str | int, size: int = 32) -> bytes:
+    """A key derived from ``secret`` for the purpose ``labels`` (keyed BLAKE2b)."""
+    h = hashlib.blake2b(key=secret[:64], digest_size=size, person=b"ldpsim-kdf")
+    h.update(b"\x1f".join(str(x).encode() for x in labels))
+    return h.digest()
+
+
+#: public SipHash keys of the derivations that take a seed or a tag (a PRF keyed by a public
+#: key is a fixed, well-mixed function: what is secret there is the seed itself)
+_SEED_KEY = (0x6C647073696D2D73, 0x6565642D6D617374)
+_DATA_KEY = (0x6C647073696D2D64, 0x6174612D74616773)
+#: the messages that read the root of the device-key tree from a master secret's key
+_ROOT_MSG = (np.uint64(0x726F6F742D6B3030), np.uint64(0x726F6F742D6B3031))
+
+
+def _seed63(seed: int | np.ndarray) -> np.ndarray:
+    """Seeds as 63-bit words (a seed of 63 bits or fewer as it is, a larger one folded by
+    BLAKE2b): what the seed-keyed derivations take."""
+    if isinstance(seed, np.ndarray):
+        out = np.array(seed, dtype=np.uint64).reshape(-1)
+        big = (out >> np.uint64(63)) != 0
+        if big.any():
+            out[big] = [_seed63(int(x))[0] for x in out[big]]
+        return out
+    seed = int(seed)
+    if 0 <= seed < 1 << 63:
+        return np.array([seed], dtype=np.uint64)
+    h = hashlib.blake2b(str(seed).encode(), digest_size=8, person=b"ldpsim-seed")
+    return np.array([int.from_bytes(h.digest(), "little") >> 1], dtype=np.uint64)
+
+
+def master_words_of_seeds(seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``master_from_seed`` of many run seeds at once, as the two words it keys the tree's
+    root with (uint64 arrays)."""
+    s = _seed63(np.asarray(seeds, dtype=np.uint64))
+    return prf(*_SEED_KEY, s), prf(*_SEED_KEY, s | np.uint64(1 << 63))
+
+
+def master_from_seed(seed: int) -> bytes:
+    """The master secret of a run that was given none: a function of its seed alone.
+
+    Then the seed is the only secret: anyone who guesses it (a curator that tries small seeds
+    against the run's public id) can compute every agent's keys. Give a run a secret of its own
+    (``ldpsim keys``) wherever that matters."""
+    s = _seed63(seed)
+    m0, m1 = prf(*_SEED_KEY, s), prf(*_SEED_KEY, s | np.uint64(1 << 63))
+    return int(m0[0]).to_bytes(8, "little") + int(m1[0]).to_bytes(8, "little")
+
+
+def root_words(m0: np.ndarray | int, m1: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """The root key of the device-key tree of masters whose first 128 bits are ``(m0, m1)``
+    (one or many)."""
+    n = np.size(m0)
+    return (prf(m0, m1, np.full(n, _ROOT_MSG[0], dtype=np.uint64)),
+            prf(m0, m1, np.full(n, _ROOT_MSG[1], dtype=np.uint64)))
+
+
+def _canon(x: Any) -> Any:
+    """``x`` in a canonical form for hashing: numbers as floats (1 and 1.0 are one ε), tuples
+    as lists, numpy scalars and arrays as Python values."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, np.generic):
+        return _canon(x.item())
+    if isinstance(x, int | float):
+        return float(x)
+    if isinstance(x, dict):
+        return {str(k): _canon(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | np.ndarray):
+        return [_canon(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
+    return str(x)
+
+
+def tag_of(*parts: Any) -> int:
+    """A 63-bit public tag of ``parts`` (BLAKE2b of their canonical JSON)."""
+    blob = json.dumps(_canon(list(parts)), sort_keys=True, separators=(",", ":"))
+    h = hashlib.blake2b(blob.encode(), digest_size=8, person=b"ldpsim-tag")
+    return int.from_bytes(h.digest(), "little") >> (64 - TAG_BITS)
+
+
+def data_tags(seeds: np.ndarray) -> np.ndarray:
+    """``data_tag`` of many run seeds at once."""
+    return prf(*_DATA_KEY, _seed63(np.asarray(seeds, dtype=np.uint64))) >> np.uint64(1)
+
+
+def data_tag(seed: int) -> int:
+    """The public id of a run's data set: the same for every run of one repetition (common
+    random numbers), different across repetitions."""
+    return int(prf(*_DATA_KEY, _seed63(seed))[0] >> np.uint64(1))
+
+
+@functools.lru_cache(maxsize=256)
+def _identity_key(blob: str) -> tuple[int, int]:
+    h = hashlib.blake2b(blob.encode(), digest_size=16, person=b"ldpsim-run")
+    d = h.digest()
+    return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")
+
+
+def _run_identity(protocol: str, params: dict[str, Any], data: dict[str, Any],
+                  collusion: dict[str, Any] | None) -> tuple[int, int]:
+    coll = (collusion or {}).get("colluders", 0)
+    blob = json.dumps(_canon([protocol, params, data, coll]), sort_keys=True,
+                      separators=(",", ":"))
+    return _identity_key(blob)
+
+
+def run_tags(seeds: np.ndarray, protocol: str, params: dict[str, Any], data: dict[str, Any],
+             collusion: dict[str, Any] | None = None) -> np.ndarray:
+    """``run_tag`` of one run's settings under many run seeds at once."""
+    key = _run_identity(protocol, params, data, collusion)
+    return prf(*key, _seed63(np.asarray(seeds, dtype=np.uint64))) >> np.uint64(1)
+
+
+def run_tag(seed: int, protocol: str, params: dict[str, Any], data: dict[str, Any],
+            collusion: dict[str, Any] | None = None) -> int:
+    """The public id of one run, and the tag its agents' coin keys derive from: different for
+    every protocol, parameter point, data setting, set of colluders and repetition of a
+    sweep, the same on every backend and pool count. Whether the curator is in the coalition
+    leaves the agents' coins alone (the same reports, disclosed to it or not: a curator that
+    sees both learns nothing more), and no ``collusion`` is no colluders. A PRF of the seed
+    under a key of the run's settings, so a block of trials computes its tags at once."""
+    key = _run_identity(protocol, params, data, collusion)
+    return int(prf(*key, _seed63(seed))[0] >> np.uint64(1))
+
+
+def device_rows(k0: np.ndarray, k1: np.ndarray, agents: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Row i's device key of agent ``agents[i]`` in the tree whose root key is ``(k0[i],
+    k1[i])``: one agent under many masters at once (the privacy audit's trials)."""
+    a = np.asarray(agents, dtype=np.int64)
+    for level in range(1, LEVELS + 1):
+        k0, k1 = _children(k0, k1, level, (a >> _shift(level)) & ((1 << LEVEL_BITS) - 1))
+    return k0, k1
+
+
+def _split(key: bytes) -> tuple[int, int]:
+    return int.from_bytes(key[:8], "little"), int.from_bytes(key[8:16], "little")
+
+
+def _shift(level: int) -> int:
+    return ID_BITS - LEVEL_BITS * level
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the device-key tree: it covers agents ``[index << shift, (index + 1) <<
+    shift)`` with ``shift = 32 - 8 level``; ``k0, k1`` are its key's halves."""
+
+    level: int
+    index: int
+    k0: int
+    k1: int
+
+    @property
+    def start(self) -> int:
+        return self.index << _shift(self.level)
+
+    @property
+    def stop(self) -> int:
+        return (self.index + 1) << _shift(self.level)
+
+
+def _children(k0: np.ndarray, k1: np.ndarray, level: int, c: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The keys of children ``c`` (at ``level``) of nodes keyed ``(k0, k1)``."""
+    m = (np.uint64(level) << np.uint64(LEVEL_BITS)) | np.asarray(c, dtype=np.uint64)
+    return prf(k0, k1, m), prf(k0, k1, m | np.uint64(_HALF))
+
+
+def cover(start: int, stop: int) -> list[tuple[int, int]]:
+    """The fewest tree nodes (level, index) that exactly cover agents ``[start, stop)``."""
+    if not 0 <= start <= stop <= 1 << ID_BITS:
+        raise ValueError(f"agents [{start}, {stop}) are outside [0, 2^{ID_BITS})")
+    out = []
+    while start < stop:
+        for level in range(LEVELS + 1):
+            size = 1 << _shift(level)
+            if start % size == 0 and start + size <= stop:
+                out.append((level, start >> _shift(level)))
+                start += size
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class AgentKeys:
+    """The device keys of the agents in some ranges: the keys of the tree nodes covering them.
+
+    Build the whole tree's with ``root(master)``, a pool's share with ``restrict`` (only its
+    ranges: nothing about any other agent can be computed from it), and read the agents' keys
+    with ``device``, ``coins`` and ``data``. Serialises to plain lists (``to_list``) for key
+    files and for handing to a process.
+    """
+
+    nodes: tuple[Node, ...]
+    _starts: np.ndarray = field(init=False, repr=False, compare=False)
+    _stops: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        nodes = tuple(sorted(self.nodes, key=lambda n: n.start))
+        for a, b in zip(nodes, nodes[1:], strict=False):
+            if b.start < a.stop:
+                raise ValueError(f"overlapping key nodes: [{a.start}, {a.stop}) and "
+                                 f"[{b.start}, {b.stop})")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "_starts", np.array([n.start for n in nodes], dtype=np.int64))
+        object.__setattr__(self, "_stops", np.array([n.stop for n in nodes], dtype=np.int64))
+
+    @classmethod
+    def root(cls, master: bytes) -> AgentKeys:
+        """Every agent's keys: the root of the tree of the master secret ``master`` (keyed by
+        its first 128 bits, ``root_words``)."""
+        m0, m1 = _split(master)
+        k0, k1 = root_words(m0, m1)
+        return cls((Node(0, 0, int(k0[0]), int(k1[0])),))
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """The agents covered, as disjoint ranges [start, stop) (adjacent nodes joined)."""
+        out: list[list[int]] = []
+        for n in self.nodes:
+            if out and out[-1][1] == n.start:
+                out[-1][1] = n.stop
+            else:
+                out.append([n.start, n.stop])
+        return [(a, b) for a, b in out]
+
+    def covers(self, start: int, stop: int) -> bool:
+        """Whether every agent of ``[start, stop)`` is covered."""
+        return start >= stop or any(a <= start and stop <= b for a, b in self.ranges())
+
+    def restrict(self, ranges: Iterable[tuple[int, int]]) -> AgentKeys:
+        """The keys of exactly the agents in ``ranges`` (each inside what this covers): the
+        nodes covering them, derived from this one's. Holding the result, a party can compute
+        those agents' keys and nothing about any other agent."""
+        merged: list[list[int]] = []
+        for a, b in sorted((int(a), int(b)) for a, b in ranges if int(b) > int(a)):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        want = sorted(node for a, b in merged for node in cover(a, b))
+        if not want:
+            return AgentKeys(())
+        levels = np.array([lv for lv, _ in want])
+        starts = np.array([i << _shift(lv) for lv, i in want], dtype=np.int64)
+        k0, k1 = self._descend(starts, levels)
+        return AgentKeys(tuple(Node(int(lv), int(i), int(a), int(b))
+                               for (lv, i), a, b in zip(want, k0.tolist(), k1.tolist(),
+                                                        strict=True)))
+
+    def _descend(self, ids: np.ndarray, target: np.ndarray | int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of the ancestors at level ``target`` (one per id, or one level for all)
+        of agents ``ids``: from the covering node down, each distinct ancestor computed once.
+        ``ids`` must be sorted."""
+        ids = np.asarray(ids, dtype=np.int64)
+        n = len(ids)
+        target = np.broadcast_to(np.asarray(target, dtype=np.int64), (n,))
+        at = np.searchsorted(self._starts, ids, side="right") - 1
+        inside = at >= 0
+        inside[inside] &= ids[inside] < self._stops[at[inside]]
+        if not inside.all():
+            bad = ids[~inside]
+            raise KeyError(f"these keys do not cover agents {_show(bad)} (they cover "
+                           f"{_show_ranges(self.ranges())})")
+        lv = np.array([self.nodes[i].level for i in range(len(self.nodes))],
+                      dtype=np.int64)[at]
+        if (lv > target).any():
+            raise KeyError("a requested node lies above the nodes these keys hold")
+        k0 = np.array([n_.k0 for n_ in self.nodes], dtype=np.uint64)[at]
+        k1 = np.array([n_.k1 for n_ in self.nodes], dtype=np.uint64)[at]
+        for level in range(1, LEVELS + 1):
+            sel = np.flatnonzero((lv < level) & (target >= level))
+            if not len(sel):
+                continue
+            anc = ids[sel] >> _shift(level)
+            c = anc & ((1 << LEVEL_BITS) - 1)
+            if level < LEVELS and len(sel) > 1:  # distinct ancestors once (ids sorted)
+                first = np.flatnonzero(np.r_[True, anc[1:] != anc[:-1]])
+                c0, c1 = _children(k0[sel[first]], k1[sel[first]], level, c[first])
+                runs = np.diff(np.r_[first, len(sel)])
+                k0[sel], k1[sel] = np.repeat(c0, runs), np.repeat(c1, runs)
+            else:
+                k0[sel], k1[sel] = _children(k0[sel], k1[sel], level, c)
+            lv[sel] = level
+        return k0, k1
+
+    def device(self, agents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Agents' 128-bit device keys, as two uint64 arrays (KeyError for an agent these keys
+        do not cover)."""
+        agents = np.asarray(agents, dtype=np.int64).reshape(-1)
+        if len(agents) > 1 and (np.diff(agents) < 0).any():  # the descent wants sorted ids
+            order = np.argsort(agents, kind="stable")
+            k0, k1 = self._descend(agents[order], LEVELS)
+            back = np.empty_like(order)
+            back[order] = np.arange(len(order))
+            return k0[back], k1[back]
+        return self._descend(agents, LEVELS)
+
+    def coins(self, agents: np.ndarray, tag: int | np.ndarray,
+              device: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """Agents' 64-bit coin keys in the run tagged ``tag`` (one tag, or one per agent);
+        ``device``: their device keys, if already computed."""
+        d0, d1 = device if device is not None else self.device(agents)
+        return prf(d0, d1, _message(tag, len(d0), False))
+
+    def data(self, agents: np.ndarray, tag: int | np.ndarray,
+             device: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """Agents' 64-bit data keys in the data set tagged ``tag``."""
+        d0, d1 = device if device is not None else self.device(agents)
+        return prf(d0, d1, _message(tag, len(d0), True))
+
+    def for_range(self, start: int, stop: int, coin_tag: int | None = None,
+                  data_tag: int | None = None, device: bool = False
+                  ) -> dict[str, np.ndarray]:
+        """The keys of agents ``[start, stop)``, the fast way for a contiguous block: ``"coins"``
+        (with ``coin_tag``), ``"data"`` (with ``data_tag``) and ``"device0"``, ``"device1"``
+        (with ``device``), each a uint64 array of ``stop - start``; the same values as
+        ``coins``, ``data`` and ``device`` give. KeyError where these keys do not cover the
+        block."""
+        n = stop - start
+        want = {"device0": device, "device1": device, "coins": coin_tag is not None,
+                "data": data_tag is not None}
+        out = {k: np.empty(n, dtype=np.uint64) for k, w in want.items() if w}
+        if n <= 0:
+            return out
+        if not self.covers(start, stop):
+            raise KeyError(f"these keys do not cover agents [{start}, {stop}) (they cover "
+                           f"{_show_ranges(self.ranges())})")
+        for node in self.nodes:
+            a, b = max(start, node.start), min(stop, node.stop)
+            if a >= b:
+                continue
+            part = {k: v[a - start:b - start] for k, v in out.items()}
+            if node.level == LEVELS:  # the node is this agent's device key
+                d0, d1 = np.array([node.k0], np.uint64), np.array([node.k1], np.uint64)
+                _products(d0, d1, coin_tag, data_tag, part)
+                continue
+            k0 = np.array([node.k0], dtype=np.uint64)
+            k1 = np.array([node.k1], dtype=np.uint64)
+            lo = node.index
+            for level in range(node.level + 1, LEVELS):
+                first, last = a >> _shift(level), (b - 1) >> _shift(level)
+                idx = np.arange(first, last + 1, dtype=np.int64)
+                p = (idx >> LEVEL_BITS) - lo
+                k0, k1 = _children(k0[p], k1[p], level, idx & ((1 << LEVEL_BITS) - 1))
+                lo = first
+            _leaves(k0, k1, a, b - a, coin_tag, data_tag, part)
+        return out
+
+    def to_list(self) -> list[list[int]]:
+        """The nodes as ``[level, index, k0, k1]`` lists (a key file, a process argument)."""
+        return [[n.level, n.index, n.k0, n.k1] for n in self.nodes]
+
+    @classmethod
+    def from_list(cls, items: Sequence[Sequence[int]]) -> AgentKeys:
+        """The inverse of ``to_list``; ValueError for anything that is not such a list."""
+        try:
+            nodes = tuple(Node(int(lv), int(i), int(a), int(b)) for lv, i, a, b in items)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"not a list of [level, index, k0, k1] key nodes: {e}") from None
+        for n in nodes:
+            if not (0 <= n.level <= LEVELS and 0 <= n.index < 1 << (LEVEL_BITS * n.level)
+                    and 0 <= n.k0 < 1 << 64 and 0 <= n.k1 < 1 << 64):
+                raise ValueError(f"not a key node: {[n.level, n.index]}")
+        return cls(nodes)
+
+
+def _products(d0: np.ndarray, d1: np.ndarray, coin_tag: int | None, data_tag: int | None,
+              out: dict[str, np.ndarray]) -> None:
+    """Write device keys ``(d0, d1)`` and the coin and data keys they give into ``out``."""
+    if "device0" in out:
+        out["device0"][...] = d0
+        out["device1"][...] = d1
+    if "coins" in out:
+        out["coins"][...] = prf(d0, d1, _message(coin_tag, len(d0), False))
+    if "data" in out:
+        out["data"][...] = prf(d0, d1, _message(data_tag, len(d0), True))
+
+
+def _leaves(pk0: np.ndarray, pk1: np.ndarray, first: int, n: int, coin_tag: int | None,
+            data_tag: int | None, out: dict[str, np.ndarray]) -> None:
+    """The keys of agents ``first .. first + n - 1`` from their parents' keys (``pk0[i]``,
+    ``pk1[i]``: parent ``(first >> 8) + i``), into ``out`` (``AgentKeys.for_range``): in one
+    compiled pass, or with numpy."""
+    for tag in (coin_tag, data_tag):
+        if tag is not None and not 0 <= int(tag) < 1 << TAG_BITS:
+            raise ValueError(f"a tag has {TAG_BITS} bits")
+    module = SIPHASH.module
+    if module is not None:
+        module.tree_leaves(np.ascontiguousarray(pk0), np.ascontiguousarray(pk1), int(first),
+                           int(n), int(coin_tag or 0), int(data_tag or 0), out.get("device0"),
+                           out.get("device1"), out.get("coins"), out.get("data"))
+        return
+    ids = np.arange(first, first + n, dtype=np.int64)
+    runs = np.bincount((ids >> LEVEL_BITS) - (first >> LEVEL_BITS))
+    d0, d1 = _children(np.repeat(pk0[:len(runs)], runs), np.repeat(pk1[:len(runs)], runs),
+                       LEVELS, ids & ((1 << LEVEL_BITS) - 1))
+    _products(d0, d1, coin_tag, data_tag, out)
+
+
+def _message(tag: int | np.ndarray, n: int, data: bool) -> np.ndarray:
+    t = np.asarray(tag, dtype=np.uint64)
+    if (t >> np.uint64(TAG_BITS)).any():
+        raise ValueError(f"a tag has {TAG_BITS} bits")
+    t = np.broadcast_to(t, (n,))
+    return t | _DATA if data else np.array(t, dtype=np.uint64)
+
+
+def _show(ids: np.ndarray) -> str:
+    ids = np.unique(ids)
+    head = ", ".join(str(int(a)) for a in ids[:3])
+    return f"[{head}{', ...' if len(ids) > 3 else ''}] ({len(ids)} agents)"
+
+
+def _show_ranges(ranges: list[tuple[int, int]]) -> str:
+    if not ranges:
+        return "no agent"
+    text = ", ".join(f"[{a}, {b})" for a, b in ranges[:4])
+    return text + (", ..." if len(ranges) > 4 else "")
+
+
+@dataclass(frozen=True)
+class DataKeys:
+    """What a data set's rows are drawn with: ``population``, a 64-bit key of the draws every
+    agent's row depends on (a Mallows centre, the tasks' true answers: every party that
+    generates rows holds it), the data set's public ``tag`` and the agents' keys. ``range``
+    and ``of`` give agents' own data keys, which no other agent's reveal.
+
+    ``cached``: the data keys of one block, computed already (a pool computes its agents'
+    coin and data keys in one pass, ``AgentKeys.for_range``): ``range`` slices it.
+    """
+
+    population: int
+    tag: int
+    agents: AgentKeys
+    cached: tuple[int, np.ndarray] | None = field(default=None, compare=False, repr=False)
+
+    def range(self, start: int, stop: int) -> np.ndarray:
+        """The data keys of agents ``start .. stop - 1`` (one uint64 each)."""
+        if self.cached is not None:
+            first, keys = self.cached
+            if first <= start and stop <= first + len(keys):
+                return keys[start - first:stop - first]
+        return self.agents.for_range(start, stop, data_tag=self.tag)["data"]
+
+    def of(self, ids: np.ndarray) -> np.ndarray:
+        """The data keys of agents ``ids`` (any order)."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) and np.array_equal(ids, np.arange(ids[0], ids[0] + len(ids))):
+            return self.range(int(ids[0]), int(ids[0]) + len(ids))
+        return self.agents.data(ids, self.tag)
+
+    def with_cache(self, start: int, keys: np.ndarray) -> DataKeys:
+        """The same keys, with agents ``start ..``'s data keys ``keys`` already computed."""
+        return replace(self, cached=(int(start), keys))
+
+    @classmethod
+    def of_seed(cls, seed: int) -> DataKeys:
+        """The data keys of run seed ``seed``'s data set given no secret (tests, a run without
+        a secret): ``Secrets.of_seed(seed).data_keys(seed)``."""
+        return Secrets.of_seed(seed).data_keys(seed)
+
+
+def as_data_keys(keys: DataKeys | int) -> DataKeys:
+    """``keys`` itself, or the data keys of one integer (``DataKeys.of_seed``)."""
+    if isinstance(keys, DataKeys):
+        return keys
+    if isinstance(keys, bool) or not isinstance(keys, int | np.integer):
+        raise TypeError(f"data keys must be DataKeys or an integer, got {type(keys).__name__}")
+    return DataKeys.of_seed(int(keys))
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The experiment's master secret and what derives from it: every agent's device keys,
+    the population secret of generated data sets. The referee's (orchestrator's) view: other
+    parties get parts (``AgentKeys.restrict``, ``population_secret``).
+
+    ``from_seed``: the master came from the run's seed (``master_from_seed``), then the seed
+    is the only secret.
+    """
+
+    master: bytes
+    from_seed: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.master) < 16:
+            raise ValueError(f"a master secret has at least 128 bits, got {8 * len(self.master)}")
+
+    @classmethod
+    def of_seed(cls, seed: int) -> Secrets:
+        """The secrets of a run given no secret: all from its seed."""
+        return cls(master_from_seed(seed), from_seed=True)
+
+    @property
+    def agents(self) -> AgentKeys:
+        """Every agent's keys (the root of the device-key tree)."""
+        return AgentKeys.root(self.master)
+
+    @property
+    def population_secret(self) -> bytes:
+        """What every data-generating party holds: the population keys of all data sets."""
+        return kdf(self.master, "population")
+
+    def data_keys(self, seed: int, agents: AgentKeys | None = None) -> DataKeys:
+        """The data keys of run seed ``seed``'s data set (``agents``: a restriction of this
+        master's agent keys; default all)."""
+        tag = data_tag(seed)
+        return DataKeys(population_key(self.population_secret, tag), tag,
+                        self.agents if agents is None else agents)
+
+
+def population_key(secret: bytes, tag: int) -> int:
+    """The population key of the data set tagged ``tag`` (``DataKeys.population``) from the
+    population secret, ``kdf(master, "population")``, which every data-generating party holds
+    (the orchestrator and every pool: each agent's row depends on the population's draws)."""
+    return int.from_bytes(kdf(secret, "population", int(tag), size=8), "little")

@@ -1,0 +1,125 @@
+"""The agents' own privacy policy: what a pool's agents agree to, whatever the curator asks.
+
+A pool checks every run's set-up before its agents answer anything:
+
+* the configuration must carry the orchestrator's signature under this pool's policy key
+  (``seeding.sign``): the curator relays it and cannot alter a single byte (another protocol, a
+  larger ε, other agents) without the pool refusing;
+* a run whose id this pool has already answered queries of is refused: its agents' coins are
+  spent (the same coins under other questions would tell more than ε);
+* the pool's own limits (``AgentPolicy``): the protocols it runs, the largest ε per run, and a
+  lifetime budget per data set.
+
+Refusals are ERRORs with the code "refused" that the curator records and that end the run.
+The ``Ledger`` keeps what each agent has spent on each data set for the pool's whole lifetime:
+no new nonce, repeated run id or new run over the same data resets it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator.session.common import written_zeros
+
+
+@dataclass(frozen=True)
+class AgentPolicy:
+    """A pool's limits (``ldpsim agents --max-epsilon --protocols --lifetime-epsilon``, or the
+    scenario's ``[agents]`` table on the local backends).
+
+    Parameters
+    ----------
+    max_epsilon : float, optional
+        The largest ε an agent spends in one run (the protocol's local claim). A protocol whose
+        claim is not local (the agents send raw or centrally noised answers: a non-private
+        baseline, central DP) spends ε = ∞ at the agents and is refused under any limit.
+    protocols : tuple of str, optional
+        The protocols the agents take part in (None: any).
+    lifetime_epsilon : float, optional
+        The most an agent spends on one data set over the pool's lifetime; rounds beyond it are
+        refused like rounds beyond a run's budget.
+    """
+
+    max_epsilon: float | None = None
+    protocols: tuple[str, ...] | None = None
+    lifetime_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_epsilon", "lifetime_epsilon"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
+                raise ValueError(f"{name}: got {v!r}; allowed: a number > 0")
+        if self.protocols is not None:
+            object.__setattr__(self, "protocols", tuple(self.protocols))
+
+    @classmethod
+    def of(cls, table: dict[str, Any] | None) -> AgentPolicy:
+        """The policy a scenario's ``[agents]`` table states (None or {}: no limits)."""
+        t = dict(table or {})
+        protos = t.get("protocols")
+        return cls(t.get("max_epsilon"), None if protos is None else tuple(protos),
+                   t.get("lifetime_epsilon"))
+
+    def as_table(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.max_epsilon is not None:
+            out["max_epsilon"] = self.max_epsilon
+        if self.protocols is not None:
+            out["protocols"] = list(self.protocols)
+        if self.lifetime_epsilon is not None:
+            out["lifetime_epsilon"] = self.lifetime_epsilon
+        return out
+
+    def refusal(self, protocol: str, budget: float | None) -> str | None:
+        """Why a run of ``protocol`` whose agents spend ``budget`` (``agent_budget``: None
+        when the claim is not local) breaks this policy, or None."""
+        if self.protocols is not None and protocol not in self.protocols:
+            return (f"protocol {protocol!r} is not one this pool's agents take part in "
+                    f"(allowed: {', '.join(self.protocols) or 'none'})")
+        if self.max_epsilon is not None:
+            if budget is None:
+                return (f"protocol {protocol!r} makes no local privacy claim (its agents' "
+                        f"answers reach the curator without local noise): beyond this pool's "
+                        f"max_epsilon = {self.max_epsilon:g}")
+            if budget > self.max_epsilon * (1 + 1e-12):
+                return (f"epsilon = {budget:g} per agent is beyond this pool's max_epsilon = "
+                        f"{self.max_epsilon:g}")
+        return None
+
+
+class Ledger:
+    """What each agent has spent on each data set, for the pool's lifetime.
+
+    ``block(data_id, start, stop)`` is the writable array of agents ``[start, stop)``'s
+    spending on that data set (grown as needed; 8 bytes per agent and data set).
+    """
+
+    def __init__(self) -> None:
+        self._spent: dict[int, tuple[int, np.ndarray]] = {}
+
+    def block(self, data_id: int, start: int, stop: int) -> np.ndarray:
+        have = self._spent.get(data_id)
+        if have is not None:
+            first, arr = have
+            if first <= start and stop <= first + len(arr):
+                return arr[start - first:stop - first]
+            lo, hi = min(first, start), max(first + len(arr), stop)
+            grown = written_zeros(hi - lo)
+            grown[first - lo:first - lo + len(arr)] = arr
+            self._spent[data_id] = (lo, grown)
+            return grown[start - lo:stop - lo]
+        arr = written_zeros(stop - start)
+        self._spent[data_id] = (start, arr)
+        return arr
+
+    def most(self, data_id: int) -> float:
+        """The most any agent has spent on the data set ``data_id`` (0 if none)."""
+        have = self._spent.get(data_id)
+        return float(have[1].max()) if have is not None and len(have[1]) else 0.0
+
+    def data_sets(self) -> Iterable[int]:
+        return self._spent.keys()
