@@ -171,7 +171,10 @@ class Laplace:
     def from_noise(self, values: np.ndarray, z: np.ndarray) -> np.ndarray:
         """The release for integer noise ``z``: Λ (rint(v/Λ) + z), computed as the float
         product fl((k + z) Λ) (k + z is an exact float64 integer, |k + z| < 2^51)."""
-        k = self.lattice(values)
+        return self._release(self.lattice(values), z)
+
+    def _release(self, k: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """fl((k + z) Λ) for grid points k and integer noise z."""
         return (k + np.asarray(z, dtype=np.float64)) * self._grid
 
     def perturb(self, values: np.ndarray, words: WordSource) -> np.ndarray:
@@ -181,9 +184,9 @@ class Laplace:
         v = np.asarray(values, dtype=np.float64)
         rows = v.shape[0] if v.ndim else 1
         cols = int(np.prod(v.shape[1:])) if v.ndim > 1 else 1
-        self.lattice(v)  # refuse before drawing
+        k = self.lattice(v)  # refused before drawing
         z = dlap.sample(words, rows, cols, self._t)
-        return self.from_noise(v, z.reshape(v.shape))
+        return self._release(k, z.reshape(v.shape))
 
     def release_spec(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(values, noise scale tΛ, grid Λ), each of the values' shape: what a protocol's
