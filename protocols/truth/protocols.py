@@ -317,11 +317,12 @@ class TruthTwoLayer(_TruthProtocol):
 
 class TruthMF(_TruthProtocol):
     """MF perturbation (§V, Algorithm 2): the curator broadcasts V (d × n, column 1-norms <= 1);
-    each worker solves Eq. (9)-(10) in closed form (``mf.solve_profiles``) and sends u_i V
+    each worker solves Eq. (9)-(10) in closed form, its noisy right-hand side V_T a_T - η
+    released first by the exact discrete Laplace (``mf.release_profiles``), and sends u_i V
     (``send`` = "uv", as the paper) or only u_i (``send`` = "u": d numbers instead of n; the
     curator computes u_i V itself, which is post-processing, so the privacy is the same).
 
-    See ``protocols.truth.mf`` for the ridge term λ, the solver and the NULL modes.
+    See ``protocols.truth.mf`` for the ridge term λ, the solver, the noise and the NULL modes.
     """
 
     name = "truth_mf"
