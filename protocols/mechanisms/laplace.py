@@ -207,22 +207,15 @@ class Laplace:
         deterministic given the generator's state."""
         return self.perturb(values, GeneratorWords(generator))
 
-    def log_likelihood(self, reports: np.ndarray, values: np.ndarray,
-                       tolerance: float = 0.0) -> np.ndarray:
+    def log_likelihood(self, reports: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The exact log-pmf of each report given its value:
         log((1 - α)/(1 + α)) - |n - k| / t with n = rint(y/Λ), k = rint(v/Λ), and -inf for a
-        report that is not a grid point fl(Λ n) (impossible under every input).
-
-        ``tolerance`` (grid units) accepts reports that went through float post-processing
-        (e.g. a linear solve) within that distance of a grid point instead of exactly on it.
-        """
+        report that is not a grid point fl(Λ n) (impossible under every input)."""
         lam = self._grid
         y = np.asarray(reports, dtype=np.float64)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            q = y / lam
-            n = np.rint(q)
-            on = np.abs(n) < 2.0**51  # false for NaN and inf
-            on &= (n * lam == y) if tolerance == 0 else (np.abs(q - n) <= tolerance)
+            n = np.rint(y / lam)
+            on = (np.abs(n) < 2.0**51) & (n * lam == y)  # false for NaN and inf
             k = np.rint(np.asarray(values, dtype=np.float64) / lam)
             ll = math.log(math.tanh(0.5 / self._t)) - np.abs(n - k) / self._t
         return np.where(on, ll, -np.inf)

@@ -187,29 +187,34 @@ def gradient(answers: np.ndarray, u: np.ndarray, v: np.ndarray, eta: np.ndarray,
     return 2.0 * eta - 2.0 * resid @ v.T + 2.0 * ridge * u
 
 
-#: How far (in grid steps) (G + λI) u may be from a grid vector and still count as the
-#: release it was solved from: the solve's float error is below 10^-9 steps for cond(G + λI)
-#: up to 10^6
-SOLVE_TOLERANCE = 1e-3
-
-
 def log_likelihood(profiles: np.ndarray, answers: np.ndarray, v: np.ndarray, levels: int,
-                   epsilon: float, ridge: float) -> np.ndarray:
-    """Exact log-pmf of the worker profiles u_i given the (filled) answer rows.
+                   epsilon: float, ridge: float, reports: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """Exact log-pmf of the worker profiles u_i (or of the reports u_i V, ``reports``) given
+    the (filled) answer rows.
 
-    u solves (G + λI) u = y for the released grid vector y (``release_profiles``), an injective
-    map, so P(u | a) = P(y = (G + λI) u | a): the discrete Laplace pmf of each component given
-    c = V_T a_T (``mf_mechanism``), and -inf when (G + λI) u is not a grid vector (to within
-    ``SOLVE_TOLERANCE`` of a grid step in every component: the solve's float error).
-    (A report u V is a fixed linear image of u, so the same holds for it.)
+    The worker released the grid vector y = Λ n (``mf_mechanism``) and sent u = solve(G + λI, y)
+    (``release_profiles``). From a candidate row's G and the u at hand: n = rint((G + λI) u / Λ),
+    and the report is possible under that row exactly when solving from Λ n gives back the same
+    u (the same report u V) bit for bit; then P(report | row) = P(Z = n - rint(c/Λ)) with
+    c = V_T a_T (n determines the report; distinct n give distinct reports), else -inf.
     """
     a = np.asarray(answers, dtype=np.float64)
     u = np.asarray(profiles, dtype=np.float64)
     lap = mf_mechanism(levels, epsilon, v.shape[0])
     out = np.empty(len(a))
     for r, g, rhs in _normal_equations(a, v, ridge):
-        y = (g @ u[r][:, :, None])[:, :, 0]
-        out[r] = lap.log_likelihood(y, rhs, tolerance=SOLVE_TOLERANCE).sum(axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            n = np.rint((g @ u[r][:, :, None])[:, :, 0] / lap.grid)
+            ok = np.isfinite(n).all(axis=1)
+            y = np.where(ok[:, None], n, 0.0) * lap.grid
+            again = np.linalg.solve(g, y[:, :, None])[:, :, 0]
+        if reports is None:
+            ok &= (again == u[r]).all(axis=1)
+        else:
+            ok &= (reconstruct(again, v) == np.asarray(reports)[r]).all(axis=1)
+        ll = lap.log_likelihood(y, rhs).sum(axis=1)
+        out[r] = np.where(ok, ll, -np.inf)
     return out
 
 

@@ -425,5 +425,6 @@ class TruthMF(_TruthProtocol):
         if block.params["null_mode"] == "constant":
             rows = np.where(np.isnan(rows), block.params["fill_value"], rows)
         ll = mf.log_likelihood(u, rows, v, int(block.public["levels"]), block.params["epsilon"],
-                               block.params["ridge"])
+                               block.params["ridge"],
+                               r if block.params["send"] == "uv" else None)
         return np.where(ok, ll, -np.inf)
