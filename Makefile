@@ -7,7 +7,8 @@ BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-slow bench lint fmt clean
 
-$(STAMP): pyproject.toml simulator/_wirec.c protocols/_rngc.c protocols/_prfc.c
+$(STAMP): pyproject.toml simulator/_wirec.c protocols/_rngc.c protocols/_prfc.c \
+		protocols/_dlapc.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,dask]'

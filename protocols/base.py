@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.queries import RowQueries
+from ldpsim.protocols.words import AgentWords
 
 
 class ParamError(ValueError):
@@ -347,6 +348,13 @@ class Block:
         """The agents' raw 64-bit draws of this round (``protocols.rng.bits``)."""
         return rngm.bits(self.key, self.agents, self.rnd, width, offset)
 
+    def words(self, column: int = 0) -> AgentWords:
+        """The agents' word source of this round for Laplace noise (``protocols.words``):
+        value column j of a release reads the region of ``column + j``, far from the draw
+        indices ``uniforms`` and ``bits`` use. Made from the block's key and agents, so a
+        sub-block (``take``) reads each of its agents' own words."""
+        return AgentWords(self.key, self.agents, self.rnd, column)
+
     def take(self, index: Any) -> Block:
         """The sub-block of the agents selected by ``index`` (a slice or index array); a
         per-agent ``key`` array is selected with them."""
@@ -496,12 +504,15 @@ class Protocol(ABC):
         """
         return None
 
-    def laplace_release(self, block: Block) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    def laplace_release(self, block: Block
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """What a Laplace report of round ``block.rnd`` for the block's rows is made of, for
         the audit's floating-point attack (``simulator.float_attack``): ``(values, scales,
-        snapped)`` with ``values`` and ``scales`` of the reports' shape (NaN values where a
-        column is not ``value + noise``) such that ``report = snap(values + Lap(scales))``
-        (``snapped``) or ``values + Lap``. None when the reports are not Laplace releases.
+        grids)`` of the reports' shape (NaN values where a column is not a Laplace release):
+        ``report = Λ (rint(value / Λ) + Z)`` on the grid Λ = ``grids`` of
+        ``mechanisms.Laplace`` (whose noise scale is ``scales``), or, with ``grids`` None,
+        textbook float ``value + Lap(scale)`` (test doubles of the old form). None when the
+        reports are not Laplace releases.
         """
         return None
 

@@ -28,10 +28,11 @@ Attacks
   is *flagged* (refuted) when ε_lower > ε_claimed.
 * **floating-point attack** (``float_check``, ``simulator.float_attack``): for protocols whose
   reports are Laplace releases (``Protocol.laplace_release``), does each neighbouring row
-  reproduce the target's reports *exactly* from some uniform on the generator's grid? A report
+  reproduce the target's reports *exactly* from some randomness of the generator? A report
   the true row reproduces and the other cannot rules the other out -- impossible under the other
   row, so the event's TPR over FPR (Clopper-Pearson, as above) bounds ε from below with no
-  statistic to learn. Textbook float Laplace fails it at any claimed ε; snapped releases pass.
+  statistic to learn. Textbook float Laplace fails it at any claimed ε; the exact discrete
+  Laplace that ldpsim releases passes (its reports are grid points every row can produce).
 
 The harness that runs the trials (the full path and the batch path) is
 ``simulator.audit_harness``; ``simulator.audit_batch`` runs the target's copies as one block.
@@ -233,8 +234,8 @@ def float_check(view: dict[str, Any], target: int, protocol: Protocol,
             rnd, rows, queries=None if q is None else np.repeat(q, n, axis=0), broadcast=bcast))
         if rel is None:
             return None
-        values, scales, snapped = rel
-        same = reproducible(np.repeat(rep, n, axis=0), values, scales, snapped)
+        values, scales, grids = rel
+        same = reproducible(np.repeat(rep, n, axis=0), values, scales, grids)
         ok &= same.reshape(n, -1).all(axis=1)
     return ok
 

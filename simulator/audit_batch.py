@@ -307,8 +307,8 @@ class BatchTrials:
                     broadcast=bcast))
                 if rel is None:
                     return None
-                values, scales, snapped = rel
-                same = reproducible(np.repeat(rep, 2, axis=0), values, scales, snapped)
+                values, scales, grids = rel
+                same = reproducible(np.repeat(rep, 2, axis=0), values, scales, grids)
                 same = same.reshape(t, 2, -1).all(axis=2)
                 if idx is None:
                     ok &= same

@@ -168,8 +168,10 @@ class PairStats:
 
 def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: int,
                      spec: AuditSpec, use_llr: bool, use_float: bool,
-                     progress: Any = None, coins: str = "per-trial") -> PairStats:
-    """The full path: one inproc run per trial and row."""
+                     progress: Any = None, coins: str = "per-trial",
+                     reports: bool = False) -> PairStats:
+    """The full path: one inproc run per trial and row (``reports``: keep the target's
+    reports too, as features, beside the likelihood ratio)."""
     runner = _Trials(setting, limits, coins)
     protocol, target = runner.protocol, setting.target
     pair = spec.values[list(spec.pair)]
@@ -186,12 +188,12 @@ def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: i
                     floats[b].append(fc)
             if use_llr:
                 stats[b].append(llr_statistic(view, target, protocol, spec))
-            else:
+            if reports or not use_llr:
                 feats[b].append(features(view, target, protocol))
         if progress is not None:
             progress(1)
     return PairStats([np.array(x, dtype=float) for x in stats] if use_llr else None,
-                     None if use_llr else [np.stack(x) for x in feats],
+                     [np.stack(x) for x in feats] if feats[0] else None,
                      [np.stack(x) for x in floats] if use_float and floats[0] else None)
 
 
@@ -209,8 +211,10 @@ Mapper = Callable[[Callable[[tuple], PairStats], list[tuple]], Iterable[PairStat
 
 
 def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_llr: bool,
-                      use_float: bool, progress: Any = None) -> PairStats:
-    """The batch path: every trial of the range as one block per round (``audit_batch``)."""
+                      use_float: bool, progress: Any = None, reports: bool = False
+                      ) -> PairStats:
+    """The batch path: every trial of the range as one block per round (``audit_batch``;
+    ``reports``: keep the target's reports too, as features)."""
     from ldpsim.simulator.audit_batch import block_size, llr
 
     pair = spec.values[list(spec.pair)]
@@ -223,7 +227,7 @@ def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_l
             view = batch.view(s, np.repeat(pair[b:b + 1], m, axis=0))
             if use_llr:
                 stats.append(llr(batch.log_likelihoods(view, pair)))
-            else:
+            if reports or not use_llr:
                 feats.append(view.features())
             if use_float:
                 floats.append(batch.float_checks(view, pair))
@@ -267,9 +271,12 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
             bound = protocol.bind(view["params"], view["public"], resolved=True)
             batch = BatchTrials.build(protocol, bound, target, setting.scenario_seed, view,
                                       fixed=mode == "fixed", config=setting.config)
+            # the target's reports too: a statistic can agree where the reports do not (one
+            # that is +-inf whatever the broadcast, while the inference reads the broadcast)
             full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr,
-                                    use_float, coins=mode)
-            fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float)
+                                    use_float, coins=mode, reports=True)
+            fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float,
+                                     reports=True)
             same = all(_equal(getattr(full, k), getattr(fast, k))
                        for k in ("s", "feats", "floats"))
             why = "" if same else (f"its first {CHECK_TRIALS} trials differ from full runs "

@@ -8,16 +8,17 @@ asks whether one of them gives back ``y`` *exactly*. The true input always passe
 often fails, and then the report rules it out -- an event that is impossible under one input
 and likely under the other, ε = ∞ on that event, whatever the claimed ε.
 
-Snapping the release to a grid of about scale / 2^20 (``protocols.mechanisms.snap_to_grid``)
-makes every candidate pass: the cell around a snapped report holds about 2^30 grid uniforms'
-worth of noise values for any candidate. ``ldpsim``'s tests run this attack against the old
-unsnapped form (kept as a test double) and against every shipped Laplace release.
+ldpsim releases every Laplace value as the exact discrete mechanism on a grid Λ
+(``protocols.mechanisms.Laplace``): ``y = fl(Λ n)`` for an integer n = rint(v/Λ) + Z with Z of
+full support on ℤ. A report is reproducible from a candidate exactly when it is such a grid
+point, whatever the candidate: the attack rules nothing out, and a report off the grid is
+impossible under every input. ``ldpsim``'s tests run this attack against textbook float Laplace
+(kept as a test double) and against every shipped Laplace release.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from ldpsim.protocols.mechanisms import snapped_laplace
 from ldpsim.protocols.rng import laplace_from_uniform
 
 #: Grid uniforms tried on each side of the inverted cdf (the inversion is exact to a few ulps).
@@ -25,16 +26,31 @@ WINDOW = 64
 _TWO_M53 = 2.0**-53
 
 
-def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndarray,
-                 snapped: bool) -> np.ndarray:
-    """For each report ``y`` (any shape; ``values`` and ``scale`` broadcast to it): is there a
-    grid uniform ``u`` with ``v + L(u) == y`` exactly (``snap_to_grid(v + L(u), scale) == y``
-    when ``snapped``)?
+def on_grid(reports: np.ndarray, grid: float | np.ndarray) -> np.ndarray:
+    """For each report ``y``: is it a release of the discrete mechanism on ``grid`` Λ, i.e.
+    ``y == fl(Λ n)`` for the integer n = rint(y/Λ) (|n| < 2^51)? Every input reproduces such a
+    report (Z has full support) and none reproduces any other."""
+    y = np.asarray(reports, dtype=np.float64)
+    lam = np.broadcast_to(np.asarray(grid, dtype=np.float64), y.shape)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        n = np.rint(y / lam)
+        return (np.abs(n) < 2.0**51) & (n * lam == y)
 
-    Returns a boolean array of the reports' shape.
+
+def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndarray,
+                 grid: float | np.ndarray | None) -> np.ndarray:
+    """For each report ``y`` (any shape; ``values``, ``scale`` and ``grid`` broadcast to it): is
+    there randomness with which the input ``v`` gives ``y`` exactly?
+
+    With ``grid`` None, the textbook float release ``v + L(u)`` for a grid uniform ``u``; else the
+    discrete mechanism on ``grid`` (``on_grid``: the same answer for every input). A NaN value
+    (a column that is not a Laplace release) rules nothing out. Returns a boolean array of the
+    reports' shape.
     """
     y = np.asarray(reports, dtype=np.float64)
     v = np.broadcast_to(np.asarray(values, dtype=np.float64), y.shape)
+    if grid is not None:
+        return np.isnan(v) | on_grid(y, grid)
     b = np.broadcast_to(np.asarray(scale, dtype=np.float64), y.shape)
     noise = y - v
     # inverse of L: u = 1/2 + sign(n) (1 - e^{-|n|/b}) / 2, then its grid index k
@@ -44,20 +60,19 @@ def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndar
     for d in (0, *(s * i for i in range(1, WINDOW + 1) for s in (-1, 1))):  # nearest first
         k = np.clip(k0 + d, 0, 2.0**53 - 1)
         uk = np.minimum((k + 0.5) * _TWO_M53, 1.0 - _TWO_M53)
-        out = snapped_laplace(v, uk, b) if snapped else v + laplace_from_uniform(uk, b)
-        hit |= out == y
+        hit |= v + laplace_from_uniform(uk, b) == y
         if hit.all():
             break
     return hit
 
 
 def float_leak(reports: np.ndarray, true_values: np.ndarray, other_values: np.ndarray,
-               scale: float | np.ndarray, snapped: bool) -> dict[str, float]:
+               scale: float | np.ndarray, grid: float | np.ndarray | None) -> dict[str, float]:
     """The attack on reports made from ``true_values``: how often the true input reproduces a
     report (1.0 when the attack models the generator right) and how often the neighbouring
     input ``other_values`` fails to (> 0 means a report rules it out: ε = ∞ on that event).
     """
-    true_ok = reproducible(reports, true_values, scale, snapped)
-    other_ok = reproducible(reports, other_values, scale, snapped)
+    true_ok = reproducible(reports, true_values, scale, grid)
+    other_ok = reproducible(reports, other_values, scale, grid)
     return {"true_reproduced": float(true_ok.mean()),
             "other_ruled_out": float((true_ok & ~other_ok).mean())}

@@ -129,6 +129,15 @@ def _audit_eps(params: dict[str, Any], public: dict[str, Any]) -> float:
         "personal_epsilon") else 1.0
 
 
+def _with_eps_column(values: np.ndarray, scales: np.ndarray, grids: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A ``laplace_release`` with the report's last column, eps_i, which is not noised (NaN)."""
+    pad = np.full((len(values), 1), np.nan)
+    one = np.ones((len(values), 1))
+    return (np.concatenate([values, pad], axis=1), np.concatenate([scales, one], axis=1),
+            np.concatenate([grids, one], axis=1))
+
+
 # --------------------------------------------------------------------------- curators
 
 
@@ -216,7 +225,9 @@ class _TrustedCurator(_AverageCurator):
                                     self.count)
         scale = delta / eps
         g = rngm.party_generator(rngm.stream_key(self.key, "ethics-central-laplace"))
-        out["beta"] = mech.Laplace(eps, delta).perturb_from(g, self.average()).tolist()
+        # the d coordinates share the sensitivity D_1(C)/N (an L1 bound)
+        lap = mech.Laplace(eps, delta, components=self.d)
+        out["beta"] = lap.perturb_from(g, self.average()).tolist()
         out["noise_scale"] = scale
         out["sensitivity"] = delta
         return out
@@ -402,9 +413,13 @@ class VLDP(_EthicsProtocol):
         eps_col, z = split_rows(block.rows, block.public)
         eps = voter_epsilon(eps_col, block.params)
         beta = _mle(z, block.public)
-        u = block.uniforms(beta.shape[1])
-        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
-        return noise.perturb(beta, u), eps
+        return self.mechanism_for(eps, beta, block).perturb(beta, block.words()), eps
+
+    def mechanism_for(self, eps: np.ndarray, vec: np.ndarray, block: Block) -> mech.Laplace:
+        """Each voter's release of her vector ``vec``: the exact discrete Laplace with her eps_i
+        and the sensitivity D (an L1 bound shared by the vector's components)."""
+        return mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params),
+                            components=vec.shape[1])
 
     def respond(self, block: Block) -> np.ndarray:
         noisy, eps = self.release(block)
@@ -417,24 +432,22 @@ class VLDP(_EthicsProtocol):
                          notes="opposite ends of the C-ball: the pair Theorem 3's proof uses")
 
     def laplace_release(self, block: Block):
-        """beta_i + Lap(D_1(C)/eps_i) per coordinate, snapped (eps_i itself, sent with the
-        weighted aggregate, is not noised: NaN)."""
+        """beta_i + Lap(D_1(C)/eps_i) per coordinate on the exact mechanism's grid (eps_i
+        itself, sent with the weighted aggregate, is not noised: NaN)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = voter_epsilon(eps_col, block.params)
         beta = _mle(z, block.public)
-        scale = np.repeat((self.sensitivity(block.public, block.params) / eps)[:, None],
-                          beta.shape[1], 1)
+        rel = self.mechanism_for(eps, beta, block).release_spec(beta)
         if block.params["aggregate"] == "weighted":
-            beta = np.concatenate([beta, np.full((len(beta), 1), np.nan)], axis=1)
-            scale = np.concatenate([scale, np.ones((len(scale), 1))], axis=1)
-        return beta, scale, True
+            return _with_eps_column(*rel)
+        return rel
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Sum over coordinates of the Laplace log-density of report - beta(row)."""
+        """Sum over coordinates of the exact log-pmf of each report given beta(row)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = voter_epsilon(eps_col, block.params)
         beta = _mle(z, block.public)
-        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
+        noise = self.mechanism_for(eps, beta, block)
         d = beta.shape[1]
         ll = noise.log_likelihood(np.asarray(reports)[:, :d], beta).sum(axis=1)
         if block.params["aggregate"] == "weighted":
@@ -524,24 +537,19 @@ class RLDPFunctional(VLDP):
         zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
         alpha, m = fm.coefficients(zp)
         vec = fm.coefficient_vector(alpha, m, block.params["noise"])
-        u = block.uniforms(vec.shape[1])
-        noise = mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params))
-        return noise.perturb(vec, u), eps
+        return self.mechanism_for(eps, vec, block).perturb(vec, block.words()), eps
 
     def laplace_release(self, block: Block):
-        """With ``report = "coefficients"`` the report is the snapped noisy coefficient vector
-        (and eps_i, not noised); with ``report = "beta"`` it is the minimiser of the noisy
-        objective, not a Laplace release (None)."""
+        """With ``report = "coefficients"`` the report is the noisy coefficient vector on the
+        exact mechanism's grid (and eps_i, not noised); with ``report = "beta"`` it is the
+        minimiser of the noisy objective, not a Laplace release (None)."""
         if block.params["report"] != "coefficients":
             return None
         eps_col, z = split_rows(block.rows, block.public)
         eps = voter_epsilon(eps_col, block.params)
         alpha, m = fm.coefficients(fm.preprocess(z, block.params["clip"], block.params["domain"]))
         vec = fm.coefficient_vector(alpha, m, block.params["noise"])
-        scale = np.repeat((self.sensitivity(block.public, block.params) / eps)[:, None],
-                          vec.shape[1], 1)
-        values = np.concatenate([vec, np.full((len(vec), 1), np.nan)], axis=1)
-        return values, np.concatenate([scale, np.ones((len(vec), 1))], axis=1), True
+        return _with_eps_column(*self.mechanism_for(eps, vec, block).release_spec(vec))
 
     def solve(self, a_t, m_t, eps, params, public) -> np.ndarray:
         """Minimiser of the noisy objective, in raw feature units (Algorithm 3, line 4)."""
@@ -601,7 +609,8 @@ class RLDPFunctional(VLDP):
         return None
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Exact for ``report = "coefficients"`` (independent Laplace on each coefficient); None
+        """Exact for ``report = "coefficients"`` (the discrete Laplace log-pmf of each
+        coefficient, ``mechanisms.Laplace.log_likelihood``); None
         for ``report = "beta"``: the released minimiser is a non-linear, many-to-one function of
         d + d(d+1)/2 Laplace variables (eigen-decomposition, trimming), with no closed-form
         density."""
@@ -613,9 +622,8 @@ class RLDPFunctional(VLDP):
         alpha, m = fm.coefficients(zp)
         exact = fm.coefficient_vector(alpha, m, block.params["noise"])
         reports = np.asarray(reports)
-        b = self.sensitivity(block.public, block.params) / eps
-        dev = np.abs(reports[:, :-1] - exact)
-        ll = (-np.log(2.0 * b)[:, None] - dev / b[:, None]).sum(axis=1)
+        lap = self.mechanism_for(eps, exact, block)
+        ll = lap.log_likelihood(reports[:, :-1], exact).sum(axis=1)
         return np.where(np.isclose(reports[:, -1], eps), ll, -np.inf)
 
 

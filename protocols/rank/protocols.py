@@ -116,11 +116,10 @@ class _DPCurator(_AllPairsCurator):
     def finish(self) -> dict[str, Any]:
         eps = self.params["epsilon"]
         cap, eps_cmp = DPKwikSort.budget(self.m, eps)
-        scale = mech.laplace_scale(DPKwikSort.SENSITIVITY, eps_cmp)
         exact = self.cmp_hat()
         g = self.rng()
         noise_rng = rngm.party_generator(rngm.stream_key(self.key, "dp-kwiksort-noise"))
-        noise = mech.Laplace.with_scale(scale)
+        noise = mech.Laplace(eps_cmp, DPKwikSort.SENSITIVITY)
         noisy = np.full((self.m, self.m), np.nan)
 
         def compare(a: int, p: int) -> float:
@@ -294,7 +293,8 @@ class KwikSortPlain(_RankProtocol):
 class DPKwikSort(_RankProtocol):
     """DP-KwikSort, central model: the curator holds true counts and noises each comparison.
 
-    Each comparison KwikSort makes reads ``cmp[a, pivot] + Lap(Δ/ε')`` with fresh noise, where
+    Each comparison KwikSort makes reads ``cmp[a, pivot] + Lap(Δ/ε')`` with fresh noise (the
+    exact discrete Laplace of ``mechanisms.Laplace``, words from the curator's generator), where
     ε' = ε / ((m-1) log2 m) (§6.1.1 of Yan, Li & Liu, 2020, writes ``log m``; base 2 is the reading
     under which the budget is "comparisons per level × levels"). Δ = 2: replacing one agent's
     ranking moves C_ab - C_ba by 2 (the paper writes Lap(1/ε'), the add/remove-one sensitivity).
@@ -394,22 +394,25 @@ class LDPKwikSortLap(_LDPRank):
     def respond(self, block: Block) -> np.ndarray:
         k = block.params["queries"]
         o = self._queried_answers(block.rows, block.queries)
-        u = block.uniforms(k)
-        return mech.Laplace(block.params["epsilon"] / k).perturb(o, u)
+        return mech.Laplace(block.params["epsilon"] / k).perturb(o, block.words())
 
     def laplace_release(self, block: Block):
-        """Each answer o plus Lap(K/ε), snapped (Algorithm 3)."""
+        """Each answer o plus Lap(K/ε) (Algorithm 3), on the exact mechanism's grid."""
         o = self._queried_answers(block.rows, block.queries).astype(np.float64)
-        scale = mech.laplace_scale(1.0, block.params["epsilon"] / block.params["queries"])
-        return o, np.full(o.shape, scale), True
+        return mech.Laplace(block.params["epsilon"] / block.params["queries"]).release_spec(o)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Σ_k log Laplace density of (report - true answer) at scale K/ε."""
+        """Σ_k exact log-pmf of each report given the true answer (ε/K each)."""
         lap = mech.Laplace(block.params["epsilon"] / block.params["queries"])
         answers = self._queried_answers(block.rows, block.queries)
         return lap.log_likelihood(reports, answers).sum(axis=1)
 
-    def _aggregate_scale(self, params, public) -> float:
-        # thresholded reports: E[ones - zeros] = (2q - 1) x the asked agents' C_jl - C_lj
-        q = mech.laplace_threshold_keep_probability(params["epsilon"] / params["queries"])
-        return super()._aggregate_scale(params, public) * (2 * q - 1)
+    def true_aggregate(self, rows, params, public):
+        """E[ones - zeros] per pair over the given agents, exactly: an agent asked the pair
+        adds 2 q1 - 1 when its answer is 1 and 1 - 2 q0 when it is 0 (q0, q1 the exact keep
+        probabilities of the threshold at 0.5), and is asked it with probability K / C(m, 2)."""
+        m = rows.shape[1]
+        ans = profile.answers(rows, self._all_pairs(m, len(rows)))
+        q0, q1 = mech.laplace_threshold_keep_probabilities(params["epsilon"] / params["queries"])
+        per = np.where(ans == 1, 2 * q1 - 1, 1 - 2 * q0).sum(axis=0)
+        return per * self._aggregate_scale(params, public)

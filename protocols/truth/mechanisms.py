@@ -7,7 +7,8 @@ answered. Each mechanism states its per-cell ε (Definition II.1, ε-cell LDP) a
 one function, which the protocols' ``claim()`` uses.
 
 All functions are vectorised over a block of workers (one row each) and take their randomness
-as uniforms in (0, 1) drawn per agent, so a row depends only on that agent's data and coins.
+as uniforms in (0, 1) or words (``protocols.words``) drawn per agent, so a row depends only on
+that agent's data and coins.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.words import WordSource
 
 # --------------------------------------------------------------------------- codes
 
@@ -46,8 +48,15 @@ def lp_sensitivity(levels: int) -> float:
 
 
 def lp_scale(levels: int, epsilon: float) -> float:
-    """Laplace scale b = |Γ|/ε of Eq. (7); ε-cell LDP (Theorem 1) with Δ = ``lp_sensitivity``."""
+    """Nominal Laplace scale b = |Γ|/ε of Eq. (7); ε-cell LDP (Theorem 1) with
+    Δ = ``lp_sensitivity``. The release is ``lp_mechanism``'s."""
     return mech.laplace_scale(lp_sensitivity(levels), epsilon)
+
+
+def lp_mechanism(levels: int, epsilon: float) -> mech.Laplace:
+    """The release of one cell, Eq. (7): the exact discrete ``Laplace(ε, |Γ|)``; each cell is
+    its own query (ε-cell LDP), so one component."""
+    return mech.Laplace(epsilon, lp_sensitivity(levels))
 
 
 def null_fill(rows: np.ndarray, u: np.ndarray, levels: int, mode: str,
@@ -68,16 +77,19 @@ def null_fill(rows: np.ndarray, u: np.ndarray, levels: int, mode: str,
     return np.where(np.isnan(r), v, r)
 
 
-def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels: int,
+def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, words: WordSource, levels: int,
                epsilon: float, mode: str = "uniform", value: float = 0.0) -> np.ndarray:
-    """Eq. (7): g(a_ij) + Lap(|Γ|/ε) for every cell, NULL cells included (Theorem 1).
+    """Eq. (7): g(a_ij) + Lap(|Γ|/ε) for every cell, NULL cells included (Theorem 1), by the
+    exact discrete mechanism (``lp_mechanism``).
 
     Parameters
     ----------
     rows : ndarray, shape (B, n)
         Answer rows, NaN = NULL.
-    u_fill, u_noise : ndarray, shape (B, n)
-        The workers' uniforms for the NULL replacement of Eq. (6) and for the Laplace noise.
+    u_fill : ndarray, shape (B, n)
+        The workers' uniforms for the NULL replacement of Eq. (6).
+    words : WordSource
+        The workers' words for the Laplace noise (``Block.words``), one stream per cell.
     levels : int
         |Γ| = L (answers 0..L-1).
     epsilon : float
@@ -91,33 +103,30 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, u_noise: np.ndarray, levels
         Finite reports; a NULL cell is indistinguishable in kind from an answered one.
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
-    # snapped: textbook float Laplace keeps no ε (``protocols.mechanisms.snap_to_grid``)
-    return mech.Laplace(epsilon, lp_sensitivity(levels)).perturb(filled, u_noise)
-
-
-def _laplace_logpdf(x: np.ndarray, b: float) -> np.ndarray:
-    return mech.Laplace.with_scale(b).log_likelihood(x, 0.0)
+    # the exact discrete mechanism: textbook float Laplace keeps no ε (``simulator.float_attack``)
+    return lp_mechanism(levels, epsilon).perturb(filled, words)
 
 
 def lp_log_likelihood(reports: np.ndarray, rows: np.ndarray, levels: int, epsilon: float,
                       mode: str = "uniform", value: float = 0.0) -> np.ndarray:
-    """Exact log-density of LP reports given the rows (sum over cells).
+    """Exact log-pmf of LP reports given the rows (sum over cells).
 
-    A NULL cell is a mixture: uniform fill gives (1/L) Σ_v Lap(y - v; b); constant fill gives
-    Lap(y - value; b).
+    A NULL cell is a mixture: uniform fill gives (1/L) Σ_v P(y | v); constant fill gives
+    P(y | value).
     """
     y = np.asarray(reports, dtype=np.float64)
     r = np.asarray(rows, dtype=np.float64)
-    b = lp_scale(levels, epsilon)
+    lap = lp_mechanism(levels, epsilon)
     null = np.isnan(r)
-    ans = _laplace_logpdf(y - np.nan_to_num(r), b)
+    ans = lap.log_likelihood(y, np.nan_to_num(r))
     if mode == "uniform":
-        grid = np.arange(levels, dtype=np.float64)
+        fills = np.arange(levels, dtype=np.float64)
         from scipy.special import logsumexp
 
-        mix = logsumexp(_laplace_logpdf(y[..., None] - grid, b), axis=-1) - math.log(levels)
+        with np.errstate(divide="ignore"):  # a report off the grid: -inf for every fill
+            mix = logsumexp(lap.log_likelihood(y[..., None], fills), axis=-1) - math.log(levels)
     else:
-        mix = _laplace_logpdf(y - value, b)
+        mix = lap.log_likelihood(y, np.full(y.shape, float(value)))
     return np.where(null, mix, ans).sum(axis=-1)
 
 

@@ -8,15 +8,21 @@ The curator draws a d × n task-profile matrix V, independent of the data, whose
 and reports u_i V. We add the ridge term λ||u||^2 (the paper has λ = 0) because without it the
 minimiser does not exist whenever V_T V_T^T is singular (fewer answered tasks than d, the common
 case in sparse data: the linear term 2u·η is then unbounded below), and Theorem 4's proof needs a
-unique minimiser. The ridge does not touch the privacy argument: η = V_T a_T - (G + λI) u, so
-two rows differing in one answer a_k give η - η' = v_k (a_k - a'_k) at the same u, with L1 norm
-at most ||v_k||_1 (L-1) <= |Γ|, and the Jacobian det(G + λI) is the same for both rows.
+unique minimiser.
 
 **Solver.** The objective is a strictly convex quadratic, so the minimiser is the closed form
 
     u = (V_T V_T^T + λ I)^{-1} (V_T a_T - η),
 
 computed with one d × d LU solve per worker (``numpy.linalg.solve``), vectorised over a block.
+
+**The noise, exactly.** V_T a_T - η is the Laplace mechanism applied to the vector
+c = V_T a_T: two rows differing in one answer a_k give c - c' = v_k (a_k - a'_k), with L1 norm
+at most ||v_k||_1 (L-1) <= |Γ| (Theorem 4). The worker releases y = c - η as the exact discrete
+``Laplace(ε, |Γ|, components=d)`` of c (``mf_mechanism``, a grid vector) and solves
+(G + λI) u = y from y alone (``release_profiles``), so u and u V are post-processing of an
+exactly ε-DP release (G is the same for both rows); η = c - y is the objective's noise, i.i.d.
+discrete Laplace of scale about |Γ|/ε plus the grid's rounding of c (below half a grid step).
 This is the point Algorithm 2's gradient descent converges to ("until ∇L_DP = 0"), reached
 exactly rather than approximately; a gradient-descent loop with a stopping rule would leave the
 privacy proof's assumption (∇L_DP = 0 exactly) slightly violated.
@@ -31,7 +37,7 @@ Theorem 4's argument hold for every cell (NULL included), at a cost in utility.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
@@ -49,8 +55,15 @@ def mf_sensitivity(levels: int) -> float:
 
 
 def mf_noise_scale(levels: int, epsilon: float) -> float:
-    """Scale |Γ|/ε of each of the d Laplace components of η (Eq. 9); ε-cell LDP (Theorem 4)."""
+    """Nominal scale |Γ|/ε of each of the d Laplace components of η (Eq. 9); ε-cell LDP
+    (Theorem 4). The release is ``mf_mechanism``'s."""
     return mech.laplace_scale(mf_sensitivity(levels), epsilon)
+
+
+def mf_mechanism(levels: int, epsilon: float, d: int) -> mech.Laplace:
+    """The release of y = V_T a_T - η: the exact discrete ``Laplace(ε, |Γ|)`` over the d
+    components of one worker's vector, which share the sensitivity |Γ|."""
+    return mech.Laplace(epsilon, mf_sensitivity(levels), components=d)
 
 
 def task_profiles(gen: np.random.Generator, d: int, n: int, kind: str = "uniform") -> np.ndarray:
@@ -81,13 +94,6 @@ def clip_profiles(v: np.ndarray) -> np.ndarray:
     return np.where(norm > 1.0, v / np.where(norm > 1.0, norm, 1.0), v)
 
 
-def laplace_eta(u: np.ndarray, levels: int, epsilon: float) -> np.ndarray:
-    """η_i of Eq. (9) from d uniforms per worker: i.i.d. Lap(|Γ|/ε)."""
-    # snapped like every released Laplace value: the minimiser of the noisy objective is
-    # post-processing of a noise whose low-order bits then carry nothing
-    return mech.Laplace(epsilon, mf_sensitivity(levels)).perturb(np.zeros(np.shape(u)), u)
-
-
 def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):
     """Yield (row indices, G + λI, V_T a_T) for the rows of ``a``, grouped by answered count.
 
@@ -115,9 +121,27 @@ def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):
             yield r, vt @ vt.transpose(0, 2, 1) + eye, (vt @ vals)[:, :, 0]
 
 
+def release_profiles(answers: np.ndarray, v: np.ndarray,
+                     release: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                     ridge: float) -> np.ndarray:
+    """u_i = (G_i + λI)^{-1} y_i with y_i = ``release(rows, V_T a_T)`` (Eq. 10 with the noisy
+    right-hand side released first: ``release`` gets the indices of a group of rows and their
+    c = V_T a_T, and returns the Laplace release of c for those rows; u depends on y alone).
+
+    Bit-identical whether a row is solved alone or in a block (see ``solve_profiles``).
+    """
+    a = np.asarray(answers, dtype=np.float64)
+    out = np.empty((a.shape[0], v.shape[0]))
+    for r, g, rhs in _normal_equations(a, v, ridge):
+        y = np.asarray(release(r, rhs), dtype=np.float64)
+        out[r] = np.linalg.solve(g, y[:, :, None])[:, :, 0]
+    return out
+
+
 def solve_profiles(answers: np.ndarray, v: np.ndarray, eta: np.ndarray,
                    ridge: float) -> np.ndarray:
-    """Eq. (10) in closed form for a block of workers: u_i = (G_i + λI)^{-1}(V_T a_T - η_i).
+    """Eq. (10) in closed form for a block of workers: u_i = (G_i + λI)^{-1}(V_T a_T - η_i)
+    for a given η (the paper's form; a worker releases through ``release_profiles``).
 
     Parameters
     ----------
@@ -137,11 +161,7 @@ def solve_profiles(answers: np.ndarray, v: np.ndarray, eta: np.ndarray,
         The profiles u_i; bit-identical whether a row is solved alone or in a block (one LU
         solve of a d × d system per worker, see ``_normal_equations``).
     """
-    a = np.asarray(answers, dtype=np.float64)
-    out = np.empty((a.shape[0], v.shape[0]))
-    for r, g, rhs in _normal_equations(a, v, ridge):
-        out[r] = np.linalg.solve(g, (rhs - eta[r])[:, :, None])[:, :, 0]
-    return out
+    return release_profiles(answers, v, lambda r, rhs: rhs - eta[r], ridge)
 
 
 def reconstruct(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -168,23 +188,33 @@ def gradient(answers: np.ndarray, u: np.ndarray, v: np.ndarray, eta: np.ndarray,
 
 
 def log_likelihood(profiles: np.ndarray, answers: np.ndarray, v: np.ndarray, levels: int,
-                   epsilon: float, ridge: float) -> np.ndarray:
-    """Exact log-density of the worker profiles u_i given the (filled) answer rows.
+                   epsilon: float, ridge: float, reports: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """Exact log-pmf of the worker profiles u_i (or of the reports u_i V, ``reports``) given
+    the (filled) answer rows.
 
-    u = (G + λI)^{-1}(V_T a_T - η) is an invertible affine map of η, so
-    p(u | a) = Π_k Lap(η_k; |Γ|/ε) · |det(G + λI)| with η = V_T a_T - (G + λI) u.
-    (A report u V is a fixed linear image of u; its density on the row space of V differs from
-    this one by a constant that does not depend on the row, so likelihood ratios are the same.)
+    The worker released the grid vector y = Λ n (``mf_mechanism``) and sent u = solve(G + λI, y)
+    (``release_profiles``). From a candidate row's G and the u at hand: n = rint((G + λI) u / Λ),
+    and the report is possible under that row exactly when solving from Λ n gives back the same
+    u (the same report u V) bit for bit; then P(report | row) = P(Z = n - rint(c/Λ)) with
+    c = V_T a_T (n determines the report; distinct n give distinct reports), else -inf.
     """
     a = np.asarray(answers, dtype=np.float64)
     u = np.asarray(profiles, dtype=np.float64)
-    b = mf_noise_scale(levels, epsilon)
-    d = v.shape[0]
+    lap = mf_mechanism(levels, epsilon, v.shape[0])
     out = np.empty(len(a))
     for r, g, rhs in _normal_equations(a, v, ridge):
-        eta = rhs - (g @ u[r][:, :, None])[:, :, 0]
-        _, logdet = np.linalg.slogdet(g)
-        out[r] = (-np.abs(eta) / b).sum(axis=1) - d * math.log(2 * b) + logdet
+        with np.errstate(invalid="ignore", over="ignore"):
+            n = np.rint((g @ u[r][:, :, None])[:, :, 0] / lap.grid)
+            ok = np.isfinite(n).all(axis=1)
+            y = np.where(ok[:, None], n, 0.0) * lap.grid
+            again = np.linalg.solve(g, y[:, :, None])[:, :, 0]
+        if reports is None:
+            ok &= (again == u[r]).all(axis=1)
+        else:
+            ok &= (reconstruct(again, v) == np.asarray(reports)[r]).all(axis=1)
+        ll = lap.log_likelihood(y, rhs).sum(axis=1)
+        out[r] = np.where(ok, ll, -np.inf)
     return out
 
 

@@ -236,8 +236,7 @@ class TruthLP(_TruthProtocol):
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
         u_fill = block.uniforms(n, 0)
-        u_noise = block.uniforms(n, n)
-        return tm.lp_perturb(block.rows, u_fill, u_noise, levels, block.params["epsilon"],
+        return tm.lp_perturb(block.rows, u_fill, block.words(), levels, block.params["epsilon"],
                              block.params["null_fill"], block.params["fill_value"])
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
@@ -246,10 +245,11 @@ class TruthLP(_TruthProtocol):
                                     p["epsilon"], p["null_fill"], p["fill_value"])
 
     def laplace_release(self, block: Block):
-        """Each answered cell plus Lap(Δ/ε), snapped (NULL cells: a random fill, left out)."""
+        """Each answered cell plus Lap(Δ/ε) on the exact mechanism's grid (NULL cells: a random
+        fill, left out as NaN)."""
         values = np.asarray(block.rows, dtype=np.float64)
-        scale = tm.lp_scale(int(block.public["levels"]), block.params["epsilon"])
-        return values, np.full(values.shape, scale), True
+        lap = tm.lp_mechanism(int(block.public["levels"]), block.params["epsilon"])
+        return lap.release_spec(values)
 
 
 class TruthRR(_TruthProtocol):
@@ -317,11 +317,12 @@ class TruthTwoLayer(_TruthProtocol):
 
 class TruthMF(_TruthProtocol):
     """MF perturbation (§V, Algorithm 2): the curator broadcasts V (d × n, column 1-norms <= 1);
-    each worker solves Eq. (9)-(10) in closed form (``mf.solve_profiles``) and sends u_i V
+    each worker solves Eq. (9)-(10) in closed form, its noisy right-hand side V_T a_T - η
+    released first by the exact discrete Laplace (``mf.release_profiles``), and sends u_i V
     (``send`` = "uv", as the paper) or only u_i (``send`` = "u": d numbers instead of n; the
     curator computes u_i V itself, which is post-processing, so the privacy is the same).
 
-    See ``protocols.truth.mf`` for the ridge term λ, the solver and the NULL modes.
+    See ``protocols.truth.mf`` for the ridge term λ, the solver, the noise and the NULL modes.
     """
 
     name = "truth_mf"
@@ -400,11 +401,12 @@ class TruthMF(_TruthProtocol):
 
     def _respond_block(self, block: Block) -> np.ndarray:
         v = self._profiles(block.broadcast, block.params, block.public)
-        levels = int(block.public["levels"])
-        eta = mf.laplace_eta(block.uniforms(block.params["d"], 0), levels,
-                             block.params["epsilon"])
+        lap = mf.mf_mechanism(int(block.public["levels"]), block.params["epsilon"],
+                              block.params["d"])
+        words = block.words()
         a = self._filled(block)
-        u = mf.solve_profiles(a, v, eta, block.params["ridge"])
+        u = mf.release_profiles(a, v, lambda r, c: lap.perturb(c, words.take(r)),
+                                block.params["ridge"])
         return mf.reconstruct(u, v) if block.params["send"] == "uv" else u
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
@@ -423,5 +425,6 @@ class TruthMF(_TruthProtocol):
         if block.params["null_mode"] == "constant":
             rows = np.where(np.isnan(rows), block.params["fill_value"], rows)
         ll = mf.log_likelihood(u, rows, v, int(block.public["levels"]), block.params["epsilon"],
-                               block.params["ridge"])
+                               block.params["ridge"],
+                               r if block.params["send"] == "uv" else None)
         return np.where(ok, ll, -np.inf)

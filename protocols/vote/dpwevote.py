@@ -152,12 +152,19 @@ def rr_probabilities(b: Budget) -> dict[str, float]:
 
 
 def laplace_scales(b: Budget) -> tuple[float, float]:
-    """§5.1.3 baseline: Laplace scales ``(Δ_w/ε1, Δ_φ/ε2) = (2/ε1, 1/ε2)``.
+    """§5.1.3 baseline: the nominal Laplace scales ``(Δ_w/ε1, Δ_φ/ε2) = (2/ε1, 1/ε2)``.
 
     ``w + Lap(2/ε1)`` is ε1-LDP because w in {1, 2, 3} moves by at most Δ_w = 2; each
     ``φ_l + Lap(1/ε2)`` is ε2-LDP with Δ_φ = 1. The game is (ε1 + k ε2)-LDP as for DPWeVote.
+    The releases are the exact discrete mechanisms of ``laplace_mechanisms``.
     """
     return LAPLACE_SENSITIVITY_W / b.eps_w, LAPLACE_SENSITIVITY_PHI / b.eps_phi
+
+
+def laplace_mechanisms(b: Budget) -> tuple[mech.Laplace, mech.Laplace]:
+    """The weight's and each opinion's release: ``Laplace(ε1, 2)`` and ``Laplace(ε2, 1)``."""
+    return (mech.Laplace(b.eps_w, LAPLACE_SENSITIVITY_W),
+            mech.Laplace(b.eps_phi, LAPLACE_SENSITIVITY_PHI))
 
 
 # --------------------------------------------------------------------------- estimators
@@ -217,11 +224,12 @@ def quota_variance_per_partner(b: Budget, mechanism: str = "rr") -> np.ndarray:
 
     RR: ``q̂ = ½ (Σ_i w̃_i - 6 r_w N) / (p_w - r_w)``, so a partner with weight w adds
     ``Var(w̃ | w) / (4 (p_w - r_w)²)`` with ``E[w̃|w] = p_w w + r_w (6 - w)`` and
-    ``E[w̃²|w] = p_w w² + r_w (14 - w²)``. Laplace: ``q̂ = ½ Σ w̃`` adds ``2 (2/ε1)² / 4``.
+    ``E[w̃²|w] = p_w w² + r_w (14 - w²)``. Laplace: ``q̂ = ½ Σ w̃`` adds a quarter of the
+    release's variance (the exact discrete mechanism's, about ``2 (2/ε1)²``).
     """
     if mechanism == "laplace":
-        sw, _ = laplace_scales(b)
-        return np.full(3, 2 * sw**2 / 4)
+        lap_w, _ = laplace_mechanisms(b)
+        return np.full(3, float(lap_w.variance()) / 4)
     rr = mech.GRR(b.eps_w, 3)
     p, r = rr.p, rr.q
     m1 = p * G + r * (6 - G)
@@ -601,41 +609,41 @@ class DPWeVoteLaplace(_VoteProtocol):
             sensitivity=LAPLACE_SENSITIVITY_W, mechanism="laplace",
             notes=(f"weight: Lap(2/eps1) with eps1={b.eps_w:g} (scale {sw:.6g}, sensitivity 2); "
                    f"each of k={b.candidates} opinions: Lap(1/eps2) with eps2={b.eps_phi:g} "
-                   f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2"))
+                   f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2; each release is "
+                   "the exact discrete Laplace on a grid (pure DP)"))
 
     def respond(self, block: Block) -> np.ndarray:
         data = block.rows
         b = self.budget(block.params, block.public)
         phase, c = _phase(block.broadcast)
-        u = block.uniforms(1)[:, 0]
         data = np.asarray(data, dtype=np.int64)
-        # snapped to a grid of about scale / 2^20: textbook float Laplace let the curator read
-        # a weight outright from the low-order bits (``simulator.float_attack``)
+        # the exact discrete mechanism: textbook float Laplace let the curator read a weight
+        # outright from the low-order bits (``simulator.float_attack``)
+        lap_w, lap_phi = laplace_mechanisms(b)
         if phase == "weights":
-            rep = mech.Laplace(b.eps_w, LAPLACE_SENSITIVITY_W).perturb(data[:, 0], u)
+            rep = lap_w.perturb(data[:, 0], block.words())
         else:
-            rep = mech.Laplace(b.eps_phi, LAPLACE_SENSITIVITY_PHI).perturb(data[:, 1 + c], u)
+            rep = lap_phi.perturb(data[:, 1 + c], block.words())
         return rep.astype(np.float64)[:, None]
 
     def laplace_release(self, block: Block):
-        """The weight (round 0) or one opinion plus Lap(2/ε1) or Lap(1/ε2), snapped."""
-        rows = block.rows
-        sw, sp = laplace_scales(self.budget(block.params, block.public))
+        """The weight (round 0) or one opinion plus Lap(2/ε1) or Lap(1/ε2), on the exact
+        mechanism's grid."""
+        lap_w, lap_phi = laplace_mechanisms(self.budget(block.params, block.public))
         phase, c = _phase(block.broadcast)
-        rows = np.asarray(rows, dtype=np.float64)
-        values = rows[:, :1] if phase == "weights" else rows[:, 1 + c:2 + c]
-        return values, np.full(values.shape, sw if phase == "weights" else sp), True
+        rows = np.asarray(block.rows, dtype=np.float64)
+        if phase == "weights":
+            return lap_w.release_spec(rows[:, :1])
+        return lap_phi.release_spec(rows[:, 1 + c:2 + c])
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Exact Laplace log-density ``-log(2s) - |x̃ - x| / s`` of the report."""
-        rows = block.rows
-        b = self.budget(block.params, block.public)
-        sw, sp = laplace_scales(b)
+        """The exact log-pmf of the report (``mechanisms.Laplace.log_likelihood``)."""
+        lap_w, lap_phi = laplace_mechanisms(self.budget(block.params, block.public))
         phase, c = _phase(block.broadcast)
-        rep, rows = _report_column(reports, rows)
-        x, s = (rows[:, 0], sw) if phase == "weights" else (rows[:, 1 + c], sp)
-        out = mech.Laplace.with_scale(s).log_likelihood(rep, x)
-        return np.where(np.isfinite(rep), out, -np.inf)
+        rep, rows = _report_column(reports, block.rows)
+        if phase == "weights":
+            return lap_w.log_likelihood(rep, rows[:, 0])
+        return lap_phi.log_likelihood(rep, rows[:, 1 + c])
 
     def evaluate(self, output, truth):
         return _metrics(output, truth, intermediate=False)

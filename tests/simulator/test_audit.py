@@ -196,7 +196,7 @@ def test_dpwevote_differencing_uses_the_released_estimates():
 # ------------------------------------------------------------- the floating-point attack
 
 class _TextbookLaplaceVote(protocols.get_protocol("dpwevote_laplace").__class__):
-    """DPWeVote-Laplace as it was: float Laplace with no snapping (a test double)."""
+    """DPWeVote-Laplace as it once was: textbook float Laplace ``v + L(u)`` (a test double)."""
 
     name = "dpwevote_laplace_textbook"
 
@@ -208,7 +208,7 @@ class _TextbookLaplaceVote(protocols.get_protocol("dpwevote_laplace").__class__)
 
     def laplace_release(self, block):
         values, scales, _ = super().laplace_release(block)
-        return values, scales, False
+        return values, scales, None  # no grid: the float release
 
 
 def _vote(protocol: str) -> dict:

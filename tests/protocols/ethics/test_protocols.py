@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
-from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import Block, ParamError
 from ldpsim.protocols.ethics import fm
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import agreement, ball_diameter_l1
 from ldpsim.protocols.ethics.protocols import split_rows
-from ldpsim.protocols.mechanisms import snap_to_grid
+from ldpsim.protocols.mechanisms import Laplace
+from ldpsim.protocols.words import AgentWords
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.runner import TruthCache
 from ldpsim.simulator.session import Limits
@@ -146,13 +146,13 @@ def test_fm_respond_is_algorithm_3_step_by_step():
     zp = fm.preprocess(z, p["clip"], "l2")
     alpha, m = fm.coefficients(zp)
     delta = fm.fm_sensitivity(4, "l2")
-    u = rngm.uniform(5, np.arange(ds.n), 0, fm.n_coefficients(4))
-    lap = rngm.laplace_from_uniform(u, delta / 0.8)
-    # the released coefficients are snapped to the Laplace grid (float-safe ε), so the noise
-    # that reaches the objective is snap(vector + lap) - vector
+    # the coefficient vector is released by the exact discrete Laplace, its components sharing
+    # the sensitivity, with the voters' own words (key 5, round 0); the objective is made of
+    # the released vector
     vec = fm.coefficient_vector(alpha, m, p["noise"])
-    lap = snap_to_grid(vec + lap, delta / 0.8) - vec
-    a_t, m_t = fm.perturb(alpha, m, lap)
+    lap = Laplace(0.8, delta, components=vec.shape[1])
+    released = lap.perturb(vec, AgentWords(5, np.arange(ds.n), 0))
+    a_t, m_t = fm.from_vector(released, 4, p["noise"])
     lam = p["ridge"] * math.sqrt(2) * delta / 0.8
     w, v = np.linalg.eigh(m_t + lam * np.eye(4))
     expect = np.einsum("bkl,bl->bk", v, np.einsum("bkl,bk->bl", v, a_t) / (2 * w)) / p["clip"]
@@ -292,13 +292,21 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
         assert ratio.max() >= 0.5 * eps
     else:
         assert ratio.max() >= 0.99 * eps  # Theorem 3's pair is the worst case
-    # exact density: Laplace log-pdf summed over the coordinates
+    # exact pmf: the discrete Laplace on the grid D / (floor(eps t) + 1/2 - 5 d / 4) of the
+    # d = 4 coordinates sharing D, summed over the coordinates; about the Laplace density times
+    # the grid step
     if name == "ethics_vldp":
         _, z = split_rows(spec.values[[a]], ds.public)
         beta = constrained_mle(z, ds.public["bound"])
-        scale = ball_diameter_l1("l2", ds.public["bound"], 4) / eps
-        ref = stats.laplace.logpdf(reps[0], beta[0], scale).sum()
+        t = 2**20
+        sens = ball_diameter_l1("l2", ds.public["bound"], 4)
+        lam = sens / (math.floor(eps * t) + 0.5 - 1.25 * 4)
+        n, k = np.rint(reps[0] / lam), np.rint(beta[0] / lam)
+        assert np.array_equal(n * lam, reps[0])  # grid points
+        ref = (math.log(math.tanh(0.5 / t)) - np.abs(n - k) / t).sum()
         assert ll_a[0] == pytest.approx(ref, rel=1e-12)
+        dens = stats.laplace.logpdf(reps[0], beta[0], sens / eps).sum() + 4 * math.log(lam)
+        assert ll_a[0] == pytest.approx(dens, abs=1e-4)
 
 
 def _vlcp_audit(curator: bool, trials: int = 30) -> dict:

@@ -21,9 +21,11 @@ NOT_NOISE = {
     ("safari/protocols.py", "phase1_fraction"):
         "the curator's public split of users into SAFARI's two phases (data-independent)",
 }
-#: Building blocks of noise that only ``protocols.mechanisms`` may use.
+#: Building blocks of noise that only ``protocols.mechanisms`` may use (the exact discrete
+#: Laplace's among them, and the forms hand-written float Laplace used to take).
 NOISE_CALLS = {"laplace", "laplace_from_uniform", "snap_to_grid", "snapped_laplace",
-               "laplace_mechanism", "exponential", "gumbel"}
+               "laplace_mechanism", "exponential", "gumbel", "from_noise", "bernoulli_step",
+               "bernoulli_rational", "bernoulli_exp", "geometric"}
 FAMILY_MODULES = sorted(p for p in ROOT.glob("*/*.py")
                         if p.parent.name != "mechanisms" and p.name not in DATA_GENERATORS)
 

@@ -275,9 +275,10 @@ def test_lap_threshold_classification_rate():
     data = _mallows(20_000, 6, 0.5)
     _, cur, plan, reports, _ = _run(LAP, {"epsilon": eps, "queries": k}, data)
     o = _true_answers(data, plan)
-    keep = mech.laplace_threshold_keep_probability(eps / k)
-    rate = ((reports >= 0.5) == o.astype(bool)).mean()
-    assert abs(rate - keep) <= Z * math.sqrt(keep * (1 - keep) / o.size)
+    for answer, keep in enumerate(mech.laplace_threshold_keep_probabilities(eps / k)):
+        sel = o == answer
+        rate = ((reports[sel] >= 0.5) == bool(answer)).mean()
+        assert abs(rate - keep) <= Z * math.sqrt(keep * (1 - keep) / sel.sum())
     # the curator's counters are exactly the thresholded reports
     q = np.asarray(plan.queries)
     assert np.array_equal(cur.ones, np.bincount(q[reports >= 0.5], minlength=15))

@@ -42,11 +42,13 @@ def test_codes_roundtrip():
 
 @pytest.mark.parametrize("eps", [0.5, 2.0])
 def test_lp_noise_scale_matches_the_budget(eps):
-    """Answered cells: report - answer ~ Lap(|Γ|/ε). E|X| = b and sd|X| = b (5-SE band)."""
+    """Answered cells: report - answer ~ Lap(|Γ|/ε) (the exact mechanism's scale tΛ, within
+    2 10^-6 of it). E|X| = b and sd|X| = b (5-SE band)."""
     levels, n_agents, tasks = 10, 200, 100
     rows = np.full((n_agents, tasks), 3.0)
     noise = (_reports(LP, {"epsilon": eps}, rows, levels) - 3.0).ravel()
-    b = levels / eps
+    b = tm.lp_mechanism(levels, eps).scale
+    assert b == pytest.approx(levels / eps, rel=2e-6)
     assert abs(np.abs(noise).mean() - b) < Z * b / math.sqrt(noise.size)
     assert abs(noise.mean()) < Z * math.sqrt(2) * b / math.sqrt(noise.size)
     assert stats.kstest(noise / b, "laplace").pvalue > 1e-4
@@ -72,27 +74,52 @@ def test_lp_null_cells_constant_fill():
     assert abs(out.mean() - 2.0) < Z * math.sqrt(2) * b / math.sqrt(out.size)
 
 
-def test_lp_log_likelihood_matches_scipy():
+def test_lp_log_likelihood_is_the_exact_pmf():
+    """Reports on the grid: the discrete Laplace log-pmf of each answered cell, the average pmf
+    over the L fills for a uniform-filled NULL (its value for a constant fill); about the
+    Laplace density times the grid step. A report off the grid is impossible."""
+    levels, eps = 5, 2.0
+    lap = tm.lp_mechanism(levels, eps)
+    lam, t = lap.grid, lap.t
+    assert lam == levels / (math.floor(eps * t) + 0.5 - 1.25)
     rows = np.array([[1.0, np.nan, 4.0]])
-    y = np.array([[0.3, 2.5, 9.0]])
-    b = 5 / 2.0
-    ans = stats.laplace.logpdf([0.3 - 1.0, 9.0 - 4.0], scale=b).sum()
-    mix = math.log(np.mean(stats.laplace.pdf(2.5 - np.arange(5), scale=b)))
-    got = tm.lp_log_likelihood(y, rows, 5, 2.0)
+    y = np.rint(np.array([[0.3, 2.5, 9.0]]) / lam) * lam
+
+    def logpmf(y, v):
+        return math.log(math.tanh(0.5 / t)) - abs(round(y / lam) - round(v / lam)) / t
+
+    ans = logpmf(y[0, 0], 1.0) + logpmf(y[0, 2], 4.0)
+    mix = math.log(np.mean([math.exp(logpmf(y[0, 1], v)) for v in range(levels)]))
+    got = tm.lp_log_likelihood(y, rows, levels, eps)
     assert got[0] == pytest.approx(ans + mix, rel=1e-12)
-    const = tm.lp_log_likelihood(y, rows, 5, 2.0, "constant", 1.5)
-    assert const[0] == pytest.approx(ans + stats.laplace.logpdf(1.0, scale=b), rel=1e-12)
+    const = tm.lp_log_likelihood(y, rows, levels, eps, "constant", 1.5)
+    assert const[0] == pytest.approx(ans + logpmf(y[0, 1], 1.5), rel=1e-12)
+    b = levels / eps
+    dens = stats.laplace.logpdf([y[0, 0] - 1.0, y[0, 2] - 4.0], scale=b).sum() + \
+        math.log(np.mean(stats.laplace.pdf(y[0, 1] - np.arange(levels), scale=b))) + 3 * \
+        math.log(lam)
+    assert got[0] == pytest.approx(dens, abs=1e-4)
+    off = y.copy()
+    off[0, 2] = np.nextafter(off[0, 2], np.inf)
+    for mode in ("uniform", "constant"):
+        assert tm.lp_log_likelihood(off, rows, levels, eps, mode, 1.5)[0] == -np.inf
+    off = y.copy()
+    off[0, 1] += lam / 2  # the NULL cell off the grid: impossible for every fill
+    assert tm.lp_log_likelihood(off, rows, levels, eps)[0] == -np.inf
 
 
 def test_lp_neighbouring_cells_ratio_within_epsilon():
-    """Rows differing in one cell (0 vs L-1, or NULL vs a value): |log-ratio| <= ε(L-1)/L for
-    every report; scan task 0's report over a grid, the other cells fixed."""
+    """Rows differing in one cell (0 vs L-1, or NULL vs a value): |log-ratio| <= ε(L-1)/L, up
+    to the grid's rounding of L-1 (at most 1/(2t)), for every report; scan task 0's report
+    over grid points, the other cells fixed."""
     levels, eps = 10, 1.0
+    lap = tm.lp_mechanism(levels, eps)
     base = np.full(6, np.nan)
     base[1:] = 4.0
     cells = [np.nan, 0.0, 9.0]
-    ys = np.linspace(-30, 40, 701)
-    grid = np.tile(np.array([0.0, 3.1, 4.2, -1.0, 7.5, 4.0]), (len(ys), 1))
+    ys = np.rint(np.linspace(-30, 40, 701) / lap.grid) * lap.grid
+    grid = np.tile(np.rint(np.array([0.0, 3.1, 4.2, -1.0, 7.5, 4.0]) / lap.grid) * lap.grid,
+                   (len(ys), 1))
     grid[:, 0] = ys
     worst = 0.0
     for a in cells:
@@ -102,7 +129,8 @@ def test_lp_neighbouring_cells_ratio_within_epsilon():
             diff = tm.lp_log_likelihood(grid, np.tile(ra, (len(ys), 1)), levels, eps) - \
                 tm.lp_log_likelihood(grid, np.tile(rb, (len(ys), 1)), levels, eps)
             worst = max(worst, np.abs(diff).max())
-    assert worst <= eps * (levels - 1) / levels + 1e-12
+    assert worst == pytest.approx(np.rint(9.0 / lap.grid) / lap.t, abs=1e-12)
+    assert worst <= eps * (levels - 1) / levels + 0.5 / lap.t
     assert worst > 0.99 * eps * (levels - 1) / levels  # attained by 0 vs 9 in the tails
 
 

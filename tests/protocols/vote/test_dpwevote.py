@@ -25,6 +25,7 @@ from ldpsim.protocols.vote.dpwevote import (
     estimate_table_joint,
     estimate_weights,
     expected_sq_err_q,
+    laplace_mechanisms,
     opinion_table,
     quota,
     quota_variance_per_partner,
@@ -331,13 +332,22 @@ def test_log_likelihood_laplace_is_exact():
     ds = _data(n=30, k=2)
     resolved = LAP.resolve({"epsilon": 1.0, "split": 0.3}, ds.public)
     rows = ds.rows(0, 30)
-    rep = np.linspace(-5, 7, 30)[:, None]
-    ll = LAP.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC), rep)
-    assert np.allclose(ll, stats.laplace.logpdf(rep[:, 0], loc=rows[:, 0], scale=2 / 0.3))
-    ll = LAP.log_likelihood(Block(1, rows, params=resolved, public=ds.public, broadcast=_op_bc(1)),
-                            rep)
-    # budget "game" with k = 2: eps2 = 0.7 / 2
-    assert np.allclose(ll, stats.laplace.logpdf(rep[:, 0], loc=rows[:, 2], scale=2 / 0.7))
+    t = 2**20
+    # the exact discrete Laplace on the grid Δ / (floor(εt) - 3/4): its log-pmf at grid points,
+    # about the Laplace log-density plus log Λ, and -inf off the grid
+    # (budget "game" with k = 2: eps2 = 0.7 / 2)
+    for rnd, bc, col, sens, eps in ((0, W_BC, 0, 2.0, 0.3), (1, _op_bc(1), 2, 1.0, 0.35)):
+        lam = sens / (math.floor(eps * t) - 0.75)
+        rep = (np.rint(np.linspace(-5, 7, 30) / lam) * lam)[:, None]
+        block = Block(rnd, rows, params=resolved, public=ds.public, broadcast=bc)
+        ll = LAP.log_likelihood(block, rep)
+        z = np.rint(rep[:, 0] / lam) - np.rint(rows[:, col] / lam)
+        np.testing.assert_allclose(ll, math.log(math.tanh(0.5 / t)) - np.abs(z) / t,
+                                   rtol=1e-12)
+        dens = stats.laplace.logpdf(rep[:, 0], loc=rows[:, col], scale=sens / eps)
+        np.testing.assert_allclose(ll, dens + math.log(lam), atol=1e-4)
+        off = rep + lam / 3
+        assert (LAP.log_likelihood(block, off) == -np.inf).all()
 
 
 @pytest.mark.parametrize("proto", [VOTE, LAP])
@@ -355,17 +365,27 @@ def test_audit_pair_attains_the_claimed_epsilon(proto, k):
     a, b = spec.values[list(spec.pair)]
     assert a.tolist() == [1] + [0] * k and b.tolist() == [3] + [1] * k
     # sup over reports of |log-likelihood ratio| summed over the k + 1 rounds = claimed eps
+    # (Laplace: each round's exact grid release reaches its ε to within 2/t, never above it)
     grid = np.arange(1, 4) if proto is VOTE else np.linspace(-60, 60, 2401)
+    lap_w, lap_phi = laplace_mechanisms(LAP.budget(resolved, ds.public))
     pair = np.stack([a, b])
     total = 0.0
     for rnd in range(k + 1):
         bc = W_BC if rnd == 0 else _op_bc(rnd - 1)
         if proto is VOTE and rnd > 0:
             grid = np.arange(2)
+        reports = grid
+        if proto is LAP:
+            lam = (lap_w if rnd == 0 else lap_phi).grid
+            reports = np.rint(grid / lam) * lam
         block = Block(rnd, pair, params=resolved, public=ds.public, broadcast=bc)
-        llr = [np.subtract(*proto.log_likelihood(block, np.full((2, 1), g))) for g in grid]
+        llr = [np.subtract(*proto.log_likelihood(block, np.full((2, 1), g))) for g in reports]
         total += np.max(np.abs(llr))
-    assert total == pytest.approx(proto.claim(resolved, ds.public).epsilon, rel=1e-9)
+    claimed = proto.claim(resolved, ds.public).epsilon
+    if proto is VOTE:
+        assert total == pytest.approx(claimed, rel=1e-9)
+    else:
+        assert claimed - 2 * (k + 1) / lap_w.t <= total <= claimed * (1 + 1e-12)
 
 
 def test_audit_spec_large_k_and_uniform_prior():

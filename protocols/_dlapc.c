@@ -1,0 +1,166 @@
+/*
+ * ldpsim.protocols._dlapc: the exact discrete Laplace state machine of
+ * protocols/mechanisms/dlap.py in C (optional).
+ *
+ * ``dlap(words, width, t, z, used)`` runs, for every row of the C-contiguous uint64 buffer
+ * ``words`` (rows x width), Canonne, Kamath & Steinke (2020) Algorithm 2 with s = 1 (discrete
+ * Laplace of scale t, a power of two), Algorithm 1 for its Bernoulli(exp(-U/t)) and
+ * Bernoulli(exp(-1)) draws, and exact Bernoulli(n/d) draws by rejection, one word per step:
+ *
+ *   U = w & (t - 1), sign = w >> 63;  K = 1, 2, ... while Bernoulli(U / (t K)), keep U if K odd;
+ *   V = 0; K = 2, 3, ... while Bernoulli(1 / K); K odd: V += 1 and again, K even: stop;
+ *   X = U + t V; a negative zero starts again; Z = sign ? -X : X.
+ *
+ * Bernoulli(n/d) from a word w: accepted when w <= 2^64 - 1 - ((2^64 - d) mod d), then
+ * [w mod d < n]; a rejected word is spent. It writes z[i] and used[i] (the words row i used,
+ * -1 when it did not finish within its words): the same results as the numpy state machine
+ * (``dlap._kernel_numpy``), which runs where the extension was not built.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* One try at Bernoulli(n/d) from the word w: 1 or 0, or -1 for a rejected word. Only the top d
+ * words can be rejected (2^64 mod d < d), so the remainder is computed for those alone; for a
+ * power of two d nothing is rejected and w mod d is a mask. */
+static inline int bernoulli(uint64_t w, uint64_t n, uint64_t d)
+{
+    if ((d & (d - 1)) == 0)
+        return (w & (d - 1)) < n;
+    if (w >= (uint64_t)0 - d && w > UINT64_MAX - (((uint64_t)0 - d) % d))
+        return -1;
+    return (w % d) < n;
+}
+
+/* Z of one row from its words w[0 .. width-1]; returns the words used, or -1. */
+static Py_ssize_t dlap_row(const uint64_t *w, Py_ssize_t width, uint64_t t, int64_t *z)
+{
+    Py_ssize_t i = 0;
+    for (;;) {
+        uint64_t u, neg, k;
+        for (;;) { /* U, kept with probability exp(-U/t) (Algorithm 1) */
+            if (i >= width)
+                return -1;
+            u = w[i] & (t - 1);
+            neg = w[i] >> 63;
+            i++;
+            k = 1;
+            for (;;) {
+                int a;
+                if (i >= width)
+                    return -1;
+                a = bernoulli(w[i++], u, t * k);
+                if (a == 1)
+                    k++;
+                else if (a == 0)
+                    break;
+            }
+            if (k & 1)
+                break;
+        }
+        uint64_t v = 0;
+        for (;;) { /* Bernoulli(exp(-1)) successes before the first failure */
+            k = 2;
+            for (;;) {
+                int a;
+                if (i >= width)
+                    return -1;
+                a = bernoulli(w[i++], 1, k);
+                if (a == 1)
+                    k++;
+                else if (a == 0)
+                    break;
+            }
+            if (k & 1)
+                v++;
+            else
+                break;
+        }
+        uint64_t x = u + t * v;
+        if (neg && x == 0)
+            continue;
+        *z = neg ? -(int64_t)x : (int64_t)x;
+        return i;
+    }
+}
+
+static int get(PyObject *o, Py_buffer *view, int writable, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, view, flags) < 0)
+        return -1;
+    if (view->len % 8 != 0) {
+        PyErr_Format(PyExc_ValueError, "dlap: %s has %zd bytes, not a whole number of 64-bit "
+                     "values", name, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *dlap(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *words_o, *z_o, *used_o;
+    Py_ssize_t width;
+    unsigned long long t;
+    if (!PyArg_ParseTuple(args, "OnKOO", &words_o, &width, &t, &z_o, &used_o))
+        return NULL;
+    if (t == 0 || (t & (t - 1)) != 0 || width < 1) {
+        PyErr_Format(PyExc_ValueError, "dlap: t must be a power of two and width >= 1, got "
+                     "t = %llu, width = %zd", t, width);
+        return NULL;
+    }
+    Py_buffer words, z, used;
+    if (get(words_o, &words, 0, "words") < 0)
+        return NULL;
+    if (get(z_o, &z, 1, "z") < 0) {
+        PyBuffer_Release(&words);
+        return NULL;
+    }
+    if (get(used_o, &used, 1, "used") < 0) {
+        PyBuffer_Release(&z);
+        PyBuffer_Release(&words);
+        return NULL;
+    }
+    Py_ssize_t rows = z.len / 8;
+    if (words.len / 8 != rows * width || used.len != z.len) {
+        PyErr_Format(PyExc_ValueError, "dlap: words must hold rows x width = %zd x %zd values "
+                     "(%zd bytes), used as many as z", rows, width, words.len);
+    } else {
+        const uint64_t *wb = (const uint64_t *)words.buf;
+        int64_t *zb = (int64_t *)z.buf, *ub = (int64_t *)used.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < rows; r++) {
+            int64_t zr = 0;
+            Py_ssize_t n = dlap_row(wb + r * width, width, (uint64_t)t, &zr);
+            zb[r] = n < 0 ? 0 : zr;
+            ub[r] = (int64_t)n;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&used);
+    PyBuffer_Release(&z);
+    PyBuffer_Release(&words);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"dlap", dlap, METH_VARARGS,
+     "dlap(words, width, t, z, used): exact discrete Laplace of scale t per row of words."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_dlapc",
+    "The exact discrete Laplace sampler of ldpsim (see protocols/mechanisms/dlap.py).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__dlapc(void)
+{
+    return PyModule_Create(&module);
+}
