@@ -478,6 +478,24 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
     return columns, rows
 
 
+def privacy_spent(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the sweep cost the agents: per data set (the runs of one repetition share it;
+    ``seed`` tells them apart), the sum over its runs of the largest ε an agent spent in each
+    (``privacy.epsilon_spent_max``): an upper bound of any agent's total on that data set,
+    since every run's coins are its own and the runs compose. Returns the most over the data
+    sets (``epsilon_per_agent_max``), how many data sets and the most runs one served; None
+    when no record kept an odometer (no local claim)."""
+    per: dict[Any, list[float]] = {}
+    for r in records:
+        eps = (r.get("privacy") or {}).get("epsilon_spent_max")
+        if isinstance(eps, int | float) and math.isfinite(eps):
+            per.setdefault(r.get("seed"), []).append(float(eps))
+    if not per:
+        return None
+    return {"epsilon_per_agent_max": max(sum(v) for v in per.values()),
+            "data_sets": len(per), "runs_per_data_set_max": max(len(v) for v in per.values())}
+
+
 def _csv_cell(v: Any) -> Any:
     if v is None:
         return ""

@@ -17,6 +17,7 @@ import platform
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ldpsim.simulator.results import (
     DEGRADED,
     ResultStore,
     format_table,
+    privacy_spent,
     summarize,
     usable,
     write_summary,
@@ -179,13 +181,15 @@ class TruthCache:
 
 
 def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | None = None,
-            view_dir: Path | None = None) -> dict[str, Any]:
+            view_dir: Path | None = None, spent_before: float = 0.0) -> dict[str, Any]:
     """Run one RunSpec on ``backend`` (default: a standalone one of the spec's kind) and
-    return its result record."""
+    return its result record. ``spent_before``: what the agents spent on the run's data set in
+    the sweep's earlier runs (their lifetime odometer, which the local backends' one-run pools
+    get from here)."""
     if truth is None:
         truth = TruthCache()
         try:
-            return execute(spec, truth, backend, view_dir)
+            return execute(spec, truth, backend, view_dir, spent_before)
         finally:
             truth.close()
     config = spec.config()
@@ -198,7 +202,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     # the experiment's master secret (``[runtime] secret``): with the same one every backend
     # gives the same output for the same seed (``simulator.seeding``); without one the seed's
     secret = secrets_of(spec.runtime)
-    policy = AgentPolicy.of(spec.agents)
+    policy = replace(AgentPolicy.of(spec.agents), spent=spent_before)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it
@@ -254,6 +258,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
     jobs = resolve_jobs(scenario.runtime, len(todo))
+    if scenario.agents.get("lifetime_epsilon") is not None:
+        jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep
@@ -272,7 +278,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                       scenario.runtime["progress"]) as bar:
             bar.update(len(specs) - len(todo))
             finished = (workers.results(todo) if workers is not None else
-                        ((spec, _execute(spec, truth, backend, view_dir, per_round))
+                        ((spec, _execute(spec, truth, backend, view_dir, per_round,
+                                         _spent_before(store, spec)))
                          for spec in todo))
             for spec, rec in finished:
                 store.append(rec)
@@ -303,6 +310,16 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         # author runs it for; a one-point sweep has none and imports no matplotlib
         plot(out_dir, usable(records, include_degraded), scenario.plot)
     return records, summary
+
+
+def _spent_before(store: ResultStore, spec: RunSpec) -> float:
+    """What the agents spent on ``spec``'s data set in the runs stored so far (the sum of each
+    run's largest spend: the lifetime odometer the orchestrator keeps for the local backends'
+    one-run pools), when the scenario gives them a lifetime budget; else 0."""
+    if spec.agents.get("lifetime_epsilon") is None:
+        return 0.0
+    return sum(float((r.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
+               for r in store.records() if r.get("seed") == spec.seed and r["key"] != spec.key)
 
 
 #: the runs of a parallel sweep that failed (``--jobs`` N > 1, the Dask engine): one JSON line
@@ -356,8 +373,8 @@ def resolve_jobs(runtime: dict[str, Any], runs: int) -> int:
 
 
 def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
-             per_round: bool) -> dict[str, Any]:
-    rec = execute(spec, truth, backend, view_dir)
+             per_round: bool, spent_before: float = 0.0) -> dict[str, Any]:
+    rec = execute(spec, truth, backend, view_dir, spent_before)
     if not per_round:
         rec["comm"].pop("per_round", None)
     return rec
@@ -537,5 +554,12 @@ def print_summary(records: list[dict[str, Any]], echo=print,
                   include_degraded: bool = False, max_rows: int | None = None) -> None:
     """Print the sweep's summary table, every row (or ``max_rows``), each metric as mean ± std
     over the repeats (degraded runs left out unless ``include_degraded``)."""
-    cols, rows = summarize(usable(records, include_degraded))
+    shown = usable(records, include_degraded)
+    cols, rows = summarize(shown)
     echo(format_table(cols, rows, max_rows=max_rows, std=True))
+    spent = privacy_spent(shown)
+    if spent is not None:
+        echo(f"privacy: each repetition's data set served up to {spent['runs_per_data_set_max']} "
+             f"runs of this sweep, each with coins of its own; over them an agent spent at "
+             f"most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
+             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})")

@@ -592,6 +592,10 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
     protocols = table.pop("protocols", None)
     out = {k: v for k, v in _check_table(table, AGENTS, "agents").items()
            if v is not None and k != "protocols"}
+    if "lifetime_epsilon" in out and runtime is not None and runtime.get("engine") == "dask":
+        raise ScenarioError("[agents] lifetime_epsilon: the agents' lifetime budget spans the "
+                            "sweep's runs in order; allowed with engine = \"local\" (the runs "
+                            "then go one at a time), not with the Dask engine")
     if protocols is not None:
         if not isinstance(protocols, list) or not all(isinstance(p, str) for p in protocols):
             raise ScenarioError(f"[agents] protocols: got {protocols!r}; allowed: a list of "

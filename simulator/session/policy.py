@@ -42,11 +42,16 @@ class AgentPolicy:
     lifetime_epsilon : float, optional
         The most an agent spends on one data set over the pool's lifetime; rounds beyond it are
         refused like rounds beyond a run's budget.
+    spent : float
+        What every agent has spent on a data set before the pool's first run over it: the
+        local backends' pools live for one run, so the orchestrator keeps their lifetime
+        odometer across a sweep and hands it over here (0 on the hosts backend).
     """
 
     max_epsilon: float | None = None
     protocols: tuple[str, ...] | None = None
     lifetime_epsilon: float | None = None
+    spent: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_epsilon", "lifetime_epsilon"):
@@ -98,8 +103,10 @@ class Ledger:
     spending on that data set (grown as needed; 8 bytes per agent and data set).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, start_at: float = 0.0) -> None:
         self._spent: dict[int, tuple[int, np.ndarray]] = {}
+        #: what every agent has spent on a data set before it is first seen (``AgentPolicy``)
+        self.start_at = float(start_at)
 
     def block(self, data_id: int, start: int, stop: int) -> np.ndarray:
         have = self._spent.get(data_id)
@@ -109,10 +116,13 @@ class Ledger:
                 return arr[start - first:stop - first]
             lo, hi = min(first, start), max(first + len(arr), stop)
             grown = written_zeros(hi - lo)
+            grown += self.start_at
             grown[first - lo:first - lo + len(arr)] = arr
             self._spent[data_id] = (lo, grown)
             return grown[start - lo:stop - lo]
         arr = written_zeros(stop - start)
+        if self.start_at:
+            arr += self.start_at
         self._spent[data_id] = (start, arr)
         return arr
 

@@ -79,7 +79,7 @@ class PoolSession:
         self.keys = keys
         self.policy = policy or AgentPolicy()
         #: what each agent has spent on each data set, for this pool's lifetime
-        self.ledger = Ledger()
+        self.ledger = Ledger(self.policy.spent)
         #: the runs whose queries this pool's agents have answered (their coins are spent)
         self.answered_runs: set[int] = set()
         self.limits = limits or Limits()
