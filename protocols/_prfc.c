@@ -223,7 +223,44 @@ static PyObject *tree_leaves(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *keyed_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *k0_o, *k1_o, *out_o;
+    unsigned long long tag;
+    if (!PyArg_ParseTuple(args, "OOKO", &k0_o, &k1_o, &tag, &out_o))
+        return NULL;
+    Py_buffer b[3];
+    PyObject *objs[3] = {k0_o, k1_o, out_o};
+    int got = 0;
+    for (; got < 3; got++)
+        if (PyObject_GetBuffer(objs[got], &b[got],
+                               PyBUF_C_CONTIGUOUS | (got == 2 ? PyBUF_WRITABLE : 0)) < 0)
+            break;
+    if (got == 3) {
+        if (b[0].len != b[2].len || b[1].len != b[2].len || b[2].len % 8 || !aligned8(&b[0])
+                || !aligned8(&b[1]) || !aligned8(&b[2])) {
+            PyErr_Format(PyExc_ValueError, "keyed_rows: k0, k1 and out must be aligned uint64 "
+                         "arrays of one length (%zd, %zd, %zd bytes)", b[0].len, b[1].len,
+                         b[2].len);
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            keyed((const uint64_t *)b[0].buf, (const uint64_t *)b[1].buf, (uint64_t)tag,
+                  b[2].len / 8, (uint64_t *)b[2].buf);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"keyed_rows", keyed_rows, METH_VARARGS,
+     "keyed_rows(k0, k1, tag, out): out[i] = SipHash-2-4 under key (k0[i], k1[i]) of the "
+     "8-byte word tag, for uint64 buffers."},
     {"tree_leaves", tree_leaves, METH_VARARGS,
      "tree_leaves(pk0, pk1, first, n, coin_tag, data_tag, dev0, dev1, coins, data): the device "
      "keys (and the coin and data keys where their output is not None) of agents first .. "

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols.prf import SIPHASH, prf
+from ldpsim.protocols.prf import SIPHASH, prf, prf_tag
 
 #: agent ids live in [0, 2^ID_BITS)
 ID_BITS = 32
@@ -247,6 +247,10 @@ class AgentKeys:
     """
 
     nodes: tuple[Node, ...]
+    #: the device keys of one range, computed already: (first agent, k0s, k1s), the same keys
+    #: the nodes give (``with_devices``); ``for_range`` then derives only the coin and data keys
+    devices: tuple[int, np.ndarray, np.ndarray] | None = field(default=None, repr=False,
+                                                              compare=False)
     _starts: np.ndarray = field(init=False, repr=False, compare=False)
     _stops: np.ndarray = field(init=False, repr=False, compare=False)
 
@@ -259,6 +263,19 @@ class AgentKeys:
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "_starts", np.array([n.start for n in nodes], dtype=np.int64))
         object.__setattr__(self, "_stops", np.array([n.stop for n in nodes], dtype=np.int64))
+
+    def with_devices(self, start: int, d0: np.ndarray, d1: np.ndarray) -> AgentKeys:
+        """The same keys, with agents ``start ..``'s device keys ``(d0, d1)`` already computed
+        (they must be the ones these nodes give: the orchestrator derives a sweep's device keys
+        once and hands each pool its block's)."""
+        if not self.covers(start, start + len(d0)):
+            raise KeyError(f"device keys of agents [{start}, {start + len(d0)}) that these keys "
+                           "do not cover")
+        return replace(self, devices=(int(start), d0, d1))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as the nodes alone (the device keys are a cache, derived again)."""
+        return (AgentKeys, (self.nodes,))
 
     @classmethod
     def root(cls, master: bytes) -> AgentKeys:
@@ -381,25 +398,62 @@ class AgentKeys:
         if not self.covers(start, stop):
             raise KeyError(f"these keys do not cover agents [{start}, {stop}) (they cover "
                            f"{_show_ranges(self.ranges())})")
-        for node in self.nodes:
-            a, b = max(start, node.start), min(stop, node.stop)
-            if a >= b:
+        if self.devices is not None:
+            first, c0, c1 = self.devices
+            if first <= start and stop <= first + len(c0):
+                d0, d1 = c0[start - first:stop - first], c1[start - first:stop - first]
+                if device:
+                    out["device0"][...], out["device1"][...] = d0, d1
+                if coin_tag is not None:
+                    out["coins"] = prf_tag(d0, d1, int(_message(coin_tag, 1, False)[0]))
+                if data_tag is not None:
+                    out["data"] = prf_tag(d0, d1, int(_message(data_tag, 1, True)[0]))
+                return out
+        # the agents' parents (level LEVELS - 1) that lie in the block, from every node above
+        # them, one level at a time for all nodes at once; single agents' nodes apart
+        idx3, p0, p1 = [], [], []
+        cur_i = np.zeros(0, dtype=np.int64)
+        cur0 = cur1 = np.zeros(0, dtype=np.uint64)
+        singles = [nd for nd in self.nodes if nd.level == LEVELS and start <= nd.index < stop]
+        for level in range(LEVELS):
+            here = [nd for nd in self.nodes if nd.level == level
+                    and nd.start < stop and start < nd.stop]
+            cur_i = np.concatenate([cur_i, np.array([nd.index for nd in here], dtype=np.int64)])
+            cur0 = np.concatenate([cur0, np.array([nd.k0 for nd in here], dtype=np.uint64)])
+            cur1 = np.concatenate([cur1, np.array([nd.k1 for nd in here], dtype=np.uint64)])
+            if level == LEVELS - 1:
+                idx3, p0, p1 = cur_i, cur0, cur1
+                break
+            if not len(cur_i):
                 continue
-            part = {k: v[a - start:b - start] for k, v in out.items()}
-            if node.level == LEVELS:  # the node is this agent's device key
-                d0, d1 = np.array([node.k0], np.uint64), np.array([node.k1], np.uint64)
-                _products(d0, d1, coin_tag, data_tag, part)
-                continue
-            k0 = np.array([node.k0], dtype=np.uint64)
-            k1 = np.array([node.k1], dtype=np.uint64)
-            lo = node.index
-            for level in range(node.level + 1, LEVELS):
-                first, last = a >> _shift(level), (b - 1) >> _shift(level)
-                idx = np.arange(first, last + 1, dtype=np.int64)
-                p = (idx >> LEVEL_BITS) - lo
-                k0, k1 = _children(k0[p], k1[p], level, idx & ((1 << LEVEL_BITS) - 1))
-                lo = first
-            _leaves(k0, k1, a, b - a, coin_tag, data_tag, part)
+            # each node's children that reach into the block
+            lo = np.maximum(cur_i << LEVEL_BITS, start >> _shift(level + 1))
+            hi = np.minimum((cur_i << LEVEL_BITS) + (1 << LEVEL_BITS) - 1,
+                            (stop - 1) >> _shift(level + 1))
+            counts = np.maximum(hi - lo + 1, 0)
+            owner = np.repeat(np.arange(len(cur_i)), counts)
+            child = np.repeat(lo, counts) + (np.arange(counts.sum()) - np.repeat(
+                np.cumsum(counts) - counts, counts))
+            cur0, cur1 = _children(cur0[owner], cur1[owner], level + 1,
+                                   child & ((1 << LEVEL_BITS) - 1))
+            cur_i = child
+        if len(idx3):
+            order = np.argsort(idx3, kind="stable")
+            idx3, p0, p1 = idx3[order], p0[order], p1[order]
+            breaks = np.flatnonzero(np.diff(idx3) != 1) + 1
+            for run in np.split(np.arange(len(idx3)), breaks):
+                a = max(start, int(idx3[run[0]]) << LEVEL_BITS)
+                b = min(stop, (int(idx3[run[-1]]) + 1) << LEVEL_BITS)
+                part = {k: v[a - start:b - start] for k, v in out.items()}
+                _leaves(p0[run], p1[run], a, b - a, coin_tag, data_tag, part)
+        if singles:  # agents whose node is their own device key
+            at = np.array([nd.index for nd in singles], dtype=np.int64) - start
+            d0 = np.array([nd.k0 for nd in singles], dtype=np.uint64)
+            d1 = np.array([nd.k1 for nd in singles], dtype=np.uint64)
+            got = {k: np.empty(len(at), dtype=np.uint64) for k in out}
+            _products(d0, d1, coin_tag, data_tag, got)
+            for k, v in got.items():
+                out[k][at] = v
         return out
 
     def to_list(self) -> list[list[int]]:

@@ -123,3 +123,17 @@ def prf(k0: np.ndarray | int, k1: np.ndarray | int, m: np.ndarray | int) -> np.n
     else:
         _prf_numpy(k0, k1, m, out)
     return out
+
+
+def prf_tag(k0: np.ndarray, k1: np.ndarray, tag: int) -> np.ndarray:
+    """``prf(k0, k1, tag)`` for one message word and one key per row (no array of copies of the
+    message): every agent's key of one run or data set from its device key."""
+    k0 = np.ascontiguousarray(k0, dtype=np.uint64).reshape(-1)
+    k1 = np.ascontiguousarray(k1, dtype=np.uint64).reshape(-1)
+    if k0.shape != k1.shape:
+        raise ValueError(f"k0 and k1: one key each per row ({k0.shape} and {k1.shape})")
+    if SIPHASH.module is not None:
+        out = np.empty(len(k0), dtype=np.uint64)
+        SIPHASH.module.keyed_rows(k0, k1, int(tag), out)
+        return out
+    return prf(k0, k1, np.full(len(k0), tag, dtype=np.uint64))

@@ -17,7 +17,9 @@ ratio to the ceiling is measured in the same invocation, so machine noise affect
 "CPU s" adds up every process's CPU time (curator and pools). A run whose CPU s comes close to
 cores × wall s is CPU-bound: it cannot finish in less than CPU s / cores.
 
-Then, each in its own module: every local protocol's rounds against its own kernel
+Then what independent agents cost: key derivation and policy checks at the largest size, against
+that run (``bench_keys``); and, each in its own module: every local protocol's rounds against
+its own kernel
 (``bench_kernels``, ``--kernels N``), ldpsim's frequency oracles against two Python LDP
 libraries on equal work (``bench_peers``, ``--peers N``) and the privacy audit
 (``bench_audit``, ``--audit-trials N``), and where runs execute: ``--jobs`` and Dask sweeps, and
@@ -274,6 +276,7 @@ def main(args: Any) -> int:
                          "same, one msgpack call per envelope (the general codec)",
                          cpu=general_cpu))
         t = res["timing"]
+        last_wall = t["wall_s"]
         mem = (f"batches of {size:,}; from pools ready (their data built); "
                f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
         rows.append(_row("full run, processes", n, _from_ready(res), ceiling, mem, raw,
@@ -300,10 +303,14 @@ def main(args: Any) -> int:
     if not args.quick and not getattr(args, "no_scenarios", False):
         here = Path(__file__).resolve().parents[1] / "scenarios"
         rows.extend(scenario_rows(sorted(here.glob("bench_*.toml"))))
-    from ldpsim.simulator import bench_audit
+    from ldpsim.simulator import bench_audit, bench_keys
 
     bench_audit.print_table(["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling",
                              "/raw", "notes"], rows)
+    print(f"\nindependent agents: key derivation and policy checks at {sizes[-1]:,} agents, "
+          f"against the whole run (best of five)")
+    bench_audit.print_table(["step", "agents", "ms", "of the run", "notes"],
+                            bench_keys.rows(cfg, sizes[-1], last_wall))
     kernels = _size(args, "kernels", 2000, 10**6)
     if kernels:
         from ldpsim.simulator import bench_kernels

@@ -39,7 +39,7 @@ import hmac
 import json
 import os
 import secrets as _random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,17 +188,37 @@ class Parties:
     pools: tuple[PoolKeys, ...]
 
 
+@functools.lru_cache(maxsize=2)
+def _devices(master: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every agent's device key under ``master``: derived once per sweep (the runs of a sweep
+    share the master and the agents), 16 bytes per agent."""
+    got = Secrets(master).agents.for_range(0, n, device=True)
+    for a in (got["device0"], got["device1"]):
+        a.setflags(write=False)
+    return got["device0"], got["device1"]
+
+
 def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None,
                   auth: bytes | None = None) -> Parties:
     """The keys of a run of ``n`` agents on a local backend: pool i gets the keys of its block
-    (``block_of``) only; ``auth`` a fresh random registration key unless given."""
+    (``block_of``) only; ``auth`` a fresh random registration key unless given. With a
+    secret of the experiment's own, its agents' device keys are derived once for the sweep and
+    each pool's block of them comes with its keys (a pool then derives only its agents' coin
+    and data keys of the run)."""
     from ldpsim.simulator.session.common import block_of
 
     sec = run_secrets(config, secrets)
     pools = int(config["pools"])
+    out = []
+    for i in range(pools):
+        keys = pool_keys(sec, i, pools, [block_of(i, pools, n)])
+        if not sec.from_seed:  # a seed's secrets change with every repetition: nothing kept
+            a, b = block_of(i, pools, n)
+            d0, d1 = _devices(sec.master, n)
+            keys = replace(keys, agents=keys.agents.with_devices(a, d0[a:b], d1[a:b]))
+        out.append(keys)
     return Parties(curator_config(config, sec), auth if auth is not None else auth_key(),
-                   tuple(pool_keys(sec, i, pools, [block_of(i, pools, n)])
-                         for i in range(pools)))
+                   tuple(out))
 
 
 def agents_of(config: dict[str, Any]) -> int:

@@ -155,3 +155,24 @@ def test_a_master_secret_has_128_bits_at_least():
     with pytest.raises(ValueError, match="128 bits"):
         K.Secrets(b"short")
     assert K.Secrets.of_seed(3).from_seed and not K.Secrets(MASTER).from_seed
+
+
+def test_device_keys_handed_over_give_the_same_keys_and_are_not_pickled():
+    """A pool handed its block's device keys (the orchestrator derives a sweep's once) derives
+    the same coin and data keys as from its nodes; pickled (a Dask task), only the nodes go."""
+    import pickle
+
+    root = K.AgentKeys.root(MASTER)
+    whole = root.for_range(0, 5000, device=True)
+    sub = root.restrict([(1000, 4000)])
+    fast = sub.with_devices(1000, whole["device0"][1000:4000], whole["device1"][1000:4000])
+    for a, b in ((1000, 4000), (1500, 2000)):
+        want = sub.for_range(a, b, coin_tag=9, data_tag=10)
+        got = fast.for_range(a, b, coin_tag=9, data_tag=10, device=True)
+        assert np.array_equal(got["coins"], want["coins"])
+        assert np.array_equal(got["data"], want["data"])
+        assert np.array_equal(got["device0"], whole["device0"][a:b])
+    again = pickle.loads(pickle.dumps(fast))
+    assert again.devices is None and again.nodes == fast.nodes
+    with pytest.raises(KeyError):
+        sub.with_devices(0, whole["device0"][:10], whole["device1"][:10])

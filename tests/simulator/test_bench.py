@@ -27,6 +27,12 @@ def test_bench_quick_prints_every_row(capsys, monkeypatch):
         assert out.count(row) == 2, row  # one per size
     _check_kernel_and_peer_tables(out)
     _check_engine_table(out)
+    keys = _table(out, "of the run")
+    assert [r.split("  ")[0] for r in keys] == [
+        "no secret: the parties' keys", "no secret: a pool's agents' keys",
+        "a secret: the parties' keys", "a secret: a pool's agents' keys",
+        "a pool: the set-up check", "total in the run, no secret", "total in the run, a secret",
+        "orchestrator: the truth's data keys"]
 
 
 def _check_engine_table(out: str) -> None:
