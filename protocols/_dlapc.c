@@ -85,6 +85,90 @@ static Py_ssize_t dlap_row(const uint64_t *w, Py_ssize_t width, uint64_t t, int6
     }
 }
 
+/* The agents' words, made here: word c of a stream whose first draw index is ``first`` is
+ * mix(h ^ mix((rnd << 32) + first + c + C)), the word protocols/rng.py's ``bits_at`` gives for
+ * the agent whose own key is h (SplitMix64's finaliser: protocols/_rngc.c). ``ctr`` holds the
+ * mixed counters of a stream's first ``CACHED`` words (the same for every agent of a column). */
+#define CACHED 32
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    return x;
+}
+
+typedef struct {
+    uint64_t h, base; /* the agent's key; (rnd << 32) + first + C */
+    const uint64_t *ctr;
+    Py_ssize_t i, limit;
+} stream;
+
+/* The stream's next word, or 0 with s->i = -1 past its limit. */
+static inline int next_word(stream *s, uint64_t *w)
+{
+    if (s->i >= s->limit)
+        return 0;
+    uint64_t c = s->i < CACHED ? s->ctr[s->i] : mix(s->base + (uint64_t)s->i);
+    s->i++;
+    *w = mix(s->h ^ c);
+    return 1;
+}
+
+/* ``dlap_row`` on a stream of made words: the same state machine, the same result. Returns the
+ * words used, or -1 past the stream's limit. */
+static Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z)
+{
+    uint64_t w;
+    for (;;) {
+        uint64_t u, neg, k;
+        for (;;) {
+            if (!next_word(s, &w))
+                return -1;
+            u = w & (t - 1);
+            neg = w >> 63;
+            k = 1;
+            for (;;) {
+                int a;
+                if (!next_word(s, &w))
+                    return -1;
+                a = bernoulli(w, u, t * k);
+                if (a == 1)
+                    k++;
+                else if (a == 0)
+                    break;
+            }
+            if (k & 1)
+                break;
+        }
+        uint64_t v = 0;
+        for (;;) {
+            k = 2;
+            for (;;) {
+                int a;
+                if (!next_word(s, &w))
+                    return -1;
+                a = bernoulli(w, 1, k);
+                if (a == 1)
+                    k++;
+                else if (a == 0)
+                    break;
+            }
+            if (k & 1)
+                v++;
+            else
+                break;
+        }
+        uint64_t x = u + t * v;
+        if (neg && x == 0)
+            continue;
+        *z = neg ? -(int64_t)x : (int64_t)x;
+        return s->i;
+    }
+}
+
 static int get(PyObject *o, Py_buffer *view, int writable, const char *name)
 {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
@@ -148,7 +232,70 @@ static PyObject *dlap(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *dlap_agents(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *h_o, *z_o;
+    unsigned long long rnd, first, region, t;
+    Py_ssize_t cols;
+    if (!PyArg_ParseTuple(args, "OKKnKKO", &h_o, &rnd, &first, &cols, &region, &t, &z_o))
+        return NULL;
+    if (t == 0 || (t & (t - 1)) != 0 || cols < 1 || region < 1 || rnd >= (1ULL << 32)) {
+        PyErr_SetString(PyExc_ValueError, "dlap_agents: t a power of two, cols >= 1, region "
+                        ">= 1, rnd < 2^32");
+        return NULL;
+    }
+    Py_buffer h, z;
+    if (get(h_o, &h, 0, "h") < 0)
+        return NULL;
+    if (get(z_o, &z, 1, "z") < 0) {
+        PyBuffer_Release(&h);
+        return NULL;
+    }
+    Py_ssize_t rows = h.len / 8;
+    Py_ssize_t failed = 0;
+    uint64_t *ctr = NULL;
+    if (z.len != h.len * cols) {
+        PyErr_Format(PyExc_ValueError, "dlap_agents: z must hold rows x cols = %zd x %zd values",
+                     rows, cols);
+    } else if ((ctr = PyMem_Malloc((size_t)cols * CACHED * 8)) == NULL) {
+        PyErr_NoMemory();
+    } else {
+        const uint64_t C = 0xD1B54A32D192ED03ULL;
+        const uint64_t *hb = (const uint64_t *)h.buf;
+        int64_t *zb = (int64_t *)z.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t j = 0; j < cols; j++)
+            for (Py_ssize_t c = 0; c < CACHED; c++)
+                ctr[j * CACHED + c] = mix((rnd << 32) + first + (uint64_t)j * region
+                                          + (uint64_t)c + C);
+        for (Py_ssize_t r = 0; r < rows; r++)
+            for (Py_ssize_t j = 0; j < cols; j++) {
+                stream s = {hb[r], (rnd << 32) + first + (uint64_t)j * region + C,
+                            ctr + j * CACHED, 0, (Py_ssize_t)region};
+                int64_t zr = 0;
+                if (dlap_stream(&s, t, &zr) < 0) {
+                    failed++;
+                    zr = 0;
+                }
+                zb[r * cols + j] = zr;
+            }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(ctr);
+    PyBuffer_Release(&z);
+    PyBuffer_Release(&h);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(failed);
+}
+
 static PyMethodDef methods[] = {
+    {"dlap_agents", dlap_agents, METH_VARARGS,
+     "dlap_agents(h, rnd, first, cols, region, t, z): exact discrete Laplace of scale t for "
+     "every agent key h[i] and column j, from the agent's words first + j region + 0, 1, ... "
+     "of round rnd (made here, as rng.bits_at gives them); returns how many streams went past "
+     "their region (their z is 0)."},
     {"dlap", dlap, METH_VARARGS,
      "dlap(words, width, t, z, used): exact discrete Laplace of scale t per row of words."},
     {NULL, NULL, 0, NULL},

@@ -483,17 +483,24 @@ def privacy_spent(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     ``seed`` tells them apart), the sum over its runs of the largest ε an agent spent in each
     (``privacy.epsilon_spent_max``): an upper bound of any agent's total on that data set,
     since every run's coins are its own and the runs compose. Returns the most over the data
-    sets (``epsilon_per_agent_max``), how many data sets and the most runs one served; None
-    when no record kept an odometer (no local claim)."""
+    sets (``epsilon_per_agent_max``), how many data sets, the most runs one served with a
+    local claim, and the most without one (``runs_without_local_max``: non-private or central
+    protocols, whose agents' answers reach the curator unnoised); None when no record kept an
+    odometer."""
     per: dict[Any, list[float]] = {}
+    unnoised: dict[Any, int] = {}
     for r in records:
-        eps = (r.get("privacy") or {}).get("epsilon_spent_max")
+        priv = r.get("privacy") or {}
+        eps = priv.get("epsilon_spent_max")
         if isinstance(eps, int | float) and math.isfinite(eps):
             per.setdefault(r.get("seed"), []).append(float(eps))
+        elif priv.get("model") in ("central", "none"):
+            unnoised[r.get("seed")] = unnoised.get(r.get("seed"), 0) + 1
     if not per:
         return None
     return {"epsilon_per_agent_max": max(sum(v) for v in per.values()),
-            "data_sets": len(per), "runs_per_data_set_max": max(len(v) for v in per.values())}
+            "data_sets": len(per), "runs_per_data_set_max": max(len(v) for v in per.values()),
+            "runs_without_local_max": max(unnoised.values(), default=0)}
 
 
 def _csv_cell(v: Any) -> Any:

@@ -559,7 +559,10 @@ def print_summary(records: list[dict[str, Any]], echo=print,
     echo(format_table(cols, rows, max_rows=max_rows, std=True))
     spent = privacy_spent(shown)
     if spent is not None:
+        raw = spent["runs_without_local_max"]
         echo(f"privacy: each repetition's data set served up to {spent['runs_per_data_set_max']} "
-             f"runs of this sweep, each with coins of its own; over them an agent spent at "
-             f"most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
-             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})")
+             f"runs of this sweep with a local claim, each with coins of its own; over them an "
+             f"agent spent at most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
+             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})"
+             + (f"; and up to {raw} run{'s' if raw != 1 else ''} without one sent its "
+                "answers to the curator unnoised" if raw else ""))

@@ -241,7 +241,7 @@ def test_cli_summary_reloads(tiny_run, tmp_path):
     assert table[0].split()[:3] == ["protocol", "params.epsilon", "repeats"]
     assert "error_rate_mean" in table[0] and "kendall_tau_mean" in table[0]
     assert len(table) == 2 + TINY_POINTS + 1  # header, dashes, a row per point, privacy
-    assert table[-1].startswith("privacy: each repetition's data set served")
+    assert table[-1].startswith("privacy: each repetition's data set served")  # the sweep's cost
     assert res.stdout.strip() in run_res.stdout  # the same table as the run printed
     assert (out / "summary.csv").read_bytes() == (out0 / "summary.csv").read_bytes()
     empty = cli("summary", str(tmp_path / "nothing"))

@@ -49,8 +49,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.accel import Accelerator
-from ldpsim.protocols.words import WordSource
+from ldpsim.protocols.words import MAX_COLUMNS, REGION, WORD_BASE, AgentWords, WordSource
 
 #: the state machine in use: compiled or numpy, the same results; ``LDPSIM_RNG=numpy``
 #: chooses numpy
@@ -254,18 +255,41 @@ def sample(source: WordSource, rows: int, cols: int, t: int) -> np.ndarray:
     while it has not finished, the next as many again, and runs again from its first word (a
     source hands out each word once; the value is a function of the word sequence). Raises
     RuntimeError when a stream would need more than ``source.limit`` words (probability below
-    10^-6000).
+    10^-6000). The agents' own words (``AgentWords``) are made inside the compiled sampler
+    where it was built, one stream after another as it needs them: the same words, the same
+    values.
     """
     t = check_scale(t)
     out = np.empty((rows, cols), dtype=np.int64)
     if not rows or not cols:
         return out
+    if isinstance(source, AgentWords) and DLAP.module is not None:
+        return _sample_agents(source, rows, cols, t, out)
     per = max(MIN_ROWS, CHUNK // cols)
     for r0 in range(0, rows, per):
         r1 = min(rows, r0 + per)
         srow = np.repeat(np.arange(r0, r1), cols)
         scol = np.tile(np.arange(cols), r1 - r0)
         out[r0:r1] = _sample_streams(source, srow, scol, t).reshape(r1 - r0, cols)
+    return out
+
+
+def _sample_agents(source: AgentWords, rows: int, cols: int, t: int, out: np.ndarray
+                   ) -> np.ndarray:
+    """``sample`` of the agents' words in one compiled pass (``_dlapc.dlap_agents``)."""
+    h = np.ascontiguousarray(rngm.agent_keys(source.key, np.asarray(source.agents)),
+                             dtype=np.uint64)
+    if len(h) != rows:
+        raise ValueError(f"discrete Laplace: {rows} rows of values for {len(h)} agents")
+    first = WORD_BASE + source.column * REGION
+    if source.column + cols > MAX_COLUMNS:
+        raise ValueError(f"Laplace words: column {source.column + cols - 1} is beyond the "
+                         f"{MAX_COLUMNS} columns of a round's draw indices")
+    failed = DLAP.module.dlap_agents(h, int(source.rnd), first, cols, REGION, t, out)
+    if failed:
+        raise RuntimeError(
+            f"discrete Laplace: {failed} value(s) need more than {REGION} random words "
+            "(probability below 10^-6000 per value; the words, not the values, decide it)")
     return out
 
 

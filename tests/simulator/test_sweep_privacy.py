@@ -30,10 +30,24 @@ def test_records_and_the_summary_say_what_the_agents_spent(tmp_path):
         assert r["privacy"]["epsilon_lifetime_max"] == pytest.approx(eps)  # one-run pools
     spent = privacy_spent(records)  # two protocols x (0.5 + 1.0) on each repetition's data
     assert spent == {"epsilon_per_agent_max": pytest.approx(3.0), "data_sets": 2,
-                     "runs_per_data_set_max": 4}
+                     "runs_per_data_set_max": 4, "runs_without_local_max": 0}
     lines = []
     print_summary(records, echo=lines.append)
     assert "over them an agent spent at most epsilon = 3 on its data (2 data sets)" in lines[-1]
+
+
+def test_the_summary_counts_the_runs_that_send_answers_unnoised(tmp_path):
+    """A non-private baseline beside an LDP protocol: its runs spend no odometer, but its
+    agents' answers reach the curator as they are; the summary says how many such runs."""
+    raw = _raw(protocols=["kwiksort", "ldp_kwiksort_rr"], repeats=1)
+    records, _ = run_scenario(sc.load(raw=raw), tmp_path, show_progress=False)
+    spent = privacy_spent(records)
+    assert spent["epsilon_per_agent_max"] == pytest.approx(1.5)
+    assert spent["runs_without_local_max"] == 1
+    lines = []
+    print_summary(records, echo=lines.append)
+    assert lines[-1].endswith("and up to 1 run without one sent its answers to the curator "
+                              "unnoised")
 
 
 def test_the_agents_lifetime_budget_spans_the_sweep(tmp_path):

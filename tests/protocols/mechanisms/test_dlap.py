@@ -239,3 +239,24 @@ def test_agent_words_are_the_agents_draws_in_their_columns_regions():
                                                                  0, 1)
     with pytest.raises(ValueError, match="outside"):
         src.words(np.array([0]), np.array([0]), REGION - 2, 4)
+
+
+def test_the_compiled_agents_path_makes_the_same_words_and_values():
+    """With the compiled sampler, the agents' words are made inside it (``_sample_agents``):
+    the values are those of the general path (words from ``rng.bits_at``, grown as needed),
+    for one stream key, one key per agent and several columns from a column offset."""
+    if dlap.DLAP.module is None:
+        pytest.skip("numpy's sampler: it has the general path only")
+    keys = np.array([rng.stream_key(i, "own") for i in range(700)], dtype=np.uint64)
+    for key, agents in ((KEY, np.arange(50, 750)), (keys, np.arange(700))):
+        src = AgentWords(key, agents, 6, 3)
+        fast = dlap.sample(src, 700, 4, T20)
+        srow, scol = np.repeat(np.arange(700), 4), np.tile(np.arange(4), 700)
+        general = dlap._sample_streams(src, srow, scol, T20).reshape(700, 4)
+        assert np.array_equal(fast, general)
+    # a stream past its region is counted, never released: with a 3-word region most are
+    z = np.empty((700, 2), dtype=np.int64)
+    failed = dlap.DLAP.module.dlap_agents(keys, 6, WORD_BASE, 2, 3, T20, z)
+    assert 0 < failed < 1400 and (z == 0).sum() >= failed
+    with pytest.raises(ValueError, match="columns"):
+        dlap.sample(AgentWords(KEY, np.arange(3), 0, MAX_COLUMNS - 1), 3, 2, T20)
