@@ -33,58 +33,6 @@ static inline int bernoulli(uint64_t w, uint64_t n, uint64_t d)
     return (w % d) < n;
 }
 
-/* Z of one row from its words w[0 .. width-1]; returns the words used, or -1. */
-static Py_ssize_t dlap_row(const uint64_t *w, Py_ssize_t width, uint64_t t, int64_t *z)
-{
-    Py_ssize_t i = 0;
-    for (;;) {
-        uint64_t u, neg, k;
-        for (;;) { /* U, kept with probability exp(-U/t) (Algorithm 1) */
-            if (i >= width)
-                return -1;
-            u = w[i] & (t - 1);
-            neg = w[i] >> 63;
-            i++;
-            k = 1;
-            for (;;) {
-                int a;
-                if (i >= width)
-                    return -1;
-                a = bernoulli(w[i++], u, t * k);
-                if (a == 1)
-                    k++;
-                else if (a == 0)
-                    break;
-            }
-            if (k & 1)
-                break;
-        }
-        uint64_t v = 0;
-        for (;;) { /* Bernoulli(exp(-1)) successes before the first failure */
-            k = 2;
-            for (;;) {
-                int a;
-                if (i >= width)
-                    return -1;
-                a = bernoulli(w[i++], 1, k);
-                if (a == 1)
-                    k++;
-                else if (a == 0)
-                    break;
-            }
-            if (k & 1)
-                v++;
-            else
-                break;
-        }
-        uint64_t x = u + t * v;
-        if (neg && x == 0)
-            continue;
-        *z = neg ? -(int64_t)x : (int64_t)x;
-        return i;
-    }
-}
-
 /* The agents' words, made here: word c of a stream whose first draw index is ``first`` is
  * mix(h ^ mix((rnd << 32) + first + c + C)), the word protocols/rng.py's ``bits_at`` gives for
  * the agent whose own key is h (SplitMix64's finaliser: protocols/_rngc.c). ``ctr`` holds the
@@ -104,35 +52,45 @@ typedef struct {
     uint64_t h, base; /* the agent's key; (rnd << 32) + first + C */
     const uint64_t *ctr;
     Py_ssize_t i, limit;
+    const uint64_t *words; /* given words (``dlap``), or NULL: made from h, base and ctr */
 } stream;
 
-/* The stream's next word, or 0 with s->i = -1 past its limit. */
-static inline int next_word(stream *s, uint64_t *w)
+/* The stream's next word, or 0 past its limit. ``given`` is a constant at each call of
+ * ``dlap_stream``, so the compiler builds one state machine for each kind of stream. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE static inline
+#endif
+ALWAYS_INLINE int next_word(stream *s, uint64_t *w, const int given)
 {
     if (s->i >= s->limit)
         return 0;
+    if (given) {
+        *w = s->words[s->i++];
+        return 1;
+    }
     uint64_t c = s->i < CACHED ? s->ctr[s->i] : mix(s->base + (uint64_t)s->i);
     s->i++;
     *w = mix(s->h ^ c);
     return 1;
 }
 
-/* ``dlap_row`` on a stream of made words: the same state machine, the same result. Returns the
- * words used, or -1 past the stream's limit. */
-static Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z)
+/* Z of one stream (given or made words); returns the words used, or -1 past its limit. */
+ALWAYS_INLINE Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z, const int given)
 {
     uint64_t w;
     for (;;) {
         uint64_t u, neg, k;
-        for (;;) {
-            if (!next_word(s, &w))
+        for (;;) { /* U, kept with probability exp(-U/t) (Algorithm 1) */
+            if (!next_word(s, &w, given))
                 return -1;
             u = w & (t - 1);
             neg = w >> 63;
             k = 1;
             for (;;) {
                 int a;
-                if (!next_word(s, &w))
+                if (!next_word(s, &w, given))
                     return -1;
                 a = bernoulli(w, u, t * k);
                 if (a == 1)
@@ -144,11 +102,11 @@ static Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z)
                 break;
         }
         uint64_t v = 0;
-        for (;;) {
+        for (;;) { /* Bernoulli(exp(-1)) successes before the first failure */
             k = 2;
             for (;;) {
                 int a;
-                if (!next_word(s, &w))
+                if (!next_word(s, &w, given))
                     return -1;
                 a = bernoulli(w, 1, k);
                 if (a == 1)
@@ -217,8 +175,9 @@ static PyObject *dlap(PyObject *self, PyObject *args)
         int64_t *zb = (int64_t *)z.buf, *ub = (int64_t *)used.buf;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t r = 0; r < rows; r++) {
+            stream s = {0, 0, NULL, 0, width, wb + r * width};
             int64_t zr = 0;
-            Py_ssize_t n = dlap_row(wb + r * width, width, (uint64_t)t, &zr);
+            Py_ssize_t n = dlap_stream(&s, (uint64_t)t, &zr, 1);
             zb[r] = n < 0 ? 0 : zr;
             ub[r] = (int64_t)n;
         }
@@ -272,9 +231,9 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
         for (Py_ssize_t r = 0; r < rows; r++)
             for (Py_ssize_t j = 0; j < cols; j++) {
                 stream s = {hb[r], (rnd << 32) + first + (uint64_t)j * region + C,
-                            ctr + j * CACHED, 0, (Py_ssize_t)region};
+                            ctr + j * CACHED, 0, (Py_ssize_t)region, NULL};
                 int64_t zr = 0;
-                if (dlap_stream(&s, t, &zr) < 0) {
+                if (dlap_stream(&s, t, &zr, 0) < 0) {
                     failed++;
                     zr = 0;
                 }

@@ -48,6 +48,7 @@ from ldpsim.simulator.collusion import load_view
 from ldpsim.simulator.runner import _dataset
 
 import ldpsim
+from tests.protocols.test_rng import _unmix  # the finaliser's inverse (a bijection)
 
 Z = 5.0  # tolerance in standard errors
 
@@ -71,23 +72,6 @@ def _mix(x: np.ndarray) -> np.ndarray:
     x *= np.uint64(_M2)
     x ^= x >> np.uint64(31)
     return x
-
-
-def _unxorshift(y: int, s: int) -> int:
-    """Invert ``x ^ (x >> s)`` on 64-bit words."""
-    x = y
-    for _ in range(64 // s + 1):
-        x = y ^ (x >> s)
-    return x & _MASK64
-
-
-def _unmix(y: int) -> int:
-    """Inverse of the SplitMix64 finaliser (a bijection on 64-bit words)."""
-    y = _unxorshift(y, 31)
-    y = (y * pow(_M2, -1, 1 << 64)) & _MASK64
-    y = _unxorshift(y, 27)
-    y = (y * pow(_M1, -1, 1 << 64)) & _MASK64
-    return _unxorshift(y, 30)
 
 
 def _stream_key_from_coins(disclosures: dict[int, Any]) -> int | None:

@@ -19,18 +19,16 @@ from ldpsim.simulator.seeding import local_parties
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 from ldpsim.simulator.session.policy import AgentPolicy
 
+from tests.simulator.session.test_attacks import config as attack_config
+
 LIMITS = Limits(timeout_s=10.0)
 AUTH = b"policy-test registration key 32B"
 SECRETS = Secrets(b"policy-test deployment master 32")
 
 
 def config(n: int = 200, seed: int = 3, **over) -> dict:
-    cfg = {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
-           "data": {"kind": "mallows", "n": n, "m": 6, "theta": 0.5}, "seed": seed,
-           "pools": 1, "agent_mode": "batched", "batch": 4096,
-           "collusion": {"colluders": 0, "curator": True}, "faults": []}
-    cfg.update(over)
-    return cfg
+    """The attack tests' configuration on one pool."""
+    return attack_config(n, seed, **{"pools": 1, **over})
 
 
 def setup_of(cur: CuratorSession) -> dict:
