@@ -254,10 +254,19 @@ class PrivacyClaim:
 class Curator(ABC):
     """A protocol's curator state for one run: it plans rounds, absorbs reports, finishes.
 
-    Built only by ``Protocol.make_curator(bound, agents, key)``, which calls the protocol's
-    ``curator_class(bound)`` with ``(protocol, bound, agents, key)``; a curator reads anything
-    protocol-specific (its oracle, whether it adds central noise, ...) from ``self.protocol``.
+    Built only by ``Protocol.make_curator(bound, agents, key, coins)``, which calls the
+    protocol's ``curator_class(bound)`` with ``(protocol, bound, agents, key)`` and sets
+    ``coins``; a curator reads anything protocol-specific (its oracle, whether it adds central
+    noise, ...) from ``self.protocol``.
+
+    Two keys, two purposes: ``key`` keys the curator's public draws (which agents it asks,
+    their queries, random pivots), the same in every run of a repetition so that the runs of a
+    sweep compare on common draws; ``coins`` keys its private coins (a central mechanism's
+    noise), fresh per run and secret (``keys.Secrets.curator_coins``).
     """
+
+    #: the private coin key of this run (central noise); set by ``Protocol.make_curator``
+    coins: int = 0
 
     def __init__(self, protocol: Protocol, bound: Bound, agents: np.ndarray, key: int) -> None:
         self.protocol = protocol
@@ -297,9 +306,9 @@ class Bound:
         """A block of agents for round ``rnd`` (agents default to 0..len(rows)-1)."""
         return Block(rnd, rows, agents, key, self.params, self.public, queries, broadcast)
 
-    def curator(self, agents: np.ndarray, key: int) -> Curator:
+    def curator(self, agents: np.ndarray, key: int, coins: int = 0) -> Curator:
         """The run's curator (``Protocol.make_curator``)."""
-        return self.protocol.make_curator(self, agents, key)
+        return self.protocol.make_curator(self, agents, key, coins)
 
     def claim(self) -> PrivacyClaim:
         """The protocol's privacy claim at these parameters."""
@@ -451,10 +460,13 @@ class Protocol(ABC):
             raise NotImplementedError(f"protocol {self.name!r} states no curator_cls")
         return self.curator_cls
 
-    def make_curator(self, bound: Bound, agents: np.ndarray, key: int) -> Curator:
+    def make_curator(self, bound: Bound, agents: np.ndarray, key: int, coins: int = 0
+                     ) -> Curator:
         """The one way a run's curator is built: ``curator_class(bound)(self, bound, agents,
-        key)``."""
-        return self.curator_class(bound)(self, bound, agents, key)
+        key)``, with its private coin key ``coins`` (``Curator``)."""
+        cur = self.curator_class(bound)(self, bound, agents, key)
+        cur.coins = int(coins)
+        return cur
 
     @abstractmethod
     def respond(self, block: Block) -> np.ndarray:

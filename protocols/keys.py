@@ -611,6 +611,13 @@ class Secrets:
         """What every data-generating party holds: the population keys of all data sets."""
         return kdf(self.master, "population")
 
+    def curator_coins(self, run: int) -> int:
+        """The curator's private coin key in the run tagged ``run`` (its public id): what a
+        central mechanism's noise is drawn from (``Curator.coins``). Fresh per run, so the
+        releases of a sweep compose as independent mechanisms; from the master, so neither the
+        seed nor the run's id, both public, predicts it."""
+        return int.from_bytes(kdf(self.master, "curator-coins", int(run), size=8), "little")
+
     def data_keys(self, seed: int, agents: AgentKeys | None = None) -> DataKeys:
         """The data keys of run seed ``seed``'s data set (``agents``: a restriction of this
         master's agent keys; default all)."""

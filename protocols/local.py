@@ -66,7 +66,8 @@ def run_locally(protocol: Protocol | str, params: dict[str, Any],
         data = build_data(data, secrets.data_keys(seed))
     tag = run_tag(seed, proto.name, params, spec)
     coins = secrets.agents.for_range(0, data.n, coin_tag=tag)["coins"]
-    rounds, output = local_rounds(proto.bind(params, data.public), data, seed, coins=coins)
+    rounds, output = local_rounds(proto.bind(params, data.public), data, seed, coins=coins,
+                                  curator_coins=secrets.curator_coins(tag))
     return LocalRun(output, proto.evaluate(output, data.truth()), rounds)
 
 
@@ -75,22 +76,25 @@ def _call(phase: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
-                 phase: Callable[..., Any] = _call, coins: np.ndarray | None = None
-                 ) -> tuple[list[LocalRound], dict[str, Any]]:
+                 phase: Callable[..., Any] = _call, coins: np.ndarray | None = None,
+                 curator_coins: int | None = None) -> tuple[list[LocalRound], dict[str, Any]]:
     """The round loop of ``run_locally`` on a built data set: every round and the output.
 
     ``coins``: every agent's coin key (``AgentKeys.coins``), default those of a run tagged by
-    the seed and the protocol alone. ``phase(name, fn, *args)`` makes each protocol step,
-    ``fn(*args)``, with ``name`` "plan" (the curator and each plan), "respond", "absorb" or
-    "finish"; wrapping it measures the steps alone (``simulator.bench_kernels`` times them,
-    ``tests/protocols/test_scaling.py`` counts their lines).
+    the seed and the protocol alone; ``curator_coins`` the curator's private coin key
+    (``Secrets.curator_coins``), default that run's. ``phase(name, fn, *args)`` makes each
+    protocol step, ``fn(*args)``, with ``name`` "plan" (the curator and each plan), "respond",
+    "absorb" or "finish"; wrapping it measures the steps alone (``simulator.bench_kernels``
+    times them, ``tests/protocols/test_scaling.py`` counts their lines).
     """
     proto = bound.protocol
-    if coins is None:
-        coins = Secrets.of_seed(seed).agents.for_range(
-            0, data.n, coin_tag=tag_of("run", seed, proto.name))["coins"]
+    if coins is None or curator_coins is None:
+        tag = tag_of("run", seed, proto.name)
+        own = Secrets.of_seed(seed)
+        coins = own.agents.for_range(0, data.n, coin_tag=tag)["coins"] if coins is None else coins
+        curator_coins = own.curator_coins(tag) if curator_coins is None else curator_coins
     curator = phase("plan", bound.curator, np.arange(data.n, dtype=np.int64),
-                    stream_key(seed, "curator"))
+                    stream_key(seed, "curator"), curator_coins)
     rows = data.rows(0, data.n)
     rounds: list[LocalRound] = []
     rnd = 0

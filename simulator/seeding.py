@@ -14,8 +14,10 @@ with seed ``s`` is derived from (s, r) only.
   set to score the output, and it signs each run's configuration for the pools;
 * the curator process gets ``curator_config``: the public configuration, the run's public id
   (``run_id``, the tag of its agents' coin keys) and its data set's (``data_id``), its own stream
-  key and the collusion key, the signed configuration it relays to the pools, and the
-  registration key (``auth``): never the seed, the master or any agent's key;
+  key (public draws, common to a repetition's runs), its private coin key for this run (a
+  central mechanism's noise: ``Secrets.curator_coins``), the collusion key, the signed
+  configuration it relays to the pools, and the registration key (``auth``): never the seed,
+  the master or any agent's key;
 * pool ``i`` gets ``PoolKeys``: the device keys of its own agents only (``AgentKeys.restrict``),
   the population secret (every agent's generated row depends on the population's draws) and its
   own policy key, which checks the orchestrator's signature on a run's configuration: from the
@@ -137,16 +139,17 @@ def verify(policy: bytes, blob: bytes, signature: Any) -> bool:
 
 def curator_config(config: dict[str, Any], secrets: Secrets | None = None) -> dict[str, Any]:
     """What the curator process receives for a run: the public configuration, its own stream
-    key, and the configuration as the pools must receive it (``signed``: msgpack bytes, with
-    ``sigs``, one signature per pool under that pool's policy key). The curator relays the
-    bytes and the signatures; it cannot alter the configuration without every pool refusing
-    it."""
+    key and private coin key (``keys``), and the configuration as the pools must receive it
+    (``signed``: msgpack bytes, with ``sigs``, one signature per pool under that pool's policy
+    key). The curator relays the bytes and the signatures; it cannot alter the configuration
+    without every pool refusing it."""
     sec = run_secrets(config, secrets)
     public = public_config(config)
     blob = msgpack.packb(public, use_bin_type=True)
     pools = int(config["pools"])
     out = dict(public)
     out["keys"] = {"curator": stream_key(config["seed"], "curator"),
+                   "coins": sec.curator_coins(public["run_id"]),
                    "collusion": public["collusion_key"]}
     out["signed"] = blob
     out["sigs"] = [sign(policy_key(sec.master, i, pools), blob) for i in range(pools)]

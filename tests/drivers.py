@@ -50,15 +50,18 @@ class Drive:
 
 
 def curator(proto: Protocol, params: dict[str, Any], data: Dataset, seed: int, *,
-            agents: np.ndarray | None = None, key: int | None = None
-            ) -> tuple[dict[str, Any], Curator]:
+            agents: np.ndarray | None = None, key: int | None = None,
+            coins: int | None = None) -> tuple[dict[str, Any], Curator]:
     """The resolved parameters and a fresh curator of ``agents`` (default: every agent of
-    ``data``) keyed by ``key`` (default: the curator stream key of ``seed``)."""
+    ``data``) keyed by ``key`` (default: the curator stream key of ``seed``), its private coins
+    (central noise) by ``coins`` (default: a stand-in keyed by ``seed``; the runtime draws
+    them per run from the master, ``Secrets.curator_coins``)."""
     resolved = proto.resolve(params, data.public)
     agents = np.arange(data.n) if agents is None else agents
     key = rngm.stream_key(seed, "curator") if key is None else key
+    coins = rngm.stream_key(seed, "curator-coins") if coins is None else coins
     return resolved, proto.make_curator(proto.bind(resolved, data.public, resolved=True), agents,
-                                        key)
+                                        key, coins)
 
 
 def respond(proto: Protocol, resolved: dict[str, Any], data: Dataset, plan: RoundPlan, key: int,

@@ -224,7 +224,7 @@ class _TrustedCurator(_AverageCurator):
         delta = central_sensitivity(self.public["norm"], float(self.public["bound"]), self.d,
                                     self.count)
         scale = delta / eps
-        g = rngm.party_generator(rngm.stream_key(self.key, "ethics-central-laplace"))
+        g = rngm.party_generator(rngm.stream_key(self.coins, "ethics-central-laplace"))
         # the d coordinates share the sensitivity D_1(C)/N (an L1 bound)
         lap = mech.Laplace(eps, delta, components=self.d)
         out["beta"] = lap.perturb_from(g, self.average()).tolist()

@@ -118,7 +118,8 @@ class _DPCurator(_AllPairsCurator):
         cap, eps_cmp = DPKwikSort.budget(self.m, eps)
         exact = self.cmp_hat()
         g = self.rng()
-        noise_rng = rngm.party_generator(rngm.stream_key(self.key, "dp-kwiksort-noise"))
+        # private coins, fresh per run (``Curator.coins``); the pivots stay on the public key
+        noise_rng = rngm.party_generator(rngm.stream_key(self.coins, "dp-kwiksort-noise"))
         noise = mech.Laplace(eps_cmp, DPKwikSort.SENSITIVITY)
         noisy = np.full((self.m, self.m), np.nan)
 

@@ -95,6 +95,7 @@ class CuratorSession:
         self.limits = limits
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
+        self.curator_coins = int(config["keys"]["coins"])
         self.state = State.REGISTERING
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
@@ -396,7 +397,7 @@ class CuratorSession:
         with protocol_code("set-up"):
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
-            self.curator = bound.curator(agents, self.curator_key)
+            self.curator = bound.curator(agents, self.curator_key, self.curator_coins)
         if self.record_view:  # the agents the curator was built over (the audit replays it)
             self.view["agents"] = agents
         self.comm.start(reg.n)

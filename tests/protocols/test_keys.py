@@ -87,6 +87,24 @@ def test_coins_and_data_are_different_keys_per_run_and_data_set():
         root.coins(ids, 1 << 63)
 
 
+def test_the_curators_coins_are_fresh_per_run_and_come_from_the_master():
+    """A central mechanism's noise key: one per run id and master, and what the curator
+    process gets, beside (not instead of) its public stream key."""
+    from ldpsim.simulator.seeding import curator_config, public_config, run_id
+
+    a, b = K.Secrets(b"A" * 32), K.Secrets(b"B" * 32)
+    cfg = {"protocol": "dp_kwiksort", "params": {"epsilon": 0.5}, "seed": 7, "pools": 2,
+           "data": {"kind": "mallows", "n": 50, "m": 5}, "collusion": {"colluders": 0}}
+    other = {**cfg, "params": {"epsilon": 2.0}}
+    assert run_id(cfg) != run_id(other)
+    coins = {a.curator_coins(run_id(c)) for c in (cfg, other)} | {b.curator_coins(run_id(cfg))}
+    assert len(coins) == 3  # per run, per master
+    got = curator_config(cfg, a)["keys"]
+    assert got["coins"] == a.curator_coins(run_id(cfg)) and got["coins"] != got["curator"]
+    assert got["coins"] not in public_config(cfg).values()
+    assert curator_config(cfg, a)["keys"]["curator"] == curator_config(other, b)["keys"]["curator"]
+
+
 def test_the_keys_bits_look_uniform_and_independent_across_neighbours():
     """A sanity check of the keys as bits (a PRF's outputs are indistinguishable from random;
     this only catches gross mistakes such as a constant or a key that equals its id): the

@@ -167,7 +167,7 @@ def _reports(ds, name="ethics_nonprivate"):
 
 
 def test_central_noise_is_laplace_of_theorem_1_scale_and_meets_theorem_2():
-    """Over many curator keys: eta = output - average is Lap(D_1(C)/(N eps))^d; E||eta||_1 =
+    """Over many curator coin keys: eta = output - average is Lap(D_1(C)/(N eps))^d; E||eta||_1 =
     d b, E||eta||_2^2 = 2 d b^2 (Theorem 2's quantities) and the union-bound tail
     P(||eta||_inf > b ln(d/delta)) <= delta."""
     ds = dataset(bound=2.0)
@@ -177,7 +177,8 @@ def test_central_noise_is_laplace_of_theorem_1_scale_and_meets_theorem_2():
     b = 2 * math.sqrt(4) * 2.0 / 60 / 0.7
     etas = []
     for key in range(3000):
-        cur = PROTOCOLS["ethics_vlcp"].bind(p, ds.public, resolved=True).curator(np.arange(60), key)
+        cur = PROTOCOLS["ethics_vlcp"].bind(p, ds.public, resolved=True).curator(np.arange(60), 0,
+                                                                                 key)
         plan = cur.plan(0)
         assert plan.schema.high == 2.0 and plan.schema.low == -2.0
         cur.absorb(0, plan.agents, rep)

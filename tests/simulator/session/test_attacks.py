@@ -455,8 +455,9 @@ def _rogue_run(monkeypatch, enforce: bool) -> tuple[float, dict, _RogueCurator]:
     proto = PROTOCOLS["ldp_kwiksort_rr"]
     holder: dict = {}
 
-    def make_curator(bound, agents, key):
-        holder["c"] = _RogueCurator(type(proto).make_curator(proto, bound, agents, key), 301)
+    def make_curator(bound, agents, key, coins=0):
+        holder["c"] = _RogueCurator(type(proto).make_curator(proto, bound, agents, key, coins),
+                                    301)
         return holder["c"]
 
     monkeypatch.setattr(proto, "make_curator", make_curator)
@@ -606,8 +607,8 @@ def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_tracebac
     proto = PROTOCOLS["ldp_kwiksort_rr"]
     inner = type(proto).make_curator
 
-    def broken(bound, agents, key):
-        c = inner(proto, bound, agents, key)
+    def broken(bound, agents, key, coins=0):
+        c = inner(proto, bound, agents, key, coins)
         c.absorb = lambda *a: 1 / 0
         return c
 
