@@ -11,7 +11,7 @@ beyond what the population's shared draws do).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,14 @@ class Dataset(ABC):
     @abstractmethod
     def truth(self) -> dict[str, Any]:
         """The ground truth the orchestrator scores an output against (never the curator)."""
+
+    def with_keys(self, keys: DataKeys) -> Dataset:
+        """The same data set drawing its rows with ``keys`` (the keys it was built with, a
+        block's data keys computed already: ``DataKeys.with_cache``), without building it
+        again; a data set that keeps no keys (read from a file) is itself."""
+        if any(f.name == "keys" for f in fields(self)):
+            return replace(self, keys=keys)
+        return self
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,7 @@ def master_from_seed(seed: int) -> bytes:
     Then the seed is the only secret: anyone who guesses it (a curator that tries small seeds
     against the run's public id) can compute every agent's keys. Give a run a secret of its own
     (``ldpsim keys``) wherever that matters."""
-    s = _seed63(seed)
-    m0, m1 = prf(*_SEED_KEY, s), prf(*_SEED_KEY, s | np.uint64(1 << 63))
+    m0, m1 = master_words_of_seeds(_seed63(seed))
     return int(m0[0]).to_bytes(8, "little") + int(m1[0]).to_bytes(8, "little")
 
 
@@ -140,7 +139,7 @@ def data_tags(seeds: np.ndarray) -> np.ndarray:
 def data_tag(seed: int) -> int:
     """The public id of a run's data set: the same for every run of one repetition (common
     random numbers), different across repetitions."""
-    return int(prf(*_DATA_KEY, _seed63(seed))[0] >> np.uint64(1))
+    return int(data_tags(_seed63(seed))[0])
 
 
 @functools.lru_cache(maxsize=256)
@@ -173,8 +172,7 @@ def run_tag(seed: int, protocol: str, params: dict[str, Any], data: dict[str, An
     leaves the agents' coins alone (the same reports, disclosed to it or not: a curator that
     sees both learns nothing more), and no ``collusion`` is no colluders. A PRF of the seed
     under a key of the run's settings, so a block of trials computes its tags at once."""
-    key = _run_identity(protocol, params, data, collusion)
-    return int(prf(*key, _seed63(seed))[0] >> np.uint64(1))
+    return int(run_tags(_seed63(seed), protocol, params, data, collusion)[0])
 
 
 def device_rows(k0: np.ndarray, k1: np.ndarray, agents: np.ndarray
@@ -564,6 +562,13 @@ class DataKeys:
         return replace(self, cached=(int(start), keys))
 
     @classmethod
+    def of_population(cls, secret: bytes, tag: int, agents: AgentKeys) -> DataKeys:
+        """The data keys of the data set tagged ``tag`` for a party that holds the population
+        secret ``secret`` and ``agents``' keys (the orchestrator: every agent's; a pool: its
+        block's)."""
+        return cls(population_key(secret, tag), int(tag), agents)
+
+    @classmethod
     def of_seed(cls, seed: int) -> DataKeys:
         """The data keys of run seed ``seed``'s data set given no secret (tests, a run without
         a secret): ``Secrets.of_seed(seed).data_keys(seed)``."""
@@ -621,9 +626,8 @@ class Secrets:
     def data_keys(self, seed: int, agents: AgentKeys | None = None) -> DataKeys:
         """The data keys of run seed ``seed``'s data set (``agents``: a restriction of this
         master's agent keys; default all)."""
-        tag = data_tag(seed)
-        return DataKeys(population_key(self.population_secret, tag), tag,
-                        self.agents if agents is None else agents)
+        return DataKeys.of_population(self.population_secret, data_tag(seed),
+                                      self.agents if agents is None else agents)
 
 
 def population_key(secret: bytes, tag: int) -> int:

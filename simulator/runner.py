@@ -258,8 +258,11 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
              f"{store.path}", file=sys.stderr)
     jobs = resolve_jobs(scenario.runtime, len(todo))
-    if scenario.agents.get("lifetime_epsilon") is not None:
+    lifetime = scenario.agents.get("lifetime_epsilon") is not None
+    if lifetime:
         jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
+    # what the agents spent per data set in the stored runs, kept up to date as runs finish
+    spending = _spending(store.records()) if lifetime else {}
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep
@@ -279,10 +282,12 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             bar.update(len(specs) - len(todo))
             finished = (workers.results(todo) if workers is not None else
                         ((spec, _execute(spec, truth, backend, view_dir, per_round,
-                                         _spent_before(store, spec)))
+                                         _spent_before(spending, spec)))
                          for spec in todo))
             for spec, rec in finished:
                 store.append(rec)
+                if lifetime:
+                    _note_spending(spending, rec)
                 interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(
@@ -312,14 +317,28 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     return records, summary
 
 
-def _spent_before(store: ResultStore, spec: RunSpec) -> float:
+def _spending(records: list[dict[str, Any]]) -> dict[Any, dict[str, float]]:
+    """Each stored run's largest spend per agent, by data set (``seed``) and run key."""
+    book: dict[Any, dict[str, float]] = {}
+    for r in records:
+        _note_spending(book, r)
+    return book
+
+
+def _note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any]) -> None:
+    """Enter a stored run in ``book`` (``_spending``); a redone run replaces its earlier
+    record, as the store does."""
+    book.setdefault(rec.get("seed"), {})[rec["key"]] = float(
+        (rec.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
+
+
+def _spent_before(book: dict[Any, dict[str, float]], spec: RunSpec) -> float:
     """What the agents spent on ``spec``'s data set in the runs stored so far (the sum of each
     run's largest spend: the lifetime odometer the orchestrator keeps for the local backends'
     one-run pools), when the scenario gives them a lifetime budget; else 0."""
     if spec.agents.get("lifetime_epsilon") is None:
         return 0.0
-    return sum(float((r.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
-               for r in store.records() if r.get("seed") == spec.seed and r["key"] != spec.key)
+    return sum(v for key, v in book.get(spec.seed, {}).items() if key != spec.key)
 
 
 #: the runs of a parallel sweep that failed (``--jobs`` N > 1, the Dask engine): one JSON line

@@ -76,8 +76,13 @@ class PoolKeys:
     population: bytes
     policy: bytes
 
+    def data_keys(self, tag: int) -> DataKeys:
+        """The data keys of the data set tagged ``tag`` that this pool can compute: its own
+        agents' and the population's."""
+        return DataKeys.of_population(self.population, tag, self.agents)
+
     def as_dict(self) -> dict[str, Any]:
-        """A key file's content (``to_file``), plain JSON."""
+        """A key file's content (``write_deployment`` writes it), plain JSON."""
         return {"format": KEY_FORMAT, "kind": "pool", "pool": self.pool, "pools": self.pools,
                 "agents": [[str(x) for x in node] for node in self.agents.to_list()],
                 "population": self.population.hex(), "policy": self.policy.hex()}
@@ -176,7 +181,7 @@ class RunKeys:
 def run_keys(seed: int, secrets: Secrets | None = None) -> RunKeys:
     """The keys of a run with this seed (and the experiment's ``secrets``; default the
     seed's own)."""
-    sec = secrets if secrets is not None else Secrets.of_seed(seed)
+    sec = run_secrets({"seed": seed}, secrets)
     return RunKeys(int(seed), sec, sec.data_keys(seed), stream_key(seed, "curator"),
                    stream_key(seed, "collusion"))
 

@@ -21,7 +21,6 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.protocols.keys import DataKeys, population_key
 from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.runconfig import RunConfig
@@ -247,8 +246,7 @@ class PoolSession:
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
         built = self._take_prebuilt(cfg)
-        data_keys = DataKeys(population_key(keys.population, int(cfg["data_id"])),
-                             int(cfg["data_id"]), keys.agents)
+        data_keys = keys.data_keys(int(cfg["data_id"]))
         dataset = build_data(cfg["data"], data_keys)
         self.public = dataset.public
         self.bound = self.protocol.bind(cfg["params"], self.public)
@@ -272,7 +270,7 @@ class PoolSession:
             k = keys.agents.for_range(self.start, self.stop, coin_tag=self.run_id,
                                       data_tag=int(cfg["data_id"]))
             self.coins = k["coins"]
-            dataset = build_data(cfg["data"], data_keys.with_cache(self.start, k["data"]))
+            dataset = dataset.with_keys(data_keys.with_cache(self.start, k["data"]))
         self.dataset = dataset  # rows are generated on first use (``private_rows``)
         # the privacy odometer: what each agent spends in this run, and on this data set over
         # the pool's lifetime (the ledger outlives the run)
@@ -353,11 +351,11 @@ class PoolSession:
         if keys is None:
             return
         data_id = int(config["data_id"])
-        data_keys = DataKeys(population_key(keys.population, data_id), data_id, keys.agents)
-        n = build_data(config["data"], data_keys).n
-        start, stop = block_of(self.index, self.n_pools, n)
+        data_keys = keys.data_keys(data_id)
+        dataset = build_data(config["data"], data_keys)
+        start, stop = block_of(self.index, self.n_pools, dataset.n)
         k = keys.agents.for_range(start, stop, coin_tag=int(config["run_id"]), data_tag=data_id)
-        dataset = build_data(config["data"], data_keys.with_cache(start, k["data"]))
+        dataset = dataset.with_keys(data_keys.with_cache(start, k["data"]))
         rows = np.asarray(dataset.rows(start, stop))
         if rows.flags.writeable:
             rows.setflags(write=False)
