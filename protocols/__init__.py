@@ -18,6 +18,7 @@ from typing import Any
 
 from ldpsim.protocols.base import ParamError, Protocol
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.local import LocalRun, run_locally
 
 #: The built-in families, each a package exposing ``PROTOCOLS`` and ``KINDS``.
@@ -130,12 +131,13 @@ def get_data_kind(name: str) -> DataKind:
                          f"{', '.join(sorted(kinds))}") from None
 
 
-def build_data(section: dict[str, Any], key: int) -> Dataset:
+def build_data(section: dict[str, Any], keys: DataKeys | int) -> Dataset:
     """The data set a ``[data]`` table names: its ``kind``, built with the table's other keys
-    as that kind's arguments under the data stream key ``key`` (``DataKind.build``); a
-    ParamError names an unknown kind or a bad argument."""
+    as that kind's arguments and the data keys ``keys`` (``DataKind.build``; an integer is
+    the data keys of that seed alone, ``keys.as_data_keys``); a ParamError names an unknown
+    kind or a bad argument."""
     return get_data_kind(section["kind"]).build(
-        {k: v for k, v in section.items() if k != "kind"}, key)
+        {k: v for k, v in section.items() if k != "kind"}, keys)
 
 
 __all__ = ["PROTOCOLS", "DATA_KINDS", "ENTRY_POINT_GROUP", "get_protocol", "get_data_kind",

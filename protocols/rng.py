@@ -132,16 +132,25 @@ def _agent_keys_into(key: int | np.ndarray, agents: np.ndarray,
     return _mix_inplace(out)
 
 
+def _row_keys(key: int | np.ndarray, agents: np.ndarray) -> int | np.ndarray:
+    """``key`` as ``bits`` and ``bits_at`` take it: one stream key as it is, one key per agent
+    as a flat uint64 array (a ``StreamKeys`` stays one); ValueError for a count that is not
+    the agents'."""
+    if not isinstance(key, np.ndarray):
+        return key
+    key = np.asanyarray(key, dtype=np.uint64).reshape(-1)
+    if key.shape != agents.shape:
+        raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
+    return key
+
+
 def _draw_chunks(key: int | np.ndarray, agents: np.ndarray, rnd: int, n: int, offset: int):
     """The draws of ``bits`` a cache-sized block of agents at a time: yields (first row,
     block of raw draws). The block's buffer is reused, so each must be consumed at once.
     ``key``: one stream key, or one key per agent (``agent_keys``)."""
     agents = np.atleast_1d(np.asarray(agents))
     per_row = isinstance(key, np.ndarray)
-    if per_row:
-        key = np.asanyarray(key, dtype=np.uint64).reshape(-1)
-        if key.shape != agents.shape:
-            raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
+    key = _row_keys(key, agents)
     ctr = mix((np.uint64(rnd) << _S32) + np.arange(offset, offset + n, dtype=np.uint64) + _C)
     rows = max(64, _CHUNK // max(n, 1))  # at least 64 agents per pass: few Python steps
     ak = np.empty(min(rows, len(agents)), dtype=np.uint64)
@@ -183,11 +192,7 @@ def bits_at(key: int | np.ndarray, agents: np.ndarray, rnd: int, idx: np.ndarray
     if idx2.shape[0] != agents.shape[0]:
         raise ValueError(f"one row of draw indices per agent: {idx2.shape[0]} rows for "
                          f"{agents.shape[0]} agents")
-    if isinstance(key, np.ndarray):
-        key = np.asanyarray(key, dtype=np.uint64).reshape(-1)
-        if key.shape != agents.shape:
-            raise ValueError(f"one key per agent: {key.shape} keys for {agents.shape} agents")
-    h = agent_keys(key, agents)
+    h = agent_keys(_row_keys(key, agents), agents)
     out = (np.uint64(rnd) << _S32) + idx2 + _C
     _mix_inplace(out)
     out ^= h[:, None]

@@ -81,11 +81,16 @@ class AgentWords:
     def limit(self) -> int:
         return REGION
 
+    def check_columns(self, count: int) -> None:
+        """ValueError unless value columns ``0 .. count - 1`` fit in a round's draw indices."""
+        if self.column + count > MAX_COLUMNS:
+            raise ValueError(f"Laplace words: column {self.column + count - 1} is beyond the "
+                             f"{MAX_COLUMNS} columns of a round's draw indices")
+
     def words(self, rows: np.ndarray, cols: np.ndarray, start: int, width: int) -> np.ndarray:
         cols = np.asarray(cols, dtype=np.int64)
-        if len(cols) and self.column + int(cols.max()) >= MAX_COLUMNS:
-            raise ValueError(f"Laplace words: column {self.column + int(cols.max())} is beyond "
-                             f"the {MAX_COLUMNS} columns of a round's draw indices")
+        if len(cols):
+            self.check_columns(int(cols.max()) + 1)
         if start < 0 or start + width > REGION:
             raise ValueError(f"Laplace words {start} .. {start + width - 1} are outside a "
                              f"column's region of {REGION}")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
-from ldpsim.protocols.keys import DataKeys, Secrets, run_tag
+from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit import (
     ALPHA,
@@ -40,7 +40,7 @@ from ldpsim.simulator.collusion import colluder_mask
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.results import jsonable
 from ldpsim.simulator.runconfig import RunConfig
-from ldpsim.simulator.seeding import run_seed
+from ldpsim.simulator.seeding import run_keys, run_seed
 from ldpsim.simulator.session import Limits
 from scipy.stats import beta
 
@@ -61,10 +61,8 @@ class AuditSetting:
 def target_coins(setting: AuditSetting, trial: int) -> int:
     """The target's coin key in run ``trial`` of the setting (its seed's secrets, its run
     tag): what it draws in that run (the fixed-coins experiment gives it to run 0)."""
-    seed = run_seed(setting.scenario_seed, trial)
-    cfg = dict(setting.config, seed=seed)
-    tag = run_tag(seed, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
-    return int(Secrets.of_seed(seed).agents.coins([setting.target], tag)[0])
+    keys = run_keys(run_seed(setting.scenario_seed, trial))
+    return int(keys.coins(setting.config, [setting.target])[0])
 
 
 def make_setting(config: dict[str, Any], scenario_seed: int,

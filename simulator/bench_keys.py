@@ -76,7 +76,13 @@ def measure(config: dict[str, Any], n: int) -> dict[str, float]:
     pool = PoolSession(0, int(config["pools"]), parties.auth, Limits(), parties.pools[0],
                        AgentPolicy(max_epsilon=10.0))
     cfg = parties.curator
-    out["setup_check"] = _best(lambda: pool._check_setup(cfg["signed"], cfg["sigs"]), 50)
+    eps = float(config["params"]["epsilon"])
+
+    def setup_check() -> None:  # as ``PoolSession._setup`` checks a set-up
+        pool._check_setup(cfg["signed"], cfg["sigs"])
+        pool.policy.refusal(config["protocol"], eps)
+
+    out["setup_check"] = _best(setup_check, 50)
     data_keys = secrets.data_keys(config["seed"])
     n_all = build_data(config["data"], data_keys).n
     out["truth_keys"] = _best(lambda: secrets.agents.for_range(0, n_all,

@@ -259,17 +259,10 @@ def cmd_agents(args: argparse.Namespace) -> int:
         policy = AgentPolicy(args.max_epsilon, None if args.protocols is None else
                              tuple(x for x in args.protocols.split(",") if x),
                              args.lifetime_epsilon)
-    except ValueError as e:
-        _err(f"error: --{str(e).split(':')[0].replace('_', '-')}: {e}")
+    except ValueError as e:  # "max_epsilon: got ...": the option's name first
+        name, _, why = str(e).partition(":")
+        _err(f"error: --{name.replace('_', '-')}:{why}")
         return 2
-    if policy.protocols is not None:
-        from ldpsim.protocols import PROTOCOLS
-
-        unknown = [x for x in policy.protocols if x not in PROTOCOLS]
-        if unknown:
-            _err(f"error: --protocols: unknown protocol {unknown[0]!r}; allowed: "
-                 f"{', '.join(sorted(PROTOCOLS))}")
-            return 2
     curve = (args.curve_key, args.curve_server) if args.curve_key else None
     limits = Limits(timeout_s=args.timeout)
     try:

@@ -19,22 +19,12 @@ impossible under every input. ``ldpsim``'s tests run this attack against textboo
 from __future__ import annotations
 
 import numpy as np
+from ldpsim.protocols.mechanisms.laplace import on_grid
 from ldpsim.protocols.rng import laplace_from_uniform
 
 #: Grid uniforms tried on each side of the inverted cdf (the inversion is exact to a few ulps).
 WINDOW = 64
 _TWO_M53 = 2.0**-53
-
-
-def on_grid(reports: np.ndarray, grid: float | np.ndarray) -> np.ndarray:
-    """For each report ``y``: is it a release of the discrete mechanism on ``grid`` Λ, i.e.
-    ``y == fl(Λ n)`` for the integer n = rint(y/Λ) (|n| < 2^51)? Every input reproduces such a
-    report (Z has full support) and none reproduces any other."""
-    y = np.asarray(reports, dtype=np.float64)
-    lam = np.broadcast_to(np.asarray(grid, dtype=np.float64), y.shape)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        n = np.rint(y / lam)
-        return (np.abs(n) < 2.0**51) & (n * lam == y)
 
 
 def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndarray,
@@ -43,7 +33,8 @@ def reproducible(reports: np.ndarray, values: np.ndarray, scale: float | np.ndar
     there randomness with which the input ``v`` gives ``y`` exactly?
 
     With ``grid`` None, the textbook float release ``v + L(u)`` for a grid uniform ``u``; else the
-    discrete mechanism on ``grid`` (``on_grid``: the same answer for every input). A NaN value
+    discrete mechanism on ``grid`` (``mechanisms.laplace.on_grid``: the same answer for every
+    input). A NaN value
     (a column that is not a Laplace release) rules nothing out. Returns a boolean array of the
     reports' shape.
     """

@@ -600,10 +600,12 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
         if not isinstance(protocols, list) or not all(isinstance(p, str) for p in protocols):
             raise ScenarioError(f"[agents] protocols: got {protocols!r}; allowed: a list of "
                                 f"protocol names")
-        unknown = [p for p in protocols if p not in PROTOCOLS]
-        if unknown:
-            raise ScenarioError(f"[agents] protocols: unknown protocol {unknown[0]!r}; allowed: "
-                                f"{', '.join(sorted(PROTOCOLS))}")
+        from ldpsim.simulator.session.policy import AgentPolicy
+
+        try:  # the agents' policy names its protocols' rule once
+            AgentPolicy(protocols=tuple(protocols))
+        except ValueError as e:
+            raise ScenarioError(f"[agents] {e}") from None
         out["protocols"] = list(protocols)
     return out
 

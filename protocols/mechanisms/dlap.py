@@ -51,7 +51,7 @@ import math
 import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.accel import Accelerator
-from ldpsim.protocols.words import MAX_COLUMNS, REGION, WORD_BASE, AgentWords, WordSource
+from ldpsim.protocols.words import REGION, WORD_BASE, AgentWords, WordSource
 
 #: the state machine in use: compiled or numpy, the same results; ``LDPSIM_RNG=numpy``
 #: chooses numpy
@@ -281,16 +281,18 @@ def _sample_agents(source: AgentWords, rows: int, cols: int, t: int, out: np.nda
                              dtype=np.uint64)
     if len(h) != rows:
         raise ValueError(f"discrete Laplace: {rows} rows of values for {len(h)} agents")
+    source.check_columns(cols)
     first = WORD_BASE + source.column * REGION
-    if source.column + cols > MAX_COLUMNS:
-        raise ValueError(f"Laplace words: column {source.column + cols - 1} is beyond the "
-                         f"{MAX_COLUMNS} columns of a round's draw indices")
     failed = DLAP.module.dlap_agents(h, int(source.rnd), first, cols, REGION, t, out)
     if failed:
-        raise RuntimeError(
-            f"discrete Laplace: {failed} value(s) need more than {REGION} random words "
-            "(probability below 10^-6000 per value; the words, not the values, decide it)")
+        raise _too_many_words(failed, REGION)
     return out
+
+
+def _too_many_words(count: int, limit: int) -> RuntimeError:
+    return RuntimeError(
+        f"discrete Laplace: {count} value(s) need more than {limit} random words "
+        "(probability below 10^-6000 per value; the words, not the values, decide it)")
 
 
 def _sample_streams(source: WordSource, srow: np.ndarray, scol: np.ndarray, t: int
@@ -304,9 +306,7 @@ def _sample_streams(source: WordSource, srow: np.ndarray, scol: np.ndarray, t: i
     pend, words = np.flatnonzero(left), words[left]
     while len(pend):
         if limit is not None and width >= limit:
-            raise RuntimeError(
-                f"discrete Laplace: {len(pend)} value(s) need more than {limit} random words "
-                "(probability below 10^-6000 per value; the words, not the values, decide it)")
+            raise _too_many_words(len(pend), limit)
         grow = width if limit is None else min(width, limit - width)
         words = np.concatenate([words, source.words(srow[pend], scol[pend], width, grow)],
                                axis=1)

@@ -94,6 +94,17 @@ def laplace_grid(sensitivity: Any, epsilon: Any, components: int = 1, t: int = T
     return float(lam) if lam.ndim == 0 else lam
 
 
+def on_grid(reports: np.ndarray, grid: Any) -> np.ndarray:
+    """For each report ``y``: is it a release of the discrete mechanism on ``grid`` Λ, i.e.
+    ``y == fl(Λ n)`` for the integer n = rint(y/Λ) (|n| < 2^51)? Every input reproduces such a
+    report (Z has full support) and none reproduces any other (false for NaN and inf)."""
+    y, lam = np.broadcast_arrays(np.asarray(reports, dtype=np.float64),
+                                 np.asarray(grid, dtype=np.float64))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        n = np.rint(y / lam)
+        return (np.abs(n) < 2.0**51) & (n * lam == y)
+
+
 def laplace_threshold_keep_probabilities(epsilon: float, threshold: float = 0.5
                                          ) -> tuple[float, float]:
     """For an answer o ∈ {0, 1} released by ``Laplace(epsilon, 1)`` and decided by
@@ -215,10 +226,9 @@ class Laplace:
         y = np.asarray(reports, dtype=np.float64)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             n = np.rint(y / lam)
-            on = (np.abs(n) < 2.0**51) & (n * lam == y)  # false for NaN and inf
             k = np.rint(np.asarray(values, dtype=np.float64) / lam)
             ll = math.log(math.tanh(0.5 / self._t)) - np.abs(n - k) / self._t
-        return np.where(on, ll, -np.inf)
+        return np.where(on_grid(y, lam), ll, -np.inf)
 
     def prob_at_least(self, values: np.ndarray, threshold: float) -> np.ndarray:
         """P(release >= threshold) for each value, exactly: the smallest grid integer n with

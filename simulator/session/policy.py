@@ -38,7 +38,7 @@ class AgentPolicy:
         claim is not local (the agents send raw or centrally noised answers: a non-private
         baseline, central DP) spends ε = ∞ at the agents and is refused under any limit.
     protocols : tuple of str, optional
-        The protocols the agents take part in (None: any).
+        The protocols the agents take part in (None: any); each must be a registered one.
     lifetime_epsilon : float, optional
         The most an agent spends on one data set over the pool's lifetime; rounds beyond it are
         refused like rounds beyond a run's budget.
@@ -59,7 +59,13 @@ class AgentPolicy:
             if v is not None and not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
                 raise ValueError(f"{name}: got {v!r}; allowed: a number > 0")
         if self.protocols is not None:
+            from ldpsim.protocols import PROTOCOLS
+
             object.__setattr__(self, "protocols", tuple(self.protocols))
+            unknown = [p for p in self.protocols if p not in PROTOCOLS]
+            if unknown:
+                raise ValueError(f"protocols: unknown protocol {unknown[0]!r}; allowed: "
+                                 f"{', '.join(sorted(PROTOCOLS))}")
 
     @classmethod
     def of(cls, table: dict[str, Any] | None) -> AgentPolicy:
