@@ -12,6 +12,7 @@
 
     again = ldpsim.load("results/demo")  # a directory written by ``ldpsim run`` or ``out=``
     ldpsim.audit("audit_rank", trials=500)
+    ldpsim.verify("results/demo").ok     # every stored run re-executed, bit for bit
 
 ``ldpsim`` is the one installed import name: the science is ``ldpsim.protocols`` (mechanisms,
 protocols, ``run_locally``) and the runtime ``ldpsim.simulator``. In the repository they are the
@@ -34,7 +35,7 @@ if (_ROOT / "protocols" / "base.py").is_file() and not (Path(__file__).parent
                                                          / "protocols").exists():
     __path__.append(str(_ROOT))  # noqa: F821 - the package's own __path__
 
-_API = {"run": "ldpsim.api", "load": "ldpsim.api", "audit": "ldpsim.api",
+_API = {"run": "ldpsim.api", "load": "ldpsim.api", "audit": "ldpsim.api", "verify": "ldpsim.api",
         "Results": "ldpsim.api", "run_locally": "ldpsim.protocols",
         "register_family": "ldpsim.protocols"}
 
@@ -45,4 +46,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
 
 
-__all__ = ["run", "load", "audit", "Results", "run_locally", "register_family", "__version__"]
+__all__ = ["run", "load", "audit", "verify", "Results", "run_locally", "register_family",
+           "__version__"]

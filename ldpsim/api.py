@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.results import RESULTS_FILE, ResultStore, summarize, usable
+from ldpsim.simulator.results import RESULTS_FILE, summarize, usable
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage")
@@ -91,14 +91,27 @@ def load(path: str | Path) -> Results:
     """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``, in the
     sweep's run order (as ``run`` returns them and ``ldpsim summary`` reads them), however the
     runs finished: parallel runs (``--jobs``, Dask) store each record when it is done."""
-    from ldpsim.simulator.identity import stored_order
+    from ldpsim.simulator.identity import proven_records, stored_order
     from ldpsim.simulator.runner import in_run_order
 
     directory = Path(path)
     if not (directory / RESULTS_FILE).is_file():
         raise FileNotFoundError(f"{path}: no {RESULTS_FILE} (not a results directory)")
-    records = in_run_order(ResultStore(directory).records(), stored_order(directory))
+    # every record one of the directory's runs (else ResultsCorruptError naming the line)
+    records = in_run_order(proven_records(directory), stored_order(directory))
     return Results(records, directory)
+
+
+def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | None = None,
+           progress: bool = False) -> Any:
+    """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a reproducible
+    ``sample`` fraction) and compare each with its record; returns a
+    ``simulator.verify.Report`` (``ok``, ``checked``, ``differing``: each with its run key,
+    line and differing fields; ``failed``). Every run is deterministic, so a results
+    directory and the code version that wrote it reproduce bit for bit."""
+    from ldpsim.simulator.verify import verify as _verify
+
+    return _verify(path, sample, jobs, backend, progress)
 
 
 def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,

@@ -98,6 +98,7 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.results import ResultsCorruptError
     from ldpsim.simulator.runner import print_summary, run_scenario
     from ldpsim.simulator.scenario import ScenarioError
     from ldpsim.simulator.seeding import KeyFileError
@@ -123,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                             include_degraded=args.include_degraded)
     # ImportError, ConnectionError: no Dask installed, no scheduler answering
     except (ScenarioError, ParamError, CurveError, KeyFileError, ImportError,
-            ConnectionError) as e:
+            ConnectionError, ResultsCorruptError) as e:
         _err(f"error: {e}")
         return 2
     except RunFailed as e:
@@ -205,17 +206,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.identity import stored_order, stored_plot
+    from ldpsim.simulator.identity import proven_records, stored_order, stored_plot
     from ldpsim.simulator.plots import plot
-    from ldpsim.simulator.results import RESULTS_FILE, ResultStore, usable, write_summary
+    from ldpsim.simulator.results import (
+        RESULTS_FILE,
+        ResultsCorruptError,
+        usable,
+        write_summary,
+    )
     from ldpsim.simulator.runner import in_run_order, print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
-        _err(f"no results in {args.out}: not a results directory (no {RESULTS_FILE})")
+        _err(f"error: no results in {args.out}: not a results directory (no {RESULTS_FILE})")
         return 1
-    store = ResultStore(args.out)
-    # in the sweep's run order, as ``ldpsim run`` writes the summary (not arrival order)
-    records = in_run_order(store.records(), stored_order(args.out))
+    try:
+        # in the sweep's run order, as ``ldpsim run`` writes the summary (not arrival order)
+        records = in_run_order(proven_records(args.out), stored_order(args.out))
+    except ResultsCorruptError as e:
+        _err(f"error: {e}")
+        return 1
     if not records:
         _err(f"no results in {args.out}")
         return 1
@@ -226,6 +235,34 @@ def cmd_summary(args: argparse.Namespace) -> int:
         for p in plot(args.out, shown, stored_plot(args.out)):
             print(p)
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.results import ResultsCorruptError
+    from ldpsim.simulator.scenario import ScenarioError
+    from ldpsim.simulator.verify import verify
+
+    try:
+        report = verify(args.out, args.sample, args.jobs, args.backend,
+                        show_progress=not args.no_progress)
+    except (FileNotFoundError, ScenarioError, ResultsCorruptError) as e:
+        _err(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted: nothing was written")
+        return 130
+    for d in report.differing:
+        print(f"differs: {d}")
+    for key, why in report.failed:
+        print(f"failed: run {key}: {why}")
+    what = (f"{report.checked} of {report.total} runs re-executed"
+            + (f" (a sample of {args.sample:g})" if args.sample < 1 else ""))
+    if report.ok:
+        print(f"verify: {what}: every one identical to its record")
+        return 0
+    print(f"verify: {what}: {len(report.differing)} of them differ from their records"
+          + (f", {len(report.failed)} could not be re-executed" if report.failed else ""))
+    return 1
 
 
 def cmd_curator(args: argparse.Namespace) -> int:
@@ -453,6 +490,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rows", type=int, metavar="N",
                    help="show at most N rows of the table (default: all)")
     s.set_defaults(func=cmd_summary)
+
+    v = sub.add_parser("verify", help="re-execute a results directory's runs and report each "
+                                      "that differs from its record (exit code 1)")
+    v.add_argument("out", help="results directory")
+    v.add_argument("--sample", type=float, default=1.0, metavar="FRACTION",
+                   help="re-execute this fraction of the stored runs, the same ones every time "
+                        "(default: all)")
+    v.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="runs re-executed at once (worker processes)")
+    v.add_argument("--backend", choices=["inproc", "processes"],
+                   help="where to re-execute (default: the sweep's own when local, else "
+                        "processes; the results are the same on every backend)")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    v.set_defaults(func=cmd_verify)
 
     b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")
     b.add_argument("--sizes", default="100000,1000000", type=_sizes,

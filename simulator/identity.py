@@ -1,6 +1,6 @@
 """Result identity: which scenario a results directory holds, so runs never mix silently.
 
-A run's key (``scenario._key``) identifies its output: protocol, parameters, data, repetition,
+A run's key (``scenario.run_key``) identifies its output: protocol, parameters, data, repetition,
 seed, collusion and faults. The settings that change a record without changing that key — the
 backend, pools, agent mode, batch size, the experiment's secret, the agents' limits, what a
 record keeps, the version of the key derivation — and the values of every non-swept setting
@@ -10,6 +10,14 @@ nothing a reader of the directory could test a guess against. Resuming into a di
 fingerprint disagrees (``data.n`` 2000 there, 300 here; ``processes`` there, ``hosts`` here) is
 refused with the differing keys named; a sweep that only adds values (more ε, a new protocol,
 more repeats, an axis that includes the old value) extends it.
+
+Every record must prove it belongs (``check_records``): its key, recomputed from its own
+settings, must be its ``key`` and one of the runs of the sweeps written to the directory (their
+run keys are stored beside the fingerprint, with each sweep's validated tables, from which
+``simulator.verify`` re-executes them). A foreign record, one whose settings were edited, or a
+line that is no record is refused with the file and line named, never averaged in. A record
+whose *output* was edited keeps its settings and its key: only a re-execution finds it
+(``ldpsim verify``).
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import secrets as _random
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.results import ResultsCorruptError, ResultStore
+from ldpsim.simulator.scenario import Scenario, ScenarioError, run_key
 from ldpsim.simulator.seeding import fingerprint_mac, secrets_of
 
 FINGERPRINT_FILE = "scenario.json"
@@ -123,6 +132,10 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
         before = _stored_order(path) if has_records else []
         known = set(before)
         stored_doc["order"] = before + [k for k in order if k not in known]
+    tables = _tables(scenario)
+    if tables is not None:  # what ``ldpsim verify`` re-executes
+        sweeps = _stored(path, "scenarios") if has_records else []
+        stored_doc["scenarios"] = sweeps + ([tables] if tables not in sweeps else [])
     plot = getattr(scenario, "plot", None)
     if plot is not None:  # what `ldpsim summary DIR --plots` redraws
         stored_doc["plot"] = plot.as_table()
@@ -132,11 +145,96 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
 
 
 def _stored_order(path: Path) -> list[str]:
+    return [k for k in _stored(path, "order") if isinstance(k, str)]
+
+
+def _stored(path: Path, name: str) -> list[Any]:
+    """The list ``name`` of the stored document ``path`` (empty: none, or unreadable)."""
     try:
-        order = json.loads(path.read_text())["order"]
-        return [k for k in order if isinstance(k, str)]
+        got = json.loads(path.read_text())[name]
+        return got if isinstance(got, list) else []
     except (OSError, ValueError, KeyError, TypeError):
         return []
+
+
+#: the tables of a validated scenario that define its runs (``Scenario.runs``)
+_TABLES = ("name", "protocols", "repeats", "seed", "data", "params", "runtime", "collusion",
+           "output", "agents")
+
+
+def _tables(scenario: Any) -> dict[str, Any] | None:
+    if not isinstance(scenario, Scenario):  # a test's stand-in
+        return None
+    return {k: _plain(getattr(scenario, k)) for k in _TABLES}
+
+
+def stored_scenarios(out_dir: str | Path) -> list[Scenario]:
+    """The sweeps written to ``out_dir``, as validated scenarios (their runs are the
+    directory's runs); empty for a directory written before they were stored."""
+    out = []
+    for t in _stored(Path(out_dir) / FINGERPRINT_FILE, "scenarios"):
+        try:
+            out.append(Scenario(t["name"], None, {}, t["protocols"], t["repeats"], t["seed"],
+                                t["data"], t["params"], t["runtime"], t["collusion"],
+                                t["output"], agents=t["agents"]))
+        except (KeyError, TypeError) as e:
+            raise ScenarioError(f"{Path(out_dir) / FINGERPRINT_FILE}: a stored sweep is "
+                                f"unreadable ({e})") from None
+    return out
+
+
+def record_key(rec: dict[str, Any], faults: Any = ()) -> str:
+    """The key of the run ``rec`` records, recomputed from its own settings (``scenario.run_key``
+    of protocol, requested parameters, data, repetition, seed, colluders and faults). Raises
+    KeyError or TypeError when a setting is missing."""
+    coll = rec["collusion"]
+    return run_key(rec["protocol"], rec["params_requested"], rec["data"], rec["repeat"],
+                rec["scenario_seed"], {"colluders": coll["spec"], "curator": coll["curator"]},
+                list(faults))
+
+
+def check_records(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
+                  order: list[str] | None = None) -> None:
+    """Raise ResultsCorruptError, naming the file and line, at the first record that is not
+    one of ``out_dir``'s runs: its key, recomputed from its own settings, differs from its
+    ``key``, or is not among the run keys stored (``order``; default those of
+    ``scenario.json``; a directory without any is checked for the first condition only)."""
+    path = Path(out_dir) / FINGERPRINT_FILE
+    known = set(stored_order(out_dir) if order is None else order)
+    faults_of = _stored_faults(path)
+    results = Path(out_dir) / "results.jsonl"
+    for line, rec in numbered:
+        try:
+            keys = {record_key(rec, f) for f in faults_of}
+            why = None
+        except (KeyError, TypeError, AttributeError) as e:
+            keys, why = set(), f"it lacks the setting {e}" if isinstance(e, KeyError) else \
+                f"a setting is malformed ({e})"
+        if why is None and rec["key"] not in keys:
+            why = f"its settings give key {min(keys)!r}, not its {rec['key']!r}"
+        if why is None and known and rec["key"] not in known:
+            why = f"no sweep written to {out_dir} has a run of key {rec['key']!r}"
+        if why is not None:
+            raise ResultsCorruptError(
+                f"{results}: line {line}: not one of this directory's runs ({why}); it is not "
+                "used: remove the line, or move it to a directory of its own")
+
+
+def _stored_faults(path: Path) -> list[Any]:
+    try:
+        faults = json.loads(path.read_text())["fingerprint"]["runtime.faults"]
+        return [f for f in faults if isinstance(f, list)] or [[]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [[]]
+
+
+def proven_records(out_dir: str | Path, store: ResultStore | None = None,
+                   order: list[str] | None = None) -> list[dict[str, Any]]:
+    """``store.records()`` (default: the directory's store), after every record in the file
+    was checked (``check_records``)."""
+    store = ResultStore(out_dir) if store is None else store
+    check_records(out_dir, store.numbered(), order)
+    return store.records()
 
 
 def stored_order(out_dir: str | Path) -> list[str]:

@@ -183,6 +183,7 @@ class ResultStore:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.out_dir / RESULTS_FILE
         self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
+        self._lines: list[int] = []  # the file's line number of each record ``_load`` read
         self.sync_interval_s = sync_interval_s
         self.sync_records = sync_records
         self._unsynced = 0  # records written since the last fsync
@@ -213,6 +214,12 @@ class ResultStore:
         recs = self._load()
         last = {r["key"]: i for i, r in enumerate(recs)}
         return [r for i, r in enumerate(recs) if last[r["key"]] == i]
+
+    def numbered(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every record in the file with its line number (1-based), superseded ones included:
+        what ``identity.check_records`` checks. Reads, and if needed repairs, the file."""
+        recs = self._load()
+        return list(zip(self._lines, recs, strict=True))
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record (one JSON line, written to the file; fsync'ed when the last fsync
@@ -273,13 +280,14 @@ class ResultStore:
     def _load(self) -> list[dict[str, Any]]:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""
         if not self.path.exists():
-            self._keys = set()
+            self._keys, self._lines = set(), []
             return []
         data = self.path.read_bytes()
         raw_lines = data.split(b"\n")
         # Index of the last non-blank line: only that one may be a crash leftover.
         last = max((i for i, ln in enumerate(raw_lines) if ln.strip()), default=-1)
         records: list[dict[str, Any]] = []
+        lines: list[int] = []
         offset = 0
         repaired: bytes | None = None
         for i, raw in enumerate(raw_lines):
@@ -300,12 +308,14 @@ class ResultStore:
                     f"{self.path}: line {i + 1} is not a result record (a JSON object with a "
                     "string 'key')")
             records.append(rec)
+            lines.append(i + 1)
         else:
             if data and not data.endswith(b"\n"):
                 repaired = data + b"\n"  # complete last record, newline lost: restore it
         if repaired is not None:
             _atomic_write_bytes(self.path, repaired)
         self._keys = {r["key"] for r in records if not is_degraded(r)}
+        self._lines = lines
         return records
 
 

@@ -253,6 +253,9 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     done = store.done_keys()
     identity.check(out_dir, scenario, has_records=bool(store.records()),
                    order=[s.key for s in specs])
+    # every stored record one of the directory's runs, or the sweep stops here (none is
+    # averaged in, none counts as done)
+    identity.check_records(out_dir, store.numbered())
     todo = [s for s in specs if s.key not in done]
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
@@ -567,6 +570,44 @@ class _Workers:
                 proc.kill()
                 proc.join()
             conn.close()
+
+
+def rerun(specs: list[RunSpec], jobs: int = 1, scratch: Path | None = None):
+    """Yield ``(spec, record)`` for each of ``specs`` executed again (``ldpsim verify``), on
+    ``jobs`` worker processes (each spec's own backend, which must be a local one; at most one
+    kind per call), records as ``run_scenario`` stores them. A failed run yields ``(spec,
+    RunFailed)``. ``scratch``: where the workers note failures (never a results
+    directory)."""
+    if not specs:
+        return
+    runtime = specs[0].runtime
+    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs:
+        workers = _Workers(min(jobs, len(specs)), runtime, Path(scratch or "."), True,
+                           Path(scratch or "."))
+        try:
+            done: set[str] = set()
+            try:
+                for spec, rec in workers.results(specs):
+                    done.add(spec.key)
+                    yield spec, rec
+            except RunFailed as e:
+                for spec in specs:
+                    if spec.key not in done:
+                        yield spec, RunFailed(str(e).splitlines()[0])
+        finally:
+            workers.close()
+        return
+    truth = TruthCache()
+    backend = get_backend(runtime["backend"]).build(runtime, print)
+    try:
+        for spec in specs:
+            try:
+                yield spec, execute(spec, truth, backend)
+            except RunFailed as e:
+                yield spec, e
+    finally:
+        truth.close()
+        backend.close()
 
 
 def print_summary(records: list[dict[str, Any]], echo=print,

@@ -205,7 +205,7 @@ class Scenario:
                         point["collusion.colluders"] = colluders
                     collusion = {**self.collusion, "colluders": colluders}
                     for r in range(self.repeats):
-                        key = _key(proto, p, data, r, self.seed, collusion,
+                        key = run_key(proto, p, data, r, self.seed, collusion,
                                    self.runtime.get("faults", []))
                         if key in seen:
                             continue
@@ -229,7 +229,8 @@ def _grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
             itertools.product(*(axes[n] for n in names))]
 
 
-def _key(proto, params, data, repeat, seed, collusion, faults) -> str:
+def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
+    """A run's key: a hash of what identifies its output (``RunSpec.key``)."""
     blob = json.dumps([proto, params, data, repeat, seed,
                        {k: collusion[k] for k in ("colluders", "curator")}, faults],
                       sort_keys=True, default=str)
