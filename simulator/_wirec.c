@@ -509,7 +509,129 @@ done_frame:
     return PyLong_FromSsize_t(got);
 }
 
+PyDoc_STRVAR(scan_doc,
+"scan(frame, ratio, base, max_depth) -> int\n\n"
+"simulator.wire.scan_frame in C: the cost in bytes of the objects decoding ``frame`` would\n"
+"build (>= 0), or a refusal: -1 a container declares more elements than the rest of the frame\n"
+"could hold, -2 the cost exceeds ratio * len(frame) + base, -3 nesting beyond max_depth.\n"
+"Stops without a refusal at a byte that is not msgpack or a truncated object.");
+
+enum { C_CONTAINER = 64, C_SLOT = 8, C_NUMBER = 32, C_BLOB = 48, C_EXT = 160 };
+
+static int64_t scan_rows(const uint8_t *f, Py_ssize_t end, int64_t budget, Py_ssize_t max_depth,
+                         int64_t *stack)
+{
+    Py_ssize_t pos = 0, depth = 0;
+    int64_t cost = 0, need = 0;
+    while (pos < end) {
+        uint8_t b = f[pos];
+        int64_t elements = -1;
+        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+            pos += 1;
+        } else if (b <= 0x8f) {
+            elements = 2 * (b & 0x0f);
+            pos += 1;
+        } else if (b <= 0x9f) {
+            elements = b & 0x0f;
+            pos += 1;
+        } else if (b <= 0xbf) {
+            pos += 1 + (b & 0x1f);
+            cost += C_BLOB + (b & 0x1f);
+        } else if (b == 0xc1) {
+            return cost;
+        } else if ((b >= 0xca && b <= 0xd3)) {
+            static const uint8_t width[] = {5, 9, 2, 3, 5, 9, 2, 3, 5, 9};
+            pos += width[b - 0xca];
+            cost += C_NUMBER;
+        } else if (b >= 0xd4 && b <= 0xd8) {
+            static const uint8_t width[] = {3, 4, 6, 10, 18};
+            pos += width[b - 0xd4];
+            cost += C_EXT + width[b - 0xd4];
+        } else {
+            int w;
+            char kind;
+            switch (b) {
+            case 0xc4: w = 1; kind = 'b'; break;
+            case 0xc5: w = 2; kind = 'b'; break;
+            case 0xc6: w = 4; kind = 'b'; break;
+            case 0xc7: w = 1; kind = 'e'; break;
+            case 0xc8: w = 2; kind = 'e'; break;
+            case 0xc9: w = 4; kind = 'e'; break;
+            case 0xd9: w = 1; kind = 'b'; break;
+            case 0xda: w = 2; kind = 'b'; break;
+            case 0xdb: w = 4; kind = 'b'; break;
+            case 0xdc: w = 2; kind = 'a'; break;
+            case 0xdd: w = 4; kind = 'a'; break;
+            case 0xde: w = 2; kind = 'm'; break;
+            default: w = 4; kind = 'm'; break; /* 0xdf */
+            }
+            if (pos + 1 + w > end)
+                return cost;
+            int64_t n = 0;
+            for (int i = 0; i < w; i++)
+                n = (n << 8) | f[pos + 1 + i];
+            pos += 1 + w;
+            if (kind == 'b') {
+                pos += n;
+                cost += C_BLOB + n;
+            } else if (kind == 'e') {
+                pos += 1 + n;
+                cost += C_EXT + n;
+            } else {
+                elements = kind == 'm' ? 2 * n : n;
+            }
+        }
+        if (pos > end)
+            return cost;
+        if (depth) {
+            stack[depth - 1]--;
+            need--;
+        }
+        if (elements >= 0) {
+            cost += C_CONTAINER + C_SLOT * elements;
+            if (elements) {
+                if (depth == max_depth)
+                    return -3;
+                stack[depth++] = elements;
+                need += elements;
+                if (need > end - pos)
+                    return -1;
+            }
+        }
+        while (depth && stack[depth - 1] == 0)
+            depth--;
+        if (cost > budget)
+            return -2;
+    }
+    return cost;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    PyObject *frame_o;
+    long long ratio, base;
+    Py_ssize_t max_depth;
+    if (!PyArg_ParseTuple(args, "OLLn", &frame_o, &ratio, &base, &max_depth))
+        return NULL;
+    if (ratio < 0 || base < 0 || max_depth < 1 || max_depth > 4096) {
+        PyErr_SetString(PyExc_ValueError, "ratio, base >= 0 and 1 <= max_depth <= 4096");
+        return NULL;
+    }
+    Py_buffer frame;
+    if (get_buffer(frame_o, &frame, 0, 0, "frame") < 0)
+        return NULL;
+    int64_t stack[4097];
+    int64_t got;
+    Py_BEGIN_ALLOW_THREADS
+    got = scan_rows((const uint8_t *)frame.buf, frame.len, (int64_t)ratio * frame.len + base,
+                    max_depth, stack);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&frame);
+    return PyLong_FromLongLong(got);
+}
+
 static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, scan_doc},
     {"encode", encode, METH_VARARGS, encode_doc},
     {"read", read_batch, METH_VARARGS, read_doc},
     {NULL, NULL, 0, NULL},

@@ -137,7 +137,7 @@ class HostsBackend(Backend):
         # registration key from the token (scrypt, once), before any process starts
         deployment, auth = hosts_auth(runtime)
         curator = HostsCurator(runtime["endpoint"], limits_of(runtime),
-                               runtime.get("curve") or None)
+                               runtime.get("curve") or None, auth)
         keys = str(Path(runtime["secret"]).parent)
         echo(f"curator bound at {curator.endpoint}; start {runtime['pools']} pools with:\n  "
              f"ldpsim agents --connect tcp://HOST:PORT --keys {keys}/pool-I.keys"

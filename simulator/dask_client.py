@@ -97,8 +97,12 @@ class DaskConnection:
                              "distributed.scheduler.worker-saturation": 1.0,
                              "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                              "distributed.nanny.pre-spawn-environ": _worker_environ()})
+            # the scheduler, the workers and the dashboard on loopback: a local cluster is
+            # this machine's (its workers run pools with their keys, and the dashboard shows
+            # every task), never reachable from another
             self.cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
+                n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                dashboard_address="127.0.0.1:0")
             target: Any = self.cluster
         else:
             target = address

@@ -162,10 +162,16 @@ _TABLES = ("name", "protocols", "repeats", "seed", "data", "params", "runtime", 
            "output", "agents")
 
 
+#: runtime settings never stored (a typed token is a secret; the key file's path is not)
+_UNSTORED = ("token",)
+
+
 def _tables(scenario: Any) -> dict[str, Any] | None:
     if not isinstance(scenario, Scenario):  # a test's stand-in
         return None
-    return {k: _plain(getattr(scenario, k)) for k in _TABLES}
+    out = {k: _plain(getattr(scenario, k)) for k in _TABLES}
+    out["runtime"] = {k: (None if k in _UNSTORED else v) for k, v in out["runtime"].items()}
+    return out
 
 
 def stored_scenarios(out_dir: str | Path) -> list[Scenario]:

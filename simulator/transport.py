@@ -38,6 +38,7 @@ from ldpsim.protocols import BUILTIN, get_protocol
 from ldpsim.simulator import wire
 from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.curve import connect_curve, serve_curve
+from ldpsim.simulator.door import Door, needs_door, show
 from ldpsim.simulator.seeding import (
     Parties,
     PoolKeys,
@@ -146,6 +147,12 @@ COALESCE = 8
 ZERO_COPY_BYTES = 8 << 20
 #: Messages the curator reads in one go once its socket says one is queued (``_drain``).
 DRAIN = 256
+#: Bytes a peer that is not a registered pool may send in one run (a pool's hellos and its
+#: registration take a few hundred); beyond them its messages are dropped unread and
+#: unanswered. Behind the door (``simulator.door``) such a peer holds its credential.
+STRANGER_BYTES = 1 << 20
+#: How often the curator looks whether the CURVE enrolment list changed (``_enrol``).
+ENROL_CHECK_S = 0.1
 #: A connection that has not finished the ZMTP handshake after this long is closed (idle TCP
 #: connections would otherwise hold file descriptors for ever: slowloris).
 HANDSHAKE_MS = 5000
@@ -162,9 +169,15 @@ def _raise_fd_limit() -> None:
 
 
 class CuratorServer:
-    """The curator's socket. Runs one session after another on the same bound endpoint."""
+    """The curator's socket. Runs one session after another on the same bound endpoint.
 
-    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
+    A TCP endpoint has a door (``simulator.door``): CURVE's enrolled keys when ``curve`` names
+    a key directory, else the PLAIN credential of the registration key ``auth``; a peer
+    without it never completes the handshake, so nothing it sends is queued.
+    """
+
+    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,
+                 auth: bytes | None = None) -> None:
         _raise_fd_limit()
         self.ctx = zmq.Context()
         self.ctx.setsockopt(zmq.LINGER, 0)
@@ -173,7 +186,14 @@ class CuratorServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.curve = curve
         self.enrolled: set[str] = set()
+        self._enrol_checked, self._enrol_stamp = -1.0, -2
         self.auth = serve_curve(self.ctx, self.sock, curve) if curve else None
+        self.door = None
+        if needs_door(endpoint, curve):
+            if auth is None:
+                raise ValueError("a curator on a TCP endpoint needs the registration key for "
+                                 "its door (or CURVE)")
+            self.door = Door(self.ctx, self.sock, auth)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.SNDHWM, CURATOR_HWM)
         self.sock.setsockopt(zmq.RCVHWM, CURATOR_HWM)
@@ -187,6 +207,8 @@ class CuratorServer:
         self.peers = Bounded()  # pools that said they are ready, for the next runs' set-up
         self.unreachable = 0
         self.dropped = 0  # messages to peers that did not read theirs (high-water mark)
+        self.strangers: Bounded = Bounded()
+        self.unread = 0  # messages of strangers over their budget, dropped unread
 
     def _send_all(self, outs) -> None:
         for peer, frame in outs:
@@ -201,28 +223,30 @@ class CuratorServer:
                 self.unreachable += 1
                 self.peers.pop(peer, None)
 
-    def _recv(self) -> tuple[bytes, list[bytes], bool]:
+    def _recv(self) -> tuple[bytes, list[bytes], bool, int]:
         """One queued message: the peer, at most two body parts (more are read and dropped),
-        and whether its sender's CURVE key is enrolled now (always True without CURVE).
-        Raises ``zmq.Again`` when none is queued."""
+        whether its sender's CURVE key is enrolled now (always True without CURVE), and the
+        bytes of all its parts. Raises ``zmq.Again`` when none is queued."""
         peer = self.sock.recv(flags=zmq.NOBLOCK, copy=True)
         body: list[bytes] = []
-        extra = 0
+        extra = size = 0
         enrolled = True
         while self.sock.getsockopt(zmq.RCVMORE):
             if self.curve and not body:  # the key the connection authenticated with
                 frame = self.sock.recv(copy=False)
                 enrolled = frame.get("User-Id") in self.enrolled
                 body.append(frame.bytes)
+                size += len(frame)
                 continue
             part = self.sock.recv(copy=len(body) < 2)
+            size += len(part)
             if len(body) < 2:
                 body.append(part)
             else:
                 extra += 1
         if extra:
             body.append(b"")  # only the count matters from here on
-        return peer, body, enrolled
+        return peer, body, enrolled, size
 
     def run(self, run_no: int, config: dict[str, Any], auth: bytes,
             record_view: bool = False) -> dict[str, Any]:
@@ -231,12 +255,10 @@ class CuratorServer:
         ``config`` is ``seeding.curator_config(...)`` and ``auth`` the run's registration key:
         never the seed, the master secret or an agent's key.
         """
-        if self.curve:  # enrolment is re-read at every run: a removed key is revoked now, for
-            # new connections (the authenticator) and for open ones (their messages' User-Id)
-            clients = str(Path(self.curve) / "clients")
-            self.auth.configure_curve(domain="*", location=clients)
-            self.enrolled = {k.decode("ascii") for k in zmq.auth.load_certificates(clients)}
+        if self.curve:
+            self._enrol(force=True)
         sess = CuratorSession(run_no, config, auth, self.limits, record_view)
+        self.strangers = Bounded()  # bytes each peer that is not a pool sent this run
         for peer in list(self.peers):
             self._send_all(sess.on_ready(peer))
         try:
@@ -244,6 +266,29 @@ class CuratorServer:
         finally:  # whoever said it is ready hears of the next run (oldest forgotten first)
             for p in sess.ready:
                 self.peers[p] = True
+
+    def _enrol(self, force: bool = False) -> None:
+        """Read the CURVE enrolment list again when it changed (its directory's modification
+        time; at most every ``ENROL_CHECK_S``, and at every run): a removed key is revoked at
+        once, for new connections (the authenticator) and open ones (their messages'
+        User-Id), before run 0 as at any other time."""
+        now = time.monotonic()
+        if not force and now - self._enrol_checked < ENROL_CHECK_S:
+            return
+        self._enrol_checked = now
+        clients = Path(self.curve) / "clients"
+        try:
+            stamp = clients.stat().st_mtime_ns
+        except OSError:  # the directory is gone: nobody is enrolled
+            stamp = -1
+        if not force and stamp == self._enrol_stamp:
+            return
+        self._enrol_stamp = stamp
+        self.auth.configure_curve(domain="*", location=str(clients))
+        try:
+            self.enrolled = {k.decode("ascii") for k in zmq.auth.load_certificates(clients)}
+        except OSError:
+            self.enrolled = set()
 
     def _serve(self, sess: CuratorSession) -> dict[str, Any]:
         poller = zmq.Poller()
@@ -263,11 +308,19 @@ class CuratorServer:
         (under a flood of hostile messages a poll per message cost 22-31% of the curator's CPU
         per message: the README's threat model); stops at the session's deadline, so that the
         caller times it out."""
+        if self.curve:
+            self._enrol()
         for _ in range(DRAIN):
             try:
-                peer, body, enrolled = self._recv()
+                peer, body, enrolled, size = self._recv()
             except zmq.Again:
                 return
+            if peer not in sess.pools:  # a stranger's bytes this run, within its budget
+                spent = self.strangers.get(peer, 0) + size
+                self.strangers[peer] = spent
+                if spent > STRANGER_BYTES:
+                    self.unread += 1  # dropped unread, unanswered
+                    continue
             if not enrolled:
                 self.peers.pop(peer, None)
                 self._send_all(sess.reject(peer, "CURVE key revoked: no longer in the "
@@ -291,6 +344,8 @@ class CuratorServer:
         self.sock.close(linger=50)
         if self.auth is not None:
             self.auth.stop()
+        if self.door is not None:
+            self.door.stop()
         self.ctx.term()
 
 
@@ -321,6 +376,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     sock.setsockopt(zmq.SNDTIMEO, 1000)  # a send never blocks for good (no connection yet)
     if curve:
         connect_curve(sock, *curve)
+    elif needs_door(endpoint):
+        show(sock, auth)  # the door credential of the registration key (``simulator.door``)
     sock.connect(endpoint)
     sess = PoolSession(index, n_pools, auth, limits, keys, policy)
     if prebuild is not None:
@@ -397,7 +454,7 @@ def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, rec
     if protocol is not None:
         _use(protocol)
     try:
-        server = CuratorServer(endpoint, limits)
+        server = CuratorServer(endpoint, limits, auth=auth)
         result = server.run(0, config, auth, record_view)
         conn.send(("ok", result))
     except RunFailed as e:
@@ -512,11 +569,12 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
 # ---------------------------------------------------------------------- the hosts backend
 
 
-def _server_child(endpoint: str, limits: Limits, rx, tx, curve: str | None = None) -> None:
+def _server_child(endpoint: str, limits: Limits, rx, tx, curve: str | None = None,
+                  auth: bytes | None = None) -> None:
     _die_with_parent()
     server = None
     try:
-        server = CuratorServer(endpoint, limits, curve)
+        server = CuratorServer(endpoint, limits, curve, auth)
         tx.send(("bound", server.endpoint))
         while True:
             msg = rx.recv()
@@ -540,15 +598,18 @@ class HostsCurator:
     """A long-lived curator process bound to a public endpoint, for pools started by hand.
 
     ``run()`` serves one run after another on the same socket; pools connected with
-    ``ldpsim agents --connect ...`` take part in every run until ``close()``.
+    ``ldpsim agents --connect ...`` take part in every run until ``close()``. ``auth``: the
+    deployment's registration key, whose door credential a TCP endpoint without CURVE asks of
+    every connection (``simulator.door``).
     """
 
-    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None) -> None:
+    def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,
+                 auth: bytes | None = None) -> None:
         ctx = _CURATOR_CTX  # a fresh process: it never holds the seed or the pools' secret
         child_rx, self._to_child = ctx.Pipe(duplex=False)  # (reader, writer)
         self._from_child, child_tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_server_child, name="ldpsim-curator",
-                                args=(endpoint, limits, child_rx, child_tx, curve))
+                                args=(endpoint, limits, child_rx, child_tx, curve, auth))
         _start(self.proc)
         status, payload = self._recv(30.0)
         if status != "bound":

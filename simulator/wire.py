@@ -117,6 +117,120 @@ class Envelope:
     size: int
 
 
+#: The decoder's bound on what a frame may make it build (``check_frame``): Python objects of at
+#: most ``COST_RATIO`` bytes per byte of the frame, plus ``COST_BASE``. An honest batch costs
+#: 10-20x its bytes (an envelope: a 6-list, a few ints, its payload); a frame of empty arrays
+#: (0x90) 64x, of empty maps 72x.
+COST_RATIO = 32
+COST_BASE = 1 << 20
+#: nesting beyond this is refused (msgpack-python's own limit is 1,024)
+MAX_DEPTH = 512
+#: the object costs the bound counts, in bytes: a container and each of its element slots, an
+#: int or float outside the small-int cache, a str or bin (plus its length), an ext (plus its
+#: length: the bytes and the ndarray on them)
+_CONTAINER, _SLOT, _NUMBER, _BLOB, _EXT = 64, 8, 32, 48, 160
+# per marker byte from 0xc4: (bytes of the length field or fixed size, kind); kinds: "b" bin or
+# str (length field), "e" ext (length field, then a type byte), "n" number (fixed size), "E"
+# fixext (fixed size), "a"/"m" array/map (length field)
+_LONG = {0xC4: (1, "b"), 0xC5: (2, "b"), 0xC6: (4, "b"), 0xC7: (1, "e"), 0xC8: (2, "e"),
+         0xC9: (4, "e"), 0xCA: (5, "n"), 0xCB: (9, "n"), 0xCC: (2, "n"), 0xCD: (3, "n"),
+         0xCE: (5, "n"), 0xCF: (9, "n"), 0xD0: (2, "n"), 0xD1: (3, "n"), 0xD2: (5, "n"),
+         0xD3: (9, "n"), 0xD4: (3, "E"), 0xD5: (4, "E"), 0xD6: (6, "E"), 0xD7: (10, "E"),
+         0xD8: (18, "E"), 0xD9: (1, "b"), 0xDA: (2, "b"), 0xDB: (4, "b"), 0xDC: (2, "a"),
+         0xDD: (4, "a"), 0xDE: (2, "m"), 0xDF: (4, "m")}
+
+
+def scan_frame(frame: bytes | memoryview) -> tuple[int, str | None]:
+    """What decoding ``frame`` would build, computed from its bytes before anything is built:
+    ``(cost, why)``, ``why`` a reason to refuse it or None.
+
+    Refused: a container whose declared length exceeds what the rest of the frame could hold
+    (each element takes at least a byte, besides the elements the enclosing containers still
+    await), nesting beyond ``MAX_DEPTH``, or objects costing more than ``COST_RATIO`` bytes per
+    byte of the frame plus ``COST_BASE``. The scan stops without a reason at the first byte
+    that is not msgpack or at a truncated object: the decoder then reports it. The reference
+    implementation; the compiled codec's ``scan`` gives the same answer."""
+    buf = memoryview(frame).cast("B")
+    end, pos, cost, need = len(buf), 0, 0, 0
+    budget = COST_RATIO * end + COST_BASE
+    stack: list[int] = []  # elements each open container still awaits
+    while pos < end:
+        b = buf[pos]
+        elements = -1  # a container's, or -1 for a scalar
+        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
+            pos += 1
+        elif b <= 0x8F:
+            elements, pos = 2 * (b & 0x0F), pos + 1
+        elif b <= 0x9F:
+            elements, pos = b & 0x0F, pos + 1
+        elif b <= 0xBF:
+            pos, cost = pos + 1 + (b & 0x1F), cost + _BLOB + (b & 0x1F)
+        elif b == 0xC1:
+            return cost, None
+        else:
+            width, kind = _LONG[b]
+            if kind in "nE":
+                pos, cost = pos + width, cost + (_NUMBER if kind == "n" else _EXT + width)
+            else:
+                if pos + 1 + width > end:
+                    return cost, None
+                n = int.from_bytes(buf[pos + 1:pos + 1 + width], "big")
+                pos += 1 + width
+                if kind == "b":
+                    pos, cost = pos + n, cost + _BLOB + n
+                elif kind == "e":
+                    pos, cost = pos + 1 + n, cost + _EXT + n
+                else:
+                    elements = 2 * n if kind == "m" else n
+        if pos > end:
+            return cost, None  # truncated: the decoder says so
+        if stack:
+            stack[-1] -= 1
+            need -= 1
+        if elements >= 0:
+            cost += _CONTAINER + _SLOT * elements
+            if elements:
+                stack.append(elements)
+                need += elements
+                if need > end - pos:
+                    return cost, (f"a container at byte {pos - 1} declares {elements} "
+                                  f"elements, more than the {end - pos} bytes left could hold")
+                if len(stack) > MAX_DEPTH:
+                    return cost, f"nested deeper than {MAX_DEPTH} containers"
+        while stack and stack[-1] == 0:
+            stack.pop()
+        if cost > budget:
+            return cost, (f"decoding would build more than {COST_RATIO} bytes of objects per "
+                          f"byte of the frame (by byte {pos} of {end})")
+    return cost, None
+
+
+def check_frame(frame: bytes) -> None:
+    """Raise WireError if decoding ``frame`` is refused (``scan_frame``), before any object is
+    built; in C when the compiled codec is built (``simulator/_wirec.c``: the same answer)."""
+    scan = _compiled_scan()
+    if scan is not None:
+        code = scan(frame, COST_RATIO, COST_BASE, MAX_DEPTH)
+        if code >= 0:
+            return
+    why = scan_frame(frame)[1]  # the reason, in words (or: no compiled scan)
+    if why is not None:
+        raise WireError(f"frame refused: {why}")
+
+
+def _compiled_scan():
+    """The compiled codec's ``scan`` when the codec in use is the compiled one, else None."""
+    global _CODEC
+    if _CODEC is None:
+        from ldpsim.simulator import wire_numpy  # imports this module: not at the top
+
+        _CODEC = wire_numpy.CODEC
+    return getattr(_CODEC.module, "scan", None)
+
+
+_CODEC: Any = None  # ``wire_numpy.CODEC``, at first use
+
+
 def _unpacker(frame: bytes, max_buffer: int) -> msgpack.Unpacker:
     """An Unpacker reading one batch frame (ndarray ext hook, string map keys only).
 
@@ -124,6 +238,7 @@ def _unpacker(frame: bytes, max_buffer: int) -> msgpack.Unpacker:
     peer's 16 MiB frame is never copied whole into the unpacker's buffer (whoever stops
     reading early, as the curator does after too many invalid envelopes, pays for what it
     read only)."""
+    check_frame(frame)  # what it would build, bounded before anything is
     size = max(max_buffer, len(frame))
     if len(frame) <= 1 << 20:
         unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=size,

@@ -36,6 +36,22 @@ def dask_conn():
         yield conn
 
 
+def test_a_local_cluster_listens_on_loopback_only(dask_conn):
+    """``--dask local`` opened its dashboard on every interface; the scheduler, its workers
+    and the dashboard are this machine's alone."""
+    from urllib.parse import urlparse
+
+    info = dask_conn.client.scheduler_info(n_workers=-1)
+    assert urlparse(dask_conn.client.scheduler.address).hostname == "127.0.0.1"
+    assert {urlparse(w).hostname for w in info["workers"]} == {"127.0.0.1"}
+    assert urlparse(dask_conn.cluster.dashboard_link).hostname in ("127.0.0.1", "localhost")
+    port = info["services"]["dashboard"]
+
+    bound = [c for c in __import__("psutil").net_connections("tcp")
+             if c.status == "LISTEN" and c.laddr.port == port]
+    assert bound and all(c.laddr.ip == "127.0.0.1" for c in bound)
+
+
 @pytest.fixture
 def cluster(dask_conn):
     """The module's LocalCluster's scheduler address (as a remote cluster is named)."""

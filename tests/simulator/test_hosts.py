@@ -78,7 +78,7 @@ def cfg(protocol: str, seed: int) -> dict:
 def test_hosts_backend_matches_inproc_over_several_runs(tmp_path):
     keys = deploy(tmp_path, 2)
     port = free_port()
-    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
     secrets = keys.deployment.secrets
     try:
@@ -99,7 +99,7 @@ def test_hosts_backend_matches_inproc_over_several_runs(tmp_path):
 def test_hosts_pool_with_wrong_token_is_refused(tmp_path):
     keys = deploy(tmp_path, 1)
     port = free_port()
-    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5))
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5), auth=keys.auth)
     pool = start_pool(port, keys.pool(0), "--token", "a wrong token, 16+ characters")
     try:
         c = cfg("ldp_kwiksort_rr", 1)
@@ -172,7 +172,7 @@ def test_hosts_backend_runs_a_multi_round_protocol(tmp_path):
     """DPWeVote (k + 1 rounds, a broadcast per round, subsets asked) over TCP pools."""
     keys = deploy(tmp_path, 2, 500)
     port = free_port()
-    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
     c = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
          "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
@@ -195,7 +195,7 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
     keys = deploy(tmp_path, 2, 1000, 400_000)
     secrets = keys.deployment.secrets
     port = free_port()
-    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i), "--timeout", "1") for i in range(2)]
     c = cfg("ldp_kwiksort_rr", 5)
     try:
@@ -209,7 +209,7 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
         time.sleep(0.3)  # the set-up is out: the pools are set up for run 1
         hosts.proc.kill()  # the curator dies mid-run
         hosts.proc.join(5)
-        hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS)
+        hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
         nxt = cfg("ldp_kwiksort_rr", 7)  # the sweep's next run
         res = hosts.run(nxt, keys.auth, secrets)
         assert res["output"] == run_inproc(nxt, LIMITS, secrets=secrets)["output"]
@@ -272,3 +272,45 @@ def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
         hosts.close()
         pool.kill()
         pool.wait(5)
+
+
+def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
+    """The curator waits for run 0's pools; the operator deletes a pool's key; then that pool
+    connects. It must not take part in run 0 (the enrolment was read when the run began, and
+    the key was revoked only from run 1): the next registration reads the list again."""
+    import threading
+    import time
+
+    from ldpsim.simulator.curve import make_keys
+
+    keys = tmp_path / "keys"
+    dep = deploy(keys, 1)
+    make_keys(keys, 1)
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=6.0), curve=str(keys))
+    c = cfg("ldp_kwiksort_rr", 1)
+    c["pools"] = 1
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["res"] = hosts.run(c, dep.auth, dep.deployment.secrets)
+        except RunFailed as e:
+            box["err"] = str(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    pool = None
+    try:
+        time.sleep(0.5)  # run 0 has begun: it waits for its pool
+        (keys / "clients" / "pool-0.key").unlink()
+        pool = start_pool(port, dep.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
+                          "--curve-server", str(keys / "server.key"), "--idle-timeout", "3")
+        thread.join(30)
+    finally:
+        hosts.close()
+        if pool is not None:
+            pool.kill()
+            pool.wait(5)
+    assert "res" not in box, "a pool revoked before run 0 took part in it"
+    assert "no pool registered" in box.get("err", "")

@@ -5,10 +5,12 @@ the curator lets it, a mix of every attack in ``tests/simulator/session/test_att
 an outsider can send over a socket: undecodable bytes, envelopes with an ndarray version,
 reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with
 the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
-statistics of the wrong type and ERRORs from unregistered peers. The run must release exactly the
-clean run's output, and the curator's peak memory and the wall time must stay within 2x of the
-clean run's, comparing the best of two attacked runs with the best of two clean ones (the
-README's "Threat model and hardening" quotes the measurements).
+statistics of the wrong type and ERRORs from unregistered peers. The attacker holds the door
+credential (``simulator.door``: as one who read it off the network), so its messages reach the
+session. The run must release exactly the clean run's output, and the curator's peak memory
+and the wall time must stay within 2x of the clean run's, comparing the best of two attacked
+runs with the best of two clean ones (the README's "Threat model and hardening" quotes the
+measurements).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import numpy as np
 import pytest
 import zmq
 from ldpsim.simulator import wire
+from ldpsim.simulator.door import show
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.transport import run_processes
 
+from tests import drivers
 from tests.conftest import ROOT, free_port
 
 LIMITS = Limits(timeout_s=20.0)
@@ -63,13 +67,19 @@ def hostile_messages() -> list[list[bytes]]:
     ]
 
 
-def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box) -> None:
+def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box,
+              auth: bytes | None = drivers.AUTH) -> None:
+    """Hostile messages on four connections; ``auth``: the registration key whose door
+    credential the attacker shows (``simulator.door``: as one who read it off the network),
+    None for an outsider without it."""
     ctx = zmq.Context()
     socks = []
     for _ in range(4):
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.SNDHWM, 200)
+        if auth is not None:
+            show(s, auth)
         # the curator binds only when its run starts: retry the connection every 5 ms (the
         # default 100 ms may let a short run end before the first hostile message arrives)
         s.setsockopt(zmq.RECONNECT_IVL, 5)
@@ -107,7 +117,8 @@ def _soak(n: int, hostile: int, batch: int) -> tuple[dict, list[dict]]:
     pair (the same statistic on both sides: the machine's noise moves a single run by a
     quarter)."""
     cfg = _config(n, batch)
-    clean = min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{free_port()}")
+    clean = min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{free_port()}",
+                               parties=drivers.parties(cfg))
                  for _ in range(2)), key=lambda r: r["timing"]["wall_s"])
     return clean, [_attacked(cfg, clean, hostile) for _ in range(2)]
 
@@ -123,7 +134,7 @@ def _attacked(cfg: dict, clean: dict, hostile: int) -> dict:
     try:
         ready.wait(10)
         time.sleep(0.2)  # let the attack start first
-        res = run_processes(cfg, LIMITS, endpoint=endpoint)
+        res = run_processes(cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg))
     finally:
         attacker.terminate()
         attacker.join(5)
@@ -186,14 +197,14 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
     auth = registration_key(token_of(None, files["secret"]), dep.salt)
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
-    hosts = HostsCurator(endpoint, LIMITS)
+    hosts = HostsCurator(endpoint, LIMITS, auth=auth)
     env = dict(os.environ, PYTHONPATH=str(root))
     pools = [subprocess.Popen([sys.executable, "-m", "ldpsim", "agents", "--connect", endpoint,
                                "--keys", str(files[f"pool-{i}"])], env=env,
                               stderr=subprocess.DEVNULL) for i in range(2)]
     ctx = mp.get_context("fork")
     ready, sent = ctx.Event(), ctx.Value("q", 0)
-    attacker = ctx.Process(target=_attacker, args=(endpoint, 20_000, 60.0, ready, sent))
+    attacker = ctx.Process(target=_attacker, args=(endpoint, 20_000, 60.0, ready, sent, auth))
     attacker.start()
     results = []
     try:

@@ -729,3 +729,97 @@ def test_any_bytes_are_refused_or_read_as_the_reference_reads_them(junk, n, k, d
         else:  # compared as bytes: a NaN is equal to itself there
             ref = np.asarray(payloads, dtype=values.dtype).reshape(values.shape)
             assert values.tobytes() == ref.tobytes()
+
+
+# ------------------------------------------------------------- what a frame may make us build
+
+_BOMB = """
+import resource, struct, sys
+from ldpsim.simulator import wire, wire_numpy
+wire_numpy.CODEC.use(sys.argv[2])
+n = 8 << 20
+frames = {"flat": b"\\xdd" + struct.pack(">I", n) + b"\\x90" * n,   # 8 MB of empty arrays
+          "maps": b"\\xdd" + struct.pack(">I", n) + b"\\x80" * n,   # of empty maps
+          "nested": (b"\\xdd" + struct.pack(">I", 1 << 20)) * 1000 + b"\\xc0"}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    list(wire.iter_frame(frames[sys.argv[1]], 1 << 20))
+    print("decoded")
+except wire.WireError as e:
+    print("refused:", e)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+"""
+
+
+@pytest.mark.parametrize("bomb", ["flat", "maps", "nested"])
+def test_attack_a_container_bomb_is_refused_before_anything_is_built(codec, bomb):
+    """8 MB of empty-array markers took the decoder to 628 MB; an array header declaring 2^20
+    elements, nested 1,000 times in 5 kB, asked for gigabytes. Both are refused from their
+    bytes, with every implementation, and the decoder's peak memory hardly moves."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    got = subprocess.run([sys.executable, "-c", _BOMB, bomb, codec], cwd=ROOT,
+                         text=True,
+                         capture_output=True, timeout=120)
+    out = got.stdout.splitlines()
+    assert got.returncode == 0 and out[0].startswith("refused: frame refused"), got.stderr
+    assert ("more than the" if bomb == "nested" else "bytes of objects per byte") in out[0]
+    assert float(out[1]) < 40  # MB above the interpreter's own (the frame itself: 8 MB)
+
+
+def _scan_both(frame: bytes) -> tuple[int, str | None]:
+    cost, why = wire.scan_frame(frame)
+    built = wire_numpy.CODEC.built
+    if built is not None:
+        code = built.scan(frame, wire.COST_RATIO, wire.COST_BASE, wire.MAX_DEPTH)
+        assert (code < 0) == (why is not None)
+        if code >= 0:
+            assert code == cost
+    return cost, why
+
+
+_objects = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats()
+    | st.binary(max_size=40) | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=20)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=8), max_leaves=60)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objs=st.lists(_objects, min_size=1, max_size=5), cut=st.integers(0, 64))
+def test_the_compiled_scan_and_the_reference_scan_agree(objs, cut):
+    """On any msgpack (and any truncation of it) the two scans give the same cost and refuse
+    the same frames; a whole honest object is never refused (its cost is small)."""
+    frame = b"".join(msgpack.packb(o, use_bin_type=True) for o in objs)
+    cost, why = _scan_both(frame)
+    assert why is None
+    _scan_both(frame[:max(0, len(frame) - cut)])
+
+
+def test_declared_lengths_are_checked_against_what_the_frame_holds():
+    assert wire.scan_frame(b"\x93\x01\x02\x03")[1] is None
+    assert "declares 4 elements" in wire.scan_frame(b"\x94\x01\x02\x03")[1]
+    # the elements the enclosing array still awaits count too: [[1, 2, 3, 4], x] in 6 bytes
+    assert "declares 4 elements" in wire.scan_frame(b"\x92\x94\x01\x02\x03\x04")[1]
+    assert wire.scan_frame(b"\x92\x94\x01\x02\x03\x04\xc0")[1] is None
+    assert "declares 2 elements" in wire.scan_frame(b"\x81\x01")[1]  # a map: key and value
+    deep = b"\x91" * (wire.MAX_DEPTH + 1) + b"\xc0"
+    assert "nested deeper" in wire.scan_frame(deep)[1]
+    for frame in (b"\x94\x01\x02\x03", deep):
+        with pytest.raises(wire.WireError, match="frame refused"):
+            wire.check_frame(frame)
+    assert _scan_both(deep)[1] is not None
+
+
+def test_honest_batches_pass_the_bound():
+    """A batch of one envelope per agent with list payloads (what the reference reader takes
+    when the batch codec cannot) costs well under the bound."""
+    agents = np.arange(100_000, 150_000)
+    bufs, _ = wire.encode_many(wire.REPORT, 3, 1, agents.tolist(), [[7, 300, -2]] * len(agents))
+    frame = b"".join(bufs)
+    cost, why = _scan_both(frame)
+    assert why is None and cost < wire.COST_RATIO * len(frame)
+    assert len(wire.unpack_all(frame, len(frame))) == len(agents)

@@ -24,6 +24,7 @@ from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
 from ldpsim.protocols.base import Block
 from ldpsim.protocols.keys import DataKeys, Secrets
 from ldpsim.simulator import wire
+from ldpsim.simulator.door import show
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.seeding import (
     curator_config,
@@ -533,10 +534,13 @@ def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     cfg = config(faults=[{"pool": 1, "round": 0, "action": "silent"}])
     limits = Limits(timeout_s=1.5)
     t0 = time.monotonic()
-    thread, box = _in_thread(lambda: run_processes(cfg, limits, endpoint=endpoint))
+    parties = local_parties(cfg, cfg["data"]["n"], None, AUTH)
+    thread, box = _in_thread(lambda: run_processes(cfg, limits, endpoint=endpoint,
+                                                   parties=parties))
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
+    show(s, AUTH)  # past the door (``simulator.door``): as one who read its PLAIN credential
     s.connect(endpoint)
     try:
         while thread.is_alive() and time.monotonic() - t0 < 20:

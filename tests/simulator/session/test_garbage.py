@@ -10,6 +10,7 @@ import time
 import msgpack
 import zmq
 from ldpsim.simulator import wire
+from ldpsim.simulator.door import show
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.transport import _pool_child, run_processes
@@ -87,12 +88,15 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     zctx = zmq.Context()
     attacker = zctx.socket(zmq.DEALER)
     attacker.setsockopt(zmq.LINGER, 0)
+    # past the door (``simulator.door``), as one who read its PLAIN credential off the network
+    show(attacker, drivers.AUTH)
     attacker.connect(endpoint)
     for msg in attacker_garbage():
         attacker.send_multipart(msg)
 
     pool = zctx.socket(zmq.DEALER)
     pool.setsockopt(zmq.LINGER, 0)
+    show(pool, drivers.AUTH)
     pool.connect(endpoint)
     ps = PoolSession(1, 2, drivers.AUTH, LIMITS, parties.pools[1])
     pool.send(ps.hello())
@@ -156,6 +160,7 @@ class _CountingSession:
         self.deadline = deadline
         self.frames: list[bytes] = []
         self.finished = False
+        self.pools: dict = {}  # its registered pools: none (the peer is a stranger)
 
     def next_deadline(self) -> float:
         return self.deadline
@@ -173,11 +178,12 @@ def _queued(n: int):
     """A curator socket with ``n`` one-frame messages from one peer queued on it."""
     from ldpsim.simulator.transport import CuratorServer
 
-    server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS)
+    server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS, auth=drivers.AUTH)
     ctx = zmq.Context()
     peer = ctx.socket(zmq.DEALER)
     peer.setsockopt(zmq.LINGER, 0)
     peer.setsockopt(zmq.SNDHWM, 0)
+    show(peer, drivers.AUTH)  # past the door
     peer.connect(server.endpoint)
     for i in range(n):
         peer.send(b"\xc1 garbage %d" % i)
@@ -208,6 +214,47 @@ def test_the_curator_reads_a_flood_in_drains_of_bounded_length_and_stops_at_its_
         # each message read once, in the order sent
         assert late.frames + sess.frames + rest.frames == \
             [b"\xc1 garbage %d" % i for i in range(DRAIN + 10)]
+    finally:
+        peer.close()
+        ctx.term()
+        server.close()
+
+
+def test_a_stranger_past_the_door_gets_a_budget_of_bytes_then_is_not_read():
+    """A peer that holds the door credential but is no registered pool: its first
+    ``STRANGER_BYTES`` of messages in a run are handled (and refused with reasons), the rest
+    dropped unread and unanswered; a registered pool has no such budget."""
+    from ldpsim.simulator.transport import STRANGER_BYTES, CuratorServer
+
+    server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS, auth=drivers.AUTH)
+    ctx = zmq.Context()
+    peer = ctx.socket(zmq.DEALER)
+    peer.setsockopt(zmq.LINGER, 0)
+    peer.setsockopt(zmq.SNDHWM, 0)
+    show(peer, drivers.AUTH)
+    peer.connect(server.endpoint)
+    frame = b"\xc1" * 8192
+    count = 2 * STRANGER_BYTES // len(frame)
+    try:
+        for _ in range(count):
+            peer.send(frame)
+        sess = _CountingSession(deadline=time.monotonic() + 60.0)
+        deadline = time.monotonic() + 10
+        while len(sess.frames) + server.unread < count and time.monotonic() < deadline:
+            if server.sock.poll(100):
+                server._drain(sess)
+        assert len(sess.frames) == STRANGER_BYTES // len(frame)
+        assert server.unread == count - len(sess.frames)
+        pool = _CountingSession(deadline=time.monotonic() + 60.0)
+        ident = next(iter(server.strangers))
+        pool.pools = {ident: object()}  # the same peer, registered: read in full
+        for _ in range(8):
+            peer.send(frame)
+        deadline = time.monotonic() + 10
+        while len(pool.frames) < 8 and time.monotonic() < deadline:
+            if server.sock.poll(100):
+                server._drain(pool)
+        assert len(pool.frames) == 8
     finally:
         peer.close()
         ctx.term()

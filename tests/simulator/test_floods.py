@@ -1,0 +1,209 @@
+"""Bounded under any traffic: what an outsider (no door credential, no token) sends costs the
+curator side nothing, and honest pools always get in.
+
+The attacks, on a TCP endpoint over loopback, each during a run whose output must equal the
+clean run's:
+
+* multipart floods: messages of many 50 MB parts (libzmq holds a whole message before the
+  application sees a part, and the size limit is per part: one 12 x 50 MB message took the
+  curator side from 47 MB to 653 MB);
+* large-frame floods: single frames just under the frame limit, queued up to the high-water
+  mark;
+* a connection flood: 1,000 connections that each say HELLO (they locked the honest pools out:
+  "no pool registered within 30 s").
+
+The door (``simulator.door``) refuses such a peer during the ZMTP handshake: it never gets a
+queue. The curator's peak memory stays within 2x of the clean run's (the best of two clean runs
+against the worst attacked one). ``make test-slow`` repeats the floods at 10^6 agents.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+from ldpsim.simulator import wire
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.transport import run_processes
+
+from tests import drivers
+from tests.conftest import ROOT, free_port
+
+LIMITS = Limits(timeout_s=20.0)
+MB = 1 << 20
+
+
+def _config(n: int) -> dict:
+    return {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 2},
+            "data": {"kind": "mallows", "n": n, "m": 10, "theta": 0.5}, "seed": 5,
+            "pools": 2, "agent_mode": "batched", "batch": 2048,
+            "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop) -> None:
+    """An outsider's flood: ``kind`` "multipart" (messages of ``count`` parts of ``size``
+    bytes), "frames" (single frames of ``size`` bytes) or "connections" (``count``
+    connections, each saying HELLO). Half its sockets show no credential, half a wrong one
+    (the connections, none)."""
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, 4096)
+    socks = []
+    for i in range(count if kind == "connections" else 4):
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RECONNECT_IVL, 5)
+        if i % 2 and kind != "connections":  # (a connection flood: ZeroMQ's default, NULL)
+            s.plain_username, s.plain_password = b"ldpsim-pool", b"0" * 64  # a guess
+        s.connect(endpoint)
+        socks.append(s)
+    part = b"\x00" * size
+    hello = wire.encode(wire.HELLO, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT,
+                        {"pool": 0, "pools": 2})
+    ready.set()
+    i = 0
+    while not stop.is_set():
+        s = socks[i % len(socks)]
+        msg = ([part] * count if kind == "multipart" else [part] if kind == "frames"
+               else [hello])
+        try:
+            s.send_multipart(msg, flags=zmq.NOBLOCK, copy=False)
+            sent.value += 1
+        except zmq.Again:
+            time.sleep(0.001)
+        i += 1
+    for s in socks:
+        s.close()
+    ctx.term()
+
+
+def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    ctx = mp.get_context("fork")
+    ready, stop, sent = ctx.Event(), ctx.Event(), ctx.Value("q", 0)
+    attacker = ctx.Process(target=_flood, args=(endpoint, kind, size, count, ready, sent, stop))
+    attacker.start()
+    try:
+        ready.wait(30)
+        time.sleep(0.3)  # the flood is under way before the curator binds
+        res = run_processes(cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg))
+    finally:
+        stop.set()
+        attacker.join(10)
+        if attacker.is_alive():
+            attacker.kill()
+    res["hostile_sent"] = sent.value
+    return res
+
+
+def _clean(cfg: dict) -> dict:
+    return min((run_processes(cfg, LIMITS, endpoint=f"tcp://127.0.0.1:{free_port()}",
+                              parties=drivers.parties(cfg)) for _ in range(2)),
+               key=lambda r: r["timing"]["curator_peak_rss_mb"])
+
+
+def _check(clean: dict, res: dict) -> float:
+    """The attacked run released the clean output with every pool; its curator's peak memory
+    over the clean run's."""
+    assert res["hostile_sent"] > 0  # the attack took place
+    assert res["output"] == clean["output"]
+    assert res["dropouts"] == 0 and res["pools_registered"] == 2
+    ratio = res["timing"]["curator_peak_rss_mb"] / clean["timing"]["curator_peak_rss_mb"]
+    print(f"{res['hostile_sent']} hostile sends; curator {res['timing']['curator_peak_rss_mb']:.0f}"
+          f" MB against {clean['timing']['curator_peak_rss_mb']:.0f} MB clean (x{ratio:.2f})")
+    return ratio
+
+
+@pytest.mark.parametrize("kind, size, count", [("multipart", 50 * MB, 4),
+                                               ("frames", 63 * MB, 1)])
+def test_attack_an_outsiders_flood_costs_the_curator_no_memory(kind, size, count):
+    cfg = _config(20_000)
+    clean = _clean(cfg)
+    assert _check(clean, _attacked(cfg, kind, size, count)) <= 2.0
+
+
+#: a run in a process of its own whose file descriptors are capped at 1,024 (the usual limit),
+#: as was the curator's when 1,000 connections locked the pools out
+_CAPPED = """
+import json, multiprocessing as mp, resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+from ldpsim.simulator.transport import HostsCurator, _pool_child
+from tests import drivers
+from tests.simulator.test_floods import LIMITS, _config
+endpoint, cfg = sys.argv[1], _config(int(sys.argv[2]))
+hosts = HostsCurator(endpoint, LIMITS, auth=drivers.AUTH)  # a long-lived curator, as on hosts
+time.sleep(float(sys.argv[3]))  # the pools come later (on their own machines)
+parties = drivers.parties(cfg)
+pools = [mp.get_context("fork").Process(target=_pool_child, args=(
+    endpoint, i, 2, drivers.AUTH, LIMITS, parties.pools[i])) for i in range(2)]
+for p in pools:
+    p.start()
+try:
+    res = hosts.run(cfg, drivers.AUTH, None)
+finally:
+    hosts.close()
+    for p in pools:
+        p.join(10)
+        p.kill()
+print(json.dumps({"output": res["output"], "dropouts": res["dropouts"],
+                  "pools_registered": res["pools_registered"], "timing": res["timing"]}))
+"""
+
+
+def _capped_run(endpoint: str, n: int, wait_s: float = 0.0) -> dict:
+    got = subprocess.run([sys.executable, "-c", _CAPPED, endpoint, str(n), str(wait_s)],
+                         cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-2000:]
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def _connection_flood(n: int, connections: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2400:  # the attacker's sockets
+        pytest.skip(f"this machine allows {hard} file descriptors per process")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    clean = _capped_run(f"tcp://127.0.0.1:{free_port()}", n)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    ctx = mp.get_context("fork")
+    ready, stop, sent = ctx.Event(), ctx.Event(), ctx.Value("q", 0)
+    attacker = ctx.Process(target=_flood, args=(endpoint, "connections", 0, connections, ready,
+                                                sent, stop))
+    attacker.start()
+    try:
+        ready.wait(30)
+        res = _capped_run(endpoint, n, 2.0)  # the flood connects first
+    finally:
+        stop.set()
+        attacker.join(10)
+        if attacker.is_alive():
+            attacker.kill()
+    res["hostile_sent"] = sent.value
+    assert _check(clean, res) <= 2.0
+
+
+def test_attack_a_thousand_connections_saying_hello_do_not_lock_pools_out():
+    _connection_flood(20_000, 1100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, size, count", [("multipart", 50 * MB, 12),
+                                               ("multipart", 63 * MB, 20),
+                                               ("frames", 63 * MB, 1),
+                                               ("frames", 65 * MB, 1)])
+def test_attack_floods_at_a_million_agents(kind, size, count):
+    cfg = _config(1_000_000)
+    clean = _clean(cfg)
+    assert _check(clean, _attacked(cfg, kind, size, count)) <= 2.0
+
+
+@pytest.mark.slow
+def test_attack_a_thousand_connections_at_a_million_agents():
+    _connection_flood(1_000_000, 1100)
