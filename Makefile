@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+# the checkout on the interpreter's path as well (a .pth entry; the editable install's import
+# hook alone comes after the current directory): a folder named ldpsim in the directory Python
+# starts from (a clone beside a notebook) cannot shadow the package
+CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'ldpsim-checkout.pth').write_text('$(CURDIR)\n')"
 
 .PHONY: demo test test-slow bench lint fmt clean
 
@@ -12,6 +16,7 @@ $(STAMP): pyproject.toml simulator/_wirec.c protocols/_rngc.c protocols/_prfc.c 
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,dask]'
+	$(CHECKOUT_PTH)
 	touch $(STAMP)
 
 # the benchmark's peers (pyproject's "bench" extra), for ``make bench`` only

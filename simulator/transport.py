@@ -86,6 +86,32 @@ def _without_main():
         mp_spawn.get_preparation_data = orig
 
 
+@contextlib.contextmanager
+def _package_first():
+    """Start the fork server (a fresh interpreter, ``python -c``) so that the directory it
+    starts in cannot replace this package: without it, its ``sys.path`` begins with the
+    current directory, where a folder named ``ldpsim`` (a clone of the repository, next to a
+    notebook) is a namespace package that shadows an editable install, and the curator imports
+    the folder. Safe-path mode drops the current directory from the front; the folder that
+    holds this package comes first, and the current directory after it (a user's protocol
+    module there stays importable)."""
+    import ldpsim
+
+    home = str(Path(ldpsim.__file__).resolve().parent.parent)
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [home, os.getcwd(), *filter(None, [saved["PYTHONPATH"]])])
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _die_with_parent() -> None:
     """Linux: get SIGKILL when the parent dies, so no child outlives the orchestrator.
 
@@ -114,7 +140,7 @@ def _start(proc) -> None:
         # still be importing ldpsim), and Ctrl-C must be able to interrupt that wait. A child
         # the fork server made before the interrupt dies with the fork server, which exits
         # with this process; one that gets the Ctrl-C before it ignores SIGINT just dies.
-        with _without_main():
+        with _without_main(), _package_first():
             proc.start()
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
