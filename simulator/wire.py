@@ -213,9 +213,31 @@ def check_frame(frame: bytes) -> None:
         code = scan(frame, COST_RATIO, COST_BASE, MAX_DEPTH)
         if code >= 0:
             return
+    elif _surely_cheap(frame):  # without the compiled scan: most frames need no walk
+        return
     why = scan_frame(frame)[1]  # the reason, in words (or: no compiled scan)
     if why is not None:
         raise WireError(f"frame refused: {why}")
+
+
+def _surely_cheap(frame: bytes) -> bool:
+    """An upper bound of ``scan_frame``'s cost from the frame's bytes (every byte that could
+    start a container, a number, a str or bin, or an ext counted as one) is within the budget:
+    one pass in C over a copy of the frame's size, through ``bytes.translate``. Declared
+    lengths are not looked at: the decoder's own limits (``_unpacker``) refuse a container
+    longer than the frame."""
+    kinds = bytes(frame).translate(_KINDS)
+    bound = (_CONTAINER * kinds.count(b"c") + _NUMBER * kinds.count(b"n")
+             + _BLOB * kinds.count(b"b") + _EXT * kinds.count(b"e") + (_SLOT + 1) * len(frame))
+    return bound <= COST_RATIO * len(frame) + COST_BASE
+
+
+#: each byte value's kind, for ``_surely_cheap``: c container, n number, b str or bin, e ext
+_KINDS = bytes(ord("c") if 0x80 <= v <= 0x9F or 0xDC <= v <= 0xDF
+               else ord("n") if 0xCA <= v <= 0xD3
+               else ord("b") if 0xA0 <= v <= 0xBF or 0xC4 <= v <= 0xC6 or 0xD9 <= v <= 0xDB
+               else ord("e") if 0xC7 <= v <= 0xC9 or 0xD4 <= v <= 0xD8
+               else ord(".") for v in range(256))
 
 
 def _compiled_scan():
@@ -240,14 +262,16 @@ def _unpacker(frame: bytes, max_buffer: int) -> msgpack.Unpacker:
     read only)."""
     check_frame(frame)  # what it would build, bounded before anything is
     size = max(max_buffer, len(frame))
+    # no container may declare more elements than the frame has bytes (each takes one)
+    lengths = {"max_array_len": len(frame), "max_map_len": len(frame) // 2}
     if len(frame) <= 1 << 20:
         unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, max_buffer_size=size,
-                                    strict_map_key=True, use_list=True)
+                                    strict_map_key=True, use_list=True, **lengths)
         unpacker.feed(frame)
         return unpacker
     return msgpack.Unpacker(io.BytesIO(frame), read_size=1 << 20, raw=False,
                             ext_hook=_ext_hook, max_buffer_size=size, strict_map_key=True,
-                            use_list=True)
+                            use_list=True, **lengths)
 
 
 def iter_frame(frame: bytes, max_buffer: int) -> Iterator[tuple[Any, int]]:

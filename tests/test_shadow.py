@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-
 SCRIPT = """
 import ldpsim
 res = ldpsim.run("demo", overrides={"data.n": 60, "params.epsilon": 1.0, "repeats": 1,
