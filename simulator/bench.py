@@ -311,6 +311,12 @@ def main(args: Any) -> int:
           f"against the whole run (best of five)")
     bench_audit.print_table(["step", "agents", "ms", "of the run", "notes"],
                             bench_keys.rows(cfg, sizes[-1], last_wall))
+    from ldpsim.simulator import bench_hardening
+
+    print("\nthe decoder's bound: checked before the reference reader decodes a frame "
+          "(best of five)")
+    bench_audit.print_table(["step", "frame", "ms", "of decoding", "notes"],
+                            bench_hardening.rows(20_000 if args.quick else 200_000))
     kernels = _size(args, "kernels", 2000, 10**6)
     if kernels:
         from ldpsim.simulator import bench_kernels

@@ -213,11 +213,19 @@ def check_frame(frame: bytes) -> None:
         code = scan(frame, COST_RATIO, COST_BASE, MAX_DEPTH)
         if code >= 0:
             return
-    elif _surely_cheap(frame):  # without the compiled scan: most frames need no walk
+        raise WireError(f"frame refused: {_REFUSALS[code]}")
+    if _surely_cheap(frame):  # without the compiled scan: most frames need no walk
         return
-    why = scan_frame(frame)[1]  # the reason, in words (or: no compiled scan)
+    why = scan_frame(frame)[1]
     if why is not None:
         raise WireError(f"frame refused: {why}")
+
+
+#: the compiled scan's refusals, in the words of ``scan_frame``
+_REFUSALS = {-1: "a container declares more elements than the rest of the frame could hold",
+             -2: f"decoding would build more than {COST_RATIO} bytes of objects per byte of "
+                 "the frame",
+             -3: f"nested deeper than {MAX_DEPTH} containers"}
 
 
 def _surely_cheap(frame: bytes) -> bool:

@@ -135,3 +135,22 @@ def test_verify_refuses_what_is_not_a_results_directory(tmp_path):
     assert res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1
     bad = cli("verify", str(tmp_path), "--sample", "1.5")
     assert bad.returncode == 2 and "--sample" in bad.stderr
+
+
+def test_the_demo_verifies_on_its_own_backend_and_an_edited_record_is_named(tmp_path):
+    """``make demo``'s results (the processes backend: a curator and two pool processes per
+    run) re-executed on the same backend reproduce every record; one edited record is named."""
+    out = tmp_path / "demo"
+    res = cli("run", "demo", "--out", str(out), "--no-progress", timeout=300)
+    assert res.returncode == 0, res.stderr
+    ok = cli("verify", str(out), "--no-progress", timeout=300)
+    assert ok.returncode == 0 and "every one identical" in ok.stdout, ok.stdout + ok.stderr
+    lines = _lines(out)
+    rec = json.loads(lines[-1])
+    rec["metrics"]["error_rate"] = 0.5
+    lines[-1] = json.dumps(rec)
+    _write(out, lines)
+    bad = cli("verify", str(out), "--no-progress", timeout=300)
+    assert bad.returncode == 1
+    assert f"run {rec['key']} (results.jsonl line {len(lines)}" in bad.stdout
+    assert "metrics.error_rate" in bad.stdout
