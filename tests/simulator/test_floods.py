@@ -83,7 +83,9 @@ def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop) -
     ctx.term()
 
 
-def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
+def _under_flood(kind: str, size: int, count: int, run, lead_s: float = 0.3) -> dict:
+    """``run(endpoint)`` while a fresh attacker floods ``endpoint`` (``_flood``), started
+    ``lead_s`` before it; the run's result, with ``hostile_sent``."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     ctx = mp.get_context("fork")
     ready, stop, sent = ctx.Event(), ctx.Event(), ctx.Value("q", 0)
@@ -91,8 +93,8 @@ def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
     attacker.start()
     try:
         ready.wait(30)
-        time.sleep(0.3)  # the flood is under way before the curator binds
-        res = run_processes(cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg))
+        time.sleep(lead_s)  # the flood is under way before the curator binds
+        res = run(endpoint)
     finally:
         stop.set()
         attacker.join(10)
@@ -100,6 +102,11 @@ def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
             attacker.kill()
     res["hostile_sent"] = sent.value
     return res
+
+
+def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
+    return _under_flood(kind, size, count, lambda endpoint: run_processes(
+        cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg)))
 
 
 def _clean(cfg: dict) -> dict:
@@ -171,21 +178,9 @@ def _connection_flood(n: int, connections: int) -> None:
         pytest.skip(f"this machine allows {hard} file descriptors per process")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
     clean = _capped_run(f"tcp://127.0.0.1:{free_port()}", n)
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    ctx = mp.get_context("fork")
-    ready, stop, sent = ctx.Event(), ctx.Event(), ctx.Value("q", 0)
-    attacker = ctx.Process(target=_flood, args=(endpoint, "connections", 0, connections, ready,
-                                                sent, stop))
-    attacker.start()
-    try:
-        ready.wait(30)
-        res = _capped_run(endpoint, n, 2.0)  # the flood connects first
-    finally:
-        stop.set()
-        attacker.join(10)
-        if attacker.is_alive():
-            attacker.kill()
-    res["hostile_sent"] = sent.value
+    # the flood connects first; the pools come 2 s after the curator bound
+    res = _under_flood("connections", 0, connections,
+                       lambda endpoint: _capped_run(endpoint, n, 2.0), lead_s=0.0)
     assert _check(clean, res) <= 2.0
 
 
