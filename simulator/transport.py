@@ -25,6 +25,7 @@ import multiprocessing.spawn as mp_spawn
 import os
 import resource
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -95,9 +96,7 @@ def _package_first():
     the folder. Safe-path mode drops the current directory from the front; the folder that
     holds this package comes first, and the current directory after it (a user's protocol
     module there stays importable)."""
-    import ldpsim
-
-    home = str(Path(ldpsim.__file__).resolve().parent.parent)
+    home = str(Path(sys.modules["ldpsim"].__file__).resolve().parent.parent)
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [home, os.getcwd(), *filter(None, [saved["PYTHONPATH"]])])
