@@ -240,12 +240,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results import ResultsCorruptError
     from ldpsim.simulator.scenario import ScenarioError
+    from ldpsim.simulator.seeding import KeyFileError
     from ldpsim.simulator.verify import verify
 
     try:
         report = verify(args.out, args.sample, args.jobs, args.backend,
                         show_progress=not args.no_progress)
-    except (FileNotFoundError, ScenarioError, ResultsCorruptError) as e:
+    except (FileNotFoundError, ScenarioError, ResultsCorruptError, KeyFileError) as e:
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
@@ -256,7 +257,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for key, why in report.failed:
         print(f"failed: run {key}: {why}")
     what = (f"{report.checked} of {report.total} runs re-executed"
-            + (f" (a sample of {args.sample:g})" if args.sample < 1 else ""))
+            + (f" (a sample of {args.sample:g})" if args.sample < 1 else "")
+            + (f"; {report.degraded} degraded by losses outside their settings, not"
+               if report.degraded else ""))
     if report.ok:
         print(f"verify: {what}: every one identical to its record")
         return 0

@@ -154,3 +154,18 @@ def test_the_demo_verifies_on_its_own_backend_and_an_edited_record_is_named(tmp_
     assert bad.returncode == 1
     assert f"run {rec['key']} (results.jsonl line {len(lines)}" in bad.stdout
     assert "metrics.error_rate" in bad.stdout
+
+
+def test_a_degraded_run_without_injected_faults_is_not_re_executed(stored, tmp_path):
+    """A run that lost agents to a pool that died is not reproducible from its settings: it is
+    counted, not re-executed (and stays out of the summary, as every degraded run does)."""
+    scen, out = _copy(stored, tmp_path)
+    lines = _lines(out)
+    rec = json.loads(lines[1])
+    rec["status"], rec["lost_agents"] = "degraded", 30
+    lines[1] = json.dumps(rec)
+    _write(out, lines)
+    report = ldpsim.verify(out, backend="inproc")
+    assert report.ok and report.degraded == 1 and report.checked == len(lines) - 1
+    res = cli("verify", str(out), "--no-progress")
+    assert res.returncode == 0 and "1 degraded by losses outside their settings" in res.stdout
