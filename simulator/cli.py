@@ -263,7 +263,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if report.ok:
         print(f"verify: {what}: every one identical to its record")
         return 0
-    print(f"verify: {what}: {len(report.differing)} of them differ from their records"
+    n = len(report.differing)
+    print(f"verify: {what}: {n} of them differ{'s' if n == 1 else ''} from "
+          f"{'its record' if n == 1 else 'their records'}"
           + (f", {len(report.failed)} could not be re-executed" if report.failed else ""))
     return 1
 
