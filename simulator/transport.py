@@ -24,12 +24,12 @@ import multiprocessing as mp
 import multiprocessing.spawn as mp_spawn
 import os
 import resource
+import shutil
 import signal
 import sys
 import tempfile
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -513,6 +513,14 @@ def _stop(procs: list) -> None:
             p.join(1.0)
 
 
+def private_ipc() -> tuple[str, str]:
+    """A fresh directory only this user may enter (mode 0700, whatever the umask) and an
+    ``ipc://`` endpoint inside it: the file system's permissions are the door of the
+    processes backend's socket (``simulator.door``)."""
+    directory = tempfile.mkdtemp(prefix="ldpsim-")
+    return directory, "ipc://" + os.path.join(directory, "curator.ipc")
+
+
 def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = False,
                   endpoint: str | None = None, spawn_pools: bool = True,
                   secrets: Any = None, policy: AgentPolicy | None = None, n: int | None = None,
@@ -532,10 +540,9 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     ctx = mp.get_context("fork")
     if parties is None:
         parties = local_parties(config, agents_of(config) if n is None else n, secrets)
-    ipc_path = None
+    ipc_dir = None
     if endpoint is None:
-        ipc_path = os.path.join(tempfile.gettempdir(), f"ldpsim-{uuid.uuid4().hex[:12]}.ipc")
-        endpoint = "ipc://" + ipc_path
+        ipc_dir, endpoint = private_ipc()
     n_pools = int(config["pools"])
     rx, tx = _CURATOR_CTX.Pipe(duplex=False)
     curator = _CURATOR_CTX.Process(
@@ -586,9 +593,8 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     finally:
         _stop(procs)
         rx.close()
-        if ipc_path:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(ipc_path)
+        if ipc_dir:
+            shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- the hosts backend

@@ -202,3 +202,31 @@ def test_attack_floods_at_a_million_agents(kind, size, count):
 @pytest.mark.slow
 def test_attack_a_thousand_connections_at_a_million_agents():
     _connection_flood(1_000_000, 1100)
+
+
+def test_the_processes_backends_socket_is_in_a_directory_of_this_users_alone(monkeypatch):
+    """An ``ipc://`` endpoint's door is the file system's: its directory is the user's alone
+    (0700) whatever the umask, and it is gone after the run."""
+    import os
+    import stat
+
+    from ldpsim.simulator import transport
+
+    made = []
+    real = transport.private_ipc
+
+    def spy():
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(transport, "private_ipc", spy)
+    old = os.umask(0)  # the most permissive: the directory must not inherit it
+    try:
+        directory, endpoint = real()
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+        assert endpoint.startswith("ipc://" + directory + os.sep)
+        os.rmdir(directory)
+        res = run_processes(_config(2000), LIMITS)
+    finally:
+        os.umask(old)
+    assert res["dropouts"] == 0 and len(made) == 1 and not os.path.exists(made[0][0])
