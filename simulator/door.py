@@ -54,14 +54,12 @@ class Door:
     serving ``sock`` (before bind) as a PLAIN server that needs it.
 
     Its thread binds the handler before the socket binds (a PLAIN server without a handler
-    would admit everyone); ``denied`` counts the refused handshakes.
+    would admit everyone).
     """
 
     def __init__(self, ctx: zmq.Context, sock: zmq.Socket, auth: bytes) -> None:
         self.ctx = ctx
         self.secret = password(auth)
-        self.denied = 0
-        self.admitted = 0
         self._stop = threading.Event()
         self._bound = threading.Event()
         self._error: BaseException | None = None
@@ -100,9 +98,7 @@ class Door:
         ok = (len(request) == 8 and request[0] == b"1.0" and request[5] == b"PLAIN"
               and request[6] == USER and hmac.compare_digest(request[7], self.secret))
         if ok:
-            self.admitted += 1
             return [b"1.0", rid, b"200", b"OK", USER, b""]
-        self.denied += 1
         return [b"1.0", rid, b"400", b"no door credential", b"", b""]
 
     def stop(self) -> None:

@@ -28,7 +28,7 @@ import secrets as _random
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.results import ResultsCorruptError, ResultStore
+from ldpsim.simulator.results import RESULTS_FILE, ResultsCorruptError, ResultStore, latest
 from ldpsim.simulator.scenario import Scenario, ScenarioError, run_key
 from ldpsim.simulator.seeding import fingerprint_mac, secrets_of
 
@@ -150,11 +150,21 @@ def _stored_order(path: Path) -> list[str]:
 
 def _stored(path: Path, name: str) -> list[Any]:
     """The list ``name`` of the stored document ``path`` (empty: none, or unreadable)."""
+    return _listed(_document(path), name)
+
+
+def _document(path: Path) -> dict[str, Any]:
+    """The stored document ``path`` (empty: none, or unreadable)."""
     try:
-        got = json.loads(path.read_text())[name]
-        return got if isinstance(got, list) else []
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+        doc = json.loads(path.read_text())
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _listed(doc: dict[str, Any], name: str) -> list[Any]:
+    got = doc.get(name)
+    return got if isinstance(got, list) else []
 
 
 #: the tables of a validated scenario that define its runs (``Scenario.runs``)
@@ -199,16 +209,19 @@ def record_key(rec: dict[str, Any], faults: Any = ()) -> str:
                 list(faults))
 
 
-def check_records(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
-                  order: list[str] | None = None) -> None:
+def check_records(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]]) -> None:
     """Raise ResultsCorruptError, naming the file and line, at the first record that is not
     one of ``out_dir``'s runs: its key, recomputed from its own settings, differs from its
-    ``key``, or is not among the run keys stored (``order``; default those of
-    ``scenario.json``; a directory without any is checked for the first condition only)."""
-    path = Path(out_dir) / FINGERPRINT_FILE
-    known = set(stored_order(out_dir) if order is None else order)
-    faults_of = _stored_faults(path)
-    results = Path(out_dir) / "results.jsonl"
+    ``key``, or is not among the run keys stored in ``scenario.json`` (a directory without
+    any is checked for the first condition only)."""
+    doc = _document(Path(out_dir) / FINGERPRINT_FILE)
+    known = {k for k in _listed(doc, "order") if isinstance(k, str)}
+    try:
+        faults_of = [f for f in doc["fingerprint"]["runtime.faults"] if isinstance(f, list)]
+    except (KeyError, TypeError):
+        faults_of = []
+    faults_of = faults_of or [[]]
+    results = Path(out_dir) / RESULTS_FILE
     for line, rec in numbered:
         try:
             keys = {record_key(rec, f) for f in faults_of}
@@ -226,21 +239,13 @@ def check_records(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]
                 "used: remove the line, or move it to a directory of its own")
 
 
-def _stored_faults(path: Path) -> list[Any]:
-    try:
-        faults = json.loads(path.read_text())["fingerprint"]["runtime.faults"]
-        return [f for f in faults if isinstance(f, list)] or [[]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return [[]]
-
-
-def proven_records(out_dir: str | Path, store: ResultStore | None = None,
-                   order: list[str] | None = None) -> list[dict[str, Any]]:
+def proven_records(out_dir: str | Path, store: ResultStore | None = None
+                   ) -> list[dict[str, Any]]:
     """``store.records()`` (default: the directory's store), after every record in the file
-    was checked (``check_records``)."""
-    store = ResultStore(out_dir) if store is None else store
-    check_records(out_dir, store.numbered(), order)
-    return store.records()
+    was checked (``check_records``); the file is read once."""
+    numbered = (ResultStore(out_dir) if store is None else store).numbered()
+    check_records(out_dir, numbered)
+    return latest([rec for _, rec in numbered])
 
 
 def stored_order(out_dir: str | Path) -> list[str]:
@@ -267,7 +272,7 @@ def beside(out_dir: str | Path, scenario: Any) -> Path:
     for i in range(1, 10_000):
         cand = base if i == 1 else base.with_name(f"{base.name}-{i}")
         fp = cand / FINGERPRINT_FILE
-        records = cand / "results.jsonl"
+        records = cand / RESULTS_FILE
         if not records.is_file() or records.stat().st_size == 0:
             return cand
         if fp.is_file():

@@ -148,6 +148,13 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 # The store
 
 
+def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` in their order, only the last one of each key (a redone degraded run
+    supersedes the earlier record)."""
+    last = {r["key"]: i for i, r in enumerate(records)}
+    return [r for i, r in enumerate(records) if last[r["key"]] == i]
+
+
 class ResultStore:
     """Append-only store of run records in ``<out_dir>/results.jsonl``, one JSON object a line.
 
@@ -211,9 +218,7 @@ class ResultStore:
         -------
         list of dict
         """
-        recs = self._load()
-        last = {r["key"]: i for i, r in enumerate(recs)}
-        return [r for i, r in enumerate(recs) if last[r["key"]] == i]
+        return latest(self._load())
 
     def numbered(self) -> list[tuple[int, dict[str, Any]]]:
         """Every record in the file with its line number (1-based), superseded ones included:

@@ -251,11 +251,12 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     get_backend(scenario.runtime["backend"]).check(scenario.runtime)
     store = ResultStore(out_dir)
     done = store.done_keys()
-    identity.check(out_dir, scenario, has_records=bool(store.records()),
+    numbered = store.numbered()
+    identity.check(out_dir, scenario, has_records=bool(numbered),
                    order=[s.key for s in specs])
     # every stored record one of the directory's runs, or the sweep stops here (none is
     # averaged in, none counts as done)
-    identity.check_records(out_dir, store.numbered())
+    identity.check_records(out_dir, numbered)
     todo = [s for s in specs if s.key not in done]
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
@@ -572,18 +573,17 @@ class _Workers:
             conn.close()
 
 
-def rerun(specs: list[RunSpec], jobs: int = 1, scratch: Path | None = None):
+def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
     """Yield ``(spec, record)`` for each of ``specs`` executed again (``ldpsim verify``), on
     ``jobs`` worker processes (each spec's own backend, which must be a local one; at most one
     kind per call), records as ``run_scenario`` stores them. A failed run yields ``(spec,
-    RunFailed)``. ``scratch``: where the workers note failures (never a results
-    directory)."""
+    RunFailed)``. ``scratch``: where the workers put views and note failures (never a
+    results directory)."""
     if not specs:
         return
     runtime = specs[0].runtime
     if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs:
-        workers = _Workers(min(jobs, len(specs)), runtime, Path(scratch or "."), True,
-                           Path(scratch or "."))
+        workers = _Workers(min(jobs, len(specs)), runtime, scratch, True, scratch)
         try:
             done: set[str] = set()
             try:

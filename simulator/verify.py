@@ -27,7 +27,7 @@ from typing import Any
 
 from ldpsim.simulator import identity
 from ldpsim.simulator.progress import progress
-from ldpsim.simulator.results import RESULTS_FILE, ResultStore, is_degraded, jsonable
+from ldpsim.simulator.results import RESULTS_FILE, ResultStore, is_degraded, jsonable, latest
 from ldpsim.simulator.runner import rerun
 from ldpsim.simulator.scenario import ScenarioError
 from ldpsim.simulator.session import RunFailed
@@ -172,7 +172,7 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     numbered = store.numbered()
     identity.check_records(directory, numbered)
     line_of = {rec["key"]: line for line, rec in numbered}  # the latest line of each key
-    records = {r["key"]: r for r in store.records()}
+    records = {r["key"]: r for r in latest([rec for _, rec in numbered])}
     specs = {}
     for scen in identity.stored_scenarios(directory):
         for spec in scen.runs():
@@ -195,7 +195,7 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     with tempfile.TemporaryDirectory(prefix="ldpsim-verify-") as scratch, \
             progress(len(keys), "verify", enabled=show_progress) as bar:
         for group in by_backend.values():
-            for spec, fresh in rerun(group, jobs, Path(scratch)):
+            for spec, fresh in rerun(group, Path(scratch), jobs):
                 report.checked += 1
                 bar.update(1)
                 if isinstance(fresh, RunFailed):
