@@ -33,8 +33,8 @@ import contextlib
 import multiprocessing as mp
 import os
 import resource
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,12 @@ from ldpsim.simulator.alloc import request_tuning
 from ldpsim.simulator.inproc import run_inproc
 from ldpsim.simulator.runconfig import DEFAULTS
 from ldpsim.simulator.session import Limits, block_of
-from ldpsim.simulator.transport import POOL_SOCKET_OPTIONS, _die_with_parent, run_processes
+from ldpsim.simulator.transport import (
+    POOL_SOCKET_OPTIONS,
+    _die_with_parent,
+    private_ipc,
+    run_processes,
+)
 
 
 def _bench_dealer(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
@@ -101,7 +106,7 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     Nobody validates, randomizes or estimates.
     """
     ctx_mp = mp.get_context("fork")
-    endpoint = "ipc://" + os.path.join(tempfile.gettempdir(), f"ldpsim-bench-{os.getpid()}.ipc")
+    ipc_dir, endpoint = private_ipc()  # the runs' own kind of endpoint, removed afterwards
     zctx = zmq.Context()
     router = zctx.socket(zmq.ROUTER)
     for opt, val in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
@@ -169,6 +174,7 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
                 p.join(1)
         router.close()
         zctx.term()
+        shutil.rmtree(ipc_dir, ignore_errors=True)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu += (children.ru_utime + children.ru_stime) - (children0.ru_utime + children0.ru_stime)
     return elapsed, cpu
