@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from ldpsim.simulator import engine_dask  # noqa: E402
-from ldpsim.simulator.results import ResultStore  # noqa: E402
-from ldpsim.simulator.runner import run_scenario  # noqa: E402
-from ldpsim.simulator.scenario import ScenarioError, load  # noqa: E402
 from ldpsim.simulator.session import RunFailed  # noqa: E402
+from ldpsim.simulator.sweep import engine_dask  # noqa: E402
+from ldpsim.simulator.sweep.results import ResultStore  # noqa: E402
+from ldpsim.simulator.sweep.runner import run_scenario  # noqa: E402
+from ldpsim.simulator.sweep.scenario import ScenarioError, load  # noqa: E402
 
 from tests.simulator.test_jobs import scenario, stable, summary_rows  # noqa: E402
 
@@ -30,7 +30,7 @@ COMM_KEYS = ("bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_tota
 @pytest.fixture(scope="module")
 def dask_conn():
     """A LocalCluster of 2 worker processes (1 thread each), for the whole module."""
-    from ldpsim.simulator.dask_client import DaskConnection
+    from ldpsim.simulator.backends.dask_client import DaskConnection
 
     with DaskConnection("local:2") as conn:
         yield conn
@@ -251,7 +251,7 @@ def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(clus
 
 
 def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path):
-    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.session.seeding import write_deployment
 
     secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])["secret"])
     raw = {"name": "saf", "protocol": "safari", "repeats": 1, "seed": 2,
@@ -308,7 +308,7 @@ def test_bad_engine_values_name_the_key_and_the_allowed_values(runtime, match):
 
 
 def test_no_scheduler_at_the_address_is_a_clear_error(tmp_path):
-    from ldpsim.simulator.backend_dask import free_port
+    from ldpsim.simulator.backends.on_dask import free_port
 
     cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--set", "data.n=50", "--backend",
            "inproc", "--no-progress", "--out", str(tmp_path / "x"),
@@ -333,7 +333,7 @@ def test_ldpsim_run_dask_on_the_command_line(cluster, tmp_path):
 
 
 def test_importing_the_cli_does_not_import_dask():
-    code = ("import sys; import ldpsim.simulator.cli, ldpsim.simulator.runner, "
+    code = ("import sys; import ldpsim.simulator.cli, ldpsim.simulator.sweep.runner, "
             "ldpsim.simulator.backends; print('distributed' in sys.modules or 'dask' in "
             "sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -343,9 +343,9 @@ def test_importing_the_cli_does_not_import_dask():
 # -- ldpsim audit --dask: the settings as tasks
 
 def test_an_audit_on_dask_gives_the_local_records_and_resumes(cluster, tmp_path):
-    from ldpsim.simulator.audit_dask import audit_on_dask
-    from ldpsim.simulator.audit_harness import audit_scenario
-    from ldpsim.simulator.scenario import find
+    from ldpsim.simulator.sweep.audit_dask import audit_on_dask
+    from ldpsim.simulator.sweep.audit_harness import audit_scenario
+    from ldpsim.simulator.sweep.scenario import find
 
     scen = load(find("audit_vote"))
     kw = {"trials": 200, "path": "auto"}
@@ -373,9 +373,9 @@ def test_one_setting_spreads_its_trials_over_the_cluster(dask_conn, cluster, tmp
     """Fewer settings than worker threads: the settings run here, each one's trials as tasks
     on the workers (both of them), and the record is the local one."""
     from distributed import get_task_stream
-    from ldpsim.simulator.audit_dask import audit_on_dask
-    from ldpsim.simulator.audit_harness import audit_scenario
-    from ldpsim.simulator.scenario import find
+    from ldpsim.simulator.sweep.audit_dask import audit_on_dask
+    from ldpsim.simulator.sweep.audit_harness import audit_scenario
+    from ldpsim.simulator.sweep.scenario import find
 
     scen = load(find("audit_rank"), ["protocols=['ldp_kwiksort_rr']"])
     kw = {"trials": trials, "path": path}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.scenario import ScenarioError
 
 from tests.conftest import ROOT
 

@@ -5,9 +5,9 @@ backends (the orchestrator keeps the one-run pools' odometer)."""
 from __future__ import annotations
 
 import pytest
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.results import privacy_spent
-from ldpsim.simulator.runner import print_summary, run_scenario
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.results import privacy_spent
+from ldpsim.simulator.sweep.runner import print_summary, run_scenario
 
 
 def _raw(**over):
