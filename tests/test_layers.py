@@ -154,6 +154,26 @@ def test_no_module_reaches_for_another_modules_private_names():
     assert not reached, "\n".join(sorted(set(reached)))
 
 
+def test_every_environment_variable_is_named_in_one_place():
+    """A module that reads an environment variable of ldpsim's takes its name from
+    ``ldpsim.environment`` (which documents each), never spells it itself."""
+    from ldpsim import environment
+
+    declared = {v.name for v in environment.VARIABLES}
+    assert {environment.CODEC, environment.RNG, environment.TUNE_MALLOC,
+            environment.DASK_ADVERTISE, environment.MALLOC_TRIM_THRESHOLD} == declared
+    spelled = []
+    for name, path in MODULES.items():
+        if name == "ldpsim.environment":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    node.value in declared or node.value.startswith("LDPSIM_")
+                    and node.value.isupper() and " " not in node.value):
+                spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value}")
+    assert not spelled, "\n".join(spelled)
+
+
 @pytest.mark.parametrize("rule", [test_no_import_circle,
                                   test_a_room_imports_only_from_itself_and_the_rooms_below])
 def test_the_rules_can_fail(rule, monkeypatch):

@@ -22,11 +22,13 @@ import contextlib
 import ctypes
 import os
 
+from ldpsim import environment
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 
 #: The environment variable that turns the tuning on ("1") in every ldpsim process.
-TUNE_MALLOC_ENV = "LDPSIM_TUNE_MALLOC"
+TUNE_MALLOC_ENV = environment.TUNE_MALLOC
 
 
 def keep_freed_memory() -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ldpsim.protocols.accel import Accelerator
 
+from ldpsim import environment
+
 #: the batch codec in use: compiled or numpy, the same bytes; ``LDPSIM_CODEC=numpy`` chooses numpy
-CODEC = Accelerator.load("codec", "ldpsim.simulator.codec._wirec", "LDPSIM_CODEC",
+CODEC = Accelerator.load("codec", "ldpsim.simulator.codec._wirec", environment.CODEC,
                           "simulator/codec/_wirec.c")
