@@ -6,6 +6,7 @@ import argparse
 import logging
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from ldpsim.protocols.base import ParamError
@@ -14,6 +15,7 @@ from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.backends.alloc import tune_if_requested
 from ldpsim.simulator.backends.curve import CurveError
 from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.runconfig import EXECUTORS
 
 
 def _scenario_files() -> list[Path]:
@@ -80,20 +82,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(args: argparse.Namespace):
+#: each option that sets one scenario key, and the key (``--set KEY=VALUE`` sets any)
+OPTION_KEYS = (("backend", "runtime.backend"), ("pools", "runtime.pools"), ("seed", "seed"),
+               ("bind", "runtime.endpoint"), ("token", "runtime.token"),
+               ("curve", "runtime.curve"), ("secret", "runtime.secret"),
+               ("run_jobs", "runtime.jobs"), ("executor", "runtime.executor"),
+               ("dask", "dask.address"))
+
+
+def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTION_KEYS):
     from ldpsim.simulator.sweep import scenario as sc
 
     overrides = list(args.set or [])
-    for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
-                     ("seed", "seed"), ("bind", "runtime.endpoint"),
-                     ("token", "runtime.token"), ("curve", "runtime.curve"),
-                     ("secret", "runtime.secret"),
-                     ("run_jobs", "runtime.jobs"), ("dask", "runtime.dask_address")):
+    for opt, key in options:
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
-    if getattr(args, "dask", None) is not None and getattr(args, "backend", None) != "dask":
-        overrides.append("runtime.engine='dask'")  # --dask: the sweep's runs on the cluster
     return sc.load(sc.find(args.scenario), overrides)
 
 
@@ -112,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
         rt, jobs = scenario.runtime, scenario.runtime["jobs"]
-        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["engine"] == "dask"
+        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["executor"] == "dask"
                  else ", jobs auto" if jobs == "auto" else f", {jobs} jobs" if jobs > 1 else "")
         _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
               f"{rt['pools']} pools{where} -> {out}")
@@ -169,7 +173,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _err(f"error: --until-lower: got {args.until_lower}; allowed: a number > 0")
         return 2
     try:
-        scenario = _load(args)
+        # --dask: the audit's settings as tasks on the cluster (not a scenario key)
+        scenario = _load(args, tuple(o for o in OPTION_KEYS if o[0] != "dask"))
         out = args.out or f"results/{scenario.name}-audit"
         n = len([s for s in scenario.runs() if s.repeat == 0])
         _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
@@ -412,11 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
                    help="runs executed at once, each in a worker process (runtime.jobs; "
                         "default auto: as many as the cores hold; 1 with the hosts backend)")
+    r.add_argument("--executor", choices=EXECUTORS,
+                   help="where the sweep's runs execute: local (this machine, --jobs at once) "
+                        "or dask (each run a task on the cluster of --dask; runtime.executor)")
     r.add_argument("--dask", metavar="ADDRESS",
-                   help="run the sweep's runs as tasks on a Dask cluster: tcp://HOST:PORT, or "
-                        "local / local:N for a LocalCluster of N workers here (runtime.engine "
-                        "= 'dask', runtime.dask_address; with --backend dask: the cluster the "
-                        "pools run on). Needs pip install 'ldpsim[dask]'")
+                   help="the Dask cluster (dask.address) that --executor dask runs the sweep's "
+                        "runs on, or --backend dask one run's pools: tcp://HOST:PORT, or "
+                        "local / local:N for a LocalCluster of N workers here. Needs pip "
+                        "install 'ldpsim[dask]'")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
@@ -587,11 +595,19 @@ def _sizes(text: str) -> str:
                                      "e.g. 100000,1000000")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line, ``warning: MESSAGE`` (a renamed or an unread scenario setting,
+    a plugin skipped), not Python's file, line and source."""
+    _err(f"warning: {message}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
-    return args.func(args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return args.func(args)
 
 
 if __name__ == "__main__":

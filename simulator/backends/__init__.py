@@ -176,7 +176,7 @@ class DaskBackend(Backend):
     @classmethod
     def standalone(cls):
         raise ValueError("the dask backend needs a cluster: run the scenario (ldpsim run / "
-                         "runner.run_scenario), which connects to [runtime] dask_address")
+                         "runner.run_scenario), which connects to [dask] address")
 
     def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.backends import on_dask as backend_dask

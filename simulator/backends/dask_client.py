@@ -1,6 +1,6 @@
 """A Dask client for the ``dask`` engine and backend: to a running scheduler, or a LocalCluster.
 
-``[runtime] dask_address`` (``--dask ADDRESS``) names the scheduler: ``tcp://HOST:PORT`` (any
+``[dask] address`` (``--dask ADDRESS``) names the scheduler: ``tcp://HOST:PORT`` (any
 Dask cluster: ``dask scheduler`` + ``dask worker``, an SSHCluster, dask-jobqueue), or ``local``
 / ``local:N`` (``""`` alike): a LocalCluster of N single-threaded worker processes on this
 machine (default: one per core), started here and stopped with the client.
@@ -16,6 +16,8 @@ from typing import Any
 
 from ldpsim.simulator.backends.machine import cores
 
+from ldpsim import environment
+
 #: a worker death the scheduler forgives once per task: the task runs again elsewhere, and a
 #: second death fails it (``KilledWorker``). Only a LocalCluster started here is configured so;
 #: a running scheduler keeps its own ``distributed.scheduler.allowed-failures`` (default 3).
@@ -30,19 +32,19 @@ def _worker_environ() -> dict[str, Any]:
     import dask
 
     env = dict(dask.config.get("distributed.nanny.pre-spawn-environ") or {})
-    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    env.pop(environment.MALLOC_TRIM_THRESHOLD, None)
     return env
 
 
 def tune_worker_malloc() -> bool:
     """On a worker, before its first run: undo what ``MALLOC_TRIM_THRESHOLD_`` (set by a Dask
     nanny started with its defaults, e.g. ``dask worker``) does to every run, by the opt-in
-    tuning of ``simulator.backends.alloc`` (keep freed memory for reuse; up to 1 GB held); without
-    that
-    variable, the tuning only if ``LDPSIM_TUNE_MALLOC=1``. True if it took effect."""
+    tuning of ``simulator.backends.alloc`` (keep freed memory for reuse; up to 1 GB held);
+    without that variable, the tuning only if ``LDPSIM_TUNE_MALLOC=1``. True if it took
+    effect."""
     from ldpsim.simulator.backends.alloc import keep_freed_memory, tune_if_requested
 
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_"):
+    if os.environ.get(environment.MALLOC_TRIM_THRESHOLD):
         return keep_freed_memory()
     return tune_if_requested()
 
@@ -112,7 +114,7 @@ class DaskConnection:
                                              set_as_default=False)
         except (OSError, TimeoutError) as e:
             self.close()
-            raise ConnectionError(f"[runtime] dask_address: no Dask scheduler answered at "
+            raise ConnectionError(f"[dask] address: no Dask scheduler answered at "
                                   f"{address!r} within {timeout_s:g} s ({e})") from None
 
     def workers(self) -> dict[str, dict[str, Any]]:

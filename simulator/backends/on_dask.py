@@ -17,7 +17,7 @@ A worker that dies takes its pool with it: its agents become dropouts after ``ti
 the run is recorded ``degraded``, as on the other backends. The pool task exits when the
 curator closes; one the scheduler moved elsewhere after its worker died is cancelled.
 
-``[runtime] dask_address`` names the cluster (``simulator.backends.dask_client``); it needs at
+``[dask] address`` names the cluster (``simulator.backends.dask_client``); it needs at
 least P
 workers, and the workers must reach this machine's TCP ports (the curator's address is the one
 this machine uses towards the scheduler; ``LDPSIM_DASK_ADVERTISE=HOST`` overrides it).
@@ -33,6 +33,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
+
+from ldpsim import environment
 
 #: seconds a finished run waits for its pool tasks to return (they exit on the curator's
 #: goodbye) before cancelling them
@@ -61,7 +63,7 @@ def free_port() -> int:
 def advertised_host(scheduler_address: str) -> str:
     """The address of this machine the workers can reach: ``LDPSIM_DASK_ADVERTISE`` if set,
     else the one this machine uses towards the scheduler (the loopback for a local one)."""
-    override = os.environ.get("LDPSIM_DASK_ADVERTISE")
+    override = os.environ.get(environment.DASK_ADVERTISE)
     if override:
         return override
     host = urlparse(scheduler_address).hostname or "127.0.0.1"

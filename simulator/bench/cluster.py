@@ -23,15 +23,19 @@ from pathlib import Path
 from typing import Any
 
 
-def _sweep(n: int, repeats: int, **runtime: Any) -> Any:
+def _sweep(n: int, repeats: int, dask: str | None = None, **runtime: Any) -> Any:
+    """A sweep of small runs; ``dask``: the cluster its runs execute on."""
     from ldpsim.simulator.sweep.scenario import load
 
+    if dask is not None:
+        runtime["executor"] = "dask"
     return load(raw={
         "name": "bench_sweep", "protocols": ["ldp_kwiksort_rr", "kwiksort"],
         "repeats": repeats, "seed": 3, "data": {"kind": "mallows", "n": n, "m": 6,
                                                   "theta": 0.5},
         "params": {"epsilon": [0.5, 2.0]},
         "runtime": {"backend": "inproc", "pools": 2, "progress": False, **runtime},
+        **({"dask": {"address": dask}} if dask is not None else {}),
         "output": {"plots": False, "per_round": False}})
 
 
@@ -71,8 +75,8 @@ def sweep_rows(runs: int, rounds: int = 3) -> list[list[str]]:
             ways: dict[str, Any] = {"--jobs 1": _sweep(n, repeats, jobs=1),
                                     "--jobs 2": _sweep(n, repeats, jobs=2)}
             if conn is not None:
-                ways["dask, 2 workers"] = _sweep(n, repeats, engine="dask",
-                                                 dask_address=conn.client.scheduler.address)
+                ways["dask, 2 workers"] = _sweep(n, repeats,
+                                                 dask=conn.client.scheduler.address)
             best: dict[str, float] = {}
             for _ in range(rounds):  # alternating, so machine noise hits every way alike
                 for name, scen in ways.items():

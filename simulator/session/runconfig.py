@@ -36,11 +36,12 @@ class RuntimeDefaults:
     #: runs of a sweep executed at once, each in a worker process of its own; "auto": as
     #: many as the machine's cores hold (``runner.auto_jobs``)
     jobs: int | str = "auto"
-    #: where a sweep's runs execute: "local" (this machine, ``jobs`` at once) or "dask" (one
-    #: task per run on a Dask cluster, ``simulator.sweep.engine_dask``)
-    engine: str = "local"
-    #: the Dask scheduler of ``engine = "dask"`` and of ``backend = "dask"``: "tcp://HOST:PORT",
-    #: or "local" / "local:N" (a LocalCluster of N worker processes here; "" = "local")
+    #: where a sweep's runs execute (``[runtime] executor``): "local" (this machine, ``jobs``
+    #: at once) or "dask" (one task per run on a Dask cluster, ``simulator.sweep.engine_dask``)
+    executor: str = "local"
+    #: the Dask cluster (``[dask] address``) of ``executor = "dask"`` and of ``backend =
+    #: "dask"``: "tcp://HOST:PORT", or "local" / "local:N" (a LocalCluster of N worker processes
+    #: here; "" = "local"); a run's validated runtime table holds it as ``dask_address``
     dask_address: str = ""
     #: whether the pools build their agents' data before they register (then no round's wall
     #: time holds data generation; by default it overlaps the curator's set-up and round 0).
@@ -52,6 +53,9 @@ class RuntimeDefaults:
     #: colluding agents (``[collusion] colluders``): a fraction, a count or a list of ids
     colluders: float | int = 0
 
+
+#: ``[runtime] executor``: where a sweep's runs execute
+EXECUTORS = ("local", "dask")
 
 #: the one instance every default is read from
 DEFAULTS = RuntimeDefaults()

@@ -1,4 +1,4 @@
-"""A sweep on a Dask cluster (``[runtime] engine = "dask"``, ``ldpsim run --dask ADDRESS``).
+"""A sweep on a Dask cluster (``[runtime] executor = "dask"``, ``ldpsim run --executor dask``).
 
 Each task runs a few runs of the sweep (``run_task``; each run is ``run_one``: a ``RunSpec`` in,
 its record out), executed by the function a ``--jobs`` worker runs (``execute.execute_record``) on a
@@ -148,7 +148,8 @@ class DaskSweep:
     Parameters
     ----------
     runtime : dict
-        The scenario's validated ``[runtime]`` table (``dask_address`` names the cluster).
+        The scenario's validated ``[runtime]`` table (its ``dask_address``, from ``[dask]
+        address``, names the cluster).
     view_dir : Path
         Where runs save their adversary view (on the worker's file system).
     per_round : bool

@@ -77,7 +77,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     view_dir = Path(out_dir) / "views"
     per_round = scenario.output["per_round"]
     try:
-        if scenario.runtime["engine"] != "local" and todo:  # the one other engine: Dask
+        if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
             from ldpsim.simulator.sweep.engine_dask import DaskSweep
 
             workers = DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo)

@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from ldpsim.protocols import (
 )
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.simulator.backends import BACKENDS
-from ldpsim.simulator.session.runconfig import DEFAULTS
+from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
 from ldpsim.simulator.session.seeding import (
     MIN_TOKEN_CHARS,
     KeyFileError,
@@ -43,6 +44,10 @@ from ldpsim.simulator.session.seeding import (
 )
 from ldpsim.simulator.sweep.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.sweep.results import LEAKAGE_METRICS
+
+
+class ScenarioWarning(UserWarning):
+    """A scenario setting that is read under a new name, or that the run does not use."""
 
 
 class ScenarioError(ValueError):
@@ -57,11 +62,13 @@ MAX_FRAME_BYTES = 1 << 31
 MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
-#: ``[runtime] engine``: where a sweep's runs execute
-ENGINES = ("local", "dask")
-
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "agents", "collusion", "output", "plot"}
+            "runtime", "dask", "agents", "collusion", "output", "plot"}
+
+#: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
+#: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.
+#: The names they replaced, still read (with a warning naming the new one).
+RENAMED = {"engine": "[runtime] executor", "dask_address": "[dask] address"}
 
 RUNTIME = {
     "backend": ParamSpec("backend", "str", DEFAULTS.backend, choices=tuple(BACKENDS)),
@@ -91,15 +98,19 @@ RUNTIME = {
     "jobs": ParamSpec("jobs", "int_or_auto", DEFAULTS.jobs, low=1, high=MAX_JOBS,
                       help="runs executed at once, each in a worker process (not hosts); "
                            "auto: as many as the cores hold"),
-    "engine": ParamSpec("engine", "str", DEFAULTS.engine, choices=ENGINES,
-                        help="where the sweep's runs execute: this machine or a Dask cluster"),
-    "dask_address": ParamSpec("dask_address", "str", DEFAULTS.dask_address,
-                              help='Dask scheduler: "tcp://HOST:PORT", "local" or "local:N"'),
+    "executor": ParamSpec("executor", "str", DEFAULTS.executor, choices=EXECUTORS,
+                          help="where the sweep's runs execute: this machine or the Dask "
+                               "cluster of [dask] address"),
     "data_first": ParamSpec("data_first", "bool", DEFAULTS.data_first,
                             help="pools build their agents' data before registering, so no "
                                  "round's wall time holds data generation (the processes "
                                  "backend's pools always do, before they say ready)"),
 }
+#: ``[dask]``: the Dask cluster that ``executor = "dask"`` runs a sweep's runs on and that
+#: ``backend = "dask"`` runs one run's pools on
+DASK = {"address": ParamSpec("address", "str", DEFAULTS.dask_address,
+                             help='the scheduler: "tcp://HOST:PORT", "local" or "local:N" (a '
+                                  'LocalCluster of N worker processes here; "" = "local")')}
 #: the agents' own limits on the local backends (``[agents]``, ``session.policy.AgentPolicy``);
 #: on the hosts backend each ``ldpsim agents`` takes them as options
 AGENTS = {"max_epsilon": ParamSpec("max_epsilon", "float", None, low=0, low_open=True,
@@ -531,22 +542,66 @@ def _params(raw: dict[str, Any], protos: list[str] | None, narrowed: frozenset[s
 
 
 def check_dask_address(address: str) -> str:
-    """``address`` if it is a valid ``[runtime] dask_address``, else ScenarioError naming the
-    key and the allowed forms."""
+    """``address`` if it is a valid ``[dask] address``, else ScenarioError naming the key and
+    the allowed forms."""
     import re
 
     if address == "" or re.fullmatch(r"local(:[1-9][0-9]{0,3})?", address) or re.fullmatch(
             r"(tcp|tls|ucx|inproc)://[^\s/]+(:[0-9]{1,5})?/?", address):
         return address
-    raise ScenarioError(f"[runtime] dask_address: got {address!r}; allowed: \"tcp://HOST:PORT\" "
+    raise ScenarioError(f"[dask] address: got {address!r}; allowed: \"tcp://HOST:PORT\" "
                         "(a running Dask scheduler), \"local\" or \"local:N\" (a LocalCluster of "
                         "N worker processes on this machine), or \"\" (local)")
 
 
+def _renamed(rt_raw: dict[str, Any], dask_raw: dict[str, Any]) -> None:
+    """Read the runtime keys of an older scenario under their new names, with a warning."""
+    for old, new in RENAMED.items():
+        if old not in rt_raw:
+            continue
+        table, key = (rt_raw, "executor") if old == "engine" else (dask_raw, "address")
+        if key in table:
+            raise ScenarioError(f"[runtime] {old}: renamed {new}, which is set too; remove "
+                                f"[runtime] {old}")
+        warnings.warn(f"[runtime] {old}: renamed {new}; read as {new} = {rt_raw[old]!r}",
+                      ScenarioWarning, stacklevel=4)
+        table[key] = rt_raw.pop(old)
+
+
+_HOSTS_ONLY = {"endpoint": "only the hosts backend binds an endpoint",
+               "token": "only the hosts backend's pools register with a token",
+               "curve": "only the hosts backend encrypts with CURVE"}
+#: the runtime keys a backend does not read, and why (a scenario that sets one is told, never
+#: silently ignored)
+IGNORED_BY = {
+    "inproc": _HOSTS_ONLY,
+    "processes": {**_HOSTS_ONLY,
+                  "data_first": "its pools always build their data as they start, before "
+                                "they say ready"},
+    "dask": _HOSTS_ONLY,
+    "hosts": {},
+}
+
+
+def _ignored(rt_raw: dict[str, Any], runtime: dict[str, Any]) -> None:
+    """Warn about each key ``rt_raw`` sets to other than its default that the run's backend
+    does not read."""
+    for key, why in IGNORED_BY.get(runtime["backend"], {}).items():
+        if key in rt_raw and runtime[key] != RUNTIME[key].default:
+            warnings.warn(f"[runtime] {key}: not read by the {runtime['backend']} backend "
+                          f"({why}); the runs go on without it", ScenarioWarning,
+                          stacklevel=4)
+
+
 def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
     rt_raw = dict(_table(raw, "runtime"))
+    dask_raw = dict(_table(raw, "dask"))
     faults = rt_raw.pop("faults", [])
+    _renamed(rt_raw, dask_raw)
     runtime = _check_table(rt_raw, RUNTIME, "runtime")
+    runtime["dask_address"] = check_dask_address(
+        _check_table(dask_raw, DASK, "dask")["address"])
+    _ignored(rt_raw, runtime)
     envelope, frame = runtime["max_envelope_bytes"], runtime["max_frame_bytes"]
     if envelope > frame:
         raise ScenarioError(f"[runtime] max_envelope_bytes: got {envelope}; allowed: at most "
@@ -565,15 +620,20 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
         raise ScenarioError(
             f"[runtime] jobs: got {runtime['jobs']}; allowed: 1 or \"auto\" with the hosts "
             "backend (its pools serve one run at a time)")
-    if runtime["engine"] == "dask" and runtime["backend"] == "hosts":
+    if runtime["executor"] == "dask" and runtime["backend"] == "hosts":
         raise ScenarioError(
-            "[runtime] engine: got 'dask'; allowed: 'local' with the hosts backend (its pools "
+            "[runtime] executor: got 'dask'; allowed: 'local' with the hosts backend (its pools "
             "serve one curator, in this process)")
-    if runtime["engine"] == "dask" and runtime["backend"] == "dask":
+    if runtime["executor"] == "dask" and runtime["backend"] == "dask":
         raise ScenarioError(
-            "[runtime] engine: got 'dask' with backend 'dask'; allowed: 'local' with the dask "
+            "[runtime] executor: got 'dask' with backend 'dask'; allowed: 'local' with the dask "
             "backend (its pools take the cluster's workers; the runs go one after another)")
-    check_dask_address(runtime["dask_address"])
+    if "address" in dask_raw and runtime["dask_address"] and "dask" not in (
+            runtime["executor"], runtime["backend"]):
+        raise ScenarioError(
+            f"[dask] address: got {runtime['dask_address']!r}, but nothing runs on Dask; "
+            "allowed with [runtime] executor = \"dask\" (the sweep's runs on the cluster: "
+            "--executor dask) or backend = \"dask\" (one run's pools on it: --backend dask)")
     if not isinstance(faults, list):
         raise ScenarioError("[runtime] faults: must be a list of tables {pool, round, action}")
     runtime["faults"] = [_check_table(f if isinstance(f, dict) else {"?": f}, FAULT_KEYS,
@@ -598,10 +658,10 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
     protocols = table.pop("protocols", None)
     out = {k: v for k, v in _check_table(table, AGENTS, "agents").items()
            if v is not None and k != "protocols"}
-    if "lifetime_epsilon" in out and runtime is not None and runtime.get("engine") == "dask":
+    if "lifetime_epsilon" in out and runtime is not None and runtime.get("executor") == "dask":
         raise ScenarioError("[agents] lifetime_epsilon: the agents' lifetime budget spans the "
-                            "sweep's runs in order; allowed with engine = \"local\" (the runs "
-                            "then go one at a time), not with the Dask engine")
+                            "sweep's runs in order; allowed with executor = \"local\" (the "
+                            "runs then go one at a time), not with the Dask executor")
     if protocols is not None:
         if not isinstance(protocols, list) or not all(isinstance(p, str) for p in protocols):
             raise ScenarioError(f"[agents] protocols: got {protocols!r}; allowed: a list of "

@@ -18,8 +18,11 @@ from ldpsim.simulator.sweep.scenario import ScenarioError, load
 VOLATILE = ("timing", "versions", "run_wall_s", "wall_s", "started", "finished", "host")
 
 
-def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", **runtime: Any):
+def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", dask: str | None = None,
+             **runtime: Any):
+    """A small sweep; ``dask``: its ``[dask] address``."""
     return load(raw={
+        **({"dask": {"address": dask}} if dask is not None else {}),
         "name": "jobs", "protocols": ["ldp_kwiksort_rr", "kwiksort"], "repeats": repeats,
         "seed": 7, "data": {"kind": "mallows", "n": 60, "m": 4, "theta": 0.5},
         "params": {"epsilon": [0.5, 2.0]},

@@ -68,10 +68,10 @@ def test_the_agents_lifetime_budget_spans_the_sweep(tmp_path):
     assert privacy_spent(records)["epsilon_per_agent_max"] == pytest.approx(1.5)
 
 
-def test_a_lifetime_budget_with_the_dask_engine_is_refused():
+def test_a_lifetime_budget_with_the_dask_executor_is_refused():
     with pytest.raises(sc.ScenarioError, match=r"\[agents\] lifetime_epsilon"):
-        sc.load(raw=_raw(agents={"lifetime_epsilon": 2.0},
-                         runtime={"engine": "dask", "dask_address": "local:1"}))
+        sc.load(raw={**_raw(agents={"lifetime_epsilon": 2.0}, runtime={"executor": "dask"}),
+                     "dask": {"address": "local:1"}})
 
 
 @pytest.mark.parametrize(("table", "needle"), [
