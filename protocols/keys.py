@@ -26,8 +26,7 @@ nothing else. A fast mixer (SplitMix64, ``protocols.rng``) then expands a coin o
 the agent's draws; it never derives one agent's key from another's.
 
 Everything here is a pure function of the master secret and public tags;
-``simulator.session.seeding``
-decides which party receives what.
+``simulator.session.seeding`` decides which party receives what.
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ Attacks
   (overall 1 - α). A correct mechanism gives ε_lower <= ε with probability >= 1 - α; the claim
   is *flagged* (refuted) when ε_lower > ε_claimed.
 * **floating-point attack** (``float_check``, ``simulator.attacks.float_attack``): for protocols
-whose
-  reports are Laplace releases (``Protocol.laplace_release``), does each neighbouring row
+  whose reports are Laplace releases (``Protocol.laplace_release``), does each neighbouring row
   reproduce the target's reports *exactly* from some randomness of the generator? A report
   the true row reproduces and the other cannot rules the other out -- impossible under the other
   row, so the event's TPR over FPR (Clopper-Pearson, as above) bounds ε from below with no

@@ -17,10 +17,9 @@ A worker that dies takes its pool with it: its agents become dropouts after ``ti
 the run is recorded ``degraded``, as on the other backends. The pool task exits when the
 curator closes; one the scheduler moved elsewhere after its worker died is cancelled.
 
-``[dask] address`` names the cluster (``simulator.backends.dask_client``); it needs at
-least P
-workers, and the workers must reach this machine's TCP ports (the curator's address is the one
-this machine uses towards the scheduler; ``LDPSIM_DASK_ADVERTISE=HOST`` overrides it).
+``[dask] address`` names the cluster (``simulator.backends.dask_client``); it needs at least P
+workers, and the workers must reach this machine's TCP ports (the curator's address is the one this
+machine uses towards the scheduler; ``LDPSIM_DASK_ADVERTISE=HOST`` overrides it).
 """
 
 from __future__ import annotations

@@ -117,8 +117,7 @@ def die_with_parent() -> None:
     Also ignores SIGINT (Ctrl-C reaches the whole process group; the orchestrator alone
     handles it and stops the children), lifts the SIGINT block ``_start`` set around fork, and
     tunes the allocator if asked to (``simulator.backends.alloc.tune_if_requested``: the child
-    inherits
-    ``LDPSIM_TUNE_MALLOC`` from its parent).
+    inherits ``LDPSIM_TUNE_MALLOC`` from its parent).
     """
     tune_if_requested()
     with contextlib.suppress(Exception):
@@ -198,8 +197,7 @@ class CuratorServer:
     """The curator's socket. Runs one session after another on the same bound endpoint.
 
     A TCP endpoint has a door (``simulator.backends.door``): CURVE's enrolled keys when ``curve``
-    names
-    a key directory, else the PLAIN credential of the registration key ``auth``; a peer
+    names a key directory, else the PLAIN credential of the registration key ``auth``; a peer
     without it never completes the handshake, so nothing it sends is queued.
     """
 

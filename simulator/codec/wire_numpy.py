@@ -2,8 +2,7 @@
 
 ``simulator.codec.wire`` is the reference codec: msgpack-python, one envelope at a time, every field
 validated. This module and its reader, ``simulator.codec.wire_numpy_read``, are its speed path for
-the
-hot case of a round, "one envelope per agent" for 10^5..10^6 agents, where the reference's one
+the hot case of a round, "one envelope per agent" for 10^5..10^6 agents, where the reference's one
 msgpack call per envelope is a Python-level cost paid for every agent (measured in the README's
 Performance section).
 

@@ -2,9 +2,9 @@
 
 ``DEFAULTS`` (a ``RuntimeDefaults``) is the single place a runtime default is declared: the
 scenario's ``[runtime]`` and ``[collusion]`` tables (``simulator.sweep.scenario``) take their
-defaults
-from it, ``Limits`` its limits, and the sessions read a run's settings through ``RunConfig``,
-which fills anything a configuration leaves out from it. Nothing else spells a default.
+defaults from it, ``Limits`` its limits, and the sessions read a run's settings through
+``RunConfig``, which fills anything a configuration leaves out from it. Nothing else spells a
+default.
 """
 
 from __future__ import annotations

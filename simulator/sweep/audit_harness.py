@@ -3,8 +3,7 @@
 ``audit_setting`` audits one (protocol, parameter point): the ε audit on a pair of neighbouring
 rows, the floating-point attack in the same trials, the single-report inference and the
 differencing attack (``simulator.attacks.audit``), each trial either a full inproc run of the
-protocol
-(the full path) or one row of a block of the target's copies (the batch path,
+protocol (the full path) or one row of a block of the target's copies (the batch path,
 ``simulator.attacks.audit_batch``), whichever ``path`` asks for, spread over ``jobs`` processes or a
 ``mapper`` (a Dask cluster's tasks) in ranges of trials; ``audit_scenario``
 audits every setting of a scenario into ``audit.jsonl`` and resumes an interrupted audit.

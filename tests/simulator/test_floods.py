@@ -13,8 +13,7 @@ clean run's:
   "no pool registered within 30 s").
 
 The door (``simulator.backends.door``) refuses such a peer during the ZMTP handshake: it never gets
-a
-queue. The curator's peak memory stays within 2x of the clean run's (the best of two clean runs
+a queue. The curator's peak memory stays within 2x of the clean run's (the best of two clean runs
 against the worst attacked one). ``make test-slow`` repeats the floods at 10^6 agents.
 """
 

@@ -7,8 +7,7 @@ reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each 
 the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
 statistics of the wrong type and ERRORs from unregistered peers. The attacker holds the door
 credential (``simulator.backends.door``: as one who read it off the network), so its messages reach
-the
-session. The run must release exactly the clean run's output, and the curator's peak memory
+the session. The run must release exactly the clean run's output, and the curator's peak memory
 and the wall time must stay within 2x of the clean run's, comparing the best of two attacked
 runs with the best of two clean ones (the README's "Threat model and hardening" quotes the
 measurements).

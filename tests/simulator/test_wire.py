@@ -1,7 +1,7 @@
 """The accelerated batch codec (``wire_numpy``) must produce and accept exactly what the reference
 codec (``wire``, msgpack-python) does: both of its implementations, the compiled one
-(``simulator/codec/_wirec.c``, where the install built it) and the numpy one, run every test
-here."""
+(``simulator/codec/_wirec.c``, where the install built it) and the numpy one, run every test here.
+"""
 
 from __future__ import annotations
 
