@@ -11,7 +11,7 @@ CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_
 
 .PHONY: demo test test-slow bench docs lint fmt clean
 
-$(STAMP): pyproject.toml simulator/_wirec.c protocols/_rngc.c protocols/_prfc.c \
+$(STAMP): pyproject.toml simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -47,4 +47,4 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix ldpsim simulator protocols tests examples
 
 clean:
-	rm -rf $(VENV) results site *.egg-info simulator/*.so protocols/*.so
+	rm -rf $(VENV) results site *.egg-info simulator/*/*.so protocols/*.so

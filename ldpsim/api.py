@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.results import RESULTS_FILE, summarize, usable
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.results import RESULTS_FILE, summarize, usable
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage")
@@ -75,7 +75,7 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
     progress, plots : bool
         Show a progress bar; draw the PNG plots into ``out``.
     """
-    from ldpsim.simulator.runner import run_scenario
+    from ldpsim.simulator.sweep.runner import run_scenario
 
     scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed)
     scen.output["plots"] = bool(plots and out is not None)
@@ -91,8 +91,8 @@ def load(path: str | Path) -> Results:
     """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``, in the
     sweep's run order (as ``run`` returns them and ``ldpsim summary`` reads them), however the
     runs finished: parallel runs (``--jobs``, Dask) store each record when it is done."""
-    from ldpsim.simulator.identity import proven_records, stored_order
-    from ldpsim.simulator.runner import in_run_order
+    from ldpsim.simulator.sweep.identity import proven_records, stored_order
+    from ldpsim.simulator.sweep.runner import in_run_order
 
     directory = Path(path)
     if not (directory / RESULTS_FILE).is_file():
@@ -106,10 +106,10 @@ def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | 
            progress: bool = False) -> Any:
     """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a reproducible
     ``sample`` fraction) and compare each with its record; returns a
-    ``simulator.verify.Report`` (``ok``, ``checked``, ``differing``: each with its run key,
+    ``simulator.sweep.verify.Report`` (``ok``, ``checked``, ``differing``: each with its run key,
     line and differing fields; ``failed``). Every run is deterministic, so a results
     directory and the code version that wrote it reproduce bit for bit."""
-    from ldpsim.simulator.verify import verify as _verify
+    from ldpsim.simulator.sweep.verify import verify as _verify
 
     return _verify(path, sample, jobs, backend, progress)
 
@@ -123,7 +123,7 @@ def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
     success and the empirical ε lower bound against the claim (``flagged``). ``path``,
     ``jobs``, ``until_lower`` and ``coins`` are the command's ``--path``, ``--jobs``,
     ``--until-lower`` and ``--coins``."""
-    from ldpsim.simulator.audit_harness import audit_scenario
+    from ldpsim.simulator.sweep.audit_harness import audit_scenario
 
     scen = _scenario(scenario, overrides)
     kw = {"target": target, "show_progress": progress, "echo": _quiet, "path": path,

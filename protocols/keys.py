@@ -25,8 +25,8 @@ An agent that discloses its coin key (a colluder) gives away its own draws of th
 nothing else. A fast mixer (SplitMix64, ``protocols.rng``) then expands a coin or data key into
 the agent's draws; it never derives one agent's key from another's.
 
-Everything here is a pure function of the master secret and public tags; ``simulator.seeding``
-decides which party receives what.
+Everything here is a pure function of the master secret and public tags;
+``simulator.session.seeding`` decides which party receives what.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from ldpsim.protocols.base import Block, Bound, ParamError, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
 from ldpsim.protocols.keys import Secrets, run_tag, tag_of
 from ldpsim.protocols.queries import full as full_queries
+from ldpsim.protocols.registry import build_data, data_kinds, get_protocol
 from ldpsim.protocols.rng import stream_key
 
 
@@ -57,8 +58,6 @@ def run_locally(protocol: Protocol | str, params: dict[str, Any],
     data keys from the run's data tag, their coin keys from its run tag (``protocols.keys``);
     raises ValueError if a report breaks its round's schema (a protocol bug: honest reports
     always fit)."""
-    from ldpsim.protocols import build_data, get_protocol
-
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     secrets = secrets or Secrets.of_seed(seed)
     spec = data if isinstance(data, dict) else {"kind": data.kind, "n": data.n}
@@ -84,7 +83,7 @@ def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
     the seed and the protocol alone; ``curator_coins`` the curator's private coin key
     (``Secrets.curator_coins``), default that run's. ``phase(name, fn, *args)`` makes each
     protocol step, ``fn(*args)``, with ``name`` "plan" (the curator and each plan), "respond",
-    "absorb" or "finish"; wrapping it measures the steps alone (``simulator.bench_kernels``
+    "absorb" or "finish"; wrapping it measures the steps alone (``simulator.bench.kernels``
     times them, ``tests/protocols/test_scaling.py`` counts their lines).
     """
     proto = bound.protocol
@@ -143,10 +142,8 @@ def _checked(plan: RoundPlan, reports: Any) -> np.ndarray:
 def example_data(protocol: Protocol | str) -> dict[str, Any] | None:
     """The first example ``[data]`` table (``DataKind.examples``) of the protocol's data type
     that it accepts with default parameters, or None: what tests and docs run it on."""
-    from ldpsim.protocols import DATA_KINDS, get_protocol
-
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
-    for name, kind in sorted(DATA_KINDS.items()):
+    for name, kind in sorted(data_kinds().items()):
         if kind.data_type != proto.data_type:
             continue
         for args in kind.examples:

@@ -18,8 +18,11 @@ from __future__ import annotations
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
 
+from ldpsim import environment
+
 #: the compiled SipHash in use (one-word messages), or numpy's, the same bits
-SIPHASH = Accelerator.load("siphash", "ldpsim.protocols._prfc", "LDPSIM_RNG", "protocols/_prfc.c")
+SIPHASH = Accelerator.load("siphash", "ldpsim.protocols._prfc", environment.RNG,
+                           "protocols/_prfc.c")
 
 _C0 = np.uint64(0x736F6D6570736575)
 _C1 = np.uint64(0x646F72616E646F6D)

@@ -36,9 +36,11 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
 
+from ldpsim import environment
+
 #: the SplitMix64 finaliser in use: compiled (one pass) or numpy's nine passes, the same bits;
 #: ``LDPSIM_RNG=numpy`` chooses numpy
-MIXER = Accelerator.load("mixer", "ldpsim.protocols._rngc", "LDPSIM_RNG",
+MIXER = Accelerator.load("mixer", "ldpsim.protocols._rngc", environment.RNG,
                           "protocols/_rngc.c")
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -6,18 +6,20 @@ import argparse
 import logging
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__
-from ldpsim.simulator.alloc import tune_if_requested
 from ldpsim.simulator.backends import BACKENDS
-from ldpsim.simulator.curve import CurveError
+from ldpsim.simulator.backends.alloc import tune_if_requested
+from ldpsim.simulator.backends.curve import CurveError
 from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.runconfig import EXECUTORS
 
 
 def _scenario_files() -> list[Path]:
-    from ldpsim.simulator.scenario import SCENARIO_DIRS
+    from ldpsim.simulator.sweep.scenario import SCENARIO_DIRS
 
     seen: dict[str, Path] = {}
     for d in SCENARIO_DIRS:
@@ -80,43 +82,45 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load(args: argparse.Namespace):
-    from ldpsim.simulator import scenario as sc
+#: each option that sets one scenario key, and the key (``--set KEY=VALUE`` sets any)
+OPTION_KEYS = (("backend", "runtime.backend"), ("pools", "runtime.pools"), ("seed", "seed"),
+               ("bind", "runtime.endpoint"), ("token", "runtime.token"),
+               ("curve", "runtime.curve"), ("secret", "runtime.secret"),
+               ("run_jobs", "runtime.jobs"), ("executor", "runtime.executor"),
+               ("dask", "dask.address"))
+
+
+def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTION_KEYS):
+    from ldpsim.simulator.sweep import scenario as sc
 
     overrides = list(args.set or [])
-    for opt, key in (("backend", "runtime.backend"), ("pools", "runtime.pools"),
-                     ("seed", "seed"), ("bind", "runtime.endpoint"),
-                     ("token", "runtime.token"), ("curve", "runtime.curve"),
-                     ("secret", "runtime.secret"),
-                     ("run_jobs", "runtime.jobs"), ("dask", "runtime.dask_address")):
+    for opt, key in options:
         val = getattr(args, opt, None)
         if val is not None:
             overrides.append(f"{key}={val!r}" if isinstance(val, str) else f"{key}={val}")
-    if getattr(args, "dask", None) is not None and getattr(args, "backend", None) != "dask":
-        overrides.append("runtime.engine='dask'")  # --dask: the sweep's runs on the cluster
     return sc.load(sc.find(args.scenario), overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results import ResultsCorruptError
-    from ldpsim.simulator.runner import print_summary, run_scenario
-    from ldpsim.simulator.scenario import ScenarioError
-    from ldpsim.simulator.seeding import KeyFileError
+    from ldpsim.simulator.session.seeding import KeyFileError
+    from ldpsim.simulator.sweep.results import ResultsCorruptError
+    from ldpsim.simulator.sweep.runner import print_summary, run_scenario
+    from ldpsim.simulator.sweep.scenario import ScenarioError
 
     try:
         scenario = _load(args)
         out = args.out or scenario.output["dir"] or f"results/{scenario.name}"
         if args.beside:
-            from ldpsim.simulator.identity import beside
+            from ldpsim.simulator.sweep.identity import beside
 
             out = str(beside(out, scenario))
         n_runs = len(scenario.runs())
         rt, jobs = scenario.runtime, scenario.runtime["jobs"]
-        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["engine"] == "dask"
+        where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["executor"] == "dask"
                  else ", jobs auto" if jobs == "auto" else f", {jobs} jobs" if jobs > 1 else "")
         _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
               f"{rt['pools']} pools{where} -> {out}")
-        from ldpsim.simulator.interrupt import remembered
+        from ldpsim.simulator.sweep.interrupt import remembered
 
         with remembered():  # a Ctrl-C swallowed by a finaliser still stops the sweep
             records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
@@ -140,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _warn_degraded(records: list[dict], included: bool) -> int:
     """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
-    from ldpsim.simulator.results import is_degraded
+    from ldpsim.simulator.sweep.results import is_degraded
 
     bad = [r for r in records if is_degraded(r)]
     if not bad:
@@ -155,9 +159,9 @@ def _warn_degraded(records: list[dict], included: bool) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
-    from ldpsim.simulator.results import format_table
-    from ldpsim.simulator.scenario import ScenarioError
+    from ldpsim.simulator.sweep.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
+    from ldpsim.simulator.sweep.results import format_table
+    from ldpsim.simulator.sweep.scenario import ScenarioError
 
     if args.trials < 20:
         _err(f"error: --trials: got {args.trials}; allowed: an integer >= 20")
@@ -169,14 +173,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _err(f"error: --until-lower: got {args.until_lower}; allowed: a number > 0")
         return 2
     try:
-        scenario = _load(args)
+        # --dask: the audit's settings as tasks on the cluster (not a scenario key)
+        scenario = _load(args, tuple(o for o in OPTION_KEYS if o[0] != "dask"))
         out = args.out or f"results/{scenario.name}-audit"
         n = len([s for s in scenario.runs() if s.repeat == 0])
         _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
               f"{args.path}) -> {out}")
         if args.dask is not None:  # the settings as tasks on a Dask cluster
-            from ldpsim.simulator.audit_dask import audit_on_dask
-            from ldpsim.simulator.scenario import check_dask_address
+            from ldpsim.simulator.sweep.audit_dask import audit_on_dask
+            from ldpsim.simulator.sweep.scenario import check_dask_address
 
             records = audit_on_dask(scenario, out, check_dask_address(args.dask), echo=_info,
                                     trials=args.trials, target=args.target, path=args.path,
@@ -206,15 +211,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.identity import proven_records, stored_order, stored_plot
-    from ldpsim.simulator.plots import plot
-    from ldpsim.simulator.results import (
+    from ldpsim.simulator.sweep.identity import proven_records, stored_order, stored_plot
+    from ldpsim.simulator.sweep.plots import plot
+    from ldpsim.simulator.sweep.results import (
         RESULTS_FILE,
         ResultsCorruptError,
         usable,
         write_summary,
     )
-    from ldpsim.simulator.runner import in_run_order, print_summary
+    from ldpsim.simulator.sweep.runner import in_run_order, print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
         _err(f"error: no results in {args.out}: not a results directory (no {RESULTS_FILE})")
@@ -238,10 +243,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results import ResultsCorruptError
-    from ldpsim.simulator.scenario import ScenarioError
-    from ldpsim.simulator.seeding import KeyFileError
-    from ldpsim.simulator.verify import verify
+    from ldpsim.simulator.session.seeding import KeyFileError
+    from ldpsim.simulator.sweep.results import ResultsCorruptError
+    from ldpsim.simulator.sweep.scenario import ScenarioError
+    from ldpsim.simulator.sweep.verify import verify
 
     try:
         report = verify(args.out, args.sample, args.jobs, args.backend,
@@ -276,9 +281,14 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.seeding import KeyFileError, read_pool_keys, registration_key, token_of
+    from ldpsim.simulator.backends.transport import pool_loop
     from ldpsim.simulator.session.policy import AgentPolicy
-    from ldpsim.simulator.transport import pool_loop
+    from ldpsim.simulator.session.seeding import (
+        KeyFileError,
+        read_pool_keys,
+        registration_key,
+        token_of,
+    )
 
     if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
         _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
@@ -319,9 +329,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.curve import make_keys
-    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.backends.curve import make_keys
     from ldpsim.simulator.session.common import block_of
+    from ldpsim.simulator.session.seeding import write_deployment
 
     if args.pools < 1:
         _err(f"error: --pools {args.pools}: allowed: an integer >= 1")
@@ -407,11 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
                    help="runs executed at once, each in a worker process (runtime.jobs; "
                         "default auto: as many as the cores hold; 1 with the hosts backend)")
+    r.add_argument("--executor", choices=EXECUTORS,
+                   help="where the sweep's runs execute: local (this machine, --jobs at once) "
+                        "or dask (each run a task on the cluster of --dask; runtime.executor)")
     r.add_argument("--dask", metavar="ADDRESS",
-                   help="run the sweep's runs as tasks on a Dask cluster: tcp://HOST:PORT, or "
-                        "local / local:N for a LocalCluster of N workers here (runtime.engine "
-                        "= 'dask', runtime.dask_address; with --backend dask: the cluster the "
-                        "pools run on). Needs pip install 'ldpsim[dask]'")
+                   help="the Dask cluster (dask.address) that --executor dask runs the sweep's "
+                        "runs on, or --backend dask one run's pools: tcp://HOST:PORT, or "
+                        "local / local:N for a LocalCluster of N workers here. Needs pip "
+                        "install 'ldpsim[dask]'")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
@@ -582,11 +595,19 @@ def _sizes(text: str) -> str:
                                      "e.g. 100000,1000000")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line, ``warning: MESSAGE`` (a renamed or an unread scenario setting,
+    a plugin skipped), not Python's file, line and source."""
+    _err(f"warning: {message}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
-    return args.func(args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return args.func(args)
 
 
 if __name__ == "__main__":

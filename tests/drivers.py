@@ -32,7 +32,7 @@ def parties(config: dict[str, Any], n: int | None = None, secrets: Any = None) -
     """What the orchestrator hands out for ``config`` (``seeding.local_parties``) with the
     tests' fixed registration key ``AUTH``: the same every call, so a test may build the
     curator's session and each pool's from separate calls."""
-    from ldpsim.simulator.seeding import agents_of, local_parties
+    from ldpsim.simulator.session.seeding import agents_of, local_parties
 
     return local_parties(config, agents_of(config) if n is None else n, secrets, AUTH)
 

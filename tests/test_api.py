@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.sweep.scenario import ScenarioError
 
 import ldpsim
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ldpsim.protocols import DATA_KINDS
-from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.sweep import scenario as sc
 
 from tests.conftest import ROOT
 from tests.simulator.test_scenario import ALL_PROTOCOLS
@@ -254,7 +254,7 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
     binary.write_bytes(b"\x00\x01\xff\xfe")
     latin = tmp_path / "latin.toml"
     latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
-    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.session.seeding import write_deployment
 
     write_deployment(tmp_path / "k", 2, [[(0, 50)], [(50, 100)]])
     cases = [

@@ -97,7 +97,7 @@ def test_a_broken_or_clashing_family_is_refused_clearly():
         protocols.register_family(Malformed(), "malformed")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        protocols._add("plugin 'x'", object(), {}, {}, builtin=False)
+        protocols.registry._add("plugin 'x'", object(), {}, {}, builtin=False)
     assert "must expose PROTOCOLS" in str(caught[0].message)
 
 

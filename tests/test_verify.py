@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator import identity
-from ldpsim.simulator.results import ResultsCorruptError
+from ldpsim.simulator.sweep import identity
+from ldpsim.simulator.sweep.results import ResultsCorruptError
 
 import ldpsim
 from tests.test_cli import TINY, cli

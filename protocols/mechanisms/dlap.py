@@ -53,9 +53,11 @@ from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.words import REGION, WORD_BASE, AgentWords, WordSource
 
+from ldpsim import environment
+
 #: the state machine in use: compiled or numpy, the same results; ``LDPSIM_RNG=numpy``
 #: chooses numpy
-DLAP = Accelerator.load("discrete Laplace sampler", "ldpsim.protocols._dlapc", "LDPSIM_RNG",
+DLAP = Accelerator.load("discrete Laplace sampler", "ldpsim.protocols._dlapc", environment.RNG,
                         "protocols/_dlapc.c")
 
 #: words first given to each stream (one that needs more gets twice as many, and so on): 7.0

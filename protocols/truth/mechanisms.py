@@ -103,7 +103,8 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, words: WordSource, levels: 
         Finite reports; a NULL cell is indistinguishable in kind from an answered one.
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
-    # the exact discrete mechanism: textbook float Laplace keeps no ε (``simulator.float_attack``)
+    # the exact discrete mechanism: textbook float Laplace keeps no ε
+    # (``simulator.attacks.float_attack``)
     return lp_mechanism(levels, epsilon).perturb(filled, words)
 
 

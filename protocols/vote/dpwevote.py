@@ -618,7 +618,7 @@ class DPWeVoteLaplace(_VoteProtocol):
         phase, c = _phase(block.broadcast)
         data = np.asarray(data, dtype=np.int64)
         # the exact discrete mechanism: textbook float Laplace let the curator read a weight
-        # outright from the low-order bits (``simulator.float_attack``)
+        # outright from the low-order bits (``simulator.attacks.float_attack``)
         lap_w, lap_phi = laplace_mechanisms(b)
         if phase == "weights":
             rep = lap_w.perturb(data[:, 0], block.words())

@@ -1,9 +1,9 @@
 """Curator and pool sessions: the message logic of one run, independent of the transport.
 
 Both sessions consume frames (bytes) and produce frames; a *driver* moves the frames, either over
-ZeroMQ sockets between processes (``simulator.transport``) or by direct calls in one process
-(``simulator.inproc``). Because the logic is the same object in both cases, the backends differ
-only in how bytes travel, and must agree bit for bit.
+ZeroMQ sockets between processes (``simulator.backends.transport``) or by direct calls in one
+process (``simulator.backends.inproc``). Because the logic is the same object in both cases, the
+backends differ only in how bytes travel, and must agree bit for bit.
 
 Message flow of one run (``run`` is the run's number on this curator)::
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from ldpsim.simulator import wire
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.common import peak_rss_mb, written_zeros
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator.runconfig import DEFAULTS
+from ldpsim.simulator.session.runconfig import DEFAULTS
 
 #: Invalid envelopes in one frame after which the rest of the frame is dropped unread (one
 #: more rejection): a frame of a million garbage objects costs what 64 do.
@@ -43,6 +43,13 @@ class Limits:
     done_timeout_s: float = 2.0  # how long to wait for pools' DONE stats
     max_error_replies: int = 100  # ERROR envelopes sent back per peer per run
     max_rejections: int = 200  # rejection records kept per run (all are counted)
+
+    @classmethod
+    def of_runtime(cls, runtime: dict[str, Any]) -> Limits:
+        """The limits a scenario's validated ``[runtime]`` table sets."""
+        return cls(max_frame_bytes=runtime["max_frame_bytes"],
+                   max_envelope_bytes=runtime["max_envelope_bytes"],
+                   timeout_s=runtime["timeout_s"])
 
 
 def block_of(index: int, n_pools: int, n: int) -> tuple[int, int]:

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import get_protocol
 from ldpsim.protocols.queries import full as full_queries
-from ldpsim.simulator import wire
-from ldpsim.simulator.runconfig import RunConfig
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
 from ldpsim.simulator.session.common import (
     MAX_REASON,
@@ -49,6 +48,7 @@ from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
 from ldpsim.simulator.session.rounds import WINDOW, Round
+from ldpsim.simulator.session.runconfig import RunConfig
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
 

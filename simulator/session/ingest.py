@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.session.common import span
 
 #: Reports decoded before they are checked and stored, on the reference path (bounds the

@@ -21,10 +21,8 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
-from ldpsim.simulator.collusion import colluder_mask
-from ldpsim.simulator.runconfig import RunConfig
-from ldpsim.simulator.seeding import PoolKeys, registration_mac, verify
+from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import (
     MAX_REASON,
     Limits,
@@ -36,6 +34,8 @@ from ldpsim.simulator.session.common import (
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
 from ldpsim.simulator.session.rounds import AUTO_MAX
+from ldpsim.simulator.session.runconfig import RunConfig
+from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
 
 #: The most agents a pool answers in one randomizer call when it joins queued query batches
 #: (``PoolSession.answer``): the largest batch "auto" makes. Joining more does not pay:
@@ -73,7 +73,7 @@ class PoolSession:
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
-            raise TypeError("auth: the registration key (bytes), see simulator.seeding")
+            raise TypeError("auth: the registration key (bytes), see simulator.session.seeding")
         self.auth = auth
         self.keys = keys
         self.policy = policy or AgentPolicy()

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS
-from ldpsim.simulator import wire
-from ldpsim.simulator.collusion import colluder_mask
-from ldpsim.simulator.runconfig import RunConfig
-from ldpsim.simulator.seeding import registration_mac
+from ldpsim.simulator.codec import wire
+from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import MAX_AUTH_FAILURES, MAX_REASON, Bounded, block_of
+from ldpsim.simulator.session.runconfig import RunConfig
+from ldpsim.simulator.session.seeding import registration_mac
 
 log = logging.getLogger("ldpsim.curator")
 

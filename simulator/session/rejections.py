@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldpsim.simulator import wire
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.common import MAX_REASON, Bounded, Limits
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.queries import RowQueries
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
 
 #: Query batches in flight per pool (see the module docstring).

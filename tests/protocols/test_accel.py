@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ldpsim.protocols import accel, rng
-from ldpsim.simulator import wire_numpy
+from ldpsim.simulator.codec import wire_numpy
 
 
 @pytest.mark.parametrize("acc", [wire_numpy.CODEC, rng.MIXER], ids=["codec", "mixer"])
@@ -19,9 +19,10 @@ def test_use_names_the_choices_and_says_what_is_missing(acc):
             assert acc.use("compiled") == "numpy" and acc.module is acc.built
     finally:
         acc.use(start)
-    missing = accel.Accelerator("codec", None, "X", "simulator/_wirec.c")
+    missing = accel.Accelerator("codec", None, "X", "simulator/codec/_wirec.c")
     assert missing.name() == "numpy"
-    with pytest.raises(ValueError, match=r"compiled codec \(simulator/_wirec.c\) was not built"):
+    with pytest.raises(ValueError,
+                       match=r"compiled codec \(simulator/codec/_wirec.c\) was not built"):
         missing.use("compiled")
 
 

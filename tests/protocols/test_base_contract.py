@@ -17,9 +17,9 @@ from ldpsim.protocols import PROTOCOLS, get_data_kind, run_locally
 from ldpsim.protocols.base import Curator, Protocol, ReportSchema, RoundPlan
 from ldpsim.protocols.local import example_data
 from ldpsim.protocols.rng import stream_key
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
 
 LIMITS = Limits(timeout_s=20)
 NAMES = sorted(PROTOCOLS)

@@ -90,7 +90,7 @@ def test_coins_and_data_are_different_keys_per_run_and_data_set():
 def test_the_curators_coins_are_fresh_per_run_and_come_from_the_master():
     """A central mechanism's noise key: one per run id and master, and what the curator
     process gets, beside (not instead of) its public stream key."""
-    from ldpsim.simulator.seeding import curator_config, public_config, run_id
+    from ldpsim.simulator.session.seeding import curator_config, public_config, run_id
 
     a, b = K.Secrets(b"A" * 32), K.Secrets(b"B" * 32)
     cfg = {"protocol": "dp_kwiksort", "params": {"epsilon": 0.5}, "seed": 7, "pools": 2,

@@ -325,7 +325,7 @@ def test_party_generator_deterministic_per_key():
 def test_allocator_tuning_takes_effect_on_glibc():
     import platform
 
-    from ldpsim.simulator import alloc
+    from ldpsim.simulator.backends import alloc
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("allocator tuning is glibc-only")
@@ -336,7 +336,7 @@ def test_allocator_tuning_takes_effect_on_glibc():
 
 
 def test_allocator_tuning_is_opt_in(monkeypatch):
-    from ldpsim.simulator import alloc
+    from ldpsim.simulator.backends import alloc
 
     calls = []
     monkeypatch.setattr(alloc, "keep_freed_memory", lambda: calls.append(1) or True)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols.rank.protocols import LDPKwikSortRR
-from ldpsim.simulator import audit
-from ldpsim.simulator import audit_harness as harness
-from ldpsim.simulator.collusion import load_view, save_view
+from ldpsim.simulator.attacks import audit
 from ldpsim.simulator.session import Limits
+from ldpsim.simulator.session.collusion import load_view, save_view
+from ldpsim.simulator.sweep import audit_harness as harness
 
 from ldpsim import protocols
 

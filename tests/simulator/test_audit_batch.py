@@ -1,4 +1,4 @@
-"""The audit's batch path (``simulator.audit_batch``) against the full path it replaces: the
+"""The audit's batch path (``simulator.attacks.audit_batch``) against the full path it replaces: the
 same records from the same seeds wherever it is used, the full path kept where it cannot be,
 and the statistics around it (early stopping, trials needed, parallel full-path trials)."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from ldpsim.protocols import PROTOCOLS, get_protocol
 from ldpsim.protocols.safari import perm
-from ldpsim.simulator import audit_harness as harness
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.audit import _eps_lower
+from ldpsim.simulator.attacks.audit import _eps_lower
+from ldpsim.simulator.sweep import audit_harness as harness
+from ldpsim.simulator.sweep import scenario as sc
 
 from tests.conftest import ROOT
 

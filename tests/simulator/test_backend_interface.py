@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ldpsim.simulator import backends, runner
-from ldpsim.simulator import scenario as sc
+from ldpsim.simulator import backends
 from ldpsim.simulator.backends import BACKENDS, Backend, InprocBackend, get_backend
+from ldpsim.simulator.sweep import execute, runner
+from ldpsim.simulator.sweep import scenario as sc
 
 
 def test_the_registry_is_what_scenarios_and_the_cli_accept() -> None:
@@ -22,8 +23,9 @@ def test_the_registry_is_what_scenarios_and_the_cli_accept() -> None:
         get_backend("ray")
 
 
-def test_the_runner_never_branches_on_a_backend_name() -> None:
-    tree = ast.parse(Path(runner.__file__).read_text())
+@pytest.mark.parametrize("module", [runner, execute])
+def test_the_runner_never_branches_on_a_backend_name(module) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
     names = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)} & set(BACKENDS)
     assert names == set()
 
@@ -75,5 +77,5 @@ def test_a_single_hosts_run_needs_the_sweep_that_binds_it() -> None:
            "runtime": {"backend": "hosts", "token": "a token of 16+ chars"}}
     spec = sc.validate(raw).runs()[0]
     with pytest.raises(ValueError, match="needs a running HostsCurator"):
-        runner.execute(spec)
+        execute.execute(spec)
     assert backends.HostsBackend.name == "hosts"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ldpsim.protocols import PROTOCOLS, rank
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.sweep.execute import TruthCache
 
 LIMITS = Limits(timeout_s=10)
 

@@ -6,14 +6,16 @@ import os
 
 import numpy as np
 import pytest
-from ldpsim.simulator import alloc, bench, cli
+from ldpsim.simulator import bench, cli
+from ldpsim.simulator.backends import alloc
+from ldpsim.simulator.bench import ceiling
 
 
 @pytest.mark.parametrize("envelopes", ["raw", "batch", "msgpack"])
 @pytest.mark.parametrize("pools", [1, 3])
 def test_transport_ceiling_any_split(envelopes, pools):
     # 10_001 agents over 3 pools: unequal blocks and a partial last batch in every block
-    wall, cpu = bench.transport_ceiling(10_001, pools, 1000, 12, 11, envelopes)
+    wall, cpu = ceiling.transport_ceiling(10_001, pools, 1000, 12, 11, envelopes)
     assert 0 < wall < 30 and cpu > 0
 
 
@@ -62,7 +64,8 @@ def _table(out: str, header: str) -> list[str]:
 
 
 def _check_kernel_and_peer_tables(out: str) -> None:
-    from ldpsim.simulator import bench_kernels, bench_peers
+    from ldpsim.simulator.bench import kernels as bench_kernels
+    from ldpsim.simulator.bench import peers as bench_peers
 
     kernels = _table(out, "rounds/kernel")
     for name in bench_kernels.local_protocols():  # one row each, timed (no failure)
@@ -93,7 +96,7 @@ def test_table_sizes_follow_quick_unless_given():
 
 def test_kernel_times_every_phase_and_the_local_protocols_only():
     from ldpsim.protocols import PROTOCOLS
-    from ldpsim.simulator import bench_kernels
+    from ldpsim.simulator.bench import kernels as bench_kernels
 
     names = bench_kernels.local_protocols()
     assert "ldp_kwiksort_rr" in names and "safari" in names
@@ -107,7 +110,7 @@ def test_kernel_times_every_phase_and_the_local_protocols_only():
 def test_peer_table_runs_the_same_oracle(oracle):
     """ldpsim and each installed peer estimate the same frequencies from 20000 users (k = 10,
     eps = 1: every estimate within 5 standard errors), so the table times equal work."""
-    from ldpsim.simulator import bench_peers
+    from ldpsim.simulator.bench import peers as bench_peers
 
     k, n = 10, 20000
     values = bench_peers.user_values(n, k, seed=3)

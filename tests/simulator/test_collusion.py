@@ -6,13 +6,13 @@ import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.rank import profile
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.collusion import colluder_mask, load_view
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.runner import execute
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.session.collusion import colluder_mask, load_view
+from ldpsim.simulator.session.seeding import run_keys
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.execute import execute
 
 
 def test_colluder_mask_fraction_count_ids_and_cap():

@@ -1,4 +1,4 @@
-"""Sweeps and pools on Dask (``[runtime] engine = "dask"``, ``backend = "dask"``): on a real
+"""Sweeps and pools on Dask (``[runtime] executor = "dask"``, ``backend = "dask"``): on a real
 LocalCluster of two single-threaded worker processes, started once for the module."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from ldpsim.simulator import engine_dask  # noqa: E402
-from ldpsim.simulator.results import ResultStore  # noqa: E402
-from ldpsim.simulator.runner import run_scenario  # noqa: E402
-from ldpsim.simulator.scenario import ScenarioError, load  # noqa: E402
 from ldpsim.simulator.session import RunFailed  # noqa: E402
+from ldpsim.simulator.sweep import engine_dask  # noqa: E402
+from ldpsim.simulator.sweep.results import ResultStore  # noqa: E402
+from ldpsim.simulator.sweep.runner import run_scenario  # noqa: E402
+from ldpsim.simulator.sweep.scenario import ScenarioError, load  # noqa: E402
 
 from tests.simulator.test_jobs import scenario, stable, summary_rows  # noqa: E402
 
@@ -30,7 +30,7 @@ COMM_KEYS = ("bytes_up_per_agent_mean", "bytes_down_per_agent_mean", "bytes_tota
 @pytest.fixture(scope="module")
 def dask_conn():
     """A LocalCluster of 2 worker processes (1 thread each), for the whole module."""
-    from ldpsim.simulator.dask_client import DaskConnection
+    from ldpsim.simulator.backends.dask_client import DaskConnection
 
     with DaskConnection("local:2") as conn:
         yield conn
@@ -84,7 +84,7 @@ def _lines(out: Path) -> list[dict[str, Any]]:
 
 def test_a_dask_sweep_gives_the_records_of_a_serial_sweep(cluster, tmp_path):
     serial, _ = run_scenario(scenario(jobs=1), tmp_path / "one", show_progress=False)
-    on_dask, _ = run_scenario(scenario(engine="dask", dask_address=cluster),
+    on_dask, _ = run_scenario(scenario(executor="dask", dask=cluster),
                               tmp_path / "dask", show_progress=False)
     assert len(serial) == len(on_dask) == 9
     assert stable(serial) == stable(on_dask)
@@ -94,10 +94,10 @@ def test_a_dask_sweep_gives_the_records_of_a_serial_sweep(cluster, tmp_path):
 
 def test_a_dask_sweep_resumes_and_extends(cluster, tmp_path):
     out = tmp_path / "r"
-    first, _ = run_scenario(scenario(repeats=1, engine="dask", dask_address=cluster), out,
+    first, _ = run_scenario(scenario(repeats=1, executor="dask", dask=cluster), out,
                             show_progress=False)
     assert len(first) == 3
-    records, _ = run_scenario(scenario(repeats=3, engine="dask", dask_address=cluster), out,
+    records, _ = run_scenario(scenario(repeats=3, executor="dask", dask=cluster), out,
                               show_progress=False)
     lines = _lines(out)
     assert len(lines) == 9 and len({r["key"] for r in lines}) == 9
@@ -144,7 +144,7 @@ def _with_victim(cluster, tmp_path, task_hook, task, order, run):
     """A Dask sweep whose ``run``-th run ``task`` kills its worker for (named in the file
     OUT/``order``): (scenario, out dir, the victim's key)."""
     out = tmp_path / order
-    s = scenario(engine="dask", dask_address=cluster)
+    s = scenario(executor="dask", dask=cluster)
     victim = s.runs()[run].key
     out.mkdir()
     (out / order).write_text(victim)
@@ -203,7 +203,7 @@ def test_tasks_group_runs_by_data_set_and_cover_every_run_once():
 
 
 def test_a_data_file_a_worker_cannot_read_is_named_with_the_workers(cluster, tmp_path):
-    sweep = engine_dask.DaskSweep(scenario(engine="dask", dask_address=cluster).runtime,
+    sweep = engine_dask.DaskSweep(scenario(executor="dask", dask=cluster).runtime,
                                   tmp_path / "views", True, tmp_path)
     try:
         spec = scenario().runs()[0]
@@ -223,8 +223,9 @@ def test_a_data_file_a_worker_cannot_read_is_named_with_the_workers(cluster, tmp
 
 # -- backend = "dask": the pools are tasks on the workers, the curator here
 
-def _vote(backend: str, **runtime: Any):
+def _vote(backend: str, dask: str | None = None, **runtime: Any):
     return load(raw={
+        **({"dask": {"address": dask}} if dask is not None else {}),
         "name": "vote", "protocol": "dpwevote", "repeats": 2, "seed": 11,
         "data": {"kind": "weighted_votes", "n": 400, "candidates": 3},
         "params": {"epsilon": [0.5, 2.0]},
@@ -242,7 +243,7 @@ def _same_run(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(cluster, tmp_path):
     ref, _ = run_scenario(_vote("inproc"), tmp_path / "i", show_progress=False)
-    got, _ = run_scenario(_vote("dask", dask_address=cluster), tmp_path / "d",
+    got, _ = run_scenario(_vote("dask", dask=cluster), tmp_path / "d",
                           show_progress=False)
     assert len(got) == 4 and all(r["backend"] == "dask" for r in got)
     assert all(r["comm"]["rounds"] >= 3 for r in got)
@@ -251,7 +252,7 @@ def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(clus
 
 
 def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path):
-    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.session.seeding import write_deployment
 
     secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])["secret"])
     raw = {"name": "saf", "protocol": "safari", "repeats": 1, "seed": 2,
@@ -261,8 +262,8 @@ def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path)
     rt = {"pools": 2, "jobs": 1, "progress": False, "timeout_s": 20, "secret": secret}
     ref, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "inproc"}}),
                           tmp_path / "i", show_progress=False)
-    got, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "dask",
-                                                         "dask_address": cluster}}),
+    got, _ = run_scenario(load(raw={**raw, "runtime": {**rt, "backend": "dask"},
+                                    "dask": {"address": cluster}}),
                           tmp_path / "d", show_progress=False)
     _same_run(ref[0], got[0])
     seeded, _ = run_scenario(load(raw={**raw, "runtime": {
@@ -275,7 +276,8 @@ def test_a_killed_pool_worker_makes_dropouts_not_a_lost_run(cluster, tmp_path):
         "name": "vk", "protocol": "dpwevote", "repeats": 1, "seed": 5,
         "data": {"kind": "weighted_votes", "n": 400, "candidates": 3},
         "params": {"epsilon": 1.0},
-        "runtime": {"backend": "dask", "dask_address": cluster, "pools": 2, "jobs": 1,
+        "dask": {"address": cluster},
+        "runtime": {"backend": "dask", "pools": 2, "jobs": 1,
                     "progress": False, "timeout_s": 2,
                     "faults": [{"pool": 1, "round": 1, "action": "kill"}]},
         "output": {"plots": False}})
@@ -284,7 +286,7 @@ def test_a_killed_pool_worker_makes_dropouts_not_a_lost_run(cluster, tmp_path):
 
 
 def test_more_pools_than_workers_is_refused(cluster, tmp_path):
-    s = _vote("dask", dask_address=cluster, pools=3)
+    s = _vote("dask", dask=cluster, pools=3)
     with pytest.raises(RunFailed, match=r"\[runtime\] pools: got 3; allowed: at most the "
                                         r"Dask cluster's 2 workers"):
         run_scenario(s, tmp_path / "p", show_progress=False)
@@ -293,30 +295,47 @@ def test_more_pools_than_workers_is_refused(cluster, tmp_path):
 # -- bad values
 
 @pytest.mark.parametrize("runtime, match", [
-    ({"engine": "spark"}, r"\[runtime\] engine: got 'spark'; allowed: one of 'local', 'dask'"),
-    ({"engine": "dask", "dask_address": "somewhere"}, r"\[runtime\] dask_address: got "
-                                                      r"'somewhere'; allowed: \"tcp://HOST"),
-    ({"dask_address": "local:0"}, r"\[runtime\] dask_address"),
-    ({"engine": "dask", "backend": "hosts", "token": "a token of 16+ chars"},
-     r"\[runtime\] engine.*hosts"),
-    ({"engine": "dask", "backend": "dask"}, r"\[runtime\] engine.*dask backend"),
+    ({"executor": "spark"},
+     r"\[runtime\] executor: got 'spark'; allowed: one of 'local', 'dask'"),
+    ({"executor": "dask", "dask": "somewhere"},
+     r"\[dask\] address: got 'somewhere'; allowed: \"tcp://HOST"),
+    ({"dask": "local:0"}, r"\[dask\] address"),
+    ({"executor": "dask", "backend": "hosts", "token": "a token of 16+ chars"},
+     r"\[runtime\] executor.*hosts"),
+    ({"executor": "dask", "backend": "dask"}, r"\[runtime\] executor.*dask backend"),
+    ({"dask": "local:2"}, r"\[dask\] address: got 'local:2', but nothing runs on Dask; "
+                          r"allowed with \[runtime\] executor = \"dask\""),
     ({"jobs": "many"}, r"\[runtime\] jobs: got 'many'; allowed: \"auto\" or an integer"),
 ])
-def test_bad_engine_values_name_the_key_and_the_allowed_values(runtime, match):
+def test_bad_executor_values_name_the_key_and_the_allowed_values(runtime, match):
     with pytest.raises(ScenarioError, match=match):
         scenario(**runtime)
 
 
+def test_the_names_settings_had_are_read_under_their_new_ones_with_a_warning():
+    """``[runtime] engine`` and ``dask_address`` (before settings were split by scope) still
+    load, each named with its new key; both old and new at once is refused."""
+    with pytest.warns(UserWarning) as caught:
+        s = scenario(engine="dask", dask_address="local:1")
+    said = " | ".join(str(w.message) for w in caught)
+    assert "[runtime] engine: renamed [runtime] executor" in said
+    assert "[runtime] dask_address: renamed [dask] address" in said
+    assert s.runtime["executor"] == "dask" and s.runtime["dask_address"] == "local:1"
+    with pytest.raises(ScenarioError, match=r"\[runtime\] engine: renamed \[runtime\] "
+                                            r"executor, which is set too"):
+        scenario(engine="dask", executor="local")
+
+
 def test_no_scheduler_at_the_address_is_a_clear_error(tmp_path):
-    from ldpsim.simulator.backend_dask import free_port
+    from ldpsim.simulator.backends.on_dask import free_port
 
     cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--set", "data.n=50", "--backend",
-           "inproc", "--no-progress", "--out", str(tmp_path / "x"),
+           "inproc", "--no-progress", "--out", str(tmp_path / "x"), "--executor", "dask",
            "--dask", f"tcp://127.0.0.1:{free_port()}"]
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2, done.stderr
-    assert "[runtime] dask_address: no Dask scheduler answered at 'tcp://127.0.0.1:" \
+    assert "[dask] address: no Dask scheduler answered at 'tcp://127.0.0.1:" \
         in done.stderr
 
 
@@ -324,7 +343,7 @@ def test_ldpsim_run_dask_on_the_command_line(cluster, tmp_path):
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--set", "data.n=60", "--set",
            "data.m=4", "--set", "repeats=1", "--backend", "inproc", "--no-progress", "--out",
-           str(out), "--dask", cluster]
+           str(out), "--executor", "dask", "--dask", cluster]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "on Dask at tcp://" in done.stderr
@@ -332,8 +351,19 @@ def test_ldpsim_run_dask_on_the_command_line(cluster, tmp_path):
     assert n >= 2 and n == len({r["key"] for r in ResultStore(out).records()})
 
 
+def test_a_cluster_that_nothing_runs_on_is_refused_on_the_command_line(tmp_path):
+    """``--dask ADDRESS`` names the cluster only; without ``--executor dask`` or ``--backend
+    dask`` nothing would run on it, and the run says so instead of running here."""
+    cmd = [sys.executable, "-m", "ldpsim", "run", "demo", "--backend", "inproc",
+           "--no-progress", "--out", str(tmp_path / "x"), "--dask", "local:2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "[dask] address: got 'local:2', but nothing runs on Dask" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
 def test_importing_the_cli_does_not_import_dask():
-    code = ("import sys; import ldpsim.simulator.cli, ldpsim.simulator.runner, "
+    code = ("import sys; import ldpsim.simulator.cli, ldpsim.simulator.sweep.runner, "
             "ldpsim.simulator.backends; print('distributed' in sys.modules or 'dask' in "
             "sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -343,9 +373,9 @@ def test_importing_the_cli_does_not_import_dask():
 # -- ldpsim audit --dask: the settings as tasks
 
 def test_an_audit_on_dask_gives_the_local_records_and_resumes(cluster, tmp_path):
-    from ldpsim.simulator.audit_dask import audit_on_dask
-    from ldpsim.simulator.audit_harness import audit_scenario
-    from ldpsim.simulator.scenario import find
+    from ldpsim.simulator.sweep.audit_dask import audit_on_dask
+    from ldpsim.simulator.sweep.audit_harness import audit_scenario
+    from ldpsim.simulator.sweep.scenario import find
 
     scen = load(find("audit_vote"))
     kw = {"trials": 200, "path": "auto"}
@@ -373,9 +403,9 @@ def test_one_setting_spreads_its_trials_over_the_cluster(dask_conn, cluster, tmp
     """Fewer settings than worker threads: the settings run here, each one's trials as tasks
     on the workers (both of them), and the record is the local one."""
     from distributed import get_task_stream
-    from ldpsim.simulator.audit_dask import audit_on_dask
-    from ldpsim.simulator.audit_harness import audit_scenario
-    from ldpsim.simulator.scenario import find
+    from ldpsim.simulator.sweep.audit_dask import audit_on_dask
+    from ldpsim.simulator.sweep.audit_harness import audit_scenario
+    from ldpsim.simulator.sweep.scenario import find
 
     scen = load(find("audit_rank"), ["protocols=['ldp_kwiksort_rr']"])
     kw = {"trials": trials, "path": path}

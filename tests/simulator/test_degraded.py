@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ldpsim.simulator import scenario as sc
 from ldpsim.simulator.cli import main
-from ldpsim.simulator.results import ResultStore
-from ldpsim.simulator.runner import execute, run_scenario
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.results import ResultStore
+from ldpsim.simulator.sweep.runner import execute, run_scenario
 
 FAULT = {"pool": 1, "round": 0, "action": "silent"}
 

@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits, RunFailed, block_of
-from ldpsim.simulator.transport import run_processes
 
 from tests.conftest import ROOT, child_pids
 

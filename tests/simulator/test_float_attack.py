@@ -1,4 +1,4 @@
-"""The floating-point attack on Laplace reports (``simulator.float_attack``).
+"""The floating-point attack on Laplace reports (``simulator.attacks.float_attack``).
 
 Against textbook float Laplace (``v + L(u)``, kept here as a test double) the attack rules the
 neighbouring input out for most reports: ε = ∞ on that event. Against every Laplace value ldpsim
@@ -21,7 +21,7 @@ from ldpsim.protocols.mechanisms.laplace import T
 from ldpsim.protocols.truth import mechanisms as tm
 from ldpsim.protocols.vote.dpwevote import laplace_mechanisms, laplace_scales
 from ldpsim.protocols.words import AgentWords
-from ldpsim.simulator.float_attack import float_leak, reproducible
+from ldpsim.simulator.attacks.float_attack import float_leak, reproducible
 
 N = 20_000
 

@@ -12,8 +12,8 @@ clean run's:
 * a connection flood: 1,000 connections that each say HELLO (they locked the honest pools out:
   "no pool registered within 30 s").
 
-The door (``simulator.door``) refuses such a peer during the ZMTP handshake: it never gets a
-queue. The curator's peak memory stays within 2x of the clean run's (the best of two clean runs
+The door (``simulator.backends.door``) refuses such a peer during the ZMTP handshake: it never gets
+a queue. The curator's peak memory stays within 2x of the clean run's (the best of two clean runs
 against the worst attacked one). ``make test-slow`` repeats the floods at 10^6 agents.
 """
 
@@ -29,9 +29,9 @@ import time
 
 import pytest
 import zmq
-from ldpsim.simulator import wire
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
 
 from tests import drivers
 from tests.conftest import ROOT, free_port
@@ -140,7 +140,7 @@ def test_attack_an_outsiders_flood_costs_the_curator_no_memory(kind, size, count
 _CAPPED = """
 import json, multiprocessing as mp, resource, sys, time
 resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-from ldpsim.simulator.transport import HostsCurator, _pool_child
+from ldpsim.simulator.backends.transport import HostsCurator, _pool_child
 from tests import drivers
 from tests.simulator.test_floods import LIMITS, _config
 endpoint, cfg = sys.argv[1], _config(int(sys.argv[2]))
@@ -210,7 +210,7 @@ def test_the_processes_backends_socket_is_in_a_directory_of_this_users_alone(mon
     import os
     import stat
 
-    from ldpsim.simulator import transport
+    from ldpsim.simulator.backends import transport
 
     made = []
     real = transport.private_ipc

@@ -12,17 +12,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import (
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import HostsCurator
+from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.common import block_of
+from ldpsim.simulator.session.seeding import (
     Deployment,
     read_deployment,
     registration_key,
     token_of,
     write_deployment,
 )
-from ldpsim.simulator.session import Limits, RunFailed
-from ldpsim.simulator.session.common import block_of
-from ldpsim.simulator.transport import HostsCurator
 
 from tests.conftest import ROOT, free_port
 
@@ -113,7 +113,7 @@ def test_hosts_pool_with_wrong_token_is_refused(tmp_path):
 
 def test_curve_admits_enrolled_pools_only(tmp_path):
     """With CURVE, a pool with an enrolled key runs; one with another key never gets in."""
-    from ldpsim.simulator.curve import make_keys
+    from ldpsim.simulator.backends.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
     dep = deploy(keys, 1)
@@ -201,7 +201,7 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
     try:
         assert hosts.run(c, keys.auth, secrets)["pools_registered"] == 2
         from ldpsim.protocols import get_protocol
-        from ldpsim.simulator.seeding import curator_config
+        from ldpsim.simulator.session.seeding import curator_config
 
         big = {**c, "data": {**c["data"], "n": 400_000}, "seed": 6}
         hosts._to_child.send(("run", 1, curator_config(big, secrets), keys.auth, False,
@@ -227,7 +227,7 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
 
 
 def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(tmp_path):
-    from ldpsim.simulator.curve import make_keys
+    from ldpsim.simulator.backends.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
     dep = deploy(keys, 1)
@@ -251,7 +251,7 @@ def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(t
 def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
     """Deleting a pool's key from clients/ shuts it out of the next run, even though its
     connection (authenticated when it opened) stays open."""
-    from ldpsim.simulator.curve import make_keys
+    from ldpsim.simulator.backends.curve import make_keys
 
     keys = tmp_path / "keys"
     dep = deploy(keys, 1)
@@ -281,7 +281,7 @@ def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
     import threading
     import time
 
-    from ldpsim.simulator.curve import make_keys
+    from ldpsim.simulator.backends.curve import make_keys
 
     keys = tmp_path / "keys"
     dep = deploy(keys, 1)

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator import identity
-from ldpsim.simulator.results import summarize
-from ldpsim.simulator.runner import run_scenario
-from ldpsim.simulator.scenario import ScenarioError, load
+from ldpsim.simulator.sweep import identity
+from ldpsim.simulator.sweep.results import summarize
+from ldpsim.simulator.sweep.runner import run_scenario
+from ldpsim.simulator.sweep.scenario import ScenarioError, load
 
 from tests.conftest import ROOT
 
@@ -83,7 +83,7 @@ def test_the_secret_is_part_of_the_identity_as_a_salted_mac_only(tmp_path):
     authenticates pools, changes no record and is not in it at all."""
     import hashlib
 
-    from ldpsim.simulator.seeding import write_deployment
+    from ldpsim.simulator.session.seeding import write_deployment
 
     files = write_deployment(tmp_path / "keys", 1, [[(0, 200)]])
     a = _scenario(tmp_path)

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import pytest
 from ldpsim.protocols.rank import profile
-from ldpsim.simulator.collusion import load_view
-from ldpsim.simulator.runner import _dataset
+from ldpsim.simulator.session.collusion import load_view
+from ldpsim.simulator.sweep.execute import _dataset
 
 import ldpsim
 from tests.protocols.test_rng import _unmix  # the finaliser's inverse (a bijection)
@@ -289,7 +289,7 @@ def _central_sweep(raw: dict[str, Any], tmp_path: Path) -> dict[tuple[int, str, 
     """A sweep of a central-model protocol next to its non-private baseline, run with a
     deployment's own secret (so that the seed in the results gives nothing away); its records
     by (repetition, protocol, ε)."""
-    from ldpsim.simulator import seeding
+    from ldpsim.simulator.session import seeding
 
     files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 1)], [(1, 2)]])
     raw = {**raw, "runtime": {"backend": "inproc", "pools": 2, "jobs": 1, "progress": False,
@@ -397,9 +397,9 @@ def test_attack_a_colluding_pool_cannot_predict_another_pools_reports() -> None:
     from ldpsim.protocols import get_protocol
     from ldpsim.protocols.base import Block
     from ldpsim.protocols.keys import Secrets
-    from ldpsim.simulator.inproc import run_inproc
-    from ldpsim.simulator.seeding import local_parties, public_config, run_keys
+    from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.session import Limits
+    from ldpsim.simulator.session.seeding import local_parties, public_config, run_keys
 
     secrets = Secrets(b"colluding-pool test: a master!!!")
     cfg = {"protocol": "ldp_kwiksort_rr", "params": {"epsilon": 1.0, "queries": 1},
@@ -471,7 +471,7 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
     import hmac
     import json
 
-    from ldpsim.simulator import seeding
+    from ldpsim.simulator.session import seeding
 
     token = "correct horse battery"
     files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])

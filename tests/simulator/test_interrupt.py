@@ -1,4 +1,4 @@
-"""A Ctrl-C that a finaliser swallows still stops a sweep (``simulator.interrupt``)."""
+"""A Ctrl-C that a finaliser swallows still stops a sweep (``simulator.sweep.interrupt``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import signal
 import time
 
 import pytest
-from ldpsim.simulator import interrupt
-from ldpsim.simulator.results import ResultStore
-from ldpsim.simulator.runner import run_scenario
+from ldpsim.simulator.sweep import interrupt
+from ldpsim.simulator.sweep.results import ResultStore
+from ldpsim.simulator.sweep.runner import run_scenario
 
 from tests.simulator.test_jobs import scenario
 
@@ -45,11 +45,11 @@ def test_a_swallowed_ctrl_c_is_raised_again(sigint_default):
 
 def test_a_sweep_stops_after_the_run_in_which_a_ctrl_c_was_swallowed(
         sigint_default, tmp_path, monkeypatch):
-    from ldpsim.simulator import runner
+    from ldpsim.simulator.sweep import execute as run_one
 
     s = scenario(jobs=1)
     third = s.runs()[2].key
-    real = runner.execute
+    real = run_one.execute
 
     def execute(spec, *a, **k):
         rec = real(spec, *a, **k)
@@ -57,7 +57,7 @@ def test_a_sweep_stops_after_the_run_in_which_a_ctrl_c_was_swallowed(
             _swallowed_ctrl_c()
         return rec
 
-    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(run_one, "execute", execute)
     with interrupt.remembered(), pytest.raises(KeyboardInterrupt):
         run_scenario(s, tmp_path / "out", show_progress=False)
     stored = [r["key"] for r in ResultStore(tmp_path / "out").records()]

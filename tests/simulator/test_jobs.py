@@ -8,18 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ldpsim.simulator import identity
-from ldpsim.simulator.results import ResultStore
-from ldpsim.simulator.runner import run_scenario
-from ldpsim.simulator.scenario import ScenarioError, load
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.sweep import identity
+from ldpsim.simulator.sweep.results import ResultStore
+from ldpsim.simulator.sweep.runner import run_scenario
+from ldpsim.simulator.sweep.scenario import ScenarioError, load
 
 #: fields that differ between two executions of the same run
 VOLATILE = ("timing", "versions", "run_wall_s", "wall_s", "started", "finished", "host")
 
 
-def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", **runtime: Any):
+def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", dask: str | None = None,
+             **runtime: Any):
+    """A small sweep; ``dask``: its ``[dask] address``."""
     return load(raw={
+        **({"dask": {"address": dask}} if dask is not None else {}),
         "name": "jobs", "protocols": ["ldp_kwiksort_rr", "kwiksort"], "repeats": repeats,
         "seed": 7, "data": {"kind": "mallows", "n": 60, "m": 4, "theta": 0.5},
         "params": {"epsilon": [0.5, 2.0]},
@@ -104,7 +107,7 @@ def test_explicit_jobs_is_kept_and_the_default_is_auto():
 def test_auto_jobs_fills_the_cores_a_run_leaves():
     import os
 
-    from ldpsim.simulator.runner import resolve_jobs
+    from ldpsim.simulator.sweep.runner import resolve_jobs
 
     cores = len(os.sched_getaffinity(0))
     inproc = scenario(jobs="auto").runtime
@@ -136,26 +139,26 @@ def test_a_failed_run_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     """--jobs 2: one run fails; every other run is stored, the failed one is listed in
     failed.jsonl (not in the results) and named by the RunFailed that ends the sweep; the
     same command then redoes it alone."""
-    from ldpsim.simulator import runner
+    from ldpsim.simulator.sweep import execute as run_one
 
     s = scenario(jobs=2)
     bad = s.runs()[5].key
-    real = runner.execute
+    real = run_one.execute
 
     def execute(spec, *a, **k):
         if spec.key == bad:
             raise RunFailed("injected")
         return real(spec, *a, **k)
 
-    monkeypatch.setattr(runner, "execute", execute)  # inherited by the forked workers
+    monkeypatch.setattr(run_one, "execute", execute)  # inherited by the forked workers
     with pytest.raises(RunFailed, match=r"1 of 9 runs failed(.|\n)*injected"):
         run_scenario(s, tmp_path / "f", show_progress=False)
     stored = ResultStore(tmp_path / "f").records()
     assert len(stored) == 8 and bad not in {r["key"] for r in stored}
-    failed = [json.loads(x) for x in (tmp_path / "f" / runner.FAILED_FILE).read_text()
+    failed = [json.loads(x) for x in (tmp_path / "f" / run_one.FAILED_FILE).read_text()
               .splitlines()]
     assert [f["key"] for f in failed] == [bad] and "injected" in failed[0]["error"]
-    monkeypatch.setattr(runner, "execute", real)
+    monkeypatch.setattr(run_one, "execute", real)
     records, _ = run_scenario(s, tmp_path / "f", show_progress=False)  # resumes
     assert len(records) == 9
     assert len(ResultStore(tmp_path / "f").records()) == 9  # each run once
@@ -236,7 +239,7 @@ def test_workers_get_runs_of_the_data_sets_they_built():
     """``--jobs`` hands each worker the runs whose data set (hence ground truth) it already
     built: alternating workers, every data set is built by one worker only; every run is
     handed out exactly once."""
-    from ldpsim.simulator.runner import _ByData
+    from ldpsim.simulator.sweep.runner import _ByData
 
     specs = scenario(repeats=4).runs()  # 3 runs (protocol, epsilon) per repetition
     assert [s.repeat for s in specs[:4]] == [0, 1, 2, 3]  # run order: repeats innermost

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ldpsim.protocols import get_data_kind
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.collusion import colluder_mask
-from ldpsim.simulator.leakage import _pick
-from ldpsim.simulator.runner import execute, run_scenario
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.attacks.leakage import _pick
+from ldpsim.simulator.session.collusion import colluder_mask
+from ldpsim.simulator.session.seeding import run_keys
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.runner import execute, run_scenario
 
 
 def _scenario(protocol: str, n: int, colluders: float | int, targets: int, curator: bool = True,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.plots import PlotSpec, default_metrics, plot
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.plots import PlotSpec, default_metrics, plot
 
 from tests.simulator.test_results import rec
 

@@ -1,4 +1,4 @@
-"""Tests of simulator.results (store, summary, table, plots) and simulator.progress."""
+"""Tests of simulator.sweep.results (store, summary, table, plots) and simulator.sweep.progress."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ldpsim.simulator.plots import plot
-from ldpsim.simulator.progress import ProgressBar, _TextProgress, progress
-from ldpsim.simulator.results import (
+from ldpsim.simulator.sweep.plots import plot
+from ldpsim.simulator.sweep.progress import ProgressBar, _TextProgress, progress
+from ldpsim.simulator.sweep.results import (
     RESULTS_FILE,
     ResultsCorruptError,
     ResultStore,
@@ -67,10 +67,10 @@ def test_round_trip(tmp_path: Path) -> None:
 
 
 def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the file name of every fsync ``simulator.results`` makes (it still fsyncs)."""
+    """Record the file name of every fsync ``simulator.sweep.results`` makes (it still fsyncs)."""
     import os
 
-    from ldpsim.simulator import results
+    from ldpsim.simulator.sweep import results
 
     names: list[str] = []
     real = os.fsync
@@ -130,7 +130,7 @@ def test_sigkill_keeps_written_unsynced_records(tmp_path: Path) -> None:
     from tests.conftest import ROOT
 
     code = ("import sys, math\n"
-            "from ldpsim.simulator.results import ResultStore\n"
+            "from ldpsim.simulator.sweep.results import ResultStore\n"
             "s = ResultStore(sys.argv[1], sync_interval_s=math.inf, sync_records=10**9)\n"
             "for i in range(10**6):\n"
             "    s.append({'key': f'k{i}', 'metrics': {'x': 'y' * 5000}})\n"
@@ -461,7 +461,7 @@ def test_the_terminal_table_shows_mean_and_std_and_every_row() -> None:
 def test_plot_draws_costs_facets_and_confidence_bands(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
-    from ldpsim.simulator.plots import _ci_half_width, axis_label
+    from ldpsim.simulator.sweep.plots import _ci_half_width, axis_label
     from matplotlib.axes import Axes
 
     assert axis_label("params.epsilon") == "ε (privacy budget)"

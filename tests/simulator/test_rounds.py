@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from ldpsim.protocols.base import Curator, PrivacyClaim, Protocol, ReportSchema, RoundPlan
 from ldpsim.protocols.rank.data import KINDS
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.session.seeding import run_keys
 
 from ldpsim import protocols
 

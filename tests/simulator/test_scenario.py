@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.scenario import ScenarioError
 
 from tests.conftest import ROOT
 
@@ -301,7 +301,10 @@ def test_optional_keys_of_the_readme():
                           max_frame_bytes=1 << 20, max_envelope_bytes=4096, progress=False,
                           faults=[{"pool": 1, "round": 0, "action": "kill"}])
     raw["collusion"].update(colluders=[3, 1, 3], curator=False, save_view=True)
-    s = sc.load(raw=raw)
+    with pytest.warns(sc.ScenarioWarning) as said:  # the hosts keys, on the demo's processes
+        s = sc.load(raw=raw)
+    assert [str(w.message).split(":")[0] for w in said] == ["[runtime] endpoint",
+                                                            "[runtime] token"]
     assert s.runtime["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
     assert (s.runtime["agent_mode"], s.runtime["batch"], s.runtime["progress"]) == (
         "exact", 128, False)
@@ -528,7 +531,7 @@ def test_keys_do_not_depend_on_number_spelling():
 # Errors name the key and what is allowed
 
 
-ALLOWED_TOP = "allowed: agents, collusion, data, description, name, output, params, plot, " \
+ALLOWED_TOP = "allowed: agents, collusion, dask, data, description, name, output, params, plot, " \
               "protocol, protocols, repeats, runtime, seed"
 
 
@@ -681,3 +684,41 @@ def test_every_validation_error_at_once_with_the_closest_name():
     with pytest.raises(ScenarioError) as e:
         sc.load(raw=one)
     assert str(e.value).startswith("[params] epsilom: not a parameter")
+
+
+# -- settings by scope: a setting the run's backend does not read is said, never dropped
+
+
+@pytest.mark.parametrize(("backend", "key", "value"), [
+    ("processes", "data_first", True), ("inproc", "endpoint", "tcp://*:6000"),
+    ("processes", "curve", "keys/curve"), ("inproc", "token", "a token of 16+ chars")])
+def test_a_setting_the_backend_does_not_read_is_warned_about(backend, key, value):
+    raw = {**DEMO_RAW, "runtime": {"backend": backend, key: value}}
+    with pytest.warns(sc.ScenarioWarning, match=rf"\[runtime\] {key}: not read by the "
+                                                 rf"{backend} backend \("):
+        sc.load(raw=raw)
+
+
+@pytest.mark.parametrize(("backend", "runtime"), [
+    ("hosts", {"data_first": True}), ("inproc", {"data_first": True}),
+    ("processes", {"data_first": False}), ("processes", {"pools": 3, "batch": 64})])
+def test_a_setting_the_backend_reads_or_left_at_its_default_is_not(backend, runtime, recwarn):
+    sc.validate({**DEMO_RAW, "runtime": {"backend": backend, **runtime}})
+    assert not [w for w in recwarn if issubclass(w.category, sc.ScenarioWarning)]
+
+
+def test_every_shipped_scenario_loads_without_a_warning(recwarn):
+    for path in SCENARIO_FILES:
+        sc.load(path)
+    assert not [f"{w.message}" for w in recwarn if issubclass(w.category, sc.ScenarioWarning)]
+
+
+def test_the_cli_shows_a_scenario_warning_as_one_line(tmp_path, capsys):
+    from ldpsim.simulator import cli
+
+    assert cli.main(["run", "demo", "--backend", "inproc", "--set", "data.n=60", "--set",
+                     "repeats=1", "--set", "runtime.token='a token of 16+ chars'",
+                     "--no-progress", "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: [runtime] token: not read by the inproc backend (only the hosts "
+            "backend's pools register with a token); the runs go on without it\n") in err

@@ -12,8 +12,8 @@ import pytest
 from ldpsim.protocols import DATA_KINDS
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.simulator import cli
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.scenario import ScenarioError
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.scenario import ScenarioError
 
 from tests.simulator.test_scenario import DEMO_RAW  # scenarios/demo.toml as a dict
 
@@ -193,7 +193,7 @@ def test_colluder_ids_against_a_file_loader(tmp_path):
 @pytest.fixture
 def no_runs(monkeypatch):
     """Fail the test if the command line gets as far as running anything."""
-    from ldpsim.simulator import runner
+    from ldpsim.simulator.sweep import runner
 
     def refuse(*a, **k):
         raise AssertionError("a run was started")

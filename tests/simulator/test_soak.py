@@ -6,8 +6,8 @@ an outsider can send over a socket: undecodable bytes, envelopes with an ndarray
 reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with
 the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
 statistics of the wrong type and ERRORs from unregistered peers. The attacker holds the door
-credential (``simulator.door``: as one who read it off the network), so its messages reach the
-session. The run must release exactly the clean run's output, and the curator's peak memory
+credential (``simulator.backends.door``: as one who read it off the network), so its messages reach
+the session. The run must release exactly the clean run's output, and the curator's peak memory
 and the wall time must stay within 2x of the clean run's, comparing the best of two attacked
 runs with the best of two clean ones (the README's "Threat model and hardening" quotes the
 measurements).
@@ -22,10 +22,10 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from ldpsim.simulator import wire
-from ldpsim.simulator.door import show
+from ldpsim.simulator.backends.door import show
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
 
 from tests import drivers
 from tests.conftest import ROOT, free_port
@@ -70,7 +70,7 @@ def hostile_messages() -> list[list[bytes]]:
 def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box,
               auth: bytes | None = drivers.AUTH) -> None:
     """Hostile messages on four connections; ``auth``: the registration key whose door
-    credential the attacker shows (``simulator.door``: as one who read it off the network),
+    credential the attacker shows (``simulator.backends.door``: as one who read it off the network),
     None for an outsider without it."""
     ctx = zmq.Context()
     socks = []
@@ -182,14 +182,14 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
     import subprocess
     import sys
 
-    from ldpsim.simulator.inproc import run_inproc
-    from ldpsim.simulator.seeding import (
+    from ldpsim.simulator.backends.inproc import run_inproc
+    from ldpsim.simulator.backends.transport import HostsCurator
+    from ldpsim.simulator.session.seeding import (
         read_deployment,
         registration_key,
         token_of,
         write_deployment,
     )
-    from ldpsim.simulator.transport import HostsCurator
 
     root = ROOT
     files = write_deployment(tmp_path, 2, [[(0, 25_000)], [(25_000, 50_000)]])

@@ -5,9 +5,9 @@ backends (the orchestrator keeps the one-run pools' odometer)."""
 from __future__ import annotations
 
 import pytest
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.results import privacy_spent
-from ldpsim.simulator.runner import print_summary, run_scenario
+from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.results import privacy_spent
+from ldpsim.simulator.sweep.runner import print_summary, run_scenario
 
 
 def _raw(**over):
@@ -68,10 +68,10 @@ def test_the_agents_lifetime_budget_spans_the_sweep(tmp_path):
     assert privacy_spent(records)["epsilon_per_agent_max"] == pytest.approx(1.5)
 
 
-def test_a_lifetime_budget_with_the_dask_engine_is_refused():
+def test_a_lifetime_budget_with_the_dask_executor_is_refused():
     with pytest.raises(sc.ScenarioError, match=r"\[agents\] lifetime_epsilon"):
-        sc.load(raw=_raw(agents={"lifetime_epsilon": 2.0},
-                         runtime={"engine": "dask", "dask_address": "local:1"}))
+        sc.load(raw={**_raw(agents={"lifetime_epsilon": 2.0}, runtime={"executor": "dask"}),
+                     "dask": {"address": "local:1"}})
 
 
 @pytest.mark.parametrize(("table", "needle"), [

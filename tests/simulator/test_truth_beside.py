@@ -1,4 +1,4 @@
-"""The orchestrator's ground truth computed beside the run (``runner.TruthCache.start``): the same
+"""The orchestrator's ground truth computed beside the run (``execute.TruthCache.start``): the same
 truth for every data kind, the same record on every backend, a failed computation falls back to
 computing it here, and no process is left behind."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 from ldpsim.protocols.keys import Secrets
-from ldpsim.simulator import runner
-from ldpsim.simulator import scenario as sc
+from ldpsim.simulator.sweep import execute
+from ldpsim.simulator.sweep import scenario as sc
 
 
 def _strip(obj: Any) -> Any:
@@ -28,36 +28,36 @@ def _strip(obj: Any) -> Any:
                                   "audit_ethics"])
 def test_every_kind_gets_the_same_truth_beside(monkeypatch: pytest.MonkeyPatch,
                                                name: str) -> None:
-    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
     spec = sc.load(sc.find(name), ["data.n=300"]).runs()[0]
-    cache = runner.TruthCache()
+    cache = execute.TruthCache()
     secret = Secrets(b"truth-beside test: a master key!")
     assert cache.start(spec.data, spec.seed, secret)
     assert not cache.start(spec.data, spec.seed, secret)  # under way already
     got = cache.get(spec.data, spec.seed, secret)
     assert not cache._pending
-    np.testing.assert_equal(got, runner._truth(spec.data, spec.seed, secret))
+    np.testing.assert_equal(got, execute._truth(spec.data, spec.seed, secret))
     assert not cache.start(spec.data, spec.seed, secret)  # known now
 
 
 def test_small_data_is_computed_here() -> None:
     spec = sc.load(sc.find("audit_rank")).runs()[0]
-    assert spec.data["n"] < runner.TRUTH_BESIDE_N
-    assert not runner.TruthCache().start(spec.data, spec.seed)
+    assert spec.data["n"] < execute.TRUTH_BESIDE_N
+    assert not execute.TruthCache().start(spec.data, spec.seed)
 
 
 @pytest.mark.parametrize("backend", ["inproc", "processes"])
 def test_the_record_is_the_same(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     spec = sc.load(sc.find("audit_rank"), ["data.n=400", f"runtime.backend={backend!r}"]
                    ).runs()[0]
-    after = runner.execute(spec)
-    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
-    monkeypatch.setattr(runner, "_cores", lambda: 64)
+    after = execute.execute(spec)
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "_cores", lambda: 64)
     started = []
-    start = runner.TruthCache.start
-    monkeypatch.setattr(runner.TruthCache, "start",
+    start = execute.TruthCache.start
+    monkeypatch.setattr(execute.TruthCache, "start",
                         lambda self, *a: started.append(start(self, *a)) or started[-1])
-    beside = runner.execute(spec)
+    beside = execute.execute(spec)
     assert started == [True]
     assert _strip(beside) == _strip(after)
 
@@ -70,11 +70,11 @@ def test_only_on_a_core_the_run_leaves_free(monkeypatch: pytest.MonkeyPatch, bac
     """The truth is computed beside a run only where the machine has a core beyond those the
     run keeps busy (the processes backend's curator and pools): else it would slow the run
     and its timings."""
-    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
-    monkeypatch.setattr(runner, "_cores", lambda: cores)
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "_cores", lambda: cores)
     spec = sc.load(sc.find("audit_rank"), ["runtime.pools=2"]).runs()[0]
     started = []
-    monkeypatch.setattr(runner.TruthCache, "start", lambda self, *a: started.append(a))
+    monkeypatch.setattr(execute.TruthCache, "start", lambda self, *a: started.append(a))
 
     class Stop(Exception):
         pass
@@ -82,11 +82,11 @@ def test_only_on_a_core_the_run_leaves_free(monkeypatch: pytest.MonkeyPatch, bac
     def run(*a):
         raise Stop
 
-    impl = runner.get_backend(backend)
+    impl = execute.get_backend(backend)
     monkeypatch.setattr(impl, "run", lambda self, *a: run())
     b = impl.__new__(impl)  # no curator bound: only the decision is under test
     with pytest.raises(Stop):
-        runner.execute(spec, runner.TruthCache(), b)
+        execute.execute(spec, execute.TruthCache(), b)
     assert bool(started) == beside
 
 
@@ -101,19 +101,19 @@ def _fails(data, seed, secret, conn) -> None:
 @pytest.mark.parametrize("child", [_dies, _fails])
 def test_a_failed_child_falls_back_to_computing_here(monkeypatch: pytest.MonkeyPatch,
                                                      child) -> None:
-    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
-    monkeypatch.setattr(runner, "_truth_child", child)
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "_truth_child", child)
     spec = sc.load(sc.find("audit_rank")).runs()[0]
-    cache = runner.TruthCache()
+    cache = execute.TruthCache()
     assert cache.start(spec.data, spec.seed)
     np.testing.assert_equal(cache.get(spec.data, spec.seed),
-                            runner._truth(spec.data, spec.seed, None))
+                            execute._truth(spec.data, spec.seed, None))
 
 
 def test_close_stops_what_nobody_collected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
     spec = sc.load(sc.find("audit_rank"), ["data.n=10000000"]).runs()[0]
-    cache = runner.TruthCache()
+    cache = execute.TruthCache()
     assert cache.start(spec.data, spec.seed)
     (proc, _), = cache._pending.values()
     cache.close()

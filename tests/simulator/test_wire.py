@@ -1,6 +1,7 @@
 """The accelerated batch codec (``wire_numpy``) must produce and accept exactly what the reference
 codec (``wire``, msgpack-python) does: both of its implementations, the compiled one
-(``simulator/_wirec.c``, where the install built it) and the numpy one, run every test here."""
+(``simulator/codec/_wirec.c``, where the install built it) and the numpy one, run every test here.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ldpsim.simulator import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
 
 from tests.conftest import each_implementation
 
@@ -389,7 +390,7 @@ def test_a_payload_that_looks_like_an_envelope_head_is_read_as_a_payload():
 
 
 def test_numpy_scalars_are_written_as_msgpack_python_writes_them():
-    """What the reference packer writes for numpy scalars (the ``wire._default`` hook, and
+    """What the reference packer writes for numpy scalars (the ``wire.pack_ext`` hook, and
     np.float64 being a float) is what the batch writer writes for array values (bools aside:
     a bool payload travels as the ints 0/1, see ``encode_batch``)."""
     for value in (np.float64(-0.0), np.float32(1.5), np.float16(np.inf), np.int8(-5),
@@ -735,7 +736,8 @@ def test_any_bytes_are_refused_or_read_as_the_reference_reads_them(junk, n, k, d
 
 _BOMB = """
 import resource, struct, sys
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator.codec import wire
+from ldpsim.simulator.codec import wire_numpy
 wire_numpy.CODEC.use(sys.argv[2])
 n = 8 << 20
 frames = {"flat": b"\\xdd" + struct.pack(">I", n) + b"\\x90" * n,   # 8 MB of empty arrays

@@ -12,11 +12,11 @@ from ldpsim.protocols import PROTOCOLS, ParamError, get_data_kind
 from ldpsim.protocols.base import Block
 from ldpsim.protocols.mechanisms import GRR
 from ldpsim.protocols.safari import perm
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.runner import TruthCache
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.session.seeding import run_keys
+from ldpsim.simulator.sweep.runner import TruthCache
 
 from tests.conftest import ROOT
 
@@ -213,7 +213,7 @@ def scenario_files() -> list[Path]:
 
 
 def test_scenario_files_expand():
-    from ldpsim.simulator.scenario import check_runs, load
+    from ldpsim.simulator.sweep.scenario import check_runs, load
 
     files = scenario_files()
     assert len(files) >= 7
@@ -300,7 +300,7 @@ def test_reports_outside_the_asked_attributes_domain_are_rejected_by_the_runtime
 def test_calm_round_reports_are_bounded_at_the_rounds_epsilon(epsilon):
     """SAFARI with rule1 = "calm" checked its OLH round's reports against the bound of ε = 1:
     at ε = 4 about half the valid reports were rejected as out of domain, at ε = 6 about 81%."""
-    from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.session import Limits
 
     cfg = {"protocol": "safari", "params": {"epsilon": epsilon, "rule1": "calm"},

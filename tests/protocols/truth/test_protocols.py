@@ -13,10 +13,10 @@ from ldpsim.protocols import DATA_KINDS, PROTOCOLS, ParamError
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import Block
 from ldpsim.protocols.truth import mechanisms as tm
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.runner import TruthCache
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.sweep.runner import TruthCache
 
 NAMES = ["truth_plain", "truth_lp", "truth_rr", "truth_mf", "truth_two_layer"]
 LIMITS = Limits(timeout_s=20)

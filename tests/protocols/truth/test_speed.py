@@ -10,8 +10,8 @@ import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import Block
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.transport import run_processes
 
 MF = PROTOCOLS["truth_mf"]
 

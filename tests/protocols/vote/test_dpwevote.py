@@ -550,10 +550,10 @@ def _config(protocol: str, n: int = 300, pools: int = 2, **extra) -> dict:
 
 @pytest.mark.parametrize("protocol", ["dpwevote", "dpwevote_laplace"])
 def test_inproc_equals_processes(protocol):
-    from ldpsim.simulator.inproc import run_inproc
-    from ldpsim.simulator.runner import TruthCache
+    from ldpsim.simulator.backends.inproc import run_inproc
+    from ldpsim.simulator.backends.transport import run_processes
     from ldpsim.simulator.session import Limits
-    from ldpsim.simulator.transport import run_processes
+    from ldpsim.simulator.sweep.runner import TruthCache
 
     limits = Limits(timeout_s=10)
     ref = run_inproc(_config(protocol, pools=1), limits)
@@ -580,7 +580,7 @@ def test_inproc_equals_processes(protocol):
 
 
 def test_scenarios_expand():
-    from ldpsim.simulator.scenario import check_runs, load
+    from ldpsim.simulator.sweep.scenario import check_runs, load
 
     for name, points, repeats in (("paper002_fig4", 108, 2000),
                                   ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 from ldpsim.protocols.local import example_data
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import CommStats, Limits, Timing
 from ldpsim.simulator.session.accounting import zmtp_bytes
 

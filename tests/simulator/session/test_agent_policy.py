@@ -13,11 +13,11 @@ from __future__ import annotations
 import msgpack
 import pytest
 from ldpsim.protocols.keys import Secrets
-from ldpsim.simulator import wire
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import local_parties
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 from ldpsim.simulator.session.policy import AgentPolicy
+from ldpsim.simulator.session.seeding import local_parties
 
 from tests.simulator.session.test_attacks import config as attack_config
 

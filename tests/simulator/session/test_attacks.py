@@ -23,18 +23,18 @@ import zmq
 from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
 from ldpsim.protocols.base import Block
 from ldpsim.protocols.keys import DataKeys, Secrets
-from ldpsim.simulator import wire
-from ldpsim.simulator.door import show
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import (
+from ldpsim.simulator.backends.door import show
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.codec import wire
+from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
+from ldpsim.simulator.session.seeding import (
     curator_config,
     local_parties,
     registration_key,
     registration_mac,
     run_keys,
 )
-from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
-from ldpsim.simulator.transport import run_processes
 
 from tests.conftest import free_port
 
@@ -540,7 +540,8 @@ def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
-    show(s, AUTH)  # past the door (``simulator.door``): as one who read its PLAIN credential
+    # past the door (``simulator.backends.door``): as one who read its PLAIN credential
+    show(s, AUTH)
     s.connect(endpoint)
     try:
         while thread.is_alive() and time.monotonic() - t0 < 20:
@@ -584,7 +585,7 @@ def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
         assert len(conns) == 1100
         import multiprocessing as mp
 
-        from ldpsim.simulator.transport import _pool_child  # honest pools, after the flood
+        from ldpsim.simulator.backends.transport import _pool_child  # honest pools, after the flood
 
         ctx = mp.get_context("fork")
         pools = [ctx.Process(target=_pool_child, args=(endpoint, i, 2, AUTH, LIMITS,

@@ -9,10 +9,9 @@ import tomllib
 import numpy as np
 import pytest
 from ldpsim.protocols.base import ReportSchema, RoundPlan
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator import wire
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.runconfig import DEFAULTS, RunConfig
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.rounds import (
     AUTO_FRAME_BYTES,
@@ -23,7 +22,8 @@ from ldpsim.simulator.session.rounds import (
     batch_size,
     envelope_bound,
 )
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.session.runconfig import DEFAULTS, RunConfig
+from ldpsim.simulator.sweep import scenario as sc
 
 from tests.conftest import ROOT
 

@@ -10,8 +10,8 @@ from collections import deque
 import numpy as np
 import pytest
 from ldpsim.protocols.local import example_data
-from ldpsim.simulator import wire, wire_numpy
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
 
 from tests import drivers

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from ldpsim.protocols import get_data_kind
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire, wire_numpy_read
-from ldpsim.simulator.seeding import run_keys
+from ldpsim.simulator.codec import wire, wire_numpy_read
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
+from ldpsim.simulator.session.seeding import run_keys
 
 from tests import drivers
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ldpsim.protocols import PROTOCOLS, get_protocol
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import Limits
 
 PROBE = "tests.simulator.session._preload_probe"

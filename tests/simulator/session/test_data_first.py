@@ -6,12 +6,12 @@ build it as they start, before they say ready."""
 from __future__ import annotations
 
 import pytest
-from ldpsim.simulator import identity
-from ldpsim.simulator import scenario as sc
-from ldpsim.simulator.inproc import run_inproc
-from ldpsim.simulator.seeding import public_config
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits, PoolSession
-from ldpsim.simulator.transport import run_processes
+from ldpsim.simulator.session.seeding import public_config
+from ldpsim.simulator.sweep import identity
+from ldpsim.simulator.sweep import scenario as sc
 
 from tests import drivers
 from tests.conftest import ROOT

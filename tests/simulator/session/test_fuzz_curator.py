@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ldpsim.simulator.inproc import run_inproc
+from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
 from tests import drivers

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ldpsim.protocols.base import ReportSchema
-from ldpsim.simulator import wire, wire_numpy
+from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session import curator as curator_mod
 from ldpsim.simulator.session.ingest import (
     REPORT_CHUNK,
@@ -186,7 +186,7 @@ def _record(res: dict) -> str:
 @pytest.mark.parametrize("protocol", ["ldp_kwiksort_rr", "dpwevote", "safari", "truth_lp"])
 def test_a_run_without_the_accelerator_is_bit_identical(protocol, monkeypatch):
     from ldpsim.protocols.local import example_data
-    from ldpsim.simulator.inproc import run_inproc
+    from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.session import Limits
 
     cfg = {"protocol": protocol, "params": {}, "data": example_data(protocol), "seed": 11,

@@ -1,0 +1,51 @@
+"""Every environment variable ldpsim reads, in one place.
+
+Scenario files and options say what an experiment is; these variables only choose how this
+machine computes it (the same outputs either way) or tell it what the network cannot. A module
+that reads one takes its name from here; ``tests/test_layers.py`` fails on a variable named
+anywhere else, and the documentation's table lists each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, the values it takes and what it does."""
+
+    name: str
+    values: str
+    effect: str
+
+
+#: the compiled batch codec (``simulator/codec/_wirec.c``) or numpy's: the same bytes
+CODEC = "LDPSIM_CODEC"
+#: the compiled random-stream helpers (``protocols/_rngc.c``, ``_prfc.c``, ``_dlapc.c``) or
+#: numpy's: the same bits
+RNG = "LDPSIM_RNG"
+#: keep freed memory for reuse in every ldpsim process (``simulator.backends.alloc``)
+TUNE_MALLOC = "LDPSIM_TUNE_MALLOC"
+#: the address Dask workers reach this machine at (``simulator.backends.on_dask``)
+DASK_ADVERTISE = "LDPSIM_DASK_ADVERTISE"
+#: set by a Dask nanny started with its defaults; read to undo what it does to every run
+#: (``simulator.backends.dask_client``)
+MALLOC_TRIM_THRESHOLD = "MALLOC_TRIM_THRESHOLD_"
+
+VARIABLES = (
+    Variable(CODEC, '"numpy" (unset: the compiled codec where the install built it)',
+             "which batch codec writes and reads the wire's frames; both give the same bytes"),
+    Variable(RNG, '"numpy" (unset: the compiled helpers where the install built them)',
+             "which implementation mixes the random streams, derives the agents' keys and "
+             "samples the discrete Laplace; both give the same bits"),
+    Variable(TUNE_MALLOC, '"1" (unset or anything else: off)',
+             "every ldpsim process keeps freed memory for reuse (up to 1 GB held); "
+             "`ldpsim bench` sets it for itself and its children"),
+    Variable(DASK_ADVERTISE, "a host name or IP address",
+             "the address of this machine the Dask workers connect to for the dask backend's "
+             "curator (default: the one this machine uses towards the scheduler)"),
+    Variable(MALLOC_TRIM_THRESHOLD, "set by a Dask nanny, not by you",
+             "read on a Dask worker: where a nanny set it, ldpsim applies the same memory "
+             "tuning as with LDPSIM_TUNE_MALLOC=1"),
+)

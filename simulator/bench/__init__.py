@@ -1,0 +1,228 @@
+"""Benchmarks (``make bench`` / ``ldpsim bench``): transport ceiling against full protocol runs.
+
+* **transport ceiling**: the same number of agent envelopes, of the same sizes and in the same
+  batches, pushed curator -> pools -> curator through the same sockets (ROUTER/DEALER, same
+  options, one process per pool), with no protocol logic: frames are pre-built bytes and pools
+  answer each query frame with a pre-built report frame of the same agent count.
+* **full run**: LDP-KwikSort:RR (m = 10, K = 1) end to end on the processes backend (set-up,
+  data generation, registration, queries, local randomizers, validation, estimation, KwikSort,
+  the pools' closing statistics), and on inproc. Both it and the ceiling are timed from the
+  moment every pool is connected and has said it is ready. A processes pool builds its agents'
+  data as it starts, before it says ready (as real agents hold theirs before anyone asks), so
+  the row "whole wall_s" gives the same run from the curator's set-up: it also counts the
+  pools' process start-up and data generation (``timing.pools_ready_s``).
+
+Speeds are agents per second over the run's wall time; every row is the best of three, and the
+ratio to the ceiling is measured in the same invocation, so machine noise affects both alike.
+"CPU s" adds up every process's CPU time (curator and pools). A run whose CPU s comes close to
+cores × wall s is CPU-bound: it cannot finish in less than CPU s / cores.
+
+Then what independent agents cost: key derivation and policy checks at the largest size, against
+that run (``bench_keys``); and, each in its own module: every local protocol's rounds against
+its own kernel
+(``bench_kernels``, ``--kernels N``), ldpsim's frequency oracles against two Python LDP
+libraries on equal work (``bench_peers``, ``--peers N``) and the privacy audit
+(``bench_audit``, ``--audit-trials N``), and where runs execute: ``--jobs`` and Dask sweeps, and
+the dask backend against the processes backend (``bench_dask``, ``--sweeps N``,
+``--dask-agents N``).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ldpsim.protocols.rng import MIXER
+from ldpsim.simulator.backends.alloc import request_tuning
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.bench.ceiling import (
+    from_ready,
+    kwiksort_config,
+    transport_ceiling,
+    used_batch,
+)
+from ldpsim.simulator.codec import wire_numpy
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.session.runconfig import DEFAULTS
+
+
+def _row(name: str, n: int, wall: float, ceiling: float | None, mem: str,
+         raw: float | None = None, cpu: float | None = None) -> list[str]:
+    rate = n / wall
+    ratio = "" if ceiling is None else f"{ceiling / wall:.2f}"
+    ratio_raw = "" if raw is None else f"{raw / wall:.3f}"
+    return [name, f"{n:,}", f"{wall:.2f}", "" if cpu is None else f"{cpu:.2f}", f"{rate:,.0f}",
+            ratio, ratio_raw, mem]
+
+
+HEADLINE = ("accuracy", "correct", "mae_change", "mae", "avd_q1", "avd_q2", "error_rate",
+            "kendall_tau")
+
+
+def scenario_rows(paths: list[Path]) -> list[list[str]]:
+    """One row per run of each benchmark scenario, each run by a fresh ``ldpsim run``.
+
+    A fresh process per scenario keeps the peak-memory figures honest (a forked child would
+    count the orchestrator's pages too). The scenario file chooses the backend (processes).
+    """
+    import json
+    import subprocess
+    import tempfile
+
+    rows = []
+    for path in paths:
+        with tempfile.TemporaryDirectory() as out:
+            t = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "ldpsim", "run", str(path), "--out",
+                                   out, "--no-progress"], capture_output=True, text=True)
+            total = time.perf_counter() - t
+            if done.returncode != 0:
+                rows.append([path.stem, "", "", "", "", "", "", f"failed: {done.stderr[-200:]}"])
+                continue
+            records = [json.loads(x) for x in (Path(out) / "results.jsonl").read_text()
+                       .splitlines()]
+        for rec in records:
+            t, c, m = rec["timing"], rec["comm"], rec["metrics"]
+            shown = [k for k in HEADLINE if k in m][:2] or list(m)[:2]
+            metric = ", ".join(f"{k} {m[k]:.3g}" for k in shown)
+            rows.append([f"{path.stem} {rec['protocol']}", f"{rec['n_agents']:,}",
+                         f"{t['wall_s']:.2f}", f"{t['curator_cpu_s'] + t['pools_cpu_s']:.2f}",
+                         f"{rec['n_agents'] / t['wall_s']:,.0f}", "", "",
+                         f"agent {1e6 * t['agent_cpu_s_mean']:.1f} us ({t['agent_time_mode']}),"
+                         f" up {c['bytes_up_per_agent_mean']:,.0f} B / down "
+                         f"{c['bytes_down_per_agent_mean']:,.0f} B per agent, curator "
+                         f"{t['curator_peak_rss_mb']:.0f} MB, pool "
+                         f"{t['pool_peak_rss_mb']:.0f} MB; {metric}; whole command "
+                         f"{total:.0f} s"])
+    return rows
+
+
+def main(args: Any) -> int:
+    # before any child starts: the pools, the curator's fork server and each scenario's
+    # ``ldpsim run`` inherit the setting (``simulator.backends.alloc``)
+    request_tuning()
+    if getattr(args, "engines_only", False):
+        return _engines(args)
+    sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
+    pools = args.pools
+    batch = getattr(args, "batch", DEFAULTS.batch)
+    limits = Limits(timeout_s=120)
+    rows = []
+    print(f"ldpsim bench: LDP-KwikSort:RR m=10 K=1, {pools} pools, batch {batch}, "
+          f"{os.cpu_count()} cores; batch codec {wire_numpy.CODEC.name()}, stream mixer "
+          f"{MIXER.name()}", file=sys.stderr)
+    for n in sizes:
+        cfg = kwiksort_config(n, pools, batch)
+        # best of three for every row, full runs and ceilings alike
+        res = min((run_processes(cfg, limits) for _ in range(3)), key=from_ready)
+        q = round(res["comm"]["bytes_down_per_agent_mean"])
+        r = round(res["comm"]["bytes_up_per_agent_mean"])
+        size = used_batch(res)  # the ceilings move the same batches as the run
+        raw, raw_cpu = min(transport_ceiling(n, pools, size, q, r) for _ in range(3))
+        rows.append(_row("ceiling: raw bytes", n, raw, None,
+                         f"{q} B down / {r} B up per agent", cpu=raw_cpu))
+        ceiling, ceiling_cpu = min(transport_ceiling(n, pools, size, q, r, "batch")
+                                   for _ in range(3))
+        rows.append(_row("ceiling: envelopes", n, ceiling, None,
+                         "one envelope per agent, runtime's batch codec, no protocol logic",
+                         cpu=ceiling_cpu))
+        general, general_cpu = transport_ceiling(n, pools, size, q, r, "msgpack")
+        rows.append(_row("  (msgpack per envelope)", n, general, None,
+                         "same, one msgpack call per envelope (the general codec)",
+                         cpu=general_cpu))
+        t = res["timing"]
+        last_wall = t["wall_s"]
+        mem = (f"batches of {size:,}; from pools ready (their data built); "
+               f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
+        rows.append(_row("full run, processes", n, from_ready(res), ceiling, mem, raw,
+                         cpu=t["curator_cpu_s"] + t["pools_cpu_s"]))
+        rounds = sum(x["wall_s"] for x in res["comm"]["per_round"])
+        rows.append(_row("  rounds only", n, rounds, ceiling,
+                         "queries out to estimate; the rest is registration, set-up and "
+                         "the closing statistics", raw))
+        # the same run counted from the curator's start: its pools' process start-up and their
+        # data generation (they build their rows before they say ready) are in it
+        rows.append(_row("  whole wall_s", n, t["wall_s"], ceiling,
+                         f"the same run from the curator's set-up: "
+                         f"{1e3 * t['pools_ready_s']:.0f} ms until every pool had started, "
+                         f"built its agents' data and said ready", raw))
+        walls = []
+        for _ in range(3):
+            t0, c0 = time.perf_counter(), time.process_time()
+            run_inproc(cfg, limits)
+            walls.append((time.perf_counter() - t0, time.process_time() - c0))
+        wall_in, cpu_in = min(walls)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rows.append(_row("full run, inproc", n, wall_in, ceiling, f"process {rss:.0f} MB", raw,
+                         cpu=cpu_in))
+    if not args.quick and not getattr(args, "no_scenarios", False):
+        here = Path(__file__).resolve().parents[2] / "scenarios"
+        rows.extend(scenario_rows(sorted(here.glob("bench_*.toml"))))
+    from ldpsim.simulator.bench import audit as bench_audit
+    from ldpsim.simulator.bench import keys as bench_keys
+
+    bench_audit.print_table(["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling",
+                             "/raw", "notes"], rows)
+    print(f"\nindependent agents: key derivation and policy checks at {sizes[-1]:,} agents, "
+          f"against the whole run (best of five)")
+    bench_audit.print_table(["step", "agents", "ms", "of the run", "notes"],
+                            bench_keys.rows(cfg, sizes[-1], last_wall))
+    from ldpsim.simulator.bench import hardening as bench_hardening
+
+    print("\nthe decoder's bound: checked before the reference reader decodes a frame "
+          "(best of five)")
+    bench_audit.print_table(["step", "frame", "ms", "of decoding", "notes"],
+                            bench_hardening.rows(20_000 if args.quick else 200_000))
+    kernels = _size(args, "kernels", 2000, 10**6)
+    if kernels:
+        from ldpsim.simulator.bench import kernels as bench_kernels
+
+        bench_kernels.main(kernels, pools, batch)
+    peers = _size(args, "peers", 2000, 10**6)
+    if peers:
+        from ldpsim.simulator.bench import peers as bench_peers
+
+        bench_peers.main(peers, _size(args, "peer_users", 200, 10**5),
+                         repeats=1 if args.quick else 3)
+    trials = 100 if args.quick else getattr(args, "audit_trials", 0)
+    if trials:
+        bench_audit.main(trials, full_trials=min(trials, 2000))
+    return _engines(args)
+
+
+def _engines(args: Any) -> int:
+    """Where runs execute: --jobs and Dask sweeps, the dask backend (``bench_dask``)."""
+    runs = _size(args, "sweeps", 12, 200)
+    agents = _size(args, "dask_agents", 20_000, 10**6)
+    if runs or agents:
+        from ldpsim.simulator.bench import cluster as bench_dask
+
+        bench_dask.main(runs, agents)
+    return 0
+
+
+def _size(args: Any, name: str, quick: int, full: int) -> int:
+    """A table's size: the option when given (0 skips the table), else ``quick`` with
+    ``--quick`` and ``full`` without."""
+    value = getattr(args, name, None)
+    if value is not None:
+        return value
+    return quick if args.quick else full
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="100000,1000000")
+    ap.add_argument("--pools", type=int, default=2)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kernels", type=int)
+    ap.add_argument("--peers", type=int)
+    ap.add_argument("--peer-users", type=int)
+    sys.exit(main(ap.parse_args()))

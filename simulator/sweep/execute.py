@@ -1,0 +1,254 @@
+"""One run of a sweep, start to record: its backend runs it, the orchestrator scores its output
+against the ground truth (which only it sees; ``TruthCache`` computes a large data set's truth
+in a process of its own while the run runs) and builds its record. The serial loop, the
+``--jobs`` workers and the Dask tasks all run a spec through ``execute_record``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import platform
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+from ldpsim.protocols import build_data, get_protocol
+from ldpsim.protocols.keys import Secrets
+from ldpsim.simulator.backends import Backend, get_backend
+from ldpsim.simulator.backends.machine import cores as _cores
+from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.collusion import colluder_mask, save_view
+from ldpsim.simulator.session.policy import AgentPolicy
+from ldpsim.simulator.session.record import run_record
+from ldpsim.simulator.session.runconfig import RunConfig
+from ldpsim.simulator.session.seeding import public_config, run_secrets, secrets_of
+from ldpsim.simulator.sweep.results import DEGRADED
+from ldpsim.simulator.sweep.scenario import RunSpec
+
+from ldpsim import __version__
+
+
+def versions() -> dict[str, str]:
+    """Versions of ldpsim and everything that can change a result."""
+    import scipy  # its version only: the protocols import its submodules where they use them
+
+    return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "scipy": scipy.__version__, "pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(),
+            "msgpack": ".".join(map(str, msgpack.version))}
+
+
+#: Data sets of at least this many agents have their truth computed beside the run, in a
+#: process of its own (``TruthCache.start``); below it, forking costs more than it saves.
+TRUTH_BESIDE_N = 100_000
+
+
+def data_signature(data: dict[str, Any], seed: int, secret: Secrets | None = None) -> str:
+    """Which data set a run builds: runs with equal signatures build the same data and share
+    its ground truth (``TruthCache``; the workers of a parallel sweep are handed them
+    together)."""
+    tag = "" if secret is None else hashlib.blake2b(secret.master, digest_size=8).hexdigest()
+    return json.dumps([data, seed, tag], sort_keys=True, default=str)
+
+
+def _dataset(data: dict[str, Any], seed: int, secret: Secrets | None) -> Any:
+    """The run's data set, built with the same keys the pools use (all of them: the
+    orchestrator is the referee)."""
+    return build_data(data, run_secrets({"seed": seed}, secret).data_keys(seed))
+
+
+def _truth(data: dict[str, Any], seed: int, secret: Secrets | None) -> dict[str, Any]:
+    return _dataset(data, seed, secret).truth()
+
+
+def _truth_child(data: dict[str, Any], seed: int, secret: Secrets | None, conn) -> None:
+    from ldpsim.simulator.backends.transport import die_with_parent
+
+    die_with_parent()  # no Ctrl-C traceback; gone with the orchestrator
+    try:
+        conn.send(("ok", _truth(data, seed, secret)))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class TruthCache:
+    """Ground truth per (data, seed): every protocol of one repetition shares its data.
+
+    ``start`` computes a large data set's truth in a forked process while the run runs (numpy
+    work of seconds at 10^7 agents, on a core the run leaves idle much of the time); ``get``
+    then collects it. The child is forked before the run starts any process, from this
+    single-threaded process: the same code on the same data, so the same truth as computed here
+    (which ``get`` falls back to should the child fail in any way). Call ``close`` to stop
+    computations nobody collected (a failed or interrupted run).
+    """
+
+    def __init__(self, size: int = 64, beside: bool = True) -> None:
+        self.size = size
+        #: whether ``start`` may compute a truth beside the run (not in a ``--jobs`` worker:
+        #: the other workers hold the cores it would use)
+        self.beside = beside
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
+
+    def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
+        """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
+        process of its own, unless it is known or under way; whether one was started."""
+        sig = data_signature(data, seed, secret)
+        n = data.get("n")
+        if not self.beside or sig in self._cache or sig in self._pending \
+                or not isinstance(n, int) or n < TRUTH_BESIDE_N:
+            return False
+        from ldpsim.simulator.backends.transport import start_child
+
+        ctx = mp.get_context("fork")
+        rx, tx = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_truth_child, name="ldpsim-truth",
+                           args=(data, seed, secret, tx), daemon=True)
+        try:
+            start_child(proc)  # SIGINT blocked across the fork
+        finally:
+            tx.close()
+        self._pending[sig] = (proc, rx)
+        return True
+
+    def get(self, data: dict[str, Any], seed: int, secret: Secrets | None = None
+            ) -> dict[str, Any]:
+        sig = data_signature(data, seed, secret)
+        if sig in self._cache:
+            self._cache[sig] = self._cache.pop(sig)  # most recently used last
+        else:
+            truth = self._collect(sig)
+            if truth is None:
+                truth = _truth(data, seed, secret)
+            if len(self._cache) >= self.size:
+                self._cache.pop(next(iter(self._cache)))  # least recently used
+            self._cache[sig] = truth
+        return self._cache[sig]
+
+    def _collect(self, sig: str) -> dict[str, Any] | None:
+        """The truth a ``start`` process computed (None: none started, or it failed)."""
+        if sig not in self._pending:
+            return None
+        proc, rx = self._pending.pop(sig)
+        status, payload = "error", None
+        try:
+            status, payload = rx.recv()
+        except (EOFError, OSError):  # it died: compute here (and raise what it would raise)
+            pass
+        finally:  # it exits once it has sent; else (Ctrl-C, it died) it is stopped now
+            rx.close()
+            if status != "ok":
+                proc.kill()
+            proc.join()
+        return payload if status == "ok" else None
+
+    def close(self) -> None:
+        """Stop the computations ``start`` began and nobody collected."""
+        for proc, rx in self._pending.values():
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+            rx.close()
+        self._pending.clear()
+
+
+def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | None = None,
+            view_dir: Path | None = None, spent_before: float = 0.0) -> dict[str, Any]:
+    """Run one RunSpec on ``backend`` (default: a standalone one of the spec's kind) and
+    return its result record. ``spent_before``: what the agents spent on the run's data set in
+    the sweep's earlier runs (their lifetime odometer, which the local backends' one-run pools
+    get from here)."""
+    if truth is None:
+        truth = TruthCache()
+        try:
+            return execute(spec, truth, backend, view_dir, spent_before)
+        finally:
+            truth.close()
+    config = spec.config()
+    limits = Limits.of_runtime(spec.runtime)
+    if backend is None:
+        backend = get_backend(spec.runtime["backend"]).standalone()
+    save = bool(spec.collusion.get("save_view")) and view_dir is not None
+    attacks = bool(spec.collusion.get("attacks"))
+    record_view = save or attacks
+    # the experiment's master secret (``[runtime] secret``): with the same one every backend
+    # gives the same output for the same seed (``simulator.session.seeding``); without one the
+    # seed's
+    secret = secrets_of(spec.runtime)
+    policy = replace(AgentPolicy.of(spec.agents), spent=spent_before)
+    if _cores() > backend.busy_cores(spec.runtime):
+        # a large data set's truth beside the run, on a core the run leaves free: where none is
+        # left it would slow the run down, and the run's timings with it
+        truth.start(spec.data, spec.seed, secret)
+    t0 = time.perf_counter()
+    res = backend.run(config, limits, record_view, secret, policy)
+    wall = time.perf_counter() - t0
+    proto = get_protocol(spec.protocol)
+    record = run_record(
+        spec=spec, res=res, backend=backend.name,
+        metrics=proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret)),
+        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=wall,
+        versions=versions(), degraded=DEGRADED)
+    if attacks:
+        t1 = time.perf_counter()
+        record["leakage"] = _leakage(spec, res, secret)
+        record["leakage"]["seconds"] = time.perf_counter() - t1
+    if save:
+        path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
+        record["view_path"] = str(path)
+    return record
+
+
+def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict[str, Any]:
+    """``simulator.attacks.leakage`` on the run's own view, with the run's data and coalition."""
+    from ldpsim.simulator.attacks.leakage import run_leakage
+
+    ds = _dataset(spec.data, spec.seed, secret)
+    mask = colluder_mask(ds.n, spec.collusion, public_config(spec.config())["collusion_key"])
+    return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
+                       RunConfig.of(spec.config()).curator_colludes, spec.seed,
+                       int(spec.collusion.get("attack_targets", 200)))
+
+
+#: the runs of a parallel sweep that failed (``--jobs`` N > 1, the Dask engine): one JSON line
+#: each, beside ``results.jsonl``; they are not results, and the same command redoes them
+FAILED_FILE = "failed.jsonl"
+
+
+def record_failure(out_dir: Path, spec: RunSpec, message: str) -> None:
+    """Append a failed run (key, point, repeat, time, error) to ``OUT/failed.jsonl``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / FAILED_FILE, "a") as f:
+        f.write(json.dumps({"key": spec.key, "protocol": spec.protocol, "point": spec.point,
+                            "repeat": spec.repeat, "time": time.time(), "error": message},
+                           default=str) + "\n")
+
+
+def failed_runs(failed: list[tuple[RunSpec, str]], total: int, out_dir: Path,
+                where: str) -> RunFailed:
+    """The error that ends a parallel sweep in which ``failed`` runs failed (each recorded in
+    ``failed.jsonl``), naming them."""
+    lines = "\n".join(f"  {msg.splitlines()[0] if msg else s.key}" for s, msg in failed)
+    return RunFailed(f"{len(failed)} of {total} runs failed {where} (listed in "
+                     f"{out_dir / FAILED_FILE}; not in the results: the same command redoes "
+                     f"them):\n{lines}\n{failed[0][1]}")
+
+
+def execute_record(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
+                   per_round: bool, spent_before: float = 0.0) -> dict[str, Any]:
+    """``execute``, without the per-round entries of the record's ``comm`` unless
+    ``per_round`` (``[results] per_round = false`` keeps big sweeps' records small)."""
+    rec = execute(spec, truth, backend, view_dir, spent_before)
+    if not per_round:
+        rec["comm"].pop("per_round", None)
+    return rec
+
+

@@ -1,0 +1,400 @@
+"""The orchestrator: runs a scenario's runs on a backend, scores them, records the results.
+
+The orchestrator is the only party that sees ground truth: it builds the data set itself (from
+the same seed the pools use), computes the truth summary, and evaluates the curator's public
+output. Curator code never receives truth. For a large data set the truth is computed in a
+process of its own while the run runs (``TruthCache.start``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ldpsim.simulator.backends import get_backend
+from ldpsim.simulator.backends.machine import cores as _cores
+from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.sweep import identity, interrupt
+from ldpsim.simulator.sweep.execute import (
+    TruthCache,
+    data_signature,
+    execute,
+    execute_record,
+    failed_runs,
+    record_failure,
+)
+from ldpsim.simulator.sweep.plots import plot
+from ldpsim.simulator.sweep.progress import progress
+from ldpsim.simulator.sweep.results import (
+    ResultStore,
+    format_table,
+    privacy_spent,
+    summarize,
+    usable,
+    write_summary,
+)
+from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
+
+
+def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
+                 echo=print, include_degraded: bool = False
+                 ) -> tuple[list[dict[str, Any]], Path]:
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots.
+
+    Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
+    degraded runs out unless ``include_degraded``; the returned records are all the stored ones
+    (the latest of each key), degraded included.
+    """
+    specs = scenario.runs()
+    check_runs(specs)  # every error before any process starts
+    get_backend(scenario.runtime["backend"]).check(scenario.runtime)
+    store = ResultStore(out_dir)
+    done = store.done_keys()
+    numbered = store.numbered()
+    identity.check(out_dir, scenario, has_records=bool(numbered),
+                   order=[s.key for s in specs])
+    # every stored record one of the directory's runs, or the sweep stops here (none is
+    # averaged in, none counts as done)
+    identity.check_records(out_dir, numbered)
+    todo = [s for s in specs if s.key not in done]
+    if done:
+        echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
+             f"{store.path}", file=sys.stderr)
+    jobs = resolve_jobs(scenario.runtime, len(todo))
+    lifetime = scenario.agents.get("lifetime_epsilon") is not None
+    if lifetime:
+        jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
+    # what the agents spent per data set in the stored runs, kept up to date as runs finish
+    spending = _spending(store.records()) if lifetime else {}
+    truth = TruthCache()
+    backend = None
+    workers: Any = None  # _Workers, or engine_dask.DaskSweep
+    view_dir = Path(out_dir) / "views"
+    per_round = scenario.output["per_round"]
+    try:
+        if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
+            from ldpsim.simulator.sweep.engine_dask import DaskSweep
+
+            workers = DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo)
+        elif jobs > 1:  # forked before the progress bar exists (it may run a thread)
+            workers = _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir))
+        elif todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
+            backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
+        with progress(len(specs), scenario.name, enabled=show_progress and
+                      scenario.runtime["progress"]) as bar:
+            bar.update(len(specs) - len(todo))
+            finished = (workers.results(todo) if workers is not None else
+                        ((spec, execute_record(spec, truth, backend, view_dir, per_round,
+                                         _spent_before(spending, spec)))
+                         for spec in todo))
+            for spec, rec in finished:
+                store.append(rec)
+                if lifetime:
+                    _note_spending(spending, rec)
+                interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
+                m = rec["metrics"]
+                bar.set_postfix_str(f"{spec.protocol} " + " ".join(
+                    f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
+                bar.update(1)
+    finally:
+        truth.close()
+        try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
+            store.sync()
+        finally:
+            try:
+                if workers is not None:
+                    workers.close()
+            finally:
+                if backend is not None:
+                    backend.close()
+        # in the sweep's run order, however the runs finished (--jobs): the summary's rows
+        # and its means do not depend on which worker was first
+        records = in_run_order(store.records(), specs)
+        if records:
+            write_summary(out_dir, usable(records, include_degraded))
+    summary = Path(out_dir) / "summary.csv"
+    if scenario.output["plots"]:
+        # once, after the last run (never between runs), here: a sweep's figures are what its
+        # author runs it for; a one-point sweep has none and imports no matplotlib
+        plot(out_dir, usable(records, include_degraded), scenario.plot)
+    return records, summary
+
+
+def _spending(records: list[dict[str, Any]]) -> dict[Any, dict[str, float]]:
+    """Each stored run's largest spend per agent, by data set (``seed``) and run key."""
+    book: dict[Any, dict[str, float]] = {}
+    for r in records:
+        _note_spending(book, r)
+    return book
+
+
+def _note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any]) -> None:
+    """Enter a stored run in ``book`` (``_spending``); a redone run replaces its earlier
+    record, as the store does."""
+    book.setdefault(rec.get("seed"), {})[rec["key"]] = float(
+        (rec.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
+
+
+def _spent_before(book: dict[Any, dict[str, float]], spec: RunSpec) -> float:
+    """What the agents spent on ``spec``'s data set in the runs stored so far (the sum of each
+    run's largest spend: the lifetime odometer the orchestrator keeps for the local backends'
+    one-run pools), when the scenario gives them a lifetime budget; else 0."""
+    if spec.agents.get("lifetime_epsilon") is None:
+        return 0.0
+    return sum(v for key, v in book.get(spec.seed, {}).items() if key != spec.key)
+
+
+def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]
+                 ) -> list[dict[str, Any]]:
+    """``records`` in the order of ``specs`` (or of their keys: the order a serial run writes
+    them); records of other runs (an earlier, wider sweep in the same directory) first, in
+    their stored order."""
+    index = {(s if isinstance(s, str) else s.key): i for i, s in enumerate(specs)}
+    return sorted(records, key=lambda r: index.get(r.get("key"), -1))
+
+
+def auto_jobs(runtime: dict[str, Any], runs: int) -> int:
+    """``jobs = "auto"``: as many runs at once as this machine's cores hold, each run taking
+    the cores its backend keeps busy (1 inproc, P + 1 on the processes backend), at most
+    ``runs`` and at least 1 (so 1 on a 1-core machine, and always 1 with the hosts backend)."""
+    backend = get_backend(runtime["backend"])
+    if not backend.parallel_runs:
+        return 1
+    busy = max(1, backend.busy_cores(runtime))
+    return max(1, min(_cores() // busy, runs))
+
+
+def resolve_jobs(runtime: dict[str, Any], runs: int) -> int:
+    """The worker processes a local sweep of ``runs`` runs uses (``[runtime] jobs``)."""
+    jobs = runtime["jobs"]
+    return auto_jobs(runtime, runs) if jobs == "auto" else min(int(jobs), max(runs, 1))
+
+
+def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) -> None:
+    """A ``--jobs`` worker: its own backend and truth cache; runs the specs ``conn`` sends
+    (None: stop), answering each with ("ok", record), ("failed", message) or ("error",
+    traceback)."""
+    from ldpsim.simulator.backends.transport import die_with_parent
+    from ldpsim.simulator.session import RunFailed
+
+    die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
+    _forget_forkserver()
+    truth = TruthCache(beside=False)
+    backend = None
+    try:
+        backend = get_backend(runtime["backend"]).build(runtime, print)
+        while True:
+            spec = conn.recv()
+            if spec is None:
+                break
+            try:
+                msg = ("ok", execute_record(spec, truth, backend, view_dir, per_round))
+            except RunFailed as e:
+                msg = ("failed", str(e))
+            except BaseException:
+                msg = ("error", traceback.format_exc())
+            conn.send(msg)
+    except (EOFError, OSError):  # the orchestrator is gone
+        pass
+    finally:
+        truth.close()
+        if backend is not None:
+            backend.close()
+        conn.close()
+
+
+def _forget_forkserver() -> None:
+    """In a forked worker: drop the parent's fork server (not this process's child, so
+    unusable here); the worker's own starts at its first ``processes`` run."""
+    from multiprocessing import forkserver
+
+    fs = forkserver._forkserver
+    if fs._forkserver_alive_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fs._forkserver_alive_fd)
+    fs._forkserver_address = fs._forkserver_alive_fd = fs._forkserver_pid = None
+
+
+class _ByData:
+    """The runs still to hand out, each worker given runs of the data sets it has built.
+
+    Runs that share a data set (the protocols and parameter points of one repetition) share
+    its ground truth, which a worker's ``TruthCache`` computes once; handed out in run order,
+    two workers would each compute most truths (at n = 10^5 a truth costs about as much as an
+    inproc run). ``take`` prefers, among the next ``LOOKAHEAD`` runs, one whose data set the
+    worker has built, then one no other worker has, then the next in order. Only the order
+    in which runs start changes: records, and the summary (in run order), do not.
+    """
+
+    LOOKAHEAD = 64
+
+    def __init__(self, specs: list[RunSpec]) -> None:
+        self.specs = specs
+        self.sigs = [data_signature(s.data, s.seed) for s in specs]
+        self.taken = [False] * len(specs)
+        self.head = 0  # every run before it is taken
+        self.owner: dict[str, Any] = {}  # data set -> the worker that built it first
+
+    def take(self, worker: Any) -> RunSpec | None:
+        """The next run for ``worker`` (None: all taken)."""
+        while self.head < len(self.specs) and self.taken[self.head]:
+            self.head += 1
+        if self.head == len(self.specs):
+            return None
+        window = [i for i in range(self.head, min(len(self.specs), self.head + self.LOOKAHEAD))
+                  if not self.taken[i]]
+        owner = self.owner
+        pick = next((i for i in window if owner.get(self.sigs[i]) is worker),
+                    next((i for i in window if self.sigs[i] not in owner), self.head))
+        self.taken[pick] = True
+        owner.setdefault(self.sigs[pick], worker)
+        return self.specs[pick]
+
+
+class _Workers:
+    """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
+
+    def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
+                 per_round: bool, out_dir: Path) -> None:
+        from ldpsim.simulator.backends.transport import start_child
+
+        ctx = mp.get_context("fork")
+        self.out_dir = out_dir  # where failed runs are recorded (``failed.jsonl``)
+        self._ok = False  # whether every spec finished (then ``close`` lets them exit)
+        self.procs: list[Any] = []
+        self.conns: list[Any] = []
+        try:
+            for _ in range(jobs):
+                here, there = ctx.Pipe()
+                proc = ctx.Process(target=_job_worker, name="ldpsim-job",
+                                   args=(there, runtime, view_dir, per_round))
+                try:
+                    start_child(proc)  # SIGINT blocked across the fork
+                finally:
+                    there.close()
+                self.procs.append(proc)
+                self.conns.append(here)
+        except BaseException:
+            self.close(kill=True)
+            raise
+
+    def results(self, specs: list[RunSpec]):
+        """Yield (spec, record) as the workers finish them. A run that fails is recorded in
+        ``failed.jsonl`` and the others go on; at the end ``RunFailed`` names every failed
+        run. A worker process that dies raises ``RunFailed`` at once (the caller's ``close``
+        then stops the others; finished runs are stored, the same command resumes)."""
+        from multiprocessing.connection import wait
+
+        pending = _ByData(specs)
+        failed: list[tuple[RunSpec, str]] = []
+        busy: dict[Any, RunSpec] = {}
+        for conn in self.conns:
+            spec = pending.take(conn)
+            if spec is None:
+                break
+            conn.send(spec)
+            busy[conn] = spec
+        while busy:
+            for conn in wait(list(busy)):
+                spec = busy.pop(conn)
+                try:
+                    status, payload = conn.recv()
+                except (EOFError, OSError):
+                    proc = self.procs[self.conns.index(conn)]
+                    proc.join(1)
+                    raise RunFailed(f"run {spec.key}: worker process died (exit code "
+                                    f"{proc.exitcode})") from None
+                nxt = pending.take(conn)
+                if nxt is not None:
+                    conn.send(nxt)
+                    busy[conn] = nxt
+                if status == "ok":
+                    yield spec, payload
+                    continue
+                why = payload if status == "failed" else (
+                    f"run {spec.key} failed in a worker process:\n{payload}")
+                failed.append((spec, why))
+                record_failure(self.out_dir, spec, why)
+        self._ok = True  # every worker is alive and idle: ``close`` lets them exit
+        if failed:
+            raise failed_runs(failed, len(specs), self.out_dir, f"in {len(self.conns)} worker "
+                              "processes")
+
+    def close(self, kill: bool | None = None) -> None:
+        """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a
+        failed run: runs under way are abandoned, finished ones are stored)."""
+        kill = not self._ok if kill is None else kill
+        for conn in self.conns:
+            if not kill:
+                try:
+                    conn.send(None)
+                except OSError:
+                    pass
+        for proc, conn in zip(self.procs, self.conns, strict=True):
+            if kill:
+                proc.kill()
+            proc.join(None if kill else 10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            conn.close()
+
+
+def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
+    """Yield ``(spec, record)`` for each of ``specs`` executed again (``ldpsim verify``), on
+    ``jobs`` worker processes (each spec's own backend, which must be a local one; at most one
+    kind per call), records as ``run_scenario`` stores them. A failed run yields ``(spec,
+    RunFailed)``. ``scratch``: where the workers put views and note failures (never a
+    results directory)."""
+    if not specs:
+        return
+    runtime = specs[0].runtime
+    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs:
+        workers = _Workers(min(jobs, len(specs)), runtime, scratch, True, scratch)
+        try:
+            done: set[str] = set()
+            try:
+                for spec, rec in workers.results(specs):
+                    done.add(spec.key)
+                    yield spec, rec
+            except RunFailed as e:
+                for spec in specs:
+                    if spec.key not in done:
+                        yield spec, RunFailed(str(e).splitlines()[0])
+        finally:
+            workers.close()
+        return
+    truth = TruthCache()
+    backend = get_backend(runtime["backend"]).build(runtime, print)
+    try:
+        for spec in specs:
+            try:
+                yield spec, execute(spec, truth, backend)
+            except RunFailed as e:
+                yield spec, e
+    finally:
+        truth.close()
+        backend.close()
+
+
+def print_summary(records: list[dict[str, Any]], echo=print,
+                  include_degraded: bool = False, max_rows: int | None = None) -> None:
+    """Print the sweep's summary table, every row (or ``max_rows``), each metric as mean ± std
+    over the repeats (degraded runs left out unless ``include_degraded``)."""
+    shown = usable(records, include_degraded)
+    cols, rows = summarize(shown)
+    echo(format_table(cols, rows, max_rows=max_rows, std=True))
+    spent = privacy_spent(shown)
+    if spent is not None:
+        raw = spent["runs_without_local_max"]
+        echo(f"privacy: each repetition's data set served up to {spent['runs_per_data_set_max']} "
+             f"runs of this sweep with a local claim, each with coins of its own; over them an "
+             f"agent spent at most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
+             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})"
+             + (f"; and up to {raw} run{'s' if raw != 1 else ''} without one sent its "
+                "answers to the curator unnoised" if raw else ""))
