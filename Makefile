@@ -9,7 +9,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 # starts from (a clone beside a notebook) cannot shadow the package
 CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'ldpsim-checkout.pth').write_text('$(CURDIR)\n')"
 
-.PHONY: demo test test-slow bench lint fmt clean
+.PHONY: demo test test-slow bench docs lint fmt clean
 
 $(STAMP): pyproject.toml simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c
@@ -36,6 +36,10 @@ test-slow: $(STAMP)
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/ldpsim bench
 
+# the documentation site (mkdocs.yml, docs/) into site/; warnings are errors
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ldpsim simulator protocols tests examples
 
@@ -43,4 +47,4 @@ fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix ldpsim simulator protocols tests examples
 
 clean:
-	rm -rf $(VENV) results *.egg-info simulator/*/*.so protocols/*.so
+	rm -rf $(VENV) results site *.egg-info simulator/*/*.so protocols/*.so
