@@ -172,6 +172,9 @@ def test_every_environment_variable_is_named_in_one_place():
                     and node.value.isupper() and " " not in node.value):
                 spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value}")
     assert not spelled, "\n".join(spelled)
+    documented = (ROOT / "docs" / "scenarios.md").read_text()
+    for v in environment.VARIABLES:
+        assert f"| `{v.name}` |" in documented, f"docs/scenarios.md: {v.name} not in the table"
 
 
 @pytest.mark.parametrize("rule", [test_no_import_circle,
