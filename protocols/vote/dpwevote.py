@@ -243,7 +243,7 @@ def expected_sq_err_q(n: int, b: Budget, mechanism: str = "rr",
 
     ``E[(q̂ - q)² / (Σw)²] = E_x[ Σ_g x_g v_g / (Σ_g g x_g)² ]`` (q̂ is unbiased given the
     weights; ``v_g`` from :func:`quota_variance_per_partner`), the expectation taken exactly
-    over the multinomial group sizes x (O(n²) terms). Reproduces Table 4 (README).
+    over the multinomial group sizes x (O(n²) terms). Reproduces Table 4 (docs/families/vote.md).
     """
     from scipy.stats import multinomial
 

@@ -4,7 +4,7 @@ A round allocates and frees the same medium-sized numpy arrays thousands of time
 random draws, report values, frames). By default glibc serves blocks above a dynamic threshold
 with fresh ``mmap`` calls and trims freed heap memory back to the kernel, so the next array of
 that size page-faults again, page by page, and a page fault can cost more than the arithmetic
-done on the page (the measured costs are in the README's Performance section).
+done on the page (the measured costs are in docs/performance.md).
 
 ``keep_freed_memory`` serves blocks up to 32 MiB (glibc's maximum) from the heap and keeps up to
 1 GiB of freed memory for reuse. Peak memory is unchanged; memory freed late in a run is

@@ -331,7 +331,7 @@ class CuratorServer:
     def _drain(self, sess: CuratorSession) -> None:
         """Handle the queued messages, up to ``DRAIN``, without a poll between two of them
         (under a flood of hostile messages a poll per message cost 22-31% of the curator's CPU
-        per message: the README's threat model); stops at the session's deadline, so that the
+        per message: docs/threat-model.md); stops at the session's deadline, so that the
         caller times it out."""
         if self.curve:
             self._enrol()

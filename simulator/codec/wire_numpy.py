@@ -3,8 +3,8 @@
 ``simulator.codec.wire`` is the reference codec: msgpack-python, one envelope at a time, every field
 validated. This module and its reader, ``simulator.codec.wire_numpy_read``, are its speed path for
 the hot case of a round, "one envelope per agent" for 10^5..10^6 agents, where the reference's one
-msgpack call per envelope is a Python-level cost paid for every agent (measured in the README's
-Performance section).
+msgpack call per envelope is a Python-level cost paid for every agent (measured in
+docs/performance.md).
 
 **Layout.** A batch is the envelopes ``[1, kind, run, round, agent, payload]`` of many agents
 written back to back, where ``payload`` is nil or one row of a 2-D numeric array (a report or a
@@ -43,7 +43,7 @@ optional extension ``simulator/codec/_wirec.c`` does both jobs, one envelope aft
 ``encode_batch`` and ``wire_numpy_read.match_prefix`` use it for every payload they would
 vectorise, with the same two promises (the numpy code stays the fallback, and the tests hold
 both to the reference). It moves an envelope in a few nanoseconds where numpy's column
-operations take 15-30 (measured in the README's Performance section). ``CODEC``
+operations take 15-30 (measured in docs/performance.md). ``CODEC``
 (``protocols.accel.Accelerator``) says which one runs and switches (tests, benchmarks); the
 environment variable ``LDPSIM_CODEC=numpy`` turns the compiled one off in every process that
 inherits it.

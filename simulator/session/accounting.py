@@ -54,7 +54,7 @@ class CommStats:
     #: per direction, the most bytes any one agent can have counted so far (``_count``)
     _most: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
 
-    #: every key of the record's ``comm`` and what it means (the README's results table)
+    #: every key of the record's ``comm`` and what it means (docs/results.md)
     FIELDS: ClassVar[dict[str, str]] = {
         "bytes_up_per_agent_mean": "exact envelope bytes each agent sent, mean",
         "bytes_up_per_agent_max": "... and max",
@@ -81,7 +81,7 @@ class CommStats:
         The per-agent counters start in the narrowest dtype of ``COUNTERS`` (int16) and widen
         (``_count``) before any agent could pass its maximum in a direction: every page of them
         a round first touches costs a page fault, and at 10^6 agents int16 makes them 4 MB
-        instead of 16 MB with int64 (the README's performance section has the measurements).
+        instead of 16 MB with int64 (docs/performance.md has the measurements).
         """
         self.up = written_zeros(n, COUNTERS[0])  # updated in place: see ``written_zeros``
         self.down = written_zeros(n, COUNTERS[0])
@@ -153,7 +153,7 @@ class Timing:
     #: when every pool had said it is ready (process start-up, connecting)
     t_ready: float | None = None
 
-    #: every key of the record's ``timing`` and what it means (the README's results table);
+    #: every key of the record's ``timing`` and what it means (docs/results.md);
     #: ``run_wall_s`` is the orchestrator's (``record.run_record``)
     FIELDS: ClassVar[dict[str, str]] = {
         "wall_s": "curator, from set-up to release",

@@ -74,7 +74,7 @@ def written_zeros(shape: int | tuple[int, ...], dtype: Any = np.float64) -> np.n
     (``counter[ids] += sizes``) pays both faults for every page, inside the round. On the
     project's 2-vCPU machine that cost about 10 µs per 4 KiB page, against about 1.3 µs for a
     page first touched by a write: 5-6 ms for a 2 MB array read and updated slice by slice
-    against 0.6 ms to write it full of zeros first (the README's performance section). This
+    against 0.6 ms to write it full of zeros first (docs/performance.md). This
     array is written once, here, so every later access finds its pages present.
 
     Parameters

@@ -2,7 +2,7 @@
 orchestrator stores for it in ``results.jsonl`` (``run_record``).
 
 The ``comm`` and ``timing`` parts are ``accounting.CommStats`` and ``accounting.Timing``'s
-(their ``FIELDS`` say what each key means); the README's results table lists the same keys
+(their ``FIELDS`` say what each key means); docs/results.md lists the same keys
 (a test checks that they agree).
 """
 

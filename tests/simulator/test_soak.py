@@ -9,7 +9,7 @@ statistics of the wrong type and ERRORs from unregistered peers. The attacker ho
 credential (``simulator.backends.door``: as one who read it off the network), so its messages reach
 the session. The run must release exactly the clean run's output, and the curator's peak memory
 and the wall time must stay within 2x of the clean run's, comparing the best of two attacked
-runs with the best of two clean ones (the README's "Threat model and hardening" quotes the
+runs with the best of two clean ones (docs/threat-model.md quotes the
 measurements).
 """
 
@@ -35,7 +35,7 @@ LIMITS = Limits(timeout_s=20.0)
 #: send spent most of its CPU (0.26-0.31 s of CPU per attacked run against 0.08-0.13 s), which
 #: on a two-core machine is taken from the run without reaching the curator: the sparser
 #: reads send as many hostile messages or more (17-48 thousand accepted by the socket per run
-#: against 18-23 thousand, the README's figures).
+#: against 18-23 thousand, docs/threat-model.md's figures).
 REPLIES_EVERY = 64
 
 

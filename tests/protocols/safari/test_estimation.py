@@ -273,7 +273,8 @@ def test_lasso_cd_is_coordinate_descent_and_reaches_the_nnls_optimum():
 
 def test_lade_lasso_optimum_is_not_unique_and_the_solvers_pick_different_ones():
     """On LADE's pair design the two solvers reach the same objective and the same fitted
-    marginals with different joints (hence different S2): the README says which is which."""
+    marginals with different joints (hence different S2): docs/families/safari.md says which is
+    which."""
     d, alpha = 5, 1e-4
     M = lade.pair_design(d)
     s = M @ GEN.dirichlet(np.full(M.shape[1], 0.5))

@@ -259,7 +259,7 @@ def test_fig3_trend_on_sushi():
     """Fig. 3 on SUSHI (ε = ln 3, 3 runs each): SAFARI's avd_q2 beats every baseline's raw
     estimate (release = "estimate", the paper's scoring) for d >= 5, and GRR's synthetic data
     for d >= 6 — the paper's claim. (Against the simplex-projected synthetic releases of
-    Harmony/OLH/CALM it does not always win: see the family's README notes.)"""
+    Harmony/OLH/CALM it does not always win: see docs/families/safari.md.)"""
     def run(name, d, **params):
         vals = []
         for seed in range(3):

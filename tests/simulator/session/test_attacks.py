@@ -1,4 +1,4 @@
-"""Attacks on the runtime, one test each, named for the attack (the threat model in the README).
+"""Attacks on the runtime, one test each, named for the attack (docs/threat-model.md).
 
 Each test mounts an attack an untrusted curator, a colluding or stolen-token pool, or an
 outsider on the network could mount, and checks that it fails: the curator neither crashes nor

@@ -1,7 +1,7 @@
 """Arrays a round reads and then updates in place start with their pages present
 (``common.written_zeros``): the per-agent byte counters and the pool's privacy odometer. A page
 of ``np.zeros`` memory that is read before it is written costs two page faults inside the round
-(the README's performance section has the measurements)."""
+(docs/performance.md has the measurements)."""
 
 from __future__ import annotations
 
