@@ -41,8 +41,8 @@ from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
 #: (``PoolSession.answer``): the largest batch "auto" makes. Joining more does not pay:
 #: every array of the call grows with it, and memory a process has not used before costs a
 #: page fault per 4 KiB on first touch (about 1.3 us each on the 2-core machine of
-#: docs/performance.md). Measured at 10^6 agents, 2 pools (batches of 31,250; without the cap up to 8
-#: were joined), medians of seven alternating processes runs: a pool's first-touch page faults
+#: docs/performance.md). Measured at 10^6 agents, 2 pools (batches of 31,250; without the cap up
+#: to 8 were joined), medians of seven alternating processes runs: a pool's first-touch page faults
 #: in an LDP-KwikSort round 4,600 -> 1,900; rounds LDP-KwikSort RR 55.5 -> 48.5 ms, Lap 56.5
 #: -> 49.8, rank_grr 46.1 -> 43.0; DPWeVote unchanged within the noise (136 -> 138 ms).
 GROUP_AGENTS = AUTO_MAX
