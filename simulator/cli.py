@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 import warnings
@@ -607,7 +608,12 @@ def main(argv: list[str] | None = None) -> int:
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
-        return args.func(args)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # ``ldpsim list | head``: the reader has all it wanted
+            # stdout's buffer cannot be flushed to a closed pipe: point it at nothing
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
 
 
 if __name__ == "__main__":

@@ -347,3 +347,11 @@ def test_quiet_and_verbose(tiny_run, tmp_path):
     assert quiet.stdout == normal.stdout  # the table is the output, not a log line
     loud = cli("run", str(scen), "--out", str(out), "--no-progress", "--verbose")
     assert loud.returncode == 0 and "resuming:" in loud.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """``ldpsim list | head -1``: the pipe closes under the command, which ends quietly."""
+    done = subprocess.run(f"{sys.executable} -m ldpsim list | head -1", shell=True,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout == "protocols:\n"
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
