@@ -314,6 +314,18 @@ class Bound:
         """The protocol's privacy claim at these parameters."""
         return self.protocol.claim(self.params, self.public)
 
+    def audit_spec(self) -> AuditSpec | None:
+        """The protocol's audit candidates at these parameters (``Protocol.audit_spec``)."""
+        return self.protocol.audit_spec(self.params, self.public)
+
+    def released_aggregate(self, output: dict[str, Any]) -> np.ndarray | None:
+        """The additive aggregate ``output`` releases (``Protocol.released_aggregate``)."""
+        return self.protocol.released_aggregate(output, self.params, self.public)
+
+    def true_aggregate(self, rows: np.ndarray) -> np.ndarray | None:
+        """What ``released_aggregate`` estimates, from raw rows (``Protocol.true_aggregate``)."""
+        return self.protocol.true_aggregate(rows, self.params, self.public)
+
 
 @dataclass(frozen=True)
 class Block:
