@@ -115,9 +115,7 @@ def laplace_threshold_keep_probabilities(epsilon: float, threshold: float = 0.5
     About 1 - e^(-ε/2)/2 each (the continuous mechanism's, §5.2.2); they differ from it and from
     each other by O(1/t), because 0.5 falls where it falls on the grid.
     """
-    lap = Laplace(epsilon, 1.0)
-    return (1.0 - float(lap.prob_at_least(0.0, threshold)),
-            float(lap.prob_at_least(1.0, threshold)))
+    return Laplace(epsilon, 1.0).threshold_keep_probabilities(threshold)
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,6 +176,12 @@ class Laplace:
                           / self._t)
         return MechanismPrivacy(largest(self.epsilon), largest(self.sensitivity), "laplace",
                                 delivered)
+
+    def threshold_keep_probabilities(self, threshold: float = 0.5) -> tuple[float, float]:
+        """(P(decided 0 | o = 0), P(decided 1 | o = 1)) of a bit o released by this mechanism
+        and thresholded at ``threshold`` (``laplace_threshold_keep_probabilities``)."""
+        return (1.0 - float(self.prob_at_least(0.0, threshold)),
+                float(self.prob_at_least(1.0, threshold)))
 
     def with_sensitivity(self, sensitivity: Any) -> Laplace:
         """The same ε and components for a query of another sensitivity (e.g. a central
