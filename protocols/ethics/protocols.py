@@ -300,7 +300,7 @@ class NonPrivate(_EthicsProtocol):
     summary = "non-private: voters send their Eq. (3) MLE, the curator averages (ceiling)"
     params = {"upload": UPLOAD}
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none(notes="the curator sees every voter's beta_i")
 
     curator_cls = _TrustedCurator
@@ -339,7 +339,7 @@ class VLCP(NonPrivate):
     params = {"epsilon": EPSILON, "upload": UPLOAD}
     level = "voter"
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One central release: the average plus ``Laplace(ε, D_1(C)/N)`` over its d
         coordinates (Theorem 1; N = all voters here, the valid reports at release)."""
         d = int(public["d"])
@@ -386,7 +386,7 @@ class VLDP(_EthicsProtocol):
     def sensitivity(self, public: dict[str, Any], params: dict[str, Any]) -> float:
         return local_sensitivity(public["norm"], float(public["bound"]), int(public["d"]))
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: each voter's vector through the exact discrete Laplace at her eps_i
         (``PersonalLaplace``), claimed at the largest eps_i a voter may hold."""
         if public.get("personal_epsilon"):

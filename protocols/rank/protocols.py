@@ -289,7 +289,7 @@ class KwikSortPlain(_RankProtocol):
     summary = "non-private KwikSort on true pairwise answers (error lower bound)"
     params = {}
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none()
 
 
@@ -320,7 +320,7 @@ class DPKwikSort(_RankProtocol):
         cap = max(1, int(math.floor((m - 1) * math.log2(m))))
         return cap, epsilon / ((m - 1) * math.log2(m))
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One release: at most ``cap`` comparisons, each with Laplace(ε', Δ = 2), within the
         budget ε (cap·ε' <= ε)."""
         eps = params["epsilon"]
@@ -339,7 +339,7 @@ class _LDPRank(_RankProtocol):
     #: the local randomizer of one answer, built at ε/K by ``rounds``
     mechanism: Any = mech.GRR
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: K answers through ``mechanism(ε/K)`` each, sequentially composed to ε;
         an answer is a bit (sensitivity 1)."""
         return Rounds("local", (Round.split(params["epsilon"], params["queries"],

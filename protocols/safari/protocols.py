@@ -386,7 +386,7 @@ class Safari(_RankingProtocol):
                              "allowed: a number in (0, 1) with split = \"users\"")
         return out
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """Two rounds, each a SAFA oracle (OLH for Rule I^C in round 0): ε/2 each with
         ``split = "budget"`` (sequential composition, Theorem 6); ε each with ``split =
         "users"``, where a user answers one round only (parallel composition; a user asked in
@@ -510,7 +510,7 @@ class SafariNoPriv(_RankingProtocol):
         _need_marginal_truth(self.name, public)
         return super().resolve(params, public)
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none(notes="every user sends the true ranking")
 
     curator_cls = _NoPrivCurator
@@ -622,7 +622,7 @@ class _FullDomain(_RankingProtocol):
     #: the claim's note on what one report covers
     report_notes = "one report per user over the d! rankings"
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: one report per user through the protocol's oracle at ε."""
         kind = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
         return Rounds("local", (Round(safa.Oracle(kind, params["epsilon"])),),

@@ -182,7 +182,7 @@ class TruthPlain(_TruthProtocol):
     name = "truth_plain"
     summary = "no privacy: Algorithm 1 on the original answers (MAE_O reference)"
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none()
 
     def _respond_block(self, block: Block) -> np.ndarray:
@@ -221,7 +221,7 @@ class TruthLP(_TruthProtocol):
         _resolve_fill_value(out, public)
         return out
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: every cell through Eq. (7)'s ``Laplace(ε, |Γ|)`` (ε-cell LDP)."""
         return Rounds("local", (Round(tm.lp_mechanism(int(public["levels"]),
                                                       params["epsilon"])),),
@@ -264,7 +264,7 @@ class TruthRR(_TruthProtocol):
     summary = "randomized response over Γ ∪ {NULL} on every cell (Eq. 8)"
     params = {"epsilon": EPSILON, **INFERENCE}
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: every cell through Eq. (8)'s GRR over Γ ∪ {NULL} (ε-cell LDP)."""
         return Rounds("local", (Round(tm.rr(int(public["levels"]), params["epsilon"])),),
                       notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
@@ -300,7 +300,7 @@ class TruthTwoLayer(_TruthProtocol):
                                   help="ε_i ~ Uniform[ε(1-spread), ε(1+spread)]"),
               **INFERENCE}
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: every cell through the 2-Layer mechanism (worst case ε(1 + spread))."""
         return Rounds("local", (Round(tm.TwoLayer(int(public["levels"]), params["epsilon"],
                                                   params["spread"])),),
@@ -362,7 +362,7 @@ class TruthMF(_TruthProtocol):
         the extreme answers 0 vs L-1."""
         return ("null", "top") if params["null_mode"] == "skip" else (0, "top")
 
-    def rounds(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round: the objective's noise by ``Laplace(ε, |Γ|)`` over the d components of
         V_T a_T (``mf.mf_mechanism``; ε-cell LDP, Theorem 4)."""
         notes = "ε-cell LDP (Theorem 4) for a change of an answered value"
