@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.words import AgentWords
 
@@ -251,6 +254,203 @@ class PrivacyClaim:
                 "proven": self.proven, "unit": self.unit, "notes": self.notes}
 
 
+MODELS = ("local", "central", "none")
+COMPOSITIONS = ("sequential", "parallel")
+
+
+@dataclass(frozen=True)
+class Round:
+    """The mechanism one asked agent's report of a round goes through, bound for one run.
+
+    Parameters
+    ----------
+    mechanism
+        The bound mechanism (``mechanisms.GRR``, ``mechanisms.Laplace``, ... or a family's own):
+        anything with a ``privacy`` property (``mechanisms.MechanismPrivacy``). Hooks read it
+        (``bound.rounds[rnd].mechanism``) instead of building it again.
+    uses : int
+        How many times one report applies the mechanism (e.g. K answers at ε/K each), composed
+        sequentially.
+    epsilon : float or None
+        The round's ε when the mechanism's is a share of it (``Round.split``): the total is then
+        the number the protocol states, not ``uses`` times the share (which may differ from it in
+        the last bit). None: ``uses`` × the mechanism's ε.
+    repeat : int
+        How many consecutive rounds of the protocol are this round (e.g. one opinion round per
+        candidate).
+    """
+
+    mechanism: Any
+    uses: int = 1
+    epsilon: float | None = None
+    repeat: int = 1
+
+    @classmethod
+    def split(cls, epsilon: float, uses: int, mechanism: Callable[[float], Any],
+              repeat: int = 1) -> Round:
+        """A round spending ``epsilon`` over ``uses`` applications of ``mechanism(ε / uses)``
+        (sequential composition: the shares sum to ``epsilon``)."""
+        return cls(mechanism(epsilon / uses), uses, epsilon, repeat)
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """The bound mechanism's privacy (one use)."""
+        return self.mechanism.privacy
+
+    @property
+    def round_epsilon(self) -> float:
+        """The ε one asked agent spends answering one of these rounds."""
+        if self.epsilon is not None:
+            return self.epsilon
+        eps = self.privacy.epsilon
+        return eps if self.uses == 1 else self.uses * eps
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """A run's bound mechanisms, round by round, and how they compose into its privacy.
+
+    Built once per run by the protocol's binding hook (``Protocol.rounds``) and held by its
+    ``Bound``. The privacy claim (``claim``), the agents' budget (``agent_budget``) and the ε each
+    round costs an agent (``round_epsilon``, what the agents' odometers charge) are derived from
+    it, so a protocol states each ε once, where it builds its mechanisms.
+
+    Parameters
+    ----------
+    model : {"local", "central", "none"}
+        Who is trusted (``PrivacyClaim.model``).
+    rounds : tuple of Round
+        The rounds in order (a ``Round`` with ``repeat`` r covers r consecutive rounds). In the
+        central model they are the curator's releases, in the local model the agents' reports.
+    composition : {"sequential", "parallel"}
+        How the rounds compose for one agent: every agent answers every round (the ε add up,
+        e.g. Theorem 2.6 of Yan, Liu & Liu, 2018), or each answers one round only (disjoint
+        agents; the largest ε).
+    epsilon : float or None
+        The total when the protocol splits a stated budget over its rounds: the claim shows this
+        number (the composed rounds may spend less, never more). None: the composition itself.
+    notes, unit, proven
+        As ``PrivacyClaim``'s.
+    mechanism : str
+        The claim's mechanism name; empty: the rounds' mechanisms' names.
+    sensitivity : float or None
+        The claim's sensitivity when it is not the mechanisms' (e.g. randomized response on a
+        bit: Δ = 1); None: the largest of the mechanisms' (None if none has one).
+    per_report : bool
+        Whether the claim states a per-report ε (the largest ε of one use of a mechanism);
+        False for a central release that is one report of the whole data.
+    """
+
+    model: str
+    rounds: tuple[Round, ...] = ()
+    composition: str = "sequential"
+    epsilon: float | None = None
+    notes: str = ""
+    unit: str = "row"
+    proven: bool = True
+    mechanism: str = ""
+    sensitivity: float | None = None
+    per_report: bool = True
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"privacy model must be one of {MODELS}, got {self.model!r}")
+        if self.composition not in COMPOSITIONS:
+            raise ValueError(f"composition must be one of {COMPOSITIONS}, "
+                             f"got {self.composition!r}")
+        if self.model != "none" and not self.rounds:
+            raise ValueError(f"a {self.model} privacy needs the mechanisms of its rounds")
+        object.__setattr__(self, "rounds", tuple(self.rounds))
+
+    @classmethod
+    def none(cls, notes: str = "") -> Rounds:
+        """No privacy: the reports are the data."""
+        return cls("none", notes=notes)
+
+    def __len__(self) -> int:
+        """The number of rounds of the protocol these cover (``repeat`` counted)."""
+        return sum(r.repeat for r in self.rounds)
+
+    def __getitem__(self, rnd: int) -> Round:
+        """The ``Round`` of protocol round ``rnd`` (IndexError beyond the last)."""
+        if rnd >= 0:
+            at = 0
+            for r in self.rounds:
+                if rnd < at + r.repeat:
+                    return r
+                at += r.repeat
+        raise IndexError(f"no round {rnd}: the protocol has {len(self)}")
+
+    def answering(self, rnd: int) -> Round:
+        """The ``Round`` whose mechanism an agent asked in round ``rnd`` answers with: that
+        round's, or for a round beyond the protocol's last (a curator deviating from the
+        protocol, which the agents' odometers refuse when they enforce the budget) the last
+        round's: an agent's randomizer does not change with the round it is asked in."""
+        return self[min(rnd, len(self) - 1)]
+
+    @property
+    def composed_epsilon(self) -> float:
+        """The rounds' composition for one agent: Σ repeat·ε (sequential) or max ε
+        (parallel); ∞ without privacy."""
+        if self.model == "none":
+            return math.inf
+        parts = [r.round_epsilon if r.repeat == 1 else r.repeat * r.round_epsilon
+                 for r in self.rounds]
+        if self.composition == "parallel":
+            return max(parts)
+        total = parts[0]
+        for x in parts[1:]:
+            total = total + x
+        return total
+
+    @property
+    def total_epsilon(self) -> float:
+        """The claimed total: the stated budget (``epsilon``) or the composition."""
+        return self.composed_epsilon if self.epsilon is None else self.epsilon
+
+    def claim(self) -> PrivacyClaim:
+        """The privacy claim these rounds make (what the record's ``privacy`` shows)."""
+        if self.model == "none":
+            return PrivacyClaim("none", math.inf, mechanism=self.mechanism or "none",
+                                notes=self.notes, proven=self.proven, unit=self.unit)
+        privs = [r.privacy for r in self.rounds]
+        per = max(p.epsilon for p in privs) if self.per_report else None
+        sens = self.sensitivity
+        if sens is None:
+            given = [p.sensitivity for p in privs if p.sensitivity is not None]
+            sens = max(given) if given else None
+        return PrivacyClaim(self.model, self.total_epsilon, per_report_epsilon=per,
+                            sensitivity=sens, mechanism=self.mechanism or self.mechanism_names(),
+                            notes=self.notes, proven=self.proven, unit=self.unit)
+
+    def mechanism_names(self) -> str:
+        """The mechanisms' names: one name, or each with its first round
+        (``"olh (round 0), grr (round 1)"``)."""
+        names, at = [], 0
+        for r in self.rounds:
+            names.append((r.privacy.name, at))
+            at += r.repeat
+        if len({n for n, _ in names}) == 1:
+            return names[0][0]
+        return ", ".join(f"{n} (round {i})" for n, i in names)
+
+    def agent_budget(self) -> float | None:
+        """One agent's total ε over a run (local model), which its pool's odometer enforces;
+        None when the curator is trusted (nothing to enforce at the agent)."""
+        return float(self.total_epsilon) if self.model == "local" else None
+
+    def round_epsilon(self, rnd: int) -> float:
+        """The ε one asked agent spends answering round ``rnd``: the round's (local model),
+        ∞ for a round the protocol does not have (its pools refuse it), 0 when the curator is
+        trusted."""
+        if self.model != "local":
+            return 0.0
+        try:
+            return self[rnd].round_epsilon
+        except IndexError:
+            return math.inf
+
+
 class Curator(ABC):
     """A protocol's curator state for one run: it plans rounds, absorbs reports, finishes.
 
@@ -290,35 +490,63 @@ class Curator(ABC):
         """The public output after the last round."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Bound:
     """A protocol with its parameters resolved once (``Protocol.bind``): what every randomizer
     call, likelihood and curator of a run shares. ``params`` are the resolved parameters,
-    ``public`` the data set's public facts."""
+    ``public`` the data set's public facts, ``rounds`` the run's bound mechanisms (the
+    protocol's binding hook ``Protocol.rounds``, called once), from which its privacy claim,
+    agent budget and per-round ε derive."""
 
     protocol: Protocol
     params: dict[str, Any]
     public: dict[str, Any]
 
+    @cached_property
+    def rounds(self) -> Rounds:
+        """The run's mechanisms, round by round (``Protocol.rounds``, built on first use)."""
+        return self.protocol.rounds(self.params, self.public)
+
     def block(self, rnd: int, rows: np.ndarray, agents: np.ndarray | None = None,
               key: int = 0, queries: np.ndarray | list | None = None,
               broadcast: Any = None) -> Block:
         """A block of agents for round ``rnd`` (agents default to 0..len(rows)-1)."""
-        return Block(rnd, rows, agents, key, self.params, self.public, queries, broadcast)
+        return Block(rnd, rows, agents, key, self, queries, broadcast)
 
     def curator(self, agents: np.ndarray, key: int, coins: int = 0) -> Curator:
         """The run's curator (``Protocol.make_curator``)."""
         return self.protocol.make_curator(self, agents, key, coins)
 
     def claim(self) -> PrivacyClaim:
-        """The protocol's privacy claim at these parameters."""
-        return self.protocol.claim(self.params, self.public)
+        """The protocol's privacy claim at these parameters (composed from ``rounds``)."""
+        return self.rounds.claim()
+
+    def agent_budget(self) -> float | None:
+        """One agent's total ε over the run (``Rounds.agent_budget``)."""
+        return self.rounds.agent_budget()
+
+    def round_epsilon(self, rnd: int) -> float:
+        """The ε one asked agent spends in round ``rnd`` (``Rounds.round_epsilon``)."""
+        return self.rounds.round_epsilon(rnd)
+
+    def audit_spec(self) -> AuditSpec | None:
+        """The protocol's audit candidates at these parameters (``Protocol.audit_spec``)."""
+        return self.protocol.audit_spec(self)
+
+    def released_aggregate(self, output: dict[str, Any]) -> np.ndarray | None:
+        """The additive aggregate ``output`` releases (``Protocol.released_aggregate``)."""
+        return self.protocol.released_aggregate(self, output)
+
+    def true_aggregate(self, rows: np.ndarray) -> np.ndarray | None:
+        """What ``released_aggregate`` estimates, from raw rows (``Protocol.true_aggregate``)."""
+        return self.protocol.true_aggregate(self, rows)
 
 
 @dataclass(frozen=True)
 class Block:
     """One round's input for a block of agents: what ``respond``, ``log_likelihood`` and
-    ``laplace_release`` take instead of eight positional arguments.
+    ``laplace_release`` take instead of eight positional arguments. ``bound`` is the run's
+    ``Bound`` (its parameters, public facts and bound mechanisms: ``block.mechanism``).
 
     ``rows`` are the agents' private rows (one per agent; the audit passes candidate rows),
     ``agents`` their ids, ``key`` the agents' stream key, or one per agent (draws are keyed by
@@ -331,19 +559,35 @@ class Block:
     rows: np.ndarray
     agents: np.ndarray = None  # type: ignore[assignment]  # default 0..len(rows)-1
     key: int = 0
-    params: dict[str, Any] = None  # type: ignore[assignment]  # default {}
-    public: dict[str, Any] = None  # type: ignore[assignment]  # default {}
+    bound: Bound = None  # type: ignore[assignment]  # the run's Bound (``Bound.block``)
     queries: np.ndarray | list | None = None
     broadcast: Any = None
 
     def __post_init__(self) -> None:
         if self.agents is None:
             object.__setattr__(self, "agents", np.arange(len(self.rows), dtype=np.int64))
-        for name in ("params", "public"):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, {})
         if isinstance(self.queries, RowQueries):  # a plan's queries, read whole
             object.__setattr__(self, "queries", self.queries.full())
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The run's resolved parameters (``bound.params``)."""
+        return {} if self.bound is None else self.bound.params
+
+    @property
+    def public(self) -> dict[str, Any]:
+        """The data set's public facts (``bound.public``)."""
+        return {} if self.bound is None else self.bound.public
+
+    @property
+    def round(self) -> Round:
+        """This round's bound ``Round`` (``bound.rounds.answering(rnd)``)."""
+        return self.bound.rounds.answering(self.rnd)
+
+    @property
+    def mechanism(self) -> Any:
+        """This round's bound mechanism (``bound.rounds.answering(rnd).mechanism``)."""
+        return self.bound.rounds.answering(self.rnd).mechanism
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -401,8 +645,11 @@ class Protocol(ABC):
 
     A subclass states ``name``, ``family``, ``data_type``, ``params`` and its curator
     (``curator_cls``, or ``curator_class`` when it depends on the parameters), and implements
-    ``claim``, ``respond`` and ``evaluate``; the audit hooks (``audit_spec``,
-    ``log_likelihood``, ``laplace_release``, ...) are optional. ``protocols.local.run_locally``
+    the binding hook ``rounds`` (its mechanisms, once per run: the only place it states ε),
+    ``respond`` and ``evaluate``; the audit hooks (``audit_spec``, ``log_likelihood``,
+    ``laplace_release``, ...) are optional. Its privacy claim, agent budget and per-round ε
+    are derived from ``rounds`` (``Bound.claim``, ``Bound.agent_budget``,
+    ``Bound.round_epsilon``), never written by hand. ``protocols.local.run_locally``
     shows the round model these methods play in.
     """
 
@@ -451,8 +698,20 @@ class Protocol(ABC):
         return Bound(self, dict(params) if resolved else self.resolve(params, public), public)
 
     @abstractmethod
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """The binding hook: the run's mechanisms, round by round (``Rounds``), built once per
+        run from the resolved ``params`` and the ``public`` facts and held by its ``Bound``.
+
+        This is the one place a protocol states its ε: the claim, the agents' budget, the ε
+        each round costs an agent and what the audit tests are derived from it, and every
+        other hook reads the bound mechanisms (``block.mechanism``,
+        ``bound.rounds[rnd].mechanism``) instead of building them again.
+        """
+
     def claim(self, params: dict[str, Any], public: dict[str, Any]) -> PrivacyClaim:
-        """The privacy this protocol claims at these parameters (checked by the audit)."""
+        """The privacy this protocol claims at these parameters (checked by the audit),
+        composed from its bound mechanisms (``Rounds.claim``); not a hook."""
+        return self.bind(params, public, resolved=True).claim()
 
     def curator_class(self, bound: Bound) -> type[Curator]:
         """The curator class of a run (default ``curator_cls``)."""
@@ -483,26 +742,23 @@ class Protocol(ABC):
     def agent_budget(self, params: dict[str, Any], public: dict[str, Any]) -> float | None:
         """One agent's total ε over a run, which its pool's privacy odometer enforces; None
         when the claim is not local (the curator is trusted: nothing to enforce at the agent).
-        """
-        claim = self.claim(params, public)
-        return float(claim.epsilon) if claim.model == "local" else None
+        Derived from the bound rounds (``Rounds.agent_budget``); not a hook."""
+        return self.bind(params, public, resolved=True).agent_budget()
 
     def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
-        """The ε one asked agent spends answering round ``rnd`` (local model).
+        """The ε one asked agent spends answering round ``rnd`` (local model), derived from the
+        bound rounds (``Rounds.round_epsilon``); not a hook.
 
         The agents' pools refuse a query that would take an agent past ``agent_budget`` and
         never answer one agent twice in a round, so a curator that deviates from the protocol
         (re-asking a pair in hundreds of rounds to average the noise away) learns no more than
-        the claim allows. Default: a one-round protocol, whose round 0 spends the whole ε; any
-        other round is refused (``inf``). Multi-round protocols state their split.
+        the claim allows. A round the protocol's ``rounds`` do not cover is refused (``inf``).
         """
-        budget = self.agent_budget(params, public)
-        if budget is None:
-            return 0.0
-        return budget if rnd == 0 else math.inf
+        return self.bind(params, public, resolved=True).round_epsilon(rnd)
 
-    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec | None:
-        """Candidate rows, prior and neighbouring pair for the privacy audit (None: no audit)."""
+    def audit_spec(self, bound: Bound) -> AuditSpec | None:
+        """Candidate rows, prior and neighbouring pair for the privacy audit of a run bound as
+        ``bound`` (None: no audit). The audit tests the claim ``bound.claim()``."""
         return None
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
@@ -528,8 +784,7 @@ class Protocol(ABC):
         """
         return None
 
-    def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
-                           public: dict[str, Any]) -> np.ndarray | None:
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray | None:
         """The additive aggregate the public output releases (NaN where not released), or None.
 
         With ``true_aggregate`` this drives the differencing attack: the coalition subtracts
@@ -537,7 +792,6 @@ class Protocol(ABC):
         """
         return None
 
-    def true_aggregate(self, rows: np.ndarray, params: dict[str, Any],
-                       public: dict[str, Any]) -> np.ndarray | None:
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray | None:
         """What ``released_aggregate`` estimates, computed from raw rows (a sum over rows)."""
         return None

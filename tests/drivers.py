@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
-from ldpsim.protocols.base import Block, Curator, Protocol, RoundPlan
+from ldpsim.protocols.base import Curator, Protocol, RoundPlan
 from ldpsim.protocols.data import Dataset
 
 #: the registration key of the tests' hand-driven sessions (the local backends draw one per run)
@@ -69,8 +69,9 @@ def respond(proto: Protocol, resolved: dict[str, Any], data: Dataset, plan: Roun
     """The reports of the agents ``plan`` asks in round ``rnd``, from their rows of ``data``
     (or of ``rows``, every agent's row), with the plan's queries and broadcast."""
     rows = data.rows(0, data.n) if rows is None else rows
-    return proto.respond(Block(rnd, rows[plan.agents], plan.agents, key, resolved, data.public,
-                               queries=plan.queries, broadcast=plan.broadcast))
+    bound = proto.bind(resolved, data.public, resolved=True)
+    return proto.respond(bound.block(rnd, rows[plan.agents], plan.agents, key,
+                                     queries=plan.queries, broadcast=plan.broadcast))
 
 
 def drive(proto: Protocol, params: dict[str, Any], data: Dataset, seed: int, *,

@@ -81,6 +81,18 @@ def test_the_contract_tests_cover_the_plugin(env):
     assert passed and int(passed.group(1)) >= 5, res.stdout[-500:]  # one per contract test
 
 
+def test_the_privacy_checks_cover_the_plugin(env):
+    """The plugin states ε once, in its binding hook, like the built-in protocols: the same
+    registry-driven checks run on it."""
+    checks = ROOT / "tests" / "protocols" / "test_privacy_once.py"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(checks), "-k", "yes_no_rr"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:]
+    passed = re.search(r"(\d+) passed", res.stdout)
+    assert passed and int(passed.group(1)) >= 3, res.stdout[-500:]  # one per check
+
+
 def test_a_broken_or_clashing_family_is_refused_clearly():
     class Clash:
         PROTOCOLS = (protocols.get_protocol("kwiksort"),)

@@ -19,8 +19,11 @@ do not depend on which other voters share the block.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 NORMS = ("l1", "l2", "linf")
@@ -154,3 +157,41 @@ def agreement(beta_a: np.ndarray, beta_b: np.ndarray, alternatives: np.ndarray) 
     true and noisy parameters give the same exact outcome".
     """
     return float(np.mean(decide(beta_a, alternatives) == decide(beta_b, alternatives)))
+
+
+@dataclass(frozen=True)
+class PersonalLaplace:
+    """Each voter's release by the exact discrete Laplace at her own eps_i (Algorithms 2-3 of
+    Wang et al., 2019): her personal value when the data set gives one, else ``epsilon``.
+
+    Parameters
+    ----------
+    epsilon : float
+        The budget of a voter without a personal eps_i (the protocol's ``epsilon``).
+    worst : float
+        The largest eps_i a voter may hold: the guarantee claimed for every voter.
+    sensitivity : float
+        The L1 sensitivity Δ shared by the components of one voter's vector (Theorem 3, or
+        the functional mechanism's).
+    components : int
+        The length of that vector.
+    """
+
+    epsilon: float
+    worst: float
+    sensitivity: float
+    components: int
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """eps_i-LDP for every voter, at worst ``worst``, for a query of sensitivity Δ."""
+        return MechanismPrivacy(self.worst, self.sensitivity, "laplace")
+
+    def voter_epsilon(self, eps_col: np.ndarray) -> np.ndarray:
+        """Each voter's eps_i: her personal value (finite and > 0), else ``epsilon``."""
+        return np.where(np.isfinite(eps_col) & (eps_col > 0), eps_col, self.epsilon)
+
+    def at(self, eps: np.ndarray, components: int | None = None) -> mech.Laplace:
+        """The voters' releases: ``Laplace(eps_i, Δ)`` per row (eps of shape (B,))."""
+        return mech.Laplace(np.asarray(eps)[:, None], self.sensitivity,
+                            components=self.components if components is None else components)

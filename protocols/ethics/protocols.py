@@ -57,14 +57,15 @@ from ldpsim.protocols.base import (
     Curator,
     ParamError,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 from ldpsim.protocols.ethics import fm
 from ldpsim.protocols.ethics.mle import constrained_mle
-from ldpsim.protocols.ethics.model import agreement, ball_diameter_l1, project
+from ldpsim.protocols.ethics.model import PersonalLaplace, agreement, ball_diameter_l1, project
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
                     help="eps of the release (central) or of every voter without a personal "
@@ -107,26 +108,16 @@ def split_rows(data: np.ndarray, public: dict[str, Any]) -> tuple[np.ndarray, np
     return data[:, 0], data[:, 1:1 + n * d].reshape(len(data), n, d)
 
 
-def voter_epsilon(eps_col: np.ndarray, params: dict[str, Any]) -> np.ndarray:
-    """Each voter's eps_i: her personal value when the data set has one, else params epsilon."""
-    return np.where(np.isfinite(eps_col) & (eps_col > 0), eps_col, params["epsilon"])
-
-
 def _mle(z: np.ndarray, public: dict[str, Any]) -> np.ndarray:
     return constrained_mle(z, float(public["bound"]), public["norm"])
 
 
-def _claim_eps(params: dict[str, Any], public: dict[str, Any]) -> tuple[float, str]:
-    """The weakest (largest) eps any voter gets, and a note on personalisation."""
-    if public.get("personal_epsilon"):
-        return float(public["eps_max"]), f"personalised eps_i: {public['eps_spec']}"
-    return float(params["epsilon"]), ""
-
-
-def _audit_eps(params: dict[str, Any], public: dict[str, Any]) -> float:
-    """The eps column of audit candidate rows: the weakest eps a voter may hold (the claim's)."""
-    return _claim_eps(params, public)[0] if "epsilon" in params or public.get(
-        "personal_epsilon") else 1.0
+def _audit_eps(bound: Bound) -> float:
+    """The eps column of audit candidate rows: the weakest eps a voter may hold (the claim's;
+    1 without privacy)."""
+    if bound.public.get("personal_epsilon"):
+        return float(bound.public["eps_max"])
+    return bound.rounds[0].privacy.epsilon if bound.rounds.model != "none" else 1.0
 
 
 def _with_eps_column(values: np.ndarray, scales: np.ndarray, grids: np.ndarray
@@ -220,13 +211,13 @@ class _TrustedCurator(_AverageCurator):
         out = super().finish()
         if not self.noisy:
             return out
-        eps = float(self.params["epsilon"])
         delta = central_sensitivity(self.public["norm"], float(self.public["bound"]), self.d,
                                     self.count)
-        scale = delta / eps
+        # the bound release (``VLCP.rounds``, Δ for N = all voters) at the sensitivity for the
+        # N valid reports; the d coordinates share it (an L1 bound)
+        lap = self.bound.rounds[0].mechanism.with_sensitivity(delta)
+        scale = delta / lap.epsilon
         g = rngm.party_generator(rngm.stream_key(self.coins, "ethics-central-laplace"))
-        # the d coordinates share the sensitivity D_1(C)/N (an L1 bound)
-        lap = mech.Laplace(eps, delta, components=self.d)
         out["beta"] = lap.perturb_from(g, self.average()).tolist()
         out["noise_scale"] = scale
         out["sensitivity"] = delta
@@ -272,30 +263,28 @@ class _EthicsProtocol(Protocol):
                 "err_linf": float(np.abs(diff).max()),
                 "cosine": float(est @ ref / den) if den > 0 else 0.0}
 
-    def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
-                           public: dict[str, Any]) -> np.ndarray | None:
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray | None:
         """N times the released average (the sum of the voters' contributions); None for the
         eps_i^2-weighted average, which is not a plain sum."""
-        if params.get("aggregate") == "weighted":
+        if bound.params.get("aggregate") == "weighted":
             return None
         return np.asarray(output["beta"], dtype=np.float64) * float(output["n_reports"])
 
-    def true_aggregate(self, rows: np.ndarray, params: dict[str, Any],
-                       public: dict[str, Any]) -> np.ndarray | None:
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray | None:
         """Sum of the voters' Eq. (3) estimates (what Algorithms 1-2 release with noise)."""
-        _, z = split_rows(rows, public)
-        return _mle(z, public).sum(axis=0)
+        _, z = split_rows(rows, bound.public)
+        return _mle(z, bound.public).sum(axis=0)
 
-    def _voter_audit_rows(self, params: dict[str, Any], public: dict[str, Any]) -> np.ndarray:
+    def _voter_audit_rows(self, bound: Bound) -> np.ndarray:
         """Two voters: all records favour (1, ..., 1) vs all favour (-1, ..., -1).
 
         Their Eq. (3) estimates are opposite points of the C-ball's L1 diameter direction for
         the L2 and L-inf balls (+-C/sqrt(d) and +-C per coordinate), the pair Theorem 1's
         proof uses.
         """
-        d, n = int(public["d"]), int(public["records"])
+        d, n = int(bound.public["d"]), int(bound.public["records"])
         rows = np.zeros((2, 1 + n * d))
-        rows[:, 0] = _audit_eps(params, public)
+        rows[:, 0] = _audit_eps(bound)
         rows[0, 1:] = 1.0
         rows[1, 1:] = -1.0
         return rows
@@ -311,9 +300,8 @@ class NonPrivate(_EthicsProtocol):
     summary = "non-private: voters send their Eq. (3) MLE, the curator averages (ceiling)"
     params = {"upload": UPLOAD}
 
-    def claim(self, params, public):
-        return PrivacyClaim("none", math.inf, mechanism="none",
-                            notes="the curator sees every voter's beta_i")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        return Rounds.none(notes="the curator sees every voter's beta_i")
 
     curator_cls = _TrustedCurator
     #: whether the trusted curator adds Laplace noise to the average (Algorithm 1)
@@ -326,8 +314,8 @@ class NonPrivate(_EthicsProtocol):
             return z.reshape(len(z), -1).copy()
         return _mle(z, block.public)
 
-    def audit_spec(self, params, public):
-        return AuditSpec(self._voter_audit_rows(params, public), np.array([0.5, 0.5]), (0, 1),
+    def audit_spec(self, bound: Bound) -> AuditSpec:
+        return AuditSpec(self._voter_audit_rows(bound), np.array([0.5, 0.5]), (0, 1),
                          notes="no privacy: the report is a deterministic function of the row")
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
@@ -351,14 +339,16 @@ class VLCP(NonPrivate):
     params = {"epsilon": EPSILON, "upload": UPLOAD}
     level = "voter"
 
-    def claim(self, params, public):
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One central release: the average plus ``Laplace(ε, D_1(C)/N)`` over its d
+        coordinates (Theorem 1; N = all voters here, the valid reports at release)."""
         d = int(public["d"])
         delta = central_sensitivity(public["norm"], float(public["bound"]), d, int(public["n"]))
-        return PrivacyClaim("central", float(params["epsilon"]), sensitivity=delta,
-                            mechanism="laplace",
-                            notes=f"{self.level}-level neighbours; trusts the curator with every "
-                                  "beta_i; sensitivity D_1(C)/N for N = all voters",
-                            unit=self.unit)
+        release = mech.Laplace(float(params["epsilon"]), delta, components=d)
+        return Rounds("central", (Round(release),), per_report=False,
+                      notes=f"{self.level}-level neighbours; trusts the curator with every "
+                            "beta_i; sensitivity D_1(C)/N for N = all voters",
+                      unit=self.unit)
 
     central_noise = True
 
@@ -396,30 +386,38 @@ class VLDP(_EthicsProtocol):
     def sensitivity(self, public: dict[str, Any], params: dict[str, Any]) -> float:
         return local_sensitivity(public["norm"], float(public["bound"]), int(public["d"]))
 
-    def claim(self, params, public):
-        eps, note = _claim_eps(params, public)
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: each voter's vector through the exact discrete Laplace at her eps_i
+        (``PersonalLaplace``), claimed at the largest eps_i a voter may hold."""
+        if public.get("personal_epsilon"):
+            worst, note = float(public["eps_max"]), f"personalised eps_i: {public['eps_spec']}"
+        else:
+            worst, note = float(params["epsilon"]), ""
         level = (f"{self.level}-level eps_i-LDP (Theorem 3: same sensitivity at voter and "
                  "record level)")
-        return PrivacyClaim("local", eps, per_report_epsilon=eps,
-                            sensitivity=self.sensitivity(public, params),
-                            mechanism=self.mechanism,
-                            notes="; ".join(x for x in (level, note) if x),
-                            unit=self.unit)
+        release = PersonalLaplace(params["epsilon"], worst, self.sensitivity(public, params),
+                                  self.components(params, public))
+        return Rounds("local", (Round(release),), mechanism=self.mechanism,
+                      notes="; ".join(x for x in (level, note) if x), unit=self.unit)
+
+    def components(self, params: dict[str, Any], public: dict[str, Any]) -> int:
+        """The length of the vector a voter releases (its components share Δ)."""
+        return int(public["d"])
 
     curator_cls = _AverageCurator
 
     def release(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """(noisy beta_i, eps_i) for each voter."""
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         beta = _mle(z, block.public)
         return self.mechanism_for(eps, beta, block).perturb(beta, block.words()), eps
 
     def mechanism_for(self, eps: np.ndarray, vec: np.ndarray, block: Block) -> mech.Laplace:
         """Each voter's release of her vector ``vec``: the exact discrete Laplace with her eps_i
-        and the sensitivity D (an L1 bound shared by the vector's components)."""
-        return mech.Laplace(eps[:, None], self.sensitivity(block.public, block.params),
-                            components=vec.shape[1])
+        and the sensitivity D (an L1 bound shared by the vector's components), from the bound
+        ``PersonalLaplace``."""
+        return block.mechanism.at(eps, vec.shape[1])
 
     def respond(self, block: Block) -> np.ndarray:
         noisy, eps = self.release(block)
@@ -427,15 +425,15 @@ class VLDP(_EthicsProtocol):
             return np.concatenate([noisy, eps[:, None]], axis=1)
         return noisy
 
-    def audit_spec(self, params, public):
-        return AuditSpec(self._voter_audit_rows(params, public), np.array([0.5, 0.5]), (0, 1),
+    def audit_spec(self, bound: Bound) -> AuditSpec:
+        return AuditSpec(self._voter_audit_rows(bound), np.array([0.5, 0.5]), (0, 1),
                          notes="opposite ends of the C-ball: the pair Theorem 3's proof uses")
 
     def laplace_release(self, block: Block):
         """beta_i + Lap(D_1(C)/eps_i) per coordinate on the exact mechanism's grid (eps_i
         itself, sent with the weighted aggregate, is not noised: NaN)."""
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         beta = _mle(z, block.public)
         rel = self.mechanism_for(eps, beta, block).release_spec(beta)
         if block.params["aggregate"] == "weighted":
@@ -445,7 +443,7 @@ class VLDP(_EthicsProtocol):
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Sum over coordinates of the exact log-pmf of each report given beta(row)."""
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         beta = _mle(z, block.public)
         noise = self.mechanism_for(eps, beta, block)
         d = beta.shape[1]
@@ -462,12 +460,12 @@ class RLDPLaplace(VLDP):
     summary = "Alg. 2 (RLDP): as ethics_vldp, record-level neighbours (same sensitivity, Thm 3)"
     level = "record"
 
-    def audit_spec(self, params, public):
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         """Neighbours differing in one record: the others are 0 (no information), record 0 is
         (1, ..., 1) vs (-1, ..., -1), so beta_i jumps across the ball (Theorem 3's proof)."""
-        d, n = int(public["d"]), int(public["records"])
+        d, n = int(bound.public["d"]), int(bound.public["records"])
         rows = np.zeros((2, 1 + n * d))
-        rows[:, 0] = _audit_eps(params, public)
+        rows[:, 0] = _audit_eps(bound)
         rows[0, 1:1 + d] = 1.0
         rows[1, 1:1 + d] = -1.0
         return AuditSpec(rows, np.array([0.5, 0.5]), (0, 1),
@@ -519,6 +517,10 @@ class RLDPFunctional(VLDP):
     def sensitivity(self, public, params):
         return fm.fm_sensitivity(int(public["d"]), params["domain"])
 
+    def components(self, params, public) -> int:
+        """The noisy coefficients of one voter (``fm.n_coefficients``)."""
+        return fm.n_coefficients(int(public["d"]), params["noise"])
+
     def report_length(self, params, public) -> int:
         d = int(public["d"])
         if params["report"] == "coefficients":
@@ -533,7 +535,7 @@ class RLDPFunctional(VLDP):
     def noisy_coefficients(self, block: Block):
         """(noisy coefficient vector, eps_i) of each voter (Algorithm 3, lines 1-3)."""
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
         alpha, m = fm.coefficients(zp)
         vec = fm.coefficient_vector(alpha, m, block.params["noise"])
@@ -546,7 +548,7 @@ class RLDPFunctional(VLDP):
         if block.params["report"] != "coefficients":
             return None
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         alpha, m = fm.coefficients(fm.preprocess(z, block.params["clip"], block.params["domain"]))
         vec = fm.coefficient_vector(alpha, m, block.params["noise"])
         return _with_eps_column(*self.mechanism_for(eps, vec, block).release_spec(vec))
@@ -568,7 +570,7 @@ class RLDPFunctional(VLDP):
             return np.concatenate([beta, eps[:, None]], axis=1)
         return beta
 
-    def audit_spec(self, params, public):
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         """Neighbours differing in one record, chosen to maximise the coefficient change.
 
         Other records are 0. Record 0 is a unit-L2 (after preprocessing) vector with equal
@@ -576,6 +578,7 @@ class RLDPFunctional(VLDP):
         k maximising sqrt(2/pi) 2k/sqrt(d) + 4k(d-k)/(pi d) (the coefficient L1 change; flipping
         all signs changes only the linear part).
         """
+        params, public = bound.params, bound.public
         d, n = int(public["d"]), int(public["records"])
         r = params["clip"]
         if params["domain"] == "l2":
@@ -589,22 +592,22 @@ class RLDPFunctional(VLDP):
             return lin + quad
 
         k = max(range(1, d + 1), key=change)
-        bound = self.sensitivity(public, params)
+        limit = self.sensitivity(public, params)
         rows = np.zeros((2, 1 + n * d))
-        rows[:, 0] = _audit_eps(params, public)
+        rows[:, 0] = _audit_eps(bound)
         rows[0, 1:1 + d] = mag
         rows[1, 1:1 + d] = mag
         rows[1, 1:1 + k] = -mag
         return AuditSpec(rows, np.array([0.5, 0.5]), (0, 1),
                          notes=f"one record differs in {k} signs; coefficient L1 change "
-                               f"{change(k):.3g} of the bound {bound:.3g}")
+                               f"{change(k):.3g} of the bound {limit:.3g}")
 
-    def released_aggregate(self, output, params, public):
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> None:
         """None: a voter's contribution is the minimiser of a *noisy* objective, a non-linear
         function of the noise, so the output estimates no noise-free sum (no differencing)."""
         return None
 
-    def true_aggregate(self, rows, params, public):
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> None:
         """None (see ``released_aggregate``)."""
         return None
 
@@ -617,7 +620,7 @@ class RLDPFunctional(VLDP):
         if block.params["report"] != "coefficients":
             return None
         eps_col, z = split_rows(block.rows, block.public)
-        eps = voter_epsilon(eps_col, block.params)
+        eps = block.mechanism.voter_epsilon(eps_col)
         zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
         alpha, m = fm.coefficients(zp)
         exact = fm.coefficient_vector(alpha, m, block.params["noise"])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
 
 #: How a report that is not kept picks the other value from the rest of its uniform
 #: (``perturb(..., others=...)``). Both give each other value probability q; each family keeps
@@ -68,9 +69,10 @@ class GRR:
         return _scalar(np.where(k > 1, t / (1.0 + (k - 1) * t), 0.0))
 
     @property
-    def privacy(self) -> float:
-        """The ε one report satisfies: ln(p / q), the largest ε of the block."""
-        return float(np.max(self.epsilon))
+    def privacy(self) -> MechanismPrivacy:
+        """One report is ε-LDP with ε = ln(p / q), the largest ε of the block (sensitivity
+        does not apply)."""
+        return MechanismPrivacy(largest(self.epsilon), None, "randomized_response")
 
     def matrix(self) -> np.ndarray:
         """``M[i, j] = P(report i | true j)`` = (p - q) I + q J (scalar ε and k)."""

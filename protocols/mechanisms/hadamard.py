@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols.mechanisms.grr import GRR
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
 
 
 def order(k: int) -> int:
@@ -62,6 +63,12 @@ class Hadamard:
     """The Hadamard oracle with budget ``epsilon`` per report; a report is (row s, bit)."""
 
     epsilon: float
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """One report is ε-LDP: the row s is drawn independently of the value and the
+        coefficient Ψ[s, v] goes through binary randomized response at ε."""
+        return MechanismPrivacy(largest(self.epsilon), None, "hadamard")
 
     @property
     def flip(self) -> GRR:

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.mechanisms import dlap
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
 from ldpsim.protocols.words import GeneratorWords, WordSource
 
 #: The discrete Laplace's scale in grid units (a power of two: U is a bit-slice of a word)
@@ -114,9 +115,7 @@ def laplace_threshold_keep_probabilities(epsilon: float, threshold: float = 0.5
     About 1 - e^(-ε/2)/2 each (the continuous mechanism's, §5.2.2); they differ from it and from
     each other by O(1/t), because 0.5 falls where it falls on the grid.
     """
-    lap = Laplace(epsilon, 1.0)
-    return (1.0 - float(lap.prob_at_least(0.0, threshold)),
-            float(lap.prob_at_least(1.0, threshold)))
+    return Laplace(epsilon, 1.0).threshold_keep_probabilities(threshold)
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,11 +168,30 @@ class Laplace:
         return self._t * self._grid
 
     @property
-    def privacy(self) -> float:
-        """The ε the release delivers: ⌊εt⌋/t <= ε, the largest of the block (attained by a
-        one-component release; pure DP, δ = 0)."""
-        return float(np.max(np.floor(np.asarray(self.epsilon, dtype=np.float64) * self._t))
-                     / self._t)
+    def privacy(self) -> MechanismPrivacy:
+        """One release is ε-DP for a query of L1 sensitivity Δ (the largest ε and Δ of the
+        block); it delivers ⌊εt⌋/t <= ε (``delivered``, attained by a one-component release;
+        pure DP, δ = 0)."""
+        delivered = float(np.max(np.floor(np.asarray(self.epsilon, dtype=np.float64) * self._t))
+                          / self._t)
+        return MechanismPrivacy(largest(self.epsilon), largest(self.sensitivity), "laplace",
+                                delivered)
+
+    def threshold_keep_probabilities(self, threshold: float = 0.5) -> tuple[float, float]:
+        """(P(decided 0 | o = 0), P(decided 1 | o = 1)) of a bit o released by this mechanism
+        and thresholded at ``threshold`` (``laplace_threshold_keep_probabilities``)."""
+        return (1.0 - float(self.prob_at_least(0.0, threshold)),
+                float(self.prob_at_least(1.0, threshold)))
+
+    def with_sensitivity(self, sensitivity: Any) -> Laplace:
+        """The same ε and components for a query of another sensitivity (e.g. a central
+        average's Δ once the number of reports is known)."""
+        return Laplace(self.epsilon, sensitivity, self.components, self._t)
+
+    def with_epsilon(self, epsilon: Any) -> Laplace:
+        """The same sensitivity and components at another ε (e.g. one per row, for personal
+        budgets at most this mechanism's)."""
+        return Laplace(epsilon, self.sensitivity, self.components, self._t)
 
     def lattice(self, values: np.ndarray) -> np.ndarray:
         """k = rint(v / Λ), the input's grid point (float64, integral). Raises ValueError for

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.mechanisms.grr import GRR
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
 
 SEED_BITS = 32
 _S32 = np.uint64(32)
@@ -42,6 +43,12 @@ class OLH:
     """OLH with budget ``epsilon`` per report; a report is a (seed, bucket) pair."""
 
     epsilon: float
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """One report is ε-LDP: the seed is drawn independently of the value and the bucket
+        goes through GRR at ε over [g] (Wang et al., 2017, §4.4)."""
+        return MechanismPrivacy(largest(self.epsilon), None, "olh")
 
     @property
     def g(self) -> int:

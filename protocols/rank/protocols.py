@@ -18,12 +18,14 @@ from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
+    Bound,
     Curator,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.rank import profile
@@ -114,13 +116,13 @@ class _DPCurator(_AllPairsCurator):
     """DP-KwikSort (Hay, Elagina & Miklau, SDM 2017): Laplace noise on every comparison used."""
 
     def finish(self) -> dict[str, Any]:
-        eps = self.params["epsilon"]
-        cap, eps_cmp = DPKwikSort.budget(self.m, eps)
+        # the bound release: Laplace(ε', Δ) on each of at most ``uses`` comparisons
+        release = self.bound.rounds[0]
+        cap, noise = release.uses, release.mechanism
         exact = self.cmp_hat()
         g = self.rng()
         # private coins, fresh per run (``Curator.coins``); the pivots stay on the public key
         noise_rng = rngm.party_generator(rngm.stream_key(self.coins, "dp-kwiksort-noise"))
-        noise = mech.Laplace(eps_cmp, DPKwikSort.SENSITIVITY)
         noisy = np.full((self.m, self.m), np.nan)
 
         def compare(a: int, p: int) -> float:
@@ -146,7 +148,7 @@ class _LDPCurator(_RankCurator):
     def plan(self, rnd: int) -> RoundPlan | None:
         if rnd > 0:
             return None
-        k = self.params["queries"]
+        k = self.bound.rounds[0].uses
         agents, key, pairs = self.agents, self.key, self.n_pairs
         # the narrowest integers that hold a pair index (int16 up to m = 256 items)
         dtype = np.int16 if pairs <= 1 << 15 else np.int32
@@ -187,7 +189,7 @@ class _LDPCurator(_RankCurator):
 class _RRCurator(_LDPCurator):
     def cmp_hat(self) -> np.ndarray:
         """Eq. (1)-(2): cmp_hat = (C~_jl - C~_lj) / (2 p_rr - 1)."""
-        p = mech.GRR(self.params["epsilon"] / self.params["queries"]).p
+        p = self.bound.rounds[0].mechanism.p
         return self._square((self.ones - self.zeros) / (2 * p - 1))
 
 
@@ -240,13 +242,13 @@ class _RankProtocol(Protocol):
         return metrics
 
     # -- what the privacy audit needs ----------------------------------------------------------
-    def audit_spec(self, params, public):
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         """Candidate rankings of one agent (as positions rows, like the data): all m! when
         m <= 6 (uniform prior), else the identity and its reverse. The audited pair is a
         ranking and its reverse: they disagree on every pair, so whichever pairs are queried,
         every answer differs. (The set of all permutations, the identity and the reverse are
         each their own inverses, so the candidates read the same as rankings.)"""
-        m = int(public["m"])
+        m = int(bound.public["m"])
         if m <= 6:
             values = np.array(list(itertools.permutations(range(m))), dtype=np.int16)
             rev = int(np.flatnonzero((values == np.arange(m)[::-1]).all(axis=1))[0])
@@ -265,17 +267,17 @@ class _RankProtocol(Protocol):
         truth = profile.answers(block.rows, self._all_pairs(m, len(block.rows)))
         return np.where((np.asarray(reports) == truth).all(axis=1), 0.0, -np.inf)
 
-    def released_aggregate(self, output, params, public):
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray:
         """cmp_hat: the released estimate of C_jl - C_lj per pair (NaN where not released)."""
         return np.array([np.nan if v is None else v for v in output["cmp_hat"]], dtype=float)
 
-    def true_aggregate(self, rows, params, public):
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray:
         """C_jl - C_lj per pair, summed over the given agents' rankings (positions rows)."""
         m = rows.shape[1]
         ans = profile.answers(rows, self._all_pairs(m, len(rows)))
-        return (2.0 * ans - 1.0).sum(axis=0) * self._aggregate_scale(params, public)
+        return (2.0 * ans - 1.0).sum(axis=0) * self._aggregate_scale(bound)
 
-    def _aggregate_scale(self, params, public) -> float:
+    def _aggregate_scale(self, bound: Bound) -> float:
         return 1.0
 
 
@@ -287,8 +289,8 @@ class KwikSortPlain(_RankProtocol):
     summary = "non-private KwikSort on true pairwise answers (error lower bound)"
     params = {}
 
-    def claim(self, params, public):
-        return PrivacyClaim("none", math.inf, mechanism="none")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        return Rounds.none()
 
 
 class DPKwikSort(_RankProtocol):
@@ -318,16 +320,45 @@ class DPKwikSort(_RankProtocol):
         cap = max(1, int(math.floor((m - 1) * math.log2(m))))
         return cap, epsilon / ((m - 1) * math.log2(m))
 
-    def claim(self, params, public):
-        cap, eps_cmp = self.budget(int(public["m"]), params["epsilon"])
-        return PrivacyClaim("central", params["epsilon"], per_report_epsilon=eps_cmp,
-                            sensitivity=self.SENSITIVITY, mechanism="laplace",
-                            notes=f"at most {cap} noisy comparisons")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One release: at most ``cap`` comparisons, each with Laplace(ε', Δ = 2), within the
+        budget ε (cap·ε' <= ε)."""
+        eps = params["epsilon"]
+        cap, eps_cmp = self.budget(int(public["m"]), eps)
+        return Rounds("central", (Round(mech.Laplace(eps_cmp, self.SENSITIVITY), uses=cap,
+                                        epsilon=eps),),
+                      notes=f"at most {cap} noisy comparisons")
 
 
 class _LDPRank(_RankProtocol):
+    """LDP-KwikSort: K random pairs per agent, each answer through ``mechanism`` at ε/K (the
+    RR and Laplace variants differ by this attribute, their curator and g(K))."""
+
     params = {"epsilon": EPSILON, "queries": QUERIES}
     g = staticmethod(g_rr)
+    #: the local randomizer of one answer, built at ε/K by ``rounds``
+    mechanism: Any = mech.GRR
+
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: K answers through ``mechanism(ε/K)`` each, sequentially composed to ε;
+        an answer is a bit (sensitivity 1)."""
+        return Rounds("local", (Round.split(params["epsilon"], params["queries"],
+                                            self.mechanism),), sensitivity=1.0)
+
+    def respond(self, block: Block) -> np.ndarray:
+        """Algorithm 1 / 3: each queried answer o through the bound mechanism at ε/K."""
+        o = self._queried_answers(block.rows, block.queries)
+        return block.mechanism.perturb(o, self.coins(block, block.round.uses))
+
+    def coins(self, block: Block, k: int) -> Any:
+        """The agents' randomness for ``mechanism.perturb``: K uniforms (RR)."""
+        return block.uniforms(k)
+
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        """Σ_k the exact log-probability of each report given the true answer (ε/K each):
+        log p or log(1 - p) for RR, the discrete Laplace's log-pmf for Laplace."""
+        answers = self._queried_answers(block.rows, block.queries)
+        return block.mechanism.log_likelihood(reports, answers).sum(axis=1)
 
     def resolve(self, params, public):
         out = super().resolve(params, public)
@@ -344,10 +375,10 @@ class _LDPRank(_RankProtocol):
     def _queried_answers(self, data, queries):
         return profile.answers(data, np.asarray(queries, dtype=np.int64))
 
-    def _aggregate_scale(self, params, public) -> float:
+    def _aggregate_scale(self, bound: Bound) -> float:
         # each pair is asked of a fraction K / C(m,2) of the agents
-        m = int(public["m"])
-        return params["queries"] / (m * (m - 1) // 2)
+        m = int(bound.public["m"])
+        return bound.params["queries"] / (m * (m - 1) // 2)
 
 
 class LDPKwikSortRR(_LDPRank):
@@ -356,23 +387,7 @@ class LDPKwikSortRR(_LDPRank):
     name = "ldp_kwiksort_rr"
     summary = "LDP: K random pairs per agent, randomized response with ε/K each"
     curator_cls = _RRCurator
-
-    def claim(self, params, public):
-        k = params["queries"]
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"] / k,
-                            sensitivity=1.0, mechanism="randomized_response")
-
-    def respond(self, block: Block) -> np.ndarray:
-        k = block.params["queries"]
-        o = self._queried_answers(block.rows, block.queries)
-        u = block.uniforms(k)
-        return mech.GRR(block.params["epsilon"] / k).perturb(o, u)
-
-    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Σ_k log p (report = true answer) or log(1 - p) (flipped), p = e^ε_k / (1 + e^ε_k)."""
-        rr = mech.GRR(block.params["epsilon"] / block.params["queries"])
-        answers = self._queried_answers(block.rows, block.queries)
-        return rr.log_likelihood(reports, answers).sum(axis=1)
+    mechanism = mech.GRR
 
 
 class LDPKwikSortLap(_LDPRank):
@@ -386,34 +401,23 @@ class LDPKwikSortLap(_LDPRank):
     summary = "LDP: K random pairs per agent, answer + Laplace(K/ε), thresholded at 0.5"
     curator_cls = _LapCurator
     g = staticmethod(g_lap)
+    mechanism = mech.Laplace
 
-    def claim(self, params, public):
-        k = params["queries"]
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"] / k,
-                            sensitivity=1.0, mechanism="laplace")
-
-    def respond(self, block: Block) -> np.ndarray:
-        k = block.params["queries"]
-        o = self._queried_answers(block.rows, block.queries)
-        return mech.Laplace(block.params["epsilon"] / k).perturb(o, block.words())
+    def coins(self, block: Block, k: int) -> Any:
+        """The agents' words for the discrete Laplace noise."""
+        return block.words()
 
     def laplace_release(self, block: Block):
         """Each answer o plus Lap(K/ε) (Algorithm 3), on the exact mechanism's grid."""
         o = self._queried_answers(block.rows, block.queries).astype(np.float64)
-        return mech.Laplace(block.params["epsilon"] / block.params["queries"]).release_spec(o)
+        return block.mechanism.release_spec(o)
 
-    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
-        """Σ_k exact log-pmf of each report given the true answer (ε/K each)."""
-        lap = mech.Laplace(block.params["epsilon"] / block.params["queries"])
-        answers = self._queried_answers(block.rows, block.queries)
-        return lap.log_likelihood(reports, answers).sum(axis=1)
-
-    def true_aggregate(self, rows, params, public):
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray:
         """E[ones - zeros] per pair over the given agents, exactly: an agent asked the pair
         adds 2 q1 - 1 when its answer is 1 and 1 - 2 q0 when it is 0 (q0, q1 the exact keep
         probabilities of the threshold at 0.5), and is asked it with probability K / C(m, 2)."""
         m = rows.shape[1]
         ans = profile.answers(rows, self._all_pairs(m, len(rows)))
-        q0, q1 = mech.laplace_threshold_keep_probabilities(params["epsilon"] / params["queries"])
+        q0, q1 = bound.rounds[0].mechanism.threshold_keep_probabilities()
         per = np.where(ans == 1, 2 * q1 - 1, 1 - 2 * q0).sum(axis=0)
-        return per * self._aggregate_scale(params, public)
+        return per * self._aggregate_scale(bound)

@@ -34,18 +34,19 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
+    Bound,
     Curator,
     ParamError,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 from ldpsim.protocols.mechanisms import hadamard, olh
 from ldpsim.protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
@@ -212,8 +213,8 @@ class _RankingProtocol(Protocol):
                 m["avd_s3"] = metrics.avd(ph["s3"], truth["s3"])
         return m
 
-    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec | None:
-        return audit_candidates(int(public["d"]))
+    def audit_spec(self, bound: Bound) -> AuditSpec | None:
+        return audit_candidates(int(bound.public["d"]))
 
 
 # ----------------------------------------------------------------------------------- SAFARI
@@ -253,7 +254,9 @@ class _SafariCurator(Curator):
         params, public = bound.params, bound.public
         self.d = int(public["d"])
         self.rules: dict[int, rules.Rule] = {0: rule_of(RULE1[params["rule1"]], self.d)}
-        self.eps = round_budgets(params["epsilon"], params["split"])
+        # the rounds' bound oracles (``Safari.rounds``)
+        self.oracles = (bound.rounds[0].mechanism, bound.rounds[1].mechanism)
+        self.eps = tuple(o.epsilon for o in self.oracles)
         self.asked = self._assign()
         self.attrs: dict[int, np.ndarray] = {}
         self.chain: Chain | None = None
@@ -276,7 +279,7 @@ class _SafariCurator(Curator):
         u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), agents, rnd, 1)[:, 0]
         attrs = safa.sample_attributes(u, rule.n_attrs)
         self.attrs[rnd] = attrs
-        oracle = Safari.oracle_for(self.params, rnd)
+        oracle = self.oracles[rnd].kind
         schema, bits = _schema(oracle, rule.domains, self.eps[rnd])
         bc = None if rnd == 0 else {"chain": self.chain.to_wire()}
         high = _report_high(oracle, rule.domains[attrs], self.eps[rnd])
@@ -285,14 +288,13 @@ class _SafariCurator(Curator):
 
     def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
         rule = self.rules[rnd]
-        oracle = Safari.oracle_for(self.params, rnd)
+        oracle = self.oracles[rnd]
         attrs = self.attrs[rnd][np.searchsorted(self.asked[rnd], agents)]
         reports = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
-        ok = safa.valid_reports(oracle, reports, rule.domains[attrs], self.eps[rnd])
+        ok = oracle.valid_reports(reports, rule.domains[attrs])
         self.stats["out_of_domain"][rnd] += int((~ok).sum())
         self.stats["reports"][rnd] += int(ok.sum())
-        z = safa.estimate(oracle, attrs[ok], reports[ok], rule.domains, self.eps[rnd],
-                          self.params["estimator"])
+        z = oracle.estimate(attrs[ok], reports[ok], rule.domains, self.params["estimator"])
         if rnd == 0:
             p = self.params
             alpha = p["lasso_alpha"] if p["regression"] == "lasso" else p["ridge_alpha"]
@@ -384,23 +386,20 @@ class Safari(_RankingProtocol):
                              "allowed: a number in (0, 1) with split = \"users\"")
         return out
 
-    def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
-        """Two rounds: ε/2 each with ``split = "budget"`` (sequential composition, Theorem 6);
-        ε each with ``split = "users"``, where a user answers one round only (a user asked in
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """Two rounds, each a SAFA oracle (OLH for Rule I^C in round 0): ε/2 each with
+        ``split = "budget"`` (sequential composition, Theorem 6); ε each with ``split =
+        "users"``, where a user answers one round only (parallel composition; a user asked in
         both would pass its budget, and its pool refuses)."""
         budgets = round_budgets(params["epsilon"], params["split"])
-        return budgets[rnd] if 0 <= rnd < len(budgets) else math.inf
-
-    def claim(self, params, public):
-        e0, e1 = round_budgets(params["epsilon"], params["split"])
-        mech = {"safa": "grr", "harmony": "harmony_hadamard_rr"}[params["oracle"]]
-        if params["rule1"] == "calm":
-            mech = f"olh (round 0), {mech} (round 1)"
-        comp = ("sequential composition of two ε/2 rounds (Theorem 6)"
-                if params["split"] == "budget" else "parallel composition (disjoint users)")
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=e0,
-                            sensitivity=None, mechanism=mech,
-                            notes=f"SAFA: attribute sampled independently of the data; {comp}")
+        sequential = params["split"] == "budget"
+        comp = ("sequential composition of two ε/2 rounds (Theorem 6)" if sequential
+                else "parallel composition (disjoint users)")
+        return Rounds("local", tuple(Round(safa.Oracle(self.oracle_for(params, r), eps))
+                                     for r, eps in enumerate(budgets)),
+                      composition="sequential" if sequential else "parallel",
+                      epsilon=params["epsilon"],
+                      notes=f"SAFA: attribute sampled independently of the data; {comp}")
 
     curator_cls = _SafariCurator
     #: LADE's Lasso (``lade.lasso_positive``) solves with scipy's NNLS after round 0
@@ -422,11 +421,9 @@ class Safari(_RankingProtocol):
         if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
             raise ValueError(f"attribute index outside [0, {rule.n_attrs})")
         values = rule.values(perm.positions(block.rows), attrs)
-        eps = round_budgets(block.params["epsilon"], block.params["split"])[block.rnd]
         u = block.uniforms(2)
         seed_bits = block.bits(1, offset=2)[:, 0]
-        return safa.perturb(self.oracle_for(block.params, block.rnd), values,
-                            rule.domains[attrs], eps, u, seed_bits)
+        return block.mechanism.perturb(values, rule.domains[attrs], u, seed_bits)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact: GRR (or Harmony / OLH) probability of the report given the queried value."""
@@ -434,10 +431,8 @@ class Safari(_RankingProtocol):
         rule = self._round_rule(block.rnd, block.broadcast, block.params, d)
         attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
         values = rule.values(perm.positions(block.rows), attrs)
-        eps = round_budgets(block.params["epsilon"], block.params["split"])[block.rnd]
-        return safa.log_likelihood(self.oracle_for(block.params, block.rnd),
-                                   np.asarray(reports).reshape(len(block.rows), -1), values,
-                                   rule.domains[attrs], eps)
+        return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
+                                              values, rule.domains[attrs])
 
 
 
@@ -515,9 +510,8 @@ class SafariNoPriv(_RankingProtocol):
         _need_marginal_truth(self.name, public)
         return super().resolve(params, public)
 
-    def claim(self, params, public):
-        return PrivacyClaim("none", math.inf, mechanism="none",
-                            notes="every user sends the true ranking")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        return Rounds.none(notes="every user sends the true ranking")
 
     curator_cls = _NoPrivCurator
 
@@ -576,7 +570,7 @@ class _FullDomainCurator(Curator):
             return None
         d = int(self.public["d"])
         size = math.factorial(d)
-        eps = self.params["epsilon"]
+        eps = self.bound.rounds[0].mechanism.epsilon
         if self.oracle == "grr":
             schema, bits = ReportSchema("int", 1, 0, size - 1), math.log2(size)
         elif self.oracle == "harmony":
@@ -589,20 +583,19 @@ class _FullDomainCurator(Curator):
     def absorb(self, rnd, agents, reports):
         d = int(self.public["d"])
         size = math.factorial(d)
-        eps = self.params["epsilon"]
         r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
-        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        ok = safa.valid_reports(oracle, r, size, eps)
+        oracle = self.bound.rounds[0].mechanism
+        ok = oracle.valid_reports(r, size)
         self.stats["out_of_domain"] = int((~ok).sum())
         r = r[ok]
         n = len(r)
+        m = oracle.mechanism(size)
         if self.oracle == "grr":
-            self.f = mech.GRR(eps, size).estimate(np.bincount(r[:, 0], minlength=size), n)
+            self.f = m.estimate(np.bincount(r[:, 0], minlength=size), n)
         elif self.oracle == "harmony":
-            self.f = mech.Hadamard(eps).estimate(r[:, 0], r[:, 1], size, n)
+            self.f = m.estimate(r[:, 0], r[:, 1], size, n)
         else:
-            oracle = mech.OLH(eps)
-            self.f = oracle.estimate(oracle.support_counts(r[:, 0], r[:, 1], size), n)
+            self.f = m.estimate(m.support_counts(r[:, 0], r[:, 1], size), n)
 
     def finish(self):
         d = int(self.public["d"])
@@ -626,10 +619,14 @@ class _FullDomain(_RankingProtocol):
         _full_domain_check(self.name, d, out["max_domain"])
         return out
 
-    def claim(self, params, public):
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
-                            sensitivity=None, mechanism=self.oracle,
-                            notes="one report per user over the d! rankings")
+    #: the claim's note on what one report covers
+    report_notes = "one report per user over the d! rankings"
+
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: one report per user through the protocol's oracle at ε."""
+        kind = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
+        return Rounds("local", (Round(safa.Oracle(kind, params["epsilon"])),),
+                      mechanism=self.oracle, notes=self.report_notes)
 
     curator_cls = _FullDomainCurator
 
@@ -637,17 +634,16 @@ class _FullDomain(_RankingProtocol):
         v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
         size = math.factorial(int(block.public["d"]))
         u = block.uniforms(2)
-        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        seed_bits = (block.bits(1, offset=2)[:, 0] if oracle == "olh"
+        oracle = block.mechanism
+        seed_bits = (block.bits(1, offset=2)[:, 0] if oracle.kind == "olh"
                      else None)
-        return safa.perturb(oracle, v, size, block.params["epsilon"], u, seed_bits)
+        return oracle.perturb(v, size, u, seed_bits)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
         size = math.factorial(int(block.public["d"]))
-        oracle = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
-        return safa.log_likelihood(oracle, np.asarray(reports).reshape(len(block.rows), -1), v,
-                                   np.full(len(v), size), block.params["epsilon"])
+        return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
+                                              v, np.full(len(v), size))
 
 
 class RankGRR(_FullDomain):
@@ -701,18 +697,18 @@ class _CalmCurator(Curator):
         self.rule = rule_of("IC", d)
         u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), self.agents, rnd, 1)
         self.attrs = safa.sample_attributes(u[:, 0], self.rule.n_attrs)
-        schema, bits = _schema("olh", self.rule.domains, self.params["epsilon"])
+        eps = self.bound.rounds[0].mechanism.epsilon
+        schema, bits = _schema("olh", self.rule.domains, eps)
         return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits,
-                         report_high=_report_high("olh", self.rule.domains[self.attrs],
-                                                  self.params["epsilon"]))
+                         report_high=_report_high("olh", self.rule.domains[self.attrs], eps))
 
     def absorb(self, rnd, agents, reports):
-        eps = self.params["epsilon"]
+        oracle = self.bound.rounds[0].mechanism
         attrs = self.attrs[np.searchsorted(self.agents, agents)]
         r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
-        ok = safa.valid_reports("olh", r, self.rule.domains[attrs], eps)
+        ok = oracle.valid_reports(r, self.rule.domains[attrs])
         self.stats["out_of_domain"] = int((~ok).sum())
-        self.z = safa.estimate("olh", attrs[ok], r[ok], self.rule.domains, eps, "group")
+        self.z = oracle.estimate(attrs[ok], r[ok], self.rule.domains, "group")
 
     def finish(self):
         d = int(self.public["d"])
@@ -739,10 +735,7 @@ class RankCALM(_FullDomain):
               "ipf_iters": ParamSpec("ipf_iters", "int", default=20, low=1,
                                      help="IPF sweeps over the C(d,2) pair constraints")}
 
-    def claim(self, params, public):
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
-                            sensitivity=None, mechanism="olh",
-                            notes="each user reports one pair marginal (CALM's partition)")
+    report_notes = "each user reports one pair marginal (CALM's partition)"
 
     curator_cls = _CalmCurator
 
@@ -755,13 +748,12 @@ class RankCALM(_FullDomain):
         values = rule.values(perm.positions(block.rows), attrs)
         u = block.uniforms(2)
         seed_bits = block.bits(1, offset=2)[:, 0]
-        return safa.perturb("olh", values, rule.domains[attrs], block.params["epsilon"], u,
-                            seed_bits)
+        return block.mechanism.perturb(values, rule.domains[attrs], u, seed_bits)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         d = int(block.public["d"])
         rule = rule_of("IC", d)
         attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
         values = rule.values(perm.positions(block.rows), attrs)
-        return safa.log_likelihood("olh", np.asarray(reports).reshape(len(block.rows), -1), values,
-                                   rule.domains[attrs], block.params["epsilon"])
+        return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
+                                              values, rule.domains[attrs])

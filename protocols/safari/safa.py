@@ -20,10 +20,13 @@ Estimators (``estimator``):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols.mechanisms import hadamard, olh
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 
 ORACLES = ("safa", "harmony", "olh")
 ESTIMATORS = ("paper", "group")
@@ -80,6 +83,55 @@ def log_likelihood(oracle: str, reports: np.ndarray, values: np.ndarray, k: np.n
     if oracle == "harmony":
         return mech.Hadamard(epsilon).log_likelihood(r[:, 0], r[:, 1], values, k)
     return mech.OLH(epsilon).log_likelihood(r[:, 0], r[:, 1], values)
+
+
+#: the name a privacy claim shows for each oracle
+ORACLE_NAMES = {"safa": "grr", "harmony": "harmony_hadamard_rr", "olh": "olh"}
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """One of SAFA's frequency oracles bound at ε per report: ``"safa"`` (GRR, Algorithm 2),
+    ``"harmony"`` (Hadamard) or ``"olh"``, over the domain of whichever attribute a user is
+    asked (the functions of this module, with the ε stated once).
+
+    One report is ε-LDP whatever the domain (Theorem 2: the attribute index is sampled
+    independently of the data).
+    """
+
+    kind: str
+    epsilon: float
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """ε-LDP per report; no sensitivity (randomized response, hashing, sampling)."""
+        return MechanismPrivacy(float(self.epsilon), None, ORACLE_NAMES[self.kind])
+
+    def perturb(self, values: np.ndarray, k: np.ndarray | int, u: np.ndarray,
+                seed_bits: np.ndarray | None = None) -> np.ndarray:
+        """``perturb`` at this oracle's ε."""
+        return perturb(self.kind, values, k, self.epsilon, u, seed_bits)
+
+    def log_likelihood(self, reports: np.ndarray, values: np.ndarray,
+                       k: np.ndarray) -> np.ndarray:
+        """``log_likelihood`` at this oracle's ε."""
+        return log_likelihood(self.kind, reports, values, k, self.epsilon)
+
+    def valid_reports(self, reports: np.ndarray, k: np.ndarray | int) -> np.ndarray:
+        """``valid_reports`` at this oracle's ε."""
+        return valid_reports(self.kind, reports, k, self.epsilon)
+
+    def estimate(self, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray,
+                 estimator: str = "paper", n: int | None = None) -> list[np.ndarray]:
+        """``estimate`` at this oracle's ε."""
+        return estimate(self.kind, attrs, reports, domains, self.epsilon, estimator, n)
+
+    def mechanism(self, k: int) -> Any:
+        """The underlying mechanism over one domain of ``k`` values at this oracle's ε
+        (``GRR``, ``Hadamard`` or ``OLH``)."""
+        if self.kind == "safa":
+            return mech.GRR(self.epsilon, k)
+        return mech.Hadamard(self.epsilon) if self.kind == "harmony" else mech.OLH(self.epsilon)
 
 
 def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray,

@@ -4,7 +4,8 @@ Answers are integers in Γ = {0, 1, ..., L-1} (L = ``levels`` = |Γ|); NULL is N
 and the code ``L`` in an integer report. Every randomizer here is applied to every cell of a
 worker's answer vector, NULL cells included, so a report does not reveal which tasks the worker
 answered. Each mechanism states its per-cell ε (Definition II.1, ε-cell LDP) and sensitivity in
-one function, which the protocols' ``claim()`` uses.
+its ``privacy`` (``mechanisms.MechanismPrivacy``); the protocols bind them once per run
+(``Protocol.rounds``) and their claims are composed from them.
 
 All functions are vectorised over a block of workers (one row each) and take their randomness
 as uniforms in (0, 1) or words (``protocols.words``) drawn per agent, so a row depends only on
@@ -14,9 +15,11 @@ that agent's data and coins.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 from ldpsim.protocols.words import WordSource
 
 # --------------------------------------------------------------------------- codes
@@ -115,9 +118,15 @@ def lp_log_likelihood(reports: np.ndarray, rows: np.ndarray, levels: int, epsilo
     A NULL cell is a mixture: uniform fill gives (1/L) Σ_v P(y | v); constant fill gives
     P(y | value).
     """
+    return lp_log_likelihood_of(lp_mechanism(levels, epsilon), reports, rows, levels, mode,
+                                value)
+
+
+def lp_log_likelihood_of(lap: mech.Laplace, reports: np.ndarray, rows: np.ndarray,
+                         levels: int, mode: str = "uniform", value: float = 0.0) -> np.ndarray:
+    """``lp_log_likelihood`` for the bound release ``lap`` (``lp_mechanism``)."""
     y = np.asarray(reports, dtype=np.float64)
     r = np.asarray(rows, dtype=np.float64)
-    lap = lp_mechanism(levels, epsilon)
     null = np.isnan(r)
     ans = lap.log_likelihood(y, np.nan_to_num(r))
     if mode == "uniform":
@@ -218,6 +227,35 @@ def two_layer_max_epsilon(epsilon: float, spread: float) -> float:
     nominal budget). With ``spread`` = 0 it is plain RR.
     """
     return float(epsilon * (1.0 + spread))
+
+
+@dataclass(frozen=True)
+class TwoLayer:
+    """The 2-Layer mechanism as one object: ε_i ~ Uniform[ε(1 - spread), ε(1 + spread)] per
+    worker (``two_layer_epsilons``), then Eq. (8) with ε_i on every cell (``rr_perturb``).
+
+    Its guarantee is the worst case ε(1 + spread) per cell (``two_layer_max_epsilon``).
+    """
+
+    levels: int
+    epsilon: float
+    spread: float
+
+    @property
+    def privacy(self) -> MechanismPrivacy:
+        """Worst-case ε-cell LDP, ε(1 + spread); randomized response (no sensitivity)."""
+        return MechanismPrivacy(two_layer_max_epsilon(self.epsilon, self.spread), None,
+                                "two_layer_randomized_response")
+
+    def perturb(self, codes: np.ndarray, u_eps: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Each worker's ε_i from its uniform ``u_eps`` (shape (B,)), then Eq. (8) on its codes
+        with one uniform of ``u`` per cell."""
+        eps_i = two_layer_epsilons(u_eps, self.epsilon, self.spread)
+        return rr_perturb(codes, u, self.levels, eps_i)
+
+    def log_likelihood(self, reports: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """``two_layer_log_likelihood`` (summed over cells)."""
+        return two_layer_log_likelihood(reports, codes, self.levels, self.epsilon, self.spread)
 
 
 def two_layer_log_likelihood(reports: np.ndarray, codes: np.ndarray, levels: int,

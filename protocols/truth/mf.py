@@ -199,9 +199,16 @@ def log_likelihood(profiles: np.ndarray, answers: np.ndarray, v: np.ndarray, lev
     u (the same report u V) bit for bit; then P(report | row) = P(Z = n - rint(c/Λ)) with
     c = V_T a_T (n determines the report; distinct n give distinct reports), else -inf.
     """
+    return log_likelihood_of(mf_mechanism(levels, epsilon, v.shape[0]), profiles, answers, v,
+                             ridge, reports)
+
+
+def log_likelihood_of(lap: mech.Laplace, profiles: np.ndarray, answers: np.ndarray,
+                      v: np.ndarray, ridge: float, reports: np.ndarray | None = None
+                      ) -> np.ndarray:
+    """``log_likelihood`` for the bound release ``lap`` (``mf_mechanism``)."""
     a = np.asarray(answers, dtype=np.float64)
     u = np.asarray(profiles, dtype=np.float64)
-    lap = mf_mechanism(levels, epsilon, v.shape[0])
     out = np.empty(len(a))
     for r, g, rhs in _normal_equations(a, v, ridge):
         with np.errstate(invalid="ignore", over="ignore"):

@@ -20,13 +20,15 @@ from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
+    Bound,
     Curator,
     ParamError,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 from ldpsim.protocols.truth import mechanisms as tm
 from ldpsim.protocols.truth import mf
@@ -153,11 +155,11 @@ class _TruthProtocol(Protocol):
         is the participation secret the paper sets out to protect."""
         return ("null", 0)
 
-    def audit_spec(self, params, public) -> AuditSpec:
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         """Candidate rows: task 0 is NULL (row 0) or answer x (row 1 + x); tasks 1..5 are
         answered with L // 2 in every candidate. Neighbouring rows differ in task 0 only
         (Definition II.1); ``audit_pair`` picks the pair hardest to hide."""
-        n, levels = int(public["tasks"]), int(public["levels"])
+        n, levels = int(bound.public["tasks"]), int(bound.public["levels"])
         base = np.full(n, np.nan)
         base[1:min(n, 6)] = levels // 2
         values = np.tile(base, (levels + 1, 1))
@@ -166,7 +168,7 @@ class _TruthProtocol(Protocol):
         def row(v: Any) -> int:
             return 0 if v == "null" else levels if v == "top" else 1 + int(v)
 
-        a, b = self.audit_pair(params)
+        a, b = self.audit_pair(bound.params)
         return AuditSpec(values, np.full(levels + 1, 1.0 / (levels + 1)), (row(a), row(b)),
                          notes=f"task 0 NULL or 0..{levels - 1}; pair ({a}, {b})")
 
@@ -180,8 +182,8 @@ class TruthPlain(_TruthProtocol):
     name = "truth_plain"
     summary = "no privacy: Algorithm 1 on the original answers (MAE_O reference)"
 
-    def claim(self, params, public):
-        return PrivacyClaim("none", math.inf, mechanism="none")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        return Rounds.none()
 
     def _respond_block(self, block: Block) -> np.ndarray:
         return tm.to_codes(block.rows, int(block.public["levels"]))
@@ -219,12 +221,12 @@ class TruthLP(_TruthProtocol):
         _resolve_fill_value(out, public)
         return out
 
-    def claim(self, params, public):
-        levels = int(public["levels"])
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
-                            sensitivity=tm.lp_sensitivity(levels), mechanism="laplace",
-                            notes="ε-cell LDP per cell (Theorem 1); the n cells of one worker "
-                                  "compose to nε", unit="cell")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: every cell through Eq. (7)'s ``Laplace(ε, |Γ|)`` (ε-cell LDP)."""
+        return Rounds("local", (Round(tm.lp_mechanism(int(public["levels"]),
+                                                      params["epsilon"])),),
+                      notes="ε-cell LDP per cell (Theorem 1); the n cells of one worker "
+                            "compose to nε", unit="cell")
 
     def schema(self, params, public):
         n = int(public["tasks"])
@@ -236,20 +238,22 @@ class TruthLP(_TruthProtocol):
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
         u_fill = block.uniforms(n, 0)
-        return tm.lp_perturb(block.rows, u_fill, block.words(), levels, block.params["epsilon"],
-                             block.params["null_fill"], block.params["fill_value"])
+        # Eq. (6)-(7): the NULL fill, then the bound exact discrete mechanism (``lp_perturb``)
+        filled = tm.null_fill(block.rows, u_fill, levels, block.params["null_fill"],
+                              block.params["fill_value"])
+        return block.mechanism.perturb(filled, block.words())
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         p = block.params
-        return tm.lp_log_likelihood(reports, block.rows, int(block.public["levels"]),
-                                    p["epsilon"], p["null_fill"], p["fill_value"])
+        return tm.lp_log_likelihood_of(block.mechanism, reports, block.rows,
+                                       int(block.public["levels"]), p["null_fill"],
+                                       p["fill_value"])
 
     def laplace_release(self, block: Block):
         """Each answered cell plus Lap(Δ/ε) on the exact mechanism's grid (NULL cells: a random
         fill, left out as NaN)."""
         values = np.asarray(block.rows, dtype=np.float64)
-        lap = tm.lp_mechanism(int(block.public["levels"]), block.params["epsilon"])
-        return lap.release_spec(values)
+        return block.mechanism.release_spec(values)
 
 
 class TruthRR(_TruthProtocol):
@@ -260,22 +264,23 @@ class TruthRR(_TruthProtocol):
     summary = "randomized response over Γ ∪ {NULL} on every cell (Eq. 8)"
     params = {"epsilon": EPSILON, **INFERENCE}
 
-    def claim(self, params, public):
-        return PrivacyClaim("local", tm.rr_epsilon(params["epsilon"]),
-                            per_report_epsilon=tm.rr_epsilon(params["epsilon"]),
-                            mechanism="randomized_response",
-                            notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
-                                  "worker compose to nε", unit="cell")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: every cell through Eq. (8)'s GRR over Γ ∪ {NULL} (ε-cell LDP)."""
+        return Rounds("local", (Round(tm.rr(int(public["levels"]), params["epsilon"])),),
+                      notes="ε-cell LDP per cell over Γ ∪ {NULL}; the n cells of one "
+                            "worker compose to nε", unit="cell")
 
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
         u = block.uniforms(n)
-        return tm.rr_perturb(tm.to_codes(block.rows, levels), u, levels, block.params["epsilon"])
+        # Eq. (8) on every cell (``rr_perturb``)
+        return block.mechanism.perturb(tm.to_codes(block.rows, levels), u, others="cyclic")
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         levels = int(block.public["levels"])
-        return tm.rr_log_likelihood(reports, tm.to_codes(block.rows, levels), levels,
-                                    block.params["epsilon"])
+        codes = tm.to_codes(block.rows, levels)
+        return block.mechanism.log_likelihood(np.asarray(reports, dtype=np.int64),
+                                              codes).sum(axis=-1)
 
 
 class TruthTwoLayer(_TruthProtocol):
@@ -295,24 +300,22 @@ class TruthTwoLayer(_TruthProtocol):
                                   help="ε_i ~ Uniform[ε(1-spread), ε(1+spread)]"),
               **INFERENCE}
 
-    def claim(self, params, public):
-        worst = tm.two_layer_max_epsilon(params["epsilon"], params["spread"])
-        return PrivacyClaim("local", worst, per_report_epsilon=worst,
-                            mechanism="two_layer_randomized_response",
-                            notes=f"worst-case ε-cell LDP; nominal (mean) ε = "
-                                  f"{params['epsilon']:g}", unit="cell")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: every cell through the 2-Layer mechanism (worst case ε(1 + spread))."""
+        return Rounds("local", (Round(tm.TwoLayer(int(public["levels"]), params["epsilon"],
+                                                  params["spread"])),),
+                      notes=f"worst-case ε-cell LDP; nominal (mean) ε = "
+                            f"{params['epsilon']:g}", unit="cell")
 
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
-        eps_i = tm.two_layer_epsilons(block.uniforms(1, 0)[:, 0],
-                                      block.params["epsilon"], block.params["spread"])
         u = block.uniforms(n, 1)
-        return tm.rr_perturb(tm.to_codes(block.rows, levels), u, levels, eps_i)
+        return block.mechanism.perturb(tm.to_codes(block.rows, levels),
+                                       block.uniforms(1, 0)[:, 0], u)
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         levels = int(block.public["levels"])
-        return tm.two_layer_log_likelihood(reports, tm.to_codes(block.rows, levels), levels,
-                                           block.params["epsilon"], block.params["spread"])
+        return block.mechanism.log_likelihood(reports, tm.to_codes(block.rows, levels))
 
 
 class TruthMF(_TruthProtocol):
@@ -359,18 +362,18 @@ class TruthMF(_TruthProtocol):
         the extreme answers 0 vs L-1."""
         return ("null", "top") if params["null_mode"] == "skip" else (0, "top")
 
-    def claim(self, params, public):
-        levels = int(public["levels"])
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: the objective's noise by ``Laplace(ε, |Γ|)`` over the d components of
+        V_T a_T (``mf.mf_mechanism``; ε-cell LDP, Theorem 4)."""
         notes = "ε-cell LDP (Theorem 4) for a change of an answered value"
         if params["null_mode"] == "skip":
             notes += ("; a NULL <-> answer change is not covered (Theorem 4's proof assumes the "
                       'same answered set); null_mode = "uniform"/"constant" covers it')
         else:
             notes += " or of a NULL cell (NULLs are filled before the solve)"
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
-                            sensitivity=mf.mf_sensitivity(levels),
-                            mechanism="objective_perturbation_laplace", notes=notes,
-                            proven=params["null_mode"] != "skip", unit="cell")
+        lap = mf.mf_mechanism(int(public["levels"]), params["epsilon"], params["d"])
+        return Rounds("local", (Round(lap),), mechanism="objective_perturbation_laplace",
+                      notes=notes, proven=params["null_mode"] != "skip", unit="cell")
 
     def broadcast(self, params, public, key):
         gen = rngm.party_generator(rngm.stream_key(key, "task-profiles"))
@@ -401,8 +404,7 @@ class TruthMF(_TruthProtocol):
 
     def _respond_block(self, block: Block) -> np.ndarray:
         v = self._profiles(block.broadcast, block.params, block.public)
-        lap = mf.mf_mechanism(int(block.public["levels"]), block.params["epsilon"],
-                              block.params["d"])
+        lap = block.mechanism
         words = block.words()
         a = self._filled(block)
         u = mf.release_profiles(a, v, lambda r, c: lap.perturb(c, words.take(r)),
@@ -424,7 +426,6 @@ class TruthMF(_TruthProtocol):
         rows = np.asarray(rows, dtype=np.float64)
         if block.params["null_mode"] == "constant":
             rows = np.where(np.isnan(rows), block.params["fill_value"], rows)
-        ll = mf.log_likelihood(u, rows, v, int(block.public["levels"]), block.params["epsilon"],
-                               block.params["ridge"],
-                               r if block.params["send"] == "uv" else None)
+        ll = mf.log_likelihood_of(block.mechanism, u, rows, v, block.params["ridge"],
+                                  r if block.params["send"] == "uv" else None)
         return np.where(ok, ll, -np.inf)

@@ -75,13 +75,15 @@ from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
+    Bound,
     Curator,
     ParamError,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 from ldpsim.protocols.vote.data import DATA_TYPE, WEIGHTS
 
@@ -149,6 +151,12 @@ def rr_probabilities(b: Budget) -> dict[str, float]:
     """
     mw, mp = mech.GRR(b.eps_w, 3), mech.GRR(b.eps_phi, 2)
     return {"p_w": mw.p, "r_w": mw.q, "p_phi": mp.p, "r_phi": mp.q}
+
+
+def rr_mechanisms(b: Budget) -> tuple[mech.GRR, mech.GRR]:
+    """The weight's and each opinion's randomized response: ``GRR(ε1, 3)`` (M_w, Eq. 9a) and
+    ``GRR(ε2, 2)`` (M_φ, Eq. 9b)."""
+    return mech.GRR(b.eps_w, 3), mech.GRR(b.eps_phi, 2)
 
 
 def laplace_scales(b: Budget) -> tuple[float, float]:
@@ -328,7 +336,7 @@ class _GameCurator(Curator):
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
         self.k = int(self.public["candidates"])
-        self.b = budget(self.params["epsilon"], self.params["split"], self.k, self.params["budget"])
+        self.b = protocol.budget_of(bound)
         self.w_agents = np.zeros(0, dtype=np.int64)  # partners who joined (reported a weight)
         self.w_reports = np.zeros(0)
         self.q_hat = math.nan
@@ -417,7 +425,7 @@ class _RRCurator(_GameCurator):
         return 1.0
 
     def absorb_weights(self, w):
-        y_w = mech.GRR(1.0, 3).counts(w.astype(np.int64) - 1)
+        y_w = self.bound.rounds[0].mechanism.counts(w.astype(np.int64) - 1)
         self.x_w_hat = estimate_weights(y_w, self.b.eps_w)
         self.q_hat = float(quota(self.x_w_hat))
 
@@ -480,31 +488,46 @@ class _VoteProtocol(Protocol):
                              "< 1 (eps1 = split*eps, eps2 = (1 - split)*eps must both be > 0)")
         return out
 
-    def budget(self, params: dict[str, Any], public: dict[str, Any]) -> Budget:
-        return budget(params["epsilon"], params["split"], int(public["candidates"]),
-                      params["budget"])
+    #: the weight's and each opinion's mechanism for a budget (``rr_mechanisms`` or
+    #: ``laplace_mechanisms``): the RR and Laplace protocols differ by this attribute
+    mechanisms = staticmethod(rr_mechanisms)
 
-    def round_epsilon(self, rnd: int, params: dict[str, Any], public: dict[str, Any]) -> float:
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """Round 0 spends ε1 (the weight), rounds 1..k spend ε2 each (one opinion per
-        candidate): ε1 + k·ε2 = the claimed total (Theorem 4.3 composed over the game)."""
-        b = self.budget(params, public)
-        if rnd == 0:
-            return b.eps_w
-        return b.eps_phi if 1 <= rnd <= b.candidates else math.inf
+        candidate): sequentially composed to ε1 + k·ε2 (Theorem 4.3 over the game)."""
+        b = budget(params["epsilon"], params["split"], int(public["candidates"]),
+                   params["budget"])
+        weight, opinion = self.mechanisms(b)
+        return Rounds("local", (Round(weight), Round(opinion, repeat=b.candidates)),
+                      notes=self.notes(b))
 
-    def released_aggregate(self, output: dict[str, Any], params: dict[str, Any],
-                           public: dict[str, Any]) -> np.ndarray:
+    def notes(self, b: Budget) -> str:
+        """The claim's notes on the split."""
+        raise NotImplementedError
+
+    def budget_of(self, bound: Bound) -> Budget:
+        """ε1, ε2 and k of a run, read from its bound mechanisms."""
+        return Budget(bound.rounds[0].privacy.epsilon, bound.rounds[1].privacy.epsilon,
+                      bound.rounds[1].repeat)
+
+    def mechanism_of(self, block: Block) -> tuple[Any, int]:
+        """The bound mechanism of the block's phase and the row column it releases (0 = the
+        weight, 1 + l = the opinion on candidate l)."""
+        phase, c = _phase(block.broadcast)
+        col = 0 if phase == "weights" else 1 + c
+        return block.bound.rounds[col].mechanism, col
+
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray:
         """The released estimates: q̂ (Eq. 4b) and Σ w·φ_l per candidate (Eq. 8b)."""
         return np.array([output["q_hat"], *output["sum_hat"]], dtype=np.float64)
 
-    def true_aggregate(self, rows: np.ndarray, params: dict[str, Any],
-                       public: dict[str, Any]) -> np.ndarray:
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray:
         """What they estimate, from raw rows ``[w, φ_1..φ_k]``: ½ Σ w and Σ w·φ_l."""
         rows = np.asarray(rows, dtype=np.int64)
         w = G[rows[:, 0] - 1]
         return np.array([0.5 * w.sum(), *(w[:, None] * rows[:, 1:]).sum(axis=0)])
 
-    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec:
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         """All rows ``[w, φ_1..φ_k]`` (k <= 10) with the data's prior; the hardest pair.
 
         The prior is the generating distribution the data kind makes public (weights i.i.d.,
@@ -515,6 +538,7 @@ class _VoteProtocol(Protocol):
         pair attains the full ε1 + k·ε2. For k > 10 only the 6 rows with all opinions equal are
         listed (prior renormalised over them).
         """
+        public = bound.public
         k = int(public["candidates"])
         pw = np.asarray(public.get("prior_weights", [1 / 3] * 3), dtype=np.float64)
         py_w = np.asarray(public.get("prior_yes_by_weight",
@@ -532,9 +556,9 @@ class _VoteProtocol(Protocol):
         prior = prior / prior.sum() if prior.sum() > 0 else np.full(len(values), 1 / len(values))
         lo = int(np.flatnonzero((values[:, 0] == 1) & (yes == 0))[0])
         hi = int(np.flatnonzero((values[:, 0] == 3) & (yes == k))[0])
-        b = self.budget(params, public)
         return AuditSpec(values, prior, (lo, hi),
-                         notes=f"{notes}; pair attains eps1 + k*eps2 = {b.total:g}")
+                         notes=f"{notes}; pair attains eps1 + k*eps2 = "
+                               f"{bound.rounds.total_epsilon:g}")
 
 
 class DPWeVote(_VoteProtocol):
@@ -550,39 +574,29 @@ class DPWeVote(_VoteProtocol):
     summary = "LDP weighted voting: 3-ary RR weights, binary RR opinions, estimated quota"
     params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET, "estimator": ESTIMATOR}
     curator_cls = _RRCurator
+    mechanisms = staticmethod(rr_mechanisms)
 
-    def claim(self, params, public):
-        b = self.budget(params, public)
+    def notes(self, b: Budget) -> str:
         pr = rr_probabilities(b)
-        return PrivacyClaim(
-            "local", b.total, per_report_epsilon=max(b.eps_w, b.eps_phi), sensitivity=None,
-            mechanism="randomized_response",
-            notes=(f"weight: 3-ary RR, eps1={b.eps_w:g} (p_w={pr['p_w']:.6g}); each of k="
-                   f"{b.candidates} opinions: binary RR, eps2={b.eps_phi:g} "
-                   f"(p_phi={pr['p_phi']:.6g}); game: eps1 + k*eps2"))
+        return (f"weight: 3-ary RR, eps1={b.eps_w:g} (p_w={pr['p_w']:.6g}); each of k="
+                f"{b.candidates} opinions: binary RR, eps2={b.eps_phi:g} "
+                f"(p_phi={pr['p_phi']:.6g}); game: eps1 + k*eps2")
 
     def respond(self, block: Block) -> np.ndarray:
         """Round 0: ``w̃ = RR_3(w)`` with ε1; round l: ``φ̃_l = RR_2(φ_l)`` with ε2 (§4.2-4.3)."""
-        data = block.rows
-        b = self.budget(block.params, block.public)
-        phase, c = _phase(block.broadcast)
+        rr, col = self.mechanism_of(block)
         u = block.uniforms(1)[:, 0]
-        data = np.asarray(data, dtype=np.int64)
-        if phase == "weights":
-            rep = mech.GRR(b.eps_w, 3).perturb(data[:, 0] - 1, u) + 1
-        else:
-            rep = mech.GRR(b.eps_phi, 2).perturb(data[:, 1 + c], u)
+        data = np.asarray(block.rows, dtype=np.int64)
+        shift = 1 if col == 0 else 0  # weights 1..3 as codes 0..2
+        rep = rr.perturb(data[:, col] - shift, u) + shift
         return rep.astype(np.int64)[:, None]
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """Exact ``log M_w[w̃, w]`` (round 0) or ``log M_φ[φ̃, φ_l]`` (round l)."""
-        rows = block.rows
-        b = self.budget(block.params, block.public)
-        phase, c = _phase(block.broadcast)
-        rep, rows = _report_column(reports, rows)
-        if phase == "weights":
-            return mech.GRR(b.eps_w, 3).log_likelihood(rep - 1, rows[:, 0] - 1)
-        return mech.GRR(b.eps_phi, 2).log_likelihood(rep, rows[:, 1 + c])
+        rr, col = self.mechanism_of(block)
+        rep, rows = _report_column(reports, block.rows)
+        shift = 1 if col == 0 else 0
+        return rr.log_likelihood(rep - shift, rows[:, col] - shift)
 
     def evaluate(self, output, truth):
         return _metrics(output, truth, intermediate=True)
@@ -600,50 +614,35 @@ class DPWeVoteLaplace(_VoteProtocol):
     summary = "LDP weighted voting baseline: Laplace noise on weight (D=2) and opinions (D=1)"
     params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET}
     curator_cls = _LaplaceCurator
+    mechanisms = staticmethod(laplace_mechanisms)
 
-    def claim(self, params, public):
-        b = self.budget(params, public)
+    def notes(self, b: Budget) -> str:
         sw, sp = laplace_scales(b)
-        return PrivacyClaim(
-            "local", b.total, per_report_epsilon=max(b.eps_w, b.eps_phi),
-            sensitivity=LAPLACE_SENSITIVITY_W, mechanism="laplace",
-            notes=(f"weight: Lap(2/eps1) with eps1={b.eps_w:g} (scale {sw:.6g}, sensitivity 2); "
-                   f"each of k={b.candidates} opinions: Lap(1/eps2) with eps2={b.eps_phi:g} "
-                   f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2; each release is "
-                   "the exact discrete Laplace on a grid (pure DP)"))
+        return (f"weight: Lap(2/eps1) with eps1={b.eps_w:g} (scale {sw:.6g}, sensitivity 2); "
+                f"each of k={b.candidates} opinions: Lap(1/eps2) with eps2={b.eps_phi:g} "
+                f"(scale {sp:.6g}, sensitivity 1); game: eps1 + k*eps2; each release is "
+                "the exact discrete Laplace on a grid (pure DP)")
 
     def respond(self, block: Block) -> np.ndarray:
-        data = block.rows
-        b = self.budget(block.params, block.public)
-        phase, c = _phase(block.broadcast)
-        data = np.asarray(data, dtype=np.int64)
         # the exact discrete mechanism: textbook float Laplace let the curator read a weight
         # outright from the low-order bits (``simulator.attacks.float_attack``)
-        lap_w, lap_phi = laplace_mechanisms(b)
-        if phase == "weights":
-            rep = lap_w.perturb(data[:, 0], block.words())
-        else:
-            rep = lap_phi.perturb(data[:, 1 + c], block.words())
+        lap, col = self.mechanism_of(block)
+        data = np.asarray(block.rows, dtype=np.int64)
+        rep = lap.perturb(data[:, col], block.words())
         return rep.astype(np.float64)[:, None]
 
     def laplace_release(self, block: Block):
         """The weight (round 0) or one opinion plus Lap(2/ε1) or Lap(1/ε2), on the exact
         mechanism's grid."""
-        lap_w, lap_phi = laplace_mechanisms(self.budget(block.params, block.public))
-        phase, c = _phase(block.broadcast)
+        lap, col = self.mechanism_of(block)
         rows = np.asarray(block.rows, dtype=np.float64)
-        if phase == "weights":
-            return lap_w.release_spec(rows[:, :1])
-        return lap_phi.release_spec(rows[:, 1 + c:2 + c])
+        return lap.release_spec(rows[:, col:col + 1])
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
         """The exact log-pmf of the report (``mechanisms.Laplace.log_likelihood``)."""
-        lap_w, lap_phi = laplace_mechanisms(self.budget(block.params, block.public))
-        phase, c = _phase(block.broadcast)
+        lap, col = self.mechanism_of(block)
         rep, rows = _report_column(reports, block.rows)
-        if phase == "weights":
-            return lap_w.log_likelihood(rep, rows[:, 0])
-        return lap_phi.log_likelihood(rep, rows[:, 1 + c])
+        return lap.log_likelihood(rep, rows[:, col])
 
     def evaluate(self, output, truth):
         return _metrics(output, truth, intermediate=False)

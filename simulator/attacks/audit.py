@@ -150,12 +150,12 @@ def bayes_guess(view: dict[str, Any], target: int, protocol: Protocol,
 def residual(protocol: Protocol, view: dict[str, Any], known: np.ndarray) -> np.ndarray | None:
     """The released aggregate minus the contribution of the ``known`` rows (the differencing
     residual), or None when the protocol releases no additive aggregate."""
-    params, public = view["params"], view["public"]
-    rel = protocol.released_aggregate(view["output"], params, public)
+    bound = protocol.bind(view["params"], view["public"], resolved=True)
+    rel = bound.released_aggregate(view["output"])
     if rel is None:
         return None
     if len(known):
-        base = protocol.true_aggregate(known, params, public)
+        base = bound.true_aggregate(known)
         if base is None:
             return None
         return np.asarray(rel, dtype=float) - base
@@ -165,8 +165,8 @@ def residual(protocol: Protocol, view: dict[str, Any], known: np.ndarray) -> np.
 def contributions(protocol: Protocol, view: dict[str, Any],
                   rows: np.ndarray) -> np.ndarray | None:
     """Each row's own contribution to the aggregate (one per row), or None."""
-    parts = [protocol.true_aggregate(rows[v:v + 1], view["params"], view["public"])
-             for v in range(len(rows))]
+    bound = protocol.bind(view["params"], view["public"], resolved=True)
+    parts = [bound.true_aggregate(rows[v:v + 1]) for v in range(len(rows))]
     if any(p is None for p in parts):
         return None
     return np.stack(parts)

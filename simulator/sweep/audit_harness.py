@@ -369,8 +369,9 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     data = setting.config["data"]
     public = setting.public
     params = protocol.resolve(setting.config["params"], public)
-    claim = protocol.claim(params, public)
-    spec = protocol.audit_spec(params, public)
+    bound = protocol.bind(params, public, resolved=True)
+    claim = bound.claim()
+    spec = bound.audit_spec()
     if spec is None:
         raise ValueError(f"protocol {protocol.name!r} does not support the audit")
     target = setting.target

@@ -109,7 +109,7 @@ def _candidate_block(rnd, rows: np.ndarray, n: int):
     queries = None if q is None else np.repeat(np.asarray(q)[:1], len(rows) * n, axis=0)
     return rnd.block.__class__(rnd.block.rnd, np.repeat(rows, n, axis=0),
                                np.arange(len(rows) * n, dtype=np.int64), stream_key(9, "cand"),
-                               rnd.block.params, rnd.block.public, queries, rnd.block.broadcast)
+                               rnd.block.bound, queries, rnd.block.broadcast)
 
 
 def _report_domain(schema: ReportSchema, high: np.ndarray | None) -> np.ndarray | None:
@@ -129,9 +129,9 @@ def _report_domain(schema: ReportSchema, high: np.ndarray | None) -> np.ndarray 
 def test_likelihood_is_the_randomizers_law_within_the_claimed_epsilon(name):
     proto = PROTOCOLS[name]
     run = _local(name)
-    bound = run.rounds[0].block
-    spec = proto.audit_spec(bound.params, bound.public)
-    claim = proto.claim(bound.params, bound.public)
+    bound = run.rounds[0].block.bound
+    spec = proto.audit_spec(bound)
+    claim = bound.claim()
     if spec is None:
         pytest.skip(f"{name} states no audit candidates")
     a, b = spec.pair
@@ -157,7 +157,7 @@ def test_likelihood_is_the_randomizers_law_within_the_claimed_epsilon(name):
             assert total == pytest.approx(1.0, abs=1e-9), rnd.plan.round
         if claim.model == "local" and math.isfinite(claim.epsilon):
             if claim.proven:
-                eps = proto.round_epsilon(rnd.plan.round, bound.params, bound.public)
+                eps = bound.round_epsilon(rnd.plan.round)
                 ratio = own - cross
                 assert np.abs(ratio).max() <= eps * (1 + 1e-9) + 1e-9, (rnd.plan.round, eps)
             # importance identity: E_a[p_b / p_a] = P_b(p_a > 0) when the stated law is the
@@ -189,7 +189,7 @@ def test_claim_budget_and_audit_spec_agree(name):
         assert spent <= budget * (1 + 1e-9)
         if claim.per_report_epsilon is not None:
             assert claim.per_report_epsilon <= claim.epsilon * (1 + 1e-12)
-    spec = proto.audit_spec(params, public)
+    spec = proto.audit_spec(proto.bind(params, public, resolved=True))
     if spec is not None:
         data = _data(name)
         args = {k: v for k, v in data.items() if k != "kind"}
@@ -251,7 +251,7 @@ def test_the_contract_is_enforced():
         name, family, data_type, summary = "ood", "test", "ranking", "reports 2 in {0, 1}"
         curator_cls = _Cur
 
-        def claim(self, params, public):
+        def rounds(self, params, public):
             raise AssertionError
 
         def respond(self, block):

@@ -129,7 +129,7 @@ def test_attacks_use_only_the_adversary_view(tmp_path):
     p = protocols.get_protocol("ldp_kwiksort_rr")
     trials = harness._Trials(setting, Limits(timeout_s=5))
     params = p.resolve(setting.config["params"], {"m": 4})
-    spec = p.audit_spec(params, {"m": 4})
+    spec = p.audit_spec(p.bind(params, {"m": 4}, resolved=True))
     view = trials.view(0, spec.values[7])
     again = load_view(save_view(tmp_path / "v.msgpack", view))
     t = setting.target
@@ -183,9 +183,9 @@ def test_dpwevote_differencing_uses_the_released_estimates():
     public = {"candidates": 1}
     rows = np.array([[1, 0], [3, 1], [2, 1]])
     params = p.resolve({"epsilon": 1.0}, public)
-    assert p.true_aggregate(rows, params, public).tolist() == [3.0, 5.0]
+    assert p.true_aggregate(p.bind(params, public, resolved=True), rows).tolist() == [3.0, 5.0]
     out = {"q_hat": 4.0, "sum_hat": [8.0]}
-    spec = p.audit_spec(params, public)
+    spec = p.audit_spec(p.bind(params, public, resolved=True))
     view = {"output": out, "params": params, "public": public,
             "disclosures": {1: {"data": rows[1]}, 2: {"data": rows[2]}}}
     # residual (4 - 2.5, 8 - 5) = (1.5, 3): exactly the contribution (w/2, w·φ) of [3, Yes]

@@ -104,8 +104,7 @@ def test_fixed_coalition_coins_change_only_the_targets_coins():
     runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins="fixed")
     fresh = harness._Trials(setting, harness.Limits(timeout_s=10))
     protocol = harness.get_protocol("safari")
-    spec = protocol.audit_spec(protocol.resolve(setting.config["params"], setting.public),
-                               setting.public)
+    spec = protocol.audit_spec(protocol.bind(setting.config["params"], setting.public))
     row = spec.values[spec.pair[0]]
     t = setting.target
     v0 = fresh.view(0, row)

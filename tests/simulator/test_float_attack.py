@@ -60,16 +60,18 @@ def test_dpwevote_laplace_weights_and_opinions_leak_nothing():
     ds = get_data_kind("weighted_votes").build({"n": N, "candidates": 2}, 3)
     p = PROTOCOLS["dpwevote_laplace"]
     params = p.resolve({"epsilon": 1.0}, ds.public)
-    budget = p.budget(params, ds.public)
+    budget = p.budget_of(p.bind(params, ds.public, resolved=True))
     sw, _ = laplace_scales(budget)
     lap_w, lap_phi = laplace_mechanisms(budget)
     rows, agents = ds.rows(0, N), np.arange(N)
-    w = p.respond(Block(0, rows, agents, 9, params, ds.public, broadcast={"phase": "weights"}))[:,
+    w = p.respond(Block(0, rows, agents, 9, p.bind(params, ds.public, resolved=True),
+                        broadcast={"phase": "weights"}))[:,
                                                                                                 0]
     leak = float_leak(w, rows[:, 0], rows[:, 0] + 1, lap_w.scale, lap_w.grid)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
     bc = {"phase": "opinions", "candidate": 0, "released": []}
-    phi = p.respond(Block(1, rows, agents, 9, params, ds.public, broadcast=bc))[:, 0]
+    phi = p.respond(Block(1, rows, agents, 9, p.bind(params, ds.public, resolved=True),
+                          broadcast=bc))[:, 0]
     leak = float_leak(phi, rows[:, 1], 1 - rows[:, 1], lap_phi.scale, lap_phi.grid)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
     # the old form of the same weight report: the curator read the weight outright
@@ -86,7 +88,8 @@ def test_ldp_kwiksort_lap_answers_leak_nothing():
     params = p.resolve({"epsilon": 1.0, "queries": 2}, ds.public)
     rows, agents = ds.rows(0, N), np.arange(N)
     queries = rngm.distinct_indices(rngm.uniform(5, agents, 0, 2), 15)
-    rep = p.respond(Block(0, rows, agents, 6, params, ds.public, queries=queries))
+    rep = p.respond(Block(0, rows, agents, 6, p.bind(params, ds.public, resolved=True),
+                          queries=queries))
     o = answers(rows, queries)
     lap = mech.Laplace(0.5)
     leak = float_leak(rep, o, 1 - o, lap.scale, lap.grid)
@@ -107,17 +110,17 @@ def test_truth_lp_cells_leak_nothing():
 @pytest.mark.parametrize("name", ["ethics_vldp", "ethics_rldp_laplace"])
 def test_ethics_local_laplace_releases_leak_nothing(name):
     from ldpsim.protocols.ethics.mle import constrained_mle
-    from ldpsim.protocols.ethics.protocols import split_rows, voter_epsilon
+    from ldpsim.protocols.ethics.protocols import split_rows
 
     ds = get_data_kind("ethics_synthetic").build({"n": 400, "d": 4, "records": 13}, 1)
     p = PROTOCOLS[name]
     params = p.resolve({"epsilon": 1.0}, ds.public)
     rows, agents = ds.rows(0, ds.n), np.arange(ds.n)
-    block = Block(0, rows, agents, 8, params, ds.public)
+    block = Block(0, rows, agents, 8, p.bind(params, ds.public, resolved=True))
     noisy, eps = p.release(block)
     eps_col, z = split_rows(rows, ds.public)
     beta = constrained_mle(z, float(ds.public["bound"]))
-    lap = p.mechanism_for(voter_epsilon(eps_col, params), beta, block)
+    lap = p.mechanism_for(block.mechanism.voter_epsilon(eps_col), beta, block)
     leak = float_leak(noisy, beta, beta + 0.125, lap.scale, lap.grid)
     assert leak == {"true_reproduced": 1.0, "other_ruled_out": 0.0}
 

@@ -395,7 +395,6 @@ def test_attack_a_colluding_pool_cannot_predict_another_pools_reports() -> None:
     pool 1's reports (the true keys do), and the candidates' agreement with them is that of
     coins independent of pool 1's, within 5 standard errors."""
     from ldpsim.protocols import get_protocol
-    from ldpsim.protocols.base import Block
     from ldpsim.protocols.keys import Secrets
     from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.session import Limits
@@ -419,8 +418,8 @@ def test_attack_a_colluding_pool_cannot_predict_another_pools_reports() -> None:
     params = proto.resolve(cfg["params"], {"m": 6})
 
     def predict(coins):
-        return np.asarray(proto.respond(Block(0, rows, ids, coins, params, {"m": 6},
-                                              queries=queries)))
+        bound = proto.bind(params, {"m": 6}, resolved=True)
+        return np.asarray(proto.respond(bound.block(0, rows, ids, coins, queries=queries)))
 
     assert np.array_equal(predict(keys.coins(cfg, ids)), reports)  # the attack is not vacuous
     with pytest.raises(KeyError, match="do not cover"):

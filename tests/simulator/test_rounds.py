@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
-from ldpsim.protocols.base import Curator, PrivacyClaim, Protocol, ReportSchema, RoundPlan
+from ldpsim.protocols.base import Curator, Protocol, ReportSchema, RoundPlan, Rounds
 from ldpsim.protocols.rank.data import KINDS
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
@@ -44,8 +44,8 @@ class Toy(Protocol):
     data_type = "ranking"
     params = {}
 
-    def claim(self, params, public):
-        return PrivacyClaim("none", float("inf"))
+    def rounds(self, params, public):
+        return Rounds.none()
 
     curator_cls = _ToyCurator
 

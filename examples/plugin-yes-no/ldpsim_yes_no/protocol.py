@@ -5,6 +5,10 @@ p = e^ε / (1 + e^ε) and the other bit otherwise (``protocols.mechanisms.GRR`` 
 likelihood ratio of a report under the two answers is p / (1 - p) = e^ε, so the report is
 ε-LDP. The curator's estimate of the "yes" fraction, (c/n - (1 - p)) / (2p - 1), is unbiased
 with variance [f p(1-p) + (1-f) p(1-p)] / (n (2p - 1)²) (``GRR.estimate``/``GRR.variance``).
+
+ε is stated once, in ``rounds`` (the binding hook): the run's mechanism is built there, every
+other hook reads it (``block.mechanism``, ``self.bound.rounds[0].mechanism``), and the privacy
+claim, the respondents' budget and the ε their odometers charge are derived from it.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
+    Bound,
     Curator,
     ParamSpec,
-    PrivacyClaim,
     Protocol,
     ReportSchema,
+    Round,
     RoundPlan,
+    Rounds,
 )
 
 from ldpsim_yes_no.survey import DATA_TYPE
@@ -41,7 +47,7 @@ class _Curator(Curator):
         self.counts = np.bincount(reports[:, 0], minlength=2)
 
     def finish(self) -> dict[str, Any]:
-        rr = mech.GRR(self.params["epsilon"], 2)
+        rr = self.bound.rounds[0].mechanism
         return {"yes_fraction": float(rr.estimate(self.counts, self.n)[1]), "n_reports": self.n}
 
 
@@ -54,19 +60,17 @@ class YesNoRR(Protocol):
                                    help="budget of the one report")}
     curator_cls = _Curator
 
-    def claim(self, params: dict[str, Any], public: dict[str, Any]) -> PrivacyClaim:
-        return PrivacyClaim("local", params["epsilon"], per_report_epsilon=params["epsilon"],
-                            mechanism="randomized_response")
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round, one report through binary randomized response at ε."""
+        return Rounds("local", (Round(mech.GRR(params["epsilon"], 2)),))
 
     def respond(self, block: Block) -> np.ndarray:
-        rr = mech.GRR(block.params["epsilon"], 2)
-        return rr.perturb(block.rows, block.uniforms(1))
+        return block.mechanism.perturb(block.rows, block.uniforms(1))
 
     def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray:
-        rr = mech.GRR(block.params["epsilon"], 2)
-        return rr.log_likelihood(np.asarray(reports), block.rows).sum(axis=1)
+        return block.mechanism.log_likelihood(np.asarray(reports), block.rows).sum(axis=1)
 
-    def audit_spec(self, params: dict[str, Any], public: dict[str, Any]) -> AuditSpec:
+    def audit_spec(self, bound: Bound) -> AuditSpec:
         return AuditSpec(np.array([[0], [1]]), np.array([0.5, 0.5]), (0, 1),
                          notes="the two answers")
 

@@ -42,7 +42,8 @@ def resolved(name, ds, **params):
 def respond(name, ds, params, start=0, stop=None, key=77):
     stop = ds.n if stop is None else stop
     agents = np.arange(start, stop, dtype=np.int64)
-    return PROTOCOLS[name].respond(Block(0, ds.rows(start, stop), agents, key, params, ds.public))
+    bound = PROTOCOLS[name].bind(params, ds.public, resolved=True)
+    return PROTOCOLS[name].respond(Block(0, ds.rows(start, stop), agents, key, bound))
 
 
 def config(protocol, params, data, seed=3, pools=2, **extra):
@@ -261,12 +262,13 @@ def test_central_audit_a_colluding_curator_learns_the_row():
     ds = dataset()
     for name in ("ethics_nonprivate", "ethics_vlcp", "ethics_rlcp"):
         p = resolved(name, ds)
-        spec = PROTOCOLS[name].audit_spec(p, ds.public)
+        bound = PROTOCOLS[name].bind(p, ds.public, resolved=True)
+        spec = PROTOCOLS[name].audit_spec(bound)
         assert spec.values.shape == (2, 1 + 13 * 4)
         assert spec.prior.sum() == pytest.approx(1.0)
-        rep = PROTOCOLS[name].respond(Block(0, spec.values, np.arange(2), 0, p, ds.public))
+        rep = PROTOCOLS[name].respond(Block(0, spec.values, np.arange(2), 0, bound))
         for i in range(2):
-            ll = PROTOCOLS[name].log_likelihood(Block(0, spec.values, params=p, public=ds.public),
+            ll = PROTOCOLS[name].log_likelihood(Block(0, spec.values, bound=bound),
                                                 np.repeat(rep[i:i + 1], 2, 0))
             assert ll[i] == 0.0 and ll[1 - i] == -np.inf  # posterior 1 on the truth
 
@@ -278,14 +280,12 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
     ds = dataset()
     eps = 0.9
     p = resolved(name, ds, epsilon=eps, **params)
-    spec = PROTOCOLS[name].audit_spec(p, ds.public)
+    bound = PROTOCOLS[name].bind(p, ds.public, resolved=True)
+    spec = PROTOCOLS[name].audit_spec(bound)
     a, b = spec.pair
-    reps = PROTOCOLS[name].respond(Block(0, spec.values[[a] * 4000], np.arange(4000), 3, p,
-                                         ds.public))
-    ll_a = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[a] * 4000], params=p,
-                                                public=ds.public), reps)
-    ll_b = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[b] * 4000], params=p,
-                                                public=ds.public), reps)
+    reps = PROTOCOLS[name].respond(Block(0, spec.values[[a] * 4000], np.arange(4000), 3, bound))
+    ll_a = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[a] * 4000], bound=bound), reps)
+    ll_b = PROTOCOLS[name].log_likelihood(Block(0, spec.values[[b] * 4000], bound=bound), reps)
     ratio = ll_a - ll_b
     assert np.isfinite(ratio).all()
     assert np.abs(ratio).max() <= eps * (1 + 1e-9)
@@ -339,8 +339,8 @@ def test_audit_harness_trusted_curator_keeps_the_claim():
 def test_fm_beta_reports_have_no_closed_form_likelihood():
     ds = dataset()
     p = resolved("ethics_rldp_fm", ds)
-    assert PROTOCOLS["ethics_rldp_fm"].log_likelihood(Block(0, ds.rows(0, 1), params=p,
-                                                            public=ds.public),
+    bound = PROTOCOLS["ethics_rldp_fm"].bind(p, ds.public, resolved=True)
+    assert PROTOCOLS["ethics_rldp_fm"].log_likelihood(Block(0, ds.rows(0, 1), bound=bound),
                                                       np.zeros((1, 4))) is None
 
 

@@ -55,7 +55,7 @@ def test_neighbours_at_distance_delta_reach_floor_eps_t_and_no_more(eps, sens):
     lap = mech.Laplace(eps, sens)
     lam, f = lap.grid, math.floor(eps * T)
     assert lam == sens / (f - 0.75)
-    assert lap.privacy == f / T and eps - 1 / T < lap.privacy <= eps
+    assert lap.privacy.delivered == f / T and eps - 1 / T < lap.privacy.delivered <= eps
     # the worst case: v/Λ just below a half-integer, v' = v + Δ just below F + 1/2
     v = np.array([[(0.5 - 2.0**-20) * lam], [-(0.5 - 2.0**-20) * lam - sens],
                   [(37.5 - 2.0**-19) * lam]])
@@ -109,7 +109,7 @@ def test_per_row_epsilon_arrays():
     reach ⌊ε_i t⌋/t <= ε_i."""
     eps = np.array([0.3, 1.0, 2.5])[:, None]
     lap = mech.Laplace(eps, 2.0, components=1)
-    assert lap.grid.shape == (3, 1) and lap.privacy == math.floor(2.5 * T) / T
+    assert lap.grid.shape == (3, 1) and lap.privacy.delivered == math.floor(2.5 * T) / T
     v = (0.5 - 2.0**-20) * lap.grid
     ratio = _max_log_ratio(lap, v, v + 2.0)
     np.testing.assert_allclose(ratio, np.floor(eps[:, 0] * T) / T, atol=1e-12)

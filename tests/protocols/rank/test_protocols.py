@@ -177,17 +177,16 @@ def test_per_agent_respond_equals_batched(proto):
     resolved, cur, plan = _curator(proto, {"epsilon": 3.0, "queries": 5}, data)
     key = rngm.stream_key(5, "agents")
     rows = data.rows(0, data.n)
-    batch = proto.respond(Block(0, rows, plan.agents, key, resolved, data.public,
-                                queries=plan.queries))
+    bound = proto.bind(resolved, data.public, resolved=True)
+    batch = proto.respond(Block(0, rows, plan.agents, key, bound, queries=plan.queries))
     for i in range(data.n):
-        one = proto.respond(Block(0, rows[i : i + 1], plan.agents[i : i + 1], key, resolved,
-                                  data.public, queries=plan.queries[i : i + 1]))
+        one = proto.respond(Block(0, rows[i : i + 1], plan.agents[i : i + 1], key, bound,
+                                  queries=plan.queries[i : i + 1]))
         assert one.shape == (1, 5)
         assert one.dtype == batch.dtype
         assert np.array_equal(one[0], batch[i])
     # a different agent key gives different reports
-    other = proto.respond(Block(0, rows, plan.agents, key + 1, resolved, data.public,
-                                queries=plan.queries))
+    other = proto.respond(Block(0, rows, plan.agents, key + 1, bound, queries=plan.queries))
     assert not np.array_equal(other, batch)
 
 

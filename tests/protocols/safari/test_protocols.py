@@ -119,7 +119,7 @@ def test_privacy_claims():
         p = PROTOCOLS[name]
         assert p.claim(p.resolve({"epsilon": 0.5}, pub), pub).per_report_epsilon == 0.5
     for name in FAMILY:
-        spec = PROTOCOLS[name].audit_spec({}, pub)
+        spec = PROTOCOLS[name].audit_spec(PROTOCOLS[name].bind({}, pub, resolved=True))
         assert spec.values.shape == (720, 6) and np.isclose(spec.prior.sum(), 1.0)
         a, b = spec.pair
         assert (spec.values[a] == spec.values[b][::-1]).all()
@@ -139,7 +139,7 @@ def test_estimate_release_is_the_raw_unbiased_marginal():
     data = get_data_kind("safari_mallows").build(
         {k: v for k, v in cfg["data"].items() if k != "kind"}, keys.data)
     rep = proto.respond(Block(0, data.rows(0, n), np.arange(n), keys.coins(cfg, np.arange(n)),
-                              params, pub))
+                              proto.bind(params, pub, resolved=True)))
     pos = perm.positions(perm.lex_unrank(rep[:, 0], d))
     p, q = GRR(eps, math.factorial(d)).p, GRR(eps, math.factorial(d)).q
     share = np.stack([np.bincount(pos[:, i], minlength=d) for i in range(d)]) / n

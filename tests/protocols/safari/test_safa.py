@@ -55,8 +55,9 @@ def simulate_safa(params: dict, data: np.ndarray, reps: int, estimator: str,
     agents = np.arange(reps * n)
     u = rngm.uniform(rngm.stream_key(5, "curator"), agents, 0, 1)[:, 0]
     attrs = safa.sample_attributes(u, d)
-    reports = SAFARI.respond(Block(0, np.tile(data, (reps, 1)), agents, KEY, params,
-                                   {"d": d, "n": reps * n}, queries=attrs[:, None]))
+    bound = SAFARI.bind(params, {"d": d, "n": reps * n}, resolved=True)
+    reports = SAFARI.respond(Block(0, np.tile(data, (reps, 1)), agents, KEY, bound,
+                                   queries=attrs[:, None]))
     eps = params["epsilon"] / 2
     z = np.stack([np.stack(safa.estimate(oracle, attrs[r * n:(r + 1) * n],
                                          reports[r * n:(r + 1) * n], np.full(d, d), eps,
@@ -184,19 +185,19 @@ def test_safari_log_likelihood_matches_reports_and_bounds_the_privacy_loss():
     params = SAFARI.resolve({"epsilon": 1.2}, {"d": d, "n": n})
     chain = {"chain": [[3], [0, 4], [1, 2]]}
     rows = np.tile(np.array([[4, 0, 1, 2, 3]]), (n, 1))
+    bound = SAFARI.bind(params, {"d": d, "n": n}, resolved=True)
     for rnd, n_attrs, bc in ((0, d, None), (1, 4, chain)):
         q = np.full((n, 1), n_attrs - 1)
-        rep = SAFARI.respond(Block(rnd, rows, np.arange(n), KEY, params, {"d": d, "n": n},
-                                   queries=q, broadcast=bc))
+        rep = SAFARI.respond(Block(rnd, rows, np.arange(n), KEY, bound, queries=q, broadcast=bc))
         k = int(rep.max()) + 1
         cand = np.arange(k)[:, None]
-        ll = SAFARI.log_likelihood(Block(rnd, rows[:k], params=params, public={"d": d},
+        ll = SAFARI.log_likelihood(Block(rnd, rows[:k], bound=bound,
                                          queries=np.full((k, 1), n_attrs - 1), broadcast=bc), cand)
         freq = np.bincount(rep[:, 0], minlength=k) / n
         p = np.exp(ll)
         assert (np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n)).all()
         other = np.tile(np.array([[0, 1, 2, 3, 4]]), (k, 1))
-        ll2 = SAFARI.log_likelihood(Block(rnd, other, params=params, public={"d": d},
+        ll2 = SAFARI.log_likelihood(Block(rnd, other, bound=bound,
                                           queries=np.full((k, 1), n_attrs - 1), broadcast=bc), cand)
         assert np.abs(ll - ll2).max() <= 1.2 / 2 + 1e-12  # ε/2 per round (Theorem 6)
 
@@ -222,13 +223,13 @@ def test_batched_respond_equals_per_agent(name, extra, rnd):
         queries = (np.arange(n) % n_attrs)[:, None]
     elif name == "rank_calm":
         queries = (np.arange(n) % 10)[:, None]
-    batched = proto.respond(Block(rnd, data, agents, KEY, params, public, queries=queries,
-                                  broadcast=bc))
-    block = Block(rnd, data, agents, KEY, params, public, queries=queries, broadcast=bc)
+    bound = proto.bind(params, public, resolved=True)
+    batched = proto.respond(Block(rnd, data, agents, KEY, bound, queries=queries, broadcast=bc))
+    block = Block(rnd, data, agents, KEY, bound, queries=queries, broadcast=bc)
     single = np.concatenate([proto.respond(block.take(slice(i, i + 1))) for i in range(n)])
     assert batched.shape[0] == n and (batched == single).all()
-    ll = proto.log_likelihood(Block(rnd, data, params=params, public=public, queries=queries,
-                                    broadcast=bc), batched)
+    ll = proto.log_likelihood(Block(rnd, data, bound=bound, queries=queries, broadcast=bc),
+                              batched)
     assert ll is not None and np.isfinite(ll).all()
 
 

@@ -140,9 +140,10 @@ def test_measured_mae_at_the_worked_example_point():
     for name, extra in (("truth_lp", {}), ("truth_rr", {}), ("truth_mf", {"d": 10})):
         proto = PROTOCOLS[name]
         params = proto.resolve({"epsilon": 1.0, **extra}, public)
-        cur = proto.make_curator(proto.bind(params, public, resolved=True), np.arange(m), 3)
+        bound = proto.bind(params, public, resolved=True)
+        cur = proto.make_curator(bound, np.arange(m), 3)
         plan = cur.plan(0)
-        rep = proto.respond(Block(0, rows, np.arange(m), key, params, public,
+        rep = proto.respond(Block(0, rows, np.arange(m), key, bound,
                                   broadcast=plan.broadcast))
         x = proto.decode(rep, plan.broadcast, params, public)
         measured[name] = mae(infer_truth(x).mu, np.zeros(n))

@@ -27,7 +27,8 @@ def _public(tasks: int, levels: int) -> dict:
 def _reports(proto, params: dict, rows: np.ndarray, levels: int) -> np.ndarray:
     public = _public(rows.shape[1], levels)
     resolved = proto.resolve(params, public)
-    return proto.respond(Block(0, rows, np.arange(len(rows)), KEY, resolved, public))
+    bound = proto.bind(resolved, public, resolved=True)
+    return proto.respond(Block(0, rows, np.arange(len(rows)), KEY, bound))
 
 
 def test_codes_roundtrip():

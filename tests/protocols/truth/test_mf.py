@@ -58,15 +58,16 @@ def test_agent_side_clip_of_an_untrusted_broadcast():
     # the protocol applies it: a curator inflating V gets the same reports as with V clipped
     public = _public(10)
     params = MF.resolve({"d": 4}, public)
+    bound = MF.bind(params, public, resolved=True)
     rows = _sparse_rows(5, 10, 6)
     big = v.copy()
     big[:, 3] *= 50.0
-    r1 = MF.respond(Block(0, rows, np.arange(5), KEY, params, public, broadcast=big))
-    r2 = MF.respond(Block(0, rows, np.arange(5), KEY, params, public,
+    r1 = MF.respond(Block(0, rows, np.arange(5), KEY, bound, broadcast=big))
+    r2 = MF.respond(Block(0, rows, np.arange(5), KEY, bound,
                           broadcast=mf.clip_profiles(big)))
     assert np.array_equal(r1, r2)
     with pytest.raises(ValueError, match="task profiles"):
-        MF.respond(Block(0, rows, np.arange(5), KEY, params, public, broadcast=v[:3]))
+        MF.respond(Block(0, rows, np.arange(5), KEY, bound, broadcast=v[:3]))
 
 
 @pytest.mark.parametrize("ridge", [1e-6, 1.0])
@@ -111,9 +112,10 @@ def test_noise_inside_reports_is_laplace_at_the_budget(eps):
     d, n, m, levels, ridge = 8, 60, 1500, 10, 0.7
     public = _public(n, levels)
     params = MF.resolve({"epsilon": eps, "d": d, "ridge": ridge, "send": "u"}, public)
+    bound = MF.bind(params, public, resolved=True)
     v = MF.broadcast(params, public, 5)
     rows = _sparse_rows(m, n, 15)
-    u = MF.respond(Block(0, rows, np.arange(m), KEY, params, public, broadcast=v))
+    u = MF.respond(Block(0, rows, np.arange(m), KEY, bound, broadcast=v))
     eta = np.empty((m, d))
     for i in range(m):
         mask = ~np.isnan(rows[i])
@@ -133,8 +135,9 @@ def test_send_u_and_send_uv_give_the_curator_the_same_answers():
     out = {}
     for send in ("uv", "u"):
         params = MF.resolve({"d": d, "send": send}, public)
+        bound = MF.bind(params, public, resolved=True)
         v = MF.broadcast(params, public, 9)
-        rep = MF.respond(Block(0, rows, np.arange(20), KEY, params, public, broadcast=v))
+        rep = MF.respond(Block(0, rows, np.arange(20), KEY, bound, broadcast=v))
         out[send] = MF.decode(rep, v, params, public)
         assert rep.shape == (20, n if send == "uv" else d)
     assert out["u"] == pytest.approx(out["uv"], rel=1e-12, abs=1e-12)
@@ -148,18 +151,19 @@ def test_log_likelihood_is_the_pmf_of_u():
     n, m, ridge = 8, 20000, 0.5
     public = _public(n)
     params = MF.resolve({"d": 1, "epsilon": 1.0, "ridge": ridge, "send": "u"}, public)
+    bound = MF.bind(params, public, resolved=True)
     v = MF.broadcast(params, public, 2)
     row = np.full((1, n), np.nan)
     row[0, :4] = [1.0, 3.0, 0.0, 7.0]
     rows = np.repeat(row, m, axis=0)
-    u = MF.respond(Block(0, rows, np.arange(m), KEY, params, public, broadcast=v))[:, 0]
+    u = MF.respond(Block(0, rows, np.arange(m), KEY, bound, broadcast=v))[:, 0]
     lap = mf.mf_mechanism(10, 1.0, 1)
     g = (v[0, :4] ** 2).sum() + ridge
     c = (v[0, :4] * row[0, :4]).sum()
     q = g * u / lap.grid
     assert np.abs(q - np.rint(q)).max() < 1e-6
     z = np.rint(q) - np.rint(c / lap.grid)
-    ll = MF.log_likelihood(Block(0, rows, params=params, public=public, broadcast=v), u[:, None])
+    ll = MF.log_likelihood(Block(0, rows, bound=bound, broadcast=v), u[:, None])
     np.testing.assert_allclose(ll, math.log(math.tanh(0.5 / lap.t)) - np.abs(z) / lap.t,
                                rtol=1e-12)
     a = math.exp(-1.0 / lap.t)
@@ -167,7 +171,7 @@ def test_log_likelihood_is_the_pmf_of_u():
     assert abs(z.mean()) < Z * math.sqrt(var / m)
     assert abs(z.var() - var) < Z * var * math.sqrt(5.0 / m)
     off = u[:1, None] + 0.5 * lap.grid / g
-    assert MF.log_likelihood(Block(0, row, params=params, public=public, broadcast=v),
+    assert MF.log_likelihood(Block(0, row, bound=bound, broadcast=v),
                              off)[0] == -np.inf
 
 
@@ -177,21 +181,22 @@ def test_theorem4_ratio_within_epsilon_for_a_changed_answer():
     n, d, eps = 20, 5, 1.0
     public = _public(n)
     params = MF.resolve({"d": d, "epsilon": eps, "send": "uv"}, public)
+    bound = MF.bind(params, public, resolved=True)
     v = MF.broadcast(params, public, 4)
     a = _sparse_rows(1, n, 10)
     a[0, 0] = 0.0
     b = a.copy()
     b[0, 0] = 9.0
-    reps = np.concatenate([MF.respond(Block(0, np.repeat(r, 400, 0), np.arange(400), KEY, params,
-                                            public, broadcast=v)) for r in (a, b)])
-    la = MF.log_likelihood(Block(0, np.repeat(a, len(reps), 0), params=params, public=public,
+    reps = np.concatenate([MF.respond(Block(0, np.repeat(r, 400, 0), np.arange(400), KEY, bound,
+                                            broadcast=v)) for r in (a, b)])
+    la = MF.log_likelihood(Block(0, np.repeat(a, len(reps), 0), bound=bound,
                                  broadcast=v), reps)
-    lb = MF.log_likelihood(Block(0, np.repeat(b, len(reps), 0), params=params, public=public,
+    lb = MF.log_likelihood(Block(0, np.repeat(b, len(reps), 0), bound=bound,
                                  broadcast=v), reps)
     assert np.isfinite(la).all() and np.isfinite(lb).all()
     assert np.abs(la - lb).max() <= eps * 9 / 10 + 1e-9
     off = reps[:1] + 1e-3 * np.arange(n)  # not in V's row space: impossible
-    assert MF.log_likelihood(Block(0, a, params=params, public=public, broadcast=v),
+    assert MF.log_likelihood(Block(0, a, bound=bound, broadcast=v),
                              off)[0] == -np.inf
 
 
@@ -208,12 +213,13 @@ def test_theorem4_does_not_cover_null_versus_answer_unless_nulls_are_filled():
     m = 500
     for mode in ("skip", "constant"):
         params = MF.resolve({"d": d, "epsilon": eps, "send": "u", "null_mode": mode}, public)
+        bound = MF.bind(params, public, resolved=True)
         v = MF.broadcast(params, public, 8)
-        rep = MF.respond(Block(0, np.repeat(a, m, 0), np.arange(m), KEY, params, public,
+        rep = MF.respond(Block(0, np.repeat(a, m, 0), np.arange(m), KEY, bound,
                                broadcast=v))
-        la = MF.log_likelihood(Block(0, np.repeat(a, m, 0), params=params, public=public,
+        la = MF.log_likelihood(Block(0, np.repeat(a, m, 0), bound=bound,
                                      broadcast=v), rep)
-        lb = MF.log_likelihood(Block(0, np.repeat(b, m, 0), params=params, public=public,
+        lb = MF.log_likelihood(Block(0, np.repeat(b, m, 0), bound=bound,
                                      broadcast=v), rep)
         assert np.isfinite(la).all()
         if mode == "skip":

@@ -107,13 +107,12 @@ def test_batched_reports_equal_per_agent_reports(name, params):
     if name != "truth_plain":
         params = {"epsilon": 0.7, **params}
     resolved = proto.resolve(params, ds.public)
-    plan = proto.make_curator(proto.bind(resolved, ds.public, resolved=True), np.arange(ds.n),
-                              5).plan(0)
+    bound = proto.bind(resolved, ds.public, resolved=True)
+    plan = proto.make_curator(bound, np.arange(ds.n), 5).plan(0)
     agents = np.arange(ds.n, dtype=np.int64)
-    batched = proto.respond(Block(0, rows, agents, KEY, resolved, ds.public,
-                                  broadcast=plan.broadcast))
-    single = np.concatenate([proto.respond(Block(0, rows[i:i + 1], agents[i:i + 1], KEY, resolved,
-                                                 ds.public, broadcast=plan.broadcast))
+    batched = proto.respond(Block(0, rows, agents, KEY, bound, broadcast=plan.broadcast))
+    single = np.concatenate([proto.respond(Block(0, rows[i:i + 1], agents[i:i + 1], KEY, bound,
+                                                 broadcast=plan.broadcast))
                              for i in range(ds.n)])
     assert np.array_equal(batched, single)
     ok, _ = plan.schema.validate(batched.tolist())
@@ -127,10 +126,9 @@ def test_every_cell_is_reported_so_null_positions_are_not_revealed():
         proto = PROTOCOLS[name]
         resolved = proto.resolve({"epsilon": 1.0} | ({"d": 5} if name == "truth_mf" else {}),
                                  ds.public)
-        plan = proto.make_curator(proto.bind(resolved, ds.public, resolved=True), np.arange(ds.n),
-                                  5).plan(0)
-        rep = proto.respond(Block(0, rows, np.arange(ds.n), KEY, resolved, ds.public,
-                                  broadcast=plan.broadcast))
+        bound = proto.bind(resolved, ds.public, resolved=True)
+        plan = proto.make_curator(bound, np.arange(ds.n), 5).plan(0)
+        rep = proto.respond(Block(0, rows, np.arange(ds.n), KEY, bound, broadcast=plan.broadcast))
         assert rep.shape == (ds.n, plan.schema.length)
         if plan.schema.dtype == "float":
             assert np.isfinite(rep).all()
@@ -172,10 +170,11 @@ def test_curator_tolerates_missing_workers():
     proto = PROTOCOLS["truth_rr"]
     ds = _data()
     params = proto.resolve({"epsilon": 2.0}, ds.public)
-    cur = proto.make_curator(proto.bind(params, ds.public, resolved=True), np.arange(ds.n), 1)
+    bound = proto.bind(params, ds.public, resolved=True)
+    cur = proto.make_curator(bound, np.arange(ds.n), 1)
     plan = cur.plan(0)
     keep = np.arange(0, ds.n, 3)
-    rep = proto.respond(Block(0, ds.rows(0, ds.n)[keep], keep, KEY, params, ds.public))
+    rep = proto.respond(Block(0, ds.rows(0, ds.n)[keep], keep, KEY, bound))
     cur.absorb(0, keep, rep)
     assert cur.plan(1) is None
     out = cur.finish()
@@ -205,19 +204,20 @@ def test_audit_spec_pairs_are_neighbours_and_within_the_claim(name):
     public = {"tasks": 12, "levels": 4, "data_type": "answers"}
     proto = PROTOCOLS[name]
     params = proto.resolve({"epsilon": 1.0} | ({"d": 3} if name == "truth_mf" else {}), public)
-    spec = proto.audit_spec(params, public)
+    bound = proto.bind(params, public, resolved=True)
+    spec = proto.audit_spec(bound)
     assert spec.values.shape == (5, 12) and spec.prior.sum() == pytest.approx(1.0)
     a, b = (spec.values[i] for i in spec.pair)
     differ = ~((a == b) | (np.isnan(a) & np.isnan(b)))
     assert differ.sum() == 1 and differ[0]
-    plan = proto.make_curator(proto.bind(params, public, resolved=True), np.arange(1), 2).plan(0)
+    plan = proto.make_curator(bound, np.arange(1), 2).plan(0)
     rows = np.repeat(spec.values[list(spec.pair)], 300, axis=0)
     agents = np.arange(len(rows))
-    rep = proto.respond(Block(0, rows, agents, KEY, params, public, broadcast=plan.broadcast))
-    la = proto.log_likelihood(Block(0, np.repeat(a[None], len(rep), 0), params=params,
-                                    public=public, broadcast=plan.broadcast), rep)
-    lb = proto.log_likelihood(Block(0, np.repeat(b[None], len(rep), 0), params=params,
-                                    public=public, broadcast=plan.broadcast), rep)
+    rep = proto.respond(Block(0, rows, agents, KEY, bound, broadcast=plan.broadcast))
+    la = proto.log_likelihood(Block(0, np.repeat(a[None], len(rep), 0), bound=bound,
+                                    broadcast=plan.broadcast), rep)
+    lb = proto.log_likelihood(Block(0, np.repeat(b[None], len(rep), 0), bound=bound,
+                                    broadcast=plan.broadcast), rep)
     if name == "truth_mf":
         # MF's audit pair (NULL vs answer) is the unproven case: the answered set, and G with
         # it, differ, so each row's exact grid releases are impossible under the other row
@@ -233,7 +233,7 @@ def test_plain_log_likelihood():
     proto = PROTOCOLS["truth_plain"]
     public = {"tasks": 3, "levels": 4}
     rows = np.array([[1.0, np.nan, 0.0]])
-    ok = proto.log_likelihood(Block(0, np.repeat(rows, 2, 0), params={}, public=public),
+    ok = proto.log_likelihood(Block(0, np.repeat(rows, 2, 0), bound=proto.bind({}, public)),
                               np.array([[1, 4, 0], [1, 4, 1]]))
     assert ok.tolist() == [0.0, -np.inf]
     assert tm.to_codes(rows, 4).tolist() == [[1, 4, 0]]

@@ -67,8 +67,10 @@ def _games(proto, params: dict, rows: np.ndarray, reps: int):
     n = len(rows)
     agents = np.arange(reps * n)
     data = np.tile(rows, (reps, 1))
-    w = proto.respond(Block(0, data, agents, KEY, resolved, public, broadcast=W_BC))[:, 0]
-    phi = proto.respond(Block(1, data, agents, KEY, resolved, public, broadcast=_op_bc()))[:, 0]
+    w = proto.respond(Block(0, data, agents, KEY, proto.bind(resolved, public, resolved=True),
+                            broadcast=W_BC))[:, 0]
+    phi = proto.respond(Block(1, data, agents, KEY, proto.bind(resolved, public, resolved=True),
+                              broadcast=_op_bc()))[:, 0]
     return resolved, agents // n, w, phi
 
 
@@ -260,13 +262,13 @@ def test_dropouts_are_tolerated():
     rows = ds.rows(0, 40)
     joined = np.arange(0, 40, 2)  # half the partners never upload a weight
     p0 = cur.plan(0)
-    rep = VOTE.respond(Block(0, rows[joined], joined, KEY, resolved, ds.public,
-                             broadcast=p0.broadcast))
+    bound = VOTE.bind(resolved, ds.public, resolved=True)
+    rep = VOTE.respond(bound.block(0, rows[joined], joined, KEY, broadcast=p0.broadcast))
     cur.absorb(0, joined, rep)
     p1 = cur.plan(1)
     assert p1.agents.tolist() == joined.tolist()  # only partners that joined are asked
     some = joined[::3]
-    rep = VOTE.respond(Block(1, rows[some], some, KEY, resolved, ds.public, broadcast=p1.broadcast))
+    rep = VOTE.respond(bound.block(1, rows[some], some, KEY, broadcast=p1.broadcast))
     cur.absorb(1, some, rep)
     cur.absorb(2, np.zeros(0, dtype=np.int64), np.zeros((0, 1)))  # everybody dropped
     out = cur.finish()
@@ -281,17 +283,18 @@ def test_per_agent_respond_equals_batched(proto):
     resolved = proto.resolve({"epsilon": 1.5}, ds.public)
     rows = ds.rows(0, 50)
     agents = np.arange(50)
+    bound = proto.bind(resolved, ds.public, resolved=True)
     for rnd, bc in ((0, W_BC), (2, _op_bc(1))):
-        batch = proto.respond(Block(rnd, rows, agents, KEY, resolved, ds.public, broadcast=bc))
+        batch = proto.respond(Block(rnd, rows, agents, KEY, bound, broadcast=bc))
         assert batch.shape == (50, 1)
         for i in range(50):
-            one = proto.respond(Block(rnd, rows[i:i + 1], agents[i:i + 1], KEY, resolved,
-                                      ds.public, broadcast=bc))
+            one = proto.respond(Block(rnd, rows[i:i + 1], agents[i:i + 1], KEY, bound,
+                                      broadcast=bc))
             assert one.dtype == batch.dtype and np.array_equal(one[0], batch[i])
-        other = proto.respond(Block(rnd, rows, agents, KEY + 1, resolved, ds.public, broadcast=bc))
+        other = proto.respond(Block(rnd, rows, agents, KEY + 1, bound, broadcast=bc))
         assert not np.array_equal(other, batch)
     with pytest.raises(ValueError, match="broadcast"):
-        proto.respond(Block(1, rows, agents, KEY, resolved, ds.public))
+        proto.respond(Block(1, rows, agents, KEY, bound))
 
 
 def test_rounds_use_independent_coins():
@@ -300,8 +303,10 @@ def test_rounds_use_independent_coins():
     public = {"n": 20000, "candidates": 2}
     resolved = VOTE.resolve({"epsilon": 0.4}, public)
     a = np.arange(20000)
-    r1 = VOTE.respond(Block(1, rows, a, KEY, resolved, public, broadcast=_op_bc(0)))[:, 0]
-    r2 = VOTE.respond(Block(2, rows, a, KEY, resolved, public, broadcast=_op_bc(1)))[:, 0]
+    r1 = VOTE.respond(Block(1, rows, a, KEY, VOTE.bind(resolved, public, resolved=True),
+                            broadcast=_op_bc(0)))[:, 0]
+    r2 = VOTE.respond(Block(2, rows, a, KEY, VOTE.bind(resolved, public, resolved=True),
+                            broadcast=_op_bc(1)))[:, 0]
     corr = np.corrcoef(r1, r2)[0, 1]
     assert abs(corr) < Z / math.sqrt(20000)
 
@@ -312,18 +317,20 @@ def test_rounds_use_independent_coins():
 def test_log_likelihood_rr_is_exact():
     ds = _data(n=30, k=2)
     resolved = VOTE.resolve({"epsilon": 1.0, "split": 0.3}, ds.public)
-    b = VOTE.budget(resolved, ds.public)
+    b = VOTE.budget_of(VOTE.bind(resolved, ds.public, resolved=True))
     rows = ds.rows(0, 30)
     mw, mp = GRR(b.eps_w, 3).matrix(), GRR(b.eps_phi, 2).matrix()
     for rep in (1, 2, 3):
-        ll = VOTE.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC),
+        ll = VOTE.log_likelihood(Block(0, rows, bound=VOTE.bind(resolved, ds.public, resolved=True),
+                                       broadcast=W_BC),
                                  np.full((30, 1), rep))
         assert np.allclose(np.exp(ll), mw[rep - 1, rows[:, 0] - 1])
     for rep in (0, 1):
-        ll = VOTE.log_likelihood(Block(2, rows, params=resolved, public=ds.public,
+        ll = VOTE.log_likelihood(Block(2, rows, bound=VOTE.bind(resolved, ds.public, resolved=True),
                                        broadcast=_op_bc(1)), np.full((30, 1), rep))
         assert np.allclose(np.exp(ll), mp[rep, rows[:, 2]])
-    bad = VOTE.log_likelihood(Block(0, rows, params=resolved, public=ds.public, broadcast=W_BC),
+    bad = VOTE.log_likelihood(Block(0, rows, bound=VOTE.bind(resolved, ds.public, resolved=True),
+                                    broadcast=W_BC),
                               np.full((30, 1), 4))
     assert np.all(bad == -np.inf)
 
@@ -339,7 +346,7 @@ def test_log_likelihood_laplace_is_exact():
     for rnd, bc, col, sens, eps in ((0, W_BC, 0, 2.0, 0.3), (1, _op_bc(1), 2, 1.0, 0.35)):
         lam = sens / (math.floor(eps * t) - 0.75)
         rep = (np.rint(np.linspace(-5, 7, 30) / lam) * lam)[:, None]
-        block = Block(rnd, rows, params=resolved, public=ds.public, broadcast=bc)
+        block = Block(rnd, rows, bound=LAP.bind(resolved, ds.public, resolved=True), broadcast=bc)
         ll = LAP.log_likelihood(block, rep)
         z = np.rint(rep[:, 0] / lam) - np.rint(rows[:, col] / lam)
         np.testing.assert_allclose(ll, math.log(math.tanh(0.5 / t)) - np.abs(z) / t,
@@ -355,7 +362,7 @@ def test_log_likelihood_laplace_is_exact():
 def test_audit_pair_attains_the_claimed_epsilon(proto, k):
     ds = _data(n=10, k=k, weight_probs="1,2,1", yes=0.3)
     resolved = proto.resolve({"epsilon": 1.3, "split": 0.4}, ds.public)
-    spec = proto.audit_spec(resolved, ds.public)
+    spec = proto.audit_spec(proto.bind(resolved, ds.public, resolved=True))
     assert spec.values.shape == (3 * 2**k, 1 + k)
     assert len(np.unique(spec.values, axis=0)) == 3 * 2**k
     assert spec.prior.sum() == pytest.approx(1.0)
@@ -367,7 +374,8 @@ def test_audit_pair_attains_the_claimed_epsilon(proto, k):
     # sup over reports of |log-likelihood ratio| summed over the k + 1 rounds = claimed eps
     # (Laplace: each round's exact grid release reaches its ε to within 2/t, never above it)
     grid = np.arange(1, 4) if proto is VOTE else np.linspace(-60, 60, 2401)
-    lap_w, lap_phi = laplace_mechanisms(LAP.budget(resolved, ds.public))
+    lap_w, lap_phi = laplace_mechanisms(LAP.budget_of(LAP.bind(resolved, ds.public,
+                                                                resolved=True)))
     pair = np.stack([a, b])
     total = 0.0
     for rnd in range(k + 1):
@@ -378,7 +386,8 @@ def test_audit_pair_attains_the_claimed_epsilon(proto, k):
         if proto is LAP:
             lam = (lap_w if rnd == 0 else lap_phi).grid
             reports = np.rint(grid / lam) * lam
-        block = Block(rnd, pair, params=resolved, public=ds.public, broadcast=bc)
+        block = Block(rnd, pair, bound=proto.bind(resolved, ds.public, resolved=True),
+                      broadcast=bc)
         llr = [np.subtract(*proto.log_likelihood(block, np.full((2, 1), g))) for g in reports]
         total += np.max(np.abs(llr))
     claimed = proto.claim(resolved, ds.public).epsilon
@@ -390,9 +399,9 @@ def test_audit_pair_attains_the_claimed_epsilon(proto, k):
 
 def test_audit_spec_large_k_and_uniform_prior():
     ds = _data(n=10, k=11)
-    spec = VOTE.audit_spec(VOTE.resolve({}, ds.public), ds.public)
+    spec = VOTE.audit_spec(VOTE.bind({}, ds.public))
     assert spec.values.shape == (6, 12) and spec.prior == pytest.approx(np.full(6, 1 / 6))
-    spec = VOTE.audit_spec(VOTE.resolve({}, _data(k=2).public), _data(k=2).public)
+    spec = VOTE.audit_spec(VOTE.bind({}, _data(k=2).public))
     assert spec.prior == pytest.approx(np.full(12, 1 / 12))
 
 
@@ -645,20 +654,21 @@ def test_table3_accuracy(n, eps):
 def test_log_likelihood_broadcasts_one_report_against_candidate_rows(proto):
     ds = _data(n=10, k=2)
     resolved = proto.resolve({"epsilon": 1.0}, ds.public)
-    values = proto.audit_spec(resolved, ds.public).values
+    bound = proto.bind(resolved, ds.public, resolved=True)
+    values = proto.audit_spec(bound).values
     for rnd, bc in ((0, W_BC), (2, _op_bc(1))):
-        one = proto.log_likelihood(Block(rnd, values, params=resolved, public=ds.public,
-                                         broadcast=bc), np.array([[1]]))
-        many = proto.log_likelihood(Block(rnd, values, params=resolved, public=ds.public,
-                                          broadcast=bc), np.ones((len(values), 1)))
+        one = proto.log_likelihood(Block(rnd, values, bound=bound, broadcast=bc),
+                                   np.array([[1]]))
+        many = proto.log_likelihood(Block(rnd, values, bound=bound, broadcast=bc),
+                                    np.ones((len(values), 1)))
         assert one.shape == (len(values),) and np.array_equal(one, many)
-        row = proto.log_likelihood(Block(rnd, values[:1], params=resolved, public=ds.public,
-                                         broadcast=bc), np.array([[0], [1]]))
+        row = proto.log_likelihood(Block(rnd, values[:1], bound=bound, broadcast=bc),
+                                   np.array([[0], [1]]))
         assert row.shape == (2,)
 
 
 def test_audit_prior_with_yes_by_weight():
     ds = _data(n=10, k=1, weight_probs="1,1,2", yes_by_weight="0.9,0.5,0.1")
-    spec = VOTE.audit_spec(VOTE.resolve({}, ds.public), ds.public)
+    spec = VOTE.audit_spec(VOTE.bind({}, ds.public))
     prior = {tuple(v): p for v, p in zip(spec.values.tolist(), spec.prior, strict=True)}
     assert prior[(1, 1)] == pytest.approx(0.25 * 0.9) and prior[(3, 1)] == pytest.approx(0.05)

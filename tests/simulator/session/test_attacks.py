@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import zmq
 from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
-from ldpsim.protocols.base import Block
 from ldpsim.protocols.keys import DataKeys, Secrets
 from ldpsim.simulator.backends.door import show
 from ldpsim.simulator.backends.inproc import run_inproc
@@ -293,8 +292,9 @@ def _regenerate(cfg: dict, data_keys: DataKeys, coins: Any, view: dict) -> bool:
     agents = np.asarray(rnd["report_agents"])
     if isinstance(coins, np.ndarray):
         coins = coins[agents]
-    reports = proto.respond(Block(0, ds.rows(0, n)[agents], agents, coins, params, ds.public,
-                                  queries=rnd["queries"], broadcast=rnd["broadcast"]))
+    bound = proto.bind(params, ds.public, resolved=True)
+    reports = proto.respond(bound.block(0, ds.rows(0, n)[agents], agents, coins,
+                                        queries=rnd["queries"], broadcast=rnd["broadcast"]))
     return bool(np.array_equal(np.asarray(reports), np.asarray(rnd["reports"])))
 
 
