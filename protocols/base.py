@@ -17,13 +17,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
-from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.words import AgentWords
+
+if TYPE_CHECKING:  # the mechanisms import this module's neighbours; a run imports them anyway
+    from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 
 
 class ParamError(ValueError):
