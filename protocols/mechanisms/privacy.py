@@ -57,4 +57,6 @@ class Private(typing.Protocol):
 
 def largest(x: Any) -> float:
     """The largest value of a scalar or array (a block's worst ε or Δ), as a float."""
+    if isinstance(x, int | float):
+        return float(x)
     return float(np.max(np.asarray(x, dtype=np.float64)))

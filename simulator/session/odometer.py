@@ -23,8 +23,9 @@ class Odometer:
 
     Parameters
     ----------
-    protocol, params, public
-        The run's protocol and its resolved parameters and public data (for each round's ε).
+    bound
+        The run's bound protocol (``protocols.base.Bound``): each round's ε is its
+        ``round_epsilon``, composed from the mechanisms it bound once for the run.
     budget : float
         Every agent's total ε in the run.
     start, stop : int
@@ -36,12 +37,10 @@ class Odometer:
         The most an agent may spend on the data set over the pool's lifetime.
     """
 
-    def __init__(self, protocol: Any, params: dict[str, Any], public: Any, budget: float,
+    def __init__(self, bound: Any, budget: float,
                  start: int, stop: int, lifetime: np.ndarray | None = None,
                  lifetime_cap: float | None = None) -> None:
-        self.protocol = protocol
-        self.params = params
-        self.public = public
+        self.bound = bound
         self.budget = budget
         self.start = start
         self.stop = stop
@@ -57,7 +56,7 @@ class Odometer:
         it for them; returns None when all may."""
         eps = self.round_eps.get(rnd)
         if eps is None:
-            eps = float(self.protocol.round_epsilon(rnd, self.params, self.public))
+            eps = float(self.bound.round_epsilon(rnd))
             if len(self.round_eps) < MAX_ROUNDS:
                 self.round_eps[rnd] = eps
         seen = self.answered.get(rnd)

@@ -251,7 +251,7 @@ class PoolSession:
         self.public = dataset.public
         self.bound = self.protocol.bind(cfg["params"], self.public)
         self.params = self.bound.params
-        budget = self.protocol.agent_budget(self.params, self.public)
+        budget = self.bound.agent_budget()
         why = self.policy.refusal(cfg["protocol"], budget)
         if why is not None:
             self._reset()
@@ -275,7 +275,7 @@ class PoolSession:
         # the privacy odometer: what each agent spends in this run, and on this data set over
         # the pool's lifetime (the ledger outlives the run)
         self.odometer = None if budget is None else Odometer(
-            self.protocol, self.params, self.public, budget, self.start, self.stop,
+            self.bound, budget, self.start, self.stop,
             self.ledger.block(int(cfg["data_id"]), self.start, self.stop),
             self.policy.lifetime_epsilon)
         self.exact = run_cfg.exact

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import zmq
 from ldpsim.protocols import PROTOCOLS, get_data_kind, get_protocol
+from ldpsim.protocols.base import Bound
 from ldpsim.protocols.keys import DataKeys, Secrets
 from ldpsim.simulator.backends.door import show
 from ldpsim.simulator.backends.inproc import run_inproc
@@ -463,7 +464,8 @@ def _rogue_run(monkeypatch, enforce: bool) -> tuple[float, dict, _RogueCurator]:
 
     monkeypatch.setattr(proto, "make_curator", make_curator)
     if not enforce:  # the attack's positive control: pools that answer anything
-        monkeypatch.setattr(proto, "round_epsilon", lambda rnd, params, public: 0.0)
+        # every round free, as the pools' odometers read it from the run's bound mechanisms
+        monkeypatch.setattr(Bound, "round_epsilon", lambda self, rnd: 0.0)
     cfg = config(n=200, seed=3, pools=1)
     res = run_inproc(cfg, LIMITS)
     rogue = holder["c"]

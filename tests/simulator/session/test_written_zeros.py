@@ -58,12 +58,14 @@ def test_a_rounds_byte_counting_faults_no_page_of_the_counters():
 
 
 class _OneEpsilon:
-    def round_epsilon(self, rnd, params, public):
+    """A bound run whose every round costs ε = 1."""
+
+    def round_epsilon(self, rnd):
         return 1.0
 
 
 def test_the_odometers_first_round_faults_no_page_of_its_spending():
-    odo = Odometer(_OneEpsilon(), {}, None, 2.0, 0, N)
+    odo = Odometer(_OneEpsilon(), 2.0, 0, N)
     batches = [np.arange(s, s + BATCH) for s in range(0, N, BATCH)]
     before = _faults()
     for ids in batches:
