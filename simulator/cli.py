@@ -391,8 +391,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--pools", type=int, help="number of agent pools")
         p.add_argument("--seed", type=int, help="scenario seed")
         p.add_argument("--out", help="results directory (default results/NAME)")
-        p.add_argument("--token", help="hosts: the token pools register with (default: the "
-                                       "token file beside --secret)")
         p.add_argument("--secret", metavar="FILE",
                        help="the experiment's master secret (secret.key of `ldpsim keys`): "
                             "every agent's data and coins derive from it (default: each run's "
@@ -414,7 +412,6 @@ def build_parser() -> argparse.ArgumentParser:
                "again; 130 interrupted")
     run_opts(r)
     r.add_argument("--backend", choices=tuple(BACKENDS))
-    r.add_argument("--bind", help="hosts backend: endpoint to bind, e.g. tcp://*:5555")
     r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
                    help="runs executed at once, each in a worker process (runtime.jobs; "
                         "default auto: as many as the cores hold; 1 with the hosts backend)")
@@ -431,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
     run_opts(c)
     c.add_argument("--bind", required=True, help="endpoint to bind, e.g. tcp://*:5555")
+    c.add_argument("--token", help="the token pools register with (default: the token file "
+                                   "beside --secret)")
     c.add_argument("--curve", help="CURVE key directory from `ldpsim keys`: encrypt and accept "
                                    "only enrolled pools")
     c.set_defaults(func=cmd_curator)

@@ -630,7 +630,7 @@ def test_hosts_backend_without_its_keys_is_refused_before_anything_binds(tmp_pat
     loopback as on any other interface."""
     from ldpsim.simulator.cli import main
 
-    code = main(["run", "demo", "--backend", "hosts", "--bind", f"tcp://127.0.0.1:{free_port()}",
+    code = main(["curator", "demo", "--bind", f"tcp://127.0.0.1:{free_port()}",
                  "--out", str(tmp_path / "out"), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err
