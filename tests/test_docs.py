@@ -43,6 +43,8 @@ RUN = {"python", "sh", "bash", "console", "toml"}
 NOT_RUN = {"text"}
 #: seconds one command or one Python block may take
 TIMEOUT = 300
+#: a slow block's commands (the benchmarks: the audit table alone takes about 10 minutes)
+SLOW_TIMEOUT = 3600
 
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
 MARK = re.compile(r"<!--\s*(not-run|slow)\s*:\s*(.+?)\s*-->\s*$")
@@ -111,17 +113,18 @@ def _check_scenario(raw: dict) -> None:
 
 def run_block(block: Block, cwd: Path) -> None:
     env = _env()
+    timeout = SLOW_TIMEOUT if block.mark == "slow" else TIMEOUT
     if block.lang == "python":
         script = cwd / f"block_{block.line}.py"
         script.write_text(block.code, encoding="utf-8")
         r = subprocess.run([sys.executable, script.name], cwd=cwd, env=env, text=True,
-                           capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+                           capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         assert r.returncode == 0, f"{block}: exit {r.returncode}\n{r.stdout[-3000:]}\n" \
                                   f"{r.stderr[-3000:]}"
     elif block.lang in ("sh", "bash", "console"):
         for cmd in commands(block.code):
             r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, text=True,
-                               capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
             assert r.returncode == 0, f"{block}: `{cmd}` exited {r.returncode}\n" \
                                       f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     elif block.lang == "toml":
