@@ -588,8 +588,8 @@ class Block:
 
     @property
     def mechanism(self) -> Any:
-        """This round's bound mechanism (``bound.rounds.answering(rnd).mechanism``)."""
-        return self.bound.rounds.answering(self.rnd).mechanism
+        """This round's bound mechanism (``round.mechanism``)."""
+        return self.round.mechanism
 
     def __len__(self) -> int:
         return len(self.rows)

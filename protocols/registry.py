@@ -101,24 +101,22 @@ def data_kinds() -> dict[str, DataKind]:
     return _registry()[1]
 
 
+def _named(table: dict[str, Any], name: str, where: str) -> Any:
+    """``table[name]``, or a ParamError naming ``where`` and listing the allowed names."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ParamError(f"{where} {name!r}; allowed: {', '.join(sorted(table))}") from None
+
+
 def get_protocol(name: str) -> Protocol:
     """The protocol registered under ``name``, or a ParamError listing the allowed names."""
-    protocols = _registry()[0]
-    try:
-        return protocols[name]
-    except KeyError:
-        raise ParamError(f"protocol: unknown protocol {name!r}; allowed: "
-                         f"{', '.join(sorted(protocols))}") from None
+    return _named(_registry()[0], name, "protocol: unknown protocol")
 
 
 def get_data_kind(name: str) -> DataKind:
     """The data kind registered under ``name``, or a ParamError listing the allowed kinds."""
-    kinds = _registry()[1]
-    try:
-        return kinds[name]
-    except KeyError:
-        raise ParamError(f"[data] kind: unknown data kind {name!r}; allowed: "
-                         f"{', '.join(sorted(kinds))}") from None
+    return _named(_registry()[1], name, "[data] kind: unknown data kind")
 
 
 def build_data(section: dict[str, Any], keys: DataKeys | int) -> Dataset:

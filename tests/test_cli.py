@@ -73,10 +73,9 @@ def read_lines(out: Path) -> list[str]:
     return (out / "results.jsonl").read_text().splitlines()
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """Run the tiny scenario once; tests that modify the results work on copies."""
-    d = tmp_path_factory.mktemp("cli")
+def run_tiny(d: Path) -> tuple[Path, Path, subprocess.CompletedProcess, float]:
+    """``ldpsim run`` of the tiny scenario into ``d``: (scenario file, results directory, the
+    finished command, its seconds)."""
     scen = d / "tiny.toml"
     scen.write_text(TINY)
     out = d / "out"
@@ -85,6 +84,12 @@ def tiny_run(tmp_path_factory):
     elapsed = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
     return scen, out, res, elapsed
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Run the tiny scenario once; tests that modify the results work on copies."""
+    return run_tiny(tmp_path_factory.mktemp("cli"))
 
 
 def test_cli_list():

@@ -15,6 +15,7 @@ own modules); and no module reaches for another module's private name (``_name``
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -40,13 +41,19 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file, parsed once for all the rules."""
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def _imports(name: str) -> list[tuple[str, str | None, int]]:
     """(module, imported name or None, line) of every import of a project module in ``name``,
     ``from package import submodule`` counted as an import of the submodule."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found += [(a.name, None, node.lineno) for a in node.names if a.name in MODULES]
         elif isinstance(node, ast.ImportFrom):
@@ -139,13 +146,13 @@ def test_no_module_reaches_for_another_modules_private_names():
                     if n and _private(n) and t != name]
         # module.attribute through an imported project module's local name
         local = {}
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom | ast.Import):
                 for a in node.names:
                     for t, n, _ in imports:
                         if n is None and t.rpartition(".")[2] == a.name.rpartition(".")[2]:
                             local[a.asname or a.name] = t
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in local and _private(node.attr)
                     and local[node.value.id] != name):
@@ -166,7 +173,7 @@ def test_every_environment_variable_is_named_in_one_place():
     for name, path in MODULES.items():
         if name == "ldpsim.environment":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
                     node.value in declared or node.value.startswith("LDPSIM_")
                     and node.value.isupper() and " " not in node.value):

@@ -18,18 +18,13 @@ from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.results import ResultsCorruptError
 
 import ldpsim
-from tests.test_cli import TINY, cli
+from tests.test_cli import cli, run_tiny
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     """The tiny CLI scenario run once; each test works on a copy of its directory."""
-    d = tmp_path_factory.mktemp("verify")
-    scen = d / "tiny.toml"
-    scen.write_text(TINY)
-    out = d / "out"
-    res = cli("run", str(scen), "--out", str(out), "--no-progress")
-    assert res.returncode == 0, res.stderr
+    scen, out, _, _ = run_tiny(tmp_path_factory.mktemp("verify"))
     return scen, out
 
 

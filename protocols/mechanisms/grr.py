@@ -48,11 +48,9 @@ class GRR:
     k: Any = 2
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, int | float) and isinstance(self.epsilon, int | float):
-            # one mechanism of a run's bound rounds: the checks without numpy's overhead
-            bad_k, bad_eps = self.k < 1, self.epsilon < 0
-            if not (bad_k or bad_eps):
-                return
+        if isinstance(self.k, int | float) and isinstance(self.epsilon, int | float) and not (
+                self.k < 1 or self.epsilon < 0):
+            return  # scalars that pass (a run's bound mechanism): no numpy on this path
         if np.any(np.asarray(self.k) < 1):
             raise ValueError(f"randomized response needs k >= 1 values, got {self.k}")
         if np.any(np.asarray(self.epsilon) < 0):

@@ -1,11 +1,11 @@
 """The privacy odometer each pool keeps for its agents.
 
 Agents enforce their own budget: whatever the curator asks, an agent answers each round at
-most once and never past its ε (``Protocol.agent_budget``), charging each round's spend as the
-protocol declares it (``Protocol.round_epsilon``), and never past its lifetime budget on the
-run's data set, when its pool has one (``policy.Ledger``, ``AgentPolicy.lifetime_epsilon``).
-A round or batch that would break a rule is refused for the agents concerned; the pool tells
-the curator with an ERROR of code "budget".
+most once and never past its ε (``Bound.agent_budget``), charging each round's spend as the
+run's bound mechanisms compose it (``Bound.round_epsilon``), and never past its lifetime
+budget on the run's data set, when its pool has one (``policy.Ledger``,
+``AgentPolicy.lifetime_epsilon``). A round or batch that would break a rule is refused for
+the agents concerned; the pool tells the curator with an ERROR of code "budget".
 """
 
 from __future__ import annotations
