@@ -125,8 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         with remembered():  # a Ctrl-C swallowed by a finaliser still stops the sweep
             records, summary = run_scenario(scenario, out, show_progress=not args.no_progress,
-                                            echo=_info,
-                                            include_degraded=args.include_degraded)
+                                            echo=_info)
     # ImportError, ConnectionError: no Dask installed, no scheduler answering
     except (ScenarioError, ParamError, CurveError, KeyFileError, ImportError,
             ConnectionError, ResultsCorruptError) as e:
@@ -138,12 +137,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted: finished runs are saved; run the same command again to resume")
         return 130
-    print_summary(records, include_degraded=args.include_degraded, max_rows=args.rows)
+    print_summary(records)
     print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
-    return _warn_degraded(records, args.include_degraded)
+    return _warn_degraded(records, out)
 
 
-def _warn_degraded(records: list[dict], included: bool) -> int:
+def _warn_degraded(records: list[dict], out: str) -> int:
     """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
     from ldpsim.simulator.sweep.results import is_degraded
 
@@ -151,11 +150,9 @@ def _warn_degraded(records: list[dict], included: bool) -> int:
     if not bad:
         return 0
     lost = sum(int(r.get("lost_agents") or 0) for r in bad)
-    where = ("included in the summary (--include-degraded)" if included
-             else "excluded from the summary")
     _err(f"warning: {len(bad)} of {len(records)} runs degraded ({lost} agents lost to dead, "
-         f"silent or unregistered pools); they are {where}; re-running the same command "
-         "redoes them")
+         f"silent or unregistered pools); they are excluded from the summary (ldpsim summary "
+         f"{out} --include-degraded shows them); re-running the same command redoes them")
     return 3
 
 
@@ -388,7 +385,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override any key, e.g. params.epsilon=1.0 or data.n=100000")
-        p.add_argument("--pools", type=int, help="number of agent pools")
         p.add_argument("--seed", type=int, help="scenario seed")
         p.add_argument("--out", help="results directory (default results/NAME)")
         p.add_argument("--secret", metavar="FILE",
@@ -396,10 +392,6 @@ def build_parser() -> argparse.ArgumentParser:
                             "every agent's data and coins derive from it (default: each run's "
                             "seed, which is then the only secret)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        p.add_argument("--include-degraded", action="store_true",
-                       help="keep degraded runs (that lost agents) in the summary and plots")
-        p.add_argument("--rows", type=int, metavar="N",
-                       help="show at most N rows of the summary table (default: all)")
         p.add_argument("--beside", action="store_true",
                        help="if the results directory holds runs with other settings, write to "
                             "the first free DIR-2, DIR-3, ... instead of refusing")
@@ -428,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
     run_opts(c)
     c.add_argument("--bind", required=True, help="endpoint to bind, e.g. tcp://*:5555")
+    c.add_argument("--pools", type=int, help="the number of pools it waits for (runtime.pools)")
     c.add_argument("--token", help="the token pools register with (default: the token file "
                                    "beside --secret)")
     c.add_argument("--curve", help="CURVE key directory from `ldpsim keys`: encrypt and accept "
@@ -601,7 +594,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     _err(f"warning: {message}")
 
 
+#: options the command line no longer has, and what does the same
+RETIRED = {
+    ("run", "--pools"): "--set runtime.pools=N",
+    ("run", "--rows"): "ldpsim summary DIR --rows N after the run",
+    ("run", "--include-degraded"): "ldpsim summary DIR --include-degraded after the run",
+    ("curator", "--rows"): "ldpsim summary DIR --rows N after the run",
+    ("curator", "--include-degraded"): "ldpsim summary DIR --include-degraded after the run",
+}
+
+
+def _retired(argv: list[str]) -> str | None:
+    """The one-line error for an option of ``RETIRED`` in ``argv``, else None."""
+    if not argv:
+        return None
+    for (cmd, flag), instead in RETIRED.items():
+        if argv[0] == cmd and any(a == flag or a.startswith(flag + "=") for a in argv[1:]):
+            return f"error: ldpsim {cmd} {flag}: no longer an option; use {instead}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    retired = _retired(sys.argv[1:] if argv is None else list(argv))
+    if retired:
+        _err(retired)
+        return 2
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself

@@ -101,6 +101,26 @@ def test_cli_list():
     assert "Yan, Li & Liu, 2020, Fig. 5(d-f)" in res.stdout
 
 
+@pytest.mark.parametrize("cmd, flag, instead", [
+    ("run", "--pools", "--set runtime.pools=N"),
+    ("run", "--rows=5", "ldpsim summary DIR --rows N after the run"),
+    ("run", "--include-degraded", "ldpsim summary DIR --include-degraded after the run"),
+    ("curator", "--rows", "ldpsim summary DIR --rows N after the run"),
+])
+def test_a_retired_option_names_what_does_the_same(tmp_path, cmd, flag, instead):
+    from ldpsim.simulator.cli import main
+
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-c", "import sys; from ldpsim.simulator.cli import "
+                          "main; sys.exit(main())", cmd, "demo", flag, "--out", str(out)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == "" and not out.exists()
+    assert res.stderr.strip() == (f"error: ldpsim {cmd} {flag.split('=')[0]}: no longer an "
+                                  f"option; use {instead}")
+    # the same words from Python; an option after a value that looks like one is still seen
+    assert main([cmd, "demo", "--out", str(out), flag]) == 2 and not out.exists()
+
+
 @pytest.mark.parametrize("bad, key", [
     (["--set", "params.epsilom=1"], "epsilom"),
     (["--set", "colluders=0.1"], "colluders"),

@@ -8,7 +8,8 @@ The convention (``docs/contributing-docs.md`` states it for writers):
 * ```` ```sh ````, ```` ```bash ````, ```` ```console ````: each command runs with ``bash``, one
   after another, in the page's directory (comments and blank lines skipped, ``\\``
   continuations joined), with this environment's ``ldpsim`` first on the ``PATH``; each must
-  exit with 0.
+  exit with 0. A command ending in ``&`` starts in the background (a curator, a pool) and the
+  block waits for it after its last command: it too must exit with 0.
 * ```` ```toml ````: must parse; a block with a top-level ``protocol`` or ``protocols`` key is a
   scenario and must pass ldpsim's scenario loader.
 * ```` ```text ````: output samples, listings, formulas; not run.
@@ -122,11 +123,29 @@ def run_block(block: Block, cwd: Path) -> None:
         assert r.returncode == 0, f"{block}: exit {r.returncode}\n{r.stdout[-3000:]}\n" \
                                   f"{r.stderr[-3000:]}"
     elif block.lang in ("sh", "bash", "console"):
-        for cmd in commands(block.code):
-            r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, text=True,
-                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-            assert r.returncode == 0, f"{block}: `{cmd}` exited {r.returncode}\n" \
-                                      f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        background: list[tuple[str, subprocess.Popen]] = []
+        try:
+            for cmd in commands(block.code):
+                if cmd.endswith("&") and not cmd.endswith("&&"):  # waited for at the end
+                    background.append((cmd, subprocess.Popen(
+                        ["bash", "-c", cmd[:-1]], cwd=cwd, env=env, text=True,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        stdin=subprocess.DEVNULL)))
+                    continue
+                r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, text=True,
+                                   capture_output=True, timeout=timeout,
+                                   stdin=subprocess.DEVNULL)
+                assert r.returncode == 0, f"{block}: `{cmd}` exited {r.returncode}\n" \
+                                          f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+            for cmd, proc in background:
+                out, err = proc.communicate(timeout=timeout)
+                assert proc.returncode == 0, f"{block}: `{cmd}` exited {proc.returncode}\n" \
+                                             f"{out[-3000:]}\n{err[-3000:]}"
+        finally:
+            for _, proc in background:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
     elif block.lang == "toml":
         raw = tomllib.loads(block.code)
         if "protocol" in raw or "protocols" in raw:

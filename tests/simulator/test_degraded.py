@@ -88,8 +88,9 @@ def test_cli_warns_exits_3_and_leaves_degraded_out(tmp_path, capsys):
 
     # the degraded runs are redone (and degraded again): still one record per key
     out2 = tmp_path / "out2"
-    assert main(["run", str(scen), "--out", str(out2), "--no-progress",
-                 "--include-degraded"]) == 3
+    assert main(["run", str(scen), "--out", str(out2), "--no-progress"]) == 3
+    assert f"ldpsim summary {out2} --include-degraded shows them" in capsys.readouterr().err
+    assert main(["summary", str(out2), "--include-degraded"]) == 0
     assert [r["repeats"] for r in summary_rows(out2)] == ["2"]
     assert main(["run", str(scen), "--out", str(out2), "--no-progress"]) == 3
     assert len((out2 / "results.jsonl").read_text().splitlines()) == 4
