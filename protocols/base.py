@@ -662,8 +662,10 @@ class Protocol(ABC):
     params: dict[str, ParamSpec] = {}
     #: the curator class ``make_curator`` builds (``curator_class`` may choose per run)
     curator_cls: type[Curator] | None = None
-    #: the names of every utility metric ``evaluate`` may return (some only with some
-    #: parameters; empty: undeclared, and a scenario's ``[plot] y`` is not checked)
+    #: every utility metric ``evaluate`` may return (some only with some parameters), each a
+    #: ``protocols.metrics.Metric``: its name with a label, unit, range and which direction is
+    #: better, which the summary, the plots and the docs read (empty: undeclared, and a
+    #: scenario's ``[plot] y`` is not checked)
     metrics: tuple[str, ...] = ()
     #: the metrics the paper's figures show, which ``ldpsim run`` plots by default (empty: all)
     figure_metrics: tuple[str, ...] = ()

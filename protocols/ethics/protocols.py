@@ -66,6 +66,7 @@ from ldpsim.protocols.base import (
 from ldpsim.protocols.ethics import fm
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import PersonalLaplace, agreement, ball_diameter_l1, project
+from ldpsim.protocols.metrics import Metric, fraction
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
                     help="eps of the release (central) or of every voter without a personal "
@@ -230,8 +231,22 @@ class _TrustedCurator(_AverageCurator):
 class _EthicsProtocol(Protocol):
     family = "ethical decisions (Wang et al., 2019)"
     data_type = "pairwise"
-    metrics = ("accuracy", "accuracy_generating", "accuracy_reference", "cosine", "err_l1",
-               "err_l2", "err_linf")
+    metrics = (
+        fraction("accuracy", "decisions agreeing with β̄", "higher",
+                 "§5.1: the share of held-out instances on which the released β̃ and the "
+                 "non-private society preference β̄ choose the same alternative"),
+        fraction("accuracy_generating", "decisions agreeing with the generating mean",
+                 "higher", "the same against the mean of the voters' generating parameters"),
+        fraction("accuracy_reference", "β̄'s agreement with the generating mean", "higher",
+                 "β̄ against the generating mean: the ceiling, the same for every protocol"),
+        Metric("cosine", "cosine similarity of β̃ and β̄", low=-1.0, high=1.0,
+               better="higher", about="the cosine of the angle between β̃ and β̄"),
+        Metric("err_l1", "‖β̃ − β̄‖₁", low=0.0, better="lower",
+               about="Theorem 2's quantity in the L1 norm (Algorithms 1-2)"),
+        Metric("err_l2", "‖β̃ − β̄‖₂", low=0.0, better="lower",
+               about="Theorem 2's quantity in the L2 norm"),
+        Metric("err_linf", "‖β̃ − β̄‖∞", low=0.0, better="lower",
+               about="Theorem 2's quantity in the max norm"))
     #: Figs. 4-5 show the accuracy of the learned model on held-out decisions
     figure_metrics = ("accuracy",)
 

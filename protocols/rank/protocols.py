@@ -27,9 +27,24 @@ from ldpsim.protocols.base import (
     RoundPlan,
     Rounds,
 )
+from ldpsim.protocols.metrics import fraction
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.rank import profile
 from ldpsim.protocols.rank.kwiksort import kwiksort
+
+#: what ``evaluate`` returns (the paper's Eq. 4 and its average Kendall tau distance)
+ERROR_RATE = fraction(
+    "error_rate", "error rate (pairs against the majority)", "lower",
+    "Eq. 4: the share of the C(m, 2) item pairs whose estimated comparison points against the "
+    "agents' true majority")
+KENDALL_TAU = fraction(
+    "kendall_tau", "Kendall tau distance (normalised)", "lower",
+    "the average Kendall tau distance from the output ranking to each agent's ranking, over "
+    "C(m, 2) pairs (a distance: 0 = every agent's ranking)")
+CAP_HIT = fraction(
+    "cap_hit", "runs past DP-KwikSort's comparison cap", "lower",
+    "DP-KwikSort: 1 when KwikSort needed more noisy comparisons than the privacy analysis "
+    "allows (the rest were ordered at random), else 0; its mean is the share of such runs")
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="total privacy budget per agent (LDP) or of the release (central)")
@@ -208,7 +223,7 @@ class _RankProtocol(Protocol):
     family = "rank aggregation (Yan, Li & Liu, 2020)"
     data_type = "ranking"
     curator_cls: type = _AllPairsCurator
-    metrics = ("error_rate", "kendall_tau")
+    metrics = (ERROR_RATE, KENDALL_TAU)
     #: Figs. 3-6 show the error rate and the average Kendall tau distance
     figure_metrics = ("error_rate", "kendall_tau")
 
@@ -311,7 +326,7 @@ class DPKwikSort(_RankProtocol):
     summary = "central DP (trusts the curator): Laplace on every KwikSort comparison, capped"
     params = {"epsilon": EPSILON}
     curator_cls = _DPCurator
-    metrics = ("error_rate", "kendall_tau", "cap_hit")
+    metrics = (ERROR_RATE, KENDALL_TAU, CAP_HIT)
     SENSITIVITY = 2.0
 
     @staticmethod

@@ -49,6 +49,7 @@ from ldpsim.protocols.base import (
     Rounds,
 )
 from ldpsim.protocols.mechanisms import hadamard, olh
+from ldpsim.protocols.metrics import Metric, fraction
 from ldpsim.protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
 from ldpsim.protocols.safari.riffle import Chain, RIModel
 
@@ -184,8 +185,24 @@ def audit_candidates(d: int) -> AuditSpec:
 class _RankingProtocol(Protocol):
     family = "ranking collection (Cheng et al., 2021)"
     data_type = "ranking"
-    metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2", "valid_fraction", "avd_s1", "avd_s2",
-               "avd_s3")
+    metrics = (
+        fraction("avd_q1", "AVD of the first-order marginals", "lower",
+                 "§6.1: the mean total variation distance between the released and the true "
+                 "item-position marginals"),
+        fraction("avd_q2", "AVD of the second-order marginals", "lower",
+                 "§6.1: the same over the pairwise (item pair before/after) marginals"),
+        Metric("sse_q1", "SSE of the first-order marginals", low=0.0, better="lower",
+               about="§6.1: the mean over marginals of the sum of squared errors"),
+        Metric("sse_q2", "SSE of the second-order marginals", low=0.0, better="lower",
+               about="§6.1: the same over the pairwise marginals"),
+        fraction("valid_fraction", "valid synthetic rankings", "higher",
+                 "the share of the synthetic rankings that are permutations"),
+        fraction("avd_s1", "AVD of round 1's item estimates", "lower",
+                 "Figs. 5-7 (with diagnostics): the first round's first-order estimates"),
+        fraction("avd_s2", "AVD of round 1's pair estimates", "lower",
+                 "Figs. 5-7 (with diagnostics): the first round's pairwise estimates"),
+        fraction("avd_s3", "AVD of round 1's triple estimates", "lower",
+                 "Figs. 5-7 (with diagnostics): the first round's third-order estimates"))
     #: Figs. 2-4 and 6-7 show the AVD and SSE over the first- and second-order marginals
     figure_metrics = ("avd_q1", "avd_q2", "sse_q1", "sse_q2")
 

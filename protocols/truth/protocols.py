@@ -30,6 +30,7 @@ from ldpsim.protocols.base import (
     RoundPlan,
     Rounds,
 )
+from ldpsim.protocols.metrics import Metric
 from ldpsim.protocols.truth import mechanisms as tm
 from ldpsim.protocols.truth import mf
 from ldpsim.protocols.truth.data import DATA_TYPE
@@ -88,7 +89,22 @@ class TruthCurator(Curator):
 class _TruthProtocol(Protocol):
     family = "truth inference (Sun et al., 2018)"
     data_type = DATA_TYPE
-    metrics = ("mae", "mae_change", "mae_original", "mae_vs_original", "corr")
+    metrics = (
+        Metric("mae", "MAE of the inferred truths", low=0.0, better="lower",
+               about="Eq. 3: the mean absolute error of the inferred task values, over the "
+                     "tasks with ground truth, on the answers' scale"),
+        Metric("mae_change", "MAE change (private − original)", better="lower",
+               about="§VI-A: MAE_P − MAE_O, the error the privacy adds to the same inference "
+                     "on the original answers (0: none; below 0: the noise helped)"),
+        Metric("mae_original", "MAE on the original answers", low=0.0, better="lower",
+               about="MAE_O: the same inference on the unperturbed answers (the non-private "
+                     "reference, one value per data set)"),
+        Metric("mae_vs_original", "mean |private − original| estimate", low=0.0,
+               better="lower", about="the mean absolute difference of μ̂_P and μ̂_O over all "
+                                     "tasks"),
+        Metric("corr", "correlation with the truth", low=-1.0, high=1.0, better="higher",
+               about="Pearson correlation of μ̂_P with the ground truth over tasks that have "
+                     "it: whether the estimate carries task-specific signal"))
     #: Figs. 2-5 show the MAE change MAE_P - MAE_O (§VI-A)
     figure_metrics = ("mae_change",)
     params: dict[str, ParamSpec] = dict(INFERENCE)

@@ -85,7 +85,29 @@ from ldpsim.protocols.base import (
     RoundPlan,
     Rounds,
 )
+from ldpsim.protocols.metrics import Metric, fraction
 from ldpsim.protocols.vote.data import DATA_TYPE, WEIGHTS
+
+#: what ``evaluate`` returns: per game; their means over games are Eqs. (10)-(13)
+CORRECT = fraction("correct", "accuracy (decisions right)", "higher",
+                   "Eq. 10: the share of the k candidates whose released PASS/FAIL equals the "
+                   "non-private weighted vote's")
+TP = fraction("tp", "true passes", "higher", "Table 2: released PASS, truly PASS (share of k)")
+FP = fraction("fp", "false passes", "lower", "Table 2: released PASS, truly FAIL (share of k)")
+TN = fraction("tn", "true fails", "higher", "Table 2: released FAIL, truly FAIL (share of k)")
+FN = fraction("fn", "false fails", "lower", "Table 2: released FAIL, truly PASS (share of k)")
+SQ_ERR_W = Metric("sq_err_w", "squared error of x̂_w / n", low=0.0, better="lower",
+                  about="Eq. 11's bracket: the squared error of the estimated weight "
+                        "histogram over n (its mean over games is MSE_w)")
+SQ_ERR_Q = Metric("sq_err_q", "squared error of q̂ / Σw", low=0.0, better="lower",
+                  about="Eq. 12's bracket: ((q̂ − q) / Σw)², the error of the pass threshold "
+                        "(its mean over games is MSE_q)")
+SQ_ERR_PHI = Metric("sq_err_phi", "squared error of x̂_φY / n", low=0.0, better="lower",
+                    about="Eq. 13's bracket, averaged over the candidates (its mean over games "
+                          "is MSE_φ)")
+SQ_ERR_SUM = Metric("sq_err_sum", "squared error of Σŵφ / Σw", low=0.0, better="lower",
+                    about="the squared error of the weighted vote sum over Σw, averaged over "
+                          "the candidates")
 
 G = np.asarray(WEIGHTS, dtype=np.float64)  # the weight of each group wI, wII, wIII
 LAPLACE_SENSITIVITY_W = 2.0  # §5.1.3: w changes by at most 3 - 1
@@ -473,8 +495,7 @@ class _VoteProtocol(Protocol):
     family = "weighted voting (Yan, Liu & Liu, 2018)"
     data_type = DATA_TYPE
     curator_cls: type = _RRCurator
-    metrics = ("correct", "tp", "fp", "tn", "fn", "sq_err_w", "sq_err_q", "sq_err_phi",
-               "sq_err_sum")
+    metrics = (CORRECT, TP, FP, TN, FN, SQ_ERR_W, SQ_ERR_Q, SQ_ERR_PHI, SQ_ERR_SUM)
     #: Fig. 4: the accuracy (Eq. 10) and the MSE of x̂_w/n, q̂ and x̂_φY/n (Eqs. 11-13)
     figure_metrics = ("correct", "sq_err_w", "sq_err_q", "sq_err_phi")
 
@@ -609,7 +630,7 @@ class DPWeVoteLaplace(_VoteProtocol):
     """
 
     name = "dpwevote_laplace"
-    metrics = ("correct", "tp", "fp", "tn", "fn", "sq_err_q", "sq_err_sum")
+    metrics = (CORRECT, TP, FP, TN, FN, SQ_ERR_Q, SQ_ERR_SUM)
     figure_metrics = ("correct", "sq_err_q")
     summary = "LDP weighted voting baseline: Laplace noise on weight (D=2) and opinions (D=1)"
     params = {"epsilon": EPSILON, "split": SPLIT, "budget": BUDGET}

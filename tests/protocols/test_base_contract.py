@@ -16,6 +16,7 @@ import pytest
 from ldpsim.protocols import PROTOCOLS, get_data_kind, run_locally
 from ldpsim.protocols.base import Curator, Protocol, ReportSchema, RoundPlan
 from ldpsim.protocols.local import example_data
+from ldpsim.protocols.metrics import Metric, describe
 from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
@@ -224,6 +225,33 @@ def test_declared_metrics_are_what_evaluate_returns(name):
                 assert set(flipped.metrics) <= set(proto.metrics), (name, pname)
         assert len(proto.metrics) == len(set(proto.metrics))
     assert set(proto.figure_metrics) <= (set(proto.metrics) or got), name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_metric_says_what_it_means_and_stays_in_its_range(name):
+    """Each declared metric is a ``Metric`` with a label and a direction (or none), and what
+    ``evaluate`` returns lies in the range it declares (a range the plots clip bands to)."""
+    proto = PROTOCOLS[name]
+    for m in proto.metrics:
+        assert isinstance(m, Metric) and m.label and m.label != str(m), (name, m)
+        assert m.better in ("lower", "higher", None), (name, m)
+    runs = [_local(name)] + [run_locally(name, {p: not s.default}, _data(name), seed=SEED)
+                             for p, s in proto.params.items() if s.kind == "bool"]
+    for run in runs:
+        for key, value in run.metrics.items():
+            m = describe(proto.metrics, key)
+            if value is None or not math.isfinite(value):
+                continue
+            assert m.low is None or value >= m.low - 1e-12, (name, key, value, m.range_text)
+            assert m.high is None or value <= m.high + 1e-12, (name, key, value, m.range_text)
+
+
+def test_a_metric_name_means_one_thing_across_protocols():
+    meaning: dict[str, tuple] = {}
+    for name, proto in PROTOCOLS.items():
+        for m in proto.metrics:
+            said = (m.label, m.unit, m.low, m.high, m.better)
+            assert meaning.setdefault(str(m), said) == said, (name, str(m))
 
 
 def test_the_contract_is_enforced():

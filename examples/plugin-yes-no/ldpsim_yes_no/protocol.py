@@ -29,6 +29,7 @@ from ldpsim.protocols.base import (
     RoundPlan,
     Rounds,
 )
+from ldpsim.protocols.metrics import Metric
 
 from ldpsim_yes_no.survey import DATA_TYPE
 
@@ -59,6 +60,9 @@ class YesNoRR(Protocol):
     params = {"epsilon": ParamSpec("epsilon", "float", 1.0, low=0, low_open=True, high=50,
                                    help="budget of the one report")}
     curator_cls = _Curator
+    #: what ``evaluate`` returns, with what it means (labels, tables and plots read it)
+    metrics = (Metric("abs_error", "absolute error of the yes fraction", low=0.0, high=1.0,
+                      better="lower", about="|estimated − true| share of yes answers"),)
 
     def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         """One round, one report through binary randomized response at ε."""
@@ -76,3 +80,12 @@ class YesNoRR(Protocol):
 
     def evaluate(self, output: dict[str, Any], truth: dict[str, Any]) -> dict[str, float]:
         return {"abs_error": abs(output["yes_fraction"] - truth["yes_fraction"])}
+
+    def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray:
+        """The released count of yeses (the fraction times the reports): the differencing
+        attack subtracts the coalition's own yeses from it."""
+        return np.array([output["yes_fraction"] * output["n_reports"]])
+
+    def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray:
+        """The yeses among ``rows``: what ``released_aggregate`` estimates."""
+        return np.asarray(rows, dtype=float).sum(axis=0)
