@@ -72,15 +72,45 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, d in sorted(DATA_KINDS.items()):
         args_ = ", ".join(f"{k}{'*' if s.required else ''}" for k, s in d.params.items())
         print(f"  {name:18s} {d.summary}\n  {'':18s} args: {args_}  (* required)")
-    print("\nscenarios:")
-    for f in _scenario_files():
-        first = ""
-        for line in f.read_text().splitlines():
-            if line.startswith("description"):
-                first = line.split("=", 1)[1].strip().strip('"')
-                break
-        print(f"  {str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else f}: {first}")
+    print("\nscenarios (runs; time of `ldpsim run` with --jobs 1, measured on a sample of "
+          "runs: python -m ldpsim.simulator.bench.durations):")
+    for f, runs, took, first in _scenario_rows():
+        name = str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else str(f)
+        print(f"  {name}\n  {'':4s}{runs:>7} runs  {took:>9}  {first}")
     return 0
+
+
+def _scenario_rows() -> list[tuple[Path, str, str, str]]:
+    """Each scenario file with its run count, its measured duration (``scenarios/
+    durations.json``, when measured at the file's current run count) and its description."""
+    import tomllib
+    import warnings
+
+    from ldpsim.simulator.bench.durations import duration_text, load_durations
+    from ldpsim.simulator.sweep import scenario as sc
+
+    measured: dict[Path, dict] = {}
+    rows = []
+    for f in _scenario_files():
+        if f.parent not in measured:
+            measured[f.parent] = load_durations(f.parent)
+        entry = measured[f.parent].get(f.stem)
+        try:
+            first = str(tomllib.loads(f.read_text(encoding="utf-8")).get("description", ""))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            first = "(not a valid TOML file)"
+        if entry is not None:
+            runs, took = str(entry["runs"]), "~" + duration_text(entry["seconds"])
+        else:  # a scenario of one's own: counted here, never measured
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    runs = str(len(sc.load(f).runs()))
+            except (sc.ScenarioError, ParamError):
+                runs = "?"
+            took = "unmeasured"
+        rows.append((f, runs, took, first))
+    return rows
 
 
 #: each option that sets one scenario key, and the key (``--set KEY=VALUE`` sets any)

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,50 @@ def test_cli_list():
         assert name in res.stdout
     assert {"mallows", "sushi", "preflib"} <= set(DATA_KINDS)
     assert "Yan, Li & Liu, 2020, Fig. 5(d-f)" in res.stdout
+
+
+def test_every_shipped_scenario_has_a_current_duration():
+    """``scenarios/durations.json`` (``ldpsim list``'s durations) holds every shipped scenario
+    at its current run count: a sweep that changed is measured again
+    (``python -m ldpsim.simulator.bench.durations NAME``)."""
+    import warnings
+
+    from ldpsim.simulator.bench.durations import load_durations, spread
+
+    measured = load_durations(ROOT / "scenarios")
+    names = sorted(f.stem for f in (ROOT / "scenarios").glob("*.toml"))
+    assert sorted(measured) == names
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stale = [n for n in names
+                 if len(sc.load(ROOT / "scenarios" / f"{n}.toml").runs()) != measured[n]["runs"]]
+    assert not stale, f"measure again: python -m ldpsim.simulator.bench.durations {' '.join(stale)}"
+    assert all(e["seconds"] >= 0 and 1 <= e["sampled"] <= e["runs"] for e in measured.values())
+    assert spread(5, 24) == [0, 1, 2, 3, 4] and spread(100, 3) == [0, 50, 99]
+    assert spread(1000, 24)[-1] == 999 and len(spread(1000, 24)) == 24
+
+
+def test_list_shows_each_scenarios_runs_and_duration(tmp_path):
+    from ldpsim.simulator.bench.durations import duration_text, load_durations
+
+    res = cli("list")
+    lines = res.stdout.splitlines()
+    demo = lines[lines.index("  scenarios/demo.toml") + 1].split()
+    entry = load_durations(ROOT / "scenarios")["demo"]
+    took = "~" + duration_text(entry["seconds"])
+    assert demo[:2] == [str(entry["runs"]), "runs"] and " ".join(demo[2:]).startswith(took)
+    assert [duration_text(s) for s in (0.2, 8, 75, 720, 12600)] == \
+        ["< 1 s", "8 s", "75 s", "12 min", "3.5 h"]
+    # a scenario of one's own is counted, not measured
+    own = tmp_path / "scenarios"
+    own.mkdir()
+    (own / "mine.toml").write_text(TINY)
+    res = subprocess.run([str(Path(sys.executable).parent / "ldpsim"), "list"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    lines = res.stdout.splitlines()
+    mine = lines[lines.index("  scenarios/mine.toml") + 1].split()
+    described = tomllib.loads(TINY)["description"].split()
+    assert mine == [str(TINY_RUNS), "runs", "unmeasured", *described]
 
 
 @pytest.mark.parametrize("cmd, flag, instead", [
