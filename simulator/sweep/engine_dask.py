@@ -237,10 +237,16 @@ class DaskSweep:
             raise failed_runs(failed, len(specs), self.out_dir, "on the Dask cluster")
 
     def close(self) -> None:
-        """Cancel the tasks still under way (Ctrl-C, a failure) and close the client."""
-        try:
-            if self._futures:
-                self.client.cancel(self._futures)
-                self._futures.clear()
-        finally:
-            self.conn.close()
+        """Cancel the tasks still under way (Ctrl-C, a failure) and close the client; a sweep
+        so abandoned is closed without a word from Dask's loggers (a LocalCluster's scheduler
+        and nannies would log every task and worker they stop)."""
+        from ldpsim.simulator.backends.dask_client import quiet_logs
+
+        abandoned = bool(self._futures)
+        with quiet_logs(abandoned):
+            try:
+                if self._futures:
+                    self.client.cancel(self._futures)
+                    self._futures.clear()
+            finally:
+                self.conn.close(quiet=abandoned)
