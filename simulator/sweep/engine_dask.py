@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep.scenario import RunSpec
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
@@ -172,7 +173,8 @@ class DaskSweep:
         self.client = self.conn.client
         self._futures: list[Any] = []
         workers = self.conn.workers()
-        echo(f"dask: {len(workers)} workers, {self.conn.threads()} threads at "
+        echo(f"dask: {counted(len(workers), 'worker')}, "
+             f"{counted(self.conn.threads(), 'thread')} at "
              f"{self.client.scheduler.address}")
         # the task key names the run and what makes its record (runtime, output choices), so
         # two sweeps sharing a cluster never share a task unless they would share its record

@@ -19,6 +19,7 @@ from typing import Any
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep import identity, interrupt
 from ldpsim.simulator.sweep.execute import (
     TruthCache,
@@ -63,7 +64,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     identity.check_records(out_dir, numbered)
     todo = [s for s in specs if s.key not in done]
     if done:
-        echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
+        echo(f"resuming: {len(specs) - len(todo)} of {counted(len(specs), 'run')} already in "
              f"{store.path}", file=sys.stderr)
     jobs = resolve_jobs(scenario.runtime, len(todo))
     lifetime = scenario.agents.get("lifetime_epsilon") is not None
@@ -322,8 +323,8 @@ class _Workers:
                 record_failure(self.out_dir, spec, why)
         self._ok = True  # every worker is alive and idle: ``close`` lets them exit
         if failed:
-            raise failed_runs(failed, len(specs), self.out_dir, f"in {len(self.conns)} worker "
-                              "processes")
+            where = counted(len(self.conns), "worker process", "worker processes")
+            raise failed_runs(failed, len(specs), self.out_dir, f"in {where}")
 
     def close(self, kill: bool | None = None) -> None:
         """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a
@@ -392,9 +393,10 @@ def print_summary(records: list[dict[str, Any]], echo=print,
     spent = privacy_spent(shown)
     if spent is not None:
         raw = spent["runs_without_local_max"]
-        echo(f"privacy: each repetition's data set served up to {spent['runs_per_data_set_max']} "
-             f"runs of this sweep with a local claim, each with coins of its own; over them an "
-             f"agent spent at most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
-             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})"
-             + (f"; and up to {raw} run{'s' if raw != 1 else ''} without one sent its "
+        echo(f"privacy: each repetition's data set served up to "
+             f"{counted(spent['runs_per_data_set_max'], 'run')} of this sweep with a local claim, "
+             f"each with coins of its own; over them an agent spent at most epsilon = "
+             f"{spent['epsilon_per_agent_max']:.4g} on its data "
+             f"({counted(spent['data_sets'], 'data set')})"
+             + (f"; and up to {counted(raw, 'run')} without one sent its "
                 "answers to the curator unnoised" if raw else ""))
