@@ -105,7 +105,7 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ldpsim.simulator.session.seeding import KeyFileError
-    from ldpsim.simulator.sweep.results import ResultsCorruptError
+    from ldpsim.simulator.sweep.results import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
     from ldpsim.simulator.sweep.scenario import ScenarioError
 
@@ -139,7 +139,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err("interrupted: finished runs are saved; run the same command again to resume")
         return 130
     print_summary(records)
-    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
+    rounds = summary.with_name(PER_ROUND_FILE)
+    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}"
+          + (f"\nper round: {rounds}" if rounds.is_file() else ""))
     return _warn_degraded(records, out)
 
 
@@ -217,6 +219,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         RESULTS_FILE,
         ResultsCorruptError,
         usable,
+        write_per_round,
         write_summary,
     )
     from ldpsim.simulator.sweep.runner import in_run_order, print_summary
@@ -231,11 +234,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
         _err(f"error: {e}")
         return 1
     if not records:
-        _err(f"no results in {args.out}")
+        _err(f"error: no results in {args.out}: its {RESULTS_FILE} holds no record")
         return 1
     shown = usable(records, args.include_degraded)
     print_summary(shown, include_degraded=True, max_rows=args.rows)
     write_summary(args.out, shown)
+    write_per_round(args.out, shown)
     if args.plots:
         for p in plot(args.out, shown, stored_plot(args.out)):
             print(p)

@@ -380,3 +380,15 @@ def test_a_reader_that_stops_early_gets_no_traceback():
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout == "protocols:\n"
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_summary_errors_start_with_error(tmp_path):
+    for where in (tmp_path / "nonexistent", tmp_path / "empty"):
+        if where.name == "empty":
+            where.mkdir()
+            (where / "results.jsonl").write_text("")
+        res = cli("summary", str(where))
+        assert res.returncode == 1 and res.stderr.startswith("error: no results in "), \
+            res.stderr
+        assert len(res.stderr.splitlines()) == 1
+

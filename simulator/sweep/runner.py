@@ -37,6 +37,7 @@ from ldpsim.simulator.sweep.results import (
     privacy_spent,
     summarize,
     usable,
+    write_per_round,
     write_summary,
 )
 from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
@@ -45,7 +46,8 @@ from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
                  echo=print, include_degraded: bool = False
                  ) -> tuple[list[dict[str, Any]], Path]:
-    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots.
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
+    per_round.csv and plots.
 
     Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
     degraded runs out unless ``include_degraded``; the returned records are all the stored ones
@@ -118,6 +120,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         records = in_run_order(store.records(), specs)
         if records:
             write_summary(out_dir, usable(records, include_degraded))
+            write_per_round(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
         # once, after the last run (never between runs), here: a sweep's figures are what its
