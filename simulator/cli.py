@@ -241,7 +241,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     write_summary(args.out, shown)
     write_per_round(args.out, shown)
     if args.plots:
-        for p in plot(args.out, shown, stored_plot(args.out)):
+        for p in plot(args.out, shown, stored_plot(args.out), note=_err):
             print(p)
     return 0
 

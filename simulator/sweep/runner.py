@@ -47,7 +47,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                  echo=print, include_degraded: bool = False
                  ) -> tuple[list[dict[str, Any]], Path]:
     """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
-    per_round.csv and plots.
+    per_round.csv and plots (without matplotlib, ``echo`` is told so in one line).
 
     Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
     degraded runs out unless ``include_degraded``; the returned records are all the stored ones
@@ -125,7 +125,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     if scenario.output["plots"]:
         # once, after the last run (never between runs), here: a sweep's figures are what its
         # author runs it for; a one-point sweep has none and imports no matplotlib
-        plot(out_dir, usable(records, include_degraded), scenario.plot)
+        plot(out_dir, usable(records, include_degraded), scenario.plot,
+             note=lambda line: echo(line, file=sys.stderr))
     return records, summary
 
 
