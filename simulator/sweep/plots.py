@@ -365,11 +365,11 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     ``spec.hue`` (by default one per protocol), each with its own colour and marker, human
     axis labels, and one panel per combination of the facet settings. Panels, lines and the
     legend follow the settings' values, numbers by value (``in_value_order``). Bands of
-    metrics that live in [0, 1] are clipped to it. Points without that axis (a protocol
-    lacking the parameter, e.g. plain kwiksort has no epsilon) are drawn as horizontal dashed
-    lines at their mean. The cost figures move their lines a little sideways (``DODGE`` of
-    the x range per line, centred on the true value): costs are often equal between
-    protocols, and lines drawn over each other would hide all but the last.
+    metrics that live in [0, 1] are clipped to it, those of costs at 0. Points without that
+    axis (a protocol lacking the parameter, e.g. plain kwiksort has no epsilon) are drawn as
+    horizontal dashed lines at their mean. The cost figures move their lines a little
+    sideways (``DODGE`` of the x range per line, centred on the true value): costs are often
+    equal between protocols, and lines drawn over each other would hide all but the last.
 
     When a run had more than one round and ``spec.costs``, also
     ``plot_per_round_bytes.<format>``: the bytes each asked agent sent and received in each
@@ -547,7 +547,9 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
                 handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
                 legend.setdefault(label, (layout.rank[key], False, handle))
                 lo_band, hi_band = ys - hs, ys + hs
-                if not is_cost and sweep.bounded.get(metric):
+                if is_cost:  # bytes and seconds: never below 0
+                    lo_band = np.maximum(lo_band, 0.0)
+                elif sweep.bounded.get(metric):
                     lo_band, hi_band = np.clip(lo_band, 0, 1), np.clip(hi_band, 0, 1)
                 if logy:  # a band reaching 0 or below stops at the smallest mean drawn
                     lo_band = np.maximum(lo_band, floor)
@@ -607,7 +609,8 @@ def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) 
             if way == "up":
                 handles.append(handle)
             if _spread(ys, hs):
-                ax.fill_between(xs, ys - hs, ys + hs, color=color, alpha=0.18, linewidth=0)
+                ax.fill_between(xs, np.maximum(ys - hs, 0.0), ys + hs, color=color, alpha=0.18,
+                                linewidth=0)
         ax.set_title(axis_label(f"comm.bytes_{way}_per_agent_mean"), fontsize="medium")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)

@@ -280,3 +280,14 @@ def test_without_matplotlib_one_line_says_so(tmp_path: Path,
         figures(recs)
     notes.clear()  # nothing to draw: nothing to say, and no import tried
     assert plot(tmp_path, recs[:1], note=notes.append) == [] and notes == []
+
+
+def test_a_cost_band_stops_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seconds and bytes are never negative: a wide band of a cost stops at 0."""
+    pytest.importorskip("matplotlib")
+    bands = _spy(monkeypatch, "fill_between")
+    recs = [rec(f"w{e}-{i}", {"protocol": "p", "params.epsilon": e}, {"acc": 0.5},
+                timing={"wall_s": 0.01 + 0.2 * (i == 2)}) for e in (1.0, 2.0) for i in range(3)]
+    dict(figures(recs))
+    (_, (_, lo, hi), _), = bands
+    assert lo.min() == 0.0 and hi.min() > 0.2
