@@ -5,11 +5,15 @@ Every finished run produces one JSON-able record. :class:`ResultStore` appends i
 in batches, so it survives a machine crash too within half a second) and tells a resumed sweep
 which runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
 sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
-:func:`format_table` renders it for the terminal; ``simulator.sweep.plots`` draws the figures.
+:func:`format_table` renders it for the terminal; :func:`per_round` is one row per run and
+round (``per_round.csv``, ``Results.per_round``, the bytes-by-round figure);
+``simulator.sweep.plots`` draws the figures.
 
-About 540 lines, over the house's ~500: the store, the summary and the table share how a record
-is grouped into a parameter point (the settings that differ between stored runs), which must
-be one definition for a summary never to average runs of different settings.
+About 730 lines, over the house's ~500: the store, the summary, the per-round table and the
+terminal table share how a record is grouped into a parameter point (the settings that differ
+between stored runs), which must be one definition for a summary never to average runs of
+different settings; a split would be along the sections below (storage; aggregation and the
+tables; the terminal).
 """
 
 from __future__ import annotations
