@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import html
+import importlib.util
 import math
 import tempfile
 import tomllib
@@ -10,8 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep import scenario as sc
-from ldpsim.simulator.sweep.results import RESULTS_FILE, summarize, usable
+from ldpsim.simulator.sweep.plots import PLOT_INSTALL
+from ldpsim.simulator.sweep.results import (
+    RESULTS_FILE,
+    cell_text,
+    in_value_order,
+    is_degraded,
+    per_round,
+    point_id,
+    summarize,
+    usable,
+)
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage")
@@ -73,10 +86,13 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
     backend, pools, seed : optional
         Shortcuts for ``runtime.backend``, ``runtime.pools`` and ``seed``.
     progress, plots : bool
-        Show a progress bar; draw the PNG plots into ``out``.
+        Show a progress bar; draw the PNG plots into ``out`` (needs matplotlib: ``pip install
+        'ldpsim[plot]'``, ImportError at once without it).
     """
     from ldpsim.simulator.sweep.runner import run_scenario
 
+    if plots and out is not None and importlib.util.find_spec("matplotlib") is None:
+        raise ImportError(f"plots=True needs matplotlib: {PLOT_INSTALL}")
     scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed)
     scen.output["plots"] = bool(plots and out is not None)
     if out is not None:
@@ -138,10 +154,11 @@ def _quiet(*args: Any, **kwargs: Any) -> None:
     pass
 
 
-@dataclass
+@dataclass(repr=False)
 class Results:
     """The run records of a sweep (``records``: one dict per run, as in ``results.jsonl``) and
-    the directory they live in, if any."""
+    the directory they live in, if any. Printed, a line of counts (``repr``); in a notebook,
+    the first rows of its summary (``_repr_html_``)."""
 
     records: list[dict[str, Any]]
     path: Path | None = None
@@ -152,6 +169,42 @@ class Results:
     def __iter__(self):
         return iter(self.records)
 
+    def __repr__(self) -> str:
+        """``Results(27 runs, 9 points, protocols kwiksort, dp_kwiksort, ldp_kwiksort_rr, dir
+        results/demo)``: counts and names, never the records (a few hundred characters at
+        most, whatever the size)."""
+        points = {point_id(r.get("point") or {}) for r in self.records}
+        protocols = in_value_order(r.get("protocol") for r in self.records)
+        shown: list[str] = []  # the first names, as many as REPR_NAMES characters hold
+        for name in (_clip(str(p), 60) for p in protocols[:REPR_PROTOCOLS]):
+            if shown and sum(len(n) + 2 for n in shown) + len(name) > REPR_NAMES:
+                break
+            shown.append(name)
+        names = ", ".join(shown) + (f" and {len(protocols) - len(shown)} more"
+                                    if len(protocols) > len(shown) else "")
+        degraded = sum(is_degraded(r) for r in self.records)
+        parts = [counted(len(self.records), "run"), counted(len(points), "point")]
+        if degraded:
+            parts.append(f"{degraded} degraded")
+        if protocols:
+            parts.append(f"{'protocol' if len(protocols) == 1 else 'protocols'} {names}")
+        parts.append(f"dir {_clip(str(self.path), 60)}" if self.path is not None else "in memory")
+        return f"Results({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        """The notebook's view: the counts, and the summary's first ``HTML_ROWS`` rows (its
+        settings, ``repeats`` and each metric's mean) with how many more there are."""
+        columns, rows = summarize(self.complete())
+        shown = _table_columns(columns)
+        cells = "".join(f"<th>{html.escape(c)}</th>" for c in shown)
+        body = "".join("<tr>" + "".join(
+            f"<td>{html.escape(cell_text(r.get(c)))}</td>" for c in shown) + "</tr>"
+            for r in rows[:HTML_ROWS])
+        more = (f"<p>... {counted(len(rows) - HTML_ROWS, 'more row')} (<code>.summary()</code> "
+                "has them all)</p>" if len(rows) > HTML_ROWS else "")
+        return (f"<p>{html.escape(repr(self))}</p><table><thead><tr>{cells}</tr></thead>"
+                f"<tbody>{body}</tbody></table>{more}")
+
     def complete(self) -> list[dict[str, Any]]:
         """The records of runs that lost no agents (what the summary and plots use)."""
         return usable(self.records, False)
@@ -161,7 +214,7 @@ class Results:
         scalar of ``params`` (resolved), ``data``, ``metrics``, ``comm``, ``timing``,
         ``privacy``, ``collusion`` and ``leakage`` (what the coalition learned, with
         ``[collusion] attacks``) as a ``section.name`` column (needs pandas:
-        ``pip install 'ldpsim[pandas]'``)."""
+        ``pip install 'ldpsim[pandas]'``). Each run's rounds are ``per_round``'s."""
         pd = _pandas()
         rows = []
         for rec in self.records if include_degraded else self.complete():
@@ -173,6 +226,22 @@ class Results:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def per_round(self, include_degraded: bool = True):
+        """A tidy DataFrame of what each round cost: one row per (run, round), as
+        ``per_round.csv`` has it (needs pandas).
+
+        Columns: ``key``, ``status``, ``protocol``, the swept settings (``params.*``,
+        ``data.*``, ...), ``repeat``; then the round's ``round`` (its number), ``asked``,
+        ``reported``, ``invalid``, ``refused`` and ``dropouts`` (agents), ``bytes_up`` and
+        ``bytes_down`` (exact envelope bytes over the round's agents),
+        ``bytes_up_per_agent`` and ``bytes_down_per_agent`` (per asked agent),
+        ``report_bits`` (the information-theoretic size of one report), ``batch`` (the
+        largest query batch) and the curator's ``wall_s`` and ``curator_cpu_s`` for the
+        round. Empty when the records were written with ``[output] per_round = false``.
+        """
+        columns, rows = per_round(usable(self.records, include_degraded))
+        return _pandas().DataFrame(rows, columns=columns)
+
     def summary(self, include_degraded: bool = False):
         """One row per parameter point: the swept settings, ``repeats``, and each metric's
         ``_mean`` and ``_std`` with the costs, as ``summary.csv`` has them (a DataFrame)."""
@@ -180,15 +249,33 @@ class Results:
         return _pandas().DataFrame(rows, columns=columns)
 
     def plot(self, y: str, x: str | None = None, hue: str = "protocol", ax: Any = None,
-             include_degraded: bool = False):
+             include_degraded: bool = False, logx: bool = False, logy: bool = False,
+             title: str | None = None):
         """Mean of ``y`` (a metric name, or any column of ``to_pandas``) against ``x`` (default:
-        the first swept numeric setting), one line per ``hue`` value, with a 95% confidence band
-        over the repeats (t quantile; clipped to [0, 1] for metrics that live there). Returns
-        the matplotlib Figure."""
-        import matplotlib
+        the first swept numeric setting), one line per ``hue`` value (in the order of the
+        values: numbers by value, then the sweep's order), with a 95% confidence band over
+        the repeats (t quantile; clipped to [0, 1] for metrics that live there).
 
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
+        Parameters
+        ----------
+        y, x, hue : str
+            What to draw, against what, one line per what.
+        ax : matplotlib Axes, optional
+            Draw into it (default: a new figure).
+        include_degraded : bool
+            Keep the runs that lost agents.
+        logx, logy : bool
+            Logarithmic axes.
+        title : str, optional
+            The axes' title.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Needs matplotlib (``pip install 'ldpsim[plot]'``) and pandas
+            (``pip install 'ldpsim[pandas]'``); ImportError naming them otherwise.
+        """
+        plt = _pyplot()
         from scipy import stats
 
         df = self.to_pandas(include_degraded)
@@ -209,7 +296,8 @@ class Results:
             fig = ax.figure
         bounded = df[ycol].dropna().between(0, 1).all()
         markers = "osD^vP*Xh<>p"
-        for i, (name, part) in enumerate(df.groupby(hue, sort=True)):
+        for i, name in enumerate(in_value_order(df[hue].dropna().tolist())):
+            part = df[df[hue] == name]
             if part[x].isna().all():  # no such setting (kwiksort has no ε): its level, dashed
                 ax.axhline(part[ycol].mean(), linestyle="--", color=f"C{i}",
                            label=f"{name} (no {_label(x)})")
@@ -225,8 +313,35 @@ class Results:
             ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(ycol))
+        if logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if title is not None:
+            ax.set_title(title)
         ax.legend(title=f"{hue} (band: 95% CI over repeats)", fontsize="small")
         return fig
+
+
+#: protocols a ``Results`` repr names, in at most so many characters (the rest are counted)
+REPR_PROTOCOLS = 6
+REPR_NAMES = 160
+#: summary rows a notebook shows (``Results._repr_html_``)
+HTML_ROWS = 20
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _table_columns(columns: list[str]) -> list[str]:
+    """The summary columns a notebook shows: the settings, ``repeats`` and each metric's
+    mean (as the terminal table)."""
+    if "repeats" not in columns:
+        return columns
+    cut = columns.index("repeats") + 1
+    return columns[:cut] + [c for c in columns[cut:] if c.endswith("_mean")
+                            and not c.startswith(("comm.", "timing."))]
 
 
 def _numeric(col: Any) -> bool:
@@ -248,3 +363,16 @@ def _pandas():
     except ImportError:
         raise ImportError("this needs pandas: pip install 'ldpsim[pandas]'") from None
     return pandas
+
+
+def _pyplot():
+    """matplotlib.pyplot on a backend that needs no display unless one is set; ImportError
+    naming the extra without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(f"this needs matplotlib: {PLOT_INSTALL}") from None
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt

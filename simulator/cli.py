@@ -16,6 +16,7 @@ from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.backends.alloc import tune_if_requested
 from ldpsim.simulator.backends.curve import CurveError
 from ldpsim.simulator.session import Limits, RunFailed
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.runconfig import EXECUTORS
 
 
@@ -134,7 +135,7 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ldpsim.simulator.session.seeding import KeyFileError
-    from ldpsim.simulator.sweep.results import ResultsCorruptError
+    from ldpsim.simulator.sweep.results import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
     from ldpsim.simulator.sweep.scenario import ScenarioError
 
@@ -149,8 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         rt, jobs = scenario.runtime, scenario.runtime["jobs"]
         where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["executor"] == "dask"
                  else ", jobs auto" if jobs == "auto" else f", {jobs} jobs" if jobs > 1 else "")
-        _info(f"scenario {scenario.name}: {n_runs} runs, backend {rt['backend']}, "
-              f"{rt['pools']} pools{where} -> {out}")
+        _info(f"scenario {scenario.name}: {counted(n_runs, 'run')}, backend {rt['backend']}, "
+              f"{counted(rt['pools'], 'pool')}{where} -> {out}")
         from ldpsim.simulator.sweep.interrupt import remembered
 
         with remembered():  # a Ctrl-C swallowed by a finaliser still stops the sweep
@@ -168,7 +169,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err("interrupted: finished runs are saved; run the same command again to resume")
         return 130
     print_summary(records)
-    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}")
+    rounds = summary.with_name(PER_ROUND_FILE)
+    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}"
+          + (f"\nper round: {rounds}" if rounds.is_file() else ""))
     return _warn_degraded(records, out)
 
 
@@ -180,7 +183,8 @@ def _warn_degraded(records: list[dict], out: str) -> int:
     if not bad:
         return 0
     lost = sum(int(r.get("lost_agents") or 0) for r in bad)
-    _err(f"warning: {len(bad)} of {len(records)} runs degraded ({lost} agents lost to dead, "
+    _err(f"warning: {len(bad)} of {counted(len(records), 'run')} degraded "
+         f"({counted(lost, 'agent')} lost to dead, "
          f"silent or unregistered pools); they are excluded from the summary (ldpsim summary "
          f"{out} --include-degraded shows them); re-running the same command redoes them")
     return 3
@@ -205,8 +209,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         scenario = _load(args, tuple(o for o in OPTION_KEYS if o[0] != "dask"))
         out = args.out or f"results/{scenario.name}-audit"
         n = len([s for s in scenario.runs() if s.repeat == 0])
-        _info(f"audit {scenario.name}: {n} settings x {args.trials} trials (path "
-              f"{args.path}) -> {out}")
+        _info(f"audit {scenario.name}: {counted(n, 'setting')} x "
+              f"{counted(args.trials, 'trial')} (path {args.path}) -> {out}")
         if args.dask is not None:  # the settings as tasks on a Dask cluster
             from ldpsim.simulator.sweep.audit_dask import audit_on_dask
             from ldpsim.simulator.sweep.scenario import check_dask_address
@@ -232,8 +236,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(format_table(AUDIT_COLUMNS[:1] + axes + AUDIT_COLUMNS[1:], rows))
     flagged = [r for r in records if r["flagged"]]
     levels = sorted({f"{100 * r['confidence']:g}%" for r in records if r.get("confidence")})
-    print(f"\n{len(flagged)} of {len(records)} claims refuted (epsilon_lower > epsilon_claimed; "
-          f"lower bounds at {', '.join(levels) or '95%'} confidence)")
+    print(f"\n{len(flagged)} of {counted(len(records), 'claim')} refuted (epsilon_lower > "
+          f"epsilon_claimed; lower bounds at {', '.join(levels) or '95%'} confidence)")
     print(f"audit: {Path(out) / AUDIT_FILE}")
     return 0
 
@@ -245,6 +249,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         RESULTS_FILE,
         ResultsCorruptError,
         usable,
+        write_per_round,
         write_summary,
     )
     from ldpsim.simulator.sweep.runner import in_run_order, print_summary
@@ -259,13 +264,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
         _err(f"error: {e}")
         return 1
     if not records:
-        _err(f"no results in {args.out}")
+        _err(f"error: no results in {args.out}: its {RESULTS_FILE} holds no record")
         return 1
     shown = usable(records, args.include_degraded)
     print_summary(shown, include_degraded=True, max_rows=args.rows)
     write_summary(args.out, shown)
+    write_per_round(args.out, shown)
     if args.plots:
-        for p in plot(args.out, shown, stored_plot(args.out)):
+        for p in plot(args.out, shown, stored_plot(args.out), note=_err):
             print(p)
     return 0
 
@@ -289,7 +295,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"differs: {d}")
     for key, why in report.failed:
         print(f"failed: run {key}: {why}")
-    what = (f"{report.checked} of {report.total} runs re-executed"
+    what = (f"{report.checked} of {counted(report.total, 'run')} re-executed"
             + (f" (a sample of {args.sample:g})" if args.sample < 1 else "")
             + (f"; {report.degraded} degraded by losses outside their settings, not"
                if report.degraded else ""))

@@ -3,6 +3,7 @@ audit a sweep without the CLI or a private module. The first test is the README'
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,55 @@ def test_audit_from_python():
 def test_the_package_exports():
     assert set(ldpsim.__all__) >= {"run", "load", "audit", "Results", "run_locally"}
     assert Path(ldpsim.__file__).parent.name == "ldpsim"
+
+
+def _big() -> ldpsim.Results:
+    """20000 synthetic runs of 40 protocols (long names) at 50 points, in a long path."""
+    recs = [{"key": f"k{i}", "protocol": f"protocol_with_a_rather_long_name_{i % 40}",
+             "point": {"protocol": f"protocol_with_a_rather_long_name_{i % 40}",
+                       "params.epsilon": (i // 40) % 50 / 10}, "repeat": i // 2000,
+             "status": "degraded" if i % 997 == 0 else "complete",
+             "metrics": {"acc": i % 7 / 7, "err": 1.0}, "comm": {}, "timing": {}}
+            for i in range(20000)]
+    return ldpsim.Results(recs, Path("results") / ("very_" * 40 + "deep"))
+
+
+def test_a_results_prints_as_a_line_of_counts_whatever_its_size():
+    big = _big()
+    text = repr(big)
+    assert len(text) <= 300 and text == str(big)
+    assert text.startswith("Results(20000 runs, 2000 points, 21 degraded, protocols "
+                           "protocol_with_a_rather_long_name_0, ")
+    assert "protocol_with_a_rather_long_name_3 and 36 more, dir results/very_" in text
+    small = ldpsim.Results([dict(big.records[1], key="x")], Path("results/demo"))
+    assert repr(small) == ("Results(1 run, 1 point, protocol protocol_with_a_rather_long_"
+                           "name_1, dir results/demo)")
+    html = big._repr_html_()
+    assert html.count("<tr>") == 1 + 20  # the header and 20 of the summary's 2000 rows
+    assert "... 1980 more rows" in html and len(html) < 20_000
+    assert "<th>acc_mean</th>" in html and "err_std" not in html
+
+
+def test_per_round_plot_options_and_the_missing_library(monkeypatch):
+    res = ldpsim.run("paper002_tables3_4", overrides={"repeats": 2, "data.n": [10, 20],
+                                                      "params.epsilon": [0.5, 1.0]})
+    rounds = res.per_round()
+    assert len(rounds) == sum(len(r["comm"]["per_round"]) for r in res) == 16 * 2
+    assert list(rounds.columns[:6]) == ["key", "status", "protocol", "params.epsilon",
+                                        "data.n", "repeat"]
+    # a run's rounds add up to its record's bytes (every registered agent was asked)
+    for rec in res:
+        mine = rounds[rounds["key"] == rec["key"]]
+        assert mine["bytes_up"].sum() / rec["n_agents"] == rec["comm"]["bytes_up_per_agent_mean"]
+        assert (mine["bytes_down_per_agent"] == mine["bytes_down"] / mine["asked"]).all()
+    fig = res.plot("correct", x="data.n", logx=True, logy=True, title="Table 3")
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale(), ax.get_title()) == ("log", "log", "Table 3")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["dpwevote_laplace",
+                                                                   "dpwevote"]
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # its import fails
+    with pytest.raises(ImportError, match=r"pip install 'ldpsim\[plot\]'"):
+        res.plot("correct")
+    with pytest.raises(ImportError, match=r"plots=True needs matplotlib: pip install "):
+        ldpsim.run("demo", out=Path("never-written"), plots=True)
+    assert not Path("never-written").exists()

@@ -425,3 +425,51 @@ def test_a_reader_that_stops_early_gets_no_traceback():
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout == "protocols:\n"
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_summary_errors_start_with_error(tmp_path):
+    for where in (tmp_path / "nonexistent", tmp_path / "empty"):
+        if where.name == "empty":
+            where.mkdir()
+            (where / "results.jsonl").write_text("")
+        res = cli("summary", str(where))
+        assert res.returncode == 1 and res.stderr.startswith("error: no results in "), \
+            res.stderr
+        assert len(res.stderr.splitlines()) == 1
+
+
+NO_MATPLOTLIB = "note: no plots: matplotlib is not installed (pip install 'ldpsim[plot]')"
+
+
+def _cli_without_matplotlib(*args: str) -> subprocess.CompletedProcess:
+    """``ldpsim ARGS`` where importing matplotlib fails, as without it installed."""
+    code = ("import sys; sys.modules['matplotlib'] = None; from ldpsim.simulator.cli import "
+            "main; sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_one_pool_its_rounds_and_no_matplotlib_said_in_one_line(tmp_path):
+    """One pool is "1 pool"; the rounds' costs go to per_round.csv beside summary.csv (run
+    and summary write the same); without matplotlib, run and summary --plots say so in one
+    line instead of drawing nothing silently."""
+    out = tmp_path / "out"
+    res = _cli_without_matplotlib("run", "paper002_tables3_4", "--set", "repeats=1",
+                                  "--set", "params.epsilon=[0.5, 1.0]", "--set",
+                                  "data.n=[10, 20]", "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert ": 8 runs, backend inproc, 1 pool, " in res.stderr  # not "1 pools"
+    assert res.stderr.splitlines().count(NO_MATPLOTLIB) == 1 and "Traceback" not in res.stderr
+    assert not list(out.glob("plot_*"))
+    assert f"per round: {out / 'per_round.csv'}" in res.stdout
+    with open(out / "per_round.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 * 2 and rows[0]["protocol"] == "dpwevote_laplace"
+    assert {"bytes_up_per_agent", "bytes_down_per_agent", "report_bits", "wall_s"} <= set(rows[0])
+    written = (out / "per_round.csv").read_bytes()
+    (out / "per_round.csv").unlink()
+    again = _cli_without_matplotlib("summary", str(out), "--plots")
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.splitlines() == [NO_MATPLOTLIB]
+    assert (out / "per_round.csv").read_bytes() == written

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.session.common import counted
+
 
 class Backend(ABC):
     """One way of executing runs (see the module docstring)."""
@@ -129,7 +131,8 @@ class HostsBackend(Backend):
         curator = HostsCurator(runtime["endpoint"], Limits.of_runtime(runtime),
                                runtime.get("curve") or None, auth)
         keys = str(Path(runtime["secret"]).parent)
-        echo(f"curator bound at {curator.endpoint}; start {runtime['pools']} pools with:\n  "
+        echo(f"curator bound at {curator.endpoint}; start "
+             f"{counted(int(runtime['pools']), 'pool')} with:\n  "
              f"ldpsim agents --connect tcp://HOST:PORT --keys {keys}/pool-I.keys"
              + (" --curve-key pool-I.key_secret --curve-server server.key"
                 if runtime.get("curve") else ""), file=sys.stderr)

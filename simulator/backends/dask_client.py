@@ -11,7 +11,10 @@ client is made, never when ``ldpsim`` starts.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ldpsim.simulator.backends.machine import cores
@@ -22,6 +25,8 @@ from ldpsim import environment
 #: second death fails it (``KilledWorker``). Only a LocalCluster started here is configured so;
 #: a running scheduler keeps its own ``distributed.scheduler.allowed-failures`` (default 3).
 ALLOWED_FAILURES = 1
+#: the loggers ``quiet_logs`` silences: Dask's, and those of the event loops it runs on
+DASK_LOGGERS = ("distributed", "tornado", "asyncio")
 
 
 def _worker_environ() -> dict[str, Any]:
@@ -47,6 +52,40 @@ def tune_worker_malloc() -> bool:
     if os.environ.get(environment.MALLOC_TRIM_THRESHOLD):
         return keep_freed_memory()
     return tune_if_requested()
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook (``LocalCluster(preload=[this module])``), run in each worker
+    process of a LocalCluster started here as it starts: the worker ignores SIGINT, and does
+    not log the tasks the orchestrator cancels.
+
+    A Ctrl-C in the terminal reaches every process of its foreground group, the workers
+    included, each of which would print a traceback; the orchestrator stops them itself
+    (``DaskConnection.close``), cancelling the tasks under way, of each of which the worker
+    would log a warning (``distributed.worker.state_machine``: its one warning)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
+
+
+@contextlib.contextmanager
+def quiet_logs(quiet: bool = True) -> Iterator[None]:
+    """Within (if ``quiet``): Dask's loggers in this process say nothing below CRITICAL (the
+    scheduler and nannies of a LocalCluster being stopped mid-sweep, the client's lost
+    connections)."""
+    if not quiet:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def require_distributed() -> Any:
@@ -105,7 +144,7 @@ class DaskConnection:
             # every task), never reachable from another
             self.cluster = distributed.LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address="127.0.0.1:0")
+                dashboard_address="127.0.0.1:0", preload=[__name__])
             target: Any = self.cluster
         else:
             target = address
@@ -125,16 +164,18 @@ class DaskConnection:
         """Tasks the cluster runs at once (its workers' threads)."""
         return sum(int(w.get("nthreads", 1)) for w in self.workers().values()) or 1
 
-    def close(self) -> None:
-        """Close the client, and the LocalCluster if this connection started one."""
+    def close(self, quiet: bool = False) -> None:
+        """Close the client, and the LocalCluster if this connection started one; ``quiet``:
+        without a word from Dask's loggers (a sweep abandoned: Ctrl-C, a failed run)."""
         client = getattr(self, "client", None)
-        try:
-            if client is not None:
-                client.close()
-        finally:
-            if self.cluster is not None:
-                self.cluster.close()
-                self.cluster = None
+        with quiet_logs(quiet):
+            try:
+                if client is not None:
+                    client.close()
+            finally:
+                if self.cluster is not None:
+                    self.cluster.close()
+                    self.cluster = None
 
     def __enter__(self) -> DaskConnection:
         return self

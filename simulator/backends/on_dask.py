@@ -33,6 +33,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from ldpsim.simulator.session.common import counted
+
 from ldpsim import environment
 
 #: seconds a finished run waits for its pool tasks to return (they exit on the curator's
@@ -85,13 +87,14 @@ def connect(runtime: dict[str, Any], echo: Callable[..., Any] = print) -> tuple[
         pools = int(runtime["pools"])
         if len(workers) < pools:
             raise RunFailed(f"[runtime] pools: got {pools}; allowed: at most the Dask "
-                            f"cluster's {len(workers)} workers with the dask backend (one "
+                            f"cluster's {counted(len(workers), 'worker')} with the dask "
+                            "backend (one "
                             "pool per worker)")
         host = advertised_host(conn.client.scheduler.address)
     except BaseException:
         conn.close()
         raise
-    echo(f"dask backend: {pools} pools on {len(workers)} workers at "
+    echo(f"dask backend: {counted(pools, 'pool')} on {counted(len(workers), 'worker')} at "
          f"{conn.client.scheduler.address}; curator reachable at {host}", file=sys.stderr)
     return conn, host
 
@@ -106,8 +109,8 @@ def _workers(conn: Any, pools: int) -> list[str]:
         try:  # a nanny may be restarting one
             conn.client.wait_for_workers(pools, timeout=30)
         except TimeoutError:
-            raise RunFailed(f"the Dask cluster has {len(conn.workers())} workers; the run's "
-                            f"{pools} pools need one each") from None
+            raise RunFailed(f"the Dask cluster has {counted(len(conn.workers()), 'worker')}; "
+                            f"the run's {counted(pools, 'pool')} need one each") from None
         workers = sorted(conn.workers())
     return workers
 

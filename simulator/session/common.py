@@ -1,5 +1,6 @@
 """What the curator's and the pools' sessions share: limits, the run's failure, the agent
-layout, and a bounded per-peer memory."""
+layout, and a bounded per-peer memory; and ``counted``, the count and noun of every message
+(the rooms above use it too)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,12 @@ class Limits:
         return cls(max_frame_bytes=runtime["max_frame_bytes"],
                    max_envelope_bytes=runtime["max_envelope_bytes"],
                    timeout_s=runtime["timeout_s"])
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and its noun, singular for one: ``counted(1, "pool")`` is ``"1 pool"``,
+    ``counted(2, "pool")`` ``"2 pools"`` (``plural``: when it is not the noun and an s)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def block_of(index: int, n_pools: int, n: int) -> tuple[int, int]:

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.session.common import counted
+
 
 class _OneSetting:
     """``scenario`` with one setting: its runs are ``spec`` alone (the first repetition's)."""
@@ -85,12 +87,13 @@ def audit_on_dask(scenario: Any, out: str | Path, address: str,
         client = conn.client
         threads = conn.threads()
         if len(specs) < threads:  # too few settings to fill the cluster: spread the trials
-            echo(f"audit on Dask at {client.scheduler.address}: {len(specs)} settings, their "
-                 f"trials in blocks over {threads} worker threads")
+            echo(f"audit on Dask at {client.scheduler.address}: "
+                 f"{counted(len(specs), 'setting')}, their trials in blocks over "
+                 f"{counted(threads, 'worker thread')}")
             return audit_scenario(scenario, out, show_progress=False, echo=echo,
                                   mapper=dask_mapper(client), **kwargs)
-        echo(f"audit on Dask at {client.scheduler.address}: {len(specs)} settings, "
-             f"{threads} worker threads")
+        echo(f"audit on Dask at {client.scheduler.address}: "
+             f"{counted(len(specs), 'setting')}, {counted(threads, 'worker thread')}")
         futures = [client.submit(audit_task, scenario, spec, done_lines, kwargs, pure=False,
                                  retries=1) for spec in specs]
         try:

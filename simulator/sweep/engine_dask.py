@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep.scenario import RunSpec
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
@@ -172,7 +173,8 @@ class DaskSweep:
         self.client = self.conn.client
         self._futures: list[Any] = []
         workers = self.conn.workers()
-        echo(f"dask: {len(workers)} workers, {self.conn.threads()} threads at "
+        echo(f"dask: {counted(len(workers), 'worker')}, "
+             f"{counted(self.conn.threads(), 'thread')} at "
              f"{self.client.scheduler.address}")
         # the task key names the run and what makes its record (runtime, output choices), so
         # two sweeps sharing a cluster never share a task unless they would share its record
@@ -237,10 +239,16 @@ class DaskSweep:
             raise failed_runs(failed, len(specs), self.out_dir, "on the Dask cluster")
 
     def close(self) -> None:
-        """Cancel the tasks still under way (Ctrl-C, a failure) and close the client."""
-        try:
-            if self._futures:
-                self.client.cancel(self._futures)
-                self._futures.clear()
-        finally:
-            self.conn.close()
+        """Cancel the tasks still under way (Ctrl-C, a failure) and close the client; a sweep
+        so abandoned is closed without a word from Dask's loggers (a LocalCluster's scheduler
+        and nannies would log every task and worker they stop)."""
+        from ldpsim.simulator.backends.dask_client import quiet_logs
+
+        abandoned = bool(self._futures)
+        with quiet_logs(abandoned):
+            try:
+                if self._futures:
+                    self.client.cancel(self._futures)
+                    self._futures.clear()
+            finally:
+                self.conn.close(quiet=abandoned)

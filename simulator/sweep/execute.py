@@ -25,6 +25,7 @@ from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.collusion import colluder_mask, save_view
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.record import run_record
 from ldpsim.simulator.session.runconfig import RunConfig
@@ -237,7 +238,7 @@ def failed_runs(failed: list[tuple[RunSpec, str]], total: int, out_dir: Path,
     """The error that ends a parallel sweep in which ``failed`` runs failed (each recorded in
     ``failed.jsonl``), naming them."""
     lines = "\n".join(f"  {msg.splitlines()[0] if msg else s.key}" for s, msg in failed)
-    return RunFailed(f"{len(failed)} of {total} runs failed {where} (listed in "
+    return RunFailed(f"{len(failed)} of {counted(total, 'run')} failed {where} (listed in "
                      f"{out_dir / FAILED_FILE}; not in the results: the same command redoes "
                      f"them):\n{lines}\n{failed[0][1]}")
 

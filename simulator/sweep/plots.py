@@ -7,6 +7,9 @@ default the protocol), which make one panel each (``facet``, default: every othe
 setting, up to ``MAX_PANELS`` panels), log axes, whether to add the communication and time
 costs, and the file formats. The spec is stored beside the results (``scenario.json``), so
 ``ldpsim summary DIR --plots`` redraws the same figures.
+
+Panels, lines and legends follow the settings' values (``results.in_value_order``: numbers
+by value, then the sweep's order); ``figures`` yields each figure, ``plot`` writes them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +29,13 @@ from ldpsim.simulator.sweep.results import (
     cell_text,
     finite_number,
     group_points,
+    in_value_order,
     is_number,
+    mean_std,
+    per_round,
     point_id,
     record_metrics,
+    value_rank,
 )
 
 #: most panels (one per combination of the other swept settings) an automatic facet makes
@@ -47,6 +55,14 @@ COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
                 "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s"}
 FORMATS = ("png", "pdf", "svg")
 AUTO = "auto"
+#: each line's marker (with its colour: the two cycle together)
+MARKERS = "osD^vP*Xh<>p"
+#: how far the cost figures move each line sideways, as a fraction of the x range (``_dodge``)
+DODGE = 0.012
+#: what installs the figures' library (pyproject.toml's extra)
+PLOT_INSTALL = "pip install 'ldpsim[plot]'"
+#: the one line ``ldpsim run`` and ``ldpsim summary --plots`` print without it
+NO_MATPLOTLIB = f"note: no plots: matplotlib is not installed ({PLOT_INSTALL})"
 
 
 @dataclass(frozen=True)
@@ -214,11 +230,11 @@ def _line(p: Any, label_keys: list[str]) -> tuple[str, str]:
     return point_id(values), label
 
 
-def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[str]]) -> list[str]:
+def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[Any]]) -> list[str]:
     """The panels a point is drawn in: its own values of the facet settings; every value of a
     setting it lacks (a protocol without that parameter)."""
-    combos = [[(a, p.point[a])] if a in p.point else
-              [(a, json.loads(v)["v"]) for v in panel_sets[a]] for a in facet_keys]
+    combos = [[(a, p.point[a])] if a in p.point else [(a, v) for v in panel_sets[a]]
+              for a in facet_keys]
     return [point_id(dict(c)) for c in itertools.product(*combos)]
 
 
@@ -232,37 +248,62 @@ def _ci_half_width(std: float | None, count: int) -> float:
     return float(stdtrit(count - 1, 0.975) * std / math.sqrt(count))
 
 
-def plot(out_dir: str | Path, records: list[dict[str, Any]],
-         spec: PlotSpec | None = None) -> list[Path]:
-    """Draw each chosen metric's mean, with a 95% confidence band over the repeats, against
-    each chosen swept setting; also the communication and time costs.
+def _spread(ys: np.ndarray, hs: np.ndarray) -> bool:
+    """Whether a line's band has a width to draw: some half-width beyond the rounding of
+    equal repeats (the mean of three equal costs may differ from them in the last bit)."""
+    return bool(np.any(hs > 1e-9 * np.abs(ys)))
 
-    Writes ``<out_dir>/plot_<metric>_vs_<axis>.<format>`` with one line per value of
-    ``spec.hue`` (by default one per protocol), each with its own colour and marker, human
-    axis labels, and one panel per combination of the facet settings. Bands of metrics that
-    live in [0, 1] are clipped to it. Points without that axis (a protocol lacking the
-    parameter, e.g. plain kwiksort has no epsilon) are drawn as horizontal dashed lines at
-    their mean.
 
-    Parameters
-    ----------
-    out_dir : str or Path
-        Destination directory (created if missing).
-    records : list of dict
-        Result records.
-    spec : PlotSpec, optional
-        What to draw (default ``PlotSpec()``: every metric and cost against every numeric
-        swept setting, lines per protocol, automatic facets).
+def _dodge(xs: np.ndarray, i: int, k: int, lo: float, hi: float, log: bool) -> np.ndarray:
+    """Line ``i`` of ``k`` moved sideways by ``DODGE`` of the x range (``lo`` .. ``hi``) per
+    line, the lines centred on the true x: equal values stay visible as ``k`` markers side by
+    side. On a log axis the move is a factor, the same at every x."""
+    shift = (i - (k - 1) / 2) * DODGE
+    if log and lo > 0:
+        return xs * (hi / lo) ** shift if hi > lo else xs * 10.0 ** shift
+    return xs + shift * ((hi - lo) or 1.0)
 
-    Returns
-    -------
-    list of Path
-        The files written; ``[]`` when matplotlib is not installed or there is nothing to
-        draw (no numeric setting with two values or more, e.g. a sweep of one point: then
-        matplotlib is not even imported).
-    """
-    spec = spec or PlotSpec()
-    out = Path(out_dir)
+
+class PlotLibraryMissing(ImportError):
+    """matplotlib is not installed: no figure can be drawn (``NO_MATPLOTLIB`` says so)."""
+
+
+def _matplotlib() -> tuple[Any, Any, list[str]]:
+    """matplotlib's Figure, its Agg canvas and its colour cycle (~0.6 s to import: only once
+    there is a figure to draw); ``PlotLibraryMissing`` naming the extra without it."""
+    try:
+        from matplotlib import rcParams
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotLibraryMissing(f"matplotlib is not installed ({PLOT_INSTALL})") from None
+    return Figure, FigureCanvasAgg, list(rcParams["axes.prop_cycle"].by_key().get("color")
+                                         or ["C0"])
+
+
+def panel_grid(n: int) -> tuple[int, int]:
+    """(rows, columns) of ``n`` panels: one row of up to two, two columns for three or four
+    (a 2 x 2 grid, not a thin strip of three), then three columns."""
+    cols = n if n <= 2 else 2 if n <= 4 else 3
+    return -(-n // cols), cols
+
+
+@dataclass
+class _Sweep:
+    """What ``figures`` draws from: the records' points and the figures' choices."""
+
+    points: list[Any]
+    axes: list[str]  # the numeric swept settings to plot against
+    chosen: list[str]  # metrics and cost columns to plot
+    costs: list[str]  # the cost columns among them
+    varying: list[str]  # swept settings with more than one value
+    bounded: dict[str, bool]  # metric -> all its values in [0, 1]
+    rounds: list[dict[str, Any]]  # the per-round rows, when a run had more than one round
+
+
+def _sweep(records: list[dict[str, Any]], spec: PlotSpec) -> _Sweep | None:
+    """What to draw, or None when there is no figure (no numeric setting with two values or
+    more, e.g. a sweep of one point)."""
     axes, metric_names, points = group_points(records)
 
     def axis_values(a: str) -> list[Any]:
@@ -276,16 +317,7 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
         if vals and all(is_number(v) for v in vals) and len({float(v) for v in vals}) >= 2:
             plot_axes.append(a)
     if not plot_axes:
-        return []
-    try:  # ~0.6 s to import: only once there is a figure to draw
-        from matplotlib import rcParams
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return []
-    out.mkdir(parents=True, exist_ok=True)
-    colors = rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
-    varying = [a for a in axes if len({point_id({"v": v}) for v in axis_values(a)}) > 1]
+        return None
     costs = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
     if spec.y:
         wanted = [COST_ALIASES.get(m, m) for m in spec.y]
@@ -294,115 +326,296 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
             chosen += [c for c in costs if c not in chosen]
     else:
         chosen = metric_names + (costs if spec.costs else [])
-
-    paths: list[Path] = []
     bounded = {m: all(0.0 <= v <= 1.0 for p in points for rec in p.records
                       for v in [finite_number(record_metrics(rec).get(m))] if v is not None)
                for m in metric_names}
-    markers = "osD^vP*Xh<>p"
-    for axis in plot_axes:
-        rest_varying = [a for a in varying if a not in (axis, spec.hue)]
-        facet_keys = rest_varying if spec.facet is None else \
-            [a for a in spec.facet if a != axis]
-        # a point without a facet setting (kwiksort has no ε) is drawn in every panel
-        panel_sets = {a: sorted({point_id({"v": p.point[a]}) for p in points if a in p.point})
-                      for a in facet_keys}
-        n_panels = math.prod(len(v) for v in panel_sets.values()) if facet_keys else 1
-        facet = 1 < n_panels <= MAX_PANELS if spec.facet is None else bool(facet_keys)
-        panels_of = {id(p): _panels(p, facet_keys, panel_sets) if facet else [""]
-                     for p in points}
+    rounds: list[dict[str, Any]] = []
+    if spec.costs and any(len((r.get("comm") or {}).get("per_round") or []) > 1
+                          for r in records):
+        rounds = per_round(records)[1]
+    return _Sweep(points, plot_axes, chosen, costs,
+                  [a for a in axes if len(in_value_order(axis_values(a))) > 1], bounded, rounds)
 
-        label_keys = [spec.hue] + [a for a in rest_varying if not (facet and a in facet_keys)]
-        line_of = {id(p): _line(p, label_keys) for p in points}  # (key, label) of each point
-        for metric in chosen:
-            is_cost = metric in costs
-            # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
-            lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]] = {}
-            flats: dict[str, dict[str, tuple[str, list[float]]]] = {}
-            for p in points:
-                if is_cost:
-                    mean, half = p.costs.get(metric), 0.0
-                else:
-                    mean, std, count = p.metrics.get(metric, (None, None, 0))
-                    half = _ci_half_width(std, count)
-                if mean is None:
-                    continue
-                key, label = line_of[id(p)]
-                for panel in panels_of[id(p)]:
-                    if axis in p.point:
-                        lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
-                            (float(p.point[axis]), mean, half))
-                    else:
-                        flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
-            if not lines:
-                continue
-            names = sorted(set(lines) | set(flats))
-            cols = min(3, len(names))
-            rows = -(-len(names) // cols)
-            fig = Figure(figsize=(5.2 * cols + 1.8, 3.8 * rows))
-            FigureCanvasAgg(fig)
-            grid = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
-            style: dict[str, tuple[str, str]] = {}  # line label -> (colour, marker)
-            ys_all = [m for panel in lines.values() for _, pts in panel.values()
-                      for _, m, _ in pts]
-            ys_all += [m for panel in flats.values() for _, ms in panel.values() for m in ms]
-            ylo, yhi = min(ys_all), max(ys_all)
-            # e.g. raw-estimate errors over 5 decades
-            logy = spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000)
-            floor = min((y for y in ys_all if y > 0), default=1.0)
-            xs_all: list[float] = []
-            for i, panel in enumerate(names):
-                ax = grid[i // cols][i % cols]
-                for label, pts in lines.get(panel, {}).values():
-                    pts.sort()
-                    xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
-                    color, marker = style.setdefault(label, (
-                        colors[len(style) % len(colors)], markers[len(style) % len(markers)]))
-                    ax.plot(xs, ys, marker=marker, color=color, label=label)
-                    lo, hi = ys - hs, ys + hs
-                    if not is_cost and bounded.get(metric):
-                        lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
-                    if logy:  # a band reaching 0 or below stops at the smallest mean drawn
-                        lo = np.maximum(lo, floor)
-                    if hs.any():
-                        ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-                    xs_all += list(xs)
-                for label, means in flats.get(panel, {}).values():
-                    color, _ = style.setdefault(label, (colors[len(style) % len(colors)], ""))
-                    ax.axhline(float(np.mean(means)), linestyle="--", color=color,
-                               label=f"{label} (no {axis.split('.', 1)[-1]})")
-                if facet:
-                    ax.set_title(_panel_title(panel), fontsize="medium")
-                ax.grid(True, alpha=0.3)
-            for j in range(len(names), rows * cols):
-                grid[j // cols][j % cols].set_visible(False)
-                above = grid[j // cols - 1][j % cols]  # the lowest panel of that column
-                above.xaxis.set_tick_params(labelbottom=True)
-                above.set_xlabel(axis_label(axis))
-            lo, hi = min(xs_all), max(xs_all)
-            ax0 = grid[0][0]
-            if spec.logx or (spec.logx is None and lo > 0 and hi / lo > 50):
-                ax0.set_xscale("log")
-            if logy:
-                ax0.set_yscale("log")
-            for ax in grid[-1]:
-                ax.set_xlabel(axis_label(axis))
-            for r in grid:
-                r[0].set_ylabel(axis_label(metric))
-            handles, labels = [], []
-            for ax in grid.flat:
-                for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                    if lab not in labels:
-                        handles.append(h)
-                        labels.append(lab)
-            band = "" if is_cost else " (band: 95% CI over repeats)"
-            fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
-                       fontsize="small", title=f"{axis_label(spec.hue)}{band}",
-                       title_fontsize="small")
-            fig.suptitle(f"{axis_label(metric)} vs {axis_label(axis)}")
-            fig.tight_layout()
-            for fmt in spec.formats:
-                path = out / f"plot_{_safe(metric)}_vs_{_safe(axis)}.{fmt}"
-                fig.savefig(path, dpi=100 if fmt == "png" else "figure", bbox_inches="tight")
-                paths.append(path)
+
+def figures(records: list[dict[str, Any]], spec: PlotSpec | None = None
+            ) -> Iterator[tuple[str, Any]]:
+    """The figures ``plot`` writes, each as (file name without its format, matplotlib
+    Figure), drawn one at a time as the iterator is read.
+
+    Raises
+    ------
+    PlotLibraryMissing
+        An ImportError naming the extra to install, at once, when there is a figure to draw
+        and matplotlib is not installed (when there is none, matplotlib is not imported).
+    """
+    spec = spec or PlotSpec()
+    sweep = _sweep(records, spec)
+    if sweep is None:
+        return iter(())
+    return _draw(sweep, spec, _matplotlib())
+
+
+def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | None = None,
+         note: Callable[[str], Any] | None = None) -> list[Path]:
+    """Draw each chosen metric's mean, with a 95% confidence band over the repeats, against
+    each chosen swept setting; also the communication and time costs, likewise, and the
+    bytes per agent by round.
+
+    Writes ``<out_dir>/plot_<metric>_vs_<axis>.<format>`` with one line per value of
+    ``spec.hue`` (by default one per protocol), each with its own colour and marker, human
+    axis labels, and one panel per combination of the facet settings. Panels, lines and the
+    legend follow the settings' values, numbers by value (``in_value_order``). Bands of
+    metrics that live in [0, 1] are clipped to it, those of costs at 0. Points without that
+    axis (a protocol lacking the parameter, e.g. plain kwiksort has no epsilon) are drawn as
+    horizontal dashed lines at their mean. The cost figures move their lines a little
+    sideways (``DODGE`` of the x range per line, centred on the true value): costs are often
+    equal between protocols, and lines drawn over each other would hide all but the last.
+
+    When a run had more than one round and ``spec.costs``, also
+    ``plot_per_round_bytes.<format>``: the bytes each asked agent sent and received in each
+    round (``per_round.csv``), one line per protocol, its mean over the protocol's runs with
+    their 95% confidence band.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Destination directory (created if missing).
+    records : list of dict
+        Result records.
+    spec : PlotSpec, optional
+        What to draw (default ``PlotSpec()``: every metric and cost against every numeric
+        swept setting, lines per protocol, automatic facets).
+    note : callable, optional
+        Told ``NO_MATPLOTLIB`` (one line) when there is a figure to draw and matplotlib is
+        not installed.
+
+    Returns
+    -------
+    list of Path
+        The files written; ``[]`` when matplotlib is not installed or there is nothing to
+        draw (no numeric setting with two values or more, e.g. a sweep of one point: then
+        matplotlib is not even imported).
+    """
+    spec = spec or PlotSpec()
+    try:
+        drawn = figures(records, spec)
+    except PlotLibraryMissing:
+        if note is not None:
+            note(NO_MATPLOTLIB)
+        return []
+    out = Path(out_dir)
+    paths: list[Path] = []
+    for stem, fig in drawn:
+        out.mkdir(parents=True, exist_ok=True)
+        for fmt in spec.formats:
+            path = out / f"{stem}.{fmt}"
+            fig.savefig(path, dpi=100 if fmt == "png" else "figure", bbox_inches="tight")
+            paths.append(path)
     return paths
+
+
+@dataclass
+class _Layout:
+    """One x axis's panels and lines: which panels (in order) and lines each point is in."""
+
+    facet: bool
+    panels: list[str]  # every panel's id, in order
+    panels_of: dict[int, list[str]]  # id(point) -> its panels
+    line_of: dict[int, tuple[str, str]]  # id(point) -> (line key, label)
+    rank: dict[str, tuple[int, ...]]  # line key -> its place (the label settings' values)
+
+
+def _layout(sweep: _Sweep, spec: PlotSpec, axis: str) -> _Layout:
+    points = sweep.points
+    rest_varying = [a for a in sweep.varying if a not in (axis, spec.hue)]
+    facet_keys = rest_varying if spec.facet is None else [a for a in spec.facet if a != axis]
+    # a point without a facet setting (kwiksort has no ε) is drawn in every panel
+    panel_sets = {a: in_value_order(p.point.get(a) for p in points) for a in facet_keys}
+    n_panels = math.prod(len(v) for v in panel_sets.values()) if facet_keys else 1
+    facet = 1 < n_panels <= MAX_PANELS if spec.facet is None else bool(facet_keys)
+    panels = ([point_id(dict(c)) for c in itertools.product(
+        *([(a, v) for v in panel_sets[a]] for a in facet_keys))] if facet else [""])
+    label_keys = [spec.hue] + [a for a in rest_varying if not (facet and a in facet_keys)]
+
+    def value(p: Any, a: str) -> Any:
+        return p.protocol if a == "protocol" else p.point.get(a)
+
+    ranks = {a: value_rank(value(p, a) for p in points) for a in label_keys}
+    line_of = {id(p): _line(p, label_keys) for p in points}
+    rank = {line_of[id(p)][0]: tuple(ranks[a].get(point_id({"v": value(p, a)}), len(ranks[a]))
+                                     for a in label_keys) for p in points}
+    return _Layout(facet, panels, {id(p): _panels(p, facet_keys, panel_sets) if facet
+                                   else [""] for p in points}, line_of, rank)
+
+
+def _draw(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
+          ) -> Iterator[tuple[str, Any]]:
+    for axis in sweep.axes:
+        layout = _layout(sweep, spec, axis)
+        for metric in sweep.chosen:
+            fig = _metric_figure(sweep, spec, mpl, axis, layout, metric)
+            if fig is not None:
+                yield f"plot_{_safe(metric)}_vs_{_safe(axis)}", fig
+    if sweep.rounds:
+        yield "plot_per_round_bytes", _rounds_figure(sweep.rounds, mpl)
+
+
+def _new_figure(mpl: tuple[Any, Any, list[str]], n: int, legend_outside: bool
+                ) -> tuple[Any, Any]:
+    """A figure of ``n`` panels (``panel_grid``), shared axes; its grid of axes."""
+    figure_cls, canvas, _ = mpl
+    rows, cols = panel_grid(n)
+    fig = figure_cls(figsize=(5.2 * cols + (1.8 if legend_outside else 0.4), 3.8 * rows))
+    canvas(fig)
+    return fig, fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+
+
+def _finish(fig: Any, grid: Any, n: int, handles: list[Any], labels: list[str],
+            title: str, xlabel: str, ylabel: str) -> None:
+    """Axis labels, the legend (in a spare cell of the grid if there is one, else to the
+    right) and the title; the spare cells hidden."""
+    rows, cols = grid.shape
+    for j in range(n, rows * cols):
+        grid[j // cols][j % cols].axis("off")
+        above = grid[j // cols - 1][j % cols]  # the lowest panel of that column
+        above.xaxis.set_tick_params(labelbottom=True)
+        above.set_xlabel(xlabel)
+    for ax in grid[-1][: n - (rows - 1) * cols]:
+        ax.set_xlabel(xlabel)
+    for r in grid:
+        r[0].set_ylabel(ylabel)
+    where = dict(loc="center", bbox_to_anchor=None) if n < rows * cols else \
+        dict(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    kw = dict(fontsize="small", title=title, title_fontsize="small", **where)
+    if n < rows * cols:
+        grid[-1][-1].legend(handles, labels, **kw)
+    else:
+        fig.legend(handles, labels, **kw)
+
+
+def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]], axis: str,
+                   layout: _Layout, metric: str) -> Any:
+    """One metric (or cost) against ``axis``: its panels and lines; None if no point has
+    it."""
+    is_cost = metric in sweep.costs
+    # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
+    lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]] = {}
+    flats: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    for p in sweep.points:
+        stats = p.cost_stats if is_cost else p.metrics
+        mean, std, count = stats.get(metric, (None, None, 0))
+        if mean is None:
+            continue
+        half = _ci_half_width(std, count)
+        key, label = layout.line_of[id(p)]
+        for panel in layout.panels_of[id(p)]:
+            if axis in p.point:
+                lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
+                    (float(p.point[axis]), mean, half))
+            else:
+                flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
+    if not lines:
+        return None
+    names = [n for n in layout.panels if n in lines or n in flats]
+    keys = sorted({k for d in (*lines.values(), *flats.values()) for k in d},
+                  key=layout.rank.__getitem__)
+    drawn = [k for k in keys if any(k in d for d in lines.values())]  # keys with a line
+    colors = mpl[2]
+    style = {k: (colors[i % len(colors)], MARKERS[i % len(MARKERS)]) for i, k in enumerate(keys)}
+    rows, cols = panel_grid(len(names))
+    fig, grid = _new_figure(mpl, len(names), legend_outside=len(names) == rows * cols)
+    ys_all = [m for panel in lines.values() for _, pts in panel.values() for _, m, _ in pts]
+    ys_all += [m for panel in flats.values() for _, ms in panel.values() for m in ms]
+    ylo, yhi = min(ys_all), max(ys_all)
+    # e.g. raw-estimate errors over 5 decades
+    logy = spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000)
+    floor = min((y for y in ys_all if y > 0), default=1.0)
+    xs_all = [x for panel in lines.values() for _, pts in panel.values() for x, _, _ in pts]
+    lo, hi = min(xs_all), max(xs_all)
+    logx = bool(spec.logx or (spec.logx is None and lo > 0 and hi / lo > 50))
+    legend: dict[str, tuple[tuple[int, ...], bool, Any]] = {}  # label -> (rank, flat, handle)
+    for i, panel in enumerate(names):
+        ax = grid[i // cols][i % cols]
+        for key in keys:
+            color, marker = style[key]
+            if key in lines.get(panel, {}):
+                label, pts = lines[panel][key]
+                pts.sort()
+                xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
+                if is_cost:
+                    xs = _dodge(xs, drawn.index(key), len(drawn), lo, hi, logx)
+                handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
+                legend.setdefault(label, (layout.rank[key], False, handle))
+                lo_band, hi_band = ys - hs, ys + hs
+                if is_cost:  # bytes and seconds: never below 0
+                    lo_band = np.maximum(lo_band, 0.0)
+                elif sweep.bounded.get(metric):
+                    lo_band, hi_band = np.clip(lo_band, 0, 1), np.clip(hi_band, 0, 1)
+                if logy:  # a band reaching 0 or below stops at the smallest mean drawn
+                    lo_band = np.maximum(lo_band, floor)
+                if _spread(ys, hs):
+                    ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18,
+                                    linewidth=0)
+            if key in flats.get(panel, {}):
+                label, means = flats[panel][key]
+                label = f"{label} (no {axis.split('.', 1)[-1]})"
+                handle = ax.axhline(float(np.mean(means)), linestyle="--", color=color,
+                                    label=label)
+                legend.setdefault(label, (layout.rank[key], True, handle))
+        if layout.facet:
+            ax.set_title(_panel_title(panel), fontsize="medium")
+        ax.grid(True, alpha=0.3)
+    if logx:
+        grid[0][0].set_xscale("log")
+    if logy:
+        grid[0][0].set_yscale("log")
+    order = sorted(legend, key=lambda lab: legend[lab][:2])
+    _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
+            f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(axis),
+            axis_label(metric))
+    fig.suptitle(f"{axis_label(metric)} vs {axis_label(axis)}")
+    fig.tight_layout()
+    return fig
+
+
+def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) -> Any:
+    """Bytes per asked agent, up and down, by round: one line per protocol, its mean over
+    the protocol's runs (every point and repeat) with their 95% confidence band."""
+    from matplotlib.ticker import MaxNLocator
+
+    protocols = in_value_order(r["protocol"] for r in rows)
+    rounds = [r["round"] for r in rows if is_number(r["round"])]
+    lo, hi = float(min(rounds)), float(max(rounds))
+    fig, grid = _new_figure(mpl, 2, legend_outside=True)
+    colors = mpl[2]
+    handles: list[Any] = []
+    for ax, way in zip(grid[0], ("up", "down"), strict=True):
+        column = f"bytes_{way}_per_agent"
+        for i, proto in enumerate(protocols):
+            values: dict[float, list[float]] = {}
+            for r in rows:
+                if r["protocol"] == proto and r[column] is not None and is_number(r["round"]):
+                    values.setdefault(float(r["round"]), []).append(float(r[column]))
+            if not values:
+                continue
+            xs = np.array(sorted(values))
+            stats = [mean_std(values[x]) for x in xs]
+            ys = np.array([m for m, _, _ in stats], dtype=float)
+            hs = np.array([_ci_half_width(sd, c) for _, sd, c in stats])
+            xs = _dodge(xs, i, len(protocols), lo, hi, False)
+            color = colors[i % len(colors)]
+            handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color,
+                              label=str(proto))
+            if way == "up":
+                handles.append(handle)
+            if _spread(ys, hs):
+                ax.fill_between(xs, np.maximum(ys - hs, 0.0), ys + hs, color=color, alpha=0.18,
+                                linewidth=0)
+        ax.set_title(axis_label(f"comm.bytes_{way}_per_agent_mean"), fontsize="medium")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+    _finish(fig, grid, 2, handles, [h.get_label() for h in handles],
+            "protocol (band: 95% CI over runs)", axis_label("round"), "bytes per agent")
+    fig.suptitle("bytes per agent by round")
+    fig.tight_layout()
+    return fig

@@ -5,11 +5,15 @@ Every finished run produces one JSON-able record. :class:`ResultStore` appends i
 in batches, so it survives a machine crash too within half a second) and tells a resumed sweep
 which runs are already done. :func:`summarize` aggregates the records per parameter point (mean and
 sample standard deviation over repeats), :func:`write_summary` saves that as ``summary.csv``,
-:func:`format_table` renders it for the terminal; ``simulator.sweep.plots`` draws the figures.
+:func:`format_table` renders it for the terminal; :func:`per_round` is one row per run and
+round (``per_round.csv``, ``Results.per_round``, the bytes-by-round figure);
+``simulator.sweep.plots`` draws the figures.
 
-About 540 lines, over the house's ~500: the store, the summary and the table share how a record
-is grouped into a parameter point (the settings that differ between stored runs), which must
-be one definition for a summary never to average runs of different settings.
+About 730 lines, over the house's ~500: the store, the summary, the per-round table and the
+terminal table share how a record is grouped into a parameter point (the settings that differ
+between stored runs), which must be one definition for a summary never to average runs of
+different settings; a split would be along the sections below (storage; aggregation and the
+tables; the terminal).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,7 @@ import numpy as np
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.csv"
+PER_ROUND_FILE = "per_round.csv"
 #: ``ResultStore.append`` fsyncs once this long has passed since the last fsync, or once this
 #: many records are written and not yet fsync'ed (``ResultStore.sync`` does the rest: at the end
 #: of a sweep, on an interrupt or a failure). A run longer than the interval is synced at once.
@@ -337,7 +343,10 @@ class Point:
     records: list[dict[str, Any]] = field(default_factory=list)
     # metric name -> (mean, std, count); mean/std None when no usable value
     metrics: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
+    # cost column -> its mean over the repeats that have it
     costs: dict[str, float | None] = field(default_factory=dict)
+    # cost column -> (mean, std, count), as ``metrics`` (the cost plots' bands)
+    cost_stats: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
 
 
 #: what ``[collusion] attacks`` records per run (``record["leakage"]``, see
@@ -370,7 +379,9 @@ def is_number(v: Any) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
 
-def _stats(values: list[float]) -> tuple[float | None, float | None, int]:
+def mean_std(values: list[float]) -> tuple[float | None, float | None, int]:
+    """(mean, sample standard deviation (ddof 1; 0.0 of one value), count) of ``values``;
+    (None, None, 0) of none."""
     if not values:
         return None, None, 0
     arr = np.asarray(values, dtype=float)
@@ -380,6 +391,31 @@ def _stats(values: list[float]) -> tuple[float | None, float | None, int]:
 
 def point_id(point: dict[str, Any]) -> str:
     return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
+
+
+def in_value_order(values: Iterable[Any]) -> list[Any]:
+    """The distinct ``values`` in the order the figures show them (panels, lines, legends)
+    and the tables sort them: numbers by value (10 after 2, not before it as text), then
+    every other value (text, booleans, lists) in the order first seen, which is the
+    scenario's (its ``protocols`` list, a parameter's list of values). None is left out.
+
+    Examples
+    --------
+    >>> in_value_order([100, 10, "b", 50, 2.5, "a", 10, None])
+    [2.5, 10, 50, 100, 'b', 'a']
+    """
+    distinct: dict[str, Any] = {}
+    for v in values:
+        if v is not None:
+            distinct.setdefault(point_id({"v": v}), v)
+    numbers = sorted((v for v in distinct.values() if is_number(v)), key=float)
+    return numbers + [v for v in distinct.values() if not is_number(v)]
+
+
+def value_rank(values: Iterable[Any]) -> dict[str, int]:
+    """Each distinct value's place in ``in_value_order``, by its ``point_id({"v": value})``
+    (what sorts rows and lines by several settings at once)."""
+    return {point_id({"v": v}): i for i, v in enumerate(in_value_order(values))}
 
 
 def _setting(rec: dict[str, Any], key: str) -> Any:
@@ -405,22 +441,34 @@ def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
     return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
 
 
-def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[Point]]:
-    """Group records by their ``point`` (first-appearance order) and aggregate.
-
-    Returns the axes (first-seen order), the metric names (first-seen order), and the points.
-    """
+def record_points(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Each record's parameter point: its ``point`` (the swept values) with every setting
+    whose value differs between the records (settings that differ between stored runs never
+    average together). Returns the axes (first-seen order) and the points, one per record."""
     axes: dict[str, None] = {}
-    metric_names: dict[str, None] = {}
-    points: dict[str, Point] = {}
+    out: list[dict[str, Any]] = []
     varying = _varying_settings(records)
     for rec in records:
         point = dict(rec.get("point") or {})
-        for k in varying:  # settings that differ between stored runs never average together
+        for k in varying:
             if k not in point and _setting(rec, k) is not None:
                 point[k] = _setting(rec, k)
         for a in point:
             axes.setdefault(a, None)
+        out.append(point)
+    return list(axes), out
+
+
+def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[Point]]:
+    """Group records by their parameter point (``record_points``; first-appearance order)
+    and aggregate.
+
+    Returns the axes (first-seen order), the metric names (first-seen order), and the points.
+    """
+    metric_names: dict[str, None] = {}
+    points: dict[str, Point] = {}
+    axes, rec_points = record_points(records)
+    for rec, point in zip(records, rec_points, strict=True):
         for m in record_metrics(rec):
             metric_names.setdefault(m, None)
         pid = point_id(point)
@@ -436,7 +484,7 @@ def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], l
                 x = finite_number(v)
                 if x is not None:
                     vals.append(x)
-        p.metrics = {m: _stats(seen[m]) for m in metric_names if m in seen}
+        p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
         for col, section, keys in COST_COLUMNS:
             vals = []
             for rec in p.records:
@@ -447,8 +495,9 @@ def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], l
                         vals.append(x)
                         break
             if vals:
-                p.costs[col] = float(np.mean(vals))
-    return list(axes), list(metric_names), list(points.values())
+                p.cost_stats[col] = mean_std(vals)
+                p.costs[col] = p.cost_stats[col][0]
+    return axes, list(metric_names), list(points.values())
 
 
 def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -493,6 +542,57 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
     return columns, rows
 
 
+#: the per-round table's columns after each run's key, status, protocol, settings and repeat:
+#: the record's ``comm.per_round`` entry (``bytes_*`` over the round's agents, as stored),
+#: with the bytes per asked agent derived from it
+ROUND_COLUMNS = ("round", "asked", "reported", "invalid", "refused", "dropouts", "bytes_up",
+                 "bytes_down", "bytes_up_per_agent", "bytes_down_per_agent", "report_bits",
+                 "batch", "wall_s", "curator_cpu_s")
+
+
+def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per (run, round): what each round of each run cost.
+
+    Parameters
+    ----------
+    records : list of dict
+        Result records; those without ``comm.per_round`` (``[output] per_round = false``)
+        give no rows.
+
+    Returns
+    -------
+    columns : list of str
+        ``key``, ``status``, ``protocol``, the swept settings (the summary's axes but
+        ``protocol``, as ``record_points`` finds them), ``repeat``, then ``ROUND_COLUMNS``.
+    rows : list of dict
+        In the records' order, each run's rounds in order. From each ``comm.per_round``
+        entry: ``round`` (its number), ``asked``, ``reported``, ``invalid``, ``refused``,
+        ``dropouts`` (agents), ``bytes_up`` and ``bytes_down`` (exact envelope bytes, summed
+        over the round's agents), ``report_bits`` (the information-theoretic size of one
+        report), ``batch`` (the largest query batch), ``wall_s`` and ``curator_cpu_s`` (the
+        curator's wall and CPU time for the round); derived: ``bytes_up_per_agent`` and
+        ``bytes_down_per_agent`` (over the agents asked; None when none was). A key an entry
+        lacks is None.
+    """
+    axes, points = record_points(records)
+    settings = [a for a in axes if a != "protocol"]
+    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS]
+    rows: list[dict[str, Any]] = []
+    for rec, point in zip(records, points, strict=True):
+        head = {"key": rec.get("key"), "status": rec.get("status"),
+                "protocol": point.get("protocol", rec.get("protocol")),
+                **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
+        for entry in (rec.get("comm") or {}).get("per_round") or []:
+            row = {**head, **{c: entry.get(c) for c in ROUND_COLUMNS}}
+            asked = entry.get("asked")
+            for way in ("up", "down"):
+                total = finite_number(entry.get(f"bytes_{way}"))
+                row[f"bytes_{way}_per_agent"] = (total / asked if total is not None and
+                                                 isinstance(asked, int) and asked > 0 else None)
+            rows.append(row)
+    return columns, rows
+
+
 def privacy_spent(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the sweep cost the agents: per data set (the runs of one repetition share it;
     ``seed`` tells them apart), the sum over its runs of the largest ε an agent spent in each
@@ -526,6 +626,18 @@ def _csv_cell(v: Any) -> Any:
     return v
 
 
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+    """Replace ``path`` with the table as CSV, atomically (its directory is created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
+    _atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+    return path
+
+
 def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
     """Write :func:`summarize` of ``records`` to ``<out_dir>/summary.csv`` atomically.
 
@@ -541,17 +653,20 @@ def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
     Path
         The path of ``summary.csv``.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    columns, rows = summarize(records)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
-    path = out / SUMMARY_FILE
-    _atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
-    return path
+    return _write_csv(Path(out_dir) / SUMMARY_FILE, *summarize(records))
+
+
+def write_per_round(out_dir: str | Path, records: list[dict[str, Any]]) -> Path | None:
+    """Write :func:`per_round` of ``records`` to ``<out_dir>/per_round.csv`` atomically,
+    when they keep their rounds (``[output] per_round``, the default).
+
+    Returns
+    -------
+    Path or None
+        The path of ``per_round.csv``; None (nothing written) when no record has a round.
+    """
+    columns, rows = per_round(records)
+    return _write_csv(Path(out_dir) / PER_ROUND_FILE, columns, rows) if rows else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep import identity, interrupt
 from ldpsim.simulator.sweep.execute import (
     TruthCache,
@@ -36,6 +37,7 @@ from ldpsim.simulator.sweep.results import (
     privacy_spent,
     summarize,
     usable,
+    write_per_round,
     write_summary,
 )
 from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
@@ -44,7 +46,8 @@ from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
                  echo=print, include_degraded: bool = False
                  ) -> tuple[list[dict[str, Any]], Path]:
-    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv and plots.
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
+    per_round.csv and plots (without matplotlib, ``echo`` is told so in one line).
 
     Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
     degraded runs out unless ``include_degraded``; the returned records are all the stored ones
@@ -63,7 +66,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     identity.check_records(out_dir, numbered)
     todo = [s for s in specs if s.key not in done]
     if done:
-        echo(f"resuming: {len(specs) - len(todo)} of {len(specs)} runs already in "
+        echo(f"resuming: {len(specs) - len(todo)} of {counted(len(specs), 'run')} already in "
              f"{store.path}", file=sys.stderr)
     jobs = resolve_jobs(scenario.runtime, len(todo))
     lifetime = scenario.agents.get("lifetime_epsilon") is not None
@@ -117,11 +120,13 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         records = in_run_order(store.records(), specs)
         if records:
             write_summary(out_dir, usable(records, include_degraded))
+            write_per_round(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
         # once, after the last run (never between runs), here: a sweep's figures are what its
         # author runs it for; a one-point sweep has none and imports no matplotlib
-        plot(out_dir, usable(records, include_degraded), scenario.plot)
+        plot(out_dir, usable(records, include_degraded), scenario.plot,
+             note=lambda line: echo(line, file=sys.stderr))
     return records, summary
 
 
@@ -322,8 +327,8 @@ class _Workers:
                 record_failure(self.out_dir, spec, why)
         self._ok = True  # every worker is alive and idle: ``close`` lets them exit
         if failed:
-            raise failed_runs(failed, len(specs), self.out_dir, f"in {len(self.conns)} worker "
-                              "processes")
+            where = counted(len(self.conns), "worker process", "worker processes")
+            raise failed_runs(failed, len(specs), self.out_dir, f"in {where}")
 
     def close(self, kill: bool | None = None) -> None:
         """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a
@@ -392,9 +397,10 @@ def print_summary(records: list[dict[str, Any]], echo=print,
     spent = privacy_spent(shown)
     if spent is not None:
         raw = spent["runs_without_local_max"]
-        echo(f"privacy: each repetition's data set served up to {spent['runs_per_data_set_max']} "
-             f"runs of this sweep with a local claim, each with coins of its own; over them an "
-             f"agent spent at most epsilon = {spent['epsilon_per_agent_max']:.4g} on its data "
-             f"({spent['data_sets']} data set{'s' if spent['data_sets'] != 1 else ''})"
-             + (f"; and up to {raw} run{'s' if raw != 1 else ''} without one sent its "
+        echo(f"privacy: each repetition's data set served up to "
+             f"{counted(spent['runs_per_data_set_max'], 'run')} of this sweep with a local claim, "
+             f"each with coins of its own; over them an agent spent at most epsilon = "
+             f"{spent['epsilon_per_agent_max']:.4g} on its data "
+             f"({counted(spent['data_sets'], 'data set')})"
+             + (f"; and up to {counted(raw, 'run')} without one sent its "
                 "answers to the curator unnoised" if raw else ""))

@@ -423,3 +423,42 @@ def test_one_setting_spreads_its_trials_over_the_cluster(dask_conn, cluster, tmp
 
     assert timeless(remote) == timeless(local)
     assert remote[0]["path"] == path and remote[0]["trials"] == trials
+
+
+def test_ctrl_c_under_a_local_cluster_is_one_clean_line(tmp_path):
+    """A Ctrl-C in the terminal reaches the whole foreground process group, the LocalCluster's
+    worker processes too: they ignore it (the orchestrator stops them), and the cluster is
+    closed without a word from Dask's loggers, so the interrupt is the clean message alone."""
+    import time
+
+    out = tmp_path / "int"
+    # SIGINT as in a foreground terminal (a test run in the background has it ignored)
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from ldpsim.simulator.cli import main; sys.exit(main(sys.argv[1:]))")
+    cmd = [sys.executable, "-c", code, "run", "demo", "--set", "data.n=2000", "--set",
+           "repeats=40", "--set", "output.plots=false", "--backend", "inproc",
+           "--no-progress", "--out", str(out), "--executor", "dask", "--dask", "local:2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a terminal's job
+    try:
+        deadline = time.monotonic() + 120
+        while not ((out / "results.jsonl").is_file() and (out / "results.jsonl").stat().st_size):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: every process of the job
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted: finished runs are saved" in err.splitlines()[-1]
+    assert "Traceback" not in err and len(err.splitlines()) < 10, err
+    deadline = time.monotonic() + 10  # and the workers are gone with it
+    while True:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "worker processes outlived the interrupted run"
+        time.sleep(0.1)

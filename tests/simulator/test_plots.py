@@ -9,9 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from ldpsim.simulator.sweep import scenario as sc
-from ldpsim.simulator.sweep.plots import PlotSpec, default_metrics, plot
+from ldpsim.simulator.sweep.plots import (
+    DODGE,
+    PlotSpec,
+    default_metrics,
+    figures,
+    panel_grid,
+    plot,
+)
 
 from tests.simulator.test_results import rec
 
@@ -167,3 +175,119 @@ def test_a_log_axis_band_stops_at_the_smallest_mean(tmp_path: Path,
     plot(tmp_path, recs, PlotSpec(costs=False))
     (_, (_, lo, _), _), = bands
     assert lo.min() == pytest.approx(0.25)  # the smallest mean: (0.1 + 0.4) / 2 at d = 3
+
+
+# -- the order of panels and lines; the layout; the costs' bands and dodged lines
+
+
+def _titles(fig: Any) -> list[str]:
+    return [ax.get_title() for ax in fig.axes if ax.get_title()]
+
+
+def test_panels_follow_the_values_of_paper002_numbers_by_value() -> None:
+    """paper002_tables3_4 sweeps n = 10, 50, 100: its panels drew as "100 | 10 | 50" (the
+    values sorted as text); a 3-panel figure is a 2 x 2 grid with the legend in the spare
+    cell, not a thin strip."""
+    pytest.importorskip("matplotlib")
+    import ldpsim
+
+    scen = sc.load("scenarios/paper002_tables3_4.toml", ["repeats=1",
+                                                          "params.epsilon=[0.5, 1.0]"])
+    res = ldpsim.run(scen, backend="inproc")
+    drawn = figures(res.records, scen.plot)
+    stem, fig = next(drawn)
+    assert stem == "plot_correct_vs_params.epsilon"
+    assert _titles(fig) == ["n (agents) = 10", "n (agents) = 50", "n (agents) = 100"]
+    width, height = fig.get_size_inches()
+    assert width / height < 1.6  # 2 x 2, not 3 x 1 (1983 x 377 pixels)
+    spare = fig.axes[3]
+    assert not spare.axison and spare.get_legend() is not None and not fig.legends
+    assert [t.get_text() for t in spare.get_legend().get_texts()] == [
+        "dpwevote_laplace", "dpwevote"]  # the scenario's order of its protocols
+    assert panel_grid(1) == (1, 1) and panel_grid(2) == (1, 2) and panel_grid(4) == (2, 2)
+    assert panel_grid(5) == (2, 3) and panel_grid(12) == (4, 3)
+
+
+def test_lines_and_the_legend_follow_the_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    recs = [rec(f"k{k}-{e}", {"protocol": "p", "params.K": k, "params.epsilon": e},
+                {"acc": e / k}) for k in (100, 10, 50) for e in (1.0, 2.0)]
+    _, fig = next(figures(recs, PlotSpec(x=("params.epsilon",), hue="params.K",
+                                         costs=False)))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["K=10", "K=50", "K=100"]
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == labels
+
+
+def _cost_records() -> list[dict[str, Any]]:
+    """Four protocols, each at 200 bytes per agent; one's wall time varies over repeats."""
+    return [rec(f"{p}-{e}-{i}", {"protocol": p, "params.epsilon": e}, {"mae": 1 / e},
+                repeat=i, comm={"bytes_up_per_agent_mean": 200.0},
+                timing={"wall_s": 1.0 + (0.5 * i if p == "lp" else 0.0)})
+            for p in ("plain", "lp", "rr", "mf") for e in (1.0, 2.0, 4.0) for i in range(3)]
+
+
+def test_cost_lines_that_coincide_stay_visible_side_by_side(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four protocols at 200 B/agent showed as the last one drawn: the cost figures move
+    their lines sideways, by DODGE of the x range each, centred on the true value."""
+    pytest.importorskip("matplotlib")
+    bands = _spy(monkeypatch, "fill_between")
+    drawn = dict(figures(_cost_records(), PlotSpec(x=("params.epsilon",))))
+    lines = drawn["plot_comm.bytes_up_per_agent_mean_vs_params.epsilon"].axes[0].get_lines()
+    xs = np.array([line.get_xdata() for line in lines])
+    assert len({tuple(x) for x in xs}) == 4  # four lines, four sets of x positions
+    assert np.allclose(xs.mean(axis=0), [1.0, 2.0, 4.0])  # centred on the true values
+    assert np.abs(xs - [1.0, 2.0, 4.0]).max() <= 1.5 * DODGE * 3.0 + 1e-12
+    # the costs have their 95% band over the repeats, as the metrics: only lp's wall time
+    # varies between its repeats (equal repeats have no band to draw)
+    wall = drawn["plot_timing.wall_s_vs_params.epsilon"]
+    (ax, (_, lo, hi), kw), = bands
+    assert ax.figure is wall and np.all(hi - lo > 0.5)
+    assert kw["color"] == [line.get_color() for line in wall.axes[0].get_lines()
+                           if line.get_label() == "lp"][0]
+    metric = drawn["plot_mae_vs_params.epsilon"].axes[0].get_lines()
+    assert all(list(line.get_xdata()) == [1.0, 2.0, 4.0] for line in metric)  # not moved
+
+
+def test_a_sweep_of_several_rounds_draws_the_bytes_per_agent_by_round(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from tests.simulator.test_results import round_records
+
+    names = [p.name for p in plot(tmp_path / "r", round_records())]
+    assert "plot_per_round_bytes.png" in names
+    fig = dict(figures(round_records()))["plot_per_round_bytes"]
+    up, down = fig.axes[:2]
+    assert [line.get_label() for line in up.get_lines()] == ["b", "a"]
+    assert up.get_lines()[0].get_ydata()[0] == 8.0  # round 0: 8 bytes per asked agent
+    one = [r for r in round_records() if len(r["comm"].get("per_round", [])) == 1]
+    one += [rec("c-100", {"protocol": "c", "data.n": 100}, {"acc": 0.5},
+                comm={"per_round": []})]
+    assert "plot_per_round_bytes.png" not in [p.name for p in plot(tmp_path / "one", one)]
+    assert "plot_per_round_bytes.png" not in [p.name for p in plot(
+        tmp_path / "off", round_records(), PlotSpec(costs=False))]
+
+
+def test_without_matplotlib_one_line_says_so(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # its import fails
+    notes: list[str] = []
+    recs = _records()
+    assert plot(tmp_path, recs, note=notes.append) == []
+    assert notes == ["note: no plots: matplotlib is not installed "
+                     "(pip install 'ldpsim[plot]')"]
+    with pytest.raises(ImportError, match=r"pip install 'ldpsim\[plot\]'"):
+        figures(recs)
+    notes.clear()  # nothing to draw: nothing to say, and no import tried
+    assert plot(tmp_path, recs[:1], note=notes.append) == [] and notes == []
+
+
+def test_a_cost_band_stops_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seconds and bytes are never negative: a wide band of a cost stops at 0."""
+    pytest.importorskip("matplotlib")
+    bands = _spy(monkeypatch, "fill_between")
+    recs = [rec(f"w{e}-{i}", {"protocol": "p", "params.epsilon": e}, {"acc": 0.5},
+                timing={"wall_s": 0.01 + 0.2 * (i == 2)}) for e in (1.0, 2.0) for i in range(3)]
+    dict(figures(recs))
+    (_, (_, lo, hi), _), = bands
+    assert lo.min() == 0.0 and hi.min() > 0.2

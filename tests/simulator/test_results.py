@@ -16,12 +16,18 @@ import pytest
 from ldpsim.simulator.sweep.plots import plot
 from ldpsim.simulator.sweep.progress import ProgressBar, _TextProgress, progress
 from ldpsim.simulator.sweep.results import (
+    PER_ROUND_FILE,
     RESULTS_FILE,
+    ROUND_COLUMNS,
     ResultsCorruptError,
     ResultStore,
     format_table,
+    group_points,
+    in_value_order,
     jsonable,
+    per_round,
     summarize,
+    write_per_round,
     write_summary,
 )
 
@@ -340,6 +346,82 @@ def test_format_table() -> None:
     assert format_table(columns, []) == "(no results)"
     one = format_table(["x", "repeats", "m_mean"], [{"x": 1, "repeats": 1, "m_mean": 1 / 3}])
     assert "0.3333" in one and "0.33333" not in one
+
+
+# ------------------------------------------------------------------------------------------
+# value order, costs over repeats, the per-round table
+
+
+def test_values_are_ordered_numbers_by_value_then_the_rest_as_first_seen() -> None:
+    assert in_value_order([100, 10, 50, 10, None]) == [10, 50, 100]  # not "10" < "100" < "50"
+    assert in_value_order([0.5, 2, 1.0, np.float64(0.1), np.int64(3)]) == [0.1, 0.5, 1.0, 2, 3]
+    # text keeps the sweep's order (a scenario's protocols list), after the numbers
+    assert in_value_order(["kwiksort", 5, "dp_kwiksort", "kwiksort", 1]) == [
+        1, 5, "kwiksort", "dp_kwiksort"]
+    assert in_value_order([True, [1, 2], "x", [1, 2]]) == [True, [1, 2], "x"]
+
+
+def test_the_costs_have_their_spread_over_repeats() -> None:
+    _, _, points = group_points(sweep_records())
+    ldp = points[0]  # ldp at 0.5: bytes up 100 and 200 over its two repeats
+    mean, std, count = ldp.cost_stats["comm.bytes_up_per_agent_mean"]
+    assert (mean, count) == (150.0, 2) and std == pytest.approx(math.sqrt(5000))
+    assert ldp.costs["comm.bytes_up_per_agent_mean"] == mean  # the summary's column
+    assert points[2].cost_stats["timing.wall_s"] == (1.0, 0.0, 3)  # kwiksort: 3 equal
+
+
+def _rounds(asked: list[int], up: list[int], down: list[int]) -> list[dict[str, Any]]:
+    return [{"round": i, "asked": a, "reported": a, "invalid": 0, "refused": 0,
+             "dropouts": 0, "bytes_up": u, "bytes_down": d, "report_bits": 8.0,
+             "batch": 4096, "wall_s": 0.01, "curator_cpu_s": 0.005}
+            for i, (a, u, d) in enumerate(zip(asked, up, down, strict=True))]
+
+
+def round_records() -> list[dict[str, Any]]:
+    """Two protocols of two rounds at two n, one run of one round, one without rounds."""
+    out = []
+    for proto in ("b", "a"):
+        for n in (100, 10):
+            for i in range(2):
+                out.append(rec(f"{proto}-{n}-{i}", {"protocol": proto, "data.n": n},
+                               {"acc": 0.5}, repeat=i, status="complete",
+                               comm={"per_round": _rounds([n, n // 2], [8 * n, 4 * n + i],
+                                                          [20 * n, 10 * n])}))
+    out.append(rec("c-10", {"protocol": "c", "data.n": 10}, {"acc": 1.0}, status="degraded",
+                   comm={"per_round": _rounds([0], [0], [30])}))
+    out.append(rec("d-10", {"protocol": "d", "data.n": 10}, {"acc": 1.0}, comm={}))
+    return out
+
+
+def test_the_per_round_table_has_a_row_per_run_and_round() -> None:
+    columns, rows = per_round(round_records())
+    assert columns == ["key", "status", "protocol", "data.n", "repeat", *ROUND_COLUMNS]
+    assert len(rows) == 8 * 2 + 1  # the run without rounds has none
+    first, second = rows[:2]
+    assert (first["key"], first["protocol"], first["data.n"], first["repeat"]) == (
+        "b-100-0", "b", 100, 0)
+    assert (first["round"], first["asked"], first["bytes_up"], first["bytes_down"]) == (
+        0, 100, 800, 2000)
+    # the byte fields are totals over the round's agents: per agent is over the asked ones
+    assert (first["bytes_up_per_agent"], first["bytes_down_per_agent"]) == (8.0, 20.0)
+    assert (second["round"], second["asked"], second["bytes_up_per_agent"]) == (1, 50, 8.0)
+    assert first["report_bits"] == 8.0 and first["wall_s"] == 0.01
+    nobody = rows[-1]  # a round that asked nobody has no bytes per agent
+    assert (nobody["key"], nobody["status"], nobody["asked"]) == ("c-10", "degraded", 0)
+    assert nobody["bytes_up_per_agent"] is None and nobody["bytes_down"] == 30
+
+
+def test_per_round_csv_is_written_atomically_and_only_with_rounds(tmp_path: Path) -> None:
+    path = write_per_round(tmp_path / "o", round_records())
+    assert path == tmp_path / "o" / PER_ROUND_FILE
+    assert [p.name for p in (tmp_path / "o").iterdir()] == [PER_ROUND_FILE]  # no temp file
+    with open(path, newline="") as f:
+        got = list(csv.DictReader(f))
+    assert len(got) == 17 and got[0]["bytes_up_per_agent"] == "8.0"
+    assert got[-1]["bytes_up_per_agent"] == ""  # None: an empty cell, as summary.csv has
+    assert write_per_round(tmp_path / "none", [r for r in round_records()
+                                               if not r["comm"]]) is None
+    assert not (tmp_path / "none").exists()
 
 
 # ------------------------------------------------------------------------------------------
