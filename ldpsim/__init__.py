@@ -36,6 +36,7 @@ if (_ROOT / "protocols" / "base.py").is_file() and not (Path(__file__).parent
     __path__.append(str(_ROOT))  # noqa: F821 - the package's own __path__
 
 _API = {"run": "ldpsim.api", "load": "ldpsim.api", "audit": "ldpsim.api", "verify": "ldpsim.api",
+        "report": "ldpsim.api",
         "Results": "ldpsim.api", "run_locally": "ldpsim.protocols",
         "register_family": "ldpsim.protocols"}
 
@@ -46,5 +47,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ldpsim' has no attribute {name!r}")
 
 
-__all__ = ["run", "load", "audit", "verify", "Results", "run_locally", "register_family",
+__all__ = ["run", "load", "audit", "verify", "report", "Results", "run_locally", "register_family",
            "__version__"]

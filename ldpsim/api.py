@@ -118,6 +118,16 @@ def load(path: str | Path) -> Results:
     return Results(records, directory)
 
 
+def report(path: str | Path, html: str | Path | None = None) -> Path:
+    """``ldpsim report``: write one self-contained HTML page of the results directory
+    ``path`` (the scenario, figures, summary with units and directions, per-round costs,
+    leakage, environment, and a paper's printed numbers beside ours) to ``html`` (default
+    ``path/report.html``); returns where it is."""
+    from ldpsim.simulator.sweep.report import write_report
+
+    return write_report(path, html)
+
+
 def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | None = None,
            progress: bool = False) -> Any:
     """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a reproducible

@@ -242,6 +242,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.sweep.report import write_report
+    from ldpsim.simulator.sweep.results import ResultsCorruptError
+
+    try:
+        path = write_report(args.out, args.html)
+    except (FileNotFoundError, ResultsCorruptError) as e:
+        _err(f"error: {e}")
+        return 1
+    print(path)
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from ldpsim.simulator.sweep.identity import proven_records, stored_order, stored_plot
     from ldpsim.simulator.sweep.plots import plot
@@ -537,6 +550,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rows", type=int, metavar="N",
                    help="show at most N rows of the table (default: all)")
     s.set_defaults(func=cmd_summary)
+
+    rp = sub.add_parser("report", help="one self-contained HTML page of a results directory: "
+                                       "scenario, figures, table, costs, leakage, paper")
+    rp.add_argument("out", help="results directory")
+    rp.add_argument("--html", metavar="FILE", help="where to write it (default DIR/report.html)")
+    rp.set_defaults(func=cmd_report)
 
     v = sub.add_parser("verify", help="re-execute a results directory's runs and report each "
                                       "that differs from its record (exit code 1)")

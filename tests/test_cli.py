@@ -310,7 +310,12 @@ def test_cli_summary_reloads(tiny_run, tmp_path):
     table = res.stdout.strip().splitlines()
     assert table[0].split()[:3] == ["protocol", "params.epsilon", "repeats"]
     assert "error_rate_mean" in table[0] and "kendall_tau_mean" in table[0]
-    assert len(table) == 2 + TINY_POINTS + 1  # header, dashes, a row per point, privacy
+    legend = [ln for ln in table if ln.startswith("  ")]  # what each metric column means
+    assert [ln.split(":")[0].strip() for ln in legend] == ["error_rate", "kendall_tau",
+                                                           "cap_hit"]
+    assert all(ln.endswith("lower is better)") for ln in legend)
+    # header, dashes, a row per point, a line per metric, privacy
+    assert len(table) == 2 + TINY_POINTS + len(legend) + 1
     assert table[-1].startswith("privacy: each repetition's data set served")  # the sweep's cost
     assert res.stdout.strip() in run_res.stdout  # the same table as the run printed
     assert (out / "summary.csv").read_bytes() == (out0 / "summary.csv").read_bytes()

@@ -39,11 +39,15 @@ LEAKAGE: tuple[Metric, ...] = (
 
 #: the level of a guess between two equally likely rows
 CHANCE = 0.5
+_MEMO: dict[tuple, dict[str, Metric]] = {}
 
 
 def registry(protocols: list[str] | tuple[str, ...] | None = None) -> dict[str, Metric]:
     """Every described metric: of ``protocols`` (names; None: every registered protocol),
     the costs and the leakage, by name."""
+    memo = (None if protocols is None else tuple(protocols), len(all_protocols()))
+    if memo in _MEMO:  # the figures ask for labels often; a new family changes the key
+        return dict(_MEMO[memo])
     out: dict[str, Metric] = {}
     for proto in _protocols(protocols):
         for m in proto.metrics:
@@ -51,7 +55,8 @@ def registry(protocols: list[str] | tuple[str, ...] | None = None) -> dict[str, 
                 out.setdefault(str(m), m)
     for m in (*COSTS, *LEAKAGE):
         out[str(m)] = m
-    return out
+    _MEMO[memo] = out
+    return dict(out)
 
 
 def _protocols(names: list[str] | tuple[str, ...] | None) -> list:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.sweep.metrics import CHANCE, registry
 from ldpsim.simulator.sweep.results import (
     COST_COLUMNS,
     cell_text,
@@ -45,10 +46,11 @@ LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
           "data.theta": "θ (Mallows dispersion)",
           "data.d": "d (items)", "data.sparsity": "sparsity (fraction of NULL cells)",
           "params.K": "K", "params.queries": "queries per agent",
-          "comm.bytes_up_per_agent_mean": "bytes up per agent",
-          "comm.bytes_down_per_agent_mean": "bytes down per agent",
-          "timing.agent_cpu_s_mean": "agent CPU s per agent", "timing.wall_s": "run wall time (s)",
           "collusion.colluders": "colluders (fraction or count)"}
+#: what a leakage figure draws beside the attacks' accuracies
+BOUND = "leakage.report_bound"
+BOUND_LABEL = "LDP bound e^ε/(1+e^ε) (dash-dot)"
+CHANCE_LABEL = "chance: guessing (dotted)"
 #: short names a ``[plot] y`` may use for the cost columns
 COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
                 "bytes_down": "comm.bytes_down_per_agent_mean",
@@ -197,14 +199,24 @@ def default_metrics(figure_metrics: list[tuple[str, ...]]) -> tuple[str, ...]:
 
 
 def axis_label(name: str) -> str:
-    """A readable label: ``params.epsilon`` -> ``ε (privacy budget)``, ``error_rate`` ->
-    ``error rate``, ``data.m`` -> ``m``, ``leakage.report_accuracy`` -> ``leakage: report
-    accuracy``."""
+    """A readable label: a setting's (``params.epsilon`` -> ``ε (privacy budget)``,
+    ``data.m`` -> ``m``), a metric's or cost's as declared (``kendall_tau`` -> ``Kendall tau
+    distance (normalised)``, ``comm.bytes_up_per_agent_mean`` -> ``bytes up per agent (B)``;
+    ``simulator.sweep.metrics``), else the name in words."""
     if name in LABELS:
         return LABELS[name]
-    if name.startswith("leakage."):
-        return "leakage: " + name.split(".", 1)[1].replace("_", " ")
+    if not name.startswith(("params.", "data.", "collusion.")):
+        described = registry().get(name)
+        if described is not None:
+            return described.axis_label
     return name.split(".", 1)[-1].replace("_", " ")
+
+
+def _title(metric: str, axis: str) -> str:
+    """A figure's title: what is drawn against what, and which direction is better."""
+    better = registry().get(metric)
+    return f"{axis_label(metric)} vs {axis_label(axis)}" + (
+        f" ({better.direction})" if better is not None and better.better else "")
 
 
 def _safe(name: str) -> str:
@@ -326,6 +338,8 @@ def _sweep(records: list[dict[str, Any]], spec: PlotSpec) -> _Sweep | None:
             chosen += [c for c in costs if c not in chosen]
     else:
         chosen = metric_names + (costs if spec.costs else [])
+    if "leakage.report_accuracy" in chosen and BOUND in chosen:  # drawn on that figure
+        chosen.remove(BOUND)
     bounded = {m: all(0.0 <= v <= 1.0 for p in points for rec in p.records
                       for v in [finite_number(record_metrics(rec).get(m))] if v is not None)
                for m in metric_names}
@@ -498,9 +512,12 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
     """One metric (or cost) against ``axis``: its panels and lines; None if no point has
     it."""
     is_cost = metric in sweep.costs
+    declared = registry().get(metric)
     # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
     lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]] = {}
     flats: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    # a leakage figure's LDP bound, where the runs state one: panel -> line key -> [(x, bound)]
+    bounds: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for p in sweep.points:
         stats = p.cost_stats if is_cost else p.metrics
         mean, std, count = stats.get(metric, (None, None, 0))
@@ -508,10 +525,15 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
             continue
         half = _ci_half_width(std, count)
         key, label = layout.line_of[id(p)]
+        bound = p.metrics.get(BOUND, (None,))[0] if metric == "leakage.report_accuracy" \
+            else None
         for panel in layout.panels_of[id(p)]:
             if axis in p.point:
                 lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
                     (float(p.point[axis]), mean, half))
+                if bound is not None:
+                    bounds.setdefault(panel, {}).setdefault(key, []).append(
+                        (float(p.point[axis]), bound))
             else:
                 flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
     if not lines:
@@ -547,8 +569,12 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
                 handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
                 legend.setdefault(label, (layout.rank[key], False, handle))
                 lo_band, hi_band = ys - hs, ys + hs
-                if is_cost:  # bytes and seconds: never below 0
-                    lo_band = np.maximum(lo_band, 0.0)
+                if declared is not None and (declared.low, declared.high) != (None, None):
+                    # a band stops at the metric's declared range (bytes and seconds at 0)
+                    lo_band = lo_band if declared.low is None else np.maximum(lo_band,
+                                                                               declared.low)
+                    hi_band = hi_band if declared.high is None else np.minimum(hi_band,
+                                                                                declared.high)
                 elif sweep.bounded.get(metric):
                     lo_band, hi_band = np.clip(lo_band, 0, 1), np.clip(hi_band, 0, 1)
                 if logy:  # a band reaching 0 or below stops at the smallest mean drawn
@@ -562,6 +588,14 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
                 handle = ax.axhline(float(np.mean(means)), linestyle="--", color=color,
                                     label=label)
                 legend.setdefault(label, (layout.rank[key], True, handle))
+            if key in bounds.get(panel, {}):
+                bx, by = (np.array(v, dtype=float) for v in zip(*sorted(bounds[panel][key]),
+                                                                strict=True))
+                handle, = ax.plot(bx, by, linestyle="-.", linewidth=1, color=color)
+                legend.setdefault(BOUND_LABEL, ((10**6,), True, handle))
+        if metric.startswith("leakage.") and metric != BOUND:
+            handle = ax.axhline(CHANCE, linestyle=":", color="0.4", linewidth=1)
+            legend.setdefault(CHANCE_LABEL, ((10**6 + 1,), True, handle))
         if layout.facet:
             ax.set_title(_panel_title(panel), fontsize="medium")
         ax.grid(True, alpha=0.3)
@@ -573,7 +607,7 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
     _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
             f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(axis),
             axis_label(metric))
-    fig.suptitle(f"{axis_label(metric)} vs {axis_label(axis)}")
+    fig.suptitle(_title(metric, axis))
     fig.tight_layout()
     return fig
 

@@ -29,6 +29,7 @@ from ldpsim.simulator.sweep.execute import (
     failed_runs,
     record_failure,
 )
+from ldpsim.simulator.sweep.metrics import legend
 from ldpsim.simulator.sweep.plots import plot
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
@@ -394,6 +395,11 @@ def print_summary(records: list[dict[str, Any]], echo=print,
     shown = usable(records, include_degraded)
     cols, rows = summarize(shown)
     echo(format_table(cols, rows, max_rows=max_rows, std=True))
+    metrics = [c[:-5] for c in cols if c.endswith("_mean") and not c.startswith(("comm.",
+                                                                                 "timing."))]
+    protocols = list(dict.fromkeys(str(r.get("protocol")) for r in shown))
+    for line in legend(metrics, protocols):  # what each column means, which way is better
+        echo(f"  {line}")
     spent = privacy_spent(shown)
     if spent is not None:
         raw = spent["runs_without_local_max"]

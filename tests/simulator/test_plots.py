@@ -4,6 +4,7 @@ facets, log axes and formats as asked, and ``ldpsim summary DIR --plots`` redraw
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from ldpsim.simulator.sweep.plots import (
     panel_grid,
     plot,
 )
+from ldpsim.simulator.sweep.runner import run_scenario
 
 from tests.simulator.test_results import rec
 
@@ -291,3 +293,29 @@ def test_a_cost_band_stops_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     dict(figures(recs))
     (_, (_, lo, hi), _), = bands
     assert lo.min() == 0.0 and hi.min() > 0.2
+
+
+def test_a_leakage_figure_draws_chance_and_the_ldp_bound(tmp_path: Path) -> None:
+    """What the coalition learned is drawn beside guessing (0.5) and the bound e^ε/(1+e^ε)
+    no test on an ε-LDP agent's reports beats; the bound gets no figure of its own."""
+    pytest.importorskip("matplotlib")
+    raw = {"protocol": "ldp_kwiksort_rr", "seed": 1, "repeats": 2,
+           "data": {"kind": "mallows", "n": 200, "m": 5, "theta": 0.5},
+           "params": {"epsilon": [0.5, 2.0]},
+           "runtime": {"backend": "inproc", "pools": 1, "progress": False},
+           "collusion": {"colluders": 0.5, "attacks": True, "attack_targets": 20}}
+    s = sc.validate(raw)
+    records, _ = run_scenario(s, tmp_path, show_progress=False, echo=lambda *a, **k: None)
+    drawn = dict(figures(records, s.plot))
+    assert "plot_leakage.report_bound_vs_params.epsilon" not in drawn
+    ax = drawn["plot_leakage.report_accuracy_vs_params.epsilon"].axes[0]
+    ys = [tuple(np.round(np.asarray(line.get_ydata(), dtype=float), 9)) for line in ax.lines]
+    assert (0.5, 0.5) in ys  # axhline: chance
+    bound = tuple(np.round([1 / (1 + math.exp(-e)) for e in (0.5, 2.0)], 9))
+    assert bound in ys
+    labels = ax.figure.legends[0].get_texts() if ax.figure.legends else []
+    assert any("LDP bound" in t.get_text() for t in labels)
+    assert any("chance" in t.get_text() for t in labels)
+    # labels from the metric's declaration, the title says which direction is better
+    assert ax.get_ylabel() == "coalition's accuracy from the reports"
+    assert ax.figure._suptitle.get_text().endswith("(lower is better)")
