@@ -362,7 +362,14 @@ def _numeric(col: Any) -> bool:
 
 
 def _label(column: str) -> str:
-    """``params.epsilon`` -> ``epsilon``; ``metrics.error_rate`` -> ``error rate``."""
+    """``params.epsilon`` -> ``ε``; a metric's or cost's declared label
+    (``metrics.kendall_tau`` -> ``Kendall tau distance (normalised)``, ``simulator.sweep.
+    metrics``); else the name in words."""
+    from ldpsim.simulator.sweep.metrics import registry
+
+    name = column.removeprefix("metrics.")
+    if name in registry():
+        return registry()[name].axis_label
     name = column.split(".", 1)[-1]
     return {"epsilon": "ε", "n": "n (agents)"}.get(name, name.replace("_", " "))
 

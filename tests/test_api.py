@@ -28,7 +28,8 @@ def test_the_readme_example(tmp_path):
     assert {"error_rate_mean", "error_rate_std"} <= set(summary.columns)
     fig = res.plot("error_rate", x="params.epsilon")
     ax = fig.axes[0]
-    assert ax.get_xlabel() == "ε" and ax.get_ylabel() == "error rate"
+    assert ax.get_xlabel() == "ε"
+    assert ax.get_ylabel() == "error rate (pairs against the majority)"  # as declared
     assert len(ax.get_lines()) == 3  # one line (and band) per protocol
 
 
