@@ -42,14 +42,8 @@ def _scenario(scenario: str | Path | dict[str, Any] | sc.Scenario,
             raw = tomllib.loads(Path(path).read_text())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise sc.ScenarioError(f"{path}: not a valid TOML scenario: {e}") from None
-    for dotted, value in pairs.items():
-        node = raw
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise sc.ScenarioError(f"override {dotted!r}: {part!r} is not a table")
-        node[parts[-1]] = value
+    for dotted, value in pairs.items():  # one key of sc.ONE_OF replaces the others
+        sc.set_key(raw, dotted.split("."), value, f"override {dotted!r}")
     return sc.load(raw=sc.apply_overrides(raw, texts))
 
 

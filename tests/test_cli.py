@@ -380,3 +380,22 @@ def test_a_reader_that_stops_early_gets_no_traceback():
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout == "protocols:\n"
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_audit_and_run_sweep_a_list_of_colluders(tmp_path):
+    """``--set collusion.colluders=[...]`` is a sweep for ``audit`` as for ``run``: one audited
+    setting per count, the count a column of the table."""
+    res = cli("audit", "audit_rank", "--set", "protocols=['ldp_kwiksort_rr']", "--set",
+              "collusion.colluders=[1,5,9]", "--trials", "20", "--out", str(tmp_path / "a"),
+              "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "3 settings" in res.stderr and "collusion.colluders" in res.stdout.splitlines()[0]
+    records = [json.loads(line) for line in
+               (tmp_path / "a" / "audit.jsonl").read_text().splitlines()]
+    assert [(r["colluders"], r["point"]["collusion.colluders"]) for r in records] == [
+        (1, 1), (5, 5), (9, 9)]
+    res = cli("run", "audit_rank", "--set", "protocols=['ldp_kwiksort_rr']", "--set",
+              "collusion.colluders=[1,5]", "--out", str(tmp_path / "r"), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    records = read_lines(tmp_path / "r")  # (in the order the parallel runs finished)
+    assert sorted(json.loads(r)["collusion"]["colluders"] for r in records) == [1, 5]

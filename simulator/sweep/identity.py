@@ -63,7 +63,7 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     if scenario.runtime.get("data_first"):  # only when on: older directories stay resumable
         out["runtime.data_first"] = [True]
-    if scenario.collusion.get("sweep"):
+    if scenario.collusion.get("sweep"):  # a list of colluders, held as ``sweep`` (as ever)
         out["collusion.colluders"] = _values(scenario.collusion["sweep"])
     if scenario.collusion.get("attacks"):  # only when on: older directories stay resumable
         for k in ("attacks", "attack_targets"):

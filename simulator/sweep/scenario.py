@@ -1,8 +1,9 @@
 """Scenario files (TOML): validation, command-line overrides and expansion into runs.
 
 A scenario names a protocol (or several), a data set or generator, protocol parameters, a number
-of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]`` is a sweep
-axis; the runs are the product grid of all axes, times the protocols, times the repetitions.
+of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]``, or as
+``[collusion] colluders``, is a sweep axis; the runs are the product grid of all axes, times the
+protocols, times the repetitions.
 Everything is checked before any process starts, and every error names the key and what is
 allowed.
 
@@ -188,7 +189,7 @@ class Scenario:
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
-        ``collusion.colluders`` when it is swept."""
+        ``collusion.colluders`` when it is a list (held as ``collusion["sweep"]``)."""
         out = [f"params.{k}" for k, v in self.params.items() if isinstance(v, list)]
         out += [f"data.{k}" for k, v in self.data.items() if isinstance(v, list)]
         if self.collusion.get("sweep"):
@@ -268,21 +269,42 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return path, parsed
 
 
+#: keys of which a scenario gives one: setting one (``--set``, ``overrides=``) drops the others
+ONE_OF = (("protocol", "protocols"),
+          ("collusion.colluders", "collusion.agents", "collusion.sweep"))
+
+
+def set_key(raw: dict[str, Any], path: list[str], value: Any, what: str) -> None:
+    """Set ``path`` (``["params", "epsilon"]``) of the raw scenario ``raw`` to ``value`` in
+    place, creating tables on the way, and drop the keys it replaces (``ONE_OF``). ``what``
+    names the override in an error (``--set 'data.n.x=1'``)."""
+    node = raw
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ScenarioError(f"{what}: {part!r} is not a table")
+    _drop_replaced(raw, ".".join(path))
+    node[path[-1]] = value
+
+
+def _drop_replaced(raw: dict[str, Any], dotted: str) -> None:
+    """Remove from ``raw`` the keys that setting ``dotted`` replaces (its ``ONE_OF`` group)."""
+    for other in (o for group in ONE_OF if dotted in group for o in group if o != dotted):
+        *tables, key = other.split(".")
+        table: Any = raw
+        for t in tables:
+            table = table.get(t) if isinstance(table, dict) else None
+        if isinstance(table, dict):
+            table.pop(key, None)
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of the raw scenario with ``--set`` overrides applied."""
+    """Return a copy of the raw scenario with ``--set`` overrides applied (one key of
+    ``ONE_OF`` replaces the others: ``--set protocol=kwiksort`` on a file of ``protocols``)."""
     raw = copy.deepcopy(raw)
     for text in overrides:
         path, value = parse_override(text)
-        node = raw
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ScenarioError(f"--set {text!r}: {part!r} is not a table")
-        if path == ["protocol"]:
-            raw.pop("protocols", None)
-        if path == ["protocols"]:
-            raw.pop("protocol", None)
-        node[path[-1]] = value
+        set_key(raw, path, value, f"--set {text!r}")
     return raw
 
 
@@ -378,13 +400,17 @@ class _Errors:
                                 + "\n  ".join(self.messages))
 
 
-def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str) -> dict:
+def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str,
+                 also: tuple[str, ...] = ()) -> dict:
+    """``table`` checked against ``specs``, defaults filled in; ``also``: keys of the section
+    its caller has taken out and checks itself (named among the allowed ones)."""
     errors = _Errors()
     out = {}
     for k, v in table.items():
         if k not in specs:
-            errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(specs)}"
-                       f"{_hint(k, specs)}")
+            allowed = [*specs, *also]
+            errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(allowed)}"
+                       f"{_hint(k, allowed)}")
             continue
         checked = errors.attempt(specs[k].check, v, f"[{section}] {k}")
         if checked is not None or v is None:
@@ -676,46 +702,79 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
     return out
 
 
+#: ``[collusion]``: who colludes, given by one of these keys: ``colluders`` (a fraction or a
+#: count, or a list of them: a sweep axis), ``agents`` (a list of agent ids) or ``sweep`` (the
+#: former name of a list of colluders, read with a warning)
+COALITION = ("colluders", "agents", "sweep")
+_COLLUDERS = "a fraction in [0, 1), a count (integer >= 0), or a list of them (a sweep)"
+_AGENTS = f"a list of agent ids (integers >= 0 and < {MAX_AGENTS}, below the number of agents n)"
+
+
 def _collusion(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``[collusion]`` table, checked. Its coalition is held as the runs have always read
+    it: ``colluders`` one value (a fraction, a count, or the sorted ids of ``agents``) and,
+    when ``colluders`` is a list, ``sweep`` that list (``colluders`` then its first value)."""
     col_raw = dict(_table(raw, "collusion"))
-    if "colluders" in col_raw and "sweep" in col_raw:
-        raise ScenarioError("[collusion] colluders/sweep: give one of them (sweep is a list of "
-                            "colluders values, one run per value)")
+    given = [k for k in COALITION if k in col_raw]
+    if len(given) > 1:
+        raise ScenarioError(
+            f"[collusion] {'/'.join(given)}: give one of them; allowed: colluders = "
+            f"{_COLLUDERS}, or agents = a list of agent ids"
+            + ("; sweep is the former name of a colluders list" if "sweep" in given else ""))
+    if "sweep" in col_raw:
+        warnings.warn(f"[collusion] sweep: renamed [collusion] colluders (a list of values is a "
+                      f"sweep); read as colluders = {col_raw['sweep']!r}", ScenarioWarning,
+                      stacklevel=4)
+        col_raw["colluders"] = col_raw.pop("sweep")
     colluders = col_raw.pop("colluders", DEFAULTS.colluders)
-    sweep = col_raw.pop("sweep", None)
-    collusion = _check_table(col_raw, COLLUSION, "collusion")
-    collusion["colluders"] = _check_colluders(colluders)
-    if sweep is not None:
-        if not isinstance(sweep, list) or not sweep:
-            raise ScenarioError(f"[collusion] sweep: got {sweep!r}; allowed: a non-empty list of "
-                                "colluding fractions in [0, 1) or counts, e.g. [0, 0.1, 0.3]")
-        for v in sweep:
-            if isinstance(v, list) or isinstance(_check_colluders(v), list):
-                raise ScenarioError(f"[collusion] sweep: got {v!r}; allowed: fractions in "
-                                    "[0, 1) or counts (a list of ids goes in colluders)")
-        collusion["colluders"] = sweep[0]
-        collusion["sweep"] = sweep
+    agents = col_raw.pop("agents", None)
+    collusion = _check_table(col_raw, COLLUSION, "collusion", also=COALITION[:2])
+    if agents is not None:
+        collusion["colluders"] = _check_agents(agents)
+    elif isinstance(colluders, list):
+        collusion["colluders"] = _check_colluders_axis(colluders)[0]
+        collusion["sweep"] = colluders
+    else:
+        collusion["colluders"] = _check_colluders(colluders)
     return collusion
 
 
-def _check_colluders(v: Any) -> Any:
-    """Static checks (n may be a sweep or known only once a file is read: see check_runs)."""
-    allowed = ("a fraction in [0, 1), a count (integer >= 0), or a list of agent ids; counts "
-               f"and ids < {MAX_AGENTS} (and below the number of agents n)")
-    if isinstance(v, bool):
-        raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
-    if isinstance(v, float):
-        if not 0 <= v < 1:
-            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+def _colluders_error(v: Any) -> ScenarioError:
+    return ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {_COLLUDERS}; a list of "
+                         f"agent ids goes in [collusion] agents; counts < {MAX_AGENTS} and below "
+                         "the number of agents n")
+
+
+def _check_colluders(v: Any) -> float | int:
+    """One colluders value: a fraction in [0, 1) or a count (n may be a sweep or known only
+    once a file is read: see check_runs)."""
+    if isinstance(v, float) and 0 <= v < 1:
         return v
-    if isinstance(v, int):
-        if not 0 <= v < MAX_AGENTS:
-            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_AGENTS:
         return v
+    raise _colluders_error(v)
+
+
+def _check_colluders_axis(values: list[Any]) -> list[float | int]:
+    """A list of colluders values: a sweep axis, each value a fraction or a count."""
+    if not values:
+        raise ScenarioError("[collusion] colluders: an empty list sweeps nothing; allowed: a "
+                            "fraction in [0, 1), a count (integer >= 0), or a non-empty list of "
+                            "them (a sweep)")
+    try:
+        return [_check_colluders(v) for v in values]
+    except ScenarioError:
+        raise _colluders_error(values) from None
+
+
+def _check_agents(v: Any) -> list[int]:
+    """``[collusion] agents``: the colluding agents' ids, sorted and once each (checked against
+    the number of agents in check_runs)."""
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
                                    and 0 <= x < MAX_AGENTS for x in v):
         return sorted(set(v))
-    raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+    raise ScenarioError(f"[collusion] agents: got {v!r}; allowed: {_AGENTS}; a fraction or a "
+                        "count goes in [collusion] colluders")
 
 
 def check_runs(specs: list[RunSpec]) -> None:
@@ -755,8 +814,8 @@ def _check_colluders_against_n(v: Any, n: int) -> None:
     if isinstance(v, list):
         bad = [x for x in v if x >= n]
         if bad:
-            raise ParamError(f"[collusion] colluders: got agent id {bad[0]}; allowed: ids in "
+            raise ParamError(f"[collusion] agents: got agent id {bad[0]}; allowed: ids in "
                              f"[0, {n}) (n = {n})")
     elif isinstance(v, int) and v > max(n - 1, 0):
         raise ParamError(f"[collusion] colluders: got {v}; allowed: a count of at most n - 1 = "
-                         f"{max(n - 1, 0)} (n = {n}), a fraction in [0, 1) or a list of ids")
+                         f"{max(n - 1, 0)} (n = {n}) or a fraction in [0, 1)")
