@@ -4,7 +4,8 @@ What a scenario draws is its ``[plot]`` table (:class:`PlotSpec`): which metrics
 default: the ones the protocols' papers plot, ``Protocol.figure_metrics``), against which swept
 settings (``x``, default: every numeric one), which setting tells the lines apart (``hue``,
 default the protocol), which make one panel each (``facet``, default: every other swept
-setting, up to ``MAX_PANELS`` panels), log axes, whether to add the communication and time
+setting, up to ``MAX_PANELS`` panels, but not one paired with the x axis: that one varies along
+each line), log axes, whether to add the communication and time
 costs, and the file formats. The spec is stored beside the results (``scenario.json``), so
 ``ldpsim summary DIR --plots`` redraws the same figures.
 """
@@ -214,6 +215,18 @@ def _line(p: Any, label_keys: list[str]) -> tuple[str, str]:
     return point_id(values), label
 
 
+def _follows(setting: str, axis: str, points: list[Any]) -> bool:
+    """Whether ``setting`` takes one value per value of ``axis`` (keys paired in ``[sweep]
+    paired``): then a panel or a line per value of it would hold one point each."""
+    seen: dict[str, str] = {}
+    for p in points:
+        if setting in p.point and axis in p.point:
+            x, v = point_id({"v": p.point[axis]}), point_id({"v": p.point[setting]})
+            if seen.setdefault(x, v) != v:
+                return False
+    return bool(seen)
+
+
 def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[str]]) -> list[str]:
     """The panels a point is drawn in: its own values of the facet settings; every value of a
     setting it lacks (a protocol without that parameter)."""
@@ -301,7 +314,9 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]],
                for m in metric_names}
     markers = "osD^vP*Xh<>p"
     for axis in plot_axes:
-        rest_varying = [a for a in varying if a not in (axis, spec.hue)]
+        # a setting that follows the axis (paired with it) varies along each line
+        rest_varying = [a for a in varying if a not in (axis, spec.hue)
+                        and not _follows(a, axis, points)]
         facet_keys = rest_varying if spec.facet is None else \
             [a for a in spec.facet if a != axis]
         # a point without a facet setting (kwiksort has no ε) is drawn in every panel

@@ -3,7 +3,8 @@
 A scenario names a protocol (or several), a data set or generator, protocol parameters, a number
 of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]``, or as
 ``[collusion] colluders``, is a sweep axis; the runs are the product grid of all axes, times the
-protocols, times the repetitions.
+protocols, times the repetitions. Keys paired in ``[sweep] paired`` vary together, position by
+position: each group is one axis of the grid.
 Everything is checked before any process starts, and every error names the key and what is
 allowed.
 
@@ -64,7 +65,7 @@ MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "dask", "agents", "collusion", "output", "plot"}
+            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep"}
 
 #: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
 #: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.
@@ -186,6 +187,8 @@ class Scenario:
     plot: PlotSpec = PlotSpec()
     #: the agents' own limits (``[agents]``: max_epsilon, protocols, lifetime_epsilon)
     agents: dict[str, Any] = field(default_factory=dict)
+    #: groups of swept settings that vary together (``[sweep] paired``), each one axis
+    paired: list[list[str]] = field(default_factory=list)
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
@@ -197,39 +200,42 @@ class Scenario:
         return out
 
     def runs(self) -> list[RunSpec]:
-        """Expand the sweep: protocols × data grid × params grid × repetitions."""
+        """Expand the sweep: protocols × the grid of the axes (a paired group is one axis) ×
+        repetitions. A run whose key an earlier one has (a repeated value) is left out."""
         dk = get_data_kind(self.data["kind"])
         norm_data = {k: (v if k == "kind" else _norm(dk.params[k], v))
                      for k, v in self.data.items()}
-        data_axes = {k: v for k, v in norm_data.items() if isinstance(v, list)}
         specs: list[RunSpec] = []
         seen: set[str] = set()
-        col_axis = self.collusion.get("sweep")
         for proto in self.protocols:
             accepted = PROTOCOLS[proto].params
             params = {k: _norm(accepted[k], v) for k, v in self.params.items()
                       if k in accepted}
-            param_axes = {k: v for k, v in params.items() if isinstance(v, list)}
-            for dvals in _grid(data_axes):
-                data = {**norm_data, **dvals}
-                for pvals, colluders in itertools.product(
-                        _grid(param_axes), col_axis or [self.collusion["colluders"]]):
-                    p = {**params, **pvals}
-                    point: dict[str, Any] = {"protocol": proto}
-                    point.update({f"params.{k}": v for k, v in pvals.items()})
-                    point.update({f"data.{k}": v for k, v in dvals.items()})
-                    if col_axis:
-                        point["collusion.colluders"] = colluders
-                    collusion = {**self.collusion, "colluders": colluders}
-                    for r in range(self.repeats):
-                        key = run_key(proto, p, data, r, self.seed, collusion,
-                                   self.runtime.get("faults", []))
-                        if key in seen:
-                            continue
-                        seen.add(key)
-                        specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
-                                             run_seed(self.seed, r), dict(self.runtime),
-                                             collusion, point, key, dict(self.agents)))
+            # the loop order: data, then params, then the colluders (the last varies fastest)
+            axes = {f"data.{k}": v for k, v in norm_data.items() if isinstance(v, list)}
+            axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
+            if self.collusion.get("sweep"):
+                axes["collusion.colluders"] = self.collusion["sweep"]
+            for values in _points(axes, self.paired):
+                pvals = {k: values[f"params.{k}"] for k in params if f"params.{k}" in values}
+                dvals = {k: values[f"data.{k}"] for k in norm_data if f"data.{k}" in values}
+                p, data = {**params, **pvals}, {**norm_data, **dvals}
+                point: dict[str, Any] = {"protocol": proto}
+                point.update({f"params.{k}": v for k, v in pvals.items()})
+                point.update({f"data.{k}": v for k, v in dvals.items()})
+                colluders = values.get("collusion.colluders", self.collusion["colluders"])
+                if "collusion.colluders" in values:
+                    point["collusion.colluders"] = colluders
+                collusion = {**self.collusion, "colluders": colluders}
+                for r in range(self.repeats):
+                    key = run_key(proto, p, data, r, self.seed, collusion,
+                                  self.runtime.get("faults", []))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
+                                         run_seed(self.seed, r), dict(self.runtime),
+                                         collusion, point, key, dict(self.agents)))
         return specs
 
 
@@ -240,10 +246,23 @@ def _norm(spec: ParamSpec, value: Any) -> Any:
     return spec.check(value, spec.name)
 
 
-def _grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    names = list(axes)
-    return [dict(zip(names, vals, strict=True)) for vals in
-            itertools.product(*(axes[n] for n in names))]
+def _points(axes: dict[str, list[Any]], paired: list[list[str]]) -> list[dict[str, Any]]:
+    """Every point of the grid of ``axes`` (each swept key's values), the last axis varying
+    fastest. The keys of a ``paired`` group take their values together, position by position:
+    the group is one axis, in the place of its first key (members ``axes`` lacks, such as a
+    parameter a protocol does not take, are left out of it)."""
+    group_of = {k: g for g in paired for k in g}
+    columns: list[list[dict[str, Any]]] = []
+    placed: set[str] = set()
+    for key in axes:
+        if key in placed:
+            continue
+        members = [k for k in group_of.get(key, [key]) if k in axes]
+        placed.update(members)
+        columns.append([dict(zip(members, vals, strict=True))
+                        for vals in zip(*(axes[k] for k in members), strict=True)])
+    return [{k: v for part in combo for k, v in part.items()}
+            for combo in itertools.product(*columns)]
 
 
 def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
@@ -452,9 +471,12 @@ def validate(raw: dict[str, Any], path: str | None = None,
     collusion = errors.attempt(_collusion, raw)
     output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
     agents = errors.attempt(_agents, raw, protos, runtime)
+    paired = None
+    if data is not None and params is not None and collusion is not None:
+        paired = errors.attempt(_paired, raw, data, params, collusion)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output, agents=agents)
+                    output, agents=agents, paired=paired or [])
     scen.plot = _plot(raw, scen)
     return scen
 
@@ -484,6 +506,54 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
             y += tuple(f"leakage.{m}" for m in LEAKAGE_METRICS)
         spec = dataclasses.replace(spec, y=y)
     return spec
+
+
+#: ``[sweep] paired``, as an error shows it
+_PAIRED = ('a list of groups, each a list of two or more swept settings, e.g. '
+           '[["params.epsilon", "data.n"]]')
+
+
+def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],
+            collusion: dict[str, Any]) -> list[list[str]]:
+    """``[sweep] paired``: groups of swept settings that vary together. Each key of a group is
+    a list-valued setting of the scenario (``params.*``, ``data.*``, ``collusion.colluders``),
+    in one group only, and a group's lists have one length."""
+    table = _table(raw, "sweep")
+    for k in table:
+        if k != "paired":
+            raise ScenarioError(f"[sweep] {k}: unknown key; allowed: paired{_hint(k, ['paired'])}")
+    groups = table.get("paired", [])
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        raise ScenarioError(f"[sweep] paired: got {groups!r}; allowed: {_PAIRED}")
+    settings = {f"params.{k}": v for k, v in params.items()}
+    settings.update({f"data.{k}": v for k, v in data.items() if k != "kind"})
+    settings["collusion.colluders"] = collusion.get("sweep", collusion["colluders"])
+    swept = [k for k, v in settings.items() if isinstance(v, list)]
+    group_of: dict[str, int] = {}
+    for i, group in enumerate(groups):
+        if len(group) < 2 or not all(isinstance(k, str) for k in group):
+            raise ScenarioError(f"[sweep] paired: got {group!r}; allowed: a group of two or "
+                                "more swept settings (names such as \"params.epsilon\")")
+        for k in group:
+            if k in group_of:
+                raise ScenarioError(f"[sweep] paired: {k} is in two groups; allowed: each key "
+                                    "in one group, once")
+            group_of[k] = i
+            if k in settings and k not in swept:
+                raise ScenarioError(f"[sweep] paired: {k} is not a list (one value); allowed: "
+                                    "swept settings (a list of values) of this scenario: "
+                                    f"{', '.join(swept) or '(none)'}")
+            if k not in settings:
+                raise ScenarioError(f"[sweep] paired: {k} is not a swept setting of this "
+                                    f"scenario; allowed: {', '.join(swept) or '(none)'}"
+                                    f"{_hint(k, swept)}")
+        lengths = {k: len(settings[k]) for k in group}
+        other = next((k for k in group if lengths[k] != lengths[group[0]]), None)
+        if other is not None:
+            raise ScenarioError(f"[sweep] paired: {group[0]} has {lengths[group[0]]} values, "
+                                f"{other} has {lengths[other]}; allowed: lists of equal length "
+                                "(one point per position)")
+    return [list(g) for g in groups]
 
 
 def _protocols(raw: dict[str, Any]) -> list[str]:

@@ -80,6 +80,41 @@ def _lines(out: Path) -> int:
     return len((out / "results.jsonl").read_text().splitlines())
 
 
+PAIRED = '[sweep]\npaired = [["params.epsilon", "data.n"]]\n'
+
+
+def test_a_paired_sweep_resumes_extends_verifies_and_refuses_another_pairing(tmp_path):
+    import ldpsim
+
+    out = tmp_path / "res"
+    paired = _scenario(tmp_path, n="[150, 200]", eps="[1.0, 2.0]", extra=PAIRED)
+    records, _ = run_scenario(paired, out, show_progress=False, echo=_quiet)
+    assert sorted({(r["params"]["epsilon"], r["data"]["n"]) for r in records}) == [
+        (1.0, 150), (2.0, 200)]
+    assert all(r["point"] == {"protocol": "ldp_kwiksort_rr", "params.epsilon":
+                              r["params"]["epsilon"], "data.n": r["data"]["n"]} for r in records)
+    stored = json.loads((out / "scenario.json").read_text())["fingerprint"]
+    assert stored["sweep.paired"] == [[["params.epsilon", "data.n"]]]
+    run_scenario(paired, out, show_progress=False, echo=_quiet)  # a resume: nothing redone
+    assert _lines(out) == 4
+    more = _scenario(tmp_path, n="[150, 200, 250]", eps="[1.0, 2.0, 4.0]", extra=PAIRED)
+    records, _ = run_scenario(more, out, show_progress=False, echo=_quiet)
+    assert _lines(out) == 6 and len(records) == 6
+    # the grid of the same values is another sweep: refused, naming the pairing
+    grid = _scenario(tmp_path, n="[150, 200, 250]", eps="[1.0, 2.0, 4.0]")
+    with pytest.raises(identity.FingerprintMismatch,
+                       match=r'sweep.paired: \[\["params.epsilon", "data.n"\]\] there, '
+                             r'"\(unset\)" here'):
+        run_scenario(grid, out, show_progress=False, echo=_quiet)
+    assert _lines(out) == 6
+    # the stored sweeps keep their pairing: verify re-executes exactly the stored runs
+    sweeps = identity.stored_scenarios(out)
+    assert [s.paired for s in sweeps] == [[["params.epsilon", "data.n"]]] * 2
+    assert {s.key for sweep in sweeps for s in sweep.runs()} == {r["key"] for r in records}
+    report = ldpsim.verify(out)
+    assert report.ok and report.checked == 6 and not report.failed
+
+
 def test_a_directory_of_the_former_collusion_sweep_resumes_under_colluders(tmp_path):
     out = tmp_path / "res"
     with pytest.warns(ScenarioWarning, match=r"\[collusion\] sweep: renamed"):

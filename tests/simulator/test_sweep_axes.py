@@ -1,7 +1,9 @@
 """Sweep axes: one collusion vocabulary (``colluders`` a value or a list of values, ``agents`` a
-list of agent ids).
+list of agent ids), and paired axes (``[sweep] paired``: keys that vary together, one axis of
+the grid).
 
-Everything here expands scenarios without running them (the audit aside).
+Everything here expands scenarios without running them (the audit aside); the runs of a paired
+sweep, its resume and its verification are in ``tests/simulator/test_identity.py``.
 """
 
 from __future__ import annotations
@@ -196,3 +198,107 @@ def test_the_audit_sweeps_colluder_counts():
     ids, = ldpsim.audit("audit_rank", overrides=["protocols=['ldp_kwiksort_rr']",
                                                  "collusion.agents=[1, 5, 9]"], trials=40)
     assert ids["colluders"] == 3 and ids["point"] == {}
+
+
+# --------------------------------------------------------------------------------------------
+# [sweep] paired: keys that vary together
+
+
+PAIRED = {"paired": [["params.epsilon", "data.n"]]}
+
+
+def test_a_paired_sweep_gives_the_zipped_points():
+    grid = sc.load(raw=small())
+    paired = sc.load(raw=small(sweep=PAIRED))
+    assert paired.paired == [["params.epsilon", "data.n"]]
+    assert paired.axes() == grid.axes() == ["params.epsilon", "data.n"]
+    rr = [s for s in paired.runs() if s.protocol == "ldp_kwiksort_rr"]
+    assert [(s.point, s.repeat) for s in rr] == [
+        ({"protocol": "ldp_kwiksort_rr", "params.epsilon": e, "data.n": n}, r)
+        for e, n in ((0.5, 100), (1.0, 200), (2.0, 300)) for r in (0, 1)]
+    assert [(s.params["epsilon"], s.data["n"]) for s in rr] == [
+        (e, n) for e, n in ((0.5, 100), (1.0, 200), (2.0, 300)) for _ in (0, 1)]
+    # kwiksort takes no ε: its runs vary n alone, once per value
+    ks = [s for s in paired.runs() if s.protocol == "kwiksort"]
+    assert [s.point for s in ks] == [{"protocol": "kwiksort", "data.n": n}
+                                     for n in (100, 100, 200, 200, 300, 300)]
+    assert len(paired.runs()) == 6 + 6
+    # a run's key depends only on its settings: each paired run is the grid's run
+    by_key = {s.key: s for s in grid.runs()}
+    for s in paired.runs():
+        assert dataclasses.asdict(by_key[s.key]) == dataclasses.asdict(s)
+
+
+def test_a_paired_group_is_one_axis_of_the_grid():
+    raw = small(sweep=PAIRED, data={"kind": "mallows", "n": [100, 200, 300], "m": [4, 5]},
+                collusion={"colluders": [0.0, 0.5]}, protocols=["ldp_kwiksort_rr"],
+                repeats=1)
+    points = [s.point for s in sc.load(raw=raw).runs()]
+    assert len(points) == 3 * 2 * 2
+    assert points[:4] == [
+        {"protocol": "ldp_kwiksort_rr", "params.epsilon": 0.5, "data.n": 100, "data.m": 4,
+         "collusion.colluders": 0.0},
+        {"protocol": "ldp_kwiksort_rr", "params.epsilon": 0.5, "data.n": 100, "data.m": 4,
+         "collusion.colluders": 0.5},
+        {"protocol": "ldp_kwiksort_rr", "params.epsilon": 0.5, "data.n": 100, "data.m": 5,
+         "collusion.colluders": 0.0},
+        {"protocol": "ldp_kwiksort_rr", "params.epsilon": 0.5, "data.n": 100, "data.m": 5,
+         "collusion.colluders": 0.5}]
+    assert {(p["params.epsilon"], p["data.n"]) for p in points} == {
+        (0.5, 100), (1.0, 200), (2.0, 300)}
+    # the colluders pair as well: all agents but one, as n grows
+    raw = small(sweep={"paired": [["data.n", "collusion.colluders"]]},
+                collusion={"colluders": [99, 199, 299]}, protocols=["kwiksort"], params={},
+                repeats=1)
+    s = sc.load(raw=raw)
+    assert [(r.data["n"], r.collusion["colluders"]) for r in s.runs()] == [
+        (100, 99), (200, 199), (300, 299)]
+    sc.check_runs(s.runs())
+
+
+def test_an_unpaired_scenario_keeps_its_runs():
+    """``paired = []`` pairs nothing: the grid, run for run."""
+    assert specs_of(sc.load(raw=small(sweep={"paired": []}))) == specs_of(sc.load(raw=small()))
+
+
+@pytest.mark.parametrize("paired, needle", [
+    ([["params.epsilon", "data.m"]],
+     "[sweep] paired: data.m is not a list (one value); allowed: swept settings (a list of "
+     "values) of this scenario: params.epsilon, data.n, collusion.colluders"),
+    ([["params.epsilon", "data.nn"]],
+     "[sweep] paired: data.nn is not a swept setting of this scenario; allowed: "
+     "params.epsilon, data.n, collusion.colluders; did you mean 'data.n'?"),
+    ([["params.epsilon", "data.n"], ["data.n", "collusion.colluders"]],
+     "[sweep] paired: data.n is in two groups; allowed: each key in one group"),
+    ([["params.epsilon"]], "[sweep] paired: got ['params.epsilon']; allowed: a group of two or "
+                           "more swept settings"),
+    (["params.epsilon", "data.n"], "[sweep] paired: got ['params.epsilon', 'data.n']; allowed: "
+                                   "a list of groups, each a list of two or more swept "
+                                   "settings, e.g. [[\"params.epsilon\", \"data.n\"]]"),
+    ("params.epsilon", "[sweep] paired: got 'params.epsilon'; allowed: a list of groups"),
+])
+def test_paired_errors_name_the_key(paired, needle):
+    raw = small(sweep={"paired": paired}, collusion={"colluders": [0.0, 0.1, 0.2]})
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=raw)
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_paired_lists_of_unequal_length_are_refused():
+    raw = small(sweep=PAIRED, params={"epsilon": [0.5, 1.0]})
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=raw)
+    assert str(e.value) == ("[sweep] paired: params.epsilon has 2 values, data.n has 3; "
+                            "allowed: lists of equal length (one point per position)")
+    with pytest.raises(ScenarioError, match=r"\[sweep\] zip: unknown key; allowed: paired"):
+        sc.load(raw=small(sweep={"zip": [["params.epsilon", "data.n"]]}))
+
+
+def test_paired_from_the_command_line():
+    s = sc.load(raw=small(), overrides=['sweep.paired=[["params.epsilon","data.n"]]'])
+    assert specs_of(s) == specs_of(sc.load(raw=small(sweep=PAIRED)))
+    # one key of a group set to another length: the error names both
+    with pytest.raises(ScenarioError, match="params.epsilon has 4 values, data.n has 3"):
+        sc.load(raw=small(sweep=PAIRED), overrides=["params.epsilon=[0.5,1,2,4]"])
+    s = sc.load(raw=small(sweep=PAIRED), overrides=["sweep.paired=[]"])
+    assert specs_of(s) == specs_of(sc.load(raw=small()))
