@@ -37,7 +37,8 @@ def _scenario(scenario: str | Path | dict[str, Any] | sc.Scenario,
         path = sc.find(scenario)
         if not Path(path).is_file():
             raise sc.ScenarioError(f"scenario not found: {scenario!r} (a path, or a name in "
-                                   f"{', '.join(str(d) for d in sc.SCENARIO_DIRS)})")
+                                   f"{', '.join(str(d) for d in sc.SCENARIO_DIRS)})"
+                                   f"{sc.did_you_mean(scenario)}")
         try:
             raw = tomllib.loads(Path(path).read_text())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

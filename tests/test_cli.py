@@ -287,6 +287,9 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
         (["run", str(latin)], "not a UTF-8 text file"),
         (["audit", str(latin)], "not a UTF-8 text file"),
         (["run", "no_such_scenario"], "scenario file not found"),
+        (["run", "dem"], "scenario file not found: dem; did you mean 'demo'?"),
+        (["run", "demo", "--set", "params.epsilon=[0.5,,1]"], "malformed TOML value at "
+                                                               "character 6"),
         (["agents", "--connect", "nonsense", "--keys", str(tmp_path / "k" / "pool-0.keys")],
          "expected tcp://HOST:PORT"),
         (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "k" / "pool-0.keys"),

@@ -21,6 +21,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import re
 import tomllib
 import warnings
 from dataclasses import dataclass, field
@@ -273,19 +274,39 @@ def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+#: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
+#: cannot read is an error; any other value TOML cannot read is a bare word, read as a string
+_TOML_STARTS = ("[", "{", '"', "'")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``section.key=value`` (value in TOML syntax; bare words are strings)."""
+    """``section.key=value`` (value in TOML syntax; bare words are strings; a malformed list,
+    table or quoted string is an error saying where TOML stopped reading it)."""
     if "=" not in text:
         raise ScenarioError(f"--set {text!r}: expected KEY=VALUE, e.g. params.epsilon=1.0")
     key, value = text.split("=", 1)
     path = [k.strip() for k in key.strip().split(".")]
     if not all(path):
         raise ScenarioError(f"--set {text!r}: empty key")
+    value = value.strip()
     try:
-        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = value.strip()
-    return path, parsed
+        return path, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError as e:
+        if not value.startswith(_TOML_STARTS):
+            return path, value
+        raise ScenarioError(f"--set {text!r}: {_malformed(value, e)}; allowed: a TOML value, "
+                            "e.g. a list [0.5, 1.0] (a sweep), a number, true, \"text\"") from None
+
+
+def _malformed(value: str, error: tomllib.TOMLDecodeError) -> str:
+    """What TOML's reader said of ``value`` (read as ``v = value``), and where it stopped in
+    it when it says: ``malformed TOML value at character 6 of [0.5,,1] (invalid value)``."""
+    message = str(error)
+    what = message.split(" (at ", 1)[0].lower()
+    where = re.search(r"\(at line 1, column (\d+)\)", message)
+    if where is None:  # at the end of the document: a list or a string left open
+        return f"malformed TOML value ({what})"
+    return f"malformed TOML value at character {int(where.group(1)) - 4} of {value} ({what})"
 
 
 #: keys of which a scenario gives one: setting one (``--set``, ``overrides=``) drops the others
@@ -331,9 +352,26 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[2] / "scenarios"]
 
 
+def scenario_names() -> list[str]:
+    """The names ``find`` resolves: the stems of the ``.toml`` files in ``SCENARIO_DIRS``."""
+    return sorted({f.stem for d in SCENARIO_DIRS if d.is_dir() for f in d.glob("*.toml")})
+
+
+def did_you_mean(name: str | Path) -> str:
+    """``; did you mean 'demo'?``, with up to three scenario names closest to ``name`` (a
+    name or a path: its stem is compared), or nothing."""
+    close = [repr(c) for c in difflib.get_close_matches(Path(str(name)).stem,
+                                                        scenario_names(), n=3)]
+    if not close:
+        return ""
+    return "; did you mean " + (" or ".join(close) if len(close) < 3 else
+                                f"{close[0]}, {close[1]} or {close[2]}") + "?"
+
+
 def find(name_or_path: str | Path) -> str:
     """A scenario file: the path itself if it exists, else ``NAME`` or ``NAME.toml`` in
-    ``SCENARIO_DIRS`` (unchanged when not found: ``load`` then says so)."""
+    ``SCENARIO_DIRS`` (unchanged when not found: ``load`` then says so, with the closest
+    names)."""
     path = Path(name_or_path)
     if path.is_file():
         return str(path)
@@ -363,7 +401,7 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None,
     if raw is None:
         p = Path(path)
         if not p.is_file():
-            raise ScenarioError(f"scenario file not found: {path}")
+            raise ScenarioError(f"scenario file not found: {path}{did_you_mean(path)}")
         try:
             raw = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:

@@ -1,6 +1,6 @@
 """Sweep axes: one collusion vocabulary (``colluders`` a value or a list of values, ``agents`` a
-list of agent ids), and paired axes (``[sweep] paired``: keys that vary together, one axis of
-the grid).
+list of agent ids), paired axes (``[sweep] paired``: keys that vary together, one axis of the
+grid), malformed ``--set`` lists and scenario names that are not found.
 
 Everything here expands scenarios without running them (the audit aside); the runs of a paired
 sweep, its resume and its verification are in ``tests/simulator/test_identity.py``.
@@ -302,3 +302,34 @@ def test_paired_from_the_command_line():
         sc.load(raw=small(sweep=PAIRED), overrides=["params.epsilon=[0.5,1,2,4]"])
     s = sc.load(raw=small(sweep=PAIRED), overrides=["sweep.paired=[]"])
     assert specs_of(s) == specs_of(sc.load(raw=small()))
+
+
+# --------------------------------------------------------------------------------------------
+# A malformed --set list; a scenario name that is not found
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("params.epsilon=[0.5,,1]", "--set 'params.epsilon=[0.5,,1]': malformed TOML value at "
+                                "character 6 of [0.5,,1] (invalid value); allowed: a TOML "
+                                "value, e.g. a list [0.5, 1.0] (a sweep)"),
+    ("params.epsilon=[0.5, 1", "--set 'params.epsilon=[0.5, 1': malformed TOML value "
+                               "(unclosed array)"),
+    ('data.path="a.soc', "--set 'data.path=\"a.soc': malformed TOML value (unterminated "
+                         "string)"),
+])
+def test_a_malformed_list_is_named_as_such(text, needle):
+    with pytest.raises(ScenarioError) as e:
+        sc.load(raw=small(), overrides=[text])
+    assert needle in str(e.value), str(e.value)
+
+
+def test_a_scenario_name_that_is_not_found_suggests_the_closest():
+    with pytest.raises(ScenarioError, match=r"scenario not found: 'dem' .*; did you mean "
+                                            r"'demo'\?"):
+        ldpsim.run("dem")
+    with pytest.raises(ScenarioError, match=r"scenario file not found: audit_rnk; did you "
+                                            r"mean 'audit_rank'"):
+        sc.load(sc.find("audit_rnk"))
+    with pytest.raises(ScenarioError) as e:
+        sc.load(sc.find("zzzzzz"))
+    assert "did you mean" not in str(e.value)
