@@ -8,9 +8,10 @@ position: each group is one axis of the grid.
 Everything is checked before any process starts, and every error names the key and what is
 allowed.
 
-About 590 lines, over the house's ~500: every table's schema (``RUNTIME``, ``COLLUSION``, ...)
+About 880 lines, over the house's ~500: every table's schema (``RUNTIME``, ``COLLUSION``, ...)
 stands beside the check that enforces it and the expansion that reads it, so an allowed value
-is declared in exactly one place.
+is declared in exactly one place; how swept lists combine into points (the grid, ``[sweep]
+paired``) is ``simulator.sweep.axes``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import copy
 import dataclasses
 import difflib
 import hashlib
-import itertools
 import json
 import re
 import tomllib
@@ -45,6 +45,7 @@ from ldpsim.simulator.session.seeding import (
     read_deployment,
     run_seed,
 )
+from ldpsim.simulator.sweep.axes import check_sweep, points
 from ldpsim.simulator.sweep.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.sweep.results import LEAKAGE_METRICS
 
@@ -217,7 +218,7 @@ class Scenario:
             axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
             if self.collusion.get("sweep"):
                 axes["collusion.colluders"] = self.collusion["sweep"]
-            for values in _points(axes, self.paired):
+            for values in points(axes, self.paired):
                 pvals = {k: values[f"params.{k}"] for k in params if f"params.{k}" in values}
                 dvals = {k: values[f"data.{k}"] for k in norm_data if f"data.{k}" in values}
                 p, data = {**params, **pvals}, {**norm_data, **dvals}
@@ -245,25 +246,6 @@ def _norm(spec: ParamSpec, value: Any) -> Any:
     if isinstance(value, list):
         return [spec.check(v, spec.name) for v in value]
     return spec.check(value, spec.name)
-
-
-def _points(axes: dict[str, list[Any]], paired: list[list[str]]) -> list[dict[str, Any]]:
-    """Every point of the grid of ``axes`` (each swept key's values), the last axis varying
-    fastest. The keys of a ``paired`` group take their values together, position by position:
-    the group is one axis, in the place of its first key (members ``axes`` lacks, such as a
-    parameter a protocol does not take, are left out of it)."""
-    group_of = {k: g for g in paired for k in g}
-    columns: list[list[dict[str, Any]]] = []
-    placed: set[str] = set()
-    for key in axes:
-        if key in placed:
-            continue
-        members = [k for k in group_of.get(key, [key]) if k in axes]
-        placed.update(members)
-        columns.append([dict(zip(members, vals, strict=True))
-                        for vals in zip(*(axes[k] for k in members), strict=True)])
-    return [{k: v for part in combo for k, v in part.items()}
-            for combo in itertools.product(*columns)]
 
 
 def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
@@ -511,7 +493,7 @@ def validate(raw: dict[str, Any], path: str | None = None,
     agents = errors.attempt(_agents, raw, protos, runtime)
     paired = None
     if data is not None and params is not None and collusion is not None:
-        paired = errors.attempt(_paired, raw, data, params, collusion)
+        paired = errors.attempt(_paired, raw, data, params, collusion, errors)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
                     output, agents=agents, paired=paired or [])
@@ -546,52 +528,18 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
     return spec
 
 
-#: ``[sweep] paired``, as an error shows it
-_PAIRED = ('a list of groups, each a list of two or more swept settings, e.g. '
-           '[["params.epsilon", "data.n"]]')
-
-
 def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],
-            collusion: dict[str, Any]) -> list[list[str]]:
-    """``[sweep] paired``: groups of swept settings that vary together. Each key of a group is
-    a list-valued setting of the scenario (``params.*``, ``data.*``, ``collusion.colluders``),
-    in one group only, and a group's lists have one length."""
+            collusion: dict[str, Any], errors: _Errors) -> list[list[str]]:
+    """``[sweep] paired``: groups of swept settings that vary together (each problem recorded
+    in ``errors``; none paired then)."""
     table = _table(raw, "sweep")
-    for k in table:
-        if k != "paired":
-            raise ScenarioError(f"[sweep] {k}: unknown key; allowed: paired{_hint(k, ['paired'])}")
-    groups = table.get("paired", [])
-    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
-        raise ScenarioError(f"[sweep] paired: got {groups!r}; allowed: {_PAIRED}")
     settings = {f"params.{k}": v for k, v in params.items()}
     settings.update({f"data.{k}": v for k, v in data.items() if k != "kind"})
     settings["collusion.colluders"] = collusion.get("sweep", collusion["colluders"])
-    swept = [k for k, v in settings.items() if isinstance(v, list)]
-    group_of: dict[str, int] = {}
-    for i, group in enumerate(groups):
-        if len(group) < 2 or not all(isinstance(k, str) for k in group):
-            raise ScenarioError(f"[sweep] paired: got {group!r}; allowed: a group of two or "
-                                "more swept settings (names such as \"params.epsilon\")")
-        for k in group:
-            if k in group_of:
-                raise ScenarioError(f"[sweep] paired: {k} is in two groups; allowed: each key "
-                                    "in one group, once")
-            group_of[k] = i
-            if k in settings and k not in swept:
-                raise ScenarioError(f"[sweep] paired: {k} is not a list (one value); allowed: "
-                                    "swept settings (a list of values) of this scenario: "
-                                    f"{', '.join(swept) or '(none)'}")
-            if k not in settings:
-                raise ScenarioError(f"[sweep] paired: {k} is not a swept setting of this "
-                                    f"scenario; allowed: {', '.join(swept) or '(none)'}"
-                                    f"{_hint(k, swept)}")
-        lengths = {k: len(settings[k]) for k in group}
-        other = next((k for k in group if lengths[k] != lengths[group[0]]), None)
-        if other is not None:
-            raise ScenarioError(f"[sweep] paired: {group[0]} has {lengths[group[0]]} values, "
-                                f"{other} has {lengths[other]}; allowed: lists of equal length "
-                                "(one point per position)")
-    return [list(g) for g in groups]
+    problems = check_sweep(table, settings)
+    for p in problems:
+        errors.add(p)
+    return [] if problems else [list(g) for g in table.get("paired", [])]
 
 
 def _protocols(raw: dict[str, Any]) -> list[str]:
