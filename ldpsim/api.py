@@ -50,19 +50,14 @@ def _scenario(scenario: str | Path | dict[str, Any] | sc.Scenario,
         path = sc.find(scenario)
         if not Path(path).is_file():
             raise sc.ScenarioError(f"scenario not found: {scenario!r} (a path, or a name in "
-                                   f"{', '.join(str(d) for d in sc.SCENARIO_DIRS)})")
+                                   f"{', '.join(str(d) for d in sc.SCENARIO_DIRS)})"
+                                   f"{sc.did_you_mean(scenario)}")
         try:
             raw = tomllib.loads(Path(path).read_text())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise sc.ScenarioError(f"{path}: not a valid TOML scenario: {e}") from None
-    for dotted, value in pairs.items():
-        node = raw
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise sc.ScenarioError(f"override {dotted!r}: {part!r} is not a table")
-        node[parts[-1]] = value
+    for dotted, value in pairs.items():  # one key of sc.ONE_OF replaces the others
+        sc.set_key(raw, dotted.split("."), value, f"override {dotted!r}")
     return sc.load(raw=sc.apply_overrides(raw, texts))
 
 

@@ -337,6 +337,9 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
         (["run", str(latin)], "not a UTF-8 text file"),
         (["audit", str(latin)], "not a UTF-8 text file"),
         (["run", "no_such_scenario"], "scenario file not found"),
+        (["run", "dem"], "scenario file not found: dem; did you mean 'demo'?"),
+        (["run", "demo", "--set", "params.epsilon=[0.5,,1]"], "malformed TOML value at "
+                                                               "character 6"),
         (["agents", "--connect", "nonsense", "--keys", str(tmp_path / "k" / "pool-0.keys")],
          "expected tcp://HOST:PORT"),
         (["agents", "--connect", "tcp://h:1", "--keys", str(tmp_path / "k" / "pool-0.keys"),
@@ -478,3 +481,22 @@ def test_one_pool_its_rounds_and_no_matplotlib_said_in_one_line(tmp_path):
     assert again.returncode == 0, again.stderr
     assert again.stderr.splitlines() == [NO_MATPLOTLIB]
     assert (out / "per_round.csv").read_bytes() == written
+
+
+def test_audit_and_run_sweep_a_list_of_colluders(tmp_path):
+    """``--set collusion.colluders=[...]`` is a sweep for ``audit`` as for ``run``: one audited
+    setting per count, the count a column of the table."""
+    res = cli("audit", "audit_rank", "--set", "protocols=['ldp_kwiksort_rr']", "--set",
+              "collusion.colluders=[1,5,9]", "--trials", "20", "--out", str(tmp_path / "a"),
+              "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "3 settings" in res.stderr and "collusion.colluders" in res.stdout.splitlines()[0]
+    records = [json.loads(line) for line in
+               (tmp_path / "a" / "audit.jsonl").read_text().splitlines()]
+    assert [(r["colluders"], r["point"]["collusion.colluders"]) for r in records] == [
+        (1, 1), (5, 5), (9, 9)]
+    res = cli("run", "audit_rank", "--set", "protocols=['ldp_kwiksort_rr']", "--set",
+              "collusion.colluders=[1,5]", "--out", str(tmp_path / "r"), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    records = read_lines(tmp_path / "r")  # (in the order the parallel runs finished)
+    assert sorted(json.loads(r)["collusion"]["colluders"] for r in records) == [1, 5]

@@ -1,7 +1,8 @@
 """Collusion mechanics: who is in the semi-honest coalition, and the adversary's view.
 
-A scenario's ``[collusion]`` table names the colluding agents (``colluders``: a fraction in
-[0, 1), a count, or a list of agent ids) and whether the curator is in the coalition
+A run's ``collusion`` names the colluding agents (``colluders``: a fraction in [0, 1), a count,
+or a list of agent ids, which a scenario gives as ``[collusion] agents``; a scenario's list of
+``colluders`` is a sweep, one value per run) and whether the curator is in the coalition
 (``curator = true``, the LDP threat model). Colluders follow the protocol and, when the curator
 colludes, DISCLOSE their raw data and their random coins (the agent's stream key, from which
 every draw it makes can be recomputed) to the curator. The adversary view is exactly what the

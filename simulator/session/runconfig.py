@@ -50,7 +50,8 @@ class RuntimeDefaults:
     data_first: bool = False
     #: whether the curator belongs to the coalition (``[collusion] curator``)
     curator_colludes: bool = True
-    #: colluding agents (``[collusion] colluders``): a fraction, a count or a list of ids
+    #: colluding agents: a fraction or a count (``[collusion] colluders``), or a list of ids
+    #: (``[collusion] agents``)
     colluders: float | int = 0
 
 

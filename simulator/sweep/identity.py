@@ -63,8 +63,10 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
         out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     if scenario.runtime.get("data_first"):  # only when on: older directories stay resumable
         out["runtime.data_first"] = [True]
-    if scenario.collusion.get("sweep"):
+    if scenario.collusion.get("sweep"):  # a list of colluders, held as ``sweep`` (as ever)
         out["collusion.colluders"] = _values(scenario.collusion["sweep"])
+    if getattr(scenario, "paired", None):  # only when set: older directories stay resumable
+        out["sweep.paired"] = [_plain(scenario.paired)]
     if scenario.collusion.get("attacks"):  # only when on: older directories stay resumable
         for k in ("attacks", "attack_targets"):
             out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
@@ -181,6 +183,8 @@ def _tables(scenario: Any) -> dict[str, Any] | None:
         return None
     out = {k: _plain(getattr(scenario, k)) for k in _TABLES}
     out["runtime"] = {k: (None if k in _UNSTORED else v) for k, v in out["runtime"].items()}
+    if scenario.paired:  # only when set: the tables of older directories stay as they were
+        out["paired"] = _plain(scenario.paired)
     return out
 
 
@@ -192,7 +196,7 @@ def stored_scenarios(out_dir: str | Path) -> list[Scenario]:
         try:
             out.append(Scenario(t["name"], None, {}, t["protocols"], t["repeats"], t["seed"],
                                 t["data"], t["params"], t["runtime"], t["collusion"],
-                                t["output"], agents=t["agents"]))
+                                t["output"], agents=t["agents"], paired=t.get("paired", [])))
         except (KeyError, TypeError) as e:
             raise ScenarioError(f"{Path(out_dir) / FINGERPRINT_FILE}: a stored sweep is "
                                 f"unreadable ({e})") from None

@@ -4,9 +4,10 @@ What a scenario draws is its ``[plot]`` table (:class:`PlotSpec`): which metrics
 default: the ones the protocols' papers plot, ``Protocol.figure_metrics``), against which swept
 settings (``x``, default: every numeric one), which setting tells the lines apart (``hue``,
 default the protocol), which make one panel each (``facet``, default: every other swept
-setting, up to ``MAX_PANELS`` panels), log axes, whether to add the communication and time
-costs, and the file formats. The spec is stored beside the results (``scenario.json``), so
-``ldpsim summary DIR --plots`` redraws the same figures.
+setting, up to ``MAX_PANELS`` panels, but not one paired with the x axis: that one varies along
+each line), log axes, whether to add the communication and time costs, and the file formats.
+The spec is stored beside the results (``scenario.json``), so ``ldpsim summary DIR --plots``
+redraws the same figures.
 
 Panels, lines and legends follow the settings' values (``results.in_value_order``: numbers
 by value, then the sweep's order); ``figures`` yields each figure, ``plot`` writes them.
@@ -439,9 +440,23 @@ class _Layout:
     rank: dict[str, tuple[int, ...]]  # line key -> its place (the label settings' values)
 
 
+def _follows(setting: str, axis: str, points: list[Any]) -> bool:
+    """Whether ``setting`` takes one value per value of ``axis`` (keys paired in ``[sweep]
+    paired``): then a panel or a line per value of it would hold one point each."""
+    seen: dict[str, str] = {}
+    for p in points:
+        if setting in p.point and axis in p.point:
+            x, v = point_id({"v": p.point[axis]}), point_id({"v": p.point[setting]})
+            if seen.setdefault(x, v) != v:
+                return False
+    return bool(seen)
+
+
 def _layout(sweep: _Sweep, spec: PlotSpec, axis: str) -> _Layout:
     points = sweep.points
-    rest_varying = [a for a in sweep.varying if a not in (axis, spec.hue)]
+    # a setting that follows the axis (paired with it) varies along each line
+    rest_varying = [a for a in sweep.varying if a not in (axis, spec.hue)
+                    and not _follows(a, axis, points)]
     facet_keys = rest_varying if spec.facet is None else [a for a in spec.facet if a != axis]
     # a point without a facet setting (kwiksort has no ε) is drawn in every panel
     panel_sets = {a: in_value_order(p.point.get(a) for p in points) for a in facet_keys}

@@ -1,14 +1,17 @@
 """Scenario files (TOML): validation, command-line overrides and expansion into runs.
 
 A scenario names a protocol (or several), a data set or generator, protocol parameters, a number
-of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]`` is a sweep
-axis; the runs are the product grid of all axes, times the protocols, times the repetitions.
+of repetitions, a seed, a runtime and a coalition. A list in ``[params]`` or ``[data]``, or as
+``[collusion] colluders``, is a sweep axis; the runs are the product grid of all axes, times the
+protocols, times the repetitions. Keys paired in ``[sweep] paired`` vary together, position by
+position: each group is one axis of the grid.
 Everything is checked before any process starts, and every error names the key and what is
 allowed.
 
-About 590 lines, over the house's ~500: every table's schema (``RUNTIME``, ``COLLUSION``, ...)
+About 880 lines, over the house's ~500: every table's schema (``RUNTIME``, ``COLLUSION``, ...)
 stands beside the check that enforces it and the expansion that reads it, so an allowed value
-is declared in exactly one place.
+is declared in exactly one place; how swept lists combine into points (the grid, ``[sweep]
+paired``) is ``simulator.sweep.axes``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import copy
 import dataclasses
 import difflib
 import hashlib
-import itertools
 import json
+import re
 import tomllib
 import warnings
 from dataclasses import dataclass, field
@@ -42,6 +45,7 @@ from ldpsim.simulator.session.seeding import (
     read_deployment,
     run_seed,
 )
+from ldpsim.simulator.sweep.axes import check_sweep, points
 from ldpsim.simulator.sweep.plots import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.sweep.results import LEAKAGE_METRICS
 
@@ -63,7 +67,7 @@ MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "dask", "agents", "collusion", "output", "plot"}
+            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep"}
 
 #: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
 #: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.
@@ -185,10 +189,12 @@ class Scenario:
     plot: PlotSpec = PlotSpec()
     #: the agents' own limits (``[agents]``: max_epsilon, protocols, lifetime_epsilon)
     agents: dict[str, Any] = field(default_factory=dict)
+    #: groups of swept settings that vary together (``[sweep] paired``), each one axis
+    paired: list[list[str]] = field(default_factory=list)
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
-        ``collusion.colluders`` when it is swept."""
+        ``collusion.colluders`` when it is a list (held as ``collusion["sweep"]``)."""
         out = [f"params.{k}" for k, v in self.params.items() if isinstance(v, list)]
         out += [f"data.{k}" for k, v in self.data.items() if isinstance(v, list)]
         if self.collusion.get("sweep"):
@@ -196,39 +202,42 @@ class Scenario:
         return out
 
     def runs(self) -> list[RunSpec]:
-        """Expand the sweep: protocols × data grid × params grid × repetitions."""
+        """Expand the sweep: protocols × the grid of the axes (a paired group is one axis) ×
+        repetitions. A run whose key an earlier one has (a repeated value) is left out."""
         dk = get_data_kind(self.data["kind"])
         norm_data = {k: (v if k == "kind" else _norm(dk.params[k], v))
                      for k, v in self.data.items()}
-        data_axes = {k: v for k, v in norm_data.items() if isinstance(v, list)}
         specs: list[RunSpec] = []
         seen: set[str] = set()
-        col_axis = self.collusion.get("sweep")
         for proto in self.protocols:
             accepted = PROTOCOLS[proto].params
             params = {k: _norm(accepted[k], v) for k, v in self.params.items()
                       if k in accepted}
-            param_axes = {k: v for k, v in params.items() if isinstance(v, list)}
-            for dvals in _grid(data_axes):
-                data = {**norm_data, **dvals}
-                for pvals, colluders in itertools.product(
-                        _grid(param_axes), col_axis or [self.collusion["colluders"]]):
-                    p = {**params, **pvals}
-                    point: dict[str, Any] = {"protocol": proto}
-                    point.update({f"params.{k}": v for k, v in pvals.items()})
-                    point.update({f"data.{k}": v for k, v in dvals.items()})
-                    if col_axis:
-                        point["collusion.colluders"] = colluders
-                    collusion = {**self.collusion, "colluders": colluders}
-                    for r in range(self.repeats):
-                        key = run_key(proto, p, data, r, self.seed, collusion,
-                                   self.runtime.get("faults", []))
-                        if key in seen:
-                            continue
-                        seen.add(key)
-                        specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
-                                             run_seed(self.seed, r), dict(self.runtime),
-                                             collusion, point, key, dict(self.agents)))
+            # the loop order: data, then params, then the colluders (the last varies fastest)
+            axes = {f"data.{k}": v for k, v in norm_data.items() if isinstance(v, list)}
+            axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
+            if self.collusion.get("sweep"):
+                axes["collusion.colluders"] = self.collusion["sweep"]
+            for values in points(axes, self.paired):
+                pvals = {k: values[f"params.{k}"] for k in params if f"params.{k}" in values}
+                dvals = {k: values[f"data.{k}"] for k in norm_data if f"data.{k}" in values}
+                p, data = {**params, **pvals}, {**norm_data, **dvals}
+                point: dict[str, Any] = {"protocol": proto}
+                point.update({f"params.{k}": v for k, v in pvals.items()})
+                point.update({f"data.{k}": v for k, v in dvals.items()})
+                colluders = values.get("collusion.colluders", self.collusion["colluders"])
+                if "collusion.colluders" in values:
+                    point["collusion.colluders"] = colluders
+                collusion = {**self.collusion, "colluders": colluders}
+                for r in range(self.repeats):
+                    key = run_key(proto, p, data, r, self.seed, collusion,
+                                  self.runtime.get("faults", []))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
+                                         run_seed(self.seed, r), dict(self.runtime),
+                                         collusion, point, key, dict(self.agents)))
         return specs
 
 
@@ -239,12 +248,6 @@ def _norm(spec: ParamSpec, value: Any) -> Any:
     return spec.check(value, spec.name)
 
 
-def _grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    names = list(axes)
-    return [dict(zip(names, vals, strict=True)) for vals in
-            itertools.product(*(axes[n] for n in names))]
-
-
 def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
     """A run's key: a hash of what identifies its output (``RunSpec.key``)."""
     blob = json.dumps([proto, params, data, repeat, seed,
@@ -253,36 +256,77 @@ def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+#: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
+#: cannot read is an error; any other value TOML cannot read is a bare word, read as a string
+_TOML_STARTS = ("[", "{", '"', "'")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``section.key=value`` (value in TOML syntax; bare words are strings)."""
+    """``section.key=value`` (value in TOML syntax; bare words are strings; a malformed list,
+    table or quoted string is an error saying where TOML stopped reading it)."""
     if "=" not in text:
         raise ScenarioError(f"--set {text!r}: expected KEY=VALUE, e.g. params.epsilon=1.0")
     key, value = text.split("=", 1)
     path = [k.strip() for k in key.strip().split(".")]
     if not all(path):
         raise ScenarioError(f"--set {text!r}: empty key")
+    value = value.strip()
     try:
-        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = value.strip()
-    return path, parsed
+        return path, tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError as e:
+        if not value.startswith(_TOML_STARTS):
+            return path, value
+        raise ScenarioError(f"--set {text!r}: {_malformed(value, e)}; allowed: a TOML value, "
+                            "e.g. a list [0.5, 1.0] (a sweep), a number, true, \"text\"") from None
+
+
+def _malformed(value: str, error: tomllib.TOMLDecodeError) -> str:
+    """What TOML's reader said of ``value`` (read as ``v = value``), and where it stopped in
+    it when it says: ``malformed TOML value at character 6 of [0.5,,1] (invalid value)``."""
+    message = str(error)
+    what = message.split(" (at ", 1)[0].lower()
+    where = re.search(r"\(at line 1, column (\d+)\)", message)
+    if where is None:  # at the end of the document: a list or a string left open
+        return f"malformed TOML value ({what})"
+    return f"malformed TOML value at character {int(where.group(1)) - 4} of {value} ({what})"
+
+
+#: keys of which a scenario gives one: setting one (``--set``, ``overrides=``) drops the others
+ONE_OF = (("protocol", "protocols"),
+          ("collusion.colluders", "collusion.agents", "collusion.sweep"))
+
+
+def set_key(raw: dict[str, Any], path: list[str], value: Any, what: str) -> None:
+    """Set ``path`` (``["params", "epsilon"]``) of the raw scenario ``raw`` to ``value`` in
+    place, creating tables on the way, and drop the keys it replaces (``ONE_OF``). ``what``
+    names the override in an error (``--set 'data.n.x=1'``)."""
+    node = raw
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ScenarioError(f"{what}: {part!r} is not a table")
+    _drop_replaced(raw, ".".join(path))
+    node[path[-1]] = value
+
+
+def _drop_replaced(raw: dict[str, Any], dotted: str) -> None:
+    """Remove from ``raw`` the keys that setting ``dotted`` replaces (its ``ONE_OF`` group)."""
+    for other in (o for group in ONE_OF if dotted in group for o in group if o != dotted):
+        *tables, key = other.split(".")
+        table: Any = raw
+        for t in tables:
+            table = table.get(t) if isinstance(table, dict) else None
+        if isinstance(table, dict):
+            table.pop(key, None)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of the raw scenario with ``--set`` overrides applied."""
+    """Return a copy of the raw scenario with ``--set`` overrides applied (one key of
+    ``ONE_OF`` replaces the others: ``--set protocol=kwiksort`` on a file of ``protocols``)."""
     raw = copy.deepcopy(raw)
     for text in overrides:
         path, value = parse_override(text)
-        node = raw
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ScenarioError(f"--set {text!r}: {part!r} is not a table")
-        if path == ["protocol"]:
-            raw.pop("protocols", None)
-        if path == ["protocols"]:
-            raw.pop("protocol", None)
-        node[path[-1]] = value
+        set_key(raw, path, value, f"--set {text!r}")
     return raw
 
 
@@ -290,9 +334,26 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[2] / "scenarios"]
 
 
+def scenario_names() -> list[str]:
+    """The names ``find`` resolves: the stems of the ``.toml`` files in ``SCENARIO_DIRS``."""
+    return sorted({f.stem for d in SCENARIO_DIRS if d.is_dir() for f in d.glob("*.toml")})
+
+
+def did_you_mean(name: str | Path) -> str:
+    """``; did you mean 'demo'?``, with up to three scenario names closest to ``name`` (a
+    name or a path: its stem is compared), or nothing."""
+    close = [repr(c) for c in difflib.get_close_matches(Path(str(name)).stem,
+                                                        scenario_names(), n=3)]
+    if not close:
+        return ""
+    return "; did you mean " + (" or ".join(close) if len(close) < 3 else
+                                f"{close[0]}, {close[1]} or {close[2]}") + "?"
+
+
 def find(name_or_path: str | Path) -> str:
     """A scenario file: the path itself if it exists, else ``NAME`` or ``NAME.toml`` in
-    ``SCENARIO_DIRS`` (unchanged when not found: ``load`` then says so)."""
+    ``SCENARIO_DIRS`` (unchanged when not found: ``load`` then says so, with the closest
+    names)."""
     path = Path(name_or_path)
     if path.is_file():
         return str(path)
@@ -322,7 +383,7 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None,
     if raw is None:
         p = Path(path)
         if not p.is_file():
-            raise ScenarioError(f"scenario file not found: {path}")
+            raise ScenarioError(f"scenario file not found: {path}{did_you_mean(path)}")
         try:
             raw = tomllib.loads(p.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as e:
@@ -378,13 +439,17 @@ class _Errors:
                                 + "\n  ".join(self.messages))
 
 
-def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str) -> dict:
+def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: str,
+                 also: tuple[str, ...] = ()) -> dict:
+    """``table`` checked against ``specs``, defaults filled in; ``also``: keys of the section
+    its caller has taken out and checks itself (named among the allowed ones)."""
     errors = _Errors()
     out = {}
     for k, v in table.items():
         if k not in specs:
-            errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(specs)}"
-                       f"{_hint(k, specs)}")
+            allowed = [*specs, *also]
+            errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(allowed)}"
+                       f"{_hint(k, allowed)}")
             continue
         checked = errors.attempt(specs[k].check, v, f"[{section}] {k}")
         if checked is not None or v is None:
@@ -426,9 +491,12 @@ def validate(raw: dict[str, Any], path: str | None = None,
     collusion = errors.attempt(_collusion, raw)
     output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
     agents = errors.attempt(_agents, raw, protos, runtime)
+    paired = None
+    if data is not None and params is not None and collusion is not None:
+        paired = errors.attempt(_paired, raw, data, params, collusion, errors)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output, agents=agents)
+                    output, agents=agents, paired=paired or [])
     scen.plot = _plot(raw, scen)
     return scen
 
@@ -458,6 +526,20 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
             y += tuple(f"leakage.{m}" for m in LEAKAGE_METRICS)
         spec = dataclasses.replace(spec, y=y)
     return spec
+
+
+def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],
+            collusion: dict[str, Any], errors: _Errors) -> list[list[str]]:
+    """``[sweep] paired``: groups of swept settings that vary together (each problem recorded
+    in ``errors``; none paired then)."""
+    table = _table(raw, "sweep")
+    settings = {f"params.{k}": v for k, v in params.items()}
+    settings.update({f"data.{k}": v for k, v in data.items() if k != "kind"})
+    settings["collusion.colluders"] = collusion.get("sweep", collusion["colluders"])
+    problems = check_sweep(table, settings)
+    for p in problems:
+        errors.add(p)
+    return [] if problems else [list(g) for g in table.get("paired", [])]
 
 
 def _protocols(raw: dict[str, Any]) -> list[str]:
@@ -676,46 +758,79 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
     return out
 
 
+#: ``[collusion]``: who colludes, given by one of these keys: ``colluders`` (a fraction or a
+#: count, or a list of them: a sweep axis), ``agents`` (a list of agent ids) or ``sweep`` (the
+#: former name of a list of colluders, read with a warning)
+COALITION = ("colluders", "agents", "sweep")
+_COLLUDERS = "a fraction in [0, 1), a count (integer >= 0), or a list of them (a sweep)"
+_AGENTS = f"a list of agent ids (integers >= 0 and < {MAX_AGENTS}, below the number of agents n)"
+
+
 def _collusion(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``[collusion]`` table, checked. Its coalition is held as the runs have always read
+    it: ``colluders`` one value (a fraction, a count, or the sorted ids of ``agents``) and,
+    when ``colluders`` is a list, ``sweep`` that list (``colluders`` then its first value)."""
     col_raw = dict(_table(raw, "collusion"))
-    if "colluders" in col_raw and "sweep" in col_raw:
-        raise ScenarioError("[collusion] colluders/sweep: give one of them (sweep is a list of "
-                            "colluders values, one run per value)")
+    given = [k for k in COALITION if k in col_raw]
+    if len(given) > 1:
+        raise ScenarioError(
+            f"[collusion] {'/'.join(given)}: give one of them; allowed: colluders = "
+            f"{_COLLUDERS}, or agents = a list of agent ids"
+            + ("; sweep is the former name of a colluders list" if "sweep" in given else ""))
+    if "sweep" in col_raw:
+        warnings.warn(f"[collusion] sweep: renamed [collusion] colluders (a list of values is a "
+                      f"sweep); read as colluders = {col_raw['sweep']!r}", ScenarioWarning,
+                      stacklevel=4)
+        col_raw["colluders"] = col_raw.pop("sweep")
     colluders = col_raw.pop("colluders", DEFAULTS.colluders)
-    sweep = col_raw.pop("sweep", None)
-    collusion = _check_table(col_raw, COLLUSION, "collusion")
-    collusion["colluders"] = _check_colluders(colluders)
-    if sweep is not None:
-        if not isinstance(sweep, list) or not sweep:
-            raise ScenarioError(f"[collusion] sweep: got {sweep!r}; allowed: a non-empty list of "
-                                "colluding fractions in [0, 1) or counts, e.g. [0, 0.1, 0.3]")
-        for v in sweep:
-            if isinstance(v, list) or isinstance(_check_colluders(v), list):
-                raise ScenarioError(f"[collusion] sweep: got {v!r}; allowed: fractions in "
-                                    "[0, 1) or counts (a list of ids goes in colluders)")
-        collusion["colluders"] = sweep[0]
-        collusion["sweep"] = sweep
+    agents = col_raw.pop("agents", None)
+    collusion = _check_table(col_raw, COLLUSION, "collusion", also=COALITION[:2])
+    if agents is not None:
+        collusion["colluders"] = _check_agents(agents)
+    elif isinstance(colluders, list):
+        collusion["colluders"] = _check_colluders_axis(colluders)[0]
+        collusion["sweep"] = colluders
+    else:
+        collusion["colluders"] = _check_colluders(colluders)
     return collusion
 
 
-def _check_colluders(v: Any) -> Any:
-    """Static checks (n may be a sweep or known only once a file is read: see check_runs)."""
-    allowed = ("a fraction in [0, 1), a count (integer >= 0), or a list of agent ids; counts "
-               f"and ids < {MAX_AGENTS} (and below the number of agents n)")
-    if isinstance(v, bool):
-        raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
-    if isinstance(v, float):
-        if not 0 <= v < 1:
-            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+def _colluders_error(v: Any) -> ScenarioError:
+    return ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {_COLLUDERS}; a list of "
+                         f"agent ids goes in [collusion] agents; counts < {MAX_AGENTS} and below "
+                         "the number of agents n")
+
+
+def _check_colluders(v: Any) -> float | int:
+    """One colluders value: a fraction in [0, 1) or a count (n may be a sweep or known only
+    once a file is read: see check_runs)."""
+    if isinstance(v, float) and 0 <= v < 1:
         return v
-    if isinstance(v, int):
-        if not 0 <= v < MAX_AGENTS:
-            raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_AGENTS:
         return v
+    raise _colluders_error(v)
+
+
+def _check_colluders_axis(values: list[Any]) -> list[float | int]:
+    """A list of colluders values: a sweep axis, each value a fraction or a count."""
+    if not values:
+        raise ScenarioError("[collusion] colluders: an empty list sweeps nothing; allowed: a "
+                            "fraction in [0, 1), a count (integer >= 0), or a non-empty list of "
+                            "them (a sweep)")
+    try:
+        return [_check_colluders(v) for v in values]
+    except ScenarioError:
+        raise _colluders_error(values) from None
+
+
+def _check_agents(v: Any) -> list[int]:
+    """``[collusion] agents``: the colluding agents' ids, sorted and once each (checked against
+    the number of agents in check_runs)."""
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool)
                                    and 0 <= x < MAX_AGENTS for x in v):
         return sorted(set(v))
-    raise ScenarioError(f"[collusion] colluders: got {v!r}; allowed: {allowed}")
+    raise ScenarioError(f"[collusion] agents: got {v!r}; allowed: {_AGENTS}; a fraction or a "
+                        "count goes in [collusion] colluders")
 
 
 def check_runs(specs: list[RunSpec]) -> None:
@@ -755,8 +870,8 @@ def _check_colluders_against_n(v: Any, n: int) -> None:
     if isinstance(v, list):
         bad = [x for x in v if x >= n]
         if bad:
-            raise ParamError(f"[collusion] colluders: got agent id {bad[0]}; allowed: ids in "
+            raise ParamError(f"[collusion] agents: got agent id {bad[0]}; allowed: ids in "
                              f"[0, {n}) (n = {n})")
     elif isinstance(v, int) and v > max(n - 1, 0):
         raise ParamError(f"[collusion] colluders: got {v}; allowed: a count of at most n - 1 = "
-                         f"{max(n - 1, 0)} (n = {n}), a fraction in [0, 1) or a list of ids")
+                         f"{max(n - 1, 0)} (n = {n}) or a fraction in [0, 1)")

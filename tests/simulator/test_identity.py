@@ -12,7 +12,7 @@ import pytest
 from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.results import summarize
 from ldpsim.simulator.sweep.runner import run_scenario
-from ldpsim.simulator.sweep.scenario import ScenarioError, load
+from ldpsim.simulator.sweep.scenario import ScenarioError, ScenarioWarning, load
 
 from tests.conftest import ROOT
 
@@ -74,6 +74,62 @@ def test_extending_a_sweep_is_a_resume_and_never_averages_different_settings(tmp
     assert all(r["repeats"] == 2 for r in rows)
     stored = json.loads((out / "scenario.json").read_text())["fingerprint"]
     assert stored["params.epsilon"] == [1.0, 2.0]
+
+
+def _lines(out: Path) -> int:
+    return len((out / "results.jsonl").read_text().splitlines())
+
+
+PAIRED = '[sweep]\npaired = [["params.epsilon", "data.n"]]\n'
+
+
+def test_a_paired_sweep_resumes_extends_verifies_and_refuses_another_pairing(tmp_path):
+    import ldpsim
+
+    out = tmp_path / "res"
+    paired = _scenario(tmp_path, n="[150, 200]", eps="[1.0, 2.0]", extra=PAIRED)
+    records, _ = run_scenario(paired, out, show_progress=False, echo=_quiet)
+    assert sorted({(r["params"]["epsilon"], r["data"]["n"]) for r in records}) == [
+        (1.0, 150), (2.0, 200)]
+    assert all(r["point"] == {"protocol": "ldp_kwiksort_rr", "params.epsilon":
+                              r["params"]["epsilon"], "data.n": r["data"]["n"]} for r in records)
+    stored = json.loads((out / "scenario.json").read_text())["fingerprint"]
+    assert stored["sweep.paired"] == [[["params.epsilon", "data.n"]]]
+    run_scenario(paired, out, show_progress=False, echo=_quiet)  # a resume: nothing redone
+    assert _lines(out) == 4
+    more = _scenario(tmp_path, n="[150, 200, 250]", eps="[1.0, 2.0, 4.0]", extra=PAIRED)
+    records, _ = run_scenario(more, out, show_progress=False, echo=_quiet)
+    assert _lines(out) == 6 and len(records) == 6
+    # the grid of the same values is another sweep: refused, naming the pairing
+    grid = _scenario(tmp_path, n="[150, 200, 250]", eps="[1.0, 2.0, 4.0]")
+    with pytest.raises(identity.FingerprintMismatch,
+                       match=r'sweep.paired: \[\["params.epsilon", "data.n"\]\] there, '
+                             r'"\(unset\)" here'):
+        run_scenario(grid, out, show_progress=False, echo=_quiet)
+    assert _lines(out) == 6
+    # the stored sweeps keep their pairing: verify re-executes exactly the stored runs
+    sweeps = identity.stored_scenarios(out)
+    assert [s.paired for s in sweeps] == [[["params.epsilon", "data.n"]]] * 2
+    assert {s.key for sweep in sweeps for s in sweep.runs()} == {r["key"] for r in records}
+    report = ldpsim.verify(out)
+    assert report.ok and report.checked == 6 and not report.failed
+
+
+def test_a_directory_of_the_former_collusion_sweep_resumes_under_colluders(tmp_path):
+    out = tmp_path / "res"
+    with pytest.warns(ScenarioWarning, match=r"\[collusion\] sweep: renamed"):
+        legacy = _scenario(tmp_path, extra="[collusion]\nsweep = [0.0, 0.5]\n")
+    run_scenario(legacy, out, show_progress=False, echo=_quiet)
+    stored = json.loads((out / "scenario.json").read_text())["fingerprint"]
+    assert stored["collusion.colluders"] == [0.0, 0.5]
+    said = []
+    now = _scenario(tmp_path, extra="[collusion]\ncolluders = [0.0, 0.5]\n")
+    run_scenario(now, out, show_progress=False, echo=lambda *a, **k: said.append(a[0]))
+    assert _lines(out) == 4 and said[0].startswith("resuming: 4 of 4 runs")
+    more = _scenario(tmp_path, extra="[collusion]\ncolluders = [0.0, 0.5, 3]\n")
+    records, _ = run_scenario(more, out, show_progress=False, echo=_quiet)
+    assert _lines(out) == 6 and len(records) == 6
+    assert len(identity.stored_scenarios(out)) == 2  # the former sweep's table is the same
 
 
 def test_the_secret_is_part_of_the_identity_as_a_salted_mac_only(tmp_path):
@@ -139,7 +195,7 @@ def test_beside_writes_next_to_a_conflicting_directory(tmp_path):
 
 
 def test_the_colluding_fraction_is_a_sweep_axis(tmp_path):
-    scen = _scenario(tmp_path, extra="[collusion]\nsweep = [0.0, 0.5, 3]\ncurator = true\n")
+    scen = _scenario(tmp_path, extra="[collusion]\ncolluders = [0.0, 0.5, 3]\ncurator = true\n")
     specs = scen.runs()
     assert len(specs) == 3 * 2
     assert sorted({s.point["collusion.colluders"] for s in specs}) == [0.0, 0.5, 3]
@@ -149,8 +205,9 @@ def test_the_colluding_fraction_is_a_sweep_axis(tmp_path):
     assert by == {0.0: 0, 0.5: 100, 3: 3}  # n = 200: half of them, or three
     _, rows = summarize(records)
     assert [r["collusion.colluders"] for r in rows] == [0.0, 0.5, 3]
-    for bad, needle in (("sweep = []", "non-empty list"), ("sweep = [[1, 2]]", "list of ids"),
-                        ("sweep = [1.5]", "colluders: got 1.5"),
+    for bad, needle in (("colluders = []", "non-empty list"),
+                        ("colluders = [[1, 2]]", r"list of agent ids goes in \[collusion\] agents"),
+                        ("colluders = [1.5]", r"colluders: got \[1.5\]"),
                         ("sweep = [0.1]\ncolluders = 0.2", "give one of them")):
         with pytest.raises(ScenarioError, match=needle):
             _scenario(tmp_path, extra=f"[collusion]\n{bad}\n")

@@ -81,7 +81,7 @@ def test_a_collusion_sweep_records_leakage_next_to_utility(tmp_path: Path) -> No
            "data": {"kind": "mallows", "n": 300, "m": 5, "theta": 0.5},
            "params": {"epsilon": 1.0},
            "runtime": {"backend": "inproc", "pools": 1, "progress": False},
-           "collusion": {"sweep": [0.0, 0.5, 0.9], "attacks": True, "attack_targets": 50}}
+           "collusion": {"colluders": [0.0, 0.5, 0.9], "attacks": True, "attack_targets": 50}}
     s = sc.validate(raw)
     assert s.plot.y == ("error_rate", "kendall_tau", "leakage.report_accuracy",
                         "leakage.differencing_accuracy", "leakage.report_bound")

@@ -319,3 +319,18 @@ def test_a_leakage_figure_draws_chance_and_the_ldp_bound(tmp_path: Path) -> None
     # labels from the metric's declaration, the title says which direction is better
     assert ax.get_ylabel() == "coalition's accuracy from the reports"
     assert ax.figure._suptitle.get_text().endswith("(lower is better)")
+
+
+def test_a_setting_paired_with_the_axis_varies_along_the_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[sweep] paired = [["params.epsilon", "data.n"]]``: against ε, n changes along each line
+    (no panel per n of one point each), and against n, ε does."""
+    pytest.importorskip("matplotlib")
+    lines = _spy(monkeypatch, "plot")
+    recs = [rec(f"{p}-{e}", {"protocol": p, "params.epsilon": e, "data.n": n}, {"tau": e})
+            for p in ("rr", "lap") for e, n in ((0.5, 100), (1.0, 200), (2.0, 300))]
+    names = sorted(x.name for x in plot(tmp_path, recs, PlotSpec(costs=False)))
+    assert names == ["plot_tau_vs_data.n.png", "plot_tau_vs_params.epsilon.png"]
+    for ax, _, kw in lines:
+        assert ax.get_title() == "" and kw["label"] in ("rr", "lap")
+    assert len(lines) == 4 and all(len(a[0]) == 3 for _, a, _ in lines)  # 3 points a line

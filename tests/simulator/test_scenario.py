@@ -90,7 +90,8 @@ def expected_run_count(raw: dict) -> int:
     """protocols × data grid × (the protocol's own) params grid × colluders sweep × repeats,
     computed from raw."""
     data_axes = [len(v) for v in raw["data"].values() if isinstance(v, list)]
-    data_axes += [len(raw.get("collusion", {}).get("sweep", [0]))]
+    colluders = raw.get("collusion", {}).get("colluders")
+    data_axes += [len(colluders) if isinstance(colluders, list) else 1]
     total = 0
     for p in protocols_of(raw):
         accepted = PROTOCOLS[p].params
@@ -109,7 +110,7 @@ def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
     for k, v in raw["data"].items():
         if isinstance(v, list):
             point[f"data.{k}"] = spec.data[k]
-    if raw.get("collusion", {}).get("sweep"):
+    if isinstance(raw.get("collusion", {}).get("colluders"), list):
         point["collusion.colluders"] = spec.collusion["colluders"]
     return point
 
@@ -300,7 +301,7 @@ def test_optional_keys_of_the_readme():
                           token="a token of 16+ chars",
                           max_frame_bytes=1 << 20, max_envelope_bytes=4096, progress=False,
                           faults=[{"pool": 1, "round": 0, "action": "kill"}])
-    raw["collusion"].update(colluders=[3, 1, 3], curator=False, save_view=True)
+    raw["collusion"] = {"agents": [3, 1, 3], "curator": False, "save_view": True}
     with pytest.warns(sc.ScenarioWarning) as said:  # the hosts keys, on the demo's processes
         s = sc.load(raw=raw)
     assert [str(w.message).split(":")[0] for w in said] == ["[runtime] endpoint",
@@ -314,9 +315,10 @@ def test_optional_keys_of_the_readme():
     cfg = s.runs()[0].config()
     assert cfg["faults"] == [{"pool": 1, "round": 0, "action": "kill"}]
     assert cfg["agent_mode"] == "exact" and cfg["batch"] == 128
-    for colluders in (0.25, 0, 7, []):
+    for colluders in (0.25, 0, 7):
         assert sc.load(raw=demo(collusion={"colluders": colluders})).collusion[
             "colluders"] == colluders
+    assert sc.load(raw=demo(collusion={"agents": []})).collusion["colluders"] == []
 
 
 def test_data_variants_phi_and_file_kinds():
@@ -560,7 +562,8 @@ ALLOWED_TOP = "allowed: agents, collusion, dask, data, description, name, output
     (["runtime.backnd=inproc"], ["[runtime] backnd: unknown key; allowed: backend, pools, "
                                  "timeout_s, agent_mode"]),
     (["collusion.colluders=1.5"], ["[collusion] colluders: got 1.5; allowed: a fraction in "
-                                   "[0, 1), a count (integer >= 0), or a list of agent ids"]),
+                                   "[0, 1), a count (integer >= 0), or a list of them (a "
+                                   "sweep); a list of agent ids goes in [collusion] agents"]),
     (["collusion.colluders=true"], ["[collusion] colluders: got True; allowed: a fraction"]),
     (["collusion.colluders=-1"], ["[collusion] colluders: got -1; allowed:"]),
     (["collusion.colluders=[1, -1]"], ["[collusion] colluders: got [1, -1]; allowed:"]),

@@ -52,6 +52,8 @@ BOUNDS = [
      [f"[collusion] colluders: got {MAX_AGENTS}; allowed:", "< 100000000"]),
     ("collusion.colluders", [0, MAX_AGENTS - 1], [0, MAX_AGENTS],
      [f"[collusion] colluders: got [0, {MAX_AGENTS}]; allowed:", "< 100000000"]),
+    ("collusion.agents", [0, MAX_AGENTS - 1], [0, MAX_AGENTS],
+     [f"[collusion] agents: got [0, {MAX_AGENTS}]; allowed:", "< 100000000"]),
 ]
 
 
@@ -62,6 +64,10 @@ def test_just_inside_validates_just_outside_fails(key, inside, outside, needles)
     extra = [f"runtime.max_frame_bytes={1 << 31}"] if key == "runtime.max_envelope_bytes" else []
     s = sc.load(raw=demo(), overrides=[*extra, f"{key}={json.dumps(inside)}"])
     section, _, name = key.rpartition(".")
+    if key == "collusion.colluders" and isinstance(inside, list):
+        name = "sweep"  # a list of colluders is held as the sweep it makes
+    elif key == "collusion.agents":
+        name = "colluders"  # the ids, as the runs receive them
     got = getattr(s, section) if section else getattr(s, name)
     if section:
         got = got[name]
@@ -143,19 +149,25 @@ def runs(*overrides: str, **data) -> list[sc.RunSpec]:
     return sc.load(raw=raw, overrides=list(overrides)).runs()
 
 
+def _coalition(colluders) -> str:
+    """The override of a coalition: a list is agent ids (``agents``), else ``colluders``."""
+    key = "agents" if isinstance(colluders, list) else "colluders"
+    return f"collusion.{key}={json.dumps(colluders)}"
+
+
 @pytest.mark.parametrize("colluders", [0, 9, 0.5, 0.0, [], [0, 9], list(range(10))])
 def test_colluders_within_n_pass_check_runs(colluders):
-    sc.check_runs(runs(f"collusion.colluders={json.dumps(colluders)}", n=10))
+    sc.check_runs(runs(_coalition(colluders), n=10))
 
 
 @pytest.mark.parametrize("colluders, needles", [
     (10, ["[collusion] colluders: got 10; allowed: a count of at most n - 1 = 9", "n = 10"]),
     (11, ["[collusion] colluders: got 11; allowed:"]),
-    ([10], ["[collusion] colluders: got agent id 10; allowed: ids in [0, 10)", "n = 10"]),
-    ([3, 12], ["[collusion] colluders: got agent id 12; allowed: ids in [0, 10)"]),
+    ([10], ["[collusion] agents: got agent id 10; allowed: ids in [0, 10)", "n = 10"]),
+    ([3, 12], ["[collusion] agents: got agent id 12; allowed: ids in [0, 10)"]),
 ])
 def test_colluders_beyond_n_fail_in_check_runs(colluders, needles):
-    specs = runs(f"collusion.colluders={json.dumps(colluders)}", n=10)  # valid in isolation
+    specs = runs(_coalition(colluders), n=10)  # valid in isolation
     with pytest.raises(ScenarioError) as e:
         sc.check_runs(specs)
     for needle in needles:
@@ -178,10 +190,10 @@ def test_colluder_ids_against_a_file_loader(tmp_path):
     raw["data"] = {"kind": "preflib", "path": str(f)}
     raw["runtime"]["pools"] = 1
     for ok in ([0, 2], 2, 0.5):
-        raw["collusion"]["colluders"] = ok
+        raw["collusion"] = {"agents" if isinstance(ok, list) else "colluders": ok}
         sc.check_runs(sc.load(raw=raw).runs())
-    raw["collusion"]["colluders"] = [2, 3]
-    with pytest.raises(ScenarioError, match=r"\[collusion\] colluders: got agent id 3; "
+    raw["collusion"] = {"agents": [2, 3]}
+    with pytest.raises(ScenarioError, match=r"\[collusion\] agents: got agent id 3; "
                                             r"allowed: ids in \[0, 3\)"):
         sc.check_runs(sc.load(raw=raw).runs())
 
@@ -223,8 +235,8 @@ def test_cli_rejects_out_of_bounds_values(setting, needle, tmp_path, capsys, no_
 def test_cli_rejects_colluders_beyond_n_before_any_process(tmp_path, capsys):
     out = tmp_path / "out"
     rc = cli.main(["run", "scenarios/demo.toml", "--set", "data.n=20", "--set",
-                   "collusion.colluders=[20]", "--out", str(out), "--no-progress"])
+                   "collusion.agents=[20]", "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert "[collusion] colluders: got agent id 20; allowed: ids in [0, 20)" in err
+    assert "[collusion] agents: got agent id 20; allowed: ids in [0, 20)" in err
     assert not (out / "results.jsonl").exists()
