@@ -47,6 +47,7 @@ from ldpsim.simulator.session.seeding import (
 )
 from ldpsim.simulator.sweep.axes import check_sweep, points
 from ldpsim.simulator.sweep.plots import PlotSpec, check_table, default_metrics
+from ldpsim.simulator.sweep.published import check_published
 from ldpsim.simulator.sweep.results import LEAKAGE_METRICS
 
 
@@ -67,7 +68,7 @@ MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep"}
+            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep", "published"}
 
 #: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
 #: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.
@@ -491,6 +492,9 @@ def validate(raw: dict[str, Any], path: str | None = None,
     collusion = errors.attempt(_collusion, raw)
     output = errors.attempt(_check_table, _table(raw, "output"), OUTPUT, "output")
     agents = errors.attempt(_agents, raw, protos, runtime)
+    if "published" in raw:  # a paper's printed numbers, for ``ldpsim report``
+        for problem in _published(raw["published"], protos):
+            errors.add(problem)
     paired = None
     if data is not None and params is not None and collusion is not None:
         paired = errors.attempt(_paired, raw, data, params, collusion, errors)
@@ -764,6 +768,21 @@ def _agents(raw: dict[str, Any], protos: list[str] | None,
 COALITION = ("colluders", "agents", "sweep")
 _COLLUDERS = "a fraction in [0, 1), a count (integer >= 0), or a list of them (a sweep)"
 _AGENTS = f"a list of agent ids (integers >= 0 and < {MAX_AGENTS}, below the number of agents n)"
+
+
+def _published(entries: Any, protos: list[str] | None) -> list[str]:
+    """Every problem of ``[[published]]`` (``simulator.sweep.published``), and each metric
+    that none of the scenario's protocols declares."""
+    problems = check_published(entries)
+    if problems or not protos:
+        return problems
+    declared = {str(m) for p in protos for m in get_protocol(p).metrics}
+    if not declared:
+        return []
+    return [f"[[published]] #{i + 1}: metric {e['metric']!r} is not a metric of "
+            f"{', '.join(protos)}; allowed: {', '.join(sorted(declared))}"
+            f"{_hint(e['metric'], declared)}"
+            for i, e in enumerate(entries) if e["metric"] not in declared]
 
 
 def _collusion(raw: dict[str, Any]) -> dict[str, Any]:
