@@ -253,6 +253,20 @@ class Results:
         columns, rows = summarize(usable(self.records, include_degraded))
         return _pandas().DataFrame(rows, columns=columns)
 
+    def metrics(self):
+        """What each metric and cost of these records means, as its protocol declares it
+        (``Protocol.metrics``): ``name``, ``label``, ``unit``, ``low``, ``high`` (its range),
+        ``better`` ("lower", "higher" or None) and ``about`` (a DataFrame, one row per
+        metric in the summary's order)."""
+        from ldpsim.simulator.sweep.metrics import describe
+
+        columns, _ = summarize(self.complete())
+        protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
+        names = [c[:-5] for c in columns if c.endswith("_mean")] + \
+            [c for c in columns if c.startswith(("comm.", "timing."))]
+        return _pandas().DataFrame([describe(n, protocols).as_dict() | {"name": n}
+                                    for n in dict.fromkeys(names)])
+
     def plot(self, y: str, x: str | None = None, hue: str = "protocol", ax: Any = None,
              include_degraded: bool = False, logx: bool = False, logy: bool = False,
              title: str | None = None):

@@ -30,6 +30,10 @@ def test_the_readme_example(tmp_path):
     ax = fig.axes[0]
     assert ax.get_xlabel() == "ε"
     assert ax.get_ylabel() == "error rate (pairs against the majority)"  # as declared
+    meaning = res.metrics().set_index("name")
+    assert meaning.loc["kendall_tau", "better"] == "lower"
+    assert meaning.loc["comm.bytes_up_per_agent_mean", "unit"] == "B"
+    assert list(meaning.index[:2]) == ["error_rate", "kendall_tau"]
     assert len(ax.get_lines()) == 3  # one line (and band) per protocol
 
 
