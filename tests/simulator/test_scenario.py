@@ -534,7 +534,7 @@ def test_keys_do_not_depend_on_number_spelling():
 
 
 ALLOWED_TOP = "allowed: agents, collusion, dask, data, description, name, output, params, plot, " \
-              "protocol, protocols, repeats, runtime, seed"
+              "protocol, protocols, published, repeats, runtime, seed, sweep"
 
 
 @pytest.mark.parametrize("overrides, needles", [
