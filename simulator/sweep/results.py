@@ -113,6 +113,13 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+def record_line(record: dict[str, Any]) -> str:
+    """The line ``results.jsonl`` holds for ``record`` (strict JSON, no newline): what
+    ``ResultStore.append`` writes, computable where the record is made (a ``--jobs`` worker)
+    so the orchestrator only writes it."""
+    return _dumps(record)
+
+
 def _dumps(record: dict[str, Any]) -> str:
     return json.dumps(jsonable(record), separators=(",", ":"), allow_nan=False,
                       ensure_ascii=False)
@@ -232,7 +239,7 @@ class ResultStore:
         recs = self._load()
         return list(zip(self._lines, recs, strict=True))
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any], line: str | None = None) -> None:
         """Append one record (one JSON line, written to the file; fsync'ed when the last fsync
         is ``sync_interval_s`` old or ``sync_records`` records are pending, see :meth:`sync`).
 
@@ -242,6 +249,8 @@ class ResultStore:
             The run's result; must have a string ``key`` not yet in the store, or stored only
             in degraded records (which it then supersedes). It is passed through
             :func:`jsonable` first (nan/inf become ``null``).
+        line : str, optional
+            ``record_line(record)``, when the process that made the record computed it.
 
         Raises
         ------
@@ -259,7 +268,7 @@ class ResultStore:
         if key in self._keys:
             raise ValueError(f"a record with key {key!r} is already in {self.path}")
         try:
-            line = _dumps(record)
+            line = _dumps(record) if line is None else line
         except (TypeError, ValueError) as e:
             raise ValueError(f"record {key!r} is not JSON-serialisable: {e}") from e
         self._created |= not self.path.exists()

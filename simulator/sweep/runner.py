@@ -8,6 +8,7 @@ process of its own while the run runs (``TruthCache.start``).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing as mp
 import os
@@ -36,12 +37,16 @@ from ldpsim.simulator.sweep.results import (
     ResultStore,
     format_table,
     privacy_spent,
+    record_line,
     summarize,
     usable,
     write_per_round,
     write_summary,
 )
 from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
+
+#: runs a ``--jobs`` worker holds at once: one running, the next waiting in its pipe
+AHEAD = 2
 
 
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
@@ -97,7 +102,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
                                          _spent_before(spending, spec)))
                          for spec in todo))
             for spec, rec in finished:
-                store.append(rec)
+                store.append(rec, workers.lines.pop(spec.key, None)
+                             if isinstance(workers, _Workers) else None)
                 if lifetime:
                     _note_spending(spending, rec)
                 interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
@@ -199,7 +205,8 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
             if spec is None:
                 break
             try:
-                msg = ("ok", execute_record(spec, truth, backend, view_dir, per_round))
+                rec = execute_record(spec, truth, backend, view_dir, per_round)
+                msg = ("ok", (rec, record_line(rec)))  # the orchestrator only writes it
             except RunFailed as e:
                 msg = ("failed", str(e))
             except BaseException:
@@ -272,6 +279,7 @@ class _Workers:
         ctx = mp.get_context("fork")
         self.out_dir = out_dir  # where failed runs are recorded (``failed.jsonl``)
         self._ok = False  # whether every spec finished (then ``close`` lets them exit)
+        self.lines: dict[str, str] = {}  # each record's results.jsonl line, by run key
         self.procs: list[Any] = []
         self.conns: list[Any] = []
         try:
@@ -298,16 +306,19 @@ class _Workers:
 
         pending = _ByData(specs)
         failed: list[tuple[RunSpec, str]] = []
-        busy: dict[Any, RunSpec] = {}
-        for conn in self.conns:
-            spec = pending.take(conn)
-            if spec is None:
-                break
-            conn.send(spec)
-            busy[conn] = spec
+        # each worker holds up to AHEAD runs: the next waits in its pipe while it runs one,
+        # so it never idles while this process (sharing the cores) stores a record
+        busy: dict[Any, collections.deque[RunSpec]] = {}
+        for _ in range(AHEAD):
+            for conn in self.conns:
+                spec = pending.take(conn)
+                if spec is None:
+                    break
+                conn.send(spec)
+                busy.setdefault(conn, collections.deque()).append(spec)
         while busy:
             for conn in wait(list(busy)):
-                spec = busy.pop(conn)
+                spec = busy[conn].popleft()
                 try:
                     status, payload = conn.recv()
                 except (EOFError, OSError):
@@ -318,9 +329,12 @@ class _Workers:
                 nxt = pending.take(conn)
                 if nxt is not None:
                     conn.send(nxt)
-                    busy[conn] = nxt
+                    busy[conn].append(nxt)
+                if not busy[conn]:
+                    del busy[conn]
                 if status == "ok":
-                    yield spec, payload
+                    rec, self.lines[spec.key] = payload
+                    yield spec, rec
                     continue
                 why = payload if status == "failed" else (
                     f"run {spec.key} failed in a worker process:\n{payload}")
@@ -367,6 +381,7 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
             try:
                 for spec, rec in workers.results(specs):
                     done.add(spec.key)
+                    workers.lines.pop(spec.key, None)  # verify compares records, not lines
                     yield spec, rec
             except RunFailed as e:
                 for spec in specs:
