@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import os
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -169,13 +170,20 @@ class DaskSweep:
         self.view_dir = view_dir
         self.per_round = per_round
         self.out_dir = Path(out_dir)
+        t0 = time.perf_counter()
         self.conn = DaskConnection(runtime["dask_address"])
         self.client = self.conn.client
         self._futures: list[Any] = []
         workers = self.conn.workers()
+        #: how long connecting (and, for local / local:N, starting the cluster) took: apart
+        #: from the sweep's own time (``--dask tcp://HOST:PORT`` reuses a running cluster)
+        self.startup_s = time.perf_counter() - t0
+        started = runtime["dask_address"] in ("", "local") or \
+            str(runtime["dask_address"]).startswith("local:")
         echo(f"dask: {counted(len(workers), 'worker')}, "
              f"{counted(self.conn.threads(), 'thread')} at "
-             f"{self.client.scheduler.address}")
+             f"{self.client.scheduler.address} ({'started' if started else 'connected'} in "
+             f"{self.startup_s:.1f} s, before the first run)")
         # the task key names the run and what makes its record (runtime, output choices), so
         # two sweeps sharing a cluster never share a task unless they would share its record
         self._tag = hashlib.sha256(json.dumps(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -347,6 +348,9 @@ def test_ldpsim_run_dask_on_the_command_line(cluster, tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "on Dask at tcp://" in done.stderr
+    # a running cluster is reused, and the time to reach it is told apart from the sweep's
+    assert re.search(r"dask: \d+ workers?, \d+ threads? at tcp://\S+ \(connected in "
+                     r"\d+\.\d s, before the first run\)", done.stderr), done.stderr
     n = len(_lines(out))
     assert n >= 2 and n == len({r["key"] for r in ResultStore(out).records()})
 
