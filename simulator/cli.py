@@ -602,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dask-agents", type=int, default=None, metavar="N",
                    help="the dask backend (2 pools on 2 workers) against the processes backend "
                         "at N agents (0: skip; default 1000000; --quick: 20000)")
+    b.add_argument("--headline", action="store_true",
+                   help="only the first table: the audit's trials/s, a --jobs 2 sweep's "
+                        "speed-up and a 10-agent run's start, each beside its peer")
     b.add_argument("--engines-only", action="store_true",
                    help="only the --sweeps and --dask-agents tables")
     b.set_defaults(func=cmd_bench)

@@ -108,6 +108,11 @@ def main(args: Any) -> int:
     request_tuning()
     if getattr(args, "engines_only", False):
         return _engines(args)
+    from ldpsim.simulator.bench import headline
+
+    headline.main(getattr(args, "audit_trials", 0) or 10**6, quick=args.quick)
+    if getattr(args, "headline", False):
+        return 0
     sizes = [2000, 20000] if args.quick else [int(x) for x in args.sizes.split(",")]
     pools = args.pools
     batch = getattr(args, "batch", DEFAULTS.batch)

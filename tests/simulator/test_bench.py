@@ -29,12 +29,25 @@ def test_bench_quick_prints_every_row(capsys, monkeypatch):
         assert out.count(row) == 2, row  # one per size
     _check_kernel_and_peer_tables(out)
     _check_engine_table(out)
+    _check_headline(out)
     keys = _table(out, "of the run")
     assert [r.split("  ")[0] for r in keys] == [
         "no secret: the parties' keys", "no secret: a pool's agents' keys",
         "a secret: the parties' keys", "a secret: a pool's agents' keys",
         "a pool: the set-up check", "total in the run, no secret", "total in the run, a secret",
         "orchestrator: the truth's data keys"]
+
+
+def _check_headline(out: str) -> None:
+    """The first table: the three figures users wait on, each with its peer and a ratio."""
+    rows = _table(out, "figure")
+    assert [r.split("  ")[0] for r in rows] == [
+        "audit, LDP-KwikSort:RR, eps = 1", "sweep of 24 small runs, --jobs 2",
+        "10-agent run, processes backend"]
+    assert "trials/s" in rows[0] and "ldp-audit's loop" in rows[0] and "eps_lower" in rows[0]
+    assert "x --jobs 1" in rows[1]
+    assert "s end to end" in rows[2] and "import numpy, zmq, msgpack, scipy" in rows[2]
+    assert out.index("where users wait") < out.index("ceiling: raw bytes")
 
 
 def _check_engine_table(out: str) -> None:
