@@ -2,6 +2,6 @@
 
 import sys
 
-from ldpsim.simulator.cli import main
+from ldpsim.simulator.start import main
 
 sys.exit(main())

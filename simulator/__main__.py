@@ -1,5 +1,5 @@
 import sys
 
-from ldpsim.simulator.cli import main
+from ldpsim.simulator.start import main
 
 sys.exit(main())

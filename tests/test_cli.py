@@ -500,3 +500,56 @@ def test_audit_and_run_sweep_a_list_of_colluders(tmp_path):
     assert res.returncode == 0, res.stderr
     records = read_lines(tmp_path / "r")  # (in the order the parallel runs finished)
     assert sorted(json.loads(r)["collusion"]["colluders"] for r in records) == [1, 5]
+
+
+def test_start_begins_the_fork_server_before_numpy(tmp_path):
+    """``ldpsim run`` on the processes backend begins the curator's fork server before the
+    command line imports numpy (``simulator.start``): the two start-ups overlap. The fork server
+    preloads every built-in family."""
+    from ldpsim.protocols import BUILTIN
+    from ldpsim.simulator.backends.launch import PRELOAD
+
+    assert set(BUILTIN) <= set(PRELOAD) and "ldpsim.simulator.backends.transport" in PRELOAD
+    scen = tmp_path / "s.toml"
+    scen.write_text('name = "one"\nprotocol = "ldp_kwiksort_rr"\nrepeats = 1\nseed = 1\n'
+                    '[data]\nkind = "mallows"\nn = 10\nm = 4\n'
+                    '[runtime]\nbackend = "processes"\npools = 2\n[output]\nplots = false\n')
+    argv = ["run", str(scen), "--out", str(tmp_path / "out"), "--no-progress", "-q"]
+    code = ("import sys; from ldpsim.simulator.backends import launch; seen = []; "
+            "orig = launch.start_fork_server; "
+            "launch.start_fork_server = lambda: (seen.append('numpy' in sys.modules), orig()); "
+            f"from ldpsim.simulator import start; rc = start.main({argv!r}); print(rc, seen)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "0 [False]", res.stdout + res.stderr
+    assert len(read_lines(tmp_path / "out")) == 1
+
+
+def test_start_reads_where_the_runs_execute(tmp_path):
+    """``simulator.start`` begins the fork server only for runs that start a curator process
+    here, and reads every option of ``ldpsim run`` (so that the scenario is the positional)."""
+    from ldpsim.simulator.cli import build_parser
+    from ldpsim.simulator.start import run_parser, starts_curator
+
+    def options(parser):
+        return {o for a in parser._actions for o in a.option_strings
+                if a.option_strings and o not in ("-h", "--help")}
+
+    sub = next(a for a in build_parser()._actions if a.choices and "run" in a.choices)
+    assert options(run_parser()) == options(sub.choices["run"])
+    proc = tmp_path / "p.toml"
+    proc.write_text('name = "p"\nprotocol = "ldp_kwiksort_rr"\n[data]\nkind = "mallows"\n')
+    inproc = tmp_path / "i.toml"
+    inproc.write_text('name = "i"\nprotocol = "ldp_kwiksort_rr"\n[runtime]\nbackend = "inproc"\n')
+    assert starts_curator(["run", str(proc)])  # the default backend: processes
+    assert starts_curator(["run", "--out", "x", str(proc), "-q"])
+    assert starts_curator(["run", str(inproc), "--backend", "processes"])
+    assert starts_curator(["run", str(inproc), "--set", "runtime.backend=processes"])
+    assert not starts_curator(["run", str(inproc)])
+    assert not starts_curator(["run", str(proc), "--backend", "inproc"])
+    assert not starts_curator(["run", str(proc), "--set", "runtime.backend='inproc'"])
+    assert not starts_curator(["run", str(proc), "--executor", "dask"])
+    assert not starts_curator(["run", str(tmp_path / "missing.toml")])
+    assert not starts_curator(["list"]) and not starts_curator([])

@@ -14,6 +14,10 @@ and sockets.
   ``ldpsim agents --connect ...`` on any machine take part in every run until it closes.
 * ``dask``: a curator process here, each pool a long-running task on its own worker of a Dask
   cluster, connecting back over TCP (``simulator.backends.on_dask``; the ``dask`` extra).
+
+This package's own module imports the standard library only (each backend imports its modules
+when used): ``ldpsim run`` imports ``backends.launch`` before numpy, to begin the curator's fork
+server early (``simulator.start``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from ldpsim.simulator.session.common import counted
 
 
 class Backend(ABC):
@@ -121,6 +123,7 @@ class HostsBackend(Backend):
         from ldpsim.simulator.backends.curve import check_dir
         from ldpsim.simulator.backends.transport import HostsCurator
         from ldpsim.simulator.session import Limits
+        from ldpsim.simulator.session.common import counted
         from ldpsim.simulator.session.seeding import hosts_auth
 
         if runtime.get("curve"):

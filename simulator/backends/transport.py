@@ -21,12 +21,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing as mp
-import multiprocessing.spawn as mp_spawn
 import os
 import resource
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -35,10 +33,11 @@ from typing import Any
 
 import zmq
 import zmq.auth
-from ldpsim.protocols import BUILTIN, get_protocol
+from ldpsim.protocols import get_protocol
 from ldpsim.simulator.backends.alloc import tune_if_requested
 from ldpsim.simulator.backends.curve import connect_curve, serve_curve
 from ldpsim.simulator.backends.door import Door, needs_door, show
+from ldpsim.simulator.backends.launch import CURATOR_CTX, start_child
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
 from ldpsim.simulator.session.policy import AgentPolicy
@@ -51,64 +50,8 @@ from ldpsim.simulator.session.seeding import (
     public_config,
 )
 
-#: The curator process is started from a fork server: a fresh interpreter that never held the
-#: orchestrator's memory (the run seed, the master secret, the agents' keys), so the curator
-#: process knows exactly what it is handed -- ``seeding.curator_config`` and the registration
-#: key -- and nothing from which an agent's data or coins derive. Pools are forked directly and
-#: use only the keys they are handed (``seeding.PoolKeys``: their own agents'); on one machine
-#: under one user that is a separation of what each party is given, not an OS boundary (the
-#: hosts backend runs pools on machines of their own).
-#: The fork server imports the protocol families once (the curator looks its protocol up in the
-#: registry): each curator process it forks starts with them, instead of importing them anew;
-#: likewise ``numpy.random``, which numpy 2 imports on first use (a curator's own Generator,
-#: ``protocols.rng.party_generator``: about 10 ms of every run's curator otherwise).
-_CURATOR_CTX = mp.get_context("forkserver")
-_CURATOR_CTX.set_forkserver_preload(["ldpsim.simulator.backends.transport", *BUILTIN,
-                                     "importlib.metadata", "numpy.random"])
-
-
-@contextlib.contextmanager
-def _without_main():
-    """Start fork-server children without re-running the caller's ``__main__``: their targets
-    live in this module, so a script without an ``if __name__ == "__main__"`` guard (or a
-    notebook) can use every backend."""
-    orig = mp_spawn.get_preparation_data
-
-    def prep(name):
-        data = orig(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        return data
-
-    mp_spawn.get_preparation_data = prep
-    try:
-        yield
-    finally:
-        mp_spawn.get_preparation_data = orig
-
-
-@contextlib.contextmanager
-def _package_first():
-    """Start the fork server (a fresh interpreter, ``python -c``) so that the directory it
-    starts in cannot replace this package: without it, its ``sys.path`` begins with the
-    current directory, where a folder named ``ldpsim`` (a clone of the repository, next to a
-    notebook) is a namespace package that shadows an editable install, and the curator imports
-    the folder. Safe-path mode drops the current directory from the front; the folder that
-    holds this package comes first, and the current directory after it (a user's protocol
-    module there stays importable)."""
-    home = str(Path(sys.modules["ldpsim"].__file__).resolve().parent.parent)
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [home, os.getcwd(), *filter(None, [saved["PYTHONPATH"]])])
-    os.environ["PYTHONSAFEPATH"] = "1"
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+#: the context curator processes start in, from a fork server (``simulator.backends.launch``)
+_CURATOR_CTX = CURATOR_CTX
 
 
 def die_with_parent() -> None:
@@ -124,30 +67,6 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def start_child(proc) -> None:
-    """Start a child with SIGINT blocked across fork.
-
-    Without this, a Ctrl-C landing while the child is being forked can hit the child before it
-    ignores SIGINT, or interrupt the parent half-way through ``Process.start``. With it, the
-    child starts with SIGINT ignored, and a pending Ctrl-C reaches the parent right after the
-    child is registered, where the caller's clean-up can stop it.
-    """
-    if proc._start_method == "forkserver":
-        # Not blocked here: the start waits for the fork server (a fresh interpreter that may
-        # still be importing ldpsim), and Ctrl-C must be able to interrupt that wait. A child
-        # the fork server made before the interrupt dies with the fork server, which exits
-        # with this process; one that gets the Ctrl-C before it ignores SIGINT just dies.
-        with _without_main(), _package_first():
-            proc.start()
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        with _without_main():
-            proc.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 #: A pool's DEALER: no high-water marks (a round's batches are all in flight at once), no linger,

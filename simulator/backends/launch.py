@@ -1,0 +1,121 @@
+"""How the curator process starts: the fork server, its preload, and starting it early.
+
+The curator process is started from a fork server: a fresh interpreter that never held the
+orchestrator's memory (the run seed, the master secret, the agents' keys), so the curator
+process knows exactly what it is handed -- ``seeding.curator_config`` and the registration
+key -- and nothing from which an agent's data or coins derive. Pools are forked directly and
+use only the keys they are handed (``seeding.PoolKeys``: their own agents'); on one machine
+under one user that is a separation of what each party is given, not an OS boundary (the
+hosts backend runs pools on machines of their own).
+
+The fork server's start-up (a fresh interpreter importing numpy, ZeroMQ and the protocol
+families: most of a small run's wall time) is on the path of the first curator process unless
+it begins earlier: ``start_fork_server`` begins it without waiting for it, and ``ldpsim run``
+calls it before it imports the simulator when the run's backend starts a curator process
+(``simulator.start``), so the fork server imports while the command line does.
+
+This module imports nothing heavy (the standard library only), so that the command line can
+start the fork server before numpy is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import multiprocessing.forkserver as mp_forkserver
+import multiprocessing.spawn as mp_spawn
+import os
+import signal
+import sys
+from pathlib import Path
+
+#: What the fork server imports once, so that each curator process it forks starts with them:
+#: the curator's loop, the protocol families (the curator looks its protocol up in the
+#: registry; ``protocols.registry.BUILTIN``, named here so that this module imports no numpy),
+#: the entry points of plugin families, and ``numpy.random``, which numpy 2 imports on first
+#: use (a curator's own Generator, ``protocols.rng.party_generator``: about 10 ms of every
+#: run's curator otherwise).
+PRELOAD = ("ldpsim.simulator.backends.transport",
+           "ldpsim.protocols.rank", "ldpsim.protocols.truth", "ldpsim.protocols.vote",
+           "ldpsim.protocols.safari", "ldpsim.protocols.ethics",
+           "importlib.metadata", "numpy.random")
+
+#: the context curator processes start in (``simulator.backends.transport``)
+CURATOR_CTX = mp.get_context("forkserver")
+CURATOR_CTX.set_forkserver_preload(list(PRELOAD))
+
+
+@contextlib.contextmanager
+def _without_main():
+    """Start fork-server children without re-running the caller's ``__main__``: their targets
+    live in this package, so a script without an ``if __name__ == "__main__"`` guard (or a
+    notebook) can use every backend."""
+    orig = mp_spawn.get_preparation_data
+
+    def prep(name):
+        data = orig(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    mp_spawn.get_preparation_data = prep
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = orig
+
+
+@contextlib.contextmanager
+def _package_first():
+    """Start the fork server (a fresh interpreter, ``python -c``) so that the directory it
+    starts in cannot replace this package: without it, its ``sys.path`` begins with the
+    current directory, where a folder named ``ldpsim`` (a clone of the repository, next to a
+    notebook) is a namespace package that shadows an editable install, and the curator imports
+    the folder. Safe-path mode drops the current directory from the front; the folder that
+    holds this package comes first, and the current directory after it (a user's protocol
+    module there stays importable)."""
+    home = str(Path(sys.modules["ldpsim"].__file__).resolve().parent.parent)
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [home, os.getcwd(), *filter(None, [saved["PYTHONPATH"]])])
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def start_fork_server() -> None:
+    """Begin starting the fork server now, without waiting for its imports (a no-op when it
+    runs already): the first curator process's start then waits only for what is left of
+    them."""
+    with _without_main(), _package_first():
+        mp_forkserver.ensure_running()
+
+
+def start_child(proc) -> None:
+    """Start a child with SIGINT blocked across fork.
+
+    Without this, a Ctrl-C landing while the child is being forked can hit the child before it
+    ignores SIGINT, or interrupt the parent half-way through ``Process.start``. With it, the
+    child starts with SIGINT ignored, and a pending Ctrl-C reaches the parent right after the
+    child is registered, where the caller's clean-up can stop it.
+    """
+    if proc._start_method == "forkserver":
+        # Not blocked here: the start waits for the fork server (a fresh interpreter that may
+        # still be importing ldpsim), and Ctrl-C must be able to interrupt that wait. A child
+        # the fork server made before the interrupt dies with the fork server, which exits
+        # with this process; one that gets the Ctrl-C before it ignores SIGINT just dies.
+        with _without_main(), _package_first():
+            proc.start()
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with _without_main():
+            proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

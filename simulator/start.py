@@ -1,0 +1,93 @@
+"""The ``ldpsim`` command's entry point: the curator's fork server begins first, then the CLI.
+
+A small ``ldpsim run`` on the processes backend spends most of its wall time importing: the
+command line and the curator's fork server (``simulator.backends.launch``) each import numpy,
+ZeroMQ and the protocol families, one after the other when the fork server starts with the
+first curator process. This module imports the standard library only; for ``ldpsim run`` it
+reads which backend and executor the run asks for (the scenario file, ``--backend``,
+``--executor`` and ``--set``) and, when the runs start a curator process here, begins starting
+the fork server before it imports the command line, so that the two import at once.
+
+What it reads is a hint, never a check: a scenario it cannot read or an argument it does not
+understand leaves the fork server to start with the first curator process, as it would without
+this module; the command line validates everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+#: where a scenario given by name is looked up (``simulator.sweep.scenario.SCENARIO_DIRS``)
+SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
+#: the backends whose runs start a curator process on this machine
+CURATOR_BACKENDS = ("processes", "hosts", "dask")
+#: the backend of a scenario that names none (``session.runconfig.DEFAULTS``)
+DEFAULT_BACKEND = "processes"
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """The options of ``ldpsim run`` that say where its runs execute, and every other option
+    that takes a value (so that the scenario is the positional argument it reads)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("scenario")
+    p.add_argument("--set", action="append", default=[])
+    for opt in ("--seed", "--out", "--secret", "--backend", "--jobs", "--executor", "--dask"):
+        p.add_argument(opt)
+    for flag in ("--no-progress", "--beside", "-v", "--verbose", "-q", "--quiet"):
+        p.add_argument(flag, action="store_true")
+    return p
+
+
+def _find(name: str) -> Path:
+    path = Path(name)
+    if path.is_file():
+        return path
+    for d in SCENARIO_DIRS:
+        for c in (d / path, (d / path).with_suffix(".toml")):
+            if c.is_file():
+                return c
+    return path
+
+
+def _setting(raw: dict[str, Any], overrides: list[str], table: str, key: str) -> Any:
+    """``[table] key`` of the raw scenario after the ``--set`` overrides (the last one wins)."""
+    value = raw.get(table, {}).get(key)
+    for text in overrides:
+        k, _, v = text.partition("=")
+        if k.strip() == f"{table}.{key}":
+            value = v.strip().strip("'\"")
+    return value
+
+
+def starts_curator(argv: list[str]) -> bool:
+    """Whether ``argv`` is an ``ldpsim run`` whose runs start a curator process here (the
+    processes, hosts or dask backend, the local executor); False when in doubt."""
+    if not argv or argv[0] != "run":
+        return False
+    try:
+        args, _ = run_parser().parse_known_args(argv[1:])
+        raw = tomllib.loads(_find(args.scenario).read_text(encoding="utf-8"))
+        backend = args.backend or _setting(raw, args.set, "runtime", "backend")
+        executor = args.executor or _setting(raw, args.set, "runtime", "executor")
+    except (Exception, SystemExit):  # argparse exits on what it cannot parse
+        return False
+    return (backend or DEFAULT_BACKEND) in CURATOR_BACKENDS and executor in (None, "local")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ldpsim``: begin the fork server when the run needs it, then run the command line."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if starts_curator(argv):
+        from ldpsim.simulator.backends.launch import start_fork_server
+
+        with contextlib.suppress(Exception):  # it starts with the first curator otherwise
+            start_fork_server()
+    # the command line imports numpy and the simulator: after the fork server has begun
+    from ldpsim.simulator.cli import main as cli_main
+
+    return cli_main(argv)
