@@ -180,12 +180,15 @@ def _residual(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarr
 
 
 def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
-                       spec: AuditSpec) -> int | None:
-    """Candidate whose contribution is closest to the differencing residual, or None."""
+                       spec: AuditSpec, contrib: np.ndarray | None = None) -> int | None:
+    """Candidate whose contribution is closest to the differencing residual, or None.
+    ``contrib``: ``contributions(protocol, view, spec.values)``, if already computed (it
+    depends on the view's parameters and public facts only)."""
     resid = _residual(view, target, protocol)
     if resid is None:
         return None
-    contrib = contributions(protocol, view, spec.values)
+    if contrib is None:
+        contrib = contributions(protocol, view, spec.values)
     if contrib is None:
         return None
     ok = np.isfinite(resid)

@@ -23,11 +23,13 @@ import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
 from ldpsim.protocols.keys import DataKeys
+from ldpsim.protocols.local import local_rounds
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.attacks.audit import (
     ALPHA,
     bayes_guess,
     coalition_view,
+    contributions,
     differencing_guess,
     epsilon_audit,
     features,
@@ -40,7 +42,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_keys, run_seed
+from ldpsim.simulator.session.seeding import run_id, run_keys, run_seed
 from ldpsim.simulator.sweep.results import jsonable
 from scipy.stats import beta
 
@@ -143,6 +145,33 @@ class _Trials:
             for a in self.s.colluders.tolist():
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)
+
+    def local_view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
+        """What the differencing attack reads of ``view(trial, row)`` (the output, the
+        parameters, the public facts and the colluders' disclosed rows), from the round loop
+        in this process (``protocols.local.local_rounds``) instead of a run of the runtime:
+        the same parties keyed the same way, without the sessions, the wire and the accounts.
+        Only for a coalition with the curator (``audit_setting`` checks it against ``view``)."""
+        key = None
+        if self.coins == "fixed":
+            key, trial = target_coins(self.s, trial), 0
+        seed = run_seed(self.s.scenario_seed, trial)
+        cfg = dict(self.s.config, seed=seed)
+        keys = run_keys(seed)
+        ds = build_data(cfg["data"], keys.data)
+        n, target = ds.n, self.s.target
+        rows = np.array(ds.rows(0, n), copy=True)
+        rows[target] = np.asarray(row).astype(rows.dtype)
+        rows.setflags(write=False)
+        tag = run_id(cfg)
+        coins = keys.secrets.agents.for_range(0, n, coin_tag=tag)["coins"]
+        if key is not None:
+            coins[target] = np.uint64(key)
+        bound = self.protocol.bind(dict(cfg["params"]), ds.public)
+        _, output = local_rounds(bound, ds, seed, coins=coins,
+                                 curator_coins=keys.secrets.curator_coins(tag), rows=rows)
+        return {"output": output, "params": bound.params, "public": ds.public,
+                "disclosures": {int(a): {"data": rows[a]} for a in self.s.colluders.tolist()}}
 
 
 @dataclass
@@ -359,7 +388,8 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     1/2 and all of ``trials``; each look spends its own share of α (α/8, α/8, α/4, α/2), so
     the bound that stops holds at 1 - α overall. The single-report inference runs as many
     trials as the ε audit took; the differencing attack, which needs the released aggregate
-    of full runs, at most ``differencing_trials`` of them on the batch path.
+    of whole runs, at most ``differencing_trials`` of them on the batch path (the runtime's
+    first ``DIFF_CHECK``, then the round loop's, ``_Trials.local_view``, where those agree).
     """
     if path not in ("auto", "batch", "full"):
         raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
@@ -445,14 +475,32 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         full_views = min(used, differencing_trials)
         if progress is not None:
             progress(used - full_views)
+    contrib_of: dict[str, np.ndarray | None] = {}
+
+    def contrib(view: dict[str, Any]) -> np.ndarray | None:
+        """The candidates' contributions under the view's parameters and public facts (the
+        same in every trial: computed once)."""
+        k = json.dumps(jsonable([view["params"], view["public"]]), sort_keys=True)
+        if k not in contrib_of:
+            contrib_of[k] = contributions(protocol, view, spec.values)
+        return contrib_of[k]
+
+    # on the batch path the differencing runs need only the output: the round loop in this
+    # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
+    local = batch is not None
     for t in range(full_views):
-        view = runner.view(used + t, spec.values[truth[t]])
+        row = spec.values[truth[t]]
+        if local and t >= DIFF_CHECK:
+            view = runner.local_view(used + t, row)
+        else:
+            view = runner.view(used + t, row)
+            local = local and _same_differencing(runner, view, used + t, row)
         if batch is None:
             bg = bayes_guess(view, target, protocol, spec)
             if bg is not None:
                 bayes_n += 1
                 bayes_hits += int(_same(spec, bg, truth[t]))
-        dg = differencing_guess(view, target, protocol, spec)
+        dg = differencing_guess(view, target, protocol, spec, contrib(view))
         if dg is not None:
             diff_n += 1
             diff_hits += int(_same(spec, dg, truth[t]))
@@ -486,6 +534,43 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "candidates": int(len(spec.values)), "audit_notes": spec.notes,
         "seconds": seconds,
     }
+
+
+#: differencing runs of the batch path made by the runtime and checked against the round loop
+#: in this process (``_Trials.local_view``) before it makes the others
+DIFF_CHECK = 16
+
+
+def _same_differencing(runner: _Trials, view: dict[str, Any], trial: int,
+                       row: np.ndarray) -> bool:
+    """Whether ``runner.local_view`` gives the differencing attack exactly what ``view``, the
+    runtime's run of the same trial, gives it: the released aggregate, the parameters and
+    public facts it is read with, and the colluders' rows."""
+    try:
+        mine = runner.local_view(trial, row)
+    except Exception:  # a protocol whose loop cannot run here: the runtime makes every run
+        return False
+    protocol = runner.protocol
+    got = []
+    for v in (view, mine):
+        bound = protocol.bind(v["params"], v["public"], resolved=True)
+        rel = bound.released_aggregate(v["output"])
+        known = {int(a): np.asarray(d["data"]) for a, d in v.get("disclosures", {}).items()}
+        got.append((None if rel is None else np.asarray(rel, dtype=float), known,
+                    jsonable(v["params"]), jsonable(v["public"])))
+    (r0, k0, p0, u0), (r1, k1, p1, u1) = got
+    return (_same_bits(r0, r1) and k0.keys() == k1.keys()
+            and all(_same_bits(k0[a], k1[a]) for a in k0)
+            and json.dumps([p0, u0], sort_keys=True) == json.dumps([p1, u1], sort_keys=True))
+
+
+def _same_bits(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or arrays of one dtype and shape with the same bytes (NaNs and signed
+    zeros included)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
 def _bayes_job(args: tuple) -> tuple[int, int]:
