@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
-from ldpsim.protocols.keys import DataKeys
+from ldpsim.protocols.keys import DataKeys, run_tags, seed_run_keys
 from ldpsim.protocols.local import local_rounds
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.attacks.audit import (
@@ -42,7 +42,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_id, run_keys, run_seed
+from ldpsim.simulator.session.seeding import run_id, run_keys, run_seed, run_seeds
 from ldpsim.simulator.sweep.results import jsonable
 from scipy.stats import beta
 
@@ -146,30 +146,46 @@ class _Trials:
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)
 
-    def local_view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
+    def local_keys(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every agent's coin keys (the target's as the experiment gives it) and data keys in
+        trials ``first .. first + count - 1``, computed together: (count, n) arrays."""
+        cfg = self.s.config
+        seeds = run_seeds(self.s.scenario_seed, first, count)
+        tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
+        coins, data = seed_run_keys(seeds, self.s.n, tags)
+        if self.coins == "fixed":  # run 0's keys but the target's coins, run t's
+            seed0 = seeds[:1] if first == 0 else run_seeds(self.s.scenario_seed, 0, 1)
+            tag0 = run_tags(seed0, cfg["protocol"], cfg["params"], cfg["data"],
+                            cfg.get("collusion"))
+            c0, d0 = seed_run_keys(seed0, self.s.n, tag0)
+            own = coins[:, self.s.target]
+            coins, data = np.repeat(c0, count, axis=0), np.repeat(d0, count, axis=0)
+            coins[:, self.s.target] = own
+        return coins, data
+
+    def local_view(self, trial: int, row: np.ndarray,
+                   keys: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
         """What the differencing attack reads of ``view(trial, row)`` (the output, the
         parameters, the public facts and the colluders' disclosed rows), from the round loop
         in this process (``protocols.local.local_rounds``) instead of a run of the runtime:
         the same parties keyed the same way, without the sessions, the wire and the accounts.
-        Only for a coalition with the curator (``audit_setting`` checks it against ``view``)."""
-        key = None
+        Only for a coalition with the curator (``audit_setting`` checks it against ``view``).
+        ``keys``: the trial's row of ``local_keys``, if already computed."""
+        coins, data_keys = keys if keys is not None else (k[0] for k in self.local_keys(trial, 1))
         if self.coins == "fixed":
-            key, trial = target_coins(self.s, trial), 0
+            trial = 0
         seed = run_seed(self.s.scenario_seed, trial)
         cfg = dict(self.s.config, seed=seed)
-        keys = run_keys(seed)
-        ds = build_data(cfg["data"], keys.data)
+        run = run_keys(seed)
+        ds = build_data(cfg["data"], run.data.with_cache(0, data_keys))
         n, target = ds.n, self.s.target
         rows = np.array(ds.rows(0, n), copy=True)
         rows[target] = np.asarray(row).astype(rows.dtype)
         rows.setflags(write=False)
         tag = run_id(cfg)
-        coins = keys.secrets.agents.for_range(0, n, coin_tag=tag)["coins"]
-        if key is not None:
-            coins[target] = np.uint64(key)
         bound = self.protocol.bind(dict(cfg["params"]), ds.public)
         _, output = local_rounds(bound, ds, seed, coins=coins,
-                                 curator_coins=keys.secrets.curator_coins(tag), rows=rows)
+                                 curator_coins=run.secrets.curator_coins(tag), rows=rows)
         return {"output": output, "params": bound.params, "public": ds.public,
                 "disclosures": {int(a): {"data": rows[a]} for a in self.s.colluders.tolist()}}
 
@@ -488,10 +504,13 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     # on the batch path the differencing runs need only the output: the round loop in this
     # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
     local = batch is not None
+    keys: tuple[int, np.ndarray, np.ndarray] = (0, np.empty((0, 0)), np.empty((0, 0)))
     for t in range(full_views):
         row = spec.values[truth[t]]
         if local and t >= DIFF_CHECK:
-            view = runner.local_view(used + t, row)
+            if not keys[0] <= t < keys[0] + len(keys[1]):  # the next trials' keys at once
+                keys = (t, *runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t)))
+            view = runner.local_view(used + t, row, (keys[1][t - keys[0]], keys[2][t - keys[0]]))
         else:
             view = runner.view(used + t, row)
             local = local and _same_differencing(runner, view, used + t, row)
@@ -539,6 +558,8 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
 #: differencing runs of the batch path made by the runtime and checked against the round loop
 #: in this process (``_Trials.local_view``) before it makes the others
 DIFF_CHECK = 16
+#: differencing runs whose keys are derived together
+LOCAL_KEYS = 256
 
 
 def _same_differencing(runner: _Trials, view: dict[str, Any], trial: int,

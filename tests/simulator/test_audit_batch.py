@@ -155,6 +155,24 @@ def test_the_round_loop_gives_the_differencing_attack_what_full_runs_give(config
             == differencing_guess(full, setting.target, protocol, spec)
 
 
+@pytest.mark.parametrize("coins", ["per-trial", "fixed"])
+def test_the_round_loops_keys_are_the_runs(coins):
+    """``_Trials.local_keys`` of a range of trials: each trial's coin and data keys as its run
+    keys them (in the fixed-coins experiment run 0's, but the target's coins of run t)."""
+    setting = _rank_setting()
+    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
+    coins_k, data_k = runner.local_keys(3, 5)
+    cfg, agents = setting.config, np.arange(setting.n)
+    for i, t in enumerate(range(3, 8)):
+        run = harness.run_keys(harness.run_seed(setting.scenario_seed,
+                                                0 if coins == "fixed" else t))
+        want = run.coins(cfg, agents)
+        if coins == "fixed":
+            want[setting.target] = harness.target_coins(setting, t)
+        assert coins_k[i].tolist() == want.tolist()
+        assert data_k[i].tolist() == run.data.range(0, setting.n).tolist()
+
+
 def _differencing(rec):
     return rec["differencing_accuracy"], rec["differencing_trials"]
 
@@ -169,18 +187,18 @@ def test_the_batch_paths_differencing_statistics_are_the_full_paths(monkeypatch)
     calls = []
     local_view = harness._Trials.local_view
 
-    def counted(self, trial, row):
+    def counted(self, trial, row, keys=None):
         calls.append(trial)
-        return local_view(self, trial, row)
+        return local_view(self, trial, row, keys)
 
     monkeypatch.setattr(harness._Trials, "local_view", counted)
     batch = harness.audit_setting(setting, 60, path="batch", differencing_trials=60)
     assert batch["path"] == "batch" and _differencing(batch) == _differencing(full)
     assert full["differencing_trials"] == 60 and len(calls) == 60  # 2 checks, 58 runs
 
-    def wrong(self, trial, row):
+    def wrong(self, trial, row, keys=None):
         calls.append(trial)
-        view = local_view(self, trial, row)
+        view = local_view(self, trial, row, keys)
         view["output"] = dict(view["output"], cmp_hat=[0.0] * len(view["output"]["cmp_hat"]))
         return view
 
