@@ -10,6 +10,11 @@
  * derives a key from a seed and labels. Any message length is hashed (one 128-byte block
  * suffices for a seed and a few short labels). Where the extension was not built, rng.py loops
  * over hashlib, to the same bits.
+ *
+ * Messages of one block are hashed LANES at a time, the compression function's every step a
+ * loop over the lanes with no dependence between them; where the compiler offers function
+ * multi-versioning (GCC or Clang on x86-64 Linux) that is built for AVX-512, AVX2 and the base
+ * instruction set, and the loader picks the best the CPU has (as protocols/_prfc.c does).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -109,6 +114,68 @@ static uint64_t blake2b64(const uint8_t *msg, size_t len)
     return h[0];
 }
 
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) \
+    && !defined(LDPSIM_NO_CLONES)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+#define LANES 8
+
+#define GL(a, b, c, d, x, y)                                \
+    for (int l = 0; l < LANES; l++) {                       \
+        uint64_t va = v[a][l], vb = v[b][l], vc = v[c][l], vd = v[d][l]; \
+        va = va + vb + m[x][l];                             \
+        vd = rotr(vd ^ va, 32);                             \
+        vc = vc + vd;                                       \
+        vb = rotr(vb ^ vc, 24);                             \
+        va = va + vb + m[y][l];                             \
+        vd = rotr(vd ^ va, 16);                             \
+        vc = vc + vd;                                       \
+        vb = rotr(vb ^ vc, 63);                             \
+        v[a][l] = va; v[b][l] = vb; v[c][l] = vc; v[d][l] = vd; \
+    }
+
+/* BLAKE2b-64 of LANES messages of one block each: block[l] (zero-padded) of len[l] <= 128
+ * bytes; out[l] the digest as a little-endian uint64. The same compression as ``compress``
+ * with t = len and the last-block flag, one lane per message. */
+CLONES static void blake2b64_lanes(const uint8_t block[LANES][128], const uint64_t len[LANES],
+                                   uint64_t out[LANES])
+{
+    uint64_t m[16][LANES], v[16][LANES];
+    const uint64_t h0 = IV[0] ^ 0x01010000ULL ^ 8;
+    for (int i = 0; i < 16; i++)
+        for (int l = 0; l < LANES; l++)
+            m[i][l] = load64(block[l] + 8 * i);
+    for (int l = 0; l < LANES; l++) {
+        v[0][l] = h0;
+        v[8][l] = IV[0];
+    }
+    for (int i = 1; i < 8; i++)
+        for (int l = 0; l < LANES; l++) {
+            v[i][l] = IV[i];
+            v[i + 8][l] = IV[i];
+        }
+    for (int l = 0; l < LANES; l++) {
+        v[12][l] ^= len[l];
+        v[14][l] = ~v[14][l];
+    }
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = SIGMA[r];
+        GL(0, 4, 8, 12, s[0], s[1]);
+        GL(1, 5, 9, 13, s[2], s[3]);
+        GL(2, 6, 10, 14, s[4], s[5]);
+        GL(3, 7, 11, 15, s[6], s[7]);
+        GL(0, 5, 10, 15, s[8], s[9]);
+        GL(1, 6, 11, 12, s[10], s[11]);
+        GL(2, 7, 8, 13, s[12], s[13]);
+        GL(3, 4, 9, 14, s[14], s[15]);
+    }
+    for (int l = 0; l < LANES; l++)
+        out[l] = h0 ^ v[0][l] ^ v[8][l];
+}
+
 /* The decimal text of x at p (no terminator); returns its length (at most 20). */
 static size_t decimal(uint64_t x, uint8_t *p)
 {
@@ -149,7 +216,27 @@ static PyObject *digest_ints(PyObject *self, PyObject *args)
         size_t p = (size_t)prefix.len, s = (size_t)suffix.len;
         const uint8_t *sb = (const uint8_t *)suffix.buf;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t i = 0;
+        if (p + 20 + s <= 128) { /* every message one block: LANES at a time */
+            uint8_t block[LANES][128];
+            uint64_t len[LANES], d[LANES];
+            memset(block, 0, sizeof block);
+            for (int l = 0; l < LANES; l++)
+                memcpy(block[l], msg, p);
+            for (; i + LANES <= n; i += LANES) {
+                for (int l = 0; l < LANES; l++) {
+                    uint64_t x;
+                    memcpy(&x, vb + 8 * (i + l), 8);
+                    size_t k = decimal(x, block[l] + p);
+                    memcpy(block[l] + p + k, sb, s);
+                    len[l] = p + k + s;
+                    memset(block[l] + len[l], 0, 128 - len[l]);
+                }
+                blake2b64_lanes((const uint8_t(*)[128])block, len, d);
+                memcpy(ob + 8 * i, d, sizeof d);
+            }
+        }
+        for (; i < n; i++) {
             uint64_t x, d;
             memcpy(&x, vb + 8 * i, 8);
             size_t k = decimal(x, msg + p);
