@@ -28,6 +28,7 @@ from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.attacks.audit import (
     ALPHA,
     bayes_guess,
+    beta_ppf,
     coalition_view,
     contributions,
     differencing_guess,
@@ -44,7 +45,6 @@ from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import run_id, run_keys, run_seed, run_seeds
 from ldpsim.simulator.sweep.results import jsonable
-from scipy.stats import beta
 
 
 @dataclass
@@ -362,8 +362,8 @@ def expected_lower(tpr: float, fpr: float, trials: int, alpha: float = ALPHA) ->
     h = trials // 2
     if h < 1 or tpr <= 0:
         return 0.0
-    lo = float(beta.ppf(alpha / 2, tpr * h, (1 - tpr) * h + 1))
-    hi = 1.0 if fpr >= 1 else float(beta.ppf(1 - alpha / 2, fpr * h + 1, (1 - fpr) * h))
+    lo = beta_ppf(alpha / 2, tpr * h, (1 - tpr) * h + 1)
+    hi = 1.0 if fpr >= 1 else beta_ppf(1 - alpha / 2, fpr * h + 1, (1 - fpr) * h)
     return max(0.0, math.log(lo / hi)) if lo > 0 else 0.0
 
 
