@@ -43,7 +43,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_id, run_keys, run_seed, run_seeds
+from ldpsim.simulator.session.seeding import run_keys, run_seed, run_seeds
 from ldpsim.simulator.sweep.results import jsonable
 
 
@@ -146,9 +146,8 @@ class _Trials:
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)
 
-    def local_keys(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every agent's coin keys (the target's as the experiment gives it) and data keys in
-        trials ``first .. first + count - 1``, computed together: (count, n) arrays."""
+    def local_keys(self, first: int, count: int) -> LocalKeys:
+        """The keys of the runs of trials ``first .. first + count - 1``, computed together."""
         cfg = self.s.config
         seeds = run_seeds(self.s.scenario_seed, first, count)
         tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
@@ -161,20 +160,22 @@ class _Trials:
             own = coins[:, self.s.target]
             coins, data = np.repeat(c0, count, axis=0), np.repeat(d0, count, axis=0)
             coins[:, self.s.target] = own
-        return coins, data
+            seeds, tags = np.repeat(seed0, count), np.repeat(tag0, count)
+        return LocalKeys(first, seeds, tags, coins, data)
 
     def local_view(self, trial: int, row: np.ndarray,
-                   keys: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+                   keys: LocalKeys | None = None) -> dict[str, Any]:
         """What the differencing attack reads of ``view(trial, row)`` (the output, the
         parameters, the public facts and the colluders' disclosed rows), from the round loop
         in this process (``protocols.local.local_rounds``) instead of a run of the runtime:
         the same parties keyed the same way, without the sessions, the wire and the accounts.
         Only for a coalition with the curator (``audit_setting`` checks it against ``view``).
-        ``keys``: the trial's row of ``local_keys``, if already computed."""
-        coins, data_keys = keys if keys is not None else (k[0] for k in self.local_keys(trial, 1))
-        if self.coins == "fixed":
-            trial = 0
-        seed = run_seed(self.s.scenario_seed, trial)
+        ``keys``: ``local_keys`` of trials that include this one, if already computed."""
+        if keys is None or not keys.first <= trial < keys.first + len(keys.seeds):
+            keys = self.local_keys(trial, 1)
+        i = trial - keys.first
+        seed, tag = int(keys.seeds[i]), int(keys.tags[i])
+        coins, data_keys = keys.coins[i], keys.data[i]
         cfg = dict(self.s.config, seed=seed)
         run = run_keys(seed)
         ds = build_data(cfg["data"], run.data.with_cache(0, data_keys))
@@ -182,12 +183,24 @@ class _Trials:
         rows = np.array(ds.rows(0, n), copy=True)
         rows[target] = np.asarray(row).astype(rows.dtype)
         rows.setflags(write=False)
-        tag = run_id(cfg)
         bound = self.protocol.bind(dict(cfg["params"]), ds.public)
         _, output = local_rounds(bound, ds, seed, coins=coins,
                                  curator_coins=run.secrets.curator_coins(tag), rows=rows)
         return {"output": output, "params": bound.params, "public": ds.public,
                 "disclosures": {int(a): {"data": rows[a]} for a in self.s.colluders.tolist()}}
+
+
+@dataclass
+class LocalKeys:
+    """The keys of the runs of trials ``first ..`` (``_Trials.local_keys``): per trial, its
+    run's seed and tag (run 0's in the fixed-coins experiment), and every agent's coin keys
+    (the target's as the experiment gives it) and data keys, one row per trial."""
+
+    first: int
+    seeds: np.ndarray
+    tags: np.ndarray
+    coins: np.ndarray
+    data: np.ndarray
 
 
 @dataclass
@@ -504,13 +517,13 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     # on the batch path the differencing runs need only the output: the round loop in this
     # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
     local = batch is not None
-    keys: tuple[int, np.ndarray, np.ndarray] = (0, np.empty((0, 0)), np.empty((0, 0)))
+    keys = None
     for t in range(full_views):
         row = spec.values[truth[t]]
         if local and t >= DIFF_CHECK:
-            if not keys[0] <= t < keys[0] + len(keys[1]):  # the next trials' keys at once
-                keys = (t, *runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t)))
-            view = runner.local_view(used + t, row, (keys[1][t - keys[0]], keys[2][t - keys[0]]))
+            if keys is None or t + used >= keys.first + len(keys.seeds):  # the next ones'
+                keys = runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t))
+            view = runner.local_view(used + t, row, keys)
         else:
             view = runner.view(used + t, row)
             local = local and _same_differencing(runner, view, used + t, row)

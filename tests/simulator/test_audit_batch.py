@@ -12,6 +12,7 @@ import pytest
 from ldpsim.protocols import PROTOCOLS, get_protocol
 from ldpsim.protocols.safari import perm
 from ldpsim.simulator.attacks.audit import _eps_lower, differencing_guess
+from ldpsim.simulator.session.seeding import run_id
 from ldpsim.simulator.sweep import audit_harness as harness
 from ldpsim.simulator.sweep import scenario as sc
 
@@ -161,11 +162,15 @@ def test_the_round_loops_keys_are_the_runs(coins):
     keys them (in the fixed-coins experiment run 0's, but the target's coins of run t)."""
     setting = _rank_setting()
     runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
-    coins_k, data_k = runner.local_keys(3, 5)
+    keys = runner.local_keys(3, 5)
+    assert keys.first == 3 and keys.coins.shape == keys.data.shape == (5, setting.n)
+    coins_k, data_k = keys.coins, keys.data
     cfg, agents = setting.config, np.arange(setting.n)
     for i, t in enumerate(range(3, 8)):
-        run = harness.run_keys(harness.run_seed(setting.scenario_seed,
-                                                0 if coins == "fixed" else t))
+        seed = harness.run_seed(setting.scenario_seed, 0 if coins == "fixed" else t)
+        assert int(keys.seeds[i]) == seed
+        assert int(keys.tags[i]) == run_id(dict(cfg, seed=seed))
+        run = harness.run_keys(seed)
         want = run.coins(cfg, agents)
         if coins == "fixed":
             want[setting.target] = harness.target_coins(setting, t)
