@@ -42,6 +42,7 @@ one block.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -180,15 +181,17 @@ def _residual(view: dict[str, Any], target: int, protocol: Protocol) -> np.ndarr
 
 
 def differencing_guess(view: dict[str, Any], target: int, protocol: Protocol,
-                       spec: AuditSpec, contrib: np.ndarray | None = None) -> int | None:
+                       spec: AuditSpec,
+                       contrib_of: Callable[[dict[str, Any]], np.ndarray | None] | None = None
+                       ) -> int | None:
     """Candidate whose contribution is closest to the differencing residual, or None.
-    ``contrib``: ``contributions(protocol, view, spec.values)``, if already computed (it
-    depends on the view's parameters and public facts only)."""
+    ``contrib_of(view)``: ``contributions(protocol, view, spec.values)`` where the caller
+    keeps them (they depend on the view's parameters and public facts only)."""
     resid = _residual(view, target, protocol)
     if resid is None:
         return None
-    if contrib is None:
-        contrib = contributions(protocol, view, spec.values)
+    contrib = contributions(protocol, view, spec.values) if contrib_of is None \
+        else contrib_of(view)
     if contrib is None:
         return None
     ok = np.isfinite(resid)

@@ -532,7 +532,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
             if bg is not None:
                 bayes_n += 1
                 bayes_hits += int(_same(spec, bg, truth[t]))
-        dg = differencing_guess(view, target, protocol, spec, contrib(view))
+        dg = differencing_guess(view, target, protocol, spec, contrib)
         if dg is not None:
             diff_n += 1
             diff_hits += int(_same(spec, dg, truth[t]))
