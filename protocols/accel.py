@@ -1,9 +1,10 @@
 """Optional compiled accelerators: which implementation a module uses, and the switch.
 
-Two small C extensions are built at install where a C compiler exists (pyproject's
-ext-modules, ``optional``): the wire format's batch codec (``simulator/codec/_wirec.c``) and the
-random streams' SplitMix64 finaliser (``protocols/_rngc.c``). Each does exactly what numpy does
-in the module that uses it (the same bytes, the same bits), so either may run: the compiled one
+Small C extensions are built at install where a C compiler exists (pyproject's ext-modules,
+``optional``): among them the wire format's batch codec (``simulator/codec/_wirec.c``), the
+random streams' SplitMix64 finaliser (``protocols/_rngc.c``) and their stream keys of many seeds
+at once (BLAKE2b-64, ``protocols/_b2c.c``). Each does exactly what numpy (or hashlib) does in the
+module that uses it (the same bytes, the same bits), so either may run: the compiled one
 when it was built, unless its environment variable says ``numpy`` (inherited by every process
 a run starts); tests and benchmarks switch with ``use``.
 """

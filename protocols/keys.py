@@ -175,6 +175,23 @@ def run_tag(seed: int, protocol: str, params: dict[str, Any], data: dict[str, An
     return int(run_tags(_seed63(seed), protocol, params, data, collusion)[0])
 
 
+def seed_run_keys(seeds: np.ndarray, n: int, run_tags: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The coin keys and data keys of agents ``0 .. n - 1`` in the runs of ``seeds`` given no
+    secret (``Secrets.of_seed``), run i tagged ``run_tags[i]`` and its data set tagged by its
+    seed (``data_tag``): two uint64 arrays of shape (runs, n), what ``AgentKeys.coins`` and
+    ``AgentKeys.data`` give, for many runs at once."""
+    seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
+    runs = len(seeds)
+    k0, k1 = root_words(*master_words_of_seeds(seeds))
+    d0, d1 = device_rows(np.repeat(k0, n), np.repeat(k1, n),
+                         np.tile(np.arange(n, dtype=np.int64), runs))
+    coins = prf(d0, d1, _message(np.repeat(np.asarray(run_tags, dtype=np.uint64), n),
+                                 runs * n, False))
+    data = prf(d0, d1, _message(np.repeat(data_tags(seeds), n), runs * n, True))
+    return coins.reshape(runs, n), data.reshape(runs, n)
+
+
 def device_rows(k0: np.ndarray, k1: np.ndarray, agents: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Row i's device key of agent ``agents[i]`` in the tree whose root key is ``(k0[i],

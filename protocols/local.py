@@ -76,12 +76,14 @@ def _call(phase: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
                  phase: Callable[..., Any] = _call, coins: np.ndarray | None = None,
-                 curator_coins: int | None = None) -> tuple[list[LocalRound], dict[str, Any]]:
+                 curator_coins: int | None = None, rows: np.ndarray | None = None
+                 ) -> tuple[list[LocalRound], dict[str, Any]]:
     """The round loop of ``run_locally`` on a built data set: every round and the output.
 
     ``coins``: every agent's coin key (``AgentKeys.coins``), default those of a run tagged by
     the seed and the protocol alone; ``curator_coins`` the curator's private coin key
-    (``Secrets.curator_coins``), default that run's. ``phase(name, fn, *args)`` makes each
+    (``Secrets.curator_coins``), default that run's; ``rows`` every agent's private row,
+    default the data set's (the privacy audit changes one). ``phase(name, fn, *args)`` makes each
     protocol step, ``fn(*args)``, with ``name`` "plan" (the curator and each plan), "respond",
     "absorb" or "finish"; wrapping it measures the steps alone (``simulator.bench.kernels``
     times them, ``tests/protocols/test_scaling.py`` counts their lines).
@@ -94,7 +96,7 @@ def local_rounds(bound: Bound, data: Dataset, seed: int = 0,
         curator_coins = own.curator_coins(tag) if curator_coins is None else curator_coins
     curator = phase("plan", bound.curator, np.arange(data.n, dtype=np.int64),
                     stream_key(seed, "curator"), curator_coins)
-    rows = data.rows(0, data.n)
+    rows = data.rows(0, data.n) if rows is None else rows
     rounds: list[LocalRound] = []
     rnd = 0
     while (plan := phase("plan", _plan, curator, rnd)) is not None:

@@ -42,6 +42,10 @@ from ldpsim import environment
 #: ``LDPSIM_RNG=numpy`` chooses numpy
 MIXER = Accelerator.load("mixer", "ldpsim.protocols._rngc", environment.RNG,
                           "protocols/_rngc.c")
+#: the stream keys of many seeds at once: compiled BLAKE2b-64, or hashlib one by one, the same
+#: bits; ``LDPSIM_RNG=numpy`` chooses hashlib
+BLAKE2B = Accelerator.load("blake2b", "ldpsim.protocols._b2c", environment.RNG,
+                           "protocols/_b2c.c")
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -100,14 +104,49 @@ def stream_key(seed: int | np.ndarray, *labels: str | int) -> int | np.ndarray:
     derived key (a ``StreamKeys`` for a ``StreamKeys``).
     """
     if isinstance(seed, np.ndarray):
-        out = np.fromiter((stream_key(int(k), *labels) for k in seed.reshape(-1)),
-                          dtype=np.uint64, count=seed.size).reshape(seed.shape)
+        flat = seed.view(np.ndarray).reshape(-1)
+        if flat.dtype.kind == "u" or (flat.dtype.kind == "i" and not (flat < 0).any()):
+            out = _digests(b"", flat, _label_text(labels))
+        else:  # negative or non-integer seeds: their text as int() writes it
+            out = np.fromiter((stream_key(int(k), *labels) for k in flat),
+                              dtype=np.uint64, count=flat.size)
+        out = out.reshape(seed.shape)
         return StreamKeys(out) if isinstance(seed, StreamKeys) else out
     h = hashlib.blake2b(digest_size=8)
     h.update(str(int(seed)).encode())
     for label in labels:
         h.update(b"\x1f" + str(label).encode())
     return int.from_bytes(h.digest(), "little")
+
+
+def stream_keys(seed: int, *labels: str | int, last: np.ndarray) -> np.ndarray:
+    """``stream_key(seed, *labels, i)`` for every non-negative integer ``i`` of ``last`` (a
+    uint64 array of their keys, in ``last``'s shape): e.g. the seeds of many repetitions."""
+    last = np.asarray(last)
+    flat = last.reshape(-1)
+    if flat.size and (flat.dtype.kind not in "iu" or (flat < 0).any()):
+        raise ValueError("stream_keys: the last labels must be non-negative integers")
+    prefix = str(int(seed)).encode() + _label_text(labels) + b"\x1f"
+    return _digests(prefix, flat, b"").reshape(last.shape)
+
+
+def _label_text(labels: tuple[str | int, ...]) -> bytes:
+    """What ``stream_key`` hashes after the seed for ``labels``."""
+    return b"".join(b"\x1f" + str(label).encode() for label in labels)
+
+
+def _digests(prefix: bytes, values: np.ndarray, suffix: bytes) -> np.ndarray:
+    """BLAKE2b-64 of ``prefix + decimal(v) + suffix`` (the digest read little-endian) for every
+    v of the non-negative integer array ``values``: compiled in one pass, or with hashlib."""
+    values = np.ascontiguousarray(values, dtype=np.uint64).reshape(-1)
+    out = np.empty(values.shape, dtype=np.uint64)
+    if BLAKE2B.module is not None:
+        BLAKE2B.module.digest_ints(prefix, values, suffix, out)
+        return out
+    for i, v in enumerate(values.tolist()):
+        d = hashlib.blake2b(prefix + str(v).encode() + suffix, digest_size=8).digest()
+        out[i] = int.from_bytes(d, "little")
+    return out
 
 
 def agent_keys(key: int | np.ndarray, agents: np.ndarray) -> np.ndarray:

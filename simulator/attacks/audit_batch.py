@@ -41,7 +41,7 @@ from ldpsim.protocols.keys import device_rows, master_words_of_seeds, root_words
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import StreamKeys, stream_key
 from ldpsim.simulator.attacks.float_attack import reproducible
-from ldpsim.simulator.session.seeding import run_seed
+from ldpsim.simulator.session.seeding import run_seed, run_seeds
 
 #: trials checked against full runs before a setting uses the batch path
 CHECK_TRIALS = 32
@@ -62,9 +62,8 @@ def trial_keys(scenario_seed: int, first: int, count: int, target: int,
     """The curator's stream keys and the target's coin keys of runs ``first .. first + count -
     1`` of the run ``config`` (run t's seed is ``run_seed(scenario_seed, t)``, and its secrets
     the seed's, as in the full path): the coin keys of all of them at once."""
-    seeds = np.array([run_seed(scenario_seed, first + i) for i in range(count)],
-                     dtype=np.uint64)
-    cur = StreamKeys([stream_key(int(s), "curator") for s in seeds])
+    seeds = run_seeds(scenario_seed, first, count)
+    cur = stream_key(StreamKeys(seeds), "curator")
     d0, d1 = device_rows(*root_words(*master_words_of_seeds(seeds)),
                          np.full(count, target, dtype=np.int64))
     tags = run_tags(seeds, config["protocol"], config["params"], config["data"],
@@ -197,6 +196,8 @@ class BatchTrials:
         self.replay = replay
         #: the run's configuration (its tag keys the target's coins in every trial)
         self.config = config or {}
+        #: the last block's keys, ((first, count), trial_keys): both rows of a block share them
+        self.keys: tuple[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
     def build(cls, protocol: Protocol, bound: Any, target: int, scenario_seed: int,
@@ -220,12 +221,21 @@ class BatchTrials:
             replay = Replay(bound, reference_view, target, key)
         return cls(protocol, bound, target, scenario_seed, rounds, replay, config)
 
+    def block_keys(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``trial_keys`` of trials ``first .. first + count - 1``, computed once for the
+        block's two rows (the last block's are kept)."""
+        if self.keys is None or self.keys[0] != (first, count):
+            keys = trial_keys(self.scenario_seed, first, count, self.target, self.config)
+            for k in keys:  # shared by the rows: nothing may change them in place
+                k.flags.writeable = False
+            self.keys = ((first, count), keys)
+        return self.keys[1]
+
     def view(self, first: int, rows: np.ndarray) -> Batch:
         """The target's view in trials ``first .. first + len(rows) - 1``, trial i holding
         ``rows[i]``."""
         count = len(rows)
-        cur_keys, agent_keys = trial_keys(self.scenario_seed, first, count, self.target,
-                                          self.config)
+        cur_keys, agent_keys = self.block_keys(first, count)
         agents = np.full(count, self.target, dtype=np.int64)
         if self.replay is not None:
             return self._fixed_view(rows, agents, agent_keys)

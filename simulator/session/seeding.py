@@ -49,7 +49,7 @@ import msgpack
 import numpy as np
 from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import AgentKeys, DataKeys, Secrets, data_tag, kdf, run_tag
-from ldpsim.protocols.rng import stream_key
+from ldpsim.protocols.rng import stream_key, stream_keys
 
 #: a typed token shorter than this is refused (``registration_key``)
 MIN_TOKEN_CHARS = 16
@@ -269,6 +269,12 @@ def registration_mac(key: bytes, nonce: bytes, run: int, pool: int, pools: int) 
 def run_seed(scenario_seed: int, repeat: int) -> int:
     """The seed of repetition ``repeat`` of a scenario (a 63-bit integer)."""
     return stream_key(scenario_seed, "repeat", repeat) >> 1
+
+
+def run_seeds(scenario_seed: int, first: int, count: int) -> np.ndarray:
+    """``run_seed`` of repetitions ``first .. first + count - 1`` at once (a uint64 array)."""
+    reps = np.arange(first, first + count, dtype=np.uint64)
+    return stream_keys(scenario_seed, "repeat", last=reps) >> np.uint64(1)
 
 
 # ------------------------------------------------------------------------ the key files

@@ -22,12 +22,15 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.base import AuditSpec
-from ldpsim.protocols.keys import DataKeys
+from ldpsim.protocols.keys import DataKeys, run_tags, seed_run_keys
+from ldpsim.protocols.local import local_rounds
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.attacks.audit import (
     ALPHA,
     bayes_guess,
+    beta_ppf,
     coalition_view,
+    contributions,
     differencing_guess,
     epsilon_audit,
     features,
@@ -40,9 +43,8 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_keys, run_seed
+from ldpsim.simulator.session.seeding import run_keys, run_seed, run_seeds
 from ldpsim.simulator.sweep.results import jsonable
-from scipy.stats import beta
 
 
 @dataclass
@@ -143,6 +145,62 @@ class _Trials:
             for a in self.s.colluders.tolist():
                 rows[a] = ds.rows(a, a + 1)[0]
         return coalition_view(res["view"], self.s.curator_colludes, rows)
+
+    def local_keys(self, first: int, count: int) -> LocalKeys:
+        """The keys of the runs of trials ``first .. first + count - 1``, computed together."""
+        cfg = self.s.config
+        seeds = run_seeds(self.s.scenario_seed, first, count)
+        tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
+        coins, data = seed_run_keys(seeds, self.s.n, tags)
+        if self.coins == "fixed":  # run 0's keys but the target's coins, run t's
+            seed0 = seeds[:1] if first == 0 else run_seeds(self.s.scenario_seed, 0, 1)
+            tag0 = run_tags(seed0, cfg["protocol"], cfg["params"], cfg["data"],
+                            cfg.get("collusion"))
+            c0, d0 = seed_run_keys(seed0, self.s.n, tag0)
+            own = coins[:, self.s.target]
+            coins, data = np.repeat(c0, count, axis=0), np.repeat(d0, count, axis=0)
+            coins[:, self.s.target] = own
+            seeds, tags = np.repeat(seed0, count), np.repeat(tag0, count)
+        return LocalKeys(first, seeds, tags, coins, data)
+
+    def local_view(self, trial: int, row: np.ndarray,
+                   keys: LocalKeys | None = None) -> dict[str, Any]:
+        """What the differencing attack reads of ``view(trial, row)`` (the output, the
+        parameters, the public facts and the colluders' disclosed rows), from the round loop
+        in this process (``protocols.local.local_rounds``) instead of a run of the runtime:
+        the same parties keyed the same way, without the sessions, the wire and the accounts.
+        Only for a coalition with the curator (``audit_setting`` checks it against ``view``).
+        ``keys``: ``local_keys`` of trials that include this one, if already computed."""
+        if keys is None or not keys.first <= trial < keys.first + len(keys.seeds):
+            keys = self.local_keys(trial, 1)
+        i = trial - keys.first
+        seed, tag = int(keys.seeds[i]), int(keys.tags[i])
+        coins, data_keys = keys.coins[i], keys.data[i]
+        cfg = dict(self.s.config, seed=seed)
+        run = run_keys(seed)
+        ds = build_data(cfg["data"], run.data.with_cache(0, data_keys))
+        n, target = ds.n, self.s.target
+        rows = np.array(ds.rows(0, n), copy=True)
+        rows[target] = np.asarray(row).astype(rows.dtype)
+        rows.setflags(write=False)
+        bound = self.protocol.bind(dict(cfg["params"]), ds.public)
+        _, output = local_rounds(bound, ds, seed, coins=coins,
+                                 curator_coins=run.secrets.curator_coins(tag), rows=rows)
+        return {"output": output, "params": bound.params, "public": ds.public,
+                "disclosures": {int(a): {"data": rows[a]} for a in self.s.colluders.tolist()}}
+
+
+@dataclass
+class LocalKeys:
+    """The keys of the runs of trials ``first ..`` (``_Trials.local_keys``): per trial, its
+    run's seed and tag (run 0's in the fixed-coins experiment), and every agent's coin keys
+    (the target's as the experiment gives it) and data keys, one row per trial."""
+
+    first: int
+    seeds: np.ndarray
+    tags: np.ndarray
+    coins: np.ndarray
+    data: np.ndarray
 
 
 @dataclass
@@ -317,8 +375,8 @@ def expected_lower(tpr: float, fpr: float, trials: int, alpha: float = ALPHA) ->
     h = trials // 2
     if h < 1 or tpr <= 0:
         return 0.0
-    lo = float(beta.ppf(alpha / 2, tpr * h, (1 - tpr) * h + 1))
-    hi = 1.0 if fpr >= 1 else float(beta.ppf(1 - alpha / 2, fpr * h + 1, (1 - fpr) * h))
+    lo = beta_ppf(alpha / 2, tpr * h, (1 - tpr) * h + 1)
+    hi = 1.0 if fpr >= 1 else beta_ppf(1 - alpha / 2, fpr * h + 1, (1 - fpr) * h)
     return max(0.0, math.log(lo / hi)) if lo > 0 else 0.0
 
 
@@ -359,7 +417,8 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     1/2 and all of ``trials``; each look spends its own share of α (α/8, α/8, α/4, α/2), so
     the bound that stops holds at 1 - α overall. The single-report inference runs as many
     trials as the ε audit took; the differencing attack, which needs the released aggregate
-    of full runs, at most ``differencing_trials`` of them on the batch path.
+    of whole runs, at most ``differencing_trials`` of them on the batch path (the runtime's
+    first ``DIFF_CHECK``, then the round loop's, ``_Trials.local_view``, where those agree).
     """
     if path not in ("auto", "batch", "full"):
         raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
@@ -445,14 +504,35 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         full_views = min(used, differencing_trials)
         if progress is not None:
             progress(used - full_views)
+    contrib_of: dict[str, np.ndarray | None] = {}
+
+    def contrib(view: dict[str, Any]) -> np.ndarray | None:
+        """The candidates' contributions under the view's parameters and public facts (the
+        same in every trial: computed once)."""
+        k = json.dumps(jsonable([view["params"], view["public"]]), sort_keys=True)
+        if k not in contrib_of:
+            contrib_of[k] = contributions(protocol, view, spec.values)
+        return contrib_of[k]
+
+    # on the batch path the differencing runs need only the output: the round loop in this
+    # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
+    local = batch is not None
+    keys = None
     for t in range(full_views):
-        view = runner.view(used + t, spec.values[truth[t]])
+        row = spec.values[truth[t]]
+        if local and t >= DIFF_CHECK:
+            if keys is None or t + used >= keys.first + len(keys.seeds):  # the next ones'
+                keys = runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t))
+            view = runner.local_view(used + t, row, keys)
+        else:
+            view = runner.view(used + t, row)
+            local = local and _same_differencing(runner, view, used + t, row)
         if batch is None:
             bg = bayes_guess(view, target, protocol, spec)
             if bg is not None:
                 bayes_n += 1
                 bayes_hits += int(_same(spec, bg, truth[t]))
-        dg = differencing_guess(view, target, protocol, spec)
+        dg = differencing_guess(view, target, protocol, spec, contrib)
         if dg is not None:
             diff_n += 1
             diff_hits += int(_same(spec, dg, truth[t]))
@@ -486,6 +566,45 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "candidates": int(len(spec.values)), "audit_notes": spec.notes,
         "seconds": seconds,
     }
+
+
+#: differencing runs of the batch path made by the runtime and checked against the round loop
+#: in this process (``_Trials.local_view``) before it makes the others
+DIFF_CHECK = 16
+#: differencing runs whose keys are derived together
+LOCAL_KEYS = 256
+
+
+def _same_differencing(runner: _Trials, view: dict[str, Any], trial: int,
+                       row: np.ndarray) -> bool:
+    """Whether ``runner.local_view`` gives the differencing attack exactly what ``view``, the
+    runtime's run of the same trial, gives it: the released aggregate, the parameters and
+    public facts it is read with, and the colluders' rows."""
+    try:
+        mine = runner.local_view(trial, row)
+    except Exception:  # a protocol whose loop cannot run here: the runtime makes every run
+        return False
+    protocol = runner.protocol
+    got = []
+    for v in (view, mine):
+        bound = protocol.bind(v["params"], v["public"], resolved=True)
+        rel = bound.released_aggregate(v["output"])
+        known = {int(a): np.asarray(d["data"]) for a, d in v.get("disclosures", {}).items()}
+        got.append((None if rel is None else np.asarray(rel, dtype=float), known,
+                    jsonable(v["params"]), jsonable(v["public"])))
+    (r0, k0, p0, u0), (r1, k1, p1, u1) = got
+    return (_same_bits(r0, r1) and k0.keys() == k1.keys()
+            and all(_same_bits(k0[a], k1[a]) for a in k0)
+            and json.dumps([p0, u0], sort_keys=True) == json.dumps([p1, u1], sort_keys=True))
+
+
+def _same_bits(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Both None, or arrays of one dtype and shape with the same bytes (NaNs and signed
+    zeros included)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
 def _bayes_job(args: tuple) -> tuple[int, int]:

@@ -8,7 +8,8 @@ from ldpsim.protocols import accel, rng
 from ldpsim.simulator.codec import wire_numpy
 
 
-@pytest.mark.parametrize("acc", [wire_numpy.CODEC, rng.MIXER], ids=["codec", "mixer"])
+@pytest.mark.parametrize("acc", [wire_numpy.CODEC, rng.MIXER, rng.BLAKE2B],
+                         ids=["codec", "mixer", "blake2b"])
 def test_use_names_the_choices_and_says_what_is_missing(acc):
     start = acc.name()
     try:

@@ -157,6 +157,21 @@ def test_the_keys_of_many_seeds_at_once_are_each_seeds_keys():
         assert (int(d0[i]), int(d1[i])) == (int(one[0][0]), int(one[1][0]))
 
 
+def test_the_coin_and_data_keys_of_many_runs_are_each_runs():
+    """``seed_run_keys``: every agent's coin and data keys in many seed-keyed runs at once,
+    as each run's own ``Secrets.of_seed`` gives them."""
+    seeds = np.array([0, 1, 77, 2**62 + 3, 2**63 - 1, 2**63 + 9, 2**64 - 1], dtype=np.uint64)
+    tags = K.run_tags(seeds, "p", {"epsilon": 1.0}, {"kind": "k", "n": 13})
+    coins, data = K.seed_run_keys(seeds, 13, tags)
+    assert coins.shape == data.shape == (len(seeds), 13) and coins.dtype == np.uint64
+    agents = np.arange(13)
+    for i, seed in enumerate(seeds.tolist()):
+        sec = K.Secrets.of_seed(seed)
+        assert coins[i].tolist() == sec.agents.coins(agents, int(tags[i])).tolist()
+        assert data[i].tolist() == sec.data_keys(seed).range(0, 13).tolist()
+    assert K.seed_run_keys(seeds[:0], 13, tags[:0])[0].shape == (0, 13)
+
+
 def test_data_keys_read_a_block_whichever_way():
     keys = K.DataKeys.of_seed(4)
     assert np.array_equal(keys.range(100, 200), keys.of(np.arange(100, 200)))

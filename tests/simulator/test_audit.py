@@ -13,6 +13,7 @@ from ldpsim.simulator.attacks import audit
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import load_view, save_view
 from ldpsim.simulator.sweep import audit_harness as harness
+from scipy.stats import beta
 
 from ldpsim import protocols
 
@@ -242,3 +243,17 @@ def test_float_attack_passes_every_shipped_laplace_release(config):
     rec = harness.audit_setting(harness.make_setting(config, 1), 150)
     assert rec["float_own_failures"] == 0.0 and rec["float_ruled_out"] == 0.0
     assert rec["float_epsilon_lower"] == 0.0 and not rec["flagged"]
+
+
+def test_the_beta_quantile_is_scipy_stats_bit_for_bit():
+    """``audit.beta_ppf`` (scipy.special, light to import) gives exactly what
+    ``scipy.stats.beta.ppf`` gives at the tails the audit's bounds use (α/2 and 1 - α/2 of
+    every look's α), on integer and fractional shapes."""
+    g = np.random.default_rng(5)
+    a = np.concatenate([g.integers(1, 10**7, 300), g.uniform(0.01, 1e6, 300), [1.0, 2.0]])
+    b = np.concatenate([g.integers(1, 10**7, 300), g.uniform(0.01, 1e6, 300), [1.0, 1e9]])
+    for alpha in (audit.ALPHA, audit.ALPHA / 2, audit.ALPHA / 4, audit.ALPHA / 8):
+        for q in (alpha / 2, 1 - alpha / 2):
+            want = beta.ppf(q, a, b)
+            got = np.array([audit.beta_ppf(q, x, y) for x, y in zip(a, b, strict=True)])
+            assert got.tobytes() == want.tobytes()

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from ldpsim.protocols import PROTOCOLS, get_protocol
 from ldpsim.protocols.safari import perm
-from ldpsim.simulator.attacks.audit import _eps_lower
+from ldpsim.simulator.attacks.audit import _eps_lower, differencing_guess
+from ldpsim.simulator.session.seeding import run_id
 from ldpsim.simulator.sweep import audit_harness as harness
 from ldpsim.simulator.sweep import scenario as sc
 
@@ -135,6 +136,81 @@ def _rank_setting(**over):
            "collusion": {"colluders": 9, "curator": True}}
     cfg.update(over)
     return harness.make_setting(cfg, 1)
+
+
+@pytest.mark.parametrize(("config", "seed"), _settings())
+def test_the_round_loop_gives_the_differencing_attack_what_full_runs_give(config, seed):
+    """``_Trials.local_view`` (the batch path's differencing runs, without the runtime):
+    the same released aggregate, colluders' rows, parameters and public facts, bit for bit,
+    in either experiment, so the same differencing guess."""
+    setting = harness.make_setting(config, seed)
+    coins = "fixed" if config["protocol"] in FIXED else "per-trial"
+    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
+    protocol = runner.protocol
+    spec = protocol.audit_spec(protocol.bind(setting.config["params"], setting.public))
+    for t in (1, 7):
+        row = spec.values[t % len(spec.values)]
+        full = runner.view(t, row)
+        assert harness._same_differencing(runner, full, t, row)
+        assert differencing_guess(runner.local_view(t, row), setting.target, protocol, spec) \
+            == differencing_guess(full, setting.target, protocol, spec)
+
+
+@pytest.mark.parametrize("coins", ["per-trial", "fixed"])
+def test_the_round_loops_keys_are_the_runs(coins):
+    """``_Trials.local_keys`` of a range of trials: each trial's coin and data keys as its run
+    keys them (in the fixed-coins experiment run 0's, but the target's coins of run t)."""
+    setting = _rank_setting()
+    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
+    keys = runner.local_keys(3, 5)
+    assert keys.first == 3 and keys.coins.shape == keys.data.shape == (5, setting.n)
+    coins_k, data_k = keys.coins, keys.data
+    cfg, agents = setting.config, np.arange(setting.n)
+    for i, t in enumerate(range(3, 8)):
+        seed = harness.run_seed(setting.scenario_seed, 0 if coins == "fixed" else t)
+        assert int(keys.seeds[i]) == seed
+        assert int(keys.tags[i]) == run_id(dict(cfg, seed=seed))
+        run = harness.run_keys(seed)
+        want = run.coins(cfg, agents)
+        if coins == "fixed":
+            want[setting.target] = harness.target_coins(setting, t)
+        assert coins_k[i].tolist() == want.tolist()
+        assert data_k[i].tolist() == run.data.range(0, setting.n).tolist()
+
+
+def _differencing(rec):
+    return rec["differencing_accuracy"], rec["differencing_trials"]
+
+
+def test_the_batch_paths_differencing_statistics_are_the_full_paths(monkeypatch):
+    """With all but the first two differencing runs made by the round loop, the batch path's
+    differencing statistics are the full path's; a round loop that disagrees with the
+    runtime's first runs leaves every run to the runtime."""
+    setting = _rank_setting()
+    full = harness.audit_setting(setting, 60, path="full")
+    monkeypatch.setattr(harness, "DIFF_CHECK", 2)
+    calls = []
+    local_view = harness._Trials.local_view
+
+    def counted(self, trial, row, keys=None):
+        calls.append(trial)
+        return local_view(self, trial, row, keys)
+
+    monkeypatch.setattr(harness._Trials, "local_view", counted)
+    batch = harness.audit_setting(setting, 60, path="batch", differencing_trials=60)
+    assert batch["path"] == "batch" and _differencing(batch) == _differencing(full)
+    assert full["differencing_trials"] == 60 and len(calls) == 60  # 2 checks, 58 runs
+
+    def wrong(self, trial, row, keys=None):
+        calls.append(trial)
+        view = local_view(self, trial, row, keys)
+        view["output"] = dict(view["output"], cmp_hat=[0.0] * len(view["output"]["cmp_hat"]))
+        return view
+
+    calls.clear()
+    monkeypatch.setattr(harness._Trials, "local_view", wrong)
+    fallback = harness.audit_setting(setting, 60, path="batch", differencing_trials=60)
+    assert _differencing(fallback) == _differencing(full) and len(calls) == 1
 
 
 def test_parallel_full_path_trials_give_the_same_record():
