@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -26,6 +27,9 @@ from typing import Any
 SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
 #: the backends whose runs start a curator process on this machine
 CURATOR_BACKENDS = ("processes", "hosts", "dask")
+#: the backends after whose ``ldpsim run`` nothing of this process's is left running (no
+#: Dask client, no bound endpoint): the program may end without the interpreter's teardown
+QUICK_EXIT = ("processes", "inproc")
 #: the backend of a scenario that names none (``session.runconfig.DEFAULTS``)
 DEFAULT_BACKEND = "processes"
 
@@ -67,21 +71,34 @@ def _setting(raw: dict[str, Any], overrides: list[str], table: str, key: str) ->
 def starts_curator(argv: list[str]) -> bool:
     """Whether ``argv`` is an ``ldpsim run`` whose runs start a curator process here (the
     processes, hosts or dask backend, the local executor); False when in doubt."""
+    where = where_runs(argv)
+    return where is not None and where[0] in CURATOR_BACKENDS and where[1] == "local"
+
+
+def where_runs(argv: list[str]) -> tuple[str, str] | None:
+    """(backend, executor) of an ``ldpsim run`` ``argv``, None when it is no run or in doubt."""
     if not argv or argv[0] != "run":
-        return False
+        return None
     try:
         args, _ = run_parser().parse_known_args(argv[1:])
         raw = tomllib.loads(_find(args.scenario).read_text(encoding="utf-8"))
         backend = args.backend or _setting(raw, args.set, "runtime", "backend")
         executor = args.executor or _setting(raw, args.set, "runtime", "executor")
     except (Exception, SystemExit):  # argparse exits on what it cannot parse
-        return False
-    return (backend or DEFAULT_BACKEND) in CURATOR_BACKENDS and executor in (None, "local")
+        return None
+    return str(backend or DEFAULT_BACKEND), str(executor or "local")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``ldpsim``: begin the fork server when the run needs it, then run the command line."""
+    """``ldpsim``: begin the fork server when the run needs it, then run the command line.
+
+    Run as the program (``argv`` None) on a local backend, ``ldpsim run`` ends without the
+    interpreter's teardown (about 30 ms of a small run's 0.4 s): by then every file it wrote
+    is closed and fsync'ed, every curator and pool process joined, its output flushed, and
+    the fork server exits as its parent's pipe closes."""
+    program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    where = where_runs(argv)
     if starts_curator(argv):
         from ldpsim.simulator.backends.launch import start_fork_server
 
@@ -90,4 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     # the command line imports numpy and the simulator: after the fork server has begun
     from ldpsim.simulator.cli import main as cli_main
 
-    return cli_main(argv)
+    code = cli_main(argv)
+    if program and where is not None and where[0] in QUICK_EXIT and where[1] == "local":
+        import logging
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code

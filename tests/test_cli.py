@@ -502,6 +502,42 @@ def test_audit_and_run_sweep_a_list_of_colluders(tmp_path):
     assert sorted(json.loads(r)["collusion"]["colluders"] for r in records) == [1, 5]
 
 
+def _orphan_fork_servers() -> set[int]:
+    """Fork servers whose parent is gone (adopted by init): what a program that ended without
+    its teardown could leave behind."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"forkserver" in args and ppid == 1:
+            found.add(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_run_ends_quickly_with_everything_written_and_nothing_left_running(tmp_path):
+    """``ldpsim run`` on the processes backend skips the interpreter's teardown: its output is
+    whole, its files complete, and its fork server leaves with it."""
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TINY.replace('backend = "inproc"', 'backend = "processes"'))
+    before = _orphan_fork_servers()
+    out = tmp_path / "out"
+    res = cli("run", str(scen), "--out", str(out), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith(f"summary: {out / 'summary.csv'}")  # flushed
+    assert len((out / "results.jsonl").read_text().splitlines()) == TINY_RUNS
+    assert (out / "summary.csv").read_text().count("\n") == TINY_POINTS + 1
+    deadline = time.monotonic() + 5
+    while _orphan_fork_servers() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _orphan_fork_servers() - before
+
+
 def test_start_begins_the_fork_server_before_numpy(tmp_path):
     """``ldpsim run`` on the processes backend begins the curator's fork server before the
     command line imports numpy (``simulator.start``): the two start-ups overlap. The fork server
