@@ -20,6 +20,7 @@ from ldpsim.simulator.sweep.results import (
     cell_text,
     in_value_order,
     is_degraded,
+    metric_names,
     per_round,
     point_id,
     summarize,
@@ -262,10 +263,10 @@ class Results:
 
         columns, _ = summarize(self.complete())
         protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
-        names = [c[:-5] for c in columns if c.endswith("_mean")] + \
-            [c for c in columns if c.startswith(("comm.", "timing."))]
+        names = metric_names(columns) + [c for c in columns
+                                         if c.startswith(("comm.", "timing."))]
         return _pandas().DataFrame([describe(n, protocols).as_dict() | {"name": n}
-                                    for n in dict.fromkeys(names)])
+                                    for n in names])
 
     def plot(self, y: str, x: str | None = None, hue: str = "protocol", ax: Any = None,
              include_degraded: bool = False, logx: bool = False, logy: bool = False,
@@ -359,8 +360,7 @@ def _table_columns(columns: list[str]) -> list[str]:
     if "repeats" not in columns:
         return columns
     cut = columns.index("repeats") + 1
-    return columns[:cut] + [c for c in columns[cut:] if c.endswith("_mean")
-                            and not c.startswith(("comm.", "timing."))]
+    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)]
 
 
 def _numeric(col: Any) -> bool:

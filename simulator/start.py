@@ -23,8 +23,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-#: where a scenario given by name is looked up (``simulator.sweep.scenario.SCENARIO_DIRS``)
-SCENARIO_DIRS = [Path("scenarios"), Path(__file__).resolve().parents[1] / "scenarios"]
+from ldpsim.simulator.sweep.catalogue import find
+
 #: the backends whose runs start a curator process on this machine
 CURATOR_BACKENDS = ("processes", "hosts", "dask")
 #: the backends after whose ``ldpsim run`` nothing of this process's is left running (no
@@ -45,17 +45,6 @@ def run_parser() -> argparse.ArgumentParser:
     for flag in ("--no-progress", "--beside", "-v", "--verbose", "-q", "--quiet"):
         p.add_argument(flag, action="store_true")
     return p
-
-
-def _find(name: str) -> Path:
-    path = Path(name)
-    if path.is_file():
-        return path
-    for d in SCENARIO_DIRS:
-        for c in (d / path, (d / path).with_suffix(".toml")):
-            if c.is_file():
-                return c
-    return path
 
 
 def _setting(raw: dict[str, Any], overrides: list[str], table: str, key: str) -> Any:
@@ -81,7 +70,7 @@ def where_runs(argv: list[str]) -> tuple[str, str] | None:
         return None
     try:
         args, _ = run_parser().parse_known_args(argv[1:])
-        raw = tomllib.loads(_find(args.scenario).read_text(encoding="utf-8"))
+        raw = tomllib.loads(Path(find(args.scenario)).read_text(encoding="utf-8"))
         backend = args.backend or _setting(raw, args.set, "runtime", "backend")
         executor = args.executor or _setting(raw, args.set, "runtime", "executor")
     except (Exception, SystemExit):  # argparse exits on what it cannot parse

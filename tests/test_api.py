@@ -34,6 +34,8 @@ def test_the_readme_example(tmp_path):
     assert meaning.loc["kendall_tau", "better"] == "lower"
     assert meaning.loc["comm.bytes_up_per_agent_mean", "unit"] == "B"
     assert list(meaning.index[:2]) == ["error_rate", "kendall_tau"]
+    # one row per metric and per cost column, none made of a cost column's name
+    assert meaning.index.is_unique and "comm.bytes_up_per_agent" not in meaning.index
     assert len(ax.get_lines()) == 3  # one line (and band) per protocol
 
 

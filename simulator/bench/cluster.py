@@ -39,7 +39,7 @@ def _sweep(n: int, repeats: int, dask: str | None = None, **runtime: Any) -> Any
         "output": {"plots": False, "per_round": False}})
 
 
-def _time_sweep(scenario: Any) -> float:
+def time_sweep(scenario: Any) -> float:
     from ldpsim.simulator.sweep.runner import run_scenario
 
     out = Path(tempfile.mkdtemp(prefix="ldpsim-bench-sweep-"))
@@ -80,7 +80,7 @@ def sweep_rows(runs: int, rounds: int = 3) -> list[list[str]]:
             best: dict[str, float] = {}
             for _ in range(rounds):  # alternating, so machine noise hits every way alike
                 for name, scen in ways.items():
-                    best[name] = min(best.get(name, float("inf")), _time_sweep(scen))
+                    best[name] = min(best.get(name, float("inf")), time_sweep(scen))
             for name, wall in best.items():
                 note = f"{best['--jobs 1'] / wall:.2f}x the serial sweep"
                 if name.startswith("dask"):

@@ -20,7 +20,6 @@ noise hits each alike.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.bench.cluster import time_sweep
 
 #: the sweep of small runs (3,000 runs: 2 protocols x 2 n x 3 eps x 250 repeats)
 SWEEP = {"name": "bench_small_runs", "protocols": ["dpwevote", "dpwevote_laplace"],
@@ -119,7 +119,6 @@ def audit_row(trials: int, tries: int = 3) -> list[str]:
 
 
 def _sweep_time(jobs: int | None, dask: str | None = None, repeats: int = 250) -> float:
-    from ldpsim.simulator.sweep.runner import run_scenario
     from ldpsim.simulator.sweep.scenario import load
 
     raw = {**SWEEP, "repeats": repeats, "runtime": {**SWEEP["runtime"]}}
@@ -128,13 +127,7 @@ def _sweep_time(jobs: int | None, dask: str | None = None, repeats: int = 250) -
         raw["dask"] = {"address": dask}
     else:
         raw["runtime"]["jobs"] = jobs
-    out = Path(tempfile.mkdtemp(prefix="ldpsim-bench-headline-"))
-    try:
-        t0 = time.perf_counter()
-        run_scenario(load(raw=raw), out, show_progress=False, echo=lambda *a, **k: None)
-        return time.perf_counter() - t0
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    return time_sweep(load(raw=raw))
 
 
 def sweep_row(tries: int = 2, repeats: int = 250, dask: bool = True) -> list[str]:

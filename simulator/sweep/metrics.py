@@ -8,6 +8,9 @@ and bands, the report and the documentation's tables read it here. A name two pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from ldpsim.protocols.base import ParamError
 from ldpsim.protocols.metrics import Metric, fraction, plain
 from ldpsim.protocols.registry import get_protocol
@@ -39,15 +42,15 @@ LEAKAGE: tuple[Metric, ...] = (
 
 #: the level of a guess between two equally likely rows
 CHANCE = 0.5
-_MEMO: dict[tuple, dict[str, Metric]] = {}
+_MEMO: dict[tuple, Mapping[str, Metric]] = {}
 
 
-def registry(protocols: list[str] | tuple[str, ...] | None = None) -> dict[str, Metric]:
+def registry(protocols: list[str] | tuple[str, ...] | None = None) -> Mapping[str, Metric]:
     """Every described metric: of ``protocols`` (names; None: every registered protocol),
-    the costs and the leakage, by name."""
+    the costs and the leakage, by name (read-only: built once, shared by every caller)."""
     memo = (None if protocols is None else tuple(protocols), len(all_protocols()))
     if memo in _MEMO:  # the figures ask for labels often; a new family changes the key
-        return dict(_MEMO[memo])
+        return _MEMO[memo]
     out: dict[str, Metric] = {}
     for proto in _protocols(protocols):
         for m in proto.metrics:
@@ -55,13 +58,13 @@ def registry(protocols: list[str] | tuple[str, ...] | None = None) -> dict[str, 
                 out.setdefault(str(m), m)
     for m in (*COSTS, *LEAKAGE):
         out[str(m)] = m
-    _MEMO[memo] = out
-    return dict(out)
+    _MEMO[memo] = MappingProxyType(out)
+    return _MEMO[memo]
 
 
 def _protocols(names: list[str] | tuple[str, ...] | None) -> list:
     """The registered protocols of ``names`` (None: all; a name no longer registered, e.g. a
-    plugin's in an old results directory, is left out). Only the named families import."""
+    plugin's in an old results directory, is left out)."""
     if names is None:
         return list(all_protocols().values())
     out = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ldpsim.simulator.sweep.results import finite_number, jsonable, record_metrics
+from ldpsim.simulator.sweep.results import finite_number, jsonable, mean_std, record_metrics
 
 #: the keys of one ``[[published]]`` entry, and whether each is required
 KEYS = {"source": True, "metric": True, "where": False, "x": True, "at": True, "values": True}
@@ -82,13 +82,11 @@ def compare(entries: list[dict[str, Any]], records: list[dict[str, Any]]
             got = [finite_number(record_metrics(r).get(e["metric"])) for r in records
                    if _matches(r, where, e["x"], value)]
             vals = [v for v in got if v is not None]
-            ours = se = z = None
-            if vals:
-                ours = sum(vals) / len(vals)
-                if len(vals) > 1:
-                    var = sum((v - ours) ** 2 for v in vals) / (len(vals) - 1)
-                    se = math.sqrt(var / len(vals))
-                    z = (ours - float(paper)) / se if se > 0 else None
+            ours, std, _ = mean_std(vals)
+            se = z = None
+            if len(vals) > 1:
+                se = std / math.sqrt(len(vals))
+                z = (ours - float(paper)) / se if se > 0 else None
             rows.append({"source": e["source"], "metric": e["metric"], "where": where,
                          "x": e["x"], "at": value, "paper": float(paper), "ours": ours,
                          "se": se, "repeats": len(vals), "z": z})

@@ -16,6 +16,7 @@ reads to know that every figure loads.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
 import tempfile
@@ -23,6 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.sweep.catalogue import find
 from ldpsim.simulator.sweep.identity import (
     FINGERPRINT_FILE,
     proven_records,
@@ -37,13 +39,13 @@ from ldpsim.simulator.sweep.results import (
     RESULTS_FILE,
     cell_text,
     is_degraded,
+    metric_names,
     per_round,
     privacy_spent,
     summarize,
     usable,
 )
 from ldpsim.simulator.sweep.runner import in_run_order
-from ldpsim.simulator.sweep.scenario import SCENARIO_DIRS
 
 REPORT_FILE = "report.html"
 
@@ -99,6 +101,12 @@ def _table(head: list[str], rows: list[list[str]], numeric: list[bool] | None = 
     return "\n".join(out)
 
 
+def _mean_text(values: list[Any], empty: str) -> str:
+    """The mean of the values that are not None, as a table shows it (``empty`` if none)."""
+    present = [v for v in values if v is not None]
+    return cell_text(sum(present) / len(present)) if present else empty
+
+
 def _header(name: str, protocols: list[str]) -> str:
     """A column's header: its label and unit, with which direction is better under it."""
     m = describe(name, protocols)
@@ -115,16 +123,12 @@ def _scenario_section(out_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
     stored = stored_scenarios(out_dir)
     name = stored[0].name if stored else out_dir.name
     description, published = "", []
-    for d in SCENARIO_DIRS:
-        path = d / f"{name}.toml"
-        if path.is_file():
-            try:
-                raw = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-                break
+    path = Path(find(name))  # as ``ldpsim run NAME`` finds it
+    if path.is_file():
+        with contextlib.suppress(tomllib.TOMLDecodeError, UnicodeDecodeError):
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
             description = str(raw.get("description", ""))
             published = list(raw.get("published") or [])
-            break
     tables = json.loads((out_dir / FINGERPRINT_FILE).read_text(encoding="utf-8")).get(
         "scenarios", [])
     body = [f"<p>{_e(description)}</p>" if description else ""]
@@ -149,8 +153,7 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
     columns, rows = summarize(records)
     cut = columns.index("repeats") + 1
     axes = columns[:cut]
-    metrics = [c[:-5] for c in columns[cut:] if c.endswith("_mean")
-               and not c.startswith(("comm.", "timing."))]
+    metrics = metric_names(columns)
     costs = [c for c in columns[cut:] if c.startswith(("comm.", "timing."))]
     head = [_e(axis_label(a)) if a not in ("protocol", "repeats") else a for a in axes]
     head += [_header(m, protocols) for m in metrics] + [_header(c, protocols) for c in costs]
@@ -207,12 +210,10 @@ def _per_round_section(records: list[dict[str, Any]]) -> str:
         groups.setdefault((r["protocol"], r["round"]), []).append(r)
     body = []
     for (proto, rnd), rs in groups.items():
-        def mean(key: str, rs: list[dict[str, Any]] = rs) -> str:
-            vals = [r[key] for r in rs if r.get(key) is not None]
-            return cell_text(sum(vals) / len(vals)) if vals else ""
-        body.append([proto, str(rnd), str(len(rs)), mean("asked"), mean("reported"),
-                     mean("bytes_up_per_agent"), mean("bytes_down_per_agent"),
-                     mean("report_bits"), mean("wall_s")])
+        body.append([proto, str(rnd), str(len(rs))] + [
+            _mean_text([r.get(k) for r in rs], "")
+            for k in ("asked", "reported", "bytes_up_per_agent", "bytes_down_per_agent",
+                      "report_bits", "wall_s")])
     head = ["protocol", "round", "runs", "agents asked", "reported", "bytes up per agent (B) "
             "↓", "bytes down per agent (B) ↓", "report bits ↓", "round wall time (s) ↓"]
     return ("<p class=\"note\">Each round's cost, averaged over the runs of the protocol "
@@ -231,14 +232,13 @@ def _leakage_section(records: list[dict[str, Any]]) -> str:
         groups.setdefault(point, []).append(r)
     body = []
     for point, rs in groups.items():
-        def mean(key: str, rs: list[dict[str, Any]] = rs) -> str:
-            vals = [r["leakage"][key] for r in rs if r["leakage"].get(key) is not None]
-            return cell_text(sum(vals) / len(vals)) if vals else "–"
         p = json.loads(point)
         where = ", ".join(f"{axis_label(k) if k != 'protocol' else 'protocol'} = {cell_text(v)}"
                           for k, v in p.items())
-        body.append([where, str(len(rs)), mean("report_accuracy"),
-                     mean("differencing_accuracy"), cell_text(CHANCE), mean("report_bound")])
+        acc = {k: _mean_text([r["leakage"].get(k) for r in rs], "–")
+               for k in ("report_accuracy", "differencing_accuracy", "report_bound")}
+        body.append([where, str(len(rs)), acc["report_accuracy"], acc["differencing_accuracy"],
+                     cell_text(CHANCE), acc["report_bound"]])
     head = ["point", "runs", _header("leakage.report_accuracy", []),
             _header("leakage.differencing_accuracy", []), "chance (guessing)",
             _header("leakage.report_bound", [])]

@@ -509,6 +509,14 @@ def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], l
     return axes, list(metric_names), list(points.values())
 
 
+def metric_names(columns: list[str]) -> list[str]:
+    """The metrics of a :func:`summarize` column list, in its order: ``NAME`` of each
+    ``NAME_mean`` after ``repeats`` that is no cost column (``comm.*``, ``timing.*``)."""
+    start = columns.index("repeats") + 1 if "repeats" in columns else 0
+    return [c[:-5] for c in columns[start:]
+            if c.endswith("_mean") and not c.startswith(("comm.", "timing."))]
+
+
 def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """Aggregate run records into one row per parameter point.
 
@@ -713,9 +721,7 @@ def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int |
     """
     if "repeats" in columns:
         cut = columns.index("repeats")
-        shown = columns[:cut + 1] + [
-            c for c in columns[cut + 1:]
-            if c.endswith("_mean") and not c.startswith(("comm.", "timing."))]
+        shown = columns[:cut + 1] + [f"{m}_mean" for m in metric_names(columns)]
     else:
         shown = list(columns)
     if not rows:

@@ -36,6 +36,7 @@ from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
     ResultStore,
     format_table,
+    metric_names,
     privacy_spent,
     record_line,
     summarize,
@@ -410,10 +411,8 @@ def print_summary(records: list[dict[str, Any]], echo=print,
     shown = usable(records, include_degraded)
     cols, rows = summarize(shown)
     echo(format_table(cols, rows, max_rows=max_rows, std=True))
-    metrics = [c[:-5] for c in cols if c.endswith("_mean") and not c.startswith(("comm.",
-                                                                                 "timing."))]
     protocols = list(dict.fromkeys(str(r.get("protocol")) for r in shown))
-    for line in legend(metrics, protocols):  # what each column means, which way is better
+    for line in legend(metric_names(cols), protocols):  # what each column means; which way
         echo(f"  {line}")
     spent = privacy_spent(shown)
     if spent is not None:
