@@ -307,7 +307,7 @@ class _SafariCurator(Curator):
         rule = self.rules[rnd]
         oracle = self.oracles[rnd]
         attrs = self.attrs[rnd][np.searchsorted(self.asked[rnd], agents)]
-        reports = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        reports = _rows(reports, len(agents))
         ok = oracle.valid_reports(reports, rule.domains[attrs])
         self.stats["out_of_domain"][rnd] += int((~ok).sum())
         self.stats["reports"][rnd] += int(ok.sum())
@@ -600,7 +600,7 @@ class _FullDomainCurator(Curator):
     def absorb(self, rnd, agents, reports):
         d = int(self.public["d"])
         size = math.factorial(d)
-        r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        r = _rows(reports, len(agents))
         oracle = self.bound.rounds[0].mechanism
         ok = oracle.valid_reports(r, size)
         self.stats["out_of_domain"] = int((~ok).sum())
@@ -722,7 +722,7 @@ class _CalmCurator(Curator):
     def absorb(self, rnd, agents, reports):
         oracle = self.bound.rounds[0].mechanism
         attrs = self.attrs[np.searchsorted(self.agents, agents)]
-        r = np.asarray(reports, dtype=np.int64).reshape(len(agents), -1)
+        r = _rows(reports, len(agents))
         ok = oracle.valid_reports(r, self.rule.domains[attrs])
         self.stats["out_of_domain"] = int((~ok).sum())
         self.z = oracle.estimate(attrs[ok], r[ok], self.rule.domains, "group")
@@ -774,3 +774,10 @@ class RankCALM(_FullDomain):
         values = rule.values(perm.positions(block.rows), attrs)
         return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
                                               values, rule.domains[attrs])
+
+
+def _rows(reports: Any, n: int) -> np.ndarray:
+    """The reports of ``n`` agents as int64 rows (n = 0, every agent a dropout: no rows, of
+    the width the array has)."""
+    r = np.asarray(reports, dtype=np.int64)
+    return r.reshape(n, -1) if n else r.reshape(0, r.shape[-1] if r.ndim == 2 else 0)

@@ -148,7 +148,9 @@ def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.nd
     n : number of users (default: the number of reports).
     """
     attrs = np.asarray(attrs, dtype=np.int64)
-    reports = np.asarray(reports, dtype=np.int64).reshape(len(attrs), -1)
+    reports = np.asarray(reports, dtype=np.int64)
+    reports = reports.reshape(len(attrs), -1) if len(attrs) else \
+        reports.reshape(0, reports.shape[-1] if reports.ndim == 2 else 0)
     domains = np.asarray(domains, dtype=np.int64)
     n_attrs = len(domains)
     n = len(attrs) if n is None else n
