@@ -28,7 +28,8 @@ from ldpsim.simulator.sweep.results import (
 )
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
-SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage")
+SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage",
+            "deployment", "virtual")
 #: top-level record fields kept as columns
 FIELDS = ("key", "status", "scenario", "protocol", "repeat", "seed", "backend", "pools",
           "n_agents", "rejected", "dropouts", "refused", "lost_agents")
@@ -218,8 +219,9 @@ class Results:
     def to_pandas(self, include_degraded: bool = True):
         """A tidy DataFrame: one row per run; ``key``, ``protocol``, ``repeat``, ... and every
         scalar of ``params`` (resolved), ``data``, ``metrics``, ``comm``, ``timing``,
-        ``privacy``, ``collusion`` and ``leakage`` (what the coalition learned, with
-        ``[collusion] attacks``) as a ``section.name`` column (needs pandas:
+        ``privacy``, ``collusion``, ``leakage`` (what the coalition learned, with
+        ``[collusion] attacks``), ``deployment`` and ``virtual`` (a ``[deployment]``'s
+        settings and its virtual time and dropouts) as a ``section.name`` column (needs pandas:
         ``pip install 'ldpsim[pandas]'``). Each run's rounds are ``per_round``'s."""
         pd = _pandas()
         rows = []
@@ -243,7 +245,11 @@ class Results:
         ``bytes_up_per_agent`` and ``bytes_down_per_agent`` (per asked agent),
         ``report_bits`` (the information-theoretic size of one report), ``batch`` (the
         largest query batch) and the curator's ``wall_s`` and ``curator_cpu_s`` for the
-        round. Empty when the records were written with ``[output] per_round = false``.
+        round; with a ``[deployment]`` also the round's virtual times (``virtual_start_s``,
+        ``virtual_s``, the completion times' ``completion_p50_s``, ``_p95_s`` and
+        ``_p99_s``), its dropouts by cause (``dropouts_offline``, ``dropouts_late``) and its
+        bytes with the transport's headers (``wire_bytes_up``, ``wire_bytes_down``). Empty
+        when the records were written with ``[output] per_round = false``.
         """
         columns, rows = per_round(usable(self.records, include_degraded))
         return _pandas().DataFrame(rows, columns=columns)
@@ -264,7 +270,7 @@ class Results:
         columns, _ = summarize(self.complete())
         protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
         names = metric_names(columns) + [c for c in columns
-                                         if c.startswith(("comm.", "timing."))]
+                                         if c.startswith(("comm.", "timing.", "virtual."))]
         return _pandas().DataFrame([describe(n, protocols).as_dict() | {"name": n}
                                     for n in names])
 

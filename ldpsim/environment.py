@@ -25,6 +25,9 @@ CODEC = "LDPSIM_CODEC"
 #: the compiled random-stream helpers (``protocols/_rngc.c``, ``_prfc.c``, ``_dlapc.c``) or
 #: numpy's: the same bits
 RNG = "LDPSIM_RNG"
+#: the compiled arrival times of a ``[deployment]`` (``simulator/session/_netc.c``) or numpy's:
+#: the same bits
+NETWORK = "LDPSIM_NETWORK"
 #: keep freed memory for reuse in every ldpsim process (``simulator.backends.alloc``)
 TUNE_MALLOC = "LDPSIM_TUNE_MALLOC"
 #: the address Dask workers reach this machine at (``simulator.backends.on_dask``)
@@ -39,6 +42,9 @@ VARIABLES = (
     Variable(RNG, '"numpy" (unset: the compiled helpers where the install built them)',
              "which implementation mixes the random streams, derives the agents' keys and "
              "samples the discrete Laplace; both give the same bits"),
+    Variable(NETWORK, '"numpy" (unset: the compiled kernel where the install built it)',
+             "which implementation computes a [deployment]'s arrival times; both give the "
+             "same bits"),
     Variable(TUNE_MALLOC, '"1" (unset or anything else: off)',
              "every ldpsim process keeps freed memory for reuse (up to 1 GB held); "
              "`ldpsim bench` sets it for itself and its children"),

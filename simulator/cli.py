@@ -607,6 +607,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "speed-up and a 10-agent run's start, each beside its peer")
     b.add_argument("--engines-only", action="store_true",
                    help="only the --sweeps and --dask-agents tables")
+    b.add_argument("--calibrate", action="store_true",
+                   help="only the compute-cost model of [deployment]: each protocol's "
+                        "randomizer per agent and round (--write stores it in "
+                        "scenarios/compute_costs.json)")
+    b.add_argument("--write", action="store_true",
+                   help="with --calibrate: write scenarios/compute_costs.json")
+    b.add_argument("--deployment", type=int, default=None, metavar="N",
+                   help="what the deployment model costs in a run of N agents (0: skip; "
+                        "default 1000000; --quick: 20000)")
+    b.add_argument("--deployment-only", action="store_true",
+                   help="only the --deployment table")
     b.set_defaults(func=cmd_bench)
     for p in sub.choices.values():
         p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")

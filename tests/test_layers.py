@@ -168,7 +168,7 @@ def test_every_environment_variable_is_named_in_one_place():
     from ldpsim import environment
 
     declared = {v.name for v in environment.VARIABLES}
-    assert {environment.CODEC, environment.RNG, environment.TUNE_MALLOC,
+    assert {environment.CODEC, environment.RNG, environment.NETWORK, environment.TUNE_MALLOC,
             environment.DASK_ADVERTISE, environment.MALLOC_TRIM_THRESHOLD} == declared
     spelled = []
     for name, path in MODULES.items():

@@ -106,6 +106,17 @@ def main(args: Any) -> int:
     # before any child starts: the pools, the curator's fork server and each scenario's
     # ``ldpsim run`` inherit the setting (``simulator.backends.alloc``)
     request_tuning()
+    if getattr(args, "calibrate", False):
+        from ldpsim.simulator.bench import calibrate
+
+        return calibrate.main(write=getattr(args, "write", False))
+    if getattr(args, "deployment_only", False):
+        from ldpsim.simulator.bench import deployment as bench_deployment
+
+        size = _size(args, "deployment", 20_000, 10**6)
+        if size:
+            bench_deployment.main(size)
+        return 0
     if getattr(args, "engines_only", False):
         return _engines(args)
     from ldpsim.simulator.bench import headline
@@ -197,6 +208,11 @@ def main(args: Any) -> int:
     trials = 100 if args.quick else getattr(args, "audit_trials", 0)
     if trials:
         bench_audit.main(trials, full_trials=min(trials, 2000))
+    deployed = _size(args, "deployment", 20_000, 10**6)
+    if deployed:
+        from ldpsim.simulator.bench import deployment as bench_deployment
+
+        bench_deployment.main(deployed)
     return _engines(args)
 
 

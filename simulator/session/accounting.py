@@ -152,6 +152,8 @@ class Timing:
     t0_cpu: float = field(default_factory=time.process_time)
     #: when every pool had said it is ready (process start-up, connecting)
     t_ready: float | None = None
+    #: the seconds a ``[deployment]``'s model took (``network.Network.elapsed``; None: none)
+    network_s: float | None = None
 
     #: every key of the record's ``timing`` and what it means (docs/results.md);
     #: ``run_wall_s`` is the orchestrator's (``record.run_record``)
@@ -167,7 +169,12 @@ class Timing:
         "curator_peak_rss_mb": "the curator process's peak memory",
         "pool_peak_rss_mb": "the largest pool process's peak memory",
         "run_wall_s": "orchestrator, including process start",
+        "network_s": "of the curator's: the [deployment] model (devices, who is online, "
+                     "arrival times; only with one)",
     }
+    #: the keys of ``FIELDS`` a record holds only in some runs (``network_s``: with a
+    #: ``[deployment]``), so that records without one stay as they were
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("network_s",)
 
     def as_record(self, stats: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """The ``timing`` part of the result record, with the pools' DONE ``stats``."""
@@ -187,6 +194,7 @@ class Timing:
             "agent_time_mode": "exact" if modes == {"exact"} else "amortised",
             "curator_peak_rss_mb": peak_rss_mb(),
             "pool_peak_rss_mb": max((s.get("peak_rss_mb", 0.0) for s in stats), default=0.0),
+            **({} if self.network_s is None else {"network_s": self.network_s}),
         }
 
 

@@ -44,6 +44,7 @@ from ldpsim.simulator.session.ingest import (
     screen,
     validated,
 )
+from ldpsim.simulator.session.network import Network
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
@@ -96,6 +97,8 @@ class CuratorSession:
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
         self.curator_coins = int(config["keys"]["coins"])
+        #: the simulated network's device and availability stream keys (with a deployment)
+        self.network_keys = tuple(config["keys"].get("network") or (0, 0))
         self.state = State.REGISTERING
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
@@ -109,11 +112,18 @@ class CuratorSession:
         self.refused = 0  # queries the agents refused (privacy odometer)
         self.refusal_reason: str | None = None
         self.round_dropouts = 0
+        #: the simulated network of a ``[deployment]`` (virtual time), from the rounds on
+        self.network: Network | None = None
+        self.asked = 0  # agents asked, summed over the rounds
         self.failure: str | None = None
         self.result: dict[str, Any] | None = None
         self.comm = CommStats()
         self.timing = Timing()
         self.deadline = time.monotonic() + limits.timeout_s
+        n = self.config.data.get("n")
+        if self.config.deployment and isinstance(n, int) and n > 0:
+            # the devices are drawn now, while the pools start and build their data
+            self.network = Network(self.config.deployment, self.network_keys, n)
         self.record_view = record_view
         self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
 
@@ -400,6 +410,8 @@ class CuratorSession:
             self.curator = bound.curator(agents, self.curator_key, self.curator_coins)
         if self.record_view:  # the agents the curator was built over (the audit replays it)
             self.view["agents"] = agents
+        if self.config.deployment and (self.network is None or self.network.n != reg.n):
+            self.network = Network(self.config.deployment, self.network_keys, reg.n)
         self.comm.start(reg.n)
         yield from self._begin_round(0)
 
@@ -411,8 +423,12 @@ class CuratorSession:
             yield from self._finish()
             return
         reg = self.registration
+        net = self.network
+        online = None if net is None else net.online(np.asarray(plan.agents, np.int64), number)
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
-                                 t_wall, t_cpu)
+                                 t_wall, t_cpu, online=online,
+                                 sizes=None if net is None else net.sizes(len(plan.agents)))
+        self.asked += rnd.expected
         self.expected = Expected(self.run, number, reg.n, plan.schema,
                                  self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         if self.record_view:
@@ -426,14 +442,20 @@ class CuratorSession:
                 continue
             if plan.broadcast is not None:
                 bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
-                self.comm.count_down(span(rnd.agents[lo:hi]), len(bc))  # once per receiving agent
-                rnd.bytes_down += len(bc) * (hi - lo)
+                ids = rnd.agents[lo:hi]
+                if online is not None:  # an offline agent receives nothing
+                    ids = ids[online[lo:hi]]
+                    if not len(ids):
+                        continue
+                self.comm.count_down(span(ids), len(bc))  # once per receiving agent
+                rnd.bytes_down += len(bc) * len(ids)
+                rnd.broadcast_bytes = len(bc)  # the same for every pool
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
             for peer in list(rnd.outbox):
                 yield from self._send_batch(rnd, peer)
         self._touch()
-        if rnd.expected == 0:
+        if rnd.complete:  # it asks nobody, or nobody online
             yield from self._end_round()
 
     def _send_batch(self, rnd: Round, peer: bytes) -> Out:
@@ -454,14 +476,23 @@ class CuratorSession:
 
     def _end_round(self) -> Out:
         rnd = self.round
+        timed = None
+        if self.network is not None:  # who came too late for the round's virtual end
+            rnd.late, timed = self.network.close_round(
+                rnd.number, rnd.agents, rnd.answered_rows, rnd.reported[span(rnd.agents)],
+                rnd.online, rnd.sizes_down, rnd.broadcast_bytes, rnd.sizes_up,
+                rnd.plan.schema.length)
         agents, reports = rnd.collect()
         self.round_dropouts += rnd.missing
         with protocol_code(f"absorb of round {rnd.number}"):
             self.curator.absorb(rnd.number, agents, reports)
         if self.record_view:  # queries drawn batch by batch are read whole by now
+            if rnd.late is not None:  # late reports reached the curator too: it keeps them
+                agents, reports = rnd.collect(late=True)
+                self.view["rounds"][-1]["late_agents"] = rnd.agents[rnd.late]
             self.view["rounds"][-1].update(report_agents=agents, reports=reports,
                                            queries=full_queries(rnd.plan.queries))
-        self.comm.rounds.append(rnd.record())
+        self.comm.rounds.append(rnd.record() if timed is None else {**rnd.record(), **timed})
         yield from self._begin_round(rnd.number + 1)
 
     def _finish(self) -> Out:
@@ -494,6 +525,8 @@ class CuratorSession:
         reg = self.registration
         registered = self.registered if self.registered is not None else \
             reg.registered_agents()
+        if self.network is not None:
+            self.timing.network_s = self.network.elapsed
         self.result = curator_result(
             output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
             registered=registered, comm=self.comm, timing=self.timing,
@@ -502,6 +535,8 @@ class CuratorSession:
             rejections=self.rejects.records, refused=self.refused, refusal=self.refusal_reason,
             round_dropouts=self.round_dropouts, colluders=reg.colluders,
             curator_colludes=self.config.curator_colludes)
+        if self.network is not None:
+            self.result["virtual"] = self.network.summary(self.asked)
         if self.record_view:
             self.view["output"] = self.output
             self.view["public"] = reg.public

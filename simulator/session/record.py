@@ -93,4 +93,7 @@ def run_record(*, spec: Any, res: dict[str, Any], backend: str, metrics: dict[st
         "collusion": {"colluders": res["colluders"], "curator": res["curator_colludes"],
                       "spec": spec.collusion["colluders"]},
         "versions": versions,
+        # a deployment's settings and what it did in virtual time (only with one)
+        **({"deployment": spec.deployment, "virtual": res.get("virtual")}
+           if getattr(spec, "deployment", None) else {}),
     }

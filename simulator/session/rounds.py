@@ -108,7 +108,8 @@ class Round:
     """
 
     def __init__(self, run: int, number: int, plan: Any, n: int, protocol: str,
-                 t_wall: float, t_cpu: float) -> None:
+                 t_wall: float, t_cpu: float, online: np.ndarray | None = None,
+                 sizes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         agents = np.asarray(plan.agents, dtype=np.int64)
         if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
             raise RunFailed(f"{protocol}: round {number} must ask sorted, distinct agent ids")
@@ -144,6 +145,17 @@ class Round:
         self.batch = 0
         self.t_wall = t_wall
         self.t_cpu = t_cpu
+        #: per row of ``agents``: online in this round (None: every one; ``network``); the
+        #: curator sends nothing to an offline agent and does not wait for it
+        self.online = online
+        self.offline = 0 if online is None else int(len(agents) - online.sum())
+        #: per row: a report that came after the round's virtual end (``network``)
+        self.late: np.ndarray | None = None
+        #: per row: the envelope bytes sent to and received from each agent (kept when a
+        #: deployment times the round: ``sizes``, two zeroed arrays of one entry per row)
+        self.sizes_down, self.sizes_up = (None, None) if sizes is None else sizes
+        #: the round's broadcast envelope (0: none), sent to each online asked agent
+        self.broadcast_bytes = 0
 
     # -- sending ---------------------------------------------------------------------------
     def open_pool(self, peer: bytes, start: int, stop: int, batch: int | str,
@@ -172,15 +184,26 @@ class Round:
         s, e = box.popleft()
         ids = self.agents[s:e]
         queries = self.queries
+        rows: slice | np.ndarray = slice(s, e)
+        qs = None if queries is None else queries[s:e]
+        if self.online is not None:  # offline agents are not asked
+            keep = self.online[s:e]
+            if not keep.all():
+                if not keep.any():
+                    return self.next_batch(peer)
+                rows = np.flatnonzero(keep) + s
+                ids = ids[keep]
+                qs = None if qs is None else (qs[keep] if isinstance(qs, np.ndarray) else
+                                              [q for q, k in zip(qs, keep, strict=True) if k])
         if self.vector:
-            frame, sz = wire_numpy.encode_batch(wire.QUERY, self.run, self.number, ids,
-                                                None if queries is None else queries[s:e])
+            frame, sz = wire_numpy.encode_batch(wire.QUERY, self.run, self.number, ids, qs)
         else:
-            bufs, sizes = wire.encode_many(wire.QUERY, self.run, self.number, ids.tolist(),
-                                           queries[s:e])
+            bufs, sizes = wire.encode_many(wire.QUERY, self.run, self.number, ids.tolist(), qs)
             frame, sz = b"".join(bufs), np.asarray(sizes, dtype=np.int64)
         self.pending[(peer, int(ids[0]))] = ids
         self.bytes_down += int(sz.sum())
+        if self.sizes_down is not None:
+            self.sizes_down[rows] += sz
         return ids, frame, sz
 
     def answered(self, key: tuple[bytes, int], count: int) -> None:
@@ -204,9 +227,12 @@ class Round:
             self.values = np.empty((self.expected, values.shape[1]), dtype=values.dtype)
         if isinstance(at, slice):
             r0 = int(np.searchsorted(self.agents, ids[0]))
-            self.values[r0:r0 + len(ids)] = values
+            rows: slice | np.ndarray = slice(r0, r0 + len(ids))
         else:
-            self.values[np.searchsorted(self.agents, ids)] = values
+            rows = np.searchsorted(self.agents, ids)
+        self.values[rows] = values
+        if self.sizes_up is not None:
+            self.sizes_up[rows] = sizes
         self.bytes_up += int(sizes.sum())
 
     def mark_invalid(self, ids: np.ndarray) -> None:
@@ -230,27 +256,38 @@ class Round:
     @property
     def complete(self) -> bool:
         """Every asked agent reported, sent an invalid report or refused."""
-        return self.got + self.invalid >= self.expected
+        return self.got + self.invalid + self.offline >= self.expected
 
-    def collect(self) -> tuple[np.ndarray, np.ndarray]:
+    def collect(self, late: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The round's reports in canonical order (the plan's, arrival-independent): the
-        agents that reported and their rows."""
+        agents that reported and their rows; those that came after the round's virtual end
+        (``network``) only with ``late`` (every report the curator received)."""
         if self.values is None:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.plan.schema.length))
-        if self.got == self.expected:
+        if self.got == self.expected and (self.late is None or late):
             return self.agents, self.values
         have = self.reported[self.agents]
+        if self.late is not None and not late:
+            have &= ~self.late
         return self.agents[have], self.values[have]
 
     @property
     def missing(self) -> int:
-        """Asked agents that neither reported nor refused (dropouts)."""
-        return self.expected - self.got - self.invalid
+        """Asked online agents that neither reported nor refused (dropouts of a silent pool;
+        those of a deployment, offline or late, are counted apart)."""
+        return self.expected - self.got - self.invalid - self.offline
+
+    @property
+    def answered_rows(self) -> np.ndarray:
+        """Per row of ``agents``: the agent reported, sent an invalid report or refused."""
+        at = span(self.agents)
+        return self.reported[at] | self.invalid_mask[at]
 
     def record(self) -> dict[str, Any]:
         """The round's entry of the result's ``comm.per_round``."""
+        late = 0 if self.late is None else int(self.late.sum())
         return {
-            "round": self.number, "asked": self.expected, "reported": self.got,
+            "round": self.number, "asked": self.expected, "reported": self.got - late,
             "invalid": self.invalid - self.refused, "refused": self.refused,
             "dropouts": self.missing, "bytes_down": self.bytes_down, "bytes_up": self.bytes_up,
             "report_bits": self.plan.report_bits, "batch": self.batch,

@@ -82,6 +82,8 @@ class RunConfig:
     faults: tuple[Mapping[str, Any], ...] = ()
     run_id: int | None = None
     data_first: bool = DEFAULTS.data_first
+    #: the run's ``[deployment]`` (``RunSpec.deployment``): empty without one
+    deployment: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> RunConfig:
@@ -95,7 +97,8 @@ class RunConfig:
                               "curator": bool(coll.get("curator", DEFAULTS.curator_colludes))},
                    faults=tuple(config.get("faults") or ()),
                    run_id=config.get("run_id"),
-                   data_first=bool(config.get("data_first", DEFAULTS.data_first)))
+                   data_first=bool(config.get("data_first", DEFAULTS.data_first)),
+                   deployment=config.get("deployment") or {})
 
     @property
     def curator_colludes(self) -> bool:

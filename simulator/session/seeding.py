@@ -156,9 +156,18 @@ def curator_config(config: dict[str, Any], secrets: Secrets | None = None) -> di
     out["keys"] = {"curator": stream_key(config["seed"], "curator"),
                    "coins": sec.curator_coins(public["run_id"]),
                    "collusion": public["collusion_key"]}
+    if config.get("deployment"):  # the simulated network's own streams (``network``)
+        out["keys"]["network"] = network_keys(config["seed"])
     out["signed"] = blob
     out["sigs"] = [sign(policy_key(sec.master, i, pools), blob) for i in range(pools)]
     return out
+
+
+def network_keys(seed: int) -> tuple[int, int]:
+    """The stream keys of a run's simulated network (``session.network``): its agents' devices
+    and their availability. Public draws: what the network does is what the curator observes
+    (who answers, and when); no party's coins depend on them."""
+    return stream_key(seed, "network", "device"), stream_key(seed, "network", "availability")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.session.seeding import fingerprint_mac, secrets_of
+from ldpsim.simulator.sweep.deployment import NUMBERS as deployment_numbers
 from ldpsim.simulator.sweep.results import RESULTS_FILE, ResultsCorruptError, ResultStore, latest
 from ldpsim.simulator.sweep.scenario import Scenario, ScenarioError, run_key
 
@@ -71,6 +72,8 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
         for k in ("attacks", "attack_targets"):
             out[f"collusion.{k}"] = _values(scenario.collusion.get(k))
     out["output.per_round"] = [scenario.output.get("per_round", True)]
+    for k, v in (getattr(scenario, "deployment", None) or {}).items():  # only when set
+        out[f"deployment.{k}"] = _values(v) if k in deployment_numbers else [_plain(v)]
     return out
 
 
@@ -185,6 +188,8 @@ def _tables(scenario: Any) -> dict[str, Any] | None:
     out["runtime"] = {k: (None if k in _UNSTORED else v) for k, v in out["runtime"].items()}
     if scenario.paired:  # only when set: the tables of older directories stay as they were
         out["paired"] = _plain(scenario.paired)
+    if scenario.deployment:  # likewise
+        out["deployment"] = _plain(scenario.deployment)
     return out
 
 
@@ -196,7 +201,8 @@ def stored_scenarios(out_dir: str | Path) -> list[Scenario]:
         try:
             out.append(Scenario(t["name"], None, {}, t["protocols"], t["repeats"], t["seed"],
                                 t["data"], t["params"], t["runtime"], t["collusion"],
-                                t["output"], agents=t["agents"], paired=t.get("paired", [])))
+                                t["output"], agents=t["agents"], paired=t.get("paired", []),
+                                deployment=t.get("deployment", {})))
         except (KeyError, TypeError) as e:
             raise ScenarioError(f"{Path(out_dir) / FINGERPRINT_FILE}: a stored sweep is "
                                 f"unreadable ({e})") from None
@@ -210,7 +216,7 @@ def record_key(rec: dict[str, Any], faults: Any = ()) -> str:
     coll = rec["collusion"]
     return run_key(rec["protocol"], rec["params_requested"], rec["data"], rec["repeat"],
                 rec["scenario_seed"], {"colluders": coll["spec"], "curator": coll["curator"]},
-                list(faults))
+                list(faults), rec.get("deployment"))
 
 
 def check_records(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]]) -> None:

@@ -26,6 +26,12 @@ COSTS: tuple[Metric, ...] = (
            better="lower", about="the CPU one agent's randomizer took, over all its rounds"),
     Metric("timing.wall_s", "run wall time", unit="s", low=0.0, better="lower",
            about="the whole run, from the curator's set-up to its output"),
+    Metric("virtual.wall_s", "virtual run time", unit="s", low=0.0, better="lower",
+           about="the run's rounds on the [deployment]'s devices and links, in virtual time "
+                 "(computed, not slept)"),
+    fraction("virtual.dropout_rate", "dropout rate", "lower",
+             "the asked agents of every round that were offline or answered after the "
+             "round's end ([deployment])"),
 )
 
 #: what the coalition learned (``leakage.*``): 0.5 is guessing; lower is better for privacy

@@ -47,15 +47,22 @@ LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
           "data.theta": "θ (Mallows dispersion)",
           "data.d": "d (items)", "data.sparsity": "sparsity (fraction of NULL cells)",
           "params.K": "K", "params.queries": "queries per agent",
-          "collusion.colluders": "colluders (fraction or count)"}
+          "collusion.colluders": "colluders (fraction or count)",
+          "deployment.round_deadline_s": "round deadline (virtual s)",
+          "deployment.availability": "availability (chance online per round)",
+          "deployment.quota": "quota (share of asked agents)",
+          "deployment.latency_ms": "one-way latency (ms)"}
 #: what a leakage figure draws beside the attacks' accuracies
 BOUND = "leakage.report_bound"
+#: the cost column a deployment's dropout figure puts on its x axis
+DROPOUT = "virtual.dropout_rate"
 BOUND_LABEL = "LDP bound e^ε/(1+e^ε) (dash-dot)"
 CHANCE_LABEL = "chance: guessing (dotted)"
 #: short names a ``[plot] y`` may use for the cost columns
 COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
                 "bytes_down": "comm.bytes_down_per_agent_mean",
-                "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s"}
+                "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s",
+                "virtual_wall_s": "virtual.wall_s", "dropout_rate": "virtual.dropout_rate"}
 FORMATS = ("png", "pdf", "svg")
 AUTO = "auto"
 #: each line's marker (with its colour: the two cycle together)
@@ -319,12 +326,12 @@ def _sweep(records: list[dict[str, Any]], spec: PlotSpec) -> _Sweep | None:
     more, e.g. a sweep of one point)."""
     axes, metric_names, points = group_points(records)
 
-    def axis_values(a: str) -> list[Any]:
-        return [p.point[a] for p in points if a in p.point]
+    def axis_values(a: str) -> list[Any]:  # None: no limit (a deployment's inf)
+        return [p.point[a] for p in points if p.point.get(a) is not None]
 
     plot_axes = []
     for a in (spec.x or axes):
-        if not a.startswith(("params.", "data.", "collusion.")):
+        if not a.startswith(("params.", "data.", "collusion.", "deployment.")):
             continue
         vals = axis_values(a)
         if vals and all(is_number(v) for v in vals) and len({float(v) for v in vals}) >= 2:
@@ -487,6 +494,11 @@ def _draw(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
                 yield f"plot_{_safe(metric)}_vs_{_safe(axis)}", fig
     if sweep.rounds:
         yield "plot_per_round_bytes", _rounds_figure(sweep.rounds, mpl)
+    if DROPOUT in sweep.costs and len({p.costs.get(DROPOUT) for p in sweep.points}) > 1:
+        for metric in sweep.chosen:
+            if metric not in sweep.costs:
+                yield (f"plot_{_safe(metric)}_vs_dropout_rate",
+                       _dropout_figure(sweep, spec, mpl, metric))
 
 
 def _new_figure(mpl: tuple[Any, Any, list[str]], n: int, legend_outside: bool
@@ -543,7 +555,7 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
         bound = p.metrics.get(BOUND, (None,))[0] if metric == "leakage.report_accuracy" \
             else None
         for panel in layout.panels_of[id(p)]:
-            if axis in p.point:
+            if p.point.get(axis) is not None:
                 lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
                     (float(p.point[axis]), mean, half))
                 if bound is not None:
@@ -623,6 +635,44 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
             f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(axis),
             axis_label(metric))
     fig.suptitle(_title(metric, axis))
+    fig.tight_layout()
+    return fig
+
+
+def _dropout_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]],
+                    metric: str) -> Any:
+    """A metric against the dropout rate the points measured (``virtual.dropout_rate``, the
+    mean over their repeats): one line per hue value and setting that no deployment key
+    sweeps, through its points in order of their rate, with the metric's 95% band."""
+    label_keys = [spec.hue] + [a for a in sweep.varying if a != spec.hue
+                               and not a.startswith("deployment.")]
+    lines: dict[str, tuple[str, list[tuple[float, float, float]]]] = {}
+    for p in sweep.points:
+        mean, std, count = p.metrics.get(metric, (None, None, 0))
+        rate = p.costs.get(DROPOUT)
+        if mean is None or rate is None:
+            continue
+        key, label = _line(p, label_keys)
+        lines.setdefault(key, (label, []))[1].append((rate, mean, _ci_half_width(std, count)))
+    fig, grid = _new_figure(mpl, 1, legend_outside=True)
+    ax = grid[0][0]
+    colors = mpl[2]
+    handles = []
+    for i, (label, pts) in enumerate(lines.values()):
+        xs, ys, hs = (np.array(v, dtype=float) for v in zip(*sorted(pts), strict=True))
+        color = colors[i % len(colors)]
+        handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color, label=label)
+        handles.append(handle)
+        if _spread(ys, hs):
+            lo, hi = ys - hs, ys + hs
+            if sweep.bounded.get(metric):
+                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
+    ax.grid(True, alpha=0.3)
+    _finish(fig, grid, 1, handles, [h.get_label() for h in handles],
+            f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(DROPOUT),
+            axis_label(metric))
+    fig.suptitle(_title(metric, DROPOUT))
     fig.tight_layout()
     return fig
 

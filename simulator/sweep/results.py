@@ -48,6 +48,9 @@ COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("bytes_down_per_agent_mean", "bytes_down_per_agent")),
     ("timing.agent_cpu_s_mean", "timing", ("agent_cpu_s_mean", "agent_cpu_s")),
     ("timing.wall_s", "timing", ("wall_s",)),
+    # a ``[deployment]``'s virtual time (``session.network``): only records with one
+    ("virtual.wall_s", "virtual", ("wall_s",)),
+    ("virtual.dropout_rate", "virtual", ("dropout_rate",)),
 )
 
 
@@ -514,7 +517,7 @@ def metric_names(columns: list[str]) -> list[str]:
     ``NAME_mean`` after ``repeats`` that is no cost column (``comm.*``, ``timing.*``)."""
     start = columns.index("repeats") + 1 if "repeats" in columns else 0
     return [c[:-5] for c in columns[start:]
-            if c.endswith("_mean") and not c.startswith(("comm.", "timing."))]
+            if c.endswith("_mean") and not c.startswith(("comm.", "timing.", "virtual."))]
 
 
 def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -565,6 +568,12 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
 ROUND_COLUMNS = ("round", "asked", "reported", "invalid", "refused", "dropouts", "bytes_up",
                  "bytes_down", "bytes_up_per_agent", "bytes_down_per_agent", "report_bits",
                  "batch", "wall_s", "curator_cpu_s")
+#: the per-round columns of a ``[deployment]`` (``session.network``), after those: when the
+#: round started and how long it took in virtual time, its answers' completion times, its
+#: dropouts by cause and its bytes with the transport's headers
+VIRTUAL_ROUND_COLUMNS = ("virtual_start_s", "virtual_s", "completion_p50_s",
+                         "completion_p95_s", "completion_p99_s", "dropouts_offline",
+                         "dropouts_late", "wire_bytes_up", "wire_bytes_down")
 
 
 def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -588,19 +597,25 @@ def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
         over the round's agents), ``report_bits`` (the information-theoretic size of one
         report), ``batch`` (the largest query batch), ``wall_s`` and ``curator_cpu_s`` (the
         curator's wall and CPU time for the round); derived: ``bytes_up_per_agent`` and
-        ``bytes_down_per_agent`` (over the agents asked; None when none was). A key an entry
-        lacks is None.
+        ``bytes_down_per_agent`` (over the agents asked; None when none was). Runs with a
+        ``[deployment]`` add ``VIRTUAL_ROUND_COLUMNS``: ``virtual_start_s`` and ``virtual_s``
+        (when the round started, and its duration, in virtual seconds), the 50th, 95th and
+        99th percentiles of its online answers' completion times (``completion_p*_s``),
+        ``dropouts_offline`` and ``dropouts_late`` (``dropouts`` are those of a silent pool),
+        and ``wire_bytes_up``/``wire_bytes_down`` (with the transport's headers). A key an
+        entry lacks is None.
     """
     axes, points = record_points(records)
     settings = [a for a in axes if a != "protocol"]
-    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS]
+    virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
+    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
     rows: list[dict[str, Any]] = []
     for rec, point in zip(records, points, strict=True):
         head = {"key": rec.get("key"), "status": rec.get("status"),
                 "protocol": point.get("protocol", rec.get("protocol")),
                 **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
         for entry in (rec.get("comm") or {}).get("per_round") or []:
-            row = {**head, **{c: entry.get(c) for c in ROUND_COLUMNS}}
+            row = {**head, **{c: entry.get(c) for c in (*ROUND_COLUMNS, *virtual)}}
             asked = entry.get("asked")
             for way in ("up", "down"):
                 total = finite_number(entry.get(f"bytes_{way}"))

@@ -45,6 +45,7 @@ from ldpsim.simulator.session.seeding import (
     read_deployment,
     run_seed,
 )
+from ldpsim.simulator.sweep import deployment as dep
 from ldpsim.simulator.sweep.axes import check_sweep, points
 from ldpsim.simulator.sweep.catalogue import (  # noqa: F401 - re-exported: sc.find, ...
     SCENARIO_DIRS,
@@ -74,7 +75,8 @@ MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
-            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep", "published"}
+            "runtime", "dask", "agents", "collusion", "output", "plot", "sweep", "published",
+            "deployment"}
 
 #: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
 #: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.
@@ -166,6 +168,8 @@ class RunSpec:
     key: str
     #: the agents' own limits (``[agents]``)
     agents: dict[str, Any] = field(default_factory=dict)
+    #: the run's devices and network (``[deployment]``, ``sweep.deployment``): empty without
+    deployment: dict[str, Any] = field(default_factory=dict)
 
     def config(self) -> dict[str, Any]:
         """The public run configuration the curator sends to every pool."""
@@ -174,7 +178,8 @@ class RunSpec:
                 "agent_mode": self.runtime["agent_mode"], "batch": self.runtime["batch"],
                 "collusion": {k: self.collusion[k] for k in ("colluders", "curator")},
                 "faults": self.runtime.get("faults", []),
-                **({"data_first": True} if self.runtime.get("data_first") else {})}
+                **({"data_first": True} if self.runtime.get("data_first") else {}),
+                **({"deployment": self.deployment} if self.deployment else {})}
 
 
 @dataclass
@@ -198,6 +203,8 @@ class Scenario:
     agents: dict[str, Any] = field(default_factory=dict)
     #: groups of swept settings that vary together (``[sweep] paired``), each one axis
     paired: list[list[str]] = field(default_factory=list)
+    #: devices and network in virtual time (``[deployment]``, checked: ``sweep.deployment``)
+    deployment: dict[str, Any] = field(default_factory=dict)
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
@@ -206,7 +213,7 @@ class Scenario:
         out += [f"data.{k}" for k, v in self.data.items() if isinstance(v, list)]
         if self.collusion.get("sweep"):
             out.append("collusion.colluders")
-        return out
+        return out + list(dep.axes(self.deployment))
 
     def runs(self) -> list[RunSpec]:
         """Expand the sweep: protocols × the grid of the axes (a paired group is one axis) ×
@@ -216,6 +223,7 @@ class Scenario:
                      for k, v in self.data.items()}
         specs: list[RunSpec] = []
         seen: set[str] = set()
+        costs: dict[tuple[str, str], Any] = {}  # the compute costs, read once per protocol
         for proto in self.protocols:
             accepted = PROTOCOLS[proto].params
             params = {k: _norm(accepted[k], v) for k, v in self.params.items()
@@ -225,6 +233,7 @@ class Scenario:
             axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
             if self.collusion.get("sweep"):
                 axes["collusion.colluders"] = self.collusion["sweep"]
+            axes.update(dep.axes(self.deployment))
             for values in points(axes, self.paired):
                 pvals = {k: values[f"params.{k}"] for k in params if f"params.{k}" in values}
                 dvals = {k: values[f"data.{k}"] for k in norm_data if f"data.{k}" in values}
@@ -236,15 +245,17 @@ class Scenario:
                 if "collusion.colluders" in values:
                     point["collusion.colluders"] = colluders
                 collusion = {**self.collusion, "colluders": colluders}
+                point.update({k: v for k, v in values.items() if k.startswith("deployment.")})
+                deploy = dep.run_deployment(self.deployment, proto, values, costs)
                 for r in range(self.repeats):
                     key = run_key(proto, p, data, r, self.seed, collusion,
-                                  self.runtime.get("faults", []))
+                                  self.runtime.get("faults", []), deploy)
                     if key in seen:
                         continue
                     seen.add(key)
                     specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
                                          run_seed(self.seed, r), dict(self.runtime),
-                                         collusion, point, key, dict(self.agents)))
+                                         collusion, point, key, dict(self.agents), deploy))
         return specs
 
 
@@ -255,10 +266,12 @@ def _norm(spec: ParamSpec, value: Any) -> Any:
     return spec.check(value, spec.name)
 
 
-def run_key(proto, params, data, repeat, seed, collusion, faults) -> str:
-    """A run's key: a hash of what identifies its output (``RunSpec.key``)."""
+def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None) -> str:
+    """A run's key: a hash of what identifies its output (``RunSpec.key``); a deployment
+    only when there is one (the keys of runs without stay as they were)."""
     blob = json.dumps([proto, params, data, repeat, seed,
-                       {k: collusion[k] for k in ("colluders", "curator")}, faults],
+                       {k: collusion[k] for k in ("colluders", "curator")}, faults,
+                       *([deployment] if deployment else [])],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -467,12 +480,17 @@ def validate(raw: dict[str, Any], path: str | None = None,
     if "published" in raw:  # a paper's printed numbers, for ``ldpsim report``
         for problem in _published(raw["published"], protos):
             errors.add(problem)
+    deployment = errors.attempt(dep.check, raw.get("deployment", {}), path)
+    if deployment and protos:
+        for proto in protos:  # every protocol's compute costs exist
+            errors.attempt(dep.compute_costs, deployment["compute"], proto)
     paired = None
     if data is not None and params is not None and collusion is not None:
-        paired = errors.attempt(_paired, raw, data, params, collusion, errors)
+        paired = errors.attempt(_paired, raw, data, params, collusion, deployment or {},
+                                errors)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output, agents=agents, paired=paired or [])
+                    output, agents=agents, paired=paired or [], deployment=deployment or {})
     scen.plot = _plot(raw, scen)
     return scen
 
@@ -505,13 +523,15 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
 
 
 def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],
-            collusion: dict[str, Any], errors: _Errors) -> list[list[str]]:
+            collusion: dict[str, Any], deployment: dict[str, Any],
+            errors: _Errors) -> list[list[str]]:
     """``[sweep] paired``: groups of swept settings that vary together (each problem recorded
     in ``errors``; none paired then)."""
     table = _table(raw, "sweep")
     settings = {f"params.{k}": v for k, v in params.items()}
     settings.update({f"data.{k}": v for k, v in data.items() if k != "kind"})
     settings["collusion.colluders"] = collusion.get("sweep", collusion["colluders"])
+    settings.update({f"deployment.{k}": v for k, v in deployment.items() if k in dep.NUMBERS})
     problems = check_sweep(table, settings)
     for p in problems:
         errors.add(p)

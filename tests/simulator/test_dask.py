@@ -252,6 +252,23 @@ def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(clus
         _same_run(a, b)
 
 
+def test_the_dask_backend_gives_the_inproc_virtual_times_of_a_deployment(cluster, tmp_path):
+    """A ``[deployment]`` (the mobile trace, a deadline that makes some answers late): the
+    dask backend's outputs, dropouts and virtual times are the inproc backend's."""
+    deploy = {"trace": "mobile", "round_deadline_s": 0.06}
+    ref, _ = run_scenario(load(raw={**_vote("inproc").raw, "deployment": deploy}),
+                          tmp_path / "i", show_progress=False)
+    got, _ = run_scenario(load(raw={**_vote("dask", dask=cluster).raw, "deployment": deploy}),
+                          tmp_path / "d", show_progress=False)
+    assert all(r["virtual"]["dropouts_late"] > 0 for r in ref)
+    for a, b in zip(ref, got, strict=True):
+        assert a["output"] == b["output"] and a["metrics"] == b["metrics"]
+        assert a["virtual"] == b["virtual"]
+        live = ("wall_s", "curator_cpu_s")
+        assert [{k: v for k, v in r.items() if k not in live} for r in a["comm"]["per_round"]] \
+            == [{k: v for k, v in r.items() if k not in live} for r in b["comm"]["per_round"]]
+
+
 def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path):
     from ldpsim.simulator.session.seeding import write_deployment
 

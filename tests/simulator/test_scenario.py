@@ -92,6 +92,7 @@ def expected_run_count(raw: dict) -> int:
     data_axes = [len(v) for v in raw["data"].values() if isinstance(v, list)]
     colluders = raw.get("collusion", {}).get("colluders")
     data_axes += [len(colluders) if isinstance(colluders, list) else 1]
+    data_axes += [len(v) for v in raw.get("deployment", {}).values() if isinstance(v, list)]
     total = 0
     for p in protocols_of(raw):
         accepted = PROTOCOLS[p].params
@@ -112,6 +113,9 @@ def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
             point[f"data.{k}"] = spec.data[k]
     if isinstance(raw.get("collusion", {}).get("colluders"), list):
         point["collusion.colluders"] = spec.collusion["colluders"]
+    for k, v in raw.get("deployment", {}).items():
+        if isinstance(v, list):
+            point[f"deployment.{k}"] = spec.deployment[k]
     return point
 
 
@@ -533,8 +537,8 @@ def test_keys_do_not_depend_on_number_spelling():
 # Errors name the key and what is allowed
 
 
-ALLOWED_TOP = "allowed: agents, collusion, dask, data, description, name, output, params, plot, " \
-              "protocol, protocols, published, repeats, runtime, seed, sweep"
+ALLOWED_TOP = "allowed: agents, collusion, dask, data, deployment, description, name, output, " \
+              "params, plot, protocol, protocols, published, repeats, runtime, seed, sweep"
 
 
 @pytest.mark.parametrize("overrides, needles", [

@@ -1,0 +1,493 @@
+"""The deployment model: the network and devices between the curator and its agents, in
+virtual time.
+
+A scenario's ``[deployment]`` table (``simulator.sweep.deployment``) gives every agent a
+*device class* (drawn by share, or replayed from a per-agent trace): a one-way link latency,
+down- and upload bandwidths (each spread log-normally around the class's median), a device
+speed and an availability. ``Network`` turns that into virtual time, computed and never slept:
+
+* **who is online.** In each round (or once per run, ``availability_per = "run"``) an agent
+  is online with its class's availability. The curator sends no query to an offline agent: it
+  is a dropout of the round (cause ``offline``) and spends nothing.
+* **when an answer lands.** An online agent's answer arrives, after the round starts, at
+  ``2 latency + 8 wire(down) / down_bps + compute / speed + 8 wire(up) / up_bps``: ``down`` the
+  exact envelope bytes of its query (and the round's broadcast), ``up`` those of its report,
+  ``wire`` adds the transport's headers (``wire_bytes``: a ZMTP frame header and a TCP/IPv4
+  header per 1460-byte segment, as if each agent had a connection of its own), ``compute`` the
+  protocol's calibrated cost of the round (``ldpsim bench --calibrate``, scaled by the report's
+  numbers) -- never a live timing, so who is late is the same on every backend and machine.
+* **when the round ends.** At the earliest of: the deadline (``round_deadline_s``); the
+  arrival that completes the quota (``quota`` of the asked agents); the last online agent's
+  arrival (the curator knows who is connected). Answers after the end are dropouts (cause
+  ``late``): they were computed and sent, and count in the bytes, but not in the aggregate.
+  The next round starts when this one ends; the run's virtual wall time is their sum. The
+  curator's own computing is not modelled (its wall and CPU time are measured, ``wall_s``).
+
+Every draw comes from the network's own streams (``stream_key(seed, "network", ...)``),
+keyed by agent id, so it is the same whatever the pool split and leaves every party's coins
+untouched: with every agent online and nobody late, a run's output is bit for bit the one
+without a ``[deployment]`` table.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols.accel import Accelerator
+from ldpsim.protocols.rng import uniform
+from ldpsim.simulator.session.common import span
+
+from ldpsim import environment
+
+#: the compiled arrival times (``_netc.c``: one pass, the same bits), or numpy's chunks
+ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", environment.NETWORK,
+                            "simulator/session/_netc.c")
+
+#: the transport's headers (``wire_bytes``): a ZMTP 3 frame header (flags and a 1-byte length
+#: up to 255 bytes, else an 8-byte one) and TCP/IPv4 headers (20 + 20 bytes) per segment of
+#: at most ``MSS`` payload bytes
+ZMTP_SHORT, ZMTP_LONG, TCPIP_HEADERS, MSS = 2, 9, 40, 1460
+#: the class columns of a deployment (``simulator.sweep.deployment`` checks them)
+COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
+#: the bounds a within-class uniform is kept in (its normal quantile stays finite)
+_TINY = 2.0 ** -53
+#: the stream round of the device draws (fixed for a run; availability uses the round's)
+DEVICE_ROUND = 0
+
+
+def wire_bytes(envelope: np.ndarray | int) -> np.ndarray | int:
+    """The bytes an envelope of ``envelope`` bytes takes on the wire: with its ZMTP frame
+    header and one TCP/IPv4 header per ``MSS`` bytes (0 stays 0: nothing is sent)."""
+    e = np.asarray(envelope, dtype=np.int64)
+    framed = e + np.where(e > 255, ZMTP_LONG, ZMTP_SHORT)
+    out = np.where(e > 0, framed + TCPIP_HEADERS * -(-framed // MSS), 0)
+    return int(out) if out.ndim == 0 else out
+
+
+#: Acklam's rational approximation of the normal quantile (relative error below 1.2e-9):
+#: the central region's numerator and denominator, the tails'
+_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+      1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00)
+_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+      6.680131188771972e+01, -1.328068155288572e+01, 1.0)
+_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+      -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00)
+_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+      3.754408661907416e+00, 1.0)
+_P_LOW = 0.02425
+
+
+#: elements per pass of the model's arithmetic (its scratch arrays stay in cache)
+CHUNK = 1 << 15
+
+
+def _poly(coefs: tuple[float, ...], x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Horner's rule into ``out``."""
+    out.fill(coefs[0])
+    for c in coefs[1:]:
+        out *= x
+        out += c
+    return out
+
+
+def normal_quantile(u: np.ndarray) -> np.ndarray:
+    """The standard normal quantile of each u in (0, 1), by Acklam's rational approximation
+    (relative error below 1.2e-9): numpy only, so that the curator imports no SciPy; a
+    cache-sized chunk at a time."""
+    u = np.asarray(u, dtype=np.float64)
+    out = np.empty_like(u)
+    size = min(CHUNK, len(u))
+    q, r, den = (np.empty(size) for _ in range(3))
+    for s in range(0, len(u), CHUNK):
+        uu = u[s:s + CHUNK]
+        m = len(uu)
+        qq, rr, dd, oo = q[:m], r[:m], den[:m], out[s:s + m]
+        np.subtract(uu, 0.5, out=qq)
+        np.multiply(qq, qq, out=rr)
+        _poly(_A, rr, oo)
+        oo *= qq
+        oo /= _poly(_B, rr, dd)
+        np.abs(qq, out=qq)
+        tail = np.flatnonzero(qq > 0.5 - _P_LOW)
+        if len(tail):
+            p = np.minimum(uu[tail], 1.0 - uu[tail])
+            t = np.sqrt(-2.0 * np.log(p))
+            x = _poly(_C, t, np.empty_like(t)) / _poly(_D, t, np.empty_like(t))
+            oo[tail] = np.where(uu[tail] < 0.5, x, -x)
+    return out
+
+
+@dataclass(frozen=True)
+class Devices:
+    """Every agent's device (agent ids 0 .. n - 1), held compactly: its class (``cls``) and
+    its link's quality factor (``factor``, None: every link at its class's median), and per
+    class the one-way latency, the seconds each byte takes down and up (0: no limit), the
+    compute time per second of the calibrated cost (1 / speed) and the availability (None:
+    every agent always online). An agent's latency and seconds per byte are its class's
+    times its factor."""
+
+    cls: np.ndarray
+    factor: np.ndarray | None
+    latency: np.ndarray
+    down_per_byte: np.ndarray
+    up_per_byte: np.ndarray
+    slowness: np.ndarray
+    availability: np.ndarray | None
+
+    def linked(self, table: np.ndarray, at: slice | np.ndarray | None = None) -> np.ndarray:
+        """Each agent's value of a link figure (``latency``, ``down_per_byte`` or
+        ``up_per_byte``): its class's times its factor (``at``: those agents only)."""
+        sel = slice(None) if at is None else at
+        out = np.take(table, self.cls[sel])
+        if self.factor is not None:
+            out *= self.factor[sel]
+        return out
+
+    @property
+    def latency_s(self) -> np.ndarray:
+        """Every agent's one-way latency in seconds."""
+        return self.linked(self.latency)
+
+
+def class_columns(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The device classes of a deployment ``spec`` (``RunSpec.deployment``): the trace's
+    columns (``classes``), or one class; a number the scenario sets for a column
+    (``latency_ms``, ...) replaces it in every class. None (a bandwidth) means no limit."""
+    classes = spec.get("classes") or {"share": [1.0]}
+    rows = len(classes["share"])
+    out = {"share": np.asarray(classes["share"], dtype=np.float64)}
+    for col in COLUMNS:
+        given = spec.get(col, classes.get(col))
+        if given is None or not isinstance(given, list):
+            given = [given] * rows
+        out[col] = np.array([_default(col) if v is None else v for v in given],
+                            dtype=np.float64)
+    return out
+
+
+def _default(col: str) -> float:
+    return {"latency_ms": 0.0, "spread": 0.0, "speed": 1.0, "availability": 1.0}.get(
+        col, math.inf)
+
+
+def run_devices(spec: Mapping[str, Any], key: int, n: int) -> Devices:
+    """The devices of agents 0 .. n - 1 (``draw_devices``), kept for the next runs in this
+    process: the runs of a sweep that share a seed (one repetition's points: every deadline)
+    share their devices, drawn once (read-only)."""
+    fields = json.dumps([spec.get(k) for k in ("classes", "replay", *COLUMNS)], default=str)
+    return _devices(fields, int(key), int(n))
+
+
+@functools.lru_cache(maxsize=4)
+def _devices(fields: str, key: int, n: int) -> Devices:
+    classes, replay, *columns = json.loads(fields)
+    spec = {"classes": classes, "replay": replay, **dict(zip(COLUMNS, columns, strict=True))}
+    dev = draw_devices({k: v for k, v in spec.items() if v is not None}, key,
+                       np.arange(n, dtype=np.int64))
+    for a in (dev.cls, dev.factor):
+        if a is not None:
+            a.setflags(write=False)
+    return dev
+
+
+def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devices:
+    """The devices of ``agents`` (ids) under ``spec``: a class by share from one uniform of
+    the network's device stream ``key`` (or agent id modulo the rows of a per-agent trace,
+    ``replay``), then one link-quality draw z ~ N(0, 1) per agent: its latency is the class's
+    median times exp(spread z), its bandwidths the medians divided by it (a poor link is poor
+    every way). z is the normal quantile of where the uniform falls within its class's share
+    (itself uniform, and independent of the class)."""
+    cols = class_columns(spec)
+    agents = np.asarray(agents, dtype=np.int64)
+    k = len(cols["share"])
+    small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
+    u = uniform(key, agents, DEVICE_ROUND, 1)[:, 0]
+    if spec.get("replay"):
+        cls = (agents % k).astype(small)
+    else:  # the class whose share interval holds u (a few comparisons beat a search)
+        edges = np.cumsum(cols["share"])
+        edges /= edges[-1]
+        cls = np.zeros(len(agents), dtype=small)
+        for e in edges[:-1]:
+            cls += u >= e
+        if k > 1:  # where u falls within its class's interval: uniform on (0, 1)
+            low = np.concatenate(([0.0], edges[:-1]))
+            width = np.diff(edges, prepend=0.0)
+            for s in range(0, len(u), CHUNK):
+                c, uu = cls[s:s + CHUNK], u[s:s + CHUNK]
+                uu -= np.take(low, c)
+                uu /= np.take(width, c)
+            np.clip(u, _TINY, 1.0 - _TINY, out=u)
+    factor = None
+    if cols["spread"].any():
+        factor = normal_quantile(u)
+        for s in range(0, len(u), CHUNK):
+            f = factor[s:s + CHUNK]
+            f *= np.take(cols["spread"], cls[s:s + CHUNK])
+        np.exp(factor, out=factor)
+    avail = cols["availability"]
+    return Devices(cls, factor, cols["latency_ms"] / 1e3,
+                   8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
+                   1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+
+
+def compute_seconds(spec: Mapping[str, Any], rnd: int, numbers: int) -> float:
+    """The calibrated compute cost of round ``rnd`` for one agent on a speed-1 device
+    (``spec["compute"]``: seconds per agent of each calibrated round, and its report's
+    numbers; later rounds take the last), scaled by the numbers of this round's report."""
+    comp = spec.get("compute") or {}
+    per_round = comp.get("round_s") or []
+    if not per_round:
+        return 0.0
+    i = min(rnd, len(per_round) - 1)
+    cal = (comp.get("numbers") or [0] * len(per_round))[i]
+    return float(per_round[i]) * (numbers / cal if cal else 1.0)
+
+
+def completion_times(dev: Devices, at: slice | np.ndarray, down: np.ndarray, broadcast: int,
+                     up: np.ndarray, compute_s: float, out: np.ndarray | None = None,
+                     totals: list[float] | None = None) -> np.ndarray:
+    """Each answering agent's arrival time after the round starts (see the module docstring):
+    ``at`` selects them in ``dev`` (a slice of agent ids or the ids), ``down``/``up`` their
+    query and report envelopes' bytes (``wire_bytes`` adds the transport's headers),
+    ``broadcast`` the round's broadcast envelope's (0: none), a message of its own. Written
+    into ``out`` (at least as long), a cache-sized chunk at a time; ``totals`` (two numbers)
+    gains the queries' and the reports' wire bytes."""
+    n = len(down)
+    out = np.empty(n) if out is None else out[:n]
+    if ARRIVALS.module is not None and isinstance(at, slice) and down.dtype == np.int32 \
+            and up.dtype == np.int32 and dev.cls.dtype in (np.uint8, np.uint16):
+        sums = ARRIVALS.module.arrivals(
+            dev.cls[at], dev.cls.dtype == np.uint16,
+            None if dev.factor is None else dev.factor[at], down, up,
+            np.ascontiguousarray(dev.down_per_byte), np.ascontiguousarray(dev.up_per_byte),
+            2.0 * dev.latency, compute_s * dev.slowness if compute_s else None,
+            float(wire_bytes(broadcast)) if broadcast else 0.0, out)
+        if totals is not None:
+            totals[0] += sums[0]
+            totals[1] += sums[1]
+        return out
+    tab_down, tab_up = _wire_table(down), _wire_table(up)
+    extra = float(wire_bytes(broadcast)) if broadcast else 0.0
+    # per class: 2 latency, the seconds per byte each way; an agent's are its class's times
+    # its link factor, which multiplies the whole of its transfer time
+    size = min(CHUNK, n)
+    w, v = np.empty(size), np.empty(size)
+    for s in range(0, n, CHUNK):
+        e = min(n, s + CHUNK)
+        sel = slice(at.start + s, at.start + e) if isinstance(at, slice) else at[s:e]
+        c = dev.cls[sel]
+        o, ww, vv = out[s:e], w[:e - s], v[:e - s]
+        _wire_into(tab_down, down[s:e], o)
+        _wire_into(tab_up, up[s:e], vv)
+        if totals is not None:
+            totals[0] += float(o.sum())
+            totals[1] += float(vv.sum())
+        if extra:
+            o += extra
+        o *= np.take(dev.down_per_byte, c, out=ww)
+        vv *= np.take(dev.up_per_byte, c, out=ww)
+        o += vv
+        o += np.take(2.0 * dev.latency, c, out=ww)
+        if dev.factor is not None:
+            o *= dev.factor[sel]
+        if compute_s:
+            o += np.take(compute_s * dev.slowness, c, out=ww)
+    return out
+
+
+def _wire_table(sizes: np.ndarray) -> np.ndarray | None:
+    """``wire_bytes`` of 0 .. the largest of ``sizes`` (float64), when that is small (a
+    round's envelopes take a few sizes); None: compute them one by one."""
+    top = int(sizes.max()) if len(sizes) else 0
+    return wire_bytes(np.arange(top + 1)).astype(np.float64) if top < 1 << 16 else None
+
+
+def _wire_into(table: np.ndarray | None, sizes: np.ndarray, out: np.ndarray) -> None:
+    if table is not None:
+        np.take(table, sizes, out=out)
+    else:
+        out[...] = wire_bytes(sizes)
+
+
+#: answers above which a round's completion percentiles are those of an evenly spaced sample
+#: of them (every k-th in agent order, at least this many): exact below
+PERCENTILE_SAMPLE = 1 << 16
+
+
+def order_stats(times: np.ndarray, quota_rank: int) -> tuple[list[float | None], float | None]:
+    """The 50th, 95th and 99th percentiles of ``times`` (linear interpolation, as
+    ``np.percentile``; of every k-th time above ``PERCENTILE_SAMPLE`` of them) and its
+    ``quota_rank``-th smallest value (1-based, exact; None: out of range)."""
+    n = len(times)
+    if not n:
+        return [None, None, None], None
+    sample = times if n <= PERCENTILE_SAMPLE else times[::n // PERCENTILE_SAMPLE]
+    m = len(sample)
+    pos = [(m - 1) * q for q in (0.50, 0.95, 0.99)]
+    kth = sorted({math.floor(p) for p in pos} | {math.ceil(p) for p in pos})
+    part = np.partition(sample, kth)
+    pct = []
+    for p in pos:
+        lo, hi = float(part[math.floor(p)]), float(part[math.ceil(p)])
+        pct.append(lo + (hi - lo) * (p - math.floor(p)))
+    if not 0 < quota_rank <= n:
+        return pct, None
+    if quota_rank == n:
+        return pct, float(times.max())
+    return pct, float(np.partition(times, quota_rank - 1)[quota_rank - 1])
+
+
+def round_end(last: float | None, quota_time: float | None, everyone_answered: bool,
+              deadline: float | None) -> float:
+    """When a round ends (see the module docstring): ``last`` its last online answer's
+    arrival (None: none), ``quota_time`` the arrival that completes the quota (None: it is
+    not reached), ``everyone_answered`` whether every online agent answered (else the last
+    arrival does not end it)."""
+    ends = [math.inf if deadline is None else float(deadline)]
+    if quota_time is not None:
+        ends.append(quota_time)
+    if everyone_answered:
+        ends.append(0.0 if last is None else last)
+    end = min(ends)
+    if math.isinf(end):  # nobody to wait for and no deadline: it ends with its last answer
+        end = 0.0 if last is None else last
+    return end
+
+
+class Network:
+    """The network of one run as the curator simulates it (see the module docstring).
+
+    Parameters
+    ----------
+    spec : mapping
+        The run's deployment (``RunSpec.deployment``).
+    keys : (int, int)
+        The network's device and availability stream keys.
+    n : int
+        Agents of the run.
+    """
+
+    def __init__(self, spec: Mapping[str, Any], keys: tuple[int, int], n: int) -> None:
+        t0 = time.perf_counter()
+        self.n = n
+        self.spec = spec
+        self.availability_key = int(keys[1])
+        self.devices = run_devices(spec, int(keys[0]), n)
+        self.deadline = spec.get("round_deadline_s")
+        self.quota = float(spec.get("quota", 1.0))
+        self.per_run = spec.get("availability_per", "round") == "run"
+        self.clock = 0.0  # when the current round started (virtual seconds)
+        self.offline = 0
+        self.late = 0
+        self._sizes: tuple[np.ndarray, np.ndarray] | None = None
+        self._times: np.ndarray | None = None  # a round's arrival times (reused)
+        #: the seconds this model took in the run (timing.network_s): measured, never read
+        #: by the model itself
+        self.elapsed = time.perf_counter() - t0
+
+    def sizes(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Two zeroed arrays of ``rows`` envelope sizes (down, up) for a round: one pair per
+        run, reused by its rounds (a fresh array's pages cost more than zeroing them)."""
+        have = self._sizes
+        if have is None or len(have[0]) < rows:
+            have = self._sizes = (np.zeros(rows, dtype=np.int32), np.zeros(rows, dtype=np.int32))
+        down, up = have[0][:rows], have[1][:rows]
+        down.fill(0)
+        up.fill(0)
+        return down, up
+
+    def online(self, agents: np.ndarray, rnd: int) -> np.ndarray | None:
+        """Which of ``agents`` are online in round ``rnd`` (a mask; None: every one)."""
+        dev = self.devices
+        if dev.availability is None or not len(agents):
+            return None
+        t0 = time.perf_counter()
+        u = uniform(self.availability_key, agents, 0 if self.per_run else rnd, 1)[:, 0]
+        up = u < np.take(dev.availability, dev.cls[span(agents)])
+        self.elapsed += time.perf_counter() - t0
+        return None if up.all() else up
+
+    def close_round(self, rnd: int, agents: np.ndarray, answered: np.ndarray,
+                    reported: np.ndarray, online: np.ndarray | None, down: np.ndarray,
+                    broadcast: int, up: np.ndarray, numbers: int
+                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """End round ``rnd`` in virtual time.
+
+        Parameters
+        ----------
+        agents : array
+            The round's asked agents (the plan's, sorted).
+        answered : bool array
+            Per row of ``agents``: the agent answered (reported, invalid or refused).
+        reported : bool array
+            Per row: a valid report is stored.
+        online : bool array or None
+            Per row: the agent was online (None: all were).
+        down, up : int arrays
+            Per row: the bytes of the query envelope sent to the agent and of the report
+            received from it (0 where nothing was).
+        broadcast : int
+            The round's broadcast envelope (0: none), sent to every online agent.
+        numbers : int
+            The numbers of one report (the round's schema length).
+
+        Returns
+        -------
+        late : bool array or None
+            Per row: a report that arrived after the round's end (left out of the aggregate);
+            None: no report was late.
+        record : dict
+            The round's virtual entries of ``comm.per_round``.
+        """
+        t0 = time.perf_counter()
+        everyone_reported = bool(reported.all())
+        if self._times is None or len(self._times) < len(agents):
+            self._times = np.empty(len(agents))
+        # every row's time (contiguous passes beat gathering the reporters'), then theirs
+        wire = [0.0, 0.0]  # the queries' and the reports' bytes on the wire
+        every = completion_times(self.devices, span(agents), down, broadcast, up,
+                                 compute_seconds(self.spec, rnd, numbers), self._times, wire)
+        times = every if everyone_reported else every[reported]
+        n_online = len(agents) if online is None else int(online.sum())
+        everyone = everyone_reported or int(answered.sum()) >= n_online
+        pct, quota_time = order_stats(times, math.ceil(self.quota * len(agents) - 1e-9))
+        last = float(times.max()) if len(times) else None
+        end = round_end(last, quota_time, everyone, self.deadline)
+        late = None
+        n_late = 0
+        if last is not None and last > end:
+            late = every > end
+            if not everyone_reported:
+                late &= reported
+            n_late = int(late.sum())
+        offline = len(agents) - n_online
+        record = {
+            "virtual_start_s": self.clock, "virtual_s": end,
+            "completion_p50_s": pct[0], "completion_p95_s": pct[1],
+            "completion_p99_s": pct[2],
+            "dropouts_offline": offline, "dropouts_late": n_late,
+            "wire_bytes_down": round(wire[0]) + n_online * wire_bytes(broadcast),
+            "wire_bytes_up": round(wire[1]),
+        }
+        self.clock += end
+        self.offline += offline
+        self.late += n_late
+        self.elapsed += time.perf_counter() - t0
+        return late, record
+
+    def summary(self, asked: int) -> dict[str, Any]:
+        """The run's virtual totals: its wall time, dropouts by cause, and the share of the
+        asked agent-rounds that dropped out (``asked``: the rounds' asked agents, summed)."""
+        lost = self.offline + self.late
+        return {"wall_s": self.clock, "dropouts_offline": self.offline,
+                "dropouts_late": self.late,
+                "dropout_rate": lost / asked if asked else 0.0}
+
