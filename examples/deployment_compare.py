@@ -1,0 +1,115 @@
+"""One figure across the five families on 10^6 phones: the ``deployment_*`` scenarios' round
+time, dropouts and utility against the round deadline.
+
+Run the five scenarios, then this script (it reads their results directories; it needs the
+``plot`` and ``pandas`` extras)::
+
+    for f in rank vote safari truth ethics; do ldpsim run deployment_$f; done
+    python examples/deployment_compare.py --out deployment_compare.png
+
+Top: the virtual run time and the dropout rate (offline or late) of every family against the
+deadline. Bottom: each family's headline metric against the deadline, with its level without
+a deadline dashed; bands are 95% confidence intervals over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import ldpsim
+
+#: family -> (results directory name, headline metric)
+FAMILIES = {
+    "rank: LDP-KwikSort:RR": ("deployment_rank", "error_rate"),
+    "vote: DPWeVote (4 rounds)": ("deployment_vote", "sq_err_w"),
+    "SAFARI (2 phases)": ("deployment_safari", "avd_q1"),
+    "truth: 2-Layer": ("deployment_truth", "mae"),
+    "ethics: VLDP": ("deployment_ethics", "accuracy"),
+}
+DEADLINE = "deployment.round_deadline_s"
+
+
+def lines(results_dir: Path, metric: str) -> dict[str, dict]:
+    """Per line (protocol and its other swept settings): its points at every finite deadline
+    (sorted) and its row without a deadline."""
+    summary = ldpsim.load(results_dir).summary()
+    others = [c for c in summary.columns if c.startswith("params.")]
+    out: dict[str, dict] = {}
+    for keys, group in summary.groupby(["protocol", *others], dropna=False, sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        label = "".join(f"{c.split('.', 1)[1]}={v:g} " for c, v in zip(others, keys[1:],
+                                                                          strict=True))
+        free = group[group[DEADLINE].isna()]
+        timed = group.dropna(subset=[DEADLINE]).sort_values(DEADLINE)
+        half = [1.96 * sd / math.sqrt(r) if r > 1 else 0.0
+                for sd, r in zip(timed[f"{metric}_std"], timed["repeats"], strict=True)]
+        out[label.strip()] = {
+            "deadline": timed[DEADLINE].tolist(), "wall": timed["virtual.wall_s"].tolist(),
+            "drop": timed["virtual.dropout_rate"].tolist(),
+            "metric": timed[f"{metric}_mean"].tolist(), "half": half,
+            "free": None if free.empty else float(free[f"{metric}_mean"].iloc[0]),
+            "free_wall": None if free.empty else float(free["virtual.wall_s"].iloc[0])}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", default="results", help="where the five directories are")
+    ap.add_argument("--out", default="deployment_compare.png")
+    args = ap.parse_args()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(17, 8.5))
+    grid = fig.add_gridspec(2, 10)
+    top = [fig.add_subplot(grid[0, 0:5]), fig.add_subplot(grid[0, 5:10])]
+    bottom = [fig.add_subplot(grid[1, 2 * i:2 * i + 2]) for i in range(5)]
+    for i, (family, (name, metric)) in enumerate(FAMILIES.items()):
+        path = Path(args.results) / name
+        if not path.is_dir():
+            print(f"skipped {family}: no {path} (ldpsim run {name})")
+            continue
+        ax = bottom[i]
+        for j, (label, ln) in enumerate(lines(path, metric).items()):
+            style = dict(color=f"C{i}", marker="osD^v"[i], linestyle=["-", "--"][j % 2])
+            name_ = f"{family}" + (f" ({label})" if label else "")
+            top[0].plot(ln["deadline"], ln["wall"], label=name_, **style)
+            if ln["free_wall"] is not None:  # without a deadline: a round waits for its last
+                top[0].axhline(ln["free_wall"], color=f"C{i}", linestyle=":", linewidth=1)
+            top[1].plot(ln["deadline"], ln["drop"], label=name_, **style)
+            ax.plot(ln["deadline"], ln["metric"], label=label or None, **style)
+            lo = [m - h for m, h in zip(ln["metric"], ln["half"], strict=True)]
+            hi = [m + h for m, h in zip(ln["metric"], ln["half"], strict=True)]
+            ax.fill_between(ln["deadline"], lo, hi, color=f"C{i}", alpha=0.15, linewidth=0)
+            if ln["free"] is not None:
+                ax.axhline(ln["free"], color=f"C{i}", linestyle=":", linewidth=1)
+        ax.set_title(family, fontsize="medium")
+        ax.set_ylabel(f"{metric} (dotted: no deadline)")
+        if len(ax.get_lines()) > 2:
+            ax.legend(fontsize="x-small")
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ticks = [0.02, 0.05, 0.1, 0.2, 0.5]
+    for ax in (*top, *bottom):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        ax.set_xlabel("round deadline (virtual s)")
+        ax.grid(True, alpha=0.3)
+    top[0].set_yscale("log")
+    top[0].set_ylabel("virtual run time (s; dotted: no deadline)")
+    top[1].set_ylabel("dropout rate (offline or late)")
+    top[1].legend(fontsize="small", loc="upper right")
+    fig.suptitle("10^6 phones of the mobile trace: what a round deadline does, per family")
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=100)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
