@@ -1,24 +1,26 @@
 /*
  * ldpsim.simulator.session._netc: a round's arrival times in one pass, in C (optional).
  *
- * ``arrivals(cls, wide, factor, down, up, down_per_byte, up_per_byte, latency2, compute,
- * extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
+ * ``arrivals(cls, wide, link, factors, levels, down, up, down_per_byte, up_per_byte, latency2,
+ * compute, extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
  * ``completion_times``):
  *
  *     out[i] = ((wire(down[i]) + extra) * down_per_byte[c] + wire(up[i]) * up_per_byte[c]
- *               + latency2[c]) * factor[i] + compute[c]            with c = cls[i]
+ *               + latency2[c]) * factors[c * levels + link[i]] + compute[c]   with c = cls[i]
  *
  * evaluated in exactly numpy's order of operations there (each step one IEEE double
  * operation, no fused multiply-add: built with -ffp-contract=off), so that the compiled and
- * the numpy path give the same bits; ``extra`` is added only when non-zero, ``factor`` (None:
- * 1) and ``compute`` (None: 0) only when given, as numpy does. ``wire(e)`` is
+ * the numpy path give the same bits; ``extra`` is added only when non-zero, the factor (link
+ * None: 1) and ``compute`` (None: 0) only when given, as numpy does. ``link`` holds uint16
+ * levels, ``factors`` a (classes, levels) table of doubles. ``wire(e)`` is
  * ``network.wire_bytes``: e plus a ZMTP frame header (2 bytes up to 255, else 9) plus 40
  * bytes of TCP/IPv4 headers per 1460-byte segment, 0 for e = 0. ``cls`` holds uint8 (``wide``
  * 0) or uint16 (``wide`` 1) class numbers, ``down``/``up`` int32 envelope sizes. Returns the
- * wire bytes of every query and of every report, summed.
+ * wire bytes of every query and of every report, summed, and the largest time (-inf: none).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 static inline int64_t wire(int64_t e)
@@ -32,23 +34,27 @@ static inline int64_t wire(int64_t e)
 static PyObject *arrivals(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_buffer cls, factor = {0}, down, up, dpb, upb, lat2, comp = {0}, out;
-    PyObject *factor_obj, *comp_obj;
+    Py_buffer cls, link = {0}, factors = {0}, down, up, dpb, upb, lat2, comp = {0}, out;
+    PyObject *link_obj, *factors_obj, *comp_obj;
     int wide;
+    Py_ssize_t levels;
     double extra;
-    if (!PyArg_ParseTuple(args, "y*pOy*y*y*y*y*Odw*", &cls, &wide, &factor_obj, &down, &up,
-                          &dpb, &upb, &lat2, &comp_obj, &extra, &out))
+    if (!PyArg_ParseTuple(args, "y*pOOny*y*y*y*y*Odw*", &cls, &wide, &link_obj, &factors_obj,
+                          &levels, &down, &up, &dpb, &upb, &lat2, &comp_obj, &extra, &out))
         return NULL;
     PyObject *result = NULL;
-    int has_factor = factor_obj != Py_None, has_comp = comp_obj != Py_None;
-    if (has_factor && PyObject_GetBuffer(factor_obj, &factor, PyBUF_SIMPLE) < 0)
+    int has_factor = link_obj != Py_None, has_comp = comp_obj != Py_None;
+    if (has_factor && (PyObject_GetBuffer(link_obj, &link, PyBUF_SIMPLE) < 0
+                       || PyObject_GetBuffer(factors_obj, &factors, PyBUF_SIMPLE) < 0))
         goto release;
     if (has_comp && PyObject_GetBuffer(comp_obj, &comp, PyBUF_SIMPLE) < 0)
         goto release;
     Py_ssize_t n = down.len / 4;
     Py_ssize_t classes = dpb.len / 8;
     if (up.len != down.len || cls.len != n * (wide ? 2 : 1) || out.len < n * 8
-        || (has_factor && factor.len != n * 8) || upb.len != dpb.len || lat2.len != dpb.len
+        || (has_factor && (link.len != n * 2 || levels <= 0
+                           || factors.len != classes * levels * 8))
+        || upb.len != dpb.len || lat2.len != dpb.len
         || (has_comp && comp.len != dpb.len)) {
         PyErr_SetString(PyExc_ValueError, "arrivals: arrays of inconsistent lengths");
         goto release;
@@ -56,17 +62,19 @@ static PyObject *arrivals(PyObject *self, PyObject *args)
     {
         const uint8_t *c8 = (const uint8_t *)cls.buf;
         const uint16_t *c16 = (const uint16_t *)cls.buf;
-        const double *f = (const double *)factor.buf, *dp = (const double *)dpb.buf;
+        const uint16_t *lk = (const uint16_t *)link.buf;
+        const double *f = (const double *)factors.buf, *dp = (const double *)dpb.buf;
         const double *upp = (const double *)upb.buf, *l2 = (const double *)lat2.buf;
         const double *cp = (const double *)comp.buf;
         const int32_t *d = (const int32_t *)down.buf, *u = (const int32_t *)up.buf;
         double *o = (double *)out.buf;
         int64_t sum_down = 0, sum_up = 0;
+        double top = -INFINITY;
         int bad = 0;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_ssize_t c = wide ? c16[i] : c8[i];
-            if (c >= classes) {
+            if (c >= classes || (has_factor && lk[i] >= levels)) {
                 bad = 1;
                 break;
             }
@@ -82,17 +90,19 @@ static PyObject *arrivals(PyObject *self, PyObject *args)
             t += v;
             t += l2[c];
             if (has_factor)
-                t *= f[i];
+                t *= f[c * levels + lk[i]];
             if (has_comp)
                 t += cp[c];
             o[i] = t;
+            if (t > top)
+                top = t;
         }
         Py_END_ALLOW_THREADS
         if (bad) {
-            PyErr_SetString(PyExc_ValueError, "arrivals: a class number beyond the tables");
+            PyErr_SetString(PyExc_ValueError, "arrivals: a class or level beyond the tables");
             goto release;
         }
-        result = Py_BuildValue("LL", (long long)sum_down, (long long)sum_up);
+        result = Py_BuildValue("LLd", (long long)sum_down, (long long)sum_up, top);
     }
 release:
     PyBuffer_Release(&cls);
@@ -102,8 +112,10 @@ release:
     PyBuffer_Release(&upb);
     PyBuffer_Release(&lat2);
     PyBuffer_Release(&out);
-    if (factor.obj != NULL)
-        PyBuffer_Release(&factor);
+    if (link.obj != NULL)
+        PyBuffer_Release(&link);
+    if (factors.obj != NULL)
+        PyBuffer_Release(&factors);
     if (comp.obj != NULL)
         PyBuffer_Release(&comp);
     return result;

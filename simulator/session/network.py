@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
-from ldpsim.protocols.rng import uniform
+from ldpsim.protocols.rng import bits, uniform, uniform_of
 from ldpsim.simulator.session.common import span
 
 from ldpsim import environment
@@ -56,8 +56,6 @@ ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", enviro
 ZMTP_SHORT, ZMTP_LONG, TCPIP_HEADERS, MSS = 2, 9, 40, 1460
 #: the class columns of a deployment (``simulator.sweep.deployment`` checks them)
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
-#: the bounds a within-class uniform is kept in (its normal quantile stays finite)
-_TINY = 2.0 ** -53
 #: the stream round of the device draws (fixed for a run; availability uses the round's)
 DEVICE_ROUND = 0
 
@@ -124,30 +122,48 @@ def normal_quantile(u: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the levels of an agent's link quality: z is the standard normal quantile at the midpoint
+#: of one of this many equally likely bins (beyond +-3.4 sigma, the last bins hold it)
+LEVELS = 2048
+#: z of each level (``normal_quantile`` of the bins' midpoints)
+Z_LEVELS = normal_quantile((np.arange(LEVELS) + 0.5) / LEVELS)
+
+
 @dataclass(frozen=True)
 class Devices:
     """Every agent's device (agent ids 0 .. n - 1), held compactly: its class (``cls``) and
-    its link's quality factor (``factor``, None: every link at its class's median), and per
+    its link's quality level (``link``, None: every link at its class's median), and per
     class the one-way latency, the seconds each byte takes down and up (0: no limit), the
-    compute time per second of the calibrated cost (1 / speed) and the availability (None:
-    every agent always online). An agent's latency and seconds per byte are its class's
-    times its factor."""
+    compute time per second of the calibrated cost (1 / speed), the availability (None:
+    every agent always online) and ``factors``, exp(spread z) of each quality level. An
+    agent's latency and seconds per byte are its class's times its factor."""
 
     cls: np.ndarray
-    factor: np.ndarray | None
+    link: np.ndarray | None
+    factors: np.ndarray | None  # (classes, LEVELS), C order
     latency: np.ndarray
     down_per_byte: np.ndarray
     up_per_byte: np.ndarray
     slowness: np.ndarray
     availability: np.ndarray | None
 
+    def factor(self, at: slice | np.ndarray) -> np.ndarray | None:
+        """The link factors of the agents ``at`` selects (None: every one 1)."""
+        if self.link is None:
+            return None
+        flat = self.cls[at].astype(np.intp)
+        flat *= LEVELS
+        flat += self.link[at]
+        return np.take(self.factors.reshape(-1), flat)
+
     def linked(self, table: np.ndarray, at: slice | np.ndarray | None = None) -> np.ndarray:
         """Each agent's value of a link figure (``latency``, ``down_per_byte`` or
         ``up_per_byte``): its class's times its factor (``at``: those agents only)."""
         sel = slice(None) if at is None else at
         out = np.take(table, self.cls[sel])
-        if self.factor is not None:
-            out *= self.factor[sel]
+        f = self.factor(sel)
+        if f is not None:
+            out *= f
         return out
 
     @property
@@ -191,51 +207,60 @@ def _devices(fields: str, key: int, n: int) -> Devices:
     spec = {"classes": classes, "replay": replay, **dict(zip(COLUMNS, columns, strict=True))}
     dev = draw_devices({k: v for k, v in spec.items() if v is not None}, key,
                        np.arange(n, dtype=np.int64))
-    for a in (dev.cls, dev.factor):
+    for a in (dev.cls, dev.link, dev.factors):
         if a is not None:
             a.setflags(write=False)
     return dev
 
 
 def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devices:
-    """The devices of ``agents`` (ids) under ``spec``: a class by share from one uniform of
-    the network's device stream ``key`` (or agent id modulo the rows of a per-agent trace,
-    ``replay``), then one link-quality draw z ~ N(0, 1) per agent: its latency is the class's
-    median times exp(spread z), its bandwidths the medians divided by it (a poor link is poor
-    every way). z is the normal quantile of where the uniform falls within its class's share
-    (itself uniform, and independent of the class)."""
+    """The devices of ``agents`` (ids) under ``spec``, from one 64-bit draw each of the
+    network's device stream ``key``: a class by share from its uniform (or agent id modulo the
+    rows of a per-agent trace, ``replay``), and from its low 11 bits, which that uniform
+    does not use, a link-quality level: z ~ N(0, 1) at one of ``LEVELS`` equally likely
+    levels. The agent's latency is its class's median times exp(spread z), its bandwidths the
+    medians divided by it (a poor link is poor every way)."""
     cols = class_columns(spec)
     agents = np.asarray(agents, dtype=np.int64)
     k = len(cols["share"])
     small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
-    u = uniform(key, agents, DEVICE_ROUND, 1)[:, 0]
+    b = bits(key, agents, DEVICE_ROUND, 1)[:, 0]
+    spread = cols["spread"]
+    link = (b & np.uint64(LEVELS - 1)).astype(np.uint16) if spread.any() else None
     if spec.get("replay"):
         cls = (agents % k).astype(small)
-    else:  # the class whose share interval holds u (a few comparisons beat a search)
+    else:  # the class whose share interval holds the draw's uniform (``rng.uniform_of``),
+        # compared on the draw itself: u >= e exactly when b >= the threshold (a few
+        # comparisons beat a search)
         edges = np.cumsum(cols["share"])
         edges /= edges[-1]
         cls = np.zeros(len(agents), dtype=small)
         for e in edges[:-1]:
-            cls += u >= e
-        if k > 1:  # where u falls within its class's interval: uniform on (0, 1)
-            low = np.concatenate(([0.0], edges[:-1]))
-            width = np.diff(edges, prepend=0.0)
-            for s in range(0, len(u), CHUNK):
-                c, uu = cls[s:s + CHUNK], u[s:s + CHUNK]
-                uu -= np.take(low, c)
-                uu /= np.take(width, c)
-            np.clip(u, _TINY, 1.0 - _TINY, out=u)
-    factor = None
-    if cols["spread"].any():
-        factor = normal_quantile(u)
-        for s in range(0, len(u), CHUNK):
-            f = factor[s:s + CHUNK]
-            f *= np.take(cols["spread"], cls[s:s + CHUNK])
-        np.exp(factor, out=factor)
+            cls += b >= np.uint64(_draw_threshold(float(e)))
+    factors = None if link is None else np.ascontiguousarray(np.exp(np.outer(spread,
+                                                                             Z_LEVELS)))
     avail = cols["availability"]
-    return Devices(cls, factor, cols["latency_ms"] / 1e3,
+    return Devices(cls, link, factors, cols["latency_ms"] / 1e3,
                    8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
                    1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+
+
+def _draw_threshold(e: float) -> int:
+    """The least 64-bit draw b whose uniform (``rng.uniform_of``: ``((b >> 11) + 0.5)
+    2^-53``, rounded as floating point rounds it) is at least ``e`` in (0, 1): from the exact
+    ``ceil(e 2^53 - 0.5) 2^11``, moved by whole steps of 2^11 until ``uniform_of`` agrees (it
+    rounds the half away above 2^52, and is monotone)."""
+    top = (1 << 64) - (1 << 11)
+    t = min(max(math.ceil(e * 2.0 ** 53 - 0.5) << 11, 0), top)
+
+    def at_least(b: int) -> bool:
+        return bool(uniform_of(np.array([b], dtype=np.uint64))[0] >= e)
+
+    while t > 0 and at_least(t - (1 << 11)):
+        t -= 1 << 11
+    while t < top and not at_least(t):
+        t += 1 << 11
+    return t
 
 
 def compute_seconds(spec: Mapping[str, Any], rnd: int, numbers: int) -> float:
@@ -258,21 +283,22 @@ def completion_times(dev: Devices, at: slice | np.ndarray, down: np.ndarray, bro
     ``at`` selects them in ``dev`` (a slice of agent ids or the ids), ``down``/``up`` their
     query and report envelopes' bytes (``wire_bytes`` adds the transport's headers),
     ``broadcast`` the round's broadcast envelope's (0: none), a message of its own. Written
-    into ``out`` (at least as long), a cache-sized chunk at a time; ``totals`` (two numbers)
-    gains the queries' and the reports' wire bytes."""
+    into ``out`` (at least as long), a cache-sized chunk at a time; ``totals`` (three numbers)
+    gains the queries' and the reports' wire bytes, and its last holds the largest time."""
     n = len(down)
     out = np.empty(n) if out is None else out[:n]
     if ARRIVALS.module is not None and isinstance(at, slice) and down.dtype == np.int32 \
             and up.dtype == np.int32 and dev.cls.dtype in (np.uint8, np.uint16):
         sums = ARRIVALS.module.arrivals(
             dev.cls[at], dev.cls.dtype == np.uint16,
-            None if dev.factor is None else dev.factor[at], down, up,
+            None if dev.link is None else dev.link[at], dev.factors, LEVELS, down, up,
             np.ascontiguousarray(dev.down_per_byte), np.ascontiguousarray(dev.up_per_byte),
             2.0 * dev.latency, compute_s * dev.slowness if compute_s else None,
             float(wire_bytes(broadcast)) if broadcast else 0.0, out)
         if totals is not None:
             totals[0] += sums[0]
             totals[1] += sums[1]
+            totals[2] = max(totals[2], sums[2])
         return out
     tab_down, tab_up = _wire_table(down), _wire_table(up)
     extra = float(wire_bytes(broadcast)) if broadcast else 0.0
@@ -296,10 +322,13 @@ def completion_times(dev: Devices, at: slice | np.ndarray, down: np.ndarray, bro
         vv *= np.take(dev.up_per_byte, c, out=ww)
         o += vv
         o += np.take(2.0 * dev.latency, c, out=ww)
-        if dev.factor is not None:
-            o *= dev.factor[sel]
+        f = dev.factor(sel)
+        if f is not None:
+            o *= f
         if compute_s:
             o += np.take(compute_s * dev.slowness, c, out=ww)
+        if totals is not None:
+            totals[2] = max(totals[2], float(o.max()))
     return out
 
 
@@ -319,7 +348,7 @@ def _wire_into(table: np.ndarray | None, sizes: np.ndarray, out: np.ndarray) -> 
 
 #: answers above which a round's completion percentiles are those of an evenly spaced sample
 #: of them (every k-th in agent order, at least this many): exact below
-PERCENTILE_SAMPLE = 1 << 16
+PERCENTILE_SAMPLE = 1 << 15
 
 
 def order_stats(times: np.ndarray, quota_rank: int) -> tuple[list[float | None], float | None]:
@@ -452,14 +481,16 @@ class Network:
         if self._times is None or len(self._times) < len(agents):
             self._times = np.empty(len(agents))
         # every row's time (contiguous passes beat gathering the reporters'), then theirs
-        wire = [0.0, 0.0]  # the queries' and the reports' bytes on the wire
+        wire = [0.0, 0.0, -math.inf]  # the bytes on the wire each way; the latest arrival
         every = completion_times(self.devices, span(agents), down, broadcast, up,
                                  compute_seconds(self.spec, rnd, numbers), self._times, wire)
         times = every if everyone_reported else every[reported]
         n_online = len(agents) if online is None else int(online.sum())
         everyone = everyone_reported or int(answered.sum()) >= n_online
         pct, quota_time = order_stats(times, math.ceil(self.quota * len(agents) - 1e-9))
-        last = float(times.max()) if len(times) else None
+        last = wire[2] if everyone_reported else float(times.max()) if len(times) else None
+        if last is not None and math.isinf(last):
+            last = None
         end = round_end(last, quota_time, everyone, self.deadline)
         late = None
         n_late = 0

@@ -101,7 +101,7 @@ def test_the_compiled_arrival_times_are_numpys_bit_for_bit():
         for mode in ("compiled", "numpy"):
             net.ARRIVALS.use(mode)
             for d, u in ((down, up), (down % 65536, up)):  # with and without the table
-                totals = [0, 0]
+                totals = [0, 0, -math.inf]
                 t = net.completion_times(dev, slice(0, n), d.astype(np.int32),
                                          37, u.astype(np.int32), 2e-5, None, totals)
                 got.setdefault(mode, []).append((t.view(np.uint64).copy(), totals))
@@ -110,6 +110,21 @@ def test_the_compiled_arrival_times_are_numpys_bit_for_bit():
     for (a, ta), (b, tb) in zip(got["compiled"], got["numpy"], strict=True):
         assert np.array_equal(a, b) and ta == tb
     assert got["numpy"][0][1][0] == int(net.wire_bytes(down).sum())
+    assert got["numpy"][0][1][2] == float(got["numpy"][0][0].view(np.float64).max())
+
+
+def test_a_class_is_chosen_by_the_draws_uniform_compared_on_the_draw_itself():
+    from ldpsim.protocols.rng import uniform_of
+
+    rng = np.random.default_rng(5)
+    b = rng.integers(0, 2**64, 200_000, dtype=np.uint64, endpoint=False)
+    u = uniform_of(b)
+    for e in (0.15, 0.4, 0.55, 0.6, 1e-9, 1 - 1e-9, 0.5):
+        t = np.uint64(net._draw_threshold(e))
+        assert np.array_equal(b >= t, u >= e)
+        # at the threshold itself and just below it
+        edge = np.array([int(t) - 1, int(t)], dtype=np.uint64)
+        assert (uniform_of(edge) >= e).tolist() == [False, True]
 
 
 def test_the_device_draws_are_keyed_by_agent_and_follow_the_shares():
