@@ -314,3 +314,32 @@ def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
             pool.wait(5)
     assert "res" not in box, "a pool revoked before run 0 took part in it"
     assert "no pool registered" in box.get("err", "")
+
+
+def test_hosts_backend_gives_the_inproc_virtual_times_of_a_deployment(tmp_path):
+    """A ``[deployment]`` (the mobile trace, a deadline that makes some answers late) over TCP
+    pools: the output, the dropouts by cause and every round's virtual times are inproc's."""
+    from ldpsim.simulator.sweep import deployment as dep
+
+    keys = deploy(tmp_path, 2, 500)
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
+    pools = [start_pool(port, keys.pool(i)) for i in range(2)]
+    table = dep.check({"trace": "mobile", "round_deadline_s": 0.06}, None)
+    c = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
+         "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
+         "pools": 2, "agent_mode": "batched", "batch": 128,
+         "collusion": {"colluders": 0, "curator": True}, "faults": [],
+         "deployment": dep.run_deployment(table, "dpwevote", {}, {})}
+    live = ("wall_s", "curator_cpu_s")
+    try:
+        res = hosts.run(c, keys.auth, keys.deployment.secrets)
+        ref = run_inproc(c, LIMITS, secrets=keys.deployment.secrets)
+        assert res["output"] == ref["output"] and res["virtual"] == ref["virtual"]
+        assert res["virtual"]["dropouts_late"] > 0 and res["virtual"]["dropouts_offline"] > 0
+        assert [{k: v for k, v in r.items() if k not in live} for r in res["comm"]["per_round"]] \
+            == [{k: v for k, v in r.items() if k not in live} for r in ref["comm"]["per_round"]]
+    finally:
+        hosts.close()
+        codes = [p.wait(timeout=15) for p in pools]
+    assert codes == [0, 0]
