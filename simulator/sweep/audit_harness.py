@@ -316,6 +316,12 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
     fallback = "per-trial" if coins == "auto" else coins
     if path == "full":
         return None, "asked for (--path full)", use_llr, use_float, fallback
+    if setting.config.get("deployment"):
+        why = ("a [deployment]: whether the target is online, and in time, is the network's, "
+               "which only full runs simulate")
+        if path == "batch":
+            raise ValueError(f"--path batch: {protocol.name} cannot run as a batch: {why}")
+        return None, why, use_llr, use_float, fallback
     if not setting.curator_colludes:
         why = "the curator is not in the coalition (the view is the released aggregate)"
         if path == "batch":

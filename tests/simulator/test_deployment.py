@@ -344,3 +344,16 @@ def test_late_reports_are_out_of_the_aggregate_but_in_the_coalitions_view(tmp_pa
     assert len(late) == per["dropouts_late"] > 0
     assert len(r["report_agents"]) == per["reported"] + per["dropouts_late"]
     assert np.isin(late, np.asarray(r["report_agents"])).all()
+
+
+def test_an_audit_under_a_deployment_runs_every_trial_through_the_network():
+    """The audit's batch path replays the target's randomizer alone, without the network: under
+    a ``[deployment]`` (the target may be offline or late) every trial is a full run."""
+    rec, = ldpsim.audit("audit_rank", overrides={
+        "protocols": ["ldp_kwiksort_rr"], "deployment.trace": "mobile",
+        "deployment.round_deadline_s": 0.05}, trials=200)
+    assert rec["path"] == "full" and "[deployment]" in rec["path_note"]
+    with pytest.raises(ValueError, match=r"--path batch: ldp_kwiksort_rr cannot run as a batch"):
+        ldpsim.audit("audit_rank", overrides={"protocols": ["ldp_kwiksort_rr"],
+                                              "deployment.availability": 0.5},
+                     trials=50, path="batch")
