@@ -179,6 +179,9 @@ class Round:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
         envelope's size; it is pending until answered."""
         box = self.outbox.get(peer)
+        if self.online is not None:  # offline agents are not asked: skip batches of none
+            while box and not self.online[slice(*box[0])].any():
+                box.popleft()
         if not box:
             return None
         s, e = box.popleft()
@@ -186,11 +189,9 @@ class Round:
         queries = self.queries
         rows: slice | np.ndarray = slice(s, e)
         qs = None if queries is None else queries[s:e]
-        if self.online is not None:  # offline agents are not asked
+        if self.online is not None:
             keep = self.online[s:e]
             if not keep.all():
-                if not keep.any():
-                    return self.next_batch(peer)
                 rows = np.flatnonzero(keep) + s
                 ids = ids[keep]
                 qs = None if qs is None else (qs[keep] if isinstance(qs, np.ndarray) else

@@ -357,3 +357,14 @@ def test_an_audit_under_a_deployment_runs_every_trial_through_the_network():
         ldpsim.audit("audit_rank", overrides={"protocols": ["ldp_kwiksort_rr"],
                                               "deployment.availability": 0.5},
                      trials=50, path="batch")
+
+
+def test_many_batches_of_offline_agents_in_a_row_are_skipped_without_recursion():
+    """One agent per batch and nobody online: 3,000 empty batches one after another are
+    skipped in a loop (a recursion through them failed the registering frame)."""
+    table = raw("ldp_kwiksort_rr", n=3000, deployment={"availability": 0.0})
+    table["runtime"].update(batch=1, pools=1)
+    rec, = records(table)
+    assert rec["rejected"] == 0, rec["rejections"]
+    assert rec["virtual"]["dropouts_offline"] == 3000
+    assert rec["comm"]["per_round"][0]["reported"] == 0
