@@ -95,7 +95,7 @@ def model_alone(n: int) -> dict[str, float]:
         down, up = net.sizes(n)
         down[online], up[online] = 9, 9
         t = time.perf_counter()
-        net.close_round(0, agents, online, online, online, down, 0, up, 1)
+        net.close_round(0, agents, int(online.sum()), online, online, down, 0, up, 1)
         out["round_end"] = min(out["round_end"], time.perf_counter() - t)
     return out
 

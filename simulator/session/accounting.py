@@ -20,10 +20,14 @@ import numpy as np
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.common import peak_rss_mb, written_zeros
 
+#: a ZMTP 3 frame's header: flags and a 1-byte length for a body of up to ``ZMTP_SHORT_MAX``
+#: bytes, else flags and an 8-byte length
+ZMTP_SHORT, ZMTP_LONG, ZMTP_SHORT_MAX = 2, 9, 255
+
 
 def zmtp_bytes(frame_len: int) -> int:
     """Bytes a frame occupies in a ZMTP 3 stream: flags + 1- or 8-byte length + body."""
-    return frame_len + (2 if frame_len <= 255 else 9)
+    return frame_len + (ZMTP_SHORT if frame_len <= ZMTP_SHORT_MAX else ZMTP_LONG)
 
 
 #: the per-agent byte counters' dtypes, narrowest first: a counter widens to the next one that

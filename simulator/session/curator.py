@@ -114,7 +114,6 @@ class CuratorSession:
         self.round_dropouts = 0
         #: the simulated network of a ``[deployment]`` (virtual time), from the rounds on
         self.network: Network | None = None
-        self.asked = 0  # agents asked, summed over the rounds
         self.failure: str | None = None
         self.result: dict[str, Any] | None = None
         self.comm = CommStats()
@@ -428,7 +427,6 @@ class CuratorSession:
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
                                  t_wall, t_cpu, online=online,
                                  sizes=None if net is None else net.sizes(len(plan.agents)))
-        self.asked += rnd.expected
         self.expected = Expected(self.run, number, reg.n, plan.schema,
                                  self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         if self.record_view:
@@ -479,7 +477,7 @@ class CuratorSession:
         timed = None
         if self.network is not None:  # who came too late for the round's virtual end
             rnd.late, timed = self.network.close_round(
-                rnd.number, rnd.agents, rnd.answered_rows, rnd.reported[span(rnd.agents)],
+                rnd.number, rnd.agents, rnd.got + rnd.invalid, rnd.reported[span(rnd.agents)],
                 rnd.online, rnd.sizes_down, rnd.broadcast_bytes, rnd.sizes_up,
                 rnd.plan.schema.length)
         agents, reports = rnd.collect()
@@ -536,7 +534,7 @@ class CuratorSession:
             round_dropouts=self.round_dropouts, colluders=reg.colluders,
             curator_colludes=self.config.curator_colludes)
         if self.network is not None:
-            self.result["virtual"] = self.network.summary(self.asked)
+            self.result["virtual"] = self.network.summary()
         if self.record_view:
             self.view["output"] = self.output
             self.view["public"] = reg.public

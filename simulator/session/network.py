@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.rng import bits, uniform, uniform_of
+from ldpsim.simulator.session.accounting import ZMTP_LONG, ZMTP_SHORT, ZMTP_SHORT_MAX
 from ldpsim.simulator.session.common import span
 
 from ldpsim import environment
@@ -50,10 +51,9 @@ from ldpsim import environment
 ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", environment.NETWORK,
                             "simulator/session/_netc.c")
 
-#: the transport's headers (``wire_bytes``): a ZMTP 3 frame header (flags and a 1-byte length
-#: up to 255 bytes, else an 8-byte one) and TCP/IPv4 headers (20 + 20 bytes) per segment of
-#: at most ``MSS`` payload bytes
-ZMTP_SHORT, ZMTP_LONG, TCPIP_HEADERS, MSS = 2, 9, 40, 1460
+#: the transport's headers besides the ZMTP frame's (``accounting.zmtp_bytes``): TCP/IPv4
+#: headers (20 + 20 bytes) per segment of at most ``MSS`` payload bytes (``wire_bytes``)
+TCPIP_HEADERS, MSS = 40, 1460
 #: the class columns of a deployment (``simulator.sweep.deployment`` checks them)
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
 #: the stream round of the device draws (fixed for a run; availability uses the round's)
@@ -64,7 +64,7 @@ def wire_bytes(envelope: np.ndarray | int) -> np.ndarray | int:
     """The bytes an envelope of ``envelope`` bytes takes on the wire: with its ZMTP frame
     header and one TCP/IPv4 header per ``MSS`` bytes (0 stays 0: nothing is sent)."""
     e = np.asarray(envelope, dtype=np.int64)
-    framed = e + np.where(e > 255, ZMTP_LONG, ZMTP_SHORT)
+    framed = e + np.where(e > ZMTP_SHORT_MAX, ZMTP_LONG, ZMTP_SHORT)  # as zmtp_bytes
     out = np.where(e > 0, framed + TCPIP_HEADERS * -(-framed // MSS), 0)
     return int(out) if out.ndim == 0 else out
 
@@ -82,13 +82,13 @@ _D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
 _P_LOW = 0.02425
 
 
-#: elements per pass of the model's arithmetic (its scratch arrays stay in cache)
+#: elements per pass of the arrival times' numpy path (its scratch arrays stay in cache)
 CHUNK = 1 << 15
 
 
-def _poly(coefs: tuple[float, ...], x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Horner's rule into ``out``."""
-    out.fill(coefs[0])
+def _poly(coefs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
+    """Horner's rule."""
+    out = np.full_like(x, coefs[0])
     for c in coefs[1:]:
         out *= x
         out += c
@@ -97,28 +97,19 @@ def _poly(coefs: tuple[float, ...], x: np.ndarray, out: np.ndarray) -> np.ndarra
 
 def normal_quantile(u: np.ndarray) -> np.ndarray:
     """The standard normal quantile of each u in (0, 1), by Acklam's rational approximation
-    (relative error below 1.2e-9): numpy only, so that the curator imports no SciPy; a
-    cache-sized chunk at a time."""
+    (relative error below 1.2e-9): numpy only, so that the curator imports no SciPy."""
     u = np.asarray(u, dtype=np.float64)
-    out = np.empty_like(u)
-    size = min(CHUNK, len(u))
-    q, r, den = (np.empty(size) for _ in range(3))
-    for s in range(0, len(u), CHUNK):
-        uu = u[s:s + CHUNK]
-        m = len(uu)
-        qq, rr, dd, oo = q[:m], r[:m], den[:m], out[s:s + m]
-        np.subtract(uu, 0.5, out=qq)
-        np.multiply(qq, qq, out=rr)
-        _poly(_A, rr, oo)
-        oo *= qq
-        oo /= _poly(_B, rr, dd)
-        np.abs(qq, out=qq)
-        tail = np.flatnonzero(qq > 0.5 - _P_LOW)
-        if len(tail):
-            p = np.minimum(uu[tail], 1.0 - uu[tail])
-            t = np.sqrt(-2.0 * np.log(p))
-            x = _poly(_C, t, np.empty_like(t)) / _poly(_D, t, np.empty_like(t))
-            oo[tail] = np.where(uu[tail] < 0.5, x, -x)
+    q = u - 0.5
+    r = q * q
+    out = _poly(_A, r)
+    out *= q
+    out /= _poly(_B, r)
+    tail = np.flatnonzero(np.abs(q) > 0.5 - _P_LOW)
+    if len(tail):
+        p = np.minimum(u[tail], 1.0 - u[tail])
+        t = np.sqrt(-2.0 * np.log(p))
+        x = _poly(_C, t) / _poly(_D, t)
+        out[tail] = np.where(u[tail] < 0.5, x, -x)
     return out
 
 
@@ -156,20 +147,14 @@ class Devices:
         flat += self.link[at]
         return np.take(self.factors.reshape(-1), flat)
 
-    def linked(self, table: np.ndarray, at: slice | np.ndarray | None = None) -> np.ndarray:
-        """Each agent's value of a link figure (``latency``, ``down_per_byte`` or
-        ``up_per_byte``): its class's times its factor (``at``: those agents only)."""
-        sel = slice(None) if at is None else at
-        out = np.take(table, self.cls[sel])
-        f = self.factor(sel)
+    @property
+    def latency_s(self) -> np.ndarray:
+        """Every agent's one-way latency in seconds: its class's times its factor."""
+        out = np.take(self.latency, self.cls)
+        f = self.factor(slice(None))
         if f is not None:
             out *= f
         return out
-
-    @property
-    def latency_s(self) -> np.ndarray:
-        """Every agent's one-way latency in seconds."""
-        return self.linked(self.latency)
 
 
 def class_columns(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -414,6 +399,7 @@ class Network:
         self.quota = float(spec.get("quota", 1.0))
         self.per_run = spec.get("availability_per", "round") == "run"
         self.clock = 0.0  # when the current round started (virtual seconds)
+        self.asked = 0  # agents asked, summed over the rounds
         self.offline = 0
         self.late = 0
         self._sizes: tuple[np.ndarray, np.ndarray] | None = None
@@ -444,7 +430,7 @@ class Network:
         self.elapsed += time.perf_counter() - t0
         return None if up.all() else up
 
-    def close_round(self, rnd: int, agents: np.ndarray, answered: np.ndarray,
+    def close_round(self, rnd: int, agents: np.ndarray, answered: int,
                     reported: np.ndarray, online: np.ndarray | None, down: np.ndarray,
                     broadcast: int, up: np.ndarray, numbers: int
                     ) -> tuple[np.ndarray | None, dict[str, Any]]:
@@ -454,8 +440,8 @@ class Network:
         ----------
         agents : array
             The round's asked agents (the plan's, sorted).
-        answered : bool array
-            Per row of ``agents``: the agent answered (reported, invalid or refused).
+        answered : int
+            The asked agents that answered (reported, sent an invalid report or refused).
         reported : bool array
             Per row: a valid report is stored.
         online : bool array or None
@@ -486,7 +472,7 @@ class Network:
                                  compute_seconds(self.spec, rnd, numbers), self._times, wire)
         times = every if everyone_reported else every[reported]
         n_online = len(agents) if online is None else int(online.sum())
-        everyone = everyone_reported or int(answered.sum()) >= n_online
+        everyone = everyone_reported or answered >= n_online
         pct, quota_time = order_stats(times, math.ceil(self.quota * len(agents) - 1e-9))
         last = wire[2] if everyone_reported else float(times.max()) if len(times) else None
         if last is not None and math.isinf(last):
@@ -509,16 +495,17 @@ class Network:
             "wire_bytes_up": round(wire[1]),
         }
         self.clock += end
+        self.asked += len(agents)
         self.offline += offline
         self.late += n_late
         self.elapsed += time.perf_counter() - t0
         return late, record
 
-    def summary(self, asked: int) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """The run's virtual totals: its wall time, dropouts by cause, and the share of the
-        asked agent-rounds that dropped out (``asked``: the rounds' asked agents, summed)."""
+        asked agent-rounds that dropped out."""
         lost = self.offline + self.late
         return {"wall_s": self.clock, "dropouts_offline": self.offline,
                 "dropouts_late": self.late,
-                "dropout_rate": lost / asked if asked else 0.0}
+                "dropout_rate": lost / self.asked if self.asked else 0.0}
 

@@ -278,12 +278,6 @@ class Round:
         those of a deployment, offline or late, are counted apart)."""
         return self.expected - self.got - self.invalid - self.offline
 
-    @property
-    def answered_rows(self) -> np.ndarray:
-        """Per row of ``agents``: the agent reported, sent an invalid report or refused."""
-        at = span(self.agents)
-        return self.reported[at] | self.invalid_mask[at]
-
     def record(self) -> dict[str, Any]:
         """The round's entry of the result's ``comm.per_round``."""
         late = 0 if self.late is None else int(self.late.sum())
