@@ -8,9 +8,10 @@ process starts); ``points`` expands one protocol's axes into its points
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from typing import Any
+
+from ldpsim.simulator.sweep.catalogue import hint
 
 #: ``[sweep] paired`` as an error shows what is allowed
 PAIRED = ('a list of groups, each a list of two or more swept settings, e.g. '
@@ -29,7 +30,7 @@ def check_sweep(table: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         Every setting a group may name (``params.*``, ``data.*``, ``collusion.colluders``),
         with its value: a list when it is swept.
     """
-    problems = [f"[sweep] {k}: unknown key; allowed: paired{_hint(k, ['paired'])}"
+    problems = [f"[sweep] {k}: unknown key; allowed: paired{hint(k, ['paired'])}"
                 for k in table if k != "paired"]
     groups = table.get("paired", [])
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
@@ -55,7 +56,7 @@ def _group_problems(group: list[Any], settings: dict[str, Any], seen: set[str]) 
                        "once")
         elif k not in settings:
             out.append(f"[sweep] paired: {k} is not a swept setting of this scenario; allowed: "
-                       f"{shown}{_hint(k, swept)}")
+                       f"{shown}{hint(k, swept)}")
         elif k not in swept:
             out.append(f"[sweep] paired: {k} is not a list (one value); allowed: swept settings "
                        f"(a list of values) of this scenario: {shown}")
@@ -88,8 +89,3 @@ def points(axes: dict[str, list[Any]], paired: list[list[str]]) -> list[dict[str
     return [{k: v for part in combo for k, v in part.items()}
             for combo in itertools.product(*columns)]
 
-
-def _hint(name: Any, allowed: list[str]) -> str:
-    """``; did you mean 'x'?`` for the closest allowed name, or nothing."""
-    close = difflib.get_close_matches(str(name), allowed, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""

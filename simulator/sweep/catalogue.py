@@ -16,6 +16,13 @@ def scenario_names() -> list[str]:
     return sorted({f.stem for d in SCENARIO_DIRS if d.is_dir() for f in d.glob("*.toml")})
 
 
+def hint(name: object, allowed: object) -> str:
+    """``; did you mean 'x'?`` for the name in ``allowed`` (any iterable; compared as text)
+    closest to ``name``, or nothing: what an error about an unknown key or value ends with."""
+    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def did_you_mean(name: str | Path) -> str:
     """``; did you mean 'demo'?``, with up to three scenario names closest to ``name`` (a
     name or a path: its stem is compared), or nothing."""

@@ -29,7 +29,7 @@ from typing import Any
 from ldpsim.protocols import ParamError
 from ldpsim.protocols.base import ParamSpec
 from ldpsim.simulator.session.network import COLUMNS
-from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS
+from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS, hint
 
 #: where ``trace = "NAME"`` is looked up (beside the scenario file first)
 TRACE_DIR = "traces"
@@ -82,7 +82,7 @@ def check(table: Any, scenario_path: str | None) -> dict[str, Any]:
         raise DeploymentError("[deployment]: must be a table")
     if not table:
         return {}
-    problems = [f"[deployment] {k}: unknown key; allowed: {', '.join(KEYS)}{_hint(k)}"
+    problems = [f"[deployment] {k}: unknown key; allowed: {', '.join(KEYS)}{hint(k, KEYS)}"
                 for k in table if k not in KEYS]
     if problems:
         raise DeploymentError("\n".join(problems))
@@ -102,13 +102,6 @@ def check(table: Any, scenario_path: str | None) -> dict[str, Any]:
         out["classes"], out["replay"] = read_trace(find_trace(table["trace"], scenario_path))
     out["compute"] = _compute_source(table.get("compute", "calibrated"), scenario_path)
     return out
-
-
-def _hint(k: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(k), KEYS, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _nonempty(k: str, v: list[Any]) -> list[Any]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.sweep.catalogue import hint
 from ldpsim.simulator.sweep.metrics import CHANCE, registry
 from ldpsim.simulator.sweep.results import (
     COST_COLUMNS,
@@ -144,12 +145,6 @@ def check_table(table: dict[str, Any], axes: list[str], metrics: list[str] | Non
         Every metric the scenario's protocols declare (None: a protocol declares none, so
         ``y`` is not checked).
     """
-    from difflib import get_close_matches
-
-    def hint(name: Any, allowed: list[str]) -> str:
-        close = get_close_matches(str(name), allowed, n=1)
-        return f"; did you mean {close[0]!r}?" if close else ""
-
     def names(key: str, value: Any, allowed: list[str], what: str) -> None:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not items or \

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import hashlib
 import json
 import re
@@ -51,6 +50,7 @@ from ldpsim.simulator.sweep.catalogue import (  # noqa: F401 - re-exported: sc.f
     SCENARIO_DIRS,
     did_you_mean,
     find,
+    hint,
     scenario_names,
 )
 from ldpsim.simulator.sweep.plots import PlotSpec, check_table, default_metrics
@@ -394,12 +394,6 @@ def _table(raw: dict[str, Any], name: str) -> dict[str, Any]:
     return t
 
 
-def _hint(name: str, allowed: Any) -> str:
-    """``; did you mean 'x'?`` for the closest allowed name, or nothing."""
-    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 class _Errors:
     """Collects every validation error of a scenario, so one run of ``ldpsim`` shows them all."""
 
@@ -435,7 +429,7 @@ def _check_table(table: dict[str, Any], specs: dict[str, ParamSpec], section: st
         if k not in specs:
             allowed = [*specs, *also]
             errors.add(f"[{section}] {k}: unknown key; allowed: {', '.join(allowed)}"
-                       f"{_hint(k, allowed)}")
+                       f"{hint(k, allowed)}")
             continue
         checked = errors.attempt(specs[k].check, v, f"[{section}] {k}")
         if checked is not None or v is None:
@@ -459,7 +453,7 @@ def validate(raw: dict[str, Any], path: str | None = None,
     errors = _Errors()
     for k in sorted(set(raw) - TOP_KEYS):
         errors.add(f"{k}: unknown top-level key; allowed: {', '.join(sorted(TOP_KEYS))}"
-                   f"{_hint(k, TOP_KEYS)}")
+                   f"{hint(k, TOP_KEYS)}")
     name = raw.get("name") or (Path(path).stem if path else "scenario")
     if not isinstance(name, str):
         errors.add("name: must be a string")
@@ -553,7 +547,7 @@ def _protocols(raw: dict[str, Any]) -> list[str]:
                                 f"{', '.join(sorted(PROTOCOLS))}")
         if p not in PROTOCOLS:
             raise ScenarioError(f"protocol: unknown protocol {p!r}; allowed: "
-                                f"{', '.join(sorted(PROTOCOLS))}{_hint(p, PROTOCOLS)}")
+                                f"{', '.join(sorted(PROTOCOLS))}{hint(p, PROTOCOLS)}")
     return protos
 
 
@@ -567,7 +561,7 @@ def _data(raw: dict[str, Any], protos: list[str] | None, errors: _Errors) -> dic
                             f"{', '.join(sorted(DATA_KINDS))} (a data kind cannot be swept)")
     if kind not in DATA_KINDS:
         raise ScenarioError(f"[data] kind: unknown data kind {kind!r}; allowed: "
-                            f"{', '.join(sorted(DATA_KINDS))}{_hint(kind, DATA_KINDS)}")
+                            f"{', '.join(sorted(DATA_KINDS))}{hint(kind, DATA_KINDS)}")
     dk = get_data_kind(kind)
     if protos is not None:
         data_types = {PROTOCOLS[p].data_type for p in protos}
@@ -579,7 +573,7 @@ def _data(raw: dict[str, Any], protos: list[str] | None, errors: _Errors) -> dic
             continue
         if k not in dk.params:
             errors.add(f"[data] {k}: unknown argument for kind {kind!r}; allowed: "
-                       f"{', '.join(sorted(dk.params))}{_hint(k, dk.params)}")
+                       f"{', '.join(sorted(dk.params))}{hint(k, dk.params)}")
             continue
         if isinstance(v, list) and not v:
             errors.add(f"[data] {k}: an empty list sweeps nothing")
@@ -601,7 +595,7 @@ def _params(raw: dict[str, Any], protos: list[str] | None, narrowed: frozenset[s
             allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
             errors.add(f"[params] {k}: not a parameter of any protocol of this scenario; "
                        f"allowed for {', '.join(protos)}: {', '.join(allowed) or '(none)'}"
-                       f"{_hint(k, allowed)}")
+                       f"{hint(k, allowed)}")
             continue
         # a parameter of some of the protocols (e.g. epsilon next to plain "kwiksort") is not
         # applied to those that do not take it
@@ -773,7 +767,7 @@ def _published(entries: Any, protos: list[str] | None) -> list[str]:
         return []
     return [f"[[published]] #{i + 1}: metric {e['metric']!r} is not a metric of "
             f"{', '.join(protos)}; allowed: {', '.join(sorted(declared))}"
-            f"{_hint(e['metric'], declared)}"
+            f"{hint(e['metric'], declared)}"
             for i, e in enumerate(entries) if e["metric"] not in declared]
 
 
