@@ -17,13 +17,12 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from ldpsim.protocols import PROTOCOLS, build_data
-from ldpsim.protocols.keys import DataKeys
-from ldpsim.protocols.local import example_data, local_rounds
+from ldpsim.protocols import PROTOCOLS
+from ldpsim.protocols.local import example_data
+from ldpsim.simulator.bench.kernels import data_table, kernel
 from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS
 from ldpsim.simulator.sweep.deployment import COSTS_FILE
 
@@ -34,33 +33,17 @@ SEED = 1
 
 
 def calibrate(name: str, n: int = AGENTS, repeats: int = REPEATS) -> dict[str, Any] | None:
-    """Seconds per agent of each round of ``name``'s ``respond`` (best of ``repeats``) and
-    each round's report length; None for a protocol without example data."""
-    table = example_data(name)
-    if table is None:
+    """Seconds per agent of each round of ``name``'s ``respond`` (``kernels.kernel``, best of
+    ``repeats`` round by round) and each round's report length; None for a protocol without
+    example data."""
+    if example_data(name) is None:
         return None
-    proto = PROTOCOLS[name]
-    data = build_data({**table, "n": n}, DataKeys.of_seed(SEED))
-    best: list[float] | None = None
-    numbers: list[int] = []
-    asked: list[int] = []
-    for _ in range(repeats):
-        took: list[float] = []
-
-        def timed(phase: str, fn: Any, *a: Any, took: list[float] = took) -> Any:
-            t0 = time.perf_counter()
-            out = fn(*a)
-            if phase == "respond":
-                took.append(time.perf_counter() - t0)
-            return out
-
-        rounds, _ = local_rounds(proto.bind({}, data.public), data, SEED, timed)
-        numbers = [r.plan.schema.length for r in rounds]
-        asked = [len(r.plan.agents) for r in rounds]
-        best = took if best is None else [min(a, b) for a, b in zip(best, took, strict=True)]
-    per_agent = [t / a if a else 0.0 for t, a in zip(best or [], asked, strict=True)]
+    runs = [kernel(name, n, SEED) for _ in range(repeats)]
+    best = [min(r) for r in zip(*(k["respond_rounds"] for k in runs), strict=True)]
+    asked, numbers = runs[0]["asked"], runs[0]["numbers"]
+    per_agent = [t / a if a else 0.0 for t, a in zip(best, asked, strict=True)]
     return {"round_s": [float(f"{x:.3g}") for x in per_agent], "numbers": numbers,
-            "data": {**table, "n": n}}
+            "data": data_table(name, n)}
 
 
 def measure(names: list[str] | None = None, n: int = AGENTS) -> dict[str, Any]:

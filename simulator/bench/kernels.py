@@ -66,17 +66,22 @@ def data_table(name: str, n: int) -> dict[str, Any]:
 def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
     """Seconds of one in-process run's plan, respond, absorb and finish (``protocols.local``'s
     loop; the data set is built before the clock starts), its number of rounds, and whether
-    every round's reports fit the runtime's batch codec (``batch_codec``)."""
+    every round's reports fit the runtime's batch codec (``batch_codec``); per round, the
+    respond's seconds (``respond_rounds``), the agents asked and the report's numbers."""
     proto = PROTOCOLS[name]
     table = data_table(name, n)
     data = build_data(table, DataKeys.of_seed(seed))
-    t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0}
+    t: dict[str, Any] = {"plan": 0.0, "respond": 0.0, "absorb": 0.0, "finish": 0.0,
+                         "respond_rounds": []}
     proto.import_curator_modules()  # as the runtime does at set-up: not round time
 
     def timed(phase: str, fn, *a):
         t0 = time.perf_counter()
         out = fn(*a)
-        t[phase] += time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        t[phase] += took
+        if phase == "respond":
+            t["respond_rounds"].append(took)
         return out
 
     rounds, _ = local_rounds(timed("plan", proto.bind, {}, data.public), data, seed, timed)
@@ -84,6 +89,8 @@ def kernel(name: str, n: int, seed: int = SEED) -> dict[str, Any]:
                for rnd, r in enumerate(rounds)]
     rnd = len(rounds)
     t["rounds"] = rnd
+    t["asked"] = [len(r.plan.agents) for r in rounds]
+    t["numbers"] = [r.plan.schema.length for r in rounds]
     t["batch_codec"] = all(batched)
     return t
 
