@@ -590,15 +590,7 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
                     xs = _dodge(xs, drawn.index(key), len(drawn), lo, hi, logx)
                 handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
                 legend.setdefault(label, (layout.rank[key], False, handle))
-                lo_band, hi_band = ys - hs, ys + hs
-                if declared is not None and (declared.low, declared.high) != (None, None):
-                    # a band stops at the metric's declared range (bytes and seconds at 0)
-                    lo_band = lo_band if declared.low is None else np.maximum(lo_band,
-                                                                               declared.low)
-                    hi_band = hi_band if declared.high is None else np.minimum(hi_band,
-                                                                                declared.high)
-                elif sweep.bounded.get(metric):
-                    lo_band, hi_band = np.clip(lo_band, 0, 1), np.clip(hi_band, 0, 1)
+                lo_band, hi_band = _band(ys, hs, declared, sweep.bounded.get(metric, False))
                 if logy:  # a band reaching 0 or below stops at the smallest mean drawn
                     lo_band = np.maximum(lo_band, floor)
                 if _spread(ys, hs):
@@ -634,6 +626,19 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
     return fig
 
 
+def _band(ys: np.ndarray, hs: np.ndarray, declared: Any, bounded: bool
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """A line's 95% band, ``ys`` ± ``hs``, stopped at the metric's declared range (bytes and
+    seconds at 0), or at [0, 1] for an undeclared metric whose values all lie there."""
+    lo, hi = ys - hs, ys + hs
+    if declared is not None and (declared.low, declared.high) != (None, None):
+        lo = lo if declared.low is None else np.maximum(lo, declared.low)
+        hi = hi if declared.high is None else np.minimum(hi, declared.high)
+    elif bounded:
+        lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+    return lo, hi
+
+
 def _dropout_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]],
                     metric: str) -> Any:
     """A metric against the dropout rate the points measured (``virtual.dropout_rate``, the
@@ -659,9 +664,7 @@ def _dropout_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str
         handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color, label=label)
         handles.append(handle)
         if _spread(ys, hs):
-            lo, hi = ys - hs, ys + hs
-            if sweep.bounded.get(metric):
-                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            lo, hi = _band(ys, hs, registry().get(metric), sweep.bounded.get(metric, False))
             ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
     ax.grid(True, alpha=0.3)
     _finish(fig, grid, 1, handles, [h.get_label() for h in handles],
