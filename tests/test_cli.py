@@ -29,6 +29,13 @@ def cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.Complet
                           capture_output=True, text=True, timeout=timeout)
 
 
+def python_c(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -c CODE ARGS`` in a fresh interpreter, from the repository's root."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 TINY = """
 name = "tiny"
 description = "tiny inproc scenario for the CLI tests"
@@ -156,9 +163,8 @@ def test_a_retired_option_names_what_does_the_same(tmp_path, cmd, flag, instead)
     from ldpsim.simulator.cli import main
 
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-c", "import sys; from ldpsim.simulator.cli import "
-                          "main; sys.exit(main())", cmd, "demo", flag, "--out", str(out)],
-                         capture_output=True, text=True, timeout=60)
+    res = python_c("import sys; from ldpsim.simulator.cli import main; sys.exit(main())", cmd,
+                   "demo", flag, "--out", str(out))
     assert res.returncode == 2 and res.stdout == "" and not out.exists()
     assert res.stderr.strip() == (f"error: ldpsim {cmd} {flag.split('=')[0]}: no longer an "
                                   f"option; use {instead}")
@@ -379,8 +385,7 @@ def test_version_and_help_import_no_family():
             "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith("
             "('ldpsim.protocols.rank', 'ldpsim.protocols.safari', 'ldpsim.protocols.ethics', "
             "'ldpsim.protocols.truth', 'ldpsim.protocols.vote'))))")
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+    res = python_c(code)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
     from ldpsim.simulator import __version__
 
@@ -404,9 +409,7 @@ def test_run_imports_only_what_it_uses(tmp_path, plots):
         argv += ["--set", "params.epsilon=[0.5, 1.0]", "--set", "repeats=2"]
     code = (f"import sys; from ldpsim.simulator import cli; rc = cli.main({argv!r}); "
             f"print(rc, sorted(m for m in sys.modules if m.startswith({HEAVY!r})))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env=env)
+    res = python_c(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[-1] == "0 []", res.stdout + res.stderr
     assert len(read_lines(tmp_path / "out")) == (1 if plots == "true" else 4)
@@ -453,9 +456,7 @@ def _cli_without_matplotlib(*args: str) -> subprocess.CompletedProcess:
     """``ldpsim ARGS`` where importing matplotlib fails, as without it installed."""
     code = ("import sys; sys.modules['matplotlib'] = None; from ldpsim.simulator.cli import "
             "main; sys.exit(main(sys.argv[1:]))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return python_c(code, *args, timeout=120)
 
 
 def test_one_pool_its_rounds_and_no_matplotlib_said_in_one_line(tmp_path):
@@ -555,9 +556,7 @@ def test_start_begins_the_fork_server_before_numpy(tmp_path):
             "orig = launch.start_fork_server; "
             "launch.start_fork_server = lambda: (seen.append('numpy' in sys.modules), orig()); "
             f"from ldpsim.simulator import start; rc = start.main({argv!r}); print(rc, seen)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env=env)
+    res = python_c(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[-1] == "0 [False]", res.stdout + res.stderr
     assert len(read_lines(tmp_path / "out")) == 1
