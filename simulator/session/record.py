@@ -95,5 +95,5 @@ def run_record(*, spec: Any, res: dict[str, Any], backend: str, metrics: dict[st
         "versions": versions,
         # a deployment's settings and what it did in virtual time (only with one)
         **({"deployment": spec.deployment, "virtual": res.get("virtual")}
-           if getattr(spec, "deployment", None) else {}),
+           if spec.deployment else {}),
     }
