@@ -37,6 +37,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,12 @@ ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", enviro
 TCPIP_HEADERS, MSS = 40, 1460
 #: the class columns of a deployment (``simulator.sweep.deployment`` checks them)
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
+#: every default of a deployment, the one place one is spelled (``sweep.deployment``'s table
+#: reads them): no latency, no bandwidth limit (None), no spread, speed 1, always online, no
+#: deadline, the whole round answering, availability drawn each round
+DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "latency_ms": 0.0, "down_mbps": None, "up_mbps": None, "spread": 0.0, "speed": 1.0,
+    "availability": 1.0, "round_deadline_s": None, "quota": 1.0, "availability_per": "round"})
 #: the stream round of the device draws (fixed for a run; availability uses the round's)
 DEVICE_ROUND = 0
 
@@ -168,14 +175,9 @@ def class_columns(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
         given = spec.get(col, classes.get(col))
         if given is None or not isinstance(given, list):
             given = [given] * rows
-        out[col] = np.array([_default(col) if v is None else v for v in given],
-                            dtype=np.float64)
+        none = math.inf if DEFAULTS[col] is None else DEFAULTS[col]  # None: no limit
+        out[col] = np.array([none if v is None else v for v in given], dtype=np.float64)
     return out
-
-
-def _default(col: str) -> float:
-    return {"latency_ms": 0.0, "spread": 0.0, "speed": 1.0, "availability": 1.0}.get(
-        col, math.inf)
 
 
 def run_devices(spec: Mapping[str, Any], key: int, n: int) -> Devices:
@@ -396,8 +398,8 @@ class Network:
         self.availability_key = int(keys[1])
         self.devices = run_devices(spec, int(keys[0]), n)
         self.deadline = spec.get("round_deadline_s")
-        self.quota = float(spec.get("quota", 1.0))
-        self.per_run = spec.get("availability_per", "round") == "run"
+        self.quota = float(spec.get("quota", DEFAULTS["quota"]))
+        self.per_run = spec.get("availability_per", DEFAULTS["availability_per"]) == "run"
         self.clock = 0.0  # when the current round started (virtual seconds)
         self.asked = 0  # agents asked, summed over the rounds
         self.offline = 0

@@ -28,7 +28,7 @@ from typing import Any
 
 from ldpsim.protocols import ParamError
 from ldpsim.protocols.base import ParamSpec
-from ldpsim.simulator.session.network import COLUMNS
+from ldpsim.simulator.session.network import COLUMNS, DEFAULTS
 from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS, hint
 
 #: where ``trace = "NAME"`` is looked up (beside the scenario file first)
@@ -38,25 +38,29 @@ COSTS_FILE = "compute_costs.json"
 #: the most rows of a per-agent trace (its rows travel with every run's configuration)
 MAX_TRACE_ROWS = 10_000
 
+
+def _float(key: str, **bounds: Any) -> ParamSpec:
+    """A number of the table, with its default (``session.network.DEFAULTS``)."""
+    return ParamSpec(key, "float", DEFAULTS[key], **bounds)
+
+
 #: the keys of ``[deployment]`` that take a number (a list of them is a sweep axis)
 NUMBERS = {
-    "latency_ms": ParamSpec("latency_ms", "float", 0.0, low=0,
-                            help="one-way link latency (median of a class)"),
-    "down_mbps": ParamSpec("down_mbps", "float", None, low=0, low_open=True,
-                           help="download bandwidth; inf: no limit"),
-    "up_mbps": ParamSpec("up_mbps", "float", None, low=0, low_open=True,
-                         help="upload bandwidth; inf: no limit"),
-    "spread": ParamSpec("spread", "float", 0.0, low=0, high=3,
-                        help="log-normal sigma of each agent's latency and bandwidth around "
-                             "its class's median"),
-    "speed": ParamSpec("speed", "float", 1.0, low=0, low_open=True,
-                       help="device speed: compute takes the calibrated cost / speed"),
-    "availability": ParamSpec("availability", "float", 1.0, low=0, high=1,
-                              help="chance an agent is online in a round"),
-    "round_deadline_s": ParamSpec("round_deadline_s", "float", None, low=0, low_open=True,
-                                  help="a round ends this long after it starts; inf: none"),
-    "quota": ParamSpec("quota", "float", 1.0, low=0, low_open=True, high=1,
-                       help="a round ends once this share of its asked agents answered"),
+    "latency_ms": _float("latency_ms", low=0, help="one-way link latency (median of a class)"),
+    "down_mbps": _float("down_mbps", low=0, low_open=True,
+                        help="download bandwidth; inf: no limit"),
+    "up_mbps": _float("up_mbps", low=0, low_open=True, help="upload bandwidth; inf: no limit"),
+    "spread": _float("spread", low=0, high=3,
+                     help="log-normal sigma of each agent's latency and bandwidth around its "
+                          "class's median"),
+    "speed": _float("speed", low=0, low_open=True,
+                    help="device speed: compute takes the calibrated cost / speed"),
+    "availability": _float("availability", low=0, high=1,
+                           help="chance an agent is online in a round"),
+    "round_deadline_s": _float("round_deadline_s", low=0, low_open=True,
+                               help="a round ends this long after it starts; inf: none"),
+    "quota": _float("quota", low=0, low_open=True, high=1,
+                    help="a round ends once this share of its asked agents answered"),
 }
 #: numbers that may be infinite (stored as None: no limit)
 UNBOUNDED = ("down_mbps", "up_mbps", "round_deadline_s")
@@ -64,7 +68,8 @@ OTHER = {
     "trace": ParamSpec("trace", "str", "",
                        help="device classes: a CSV (class,share,<columns>) or a per-agent "
                             "trace (agent,<columns>); a name looks in traces/"),
-    "availability_per": ParamSpec("availability_per", "str", "round", choices=("round", "run"),
+    "availability_per": ParamSpec("availability_per", "str", DEFAULTS["availability_per"],
+                                  choices=("round", "run"),
                                   help="draw who is online each round, or once per run"),
 }
 KEYS = (*NUMBERS, *OTHER, "compute")
@@ -95,7 +100,7 @@ def check(table: Any, scenario_path: str | None) -> dict[str, Any]:
     for k, spec in OTHER.items():
         if k in table:
             spec.check(table[k], f"[deployment] {k}")
-    out["availability_per"] = table.get("availability_per", "round")
+    out["availability_per"] = table.get("availability_per", DEFAULTS["availability_per"])
     out["classes"], out["replay"], out["trace"] = None, False, ""
     if table.get("trace"):
         out["trace"] = table["trace"]
