@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
@@ -171,7 +172,7 @@ class PairwiseChoices(Dataset):
         eps = self.eps.draw(u[:, d:d + 2])
         rec = u[:, d + 2:].reshape(len(ids), n, d + 1)
         z = (math.sqrt(2.0) * self.alt_sd) * special.ndtri(rec[:, :, :d])
-        p = special.ndtr(np.matmul(z, beta[:, :, None])[:, :, 0])
+        p = special.ndtr(ordered.matmul(z, beta[:, :, None])[:, :, 0])
         z = np.where((rec[:, :, d] < p)[:, :, None], z, -z)  # winner minus loser
         row = np.empty((len(ids), 1 + n * d))
         row[:, 0] = eps

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols import ordered
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 DOMAINS = ("l2", "linf")
@@ -108,7 +109,7 @@ def coefficients(zp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Exact coefficients of the voter's approximate objective to *maximise*, alpha^T beta -
     beta^T M beta: alpha = sqrt(2/pi) s (B, d) and M = S / pi (B, d, d)."""
     s = zp.sum(axis=1)
-    m = np.matmul(np.swapaxes(zp, 1, 2), zp) / math.pi
+    m = ordered.matmul(np.swapaxes(zp, 1, 2), zp) / math.pi
     return SQRT_2_OVER_PI * s, m
 
 
@@ -175,11 +176,11 @@ def solve_trimmed(alpha: np.ndarray, m: np.ndarray, shift: np.ndarray | float = 
     (1/2) M^{-1} alpha."""
     d = alpha.shape[1]
     shift = np.broadcast_to(np.asarray(shift, dtype=np.float64), (len(alpha),))
-    lam, vec = np.linalg.eigh(m + shift[:, None, None] * np.eye(d))
-    a = np.matmul(alpha[:, None, :], vec)[:, 0, :]
+    lam, vec = ordered.eigh(m + shift[:, None, None] * np.eye(d))
+    a = ordered.matmul(alpha[:, None, :], vec)[:, 0, :]
     keep = lam > tol
     x = np.where(keep, a / (2.0 * np.where(keep, lam, 1.0)), 0.0)
-    return np.matmul(vec, x[:, :, None])[:, :, 0]
+    return ordered.matmul(vec, x[:, :, None])[:, :, 0]
 
 
 def trust_region(q: np.ndarray, a: np.ndarray, radius: float, iters: int = 200) -> np.ndarray:
@@ -190,8 +191,8 @@ def trust_region(q: np.ndarray, a: np.ndarray, radius: float, iters: int = 200) 
     ||x(lam)|| <= radius, found by bisection; the "hard case" (a_hat orthogonal to the bottom
     eigenvector) is completed along that eigenvector.
     """
-    lam, vec = np.linalg.eigh(q)
-    ah = np.matmul(a[:, None, :], vec)[:, 0, :]
+    lam, vec = ordered.eigh(q)
+    ah = ordered.matmul(a[:, None, :], vec)[:, 0, :]
     lmin = lam[:, 0]
     lo = np.maximum(0.0, -lmin)
     na = np.sqrt((ah * ah).sum(axis=1))
@@ -218,7 +219,7 @@ def trust_region(q: np.ndarray, a: np.ndarray, radius: float, iters: int = 200) 
     hard = ~interior & (nx < radius * (1 - 1e-9))
     if hard.any():
         x[hard, 0] += np.sqrt(np.maximum(radius**2 - nx[hard] ** 2, 0.0))
-    return np.matmul(vec, x[:, :, None])[:, :, 0]
+    return ordered.matmul(vec, x[:, :, None])[:, :, 0]
 
 
 def solve(alpha: np.ndarray, m: np.ndarray, solver: str = "ridge", noise_sd: np.ndarray |

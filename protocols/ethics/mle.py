@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols.ethics.model import (
     NORMS,
     neg_log_likelihood_parts,
@@ -131,8 +132,8 @@ def _l2_newton(z, bound, norm, max_iter, xtol, ftol):
     # (sqrt(pi/2) (Z^T Z)^{-1} Z^T 1, the noise-free functional-mechanism estimate of §4.4):
     # about one iteration fewer than starting at 0 or along Z^T 1
     s = z.sum(axis=1)
-    zz = np.matmul(np.swapaxes(z, 1, 2), z)
-    x = np.linalg.solve(zz + _floor(zz)[:, None, None] * eye, s[:, :, None])[:, :, 0]
+    zz = ordered.matmul(np.swapaxes(z, 1, 2), z)
+    x = ordered.solve(zz + _floor(zz)[:, None, None] * eye, s)
     nx = np.sqrt((x * x).sum(axis=1))
     sphere = nx > 0
     beta[sphere] = x[sphere] * (bound / nx[sphere])[:, None]
@@ -148,7 +149,7 @@ def _l2_newton(z, bound, norm, max_iter, xtol, ftol):
         mu = -(g * bi).sum(axis=1) / c2
         sph = sphere[idx] & (mu >= 0.0)  # leave the sphere when f decreases inwards
         a = h + (_floor(h) + np.where(sph, mu, 0.0))[:, None, None] * eye
-        x = np.linalg.solve(a, np.stack([g, bi], axis=2))
+        x = ordered.solve(a, np.stack([g, bi], axis=2))
         x0, x1 = x[:, :, 0], x[:, :, 1]
         step = -x0
         if sph.any():
@@ -266,7 +267,7 @@ def qp_over_ball(h: np.ndarray, c: np.ndarray, norm: str, radius: float, start: 
             break
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * mom[i] ** 2))
         v = y[i] + ((mom[i] - 1.0) / t_new)[:, None] * (y[i] - yprev[i])
-        grad = np.matmul(h[i], v[:, :, None])[:, :, 0] + c[i]
+        grad = ordered.matmul(h[i], v[:, :, None])[:, :, 0] + c[i]
         ynew = project(v - grad / lip[i, None], norm, radius)
         restart = (grad * (ynew - y[i])).sum(axis=1) > 0
         moved = np.sqrt(((ynew - y[i]) ** 2).sum(axis=1))
@@ -302,7 +303,7 @@ def _projected_newton(z, bound, norm, max_iter, xtol, ftol):
             break
         zi, bi = z[idx], beta[idx]
         f, g, h = neg_log_likelihood_parts(zi, bi)
-        c = g - np.matmul(h, bi[:, :, None])[:, :, 0]
+        c = g - ordered.matmul(h, bi[:, :, None])[:, :, 0]
         step = qp_over_ball(h, c, norm, bound, bi) - bi
         slope = (g * step).sum(axis=1)
         t = np.ones(len(idx))

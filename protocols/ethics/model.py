@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import ordered
 from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -95,7 +96,7 @@ def project(v: np.ndarray, norm: str, radius: float) -> np.ndarray:
 
 def utilities(z: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """u_ij = beta_i^T z_ij, shape (B, n) (one small matrix-vector product per voter)."""
-    return np.matmul(z, beta[:, :, None])[:, :, 0]
+    return ordered.matmul(z, beta[:, :, None])[:, :, 0]
 
 
 def mills(u: np.ndarray) -> np.ndarray:
@@ -132,8 +133,8 @@ def neg_log_likelihood_parts(z: np.ndarray, beta: np.ndarray, f: np.ndarray | No
         from scipy import special
 
         f = -special.log_ndtr(u).sum(axis=1)
-    g = -np.matmul(r[:, None, :], z)[:, 0, :]
-    h = np.matmul(np.swapaxes(z * w[:, :, None], 1, 2), z)
+    g = -ordered.matmul(r[:, None, :], z)[:, 0, :]
+    h = ordered.matmul(np.swapaxes(z * w[:, :, None], 1, 2), z)
     return f, g, h
 
 

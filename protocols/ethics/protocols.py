@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
@@ -269,14 +270,14 @@ class _EthicsProtocol(Protocol):
         gen = np.asarray(truth["beta_generating"], dtype=np.float64)
         test = truth["test"]
         diff = est - ref
-        den = float(np.linalg.norm(est) * np.linalg.norm(ref))
+        den = float(ordered.norm(est) * ordered.norm(ref))
         return {"accuracy": agreement(est, ref, test),
                 "accuracy_generating": agreement(est, gen, test),
                 "accuracy_reference": agreement(ref, gen, test),
                 "err_l1": float(np.abs(diff).sum()),
                 "err_l2": float(np.sqrt((diff * diff).sum())),
                 "err_linf": float(np.abs(diff).max()),
-                "cosine": float(est @ ref / den) if den > 0 else 0.0}
+                "cosine": float(ordered.dot(est, ref) / den) if den > 0 else 0.0}
 
     def released_aggregate(self, bound: Bound, output: dict[str, Any]) -> np.ndarray | None:
         """N times the released average (the sum of the voters' contributions); None for the

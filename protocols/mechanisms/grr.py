@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
 
 #: How a report that is not kept picks the other value from the rest of its uniform
@@ -167,7 +168,7 @@ class GRR:
     def estimate_counts(self, y: np.ndarray) -> np.ndarray:
         """Unbiased true counts ``x̂ = M^{-1} y`` along the last axis of the observed counts
         (leading axes are independent count vectors; Yan, Liu & Liu, 2018, Eq. 2)."""
-        return np.asarray(y, dtype=np.float64) @ self.inverse_matrix().T
+        return ordered.matmul(y, self.inverse_matrix().T)
 
     def bias(self) -> float:
         """Both estimators are unbiased."""

@@ -9,16 +9,17 @@ Notation (Definition 1): φ_k = rank of item x_k, λ_{k2,k3} = 1 iff x_k2 is ran
   column 2a + (λ - 1) (the Rule I^N value order).
 
 LADE fits, per pair, the length-d(d-1) joint Pr[φ_k2, φ_k3] (diagonal excluded: mutual
-exclusivity) to the 2d marginals y = (Pr[φ_k2]; Pr[φ_k3]) through the binary system
-y = M p (Example 6), reads Pr[λ] off the joint, then per triplet fits the 2d-vector
-Pr[φ_k1, λ] to (Pr[φ_k1]; Pr[λ]) the same way. The paper fits each system by Lasso via least
-angle regression (Efron et al. 2004, [40]). We solve the same non-negative Lasso problem
-exactly through an equivalent non-negative least-squares problem (:func:`lasso_positive`,
-scipy's Lawson–Hanson solver), checked in the tests against coordinate descent and the KKT
-conditions; the reason is given there. The optimum is not unique on these designs: NNLS gives
-a sparse vertex, ``lasso_solver = "cd"`` the coordinate-descent limit (:func:`lasso_cd`), and
-the two can differ in S2/S3 while fitting S1 equally well. The regularisation level is not given
-in the paper; ``alpha`` is a parameter (sklearn's scaling: (1/(2m))||y - Mp||² + α||p||₁, m = rows).
+exclusivity) to the 2d marginals y = (Pr[φ_k2]; Pr[φ_k3]) through the binary system y = M p
+(Example 6), reads Pr[λ] off the joint, then per triplet fits the 2d-vector Pr[φ_k1, λ] to
+(Pr[φ_k1]; Pr[λ]) the same way. The paper fits each system by Lasso via least angle regression
+(Efron et al. 2004, [40]). We solve the same non-negative Lasso problem exactly through an
+equivalent non-negative least-squares problem (:func:`lasso_positive`, Lawson–Hanson's active-
+set solver in a fixed order, ``ordered.nnls``), checked in the tests against coordinate descent
+and the KKT conditions; the reason is given there. The optimum is not unique on these designs:
+NNLS gives a sparse vertex, ``lasso_solver = "cd"`` the coordinate-descent limit
+(:func:`lasso_cd`), and the two can differ in S2/S3 while fitting S1 equally well. The
+regularisation level is not given in the paper; ``alpha`` is a parameter (sklearn's scaling:
+(1/(2m))||y - Mp||² + α||p||₁, m = rows).
 
 Every fitted vector is projected onto the probability simplex (Euclidean projection, Duchi et
 al. 2008; for inputs summing to 1 it equals the fixed point of CALM's Norm-Sub), so Pr[λ] and
@@ -30,6 +31,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols.safari import rules
 
 REGRESSIONS = ("lasso", "stepwise", "ridge")
@@ -93,9 +95,9 @@ def lasso_positive(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
         (1/(2m))||y - Xβ||² + α vᵀXβ = (1/(2m))||(y - mαv) - Xβ||² + const,
 
     so the Lasso is exactly the non-negative least-squares problem with target y - mαv. We
-    solve it with scipy's Lawson–Hanson active-set NNLS, which, like least angle regression,
-    lets in the variable most correlated with the residual at each step and ends at a sparse
-    optimum. (The paper names least angle regression; on these rank-deficient designs many
+    solve it with Lawson–Hanson's active-set NNLS (``ordered.nnls``), which, like least angle
+    regression, lets in the variable most correlated with the residual at each step and ends at
+    a sparse optimum. (The paper names least angle regression; on these rank-deficient designs many
     columns reach the maximal correlation together and the LARS path is not uniquely defined,
     while the Lasso optimum — what LARS computes in general position — is reached exactly here.)
     Raises ValueError for a design without the all-ones vector in its row space.
@@ -103,13 +105,10 @@ def lasso_positive(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
     m, p = X.shape
-    v = np.linalg.lstsq(X.T, np.ones(p), rcond=None)[0]
-    if not np.allclose(X.T @ v, 1.0, atol=1e-9):
+    v = ordered.basic_solution(X.T, np.ones(p))
+    if not np.allclose(ordered.matmul(X.T, v), 1.0, atol=1e-9):
         raise ValueError("lasso_positive needs the all-ones vector in the row space of X")
-    import scipy.optimize  # imported on first use: the registry loads this module
-
-    beta, _ = scipy.optimize.nnls(X, y - m * alpha * v)
-    return beta
+    return ordered.nnls(X, y - m * alpha * v)
 
 
 def lasso_cd(X: np.ndarray, Y: np.ndarray, alpha: float, tol: float = 1e-12,
@@ -133,7 +132,7 @@ def lasso_cd(X: np.ndarray, Y: np.ndarray, alpha: float, tol: float = 1e-12,
             if sq[j] == 0.0:
                 continue
             xj = X[:, j]
-            new = np.maximum(0.0, B[j] + (xj @ R / m - alpha) / sq[j])
+            new = np.maximum(0.0, B[j] + (ordered.matmul(xj, R) / m - alpha) / sq[j])
             step = new - B[j]
             if step.any():
                 R -= np.outer(xj, step)
@@ -146,8 +145,8 @@ def lasso_cd(X: np.ndarray, Y: np.ndarray, alpha: float, tol: float = 1e-12,
 
 def lasso_objective(X: np.ndarray, y: np.ndarray, beta: np.ndarray, alpha: float) -> float:
     """(1/(2m))||y - Xβ||² + α||β||₁."""
-    r = y - X @ beta
-    return float(r @ r / (2 * len(y)) + alpha * np.abs(beta).sum())
+    r = y - ordered.matmul(X, beta)
+    return float(ordered.dot(r, r) / (2 * len(y)) + alpha * np.abs(beta).sum())
 
 
 def forward_stepwise(X: np.ndarray, y: np.ndarray, tol: float = 1e-10) -> np.ndarray:
@@ -162,23 +161,23 @@ def forward_stepwise(X: np.ndarray, y: np.ndarray, tol: float = 1e-10) -> np.nda
     active: list[int] = []
     beta = np.zeros(p)
     r = y.copy()
-    rss = float(r @ r)
+    rss = float(ordered.dot(r, r))
     for _ in range(min(m, p)):
-        c = np.abs(X.T @ r) / norms
+        c = np.abs(ordered.matmul(X.T, r)) / norms
         c[active] = -1.0
         j = int(np.argmax(c))
         if c[j] <= tol:
             break
         trial = active + [j]
-        coef = np.linalg.lstsq(X[:, trial], y, rcond=None)[0]
-        r_new = y - X[:, trial] @ coef
-        rss_new = float(r_new @ r_new)
+        coef = ordered.lstsq(X[:, trial], y)
+        r_new = y - ordered.matmul(X[:, trial], coef)
+        rss_new = float(ordered.dot(r_new, r_new))
         if rss_new >= rss - tol * max(1.0, rss):
             break
         active, r, rss = trial, r_new, rss_new
         beta[:] = 0.0
         beta[active] = coef
-        if rss <= tol * max(1e-300, float(y @ y)):
+        if rss <= tol * max(1e-300, float(ordered.dot(y, y))):
             break
     return beta
 
@@ -186,7 +185,8 @@ def forward_stepwise(X: np.ndarray, y: np.ndarray, tol: float = 1e-10) -> np.nda
 def ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     """Ridge regression argmin ||y - Xβ||² + α||β||², in dual form Xᵀ(XXᵀ + αI)⁻¹y."""
     X = np.asarray(X, dtype=float)
-    return X.T @ np.linalg.solve(X @ X.T + alpha * np.eye(len(X)), np.asarray(y, dtype=float))
+    gram = ordered.matmul(X, X.T) + alpha * np.eye(len(X))
+    return ordered.matmul(X.T, ordered.solve(gram, np.asarray(y, dtype=float)))
 
 
 def regress(X: np.ndarray, Y: np.ndarray, method: str, alpha: float,
@@ -196,7 +196,8 @@ def regress(X: np.ndarray, Y: np.ndarray, method: str, alpha: float,
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     if method == "ridge":
         X = np.asarray(X, dtype=float)
-        return (X.T @ np.linalg.solve(X @ X.T + alpha * np.eye(len(X)), Y)).T
+        gram = ordered.matmul(X, X.T) + alpha * np.eye(len(X))
+        return ordered.matmul(X.T, ordered.solve(gram, Y)).T
     if method == "lasso":
         if solver == "cd":
             return lasso_cd(X, Y, alpha)

@@ -419,8 +419,6 @@ class Safari(_RankingProtocol):
                       notes=f"SAFA: attribute sampled independently of the data; {comp}")
 
     curator_cls = _SafariCurator
-    #: LADE's Lasso (``lade.lasso_positive``) solves with scipy's NNLS after round 0
-    curator_imports = ("scipy.optimize",)
 
     def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
         if rnd == 0:

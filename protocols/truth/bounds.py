@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols.truth.mechanisms import rr_transition_matrix
 
 
@@ -90,7 +91,7 @@ def rr_cell_error(mu: float, s: float, sigma: float, levels: int, epsilon: float
     p = rr_transition_matrix(levels, epsilon)[:levels, :levels]  # x, y in Γ
     null_term = abs(mu - (y / (math.exp(epsilon) + levels)).sum())
     w = answer_weights(mu, sigma, levels, weights)
-    ans_term = (w * np.abs(mu - p @ y)).sum()
+    ans_term = (w * np.abs(mu - ordered.matmul(p, y))).sum()
     return float((1 - s) * null_term + s * ans_term)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.protocols import ordered
 
 #: Default convergence tolerance on max_j |mu_j(t) - mu_j(t-1)| (answer units).
 TOL = 1e-6
@@ -75,6 +76,8 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
     mask = np.isfinite(x)
     w = mask.astype(np.float64)
     x0 = np.where(mask, x, 0.0)
+    # the task-major copies Eq. (1) sums over workers in (pairwise, along a contiguous axis)
+    x0t, wt = np.ascontiguousarray(x0.T), np.ascontiguousarray(w.T)
     counts = w.sum(axis=1)
     has = counts > 0
     sq = (x0 * x0).sum(axis=1)
@@ -84,9 +87,10 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
     converged = False
     it = 0
     for it in range(1, max(1, int(max_iter)) + 1):
-        new = truths(x0, w, q)
-        # Eq. (2): sum_j (a_ij - mu_j)^2 over T_i, expanded so each round is four mat-vecs.
-        ss = np.maximum(sq - 2.0 * (x0 @ new) + w @ (new * new), 0.0)
+        new = _task_means(x0t, wt, q)
+        # Eq. (2): sum_j (a_ij - mu_j)^2 over T_i, expanded so each round is four mat-vecs
+        # (each summed in a fixed order: ``ordered.matmul``).
+        ss = np.maximum(sq - 2.0 * ordered.matmul(x0, new) + ordered.matmul(w, new * new), 0.0)
         sigma = np.where(has, np.sqrt(ss / np.maximum(counts, 1.0)), np.nan)
         q = np.where(has, 1.0 / np.maximum(np.nan_to_num(sigma, nan=1.0), SIGMA_FLOOR), 0.0)
         q = q / q.sum() if q.sum() > 0 else q
@@ -101,12 +105,19 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
 def truths(x0: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Eq. (1): quality-weighted mean of each task's answers.
 
-    ``x0`` holds the answers with NULL set to 0 and ``w`` the 0/1 answered mask. A task without
-    answers (possible after randomized response turned all its answers into NULL) gets the
-    weighted mean of all answers, so the output is always finite.
+    ``x0`` holds the answers with NULL set to 0 and ``w`` the 0/1 answered mask (one row per
+    worker). A task without answers (possible after randomized response turned all its answers
+    into NULL) gets the weighted mean of all answers, so the output is always finite.
     """
-    num = q @ x0
-    den = q @ w
+    return _task_means(np.ascontiguousarray(np.asarray(x0, dtype=np.float64).T),
+                       np.ascontiguousarray(np.asarray(w, dtype=np.float64).T), q)
+
+
+def _task_means(x0t: np.ndarray, wt: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``truths`` from the task-major copies (shape (n, m)), whose sums over the workers run
+    along a contiguous axis in a fixed order (``ordered.matmul``)."""
+    num = ordered.matmul(x0t, q)
+    den = ordered.matmul(wt, q)
     total = den.sum()
     fallback = num.sum() / total if total > 0 else 0.0
     with np.errstate(invalid="ignore", divide="ignore"):

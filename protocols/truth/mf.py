@@ -14,7 +14,8 @@ unique minimiser.
 
     u = (V_T V_T^T + λ I)^{-1} (V_T a_T - η),
 
-computed with one d × d LU solve per worker (``numpy.linalg.solve``), vectorised over a block.
+computed with one d × d LU solve per worker (``ordered.solve``: Gaussian elimination in a
+fixed order, not the processor's LAPACK kernel), vectorised over a block.
 
 **The noise, exactly.** V_T a_T - η is the Laplace mechanism applied to the vector
 c = V_T a_T: two rows differing in one answer a_k give c - c' = v_k (a_k - a'_k), with L1 norm
@@ -41,9 +42,12 @@ from collections.abc import Callable
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import ordered
 
 #: Rows per internal chunk of ``solve_profiles``; bounds memory, does not change any result.
 CHUNK = 512
+#: Matrix elements of the systems ``release_profiles`` holds before it solves them together.
+SOLVE_ELEMENTS = 1 << 21
 
 
 def mf_sensitivity(levels: int) -> float:
@@ -118,7 +122,8 @@ def _normal_equations(a: np.ndarray, v: np.ndarray, ridge: float):
             idx = cols[starts[r][:, None] + np.arange(k)]  # (g, k) sorted answered tasks
             vt = np.ascontiguousarray(v[:, idx].transpose(1, 0, 2))  # (g, d, k)
             vals = np.take_along_axis(a[r], idx, axis=1)[:, :, None]  # (g, k, 1)
-            yield r, vt @ vt.transpose(0, 2, 1) + eye, (vt @ vals)[:, :, 0]
+            gram = ordered.matmul(vt, vt.transpose(0, 2, 1))
+            yield r, gram + eye, ordered.matmul(vt, vals)[:, :, 0]
 
 
 def release_profiles(answers: np.ndarray, v: np.ndarray,
@@ -131,11 +136,30 @@ def release_profiles(answers: np.ndarray, v: np.ndarray,
     Bit-identical whether a row is solved alone or in a block (see ``solve_profiles``).
     """
     a = np.asarray(answers, dtype=np.float64)
-    out = np.empty((a.shape[0], v.shape[0]))
+    d = v.shape[0]
+    out = np.empty((a.shape[0], d))
+    # the groups' systems are solved together, SOLVE_ELEMENTS at a time (``ordered.solve``
+    # runs d Python steps a call; each row's solution does not depend on its batch)
+    pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    held = 0
     for r, g, rhs in _normal_equations(a, v, ridge):
-        y = np.asarray(release(r, rhs), dtype=np.float64)
-        out[r] = np.linalg.solve(g, y[:, :, None])[:, :, 0]
+        pending.append((r, g, np.asarray(release(r, rhs), dtype=np.float64)))
+        held += len(r) * d * d
+        if held >= SOLVE_ELEMENTS:
+            _solve_pending(pending, out)
+            held = 0
+    _solve_pending(pending, out)
     return out
+
+
+def _solve_pending(pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                   out: np.ndarray) -> None:
+    """Solve the held (rows, G + λI, y) groups in one ``ordered.solve`` into ``out``; empties
+    ``pending``."""
+    if pending:
+        rows, gs, ys = zip(*pending, strict=True)
+        out[np.concatenate(rows)] = ordered.solve(np.concatenate(gs), np.concatenate(ys))
+        pending.clear()
 
 
 def solve_profiles(answers: np.ndarray, v: np.ndarray, eta: np.ndarray,
@@ -166,7 +190,7 @@ def solve_profiles(answers: np.ndarray, v: np.ndarray, eta: np.ndarray,
 
 def reconstruct(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """The report u_i V (Algorithm 2, line 6), one product per worker (batch-independent)."""
-    return (u[:, None, :] @ v)[:, 0, :]
+    return ordered.matmul(u[:, None, :], v)[:, 0, :]
 
 
 def objective(answers: np.ndarray, u: np.ndarray, v: np.ndarray, eta: np.ndarray,
@@ -174,7 +198,7 @@ def objective(answers: np.ndarray, u: np.ndarray, v: np.ndarray, eta: np.ndarray
     """L_DP of Eq. (9) plus λ||u||^2, per worker (for tests and diagnostics)."""
     a = np.asarray(answers, dtype=np.float64)
     mask = ~np.isnan(a)
-    resid = np.where(mask, np.nan_to_num(a) - u @ v, 0.0)
+    resid = np.where(mask, np.nan_to_num(a) - ordered.matmul(u, v), 0.0)
     return (resid**2).sum(axis=1) + 2.0 * (u * eta).sum(axis=1) + ridge * (u * u).sum(axis=1)
 
 
@@ -183,8 +207,8 @@ def gradient(answers: np.ndarray, u: np.ndarray, v: np.ndarray, eta: np.ndarray,
     """∇_u L_DP (Theorem 4's proof: 2η - Σ_{T_i} 2 v_k (a_k - u·v_k), plus 2λu)."""
     a = np.asarray(answers, dtype=np.float64)
     mask = ~np.isnan(a)
-    resid = np.where(mask, np.nan_to_num(a) - u @ v, 0.0)
-    return 2.0 * eta - 2.0 * resid @ v.T + 2.0 * ridge * u
+    resid = np.where(mask, np.nan_to_num(a) - ordered.matmul(u, v), 0.0)
+    return 2.0 * eta - 2.0 * ordered.matmul(resid, v.T) + 2.0 * ridge * u
 
 
 def log_likelihood(profiles: np.ndarray, answers: np.ndarray, v: np.ndarray, levels: int,
@@ -212,10 +236,10 @@ def log_likelihood_of(lap: mech.Laplace, profiles: np.ndarray, answers: np.ndarr
     out = np.empty(len(a))
     for r, g, rhs in _normal_equations(a, v, ridge):
         with np.errstate(invalid="ignore", over="ignore"):
-            n = np.rint((g @ u[r][:, :, None])[:, :, 0] / lap.grid)
+            n = np.rint(ordered.matmul(g, u[r][:, :, None])[:, :, 0] / lap.grid)
             ok = np.isfinite(n).all(axis=1)
             y = np.where(ok[:, None], n, 0.0) * lap.grid
-            again = np.linalg.solve(g, y[:, :, None])[:, :, 0]
+            again = ordered.solve(g, y)
         if reports is None:
             ok &= (again == u[r]).all(axis=1)
         else:
@@ -230,7 +254,7 @@ def profiles_from_reports(reports: np.ndarray, v: np.ndarray,
     """Recover u_i from reports u_i V by least squares; also whether each report lies in the
     row space of V (a report off it is impossible under the mechanism)."""
     r = np.asarray(reports, dtype=np.float64)
-    u = np.linalg.lstsq(v.T, r.T, rcond=None)[0].T
-    resid = np.abs(u @ v - r).max(axis=1)
+    u = ordered.lstsq(v.T, r.T).T
+    resid = np.abs(ordered.matmul(u, v) - r).max(axis=1)
     scale = np.maximum(np.abs(r).max(axis=1), 1.0)
     return u, resid <= rtol * scale

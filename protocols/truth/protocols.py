@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
@@ -156,7 +157,7 @@ class _TruthProtocol(Protocol):
         value = mae(est, mu)
         sel = np.isfinite(mu)
         if sel.sum() > 1 and np.std(est[sel]) > 0 and np.std(mu[sel]) > 0:
-            corr = float(np.corrcoef(est[sel], mu[sel])[0, 1])
+            corr = ordered.pearson(est[sel], mu[sel])
         else:
             corr = float("nan")
         orig = np.asarray(truth["mu_hat_original"], dtype=np.float64)

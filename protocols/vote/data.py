@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
@@ -152,7 +153,7 @@ def _weighted_votes(keys: DataKeys, n: int, candidates: int = 1, weight_probs: s
     public = {"n": n, "candidates": candidates, "data_type": DATA_TYPE, "weights": list(WEIGHTS),
               "prior_weights": list(probs), "prior_yes": yes}
     if ybw is not None:
-        public["prior_yes"] = float(np.dot(probs, ybw))
+        public["prior_yes"] = float(ordered.dot(probs, ybw))
         public["prior_yes_by_weight"] = list(ybw)
     return WeightedVotes(kind="weighted_votes", n=n, public=public, candidates=candidates,
                          weight_probs=probs, yes=yes, yes_by_weight=ybw, design=design, keys=keys)

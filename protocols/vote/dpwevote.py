@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
+from ldpsim.protocols import ordered
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
@@ -210,7 +211,7 @@ def quota(x_w: np.ndarray) -> np.ndarray:
 
     Like every estimator here it works along the last axis (leading axes: repeated games).
     """
-    return 0.5 * (np.asarray(x_w, dtype=np.float64) @ G)
+    return 0.5 * ordered.matmul(x_w, G)
 
 
 def opinion_table(w_reported: np.ndarray, phi_reported: np.ndarray) -> np.ndarray:
@@ -226,7 +227,7 @@ def estimate_opinions_faithful(table: np.ndarray, eps_phi: float) -> np.ndarray:
     counts of the true groups in Eq. (8b); they are biased for those (module docstring).
     """
     t = np.asarray(table, dtype=np.float64)
-    return (t @ mech.GRR(eps_phi, 2).inverse_matrix().T)[..., 1]
+    return ordered.matmul(t, mech.GRR(eps_phi, 2).inverse_matrix().T)[..., 1]
 
 
 def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
@@ -236,7 +237,8 @@ def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.
     (independent coins), whose inverse is M_w^{-1} ⊗ M_φ^{-1}.
     """
     t = np.asarray(table, dtype=np.float64)
-    return mech.GRR(eps_w, 3).inverse_matrix() @ t @ mech.GRR(eps_phi, 2).inverse_matrix().T
+    left = ordered.matmul(mech.GRR(eps_w, 3).inverse_matrix(), t)
+    return ordered.matmul(left, mech.GRR(eps_phi, 2).inverse_matrix().T)
 
 
 def estimate_opinions_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
@@ -246,7 +248,7 @@ def estimate_opinions_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> 
 
 def weighted_sum(x_yes: np.ndarray) -> np.ndarray:
     """Eq. (8b): ``Σ ŵφ = 1·x̂_{wI,φY} + 2·x̂_{wII,φY} + 3·x̂_{wIII,φY}``."""
-    return np.asarray(x_yes, dtype=np.float64) @ G
+    return ordered.matmul(x_yes, G)
 
 
 def quota_variance_per_partner(b: Budget, mechanism: str = "rr") -> np.ndarray:
@@ -283,8 +285,8 @@ def expected_sq_err_q(n: int, b: Budget, mechanism: str = "rr",
     x = np.stack([x1, x2, x3], axis=1)
     pmf = multinomial.pmf(x, n, weight_probs)
     v = quota_variance_per_partner(b, mechanism)
-    total_w = x @ G
-    return float(np.sum(pmf * (x @ v) / total_w**2))
+    total_w = ordered.matmul(x, G)
+    return float(np.sum(pmf * ordered.matmul(x, v) / total_w**2))
 
 
 def decide(sum_hat: float | np.ndarray, q_hat: float | np.ndarray) -> bool | np.ndarray:
@@ -488,7 +490,7 @@ class _LaplaceCurator(_GameCurator):
         self.q_hat = 0.5 * float(np.sum(w))
 
     def absorb_opinions(self, w, phi):
-        return float(np.dot(w, phi))
+        return float(ordered.dot(w, phi))
 
 
 class _VoteProtocol(Protocol):

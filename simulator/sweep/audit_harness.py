@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import build_data, get_protocol
+from ldpsim.protocols import build_data, get_protocol, ordered
 from ldpsim.protocols.base import AuditSpec
 from ldpsim.protocols.keys import DataKeys, run_tags, seed_run_keys
 from ldpsim.protocols.local import local_rounds
@@ -371,7 +371,7 @@ def _scores(stats: PairStats, trials: int) -> tuple[np.ndarray, np.ndarray, str]
     f0, f1 = stats.feats
     h = trials // 2
     w = linear_direction(f0[:h], f1[:h])
-    return f0 @ w, f1 @ w, "linear discriminant"
+    return ordered.matmul(f0, w), ordered.matmul(f1, w), "linear discriminant"
 
 
 def expected_lower(tpr: float, fpr: float, trials: int, alpha: float = ALPHA) -> float:

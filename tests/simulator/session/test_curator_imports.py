@@ -43,10 +43,12 @@ def test_the_curator_imports_its_modules_before_round_0(monkeypatch):
     assert SEEN and SEEN[0] is True
 
 
-def test_safari_names_the_module_its_lasso_imports():
+def test_safari_declares_no_import_its_lasso_does_not_make():
+    """LADE's Lasso solves with our order-fixed NNLS (``ordered.nnls``), not scipy's: the
+    curator has nothing to import ahead of round 1."""
     import inspect
 
     import ldpsim.protocols.safari.lade as lade
 
-    assert "scipy.optimize" in get_protocol("safari").curator_imports
-    assert "import scipy.optimize" in inspect.getsource(lade.lasso_positive)
+    assert "scipy" not in inspect.getsource(lade)
+    assert get_protocol("safari").curator_imports == ()
