@@ -28,6 +28,8 @@ RNG = "LDPSIM_RNG"
 #: the compiled arrival times of a ``[deployment]`` (``simulator/session/_netc.c``) or numpy's:
 #: the same bits
 NETWORK = "LDPSIM_NETWORK"
+#: the compiled fixed-order matrix product (``protocols/_orderedc.c``) or numpy's: the same bits
+ORDERED = "LDPSIM_ORDERED"
 #: keep freed memory for reuse in every ldpsim process (``simulator.backends.alloc``)
 TUNE_MALLOC = "LDPSIM_TUNE_MALLOC"
 #: the address Dask workers reach this machine at (``simulator.backends.on_dask``)
@@ -45,6 +47,9 @@ VARIABLES = (
     Variable(NETWORK, '"numpy" (unset: the compiled kernel where the install built it)',
              "which implementation computes a [deployment]'s arrival times; both give the "
              "same bits"),
+    Variable(ORDERED, '"numpy" (unset: the compiled kernel where the install built it)',
+             "which implementation computes the fixed-order matrix products of the "
+             "estimators (protocols/ordered.py); both give the same bits"),
     Variable(TUNE_MALLOC, '"1" (unset or anything else: off)',
              "every ldpsim process keeps freed memory for reuse (up to 1 GB held); "
              "`ldpsim bench` sets it for itself and its children"),

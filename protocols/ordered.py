@@ -6,11 +6,11 @@ and each kernel sums in its own order (its SIMD width, its blocking, its thread 
 results differ in the last bits from one processor to another, and an estimate computed from
 them, a decision taken on it or a metric read from it then differs between the machine that
 wrote a record and the machine that re-executes it. Everything here is made of elementwise
-numpy operations (each one IEEE-754 rounded, never fused) and of ``numpy.add.reduce`` along a
-freshly allocated, C-contiguous last axis, which is numpy's pairwise summation: a fixed
-recursion over blocks of eight partial sums, the same on every processor, every SIMD dispatch
-and every thread count (it does not call the BLAS). So the same inputs give the same bits on
-any machine; the docs' determinism page states the contract.
+operations (each one IEEE-754 rounded, never fused into a multiply-add) and of sums in one
+fixed tree (``_tree_sum``: numpy's pairwise summation, written out), computed by a small C
+kernel (``_orderedc.c``) where the install built it and by numpy otherwise, to the same bits.
+So the same inputs give the same bits on any machine (the docs' determinism page states the
+contract).
 
 Every function also works along leading (batch) axes, and each matrix's result depends on that
 matrix alone: a row solved alone or inside a block of rows gives the same bits (what keeps a
@@ -22,9 +22,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
 
-#: Elements of the largest temporary product ``matmul`` forms at once (rows are processed in
-#: blocks below it; a row's result does not depend on the block it falls in).
+from ldpsim import environment
+
+#: the compiled matrix product (``_orderedc.c``: the same tree, the same bits) or numpy's
+KERNEL = Accelerator.load("ordered matmul", "ldpsim.protocols._orderedc", environment.ORDERED,
+                          "protocols/_orderedc.c")
+#: Elements of the largest temporary product numpy's ``matmul`` forms at once (rows and columns
+#: are processed in blocks below it; an entry's result does not depend on its block).
 BLOCK = 1 << 20
 #: Jacobi sweeps after which ``eigh`` stops even if some rotation is still applied (a sweep
 #: converges quadratically: 6 to 12 sweeps are typical for d <= 200).
@@ -33,8 +39,41 @@ MAX_SWEEPS = 60
 OFF_FLOOR = 2.0**-80
 
 
+def _tree_sum(p: np.ndarray) -> np.ndarray:
+    """The sum along the last axis in a fixed tree: numpy's pairwise summation, written out
+    (fewer than 8 terms: from 0.0 in order; up to 128: eight running sums over the blocks of
+    eight, combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest in
+    order; more: the two halves split at a multiple of 8, each summed so, then added), plus 0.0
+    (numpy >= 2 starts its reduction from the identity). Elementwise numpy only, vectorised over
+    the leading axes; ``_orderedc.c`` computes the same bits."""
+    return 0.0 + _tree(p)
+
+
+def _tree(p: np.ndarray) -> np.ndarray:
+    n = p.shape[-1]
+    if n < 8:
+        res = np.zeros(p.shape[:-1])
+        for i in range(n):
+            res = res + p[..., i]
+        return res
+    if n <= 128:
+        full = n - n % 8
+        r = p[..., :8].copy()
+        for i in range(8, full, 8):
+            r += p[..., i:i + 8]
+        res = ((r[..., 0] + r[..., 1]) + (r[..., 2] + r[..., 3])) + (
+            (r[..., 4] + r[..., 5]) + (r[..., 6] + r[..., 7]))
+        for i in range(full, n):
+            res = res + p[..., i]
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _tree(p[..., :n2]) + _tree(p[..., n2:])
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` (numpy's broadcasting and 1-d rules) with each dot product summed pairwise.
+    """``a @ b`` (numpy's broadcasting and 1-d rules) with each dot product summed in a fixed
+    tree (``_tree_sum``).
 
     Parameters
     ----------
@@ -44,9 +83,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Returns
     -------
     ndarray
-        Shape as ``numpy.matmul`` gives it; float64. Entry (i, j) is
-        ``numpy.add.reduce(a[i, :] * b[:, j])`` over a contiguous copy: the same bits on every
-        processor, whatever the batch around it.
+        Shape as ``numpy.matmul`` gives it; float64. Entry (i, j) is ``_tree_sum`` of the
+        products ``a[i, t] * b[t, j]``: the same bits on every processor, whatever the batch
+        around it, from the compiled kernel (``_orderedc.c``) or from numpy.
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -63,12 +102,22 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # (ndarray methods and np.broadcast, not numpy's Python wrappers: no per-call Python)
     batch = np.broadcast(a[..., :1, :1], b[..., :1, :1]).shape[:-2]
     n, k, m = a.shape[-2], a.shape[-1], bt.shape[-2]
-    per_row = max(1, math.prod(batch) * m * max(k, 1))
-    step = max(1, BLOCK // per_row)
-    out = np.empty(batch + (n, m))
-    for s in range(0, n, step):
-        prod = np.multiply(a[..., s:s + step, None, :], bt[..., None, :, :], order="C")
-        out[..., s:s + step, :] = np.add.reduce(prod, axis=-1)
+    if KERNEL.module is not None and va and b.ndim == 2:
+        # a vector times a matrix: the same tree over b's rows, read in order (no transpose)
+        out = np.empty((1, m))
+        KERNEL.module.vecmat(np.ascontiguousarray(a[0]), np.ascontiguousarray(b), out, k, m)
+    elif KERNEL.module is not None:
+        out = _compiled(KERNEL.module, a, bt, batch, n, k, m)
+    else:
+        out = np.empty(batch + (n, m))
+        per_cell = max(1, math.prod(batch) * max(k, 1))
+        cols = max(1, min(m, BLOCK // per_cell))
+        rows = max(1, BLOCK // (per_cell * cols))
+        for s in range(0, n, rows):
+            for c in range(0, m, cols):
+                prod = np.multiply(a[..., s:s + rows, None, :], bt[..., None, c:c + cols, :],
+                                   order="C")
+                out[..., s:s + rows, c:c + cols] = _tree_sum(prod)
     if va:
         out = out[..., 0, :]
     if vb:
@@ -76,11 +125,31 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _compiled(kernel, a: np.ndarray, bt: np.ndarray, batch: tuple[int, ...], n: int, k: int,
+              m: int) -> np.ndarray:
+    """``matmul`` by ``_orderedc.matmul``: each operand contiguous, with batch stride 0 where
+    one matrix serves the whole batch (broadcast copies only where a batch is partly
+    broadcast)."""
+    size = math.prod(batch)
+    out = np.empty(batch + (n, m))
+
+    def flat(x: np.ndarray, rows: int) -> tuple[np.ndarray, int]:
+        if x.ndim == 2:
+            return np.ascontiguousarray(x), 0
+        if x.shape[:-2] != batch:
+            x = np.broadcast_to(x, batch + x.shape[-2:])
+        return np.ascontiguousarray(x), rows * k
+
+    fa, sa = flat(a, n)
+    fb, sb = flat(bt, m)
+    kernel.matmul(fa, sa, fb, sb, out, size, n, k, m)
+    return out
+
+
 def dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``Σ_i x_i y_i`` along the last axis, summed pairwise (``matmul`` of two vectors)."""
-    prod = np.multiply(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64),
-                       order="C")
-    return np.add.reduce(prod, axis=-1)
+    """``Σ_i x_i y_i`` along the last axis (broadcast), summed in ``matmul``'s tree."""
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+    return matmul(x[..., None, :], y[..., :, None])[..., 0, 0]
 
 
 def norm(x: np.ndarray) -> np.ndarray:
@@ -91,13 +160,14 @@ def norm(x: np.ndarray) -> np.ndarray:
 def solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``numpy.linalg.solve(a, b)`` by Gaussian elimination with partial pivoting, in a fixed
     order: eliminate column 0, 1, ..., d - 1 (pivot: the first row of largest magnitude), then
-    substitute back from row d - 1, each row's sum of known terms taken pairwise (``matmul``).
+    substitute back from row d - 1, each row's sum of known terms in ``matmul``'s tree.
 
     Parameters
     ----------
     a : ndarray, shape (..., d, d)
     b : ndarray, shape (..., d) or (..., d, k)
-        Right-hand side(s); a 1-d-per-matrix ``b`` is a vector, as numpy >= 2 reads it.
+        Right-hand side(s): one vector per matrix when ``b.ndim == a.ndim - 1`` (numpy 1's
+        rule), else one (d, k) block per matrix, broadcast against ``a``'s batch.
 
     Returns
     -------
@@ -115,8 +185,13 @@ def solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         b = b[..., None]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     k = b.shape[-1]
-    lu = np.array(np.broadcast_to(a, batch + (d, d))).reshape(-1, d, d)
-    rhs = np.array(np.broadcast_to(b, batch + (d, k))).reshape(-1, d, k)
+    lu = np.array(np.broadcast_to(a, batch + (d, d)), order="C").reshape(-1, d, d)
+    rhs = np.array(np.broadcast_to(b, batch + (d, k)), order="C").reshape(-1, d, k)
+    if KERNEL.module is not None:
+        x = np.empty_like(rhs)
+        KERNEL.module.solve(lu, rhs, x, len(lu), d, k)
+        x = x.reshape(batch + (d, k))
+        return x[..., 0] if vec else x
     rows = np.arange(len(lu))
     with np.errstate(divide="ignore", invalid="ignore"):
         for j in range(d):
@@ -184,8 +259,16 @@ def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = a.reshape(-1, d, d)
     m = 0.5 * (m + np.swapaxes(m, 1, 2))
     v = np.broadcast_to(np.eye(d), m.shape).copy()
-    floor = OFF_FLOOR * np.sqrt(np.add.reduce((m * m).reshape(len(m), -1), axis=1))
+    floor = OFF_FLOOR * norm(m.reshape(len(m), -1))
     rounds = _round_robin(d)
+    if KERNEL.module is not None:
+        m = np.ascontiguousarray(m)
+        pairs_p = np.concatenate([p for p, _ in rounds] or [np.zeros(0)]).astype(np.int64)
+        pairs_q = np.concatenate([q for _, q in rounds] or [np.zeros(0)]).astype(np.int64)
+        sizes = np.array([len(p) for p, _ in rounds], dtype=np.int64)
+        KERNEL.module.jacobi(m, v, np.ascontiguousarray(floor), pairs_p, pairs_q, sizes,
+                             len(m), d, MAX_SWEEPS)
+        return _sorted(m, v, batch, d)
     for _ in range(MAX_SWEEPS):
         rotated = False
         for p, q in rounds:
@@ -219,6 +302,13 @@ def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             m[b_[0], q[b_[1]], p[b_[1]]] = 0.0
         if not rotated:
             break
+    return _sorted(m, v, batch, d)
+
+
+def _sorted(m: np.ndarray, v: np.ndarray, batch: tuple[int, ...], d: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvalues (the diagonal of the rotated matrices) in ascending order, ties in
+    diagonal order, with their eigenvectors."""
     w = np.diagonal(m, axis1=1, axis2=2)
     order = np.argsort(w, axis=1, kind="stable")
     w = np.take_along_axis(w, order, axis=1)
@@ -235,8 +325,8 @@ def lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson's correlation of two vectors, every sum pairwise (``numpy.corrcoef``'s value up
-    to rounding, without its BLAS dot product)."""
+    """Pearson's correlation of two vectors, its dot products in ``matmul``'s tree
+    (``numpy.corrcoef``'s value up to rounding, without its BLAS dot product)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     dx, dy = x - x.mean(), y - y.mean()

@@ -168,8 +168,9 @@ def test_every_environment_variable_is_named_in_one_place():
     from ldpsim import environment
 
     declared = {v.name for v in environment.VARIABLES}
-    assert {environment.CODEC, environment.RNG, environment.NETWORK, environment.TUNE_MALLOC,
-            environment.DASK_ADVERTISE, environment.MALLOC_TRIM_THRESHOLD} == declared
+    assert {environment.CODEC, environment.RNG, environment.NETWORK, environment.ORDERED,
+            environment.TUNE_MALLOC, environment.DASK_ADVERTISE,
+            environment.MALLOC_TRIM_THRESHOLD} == declared
     spelled = []
     for name, path in MODULES.items():
         if name == "ldpsim.environment":

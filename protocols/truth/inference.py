@@ -76,8 +76,6 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
     mask = np.isfinite(x)
     w = mask.astype(np.float64)
     x0 = np.where(mask, x, 0.0)
-    # the task-major copies Eq. (1) sums over workers in (pairwise, along a contiguous axis)
-    x0t, wt = np.ascontiguousarray(x0.T), np.ascontiguousarray(w.T)
     counts = w.sum(axis=1)
     has = counts > 0
     sq = (x0 * x0).sum(axis=1)
@@ -87,7 +85,7 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
     converged = False
     it = 0
     for it in range(1, max(1, int(max_iter)) + 1):
-        new = _task_means(x0t, wt, q)
+        new = truths(x0, w, q)
         # Eq. (2): sum_j (a_ij - mu_j)^2 over T_i, expanded so each round is four mat-vecs
         # (each summed in a fixed order: ``ordered.matmul``).
         ss = np.maximum(sq - 2.0 * ordered.matmul(x0, new) + ordered.matmul(w, new * new), 0.0)
@@ -107,17 +105,11 @@ def truths(x0: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
 
     ``x0`` holds the answers with NULL set to 0 and ``w`` the 0/1 answered mask (one row per
     worker). A task without answers (possible after randomized response turned all its answers
-    into NULL) gets the weighted mean of all answers, so the output is always finite.
+    into NULL) gets the weighted mean of all answers, so the output is always finite. The sums
+    over the workers run in ``ordered.matmul``'s fixed tree.
     """
-    return _task_means(np.ascontiguousarray(np.asarray(x0, dtype=np.float64).T),
-                       np.ascontiguousarray(np.asarray(w, dtype=np.float64).T), q)
-
-
-def _task_means(x0t: np.ndarray, wt: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``truths`` from the task-major copies (shape (n, m)), whose sums over the workers run
-    along a contiguous axis in a fixed order (``ordered.matmul``)."""
-    num = ordered.matmul(x0t, q)
-    den = ordered.matmul(wt, q)
+    num = ordered.matmul(q, x0)
+    den = ordered.matmul(q, w)
     total = den.sum()
     fallback = num.sum() / total if total > 0 else 0.0
     with np.errstate(invalid="ignore", divide="ignore"):

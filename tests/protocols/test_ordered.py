@@ -119,3 +119,93 @@ def test_basic_solution_solves_a_rank_deficient_consistent_system():
     b = np.array([2.0, 3.0, 5.0])
     x = ordered.basic_solution(a, b)
     assert np.array_equal(a @ x, b) and x[1] == 0.0  # the free variable at zero
+
+
+def test_the_tree_is_numpys_pairwise_sum_written_out():
+    """On numpy >= 2 (whose reduction starts from the identity) ``add.reduce`` along a
+    contiguous axis is exactly ``_tree_sum``: the same tree, in every size class (< 8, <= 128,
+    split halves)."""
+    if int(np.__version__.split(".")[0]) < 2:
+        pytest.skip("numpy < 2 starts its reduction from the first element")
+    for n in [*range(0, 140), 255, 256, 257, 1000, 1029, 5000]:
+        x = GEN.normal(size=(3, n)) * 10.0 ** GEN.integers(-6, 6, size=(3, n))
+        assert np.array_equal(ordered._tree_sum(x), np.add.reduce(x, axis=-1)), n
+
+
+@pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
+@pytest.mark.parametrize(("sa", "sb"), [((5, 4), (4, 3)), ((7, 9, 130), (7, 130, 2)),
+                                        ((3, 1000), (1000,)), ((4, 2, 6, 17), (2, 17, 3)),
+                                        ((6, 300), (300, 5)), ((2, 3), (3, 0)), ((0, 3), (3, 4)),
+                                        ((3,), (3,))])
+def test_the_compiled_kernel_gives_numpys_bits(sa, sb):
+    a, b = GEN.normal(size=sa), GEN.normal(size=sb)
+    was = ordered.KERNEL.use("numpy")
+    try:
+        slow = ordered.matmul(a, b)
+    finally:
+        ordered.KERNEL.use(was)
+    ordered.KERNEL.use("compiled")
+    try:
+        assert np.array_equal(ordered.matmul(a, b), slow)
+    finally:
+        ordered.KERNEL.use(was)
+
+
+@pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
+@pytest.mark.parametrize("rows", [0, 1, 7, 8, 9, 127, 128, 129, 300, 1031])
+def test_a_vector_times_a_matrix_streams_its_rows_to_the_same_bits(rows, monkeypatch):
+    q, x = GEN.normal(size=rows), GEN.normal(size=(rows, 37))
+    fast = ordered.matmul(q, x)  # the compiled row-streaming tree
+    assert np.array_equal(fast, ordered.matmul(x.T.copy(), q))  # the same tree, transposed
+    monkeypatch.setattr(ordered, "BLOCK", 64)  # numpy's path in many blocks
+    was = ordered.KERNEL.use("numpy")
+    try:
+        assert np.array_equal(ordered.matmul(q, x), fast)
+    finally:
+        ordered.KERNEL.use(was)
+
+
+@pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 7, 10, 24])
+def test_the_compiled_jacobi_gives_numpys_bits(d):
+    s = GEN.normal(size=(40, d, d))
+    s = s + s.transpose(0, 2, 1)
+    s[0] = 0.0
+    s[1] = np.diag(np.arange(d, dtype=float))
+    if d > 2:
+        s[2] = np.outer(np.arange(d), np.arange(d))
+        s[3, 0, 1] = s[3, 1, 0] = 1e-300  # below the floor: not rotated
+    fast = ordered.eigh(s)
+    was = ordered.KERNEL.use("numpy")
+    try:
+        slow = ordered.eigh(s)
+    finally:
+        ordered.KERNEL.use(was)
+    assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
+
+
+@pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
+@pytest.mark.parametrize(("d", "k"), [(1, 1), (2, 1), (5, 3), (10, 1), (19, 2)])
+def test_the_compiled_solve_gives_numpys_bits(d, k):
+    a = GEN.normal(size=(50, d, d))
+    a[0] = 0.0  # singular: inf/NaN in its own rows only
+    if d > 1:
+        a[1, 0, 0] = 0.0  # a pivot to find
+        a[2, 1, 0] = np.nan
+    b = GEN.normal(size=(50, d, k))
+    fast = ordered.solve(a, b)
+    was = ordered.KERNEL.use("numpy")
+    try:
+        slow = ordered.solve(a, b)
+    finally:
+        ordered.KERNEL.use(was)
+    assert np.array_equal(fast, slow, equal_nan=True)
+    assert np.isfinite(fast[3:]).all()
+
+
+def test_solve_takes_fortran_ordered_and_broadcast_operands():
+    a = GEN.normal(size=(4, 4)) + 4 * np.eye(4)
+    b = np.asfortranarray(GEN.normal(size=(4, 3)))
+    assert np.allclose(ordered.solve(np.asfortranarray(a), b), np.linalg.solve(a, b))
+    x = ordered.solve(np.broadcast_to(a, (5, 4, 4)), b[None])
+    assert x.shape == (5, 4, 3) and np.array_equal(x[0], x[4])
