@@ -366,16 +366,22 @@ class _Workers:
             conn.close()
 
 
-def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
+def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = False):
     """Yield ``(spec, record)`` for each of ``specs`` executed again (``ldpsim verify``), on
     ``jobs`` worker processes (each spec's own backend, which must be a local one; at most one
     kind per call), records as ``run_scenario`` stores them. A failed run yields ``(spec,
     RunFailed)``. ``scratch``: where the workers put views and note failures (never a
-    results directory)."""
+    results directory).
+
+    ``spending``: replay the agents' lifetime odometer: the specs run one after the other, in
+    their given order (the order they were first executed), each with what the runs before it
+    spent on its data set as this re-execution measures it (``_spent_before``), never as a
+    stored record says."""
     if not specs:
         return
     runtime = specs[0].runtime
-    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs:
+    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs \
+            and not spending:
         workers = _Workers(min(jobs, len(specs)), runtime, scratch, True, scratch)
         try:
             done: set[str] = set()
@@ -393,12 +399,18 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
         return
     truth = TruthCache()
     backend = get_backend(runtime["backend"]).build(runtime, print)
+    book: dict[Any, dict[str, float]] = {}
     try:
         for spec in specs:
             try:
-                yield spec, execute(spec, truth, backend)
+                rec = execute(spec, truth, backend,
+                              spent_before=_spent_before(book, spec) if spending else 0.0)
             except RunFailed as e:
                 yield spec, e
+                continue
+            if spending:
+                _note_spending(book, rec)
+            yield spec, rec
     finally:
         truth.close()
         backend.close()
