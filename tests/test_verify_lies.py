@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.sweep.report import write_report
 from ldpsim.simulator.sweep.runner import run_scenario
 from ldpsim.simulator.sweep.verify import verify
 
@@ -191,6 +192,20 @@ def test_verify_says_what_it_does_not_check(honest, tmp_path):
     res = cli("verify", str(out), "--no-progress")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "not checked:" in res.stdout and "timings" in res.stdout and "memory" in res.stdout
+
+
+def test_attack_a_sweep_renamed_after_a_paper_gets_no_printed_numbers(tmp_path):
+    """The report's ``[[published]]`` is the one stored with the sweep, never that of the
+    scenario file that has the sweep's name today."""
+    out = _run(_raw(name="paper002_tables3_4", repeats=1), tmp_path / "renamed")
+    page = write_report(out).read_text()
+    assert "Beside the paper" not in page
+    own = [{"source": "Table 1", "metric": "kendall_tau", "where": {"protocol":
+            "ldp_kwiksort_rr"}, "x": "params.epsilon", "at": [0.5, 1.0],
+            "values": [0.1, 0.2]}]
+    out2 = _run(_raw(name="own", repeats=1, published=own), tmp_path / "own")
+    page2 = write_report(out2).read_text()
+    assert "Beside the paper" in page2 and "Table 1" in page2
 
 
 def test_an_honest_directory_with_refused_runs_verifies(lifetime, tmp_path):

@@ -16,25 +16,23 @@ reads to know that every figure loads.
 from __future__ import annotations
 
 import base64
-import contextlib
 import html
 import json
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.sweep.catalogue import find
 from ldpsim.simulator.sweep.identity import (
     FINGERPRINT_FILE,
     proven_records,
     stored_order,
     stored_plot,
     stored_scenarios,
+    stored_tables,
 )
 from ldpsim.simulator.sweep.metrics import CHANCE, describe
 from ldpsim.simulator.sweep.plots import axis_label, plot
-from ldpsim.simulator.sweep.published import compare
+from ldpsim.simulator.sweep.published import check_published, compare
 from ldpsim.simulator.sweep.results import (
     RESULTS_FILE,
     cell_text,
@@ -117,20 +115,27 @@ def _header(name: str, protocols: list[str]) -> str:
             + (f'<span class="better">{better}</span>' if better else ""))
 
 
+def _shown(tables: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The description and the printed numbers (``[[published]]``) of the stored sweeps'
+    ``tables``: as they were when the sweeps ran, never those of a scenario file that has
+    their name today (a sweep named after a paper's scenario is not that paper's)."""
+    description = next((str(t["description"]) for t in tables if t.get("description")), "")
+    published: list[dict[str, Any]] = []
+    for t in tables:
+        got = t.get("published")
+        for entry in got if isinstance(got, list) else []:
+            if isinstance(entry, dict) and entry not in published:
+                published.append(entry)
+    return description, [e for e in published if not check_published([e])]
+
+
 def _scenario_section(out_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
-    """The page's title, the scenario section and its published numbers (from the scenario
-    file of the stored name, where one is found)."""
+    """The page's title, the scenario section and its published numbers (those stored with
+    the sweeps: ``_shown``)."""
     stored = stored_scenarios(out_dir)
     name = stored[0].name if stored else out_dir.name
-    description, published = "", []
-    path = Path(find(name))  # as ``ldpsim run NAME`` finds it
-    if path.is_file():
-        with contextlib.suppress(tomllib.TOMLDecodeError, UnicodeDecodeError):
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-            description = str(raw.get("description", ""))
-            published = list(raw.get("published") or [])
-    tables = json.loads((out_dir / FINGERPRINT_FILE).read_text(encoding="utf-8")).get(
-        "scenarios", [])
+    tables = stored_tables(out_dir)
+    description, published = _shown(tables)
     body = [f"<p>{_e(description)}</p>" if description else ""]
     for i, t in enumerate(tables):
         rows = [["protocols", ", ".join(map(str, t.get("protocols", [])))],
