@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from ldpsim.simulator.sweep import scenario as sc
 from ldpsim.simulator.sweep.report import write_report
+from ldpsim.simulator.sweep.results import ResultsCorruptError
 from ldpsim.simulator.sweep.runner import run_scenario
 from ldpsim.simulator.sweep.verify import verify
 
@@ -231,6 +232,17 @@ def _spend_forged(out: Path) -> tuple[dict, dict]:
     return zeroed, refused
 
 
+def test_attack_the_odometer_does_not_read_its_spend_from_the_results(lifetime, tmp_path):
+    """Part 4: a resumed sweep recomputes each stored run's spend from its spec: the forged
+    zero is found, and the dropped run is not re-run past the lifetime budget."""
+    out = _copy(lifetime, tmp_path)
+    zeroed, refused = _spend_forged(out)
+    with pytest.raises(ResultsCorruptError, match=zeroed["key"]):
+        run_scenario(sc.load(raw=_raw(**LIFETIME)), out, show_progress=False,
+                     echo=lambda *a, **k: None)
+    assert refused["key"] not in {r["key"] for r in _records(out)}
+
+
 def test_attack_a_forged_spend_fails_verify(lifetime, tmp_path):
     out = _copy(lifetime, tmp_path)
     zeroed, refused = _spend_forged(out)
@@ -238,3 +250,21 @@ def test_attack_a_forged_spend_fails_verify(lifetime, tmp_path):
     assert not report.ok and report.missing == [refused["key"]]
     assert any(d.key == zeroed["key"] and "privacy.epsilon_spent_max" in d.fields
                for d in report.differing), _problems(report)
+
+
+def test_an_interrupted_lifetime_sweep_resumes_as_it_would_have_run(lifetime, tmp_path):
+    """The spends recomputed on resume are those the records hold: a sweep stopped after its
+    first two runs and resumed writes the records of the sweep that ran at once, refusal
+    included, and verifies."""
+    out = _copy(lifetime, tmp_path)
+    whole = _records(out)
+    _write(out, whole[:2])
+    for name in ("summary.csv", "per_round.csv"):
+        (out / name).unlink()
+    _run(_raw(**LIFETIME), out)
+    again = _records(out)
+    assert [r["key"] for r in again] == [r["key"] for r in whole]
+    for a, b in zip(again, whole, strict=True):
+        assert (a["privacy"], a["refused"], a["output"]) == (b["privacy"], b["refused"],
+                                                             b["output"])
+    assert verify(out).ok
