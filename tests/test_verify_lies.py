@@ -130,6 +130,11 @@ def test_attack_rewritten_privacy_fields_are_refused(honest, tmp_path):
     assert diff.key == rec["key"]
     assert {"privacy.epsilon", "privacy.epsilon_spent_max",
             "privacy.epsilon_lifetime_max"} <= set(diff.fields)
+    # the claim is recomputed from the spec for every record: a sample cannot miss it
+    for _ in range(3):
+        sampled = verify(out, sample=0.25)
+        assert any(d.key == rec["key"] and "privacy.epsilon" in d.fields
+                   for d in sampled.differing), _problems(sampled)
 
 
 def test_attack_a_deleted_repeat_is_named_missing(honest, tmp_path):

@@ -64,6 +64,15 @@ def _dataset(data: dict[str, Any], seed: int, secret: Secrets | None) -> Any:
     return build_data(data, run_secrets({"seed": seed}, secret).data_keys(seed))
 
 
+def claimed(spec: RunSpec) -> dict[str, Any]:
+    """The privacy claim a run's record holds (``privacy`` without the agents' spend), from
+    its spec alone: its protocol bound to its parameters and its data set's public facts,
+    as its pools bind it."""
+    proto = get_protocol(spec.protocol)
+    public = _dataset(spec.data, spec.seed, secrets_of(spec.runtime)).public
+    return proto.claim(proto.bind(spec.params, public).params, public).as_dict()
+
+
 def _truth(data: dict[str, Any], seed: int, secret: Secrets | None) -> dict[str, Any]:
     return _dataset(data, seed, secret).truth()
 

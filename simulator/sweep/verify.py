@@ -8,8 +8,8 @@ wrong: edited, written by other code, or damaged. ``verify`` checks, against the
 beside the results (``identity.stored_scenarios``):
 
 * every record is one of the directory's runs (``identity.check_records``: its key, recomputed
-  from its settings) and says what its run is: its ``point`` and ``seed`` are recomputed from
-  the run's spec (``spec_fields``), for every record, sampled or not;
+  from its settings) and says what its run is: its ``point``, ``seed`` and privacy claim are
+  recomputed from the run's spec (``spec_fields``), for every record, sampled or not;
 * every run of the stored sweeps has a record (``missing``);
 * the stored runs (all, or a ``sample`` drawn afresh each time: ``sample_of``) are re-executed
   and compared field by field (``compared``): status, output, metrics, the privacy claim and
@@ -39,6 +39,7 @@ from typing import Any
 
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.sweep import identity
+from ldpsim.simulator.sweep.execute import claimed
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
     PER_ROUND_FILE,
@@ -172,17 +173,41 @@ def differing_fields(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]
 _MISSING = object()
 
 
-def spec_fields(record: dict[str, Any], spec: RunSpec) -> list[str]:
-    """The dotted fields of ``record``'s ``IDENTITY`` (its parameter point, its data set's
-    seed) that differ from what its run's ``spec`` gives: a record relabelled into another
-    row of the summary."""
+def spec_fields(record: dict[str, Any], spec: RunSpec,
+                claim: dict[str, Any] | None = None) -> list[str]:
+    """The dotted fields of ``record`` that differ from what its run's ``spec`` gives: its
+    ``IDENTITY`` (its parameter point, its data set's seed: a record relabelled into another
+    row of the summary) and, given the run's privacy ``claim`` (``execute.claimed``), the
+    claim its ``privacy`` states (ε, mechanism, model, ...; the agents' spend is what a
+    re-execution checks)."""
     mine: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
     for name in IDENTITY:
         _flatten(name, _json(record.get(name)), mine)
         _flatten(name, _json(getattr(spec, name)), theirs)
+    if claim is not None:
+        stated = record.get("privacy") if isinstance(record.get("privacy"), dict) else {}
+        _flatten("privacy", _json({k: stated.get(k) for k in claim}), mine)
+        _flatten("privacy", _json(claim), theirs)
     return sorted(k for k in set(mine) | set(theirs)
                   if mine.get(k, _MISSING) != theirs.get(k, _MISSING))
+
+
+def _claims(specs: list[RunSpec]) -> dict[str, dict[str, Any] | None]:
+    """Each spec's privacy claim (``execute.claimed``), by run key; None where it cannot be
+    computed here (a data file missing: the re-execution then fails and says so)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    seen: dict[str, dict[str, Any] | None] = {}
+    for spec in specs:
+        sig = json.dumps([spec.protocol, spec.params, spec.data, spec.seed,
+                          spec.runtime.get("secret")], sort_keys=True, default=str)
+        if sig not in seen:
+            try:
+                seen[sig] = claimed(spec)
+            except Exception:  # noqa: BLE001 - any failure: left to the re-execution
+                seen[sig] = None
+        out[spec.key] = seen[sig]
+    return out
 
 
 def sample_of(keys: list[str], fraction: float, seed: int) -> list[str]:
@@ -352,8 +377,9 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     report.failed = [(k, "no stored sweep has this run") for k in records if k not in specs]
     report.missing = missing_runs(records, list(dict.fromkeys(
         [*orders[0], *(k for o in orders[1:] for k in o)])))
+    claims = _claims([specs[k] for k in records if k in specs])
     for k, rec in records.items():
-        if k in specs and (diff := spec_fields(rec, specs[k])):
+        if k in specs and (diff := spec_fields(rec, specs[k], claims[k])):
             report.differing.append(Difference(k, line_of[k], specs[k].protocol, diff))
     report.files = table_problems(directory, list(records.values()), orders)
     if sample < 1:
