@@ -273,3 +273,20 @@ def test_an_interrupted_lifetime_sweep_resumes_as_it_would_have_run(lifetime, tm
         assert (a["privacy"], a["refused"], a["output"]) == (b["privacy"], b["refused"],
                                                              b["output"])
     assert verify(out).ok
+
+
+def test_a_fault_the_sweep_injected_replays_and_a_forged_degraded_record_is_named(tmp_path):
+    """A pool the sweep kills in round 0: every run is degraded, and its loss is part of its
+    settings, so verify re-executes it and compares it like any other run."""
+    raw = _raw(protocols=["ldp_kwiksort_rr"], repeats=1)
+    raw["runtime"] = {**raw["runtime"], "faults": [{"pool": 1, "round": 0, "action": "kill"}]}
+    out = _run(raw, tmp_path / "faults")
+    recs = _records(out)
+    assert recs and all(r["status"] == "degraded" for r in recs)
+    report = verify(out)
+    assert report.ok and report.degraded == report.checked == len(recs), _problems(report)
+    recs[0]["metrics"]["kendall_tau"] = 1.0
+    _write(out, recs)
+    report = verify(out)
+    assert [d.key for d in report.differing] == [recs[0]["key"]]
+    assert "metrics.kendall_tau" in report.differing[0].fields

@@ -239,14 +239,14 @@ def table_texts(records: list[dict[str, Any]], orders: list[list[str]]
                 ) -> dict[str, set[str]]:
     """What ``summary.csv`` and ``per_round.csv`` may hold, derived from ``records``: their
     text in each of ``orders`` (the run orders the directory's sweeps wrote them in), with
-    degraded runs left out or included (``--include-degraded``); "" for a table the records
-    give no rows of (not written)."""
+    degraded runs left out or included (``--include-degraded``); "" for a per-round table
+    the records give no rows of (not written)."""
     out: dict[str, set[str]] = {SUMMARY_FILE: set(), PER_ROUND_FILE: set()}
     for order in orders:
         ordered = in_run_order(records, order)
         for degraded in (False, True):
             shown = usable(ordered, degraded)
-            out[SUMMARY_FILE].add(csv_text(*summarize(shown)) if shown else "")
+            out[SUMMARY_FILE].add(csv_text(*summarize(shown)))
             columns, rows = per_round(shown)
             out[PER_ROUND_FILE].add(csv_text(columns, rows) if rows else "")
     return out
