@@ -13,9 +13,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import sys
-import tempfile
 import traceback
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +34,8 @@ from ldpsim.simulator.sweep.metrics import legend
 from ldpsim.simulator.sweep.plots import plot
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
-    RESULTS_FILE,
-    ResultsCorruptError,
     ResultStore,
     format_table,
-    is_degraded,
     metric_names,
     privacy_spent,
     record_line,
@@ -49,7 +44,8 @@ from ldpsim.simulator.sweep.results import (
     write_per_round,
     write_summary,
 )
-from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, ScenarioError, check_runs
+from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
+from ldpsim.simulator.sweep.spending import note_spending, recomputed_spending, spent_before
 
 #: runs a ``--jobs`` worker holds at once: one running, the next waiting in its pipe
 AHEAD = 2
@@ -86,7 +82,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
     # what the agents spent per data set in the stored runs (recomputed, never read from the
     # records), kept up to date as runs finish
-    spending = _recomputed_spending(out_dir, numbered, todo, echo) if lifetime and todo else {}
+    spending = recomputed_spending(out_dir, numbered, todo, echo) if lifetime and todo else {}
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep
@@ -106,13 +102,13 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             bar.update(len(specs) - len(todo))
             finished = (workers.results(todo) if workers is not None else
                         ((spec, execute_record(spec, truth, backend, view_dir, per_round,
-                                         _spent_before(spending, spec)))
+                                         spent_before(spending, spec)))
                          for spec in todo))
             for spec, rec in finished:
                 store.append(rec, workers.lines.pop(spec.key, None)
                              if isinstance(workers, _Workers) else None)
                 if lifetime:
-                    _note_spending(spending, rec)
+                    note_spending(spending, rec)
                 interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(
@@ -142,89 +138,6 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         plot(out_dir, usable(records, include_degraded), scenario.plot,
              note=lambda line: echo(line, file=sys.stderr))
     return records, summary
-
-
-#: what the agents' lifetime odometer reads of a run, recomputed for every stored run
-SPEND_FIELDS = ("epsilon_spent_max", "epsilon_spent_mean", "epsilon_lifetime_max")
-
-
-def _recomputed_spending(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
-                         todo: list[RunSpec], echo=print) -> dict[Any, dict[str, float]]:
-    """What the agents spent in the stored runs on the data sets of the runs ``todo``, by data
-    set and run key (``_note_spending``), recomputed from each run's spec: the stored runs of
-    those data sets re-executed in the order they were executed (``results.jsonl``'s order),
-    each with the odometer of the runs before it (``rerun(spending=True)``), on the inproc
-    backend (the same results as every other). A record is never the odometer's source: a
-    stored run's spend is a file any reader of the directory could write.
-
-    Raises
-    ------
-    ResultsCorruptError
-        A stored record (not degraded) whose spend is not what its run spends, naming the
-        line, key and field.
-    ScenarioError
-        A stored run that no stored sweep has (a directory written before they were stored):
-        its spend cannot be recomputed.
-    """
-    specs: dict[str, RunSpec] = {}
-    for scen in identity.stored_scenarios(out_dir):
-        for spec in scen.runs():
-            specs.setdefault(spec.key, spec)
-    seeds = {s.seed for s in todo}
-    lines = []
-    for line, rec in numbered:
-        spec = specs.get(rec["key"])
-        if spec is None:
-            raise ScenarioError(f"{Path(out_dir) / RESULTS_FILE}: line {line}: run "
-                                f"{rec['key']} is in no stored sweep: what its agents spent "
-                                "cannot be recomputed for their lifetime budget")
-        if spec.seed in seeds:
-            lines.append((line, rec, replace(spec, runtime={**spec.runtime,
-                                                            "backend": "inproc"})))
-    if not lines:
-        return {}
-    echo(f"lifetime budget: recomputing what the agents spent in "
-         f"{counted(len(lines), 'stored run')}", file=sys.stderr)
-    book: dict[Any, dict[str, float]] = {}
-    last = {rec["key"]: line for line, rec, _ in lines}
-    with tempfile.TemporaryDirectory(prefix="ldpsim-spend-") as scratch:
-        fresh_runs = rerun([spec for _, _, spec in lines], Path(scratch), spending=True)
-        for (line, rec, _), (_, fresh) in zip(lines, fresh_runs, strict=True):
-            if isinstance(fresh, RunFailed):
-                raise fresh
-            _note_spending(book, fresh)
-            if last[rec["key"]] == line and not is_degraded(rec):
-                _check_spend(rec, fresh, line, Path(out_dir) / RESULTS_FILE)
-    return book
-
-
-def _check_spend(rec: dict[str, Any], fresh: dict[str, Any], line: int, path: Path) -> None:
-    """Raise ResultsCorruptError when the stored ``rec`` says its agents spent other than its
-    re-execution ``fresh`` does (``SPEND_FIELDS``)."""
-    mine, theirs = rec.get("privacy") or {}, fresh.get("privacy") or {}
-    for k in SPEND_FIELDS:
-        if mine.get(k) != theirs.get(k):
-            raise ResultsCorruptError(
-                f"{path}: line {line}: run {rec['key']} says its agents spent privacy.{k} = "
-                f"{mine.get(k)!r}, its run spends {theirs.get(k)!r}: the record was edited or "
-                "written by other code; the agents' lifetime budget is not resumed from it "
-                "(ldpsim verify names what else differs)")
-
-
-def _note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any]) -> None:
-    """Enter a run's record in ``book`` (what its agents spent, by data set and run key); a
-    redone run replaces its earlier record, as the store does."""
-    book.setdefault(rec.get("seed"), {})[rec["key"]] = float(
-        (rec.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
-
-
-def _spent_before(book: dict[Any, dict[str, float]], spec: RunSpec) -> float:
-    """What the agents spent on ``spec``'s data set in the runs stored so far (the sum of each
-    run's largest spend: the lifetime odometer the orchestrator keeps for the local backends'
-    one-run pools), when the scenario gives them a lifetime budget; else 0."""
-    if spec.agents.get("lifetime_epsilon") is None:
-        return 0.0
-    return sum(v for key, v in book.get(spec.seed, {}).items() if key != spec.key)
 
 
 def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]
@@ -440,7 +353,7 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = F
 
     ``spending``: replay the agents' lifetime odometer: the specs run one after the other, in
     their given order (the order they were first executed), each with what the runs before it
-    spent on its data set as this re-execution measures it (``_spent_before``), never as a
+    spent on its data set as this re-execution measures it (``spending.spent_before``), never as a
     stored record says."""
     if not specs:
         return
@@ -469,12 +382,12 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = F
         for spec in specs:
             try:
                 rec = execute(spec, truth, backend,
-                              spent_before=_spent_before(book, spec) if spending else 0.0)
+                              spent_before=spent_before(book, spec) if spending else 0.0)
             except RunFailed as e:
                 yield spec, e
                 continue
             if spending:
-                _note_spending(book, rec)
+                note_spending(book, rec)
             yield spec, rec
     finally:
         truth.close()
