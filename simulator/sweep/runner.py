@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from ldpsim.simulator.sweep.metrics import legend
 from ldpsim.simulator.sweep.plots import plot
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
+    RESULTS_FILE,
     ResultStore,
     format_table,
     metric_names,
@@ -45,7 +47,12 @@ from ldpsim.simulator.sweep.results import (
     write_summary,
 )
 from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
-from ldpsim.simulator.sweep.spending import note_spending, recomputed_spending, spent_before
+from ldpsim.simulator.sweep.spending import (
+    note_spending,
+    recomputed_spending,
+    spent_before,
+    stored_runs,
+)
 
 #: runs a ``--jobs`` worker holds at once: one running, the next waiting in its pipe
 AHEAD = 2
@@ -82,7 +89,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
     # what the agents spent per data set in the stored runs (recomputed, never read from the
     # records), kept up to date as runs finish
-    spending = recomputed_spending(out_dir, numbered, todo, echo) if lifetime and todo else {}
+    spending = _stored_spending(out_dir, numbered, todo, echo) if lifetime and todo else {}
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep
@@ -138,6 +145,21 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         plot(out_dir, usable(records, include_degraded), scenario.plot,
              note=lambda line: echo(line, file=sys.stderr))
     return records, summary
+
+
+def _stored_spending(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
+                     todo: list[RunSpec], echo=print) -> dict[Any, dict[str, float]]:
+    """What the agents spent in the stored runs the runs ``todo`` meet, recomputed by
+    executing them again in order (``spending.stored_runs``, ``spending.recomputed_spending``),
+    never read from their records."""
+    runs = stored_runs(out_dir, numbered, todo)
+    if not runs:
+        return {}
+    echo(f"lifetime budget: recomputing what the agents spent in "
+         f"{counted(len(runs), 'stored run')}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="ldpsim-spend-") as scratch:
+        fresh = rerun([spec for _, _, spec in runs], Path(scratch), spending=True)
+        return recomputed_spending(runs, fresh, Path(out_dir) / RESULTS_FILE)
 
 
 def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]

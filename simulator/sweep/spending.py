@@ -3,22 +3,20 @@
 what a run meets before it (``spent_before``).
 
 Its book is filled from records the orchestrator made itself: the runs it executes, and, when
-a sweep resumes, its stored runs executed again (``recomputed_spending``). It never reads a
-spend from ``results.jsonl``: any reader of the directory could write that file, and zeroing a
-stored spend would let the resumed sweep spend past the agents' lifetime budget.
+a sweep resumes, its stored runs executed again (``stored_runs``, ``recomputed_spending``). It
+never reads a spend from ``results.jsonl``: any reader of the directory could write that file,
+and zeroing a stored spend would let the resumed sweep spend past the agents' lifetime budget.
 """
 
 from __future__ import annotations
 
-import sys
-import tempfile
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import InprocBackend
 from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.results import RESULTS_FILE, ResultsCorruptError, is_degraded
 from ldpsim.simulator.sweep.scenario import RunSpec, ScenarioError
@@ -27,32 +25,26 @@ from ldpsim.simulator.sweep.scenario import RunSpec, ScenarioError
 SPEND_FIELDS = ("epsilon_spent_max", "epsilon_spent_mean", "epsilon_lifetime_max")
 
 
-def recomputed_spending(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
-                         todo: list[RunSpec], echo=print) -> dict[Any, dict[str, float]]:
-    """What the agents spent in the stored runs on the data sets of the runs ``todo``, by data
-    set and run key (``note_spending``), recomputed from each run's spec: the stored runs of
-    those data sets re-executed in the order they were executed (``results.jsonl``'s order),
-    each with the odometer of the runs before it (``rerun(spending=True)``), on the inproc
-    backend (the same results as every other). A record is never the odometer's source: a
-    stored run's spend is a file any reader of the directory could write.
+def stored_runs(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
+                todo: list[RunSpec]) -> list[tuple[int, dict[str, Any], RunSpec]]:
+    """The stored runs whose spend the runs ``todo`` meet: every line of ``results.jsonl``
+    (``numbered``) of a data set a run of ``todo`` uses, in file order (the order they were
+    executed), each with its line, its record and its spec (from the sweeps stored in
+    ``out_dir``) on the inproc backend (the same results as every other; never a long-lived
+    pool's, whose own ledger a re-execution would charge).
 
     Raises
     ------
-    ResultsCorruptError
-        A stored record (not degraded) whose spend is not what its run spends, naming the
-        line, key and field.
     ScenarioError
         A stored run that no stored sweep has (a directory written before they were stored):
         its spend cannot be recomputed.
     """
-    from ldpsim.simulator.sweep.runner import rerun  # the runner keeps this odometer
-
     specs: dict[str, RunSpec] = {}
     for scen in identity.stored_scenarios(out_dir):
         for spec in scen.runs():
             specs.setdefault(spec.key, spec)
     seeds = {s.seed for s in todo}
-    lines = []
+    out = []
     for line, rec in numbered:
         spec = specs.get(rec["key"])
         if spec is None:
@@ -60,22 +52,35 @@ def recomputed_spending(out_dir: str | Path, numbered: list[tuple[int, dict[str,
                                 f"{rec['key']} is in no stored sweep: what its agents spent "
                                 "cannot be recomputed for their lifetime budget")
         if spec.seed in seeds:
-            lines.append((line, rec, replace(spec, runtime={**spec.runtime,
-                                                            "backend": InprocBackend.name})))
-    if not lines:
-        return {}
-    echo(f"lifetime budget: recomputing what the agents spent in "
-         f"{counted(len(lines), 'stored run')}", file=sys.stderr)
+            out.append((line, rec, replace(spec, runtime={**spec.runtime,
+                                                          "backend": InprocBackend.name})))
+    return out
+
+
+def recomputed_spending(runs: list[tuple[int, dict[str, Any], RunSpec]],
+                        fresh: Iterable[tuple[RunSpec, Any]], path: Path
+                        ) -> dict[Any, dict[str, float]]:
+    """The odometer's book (``note_spending``) of the stored ``runs`` (``stored_runs``) from
+    their re-executions ``fresh`` (``runner.rerun(spending=True)`` of their specs, in order),
+    never from their records: a stored run's spend is a file any reader of the directory
+    could write.
+
+    Raises
+    ------
+    ResultsCorruptError
+        A stored record (its key's latest, not degraded) whose spend is not what its run
+        spends, naming the file ``path``, line, key and field.
+    RunFailed
+        A stored run that fails to run again.
+    """
     book: dict[Any, dict[str, float]] = {}
-    last = {rec["key"]: line for line, rec, _ in lines}
-    with tempfile.TemporaryDirectory(prefix="ldpsim-spend-") as scratch:
-        fresh_runs = rerun([spec for _, _, spec in lines], Path(scratch), spending=True)
-        for (line, rec, _), (_, fresh) in zip(lines, fresh_runs, strict=True):
-            if isinstance(fresh, RunFailed):
-                raise fresh
-            note_spending(book, fresh)
-            if last[rec["key"]] == line and not is_degraded(rec):
-                _check_spend(rec, fresh, line, Path(out_dir) / RESULTS_FILE)
+    last = {rec["key"]: line for line, rec, _ in runs}
+    for (line, rec, _), (_, again) in zip(runs, fresh, strict=True):
+        if isinstance(again, RunFailed):
+            raise again
+        note_spending(book, again)
+        if last[rec["key"]] == line and not is_degraded(rec):
+            _check_spend(rec, again, line, path)
     return book
 
 
