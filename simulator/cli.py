@@ -330,8 +330,8 @@ def verify_lines(report: Any, sample: float) -> list[str]:
             + (f" ({report.degraded} degraded among them)" if report.degraded else ""))
     if report.ok:
         out.append(f"verify: {what}: every one identical to its record; every record's "
-                   "point and seed are its run's, every run has a record, and the summary "
-                   "tables are the records'")
+                   "point, seed and privacy claim are its run's, every run has a record, and "
+                   "the tables and report written are the records'")
     else:
         n = len(report.differing)
         problems = [f"{n} of them differ{'s' if n == 1 else ''} from "
@@ -339,7 +339,7 @@ def verify_lines(report: Any, sample: float) -> list[str]:
                     f"{len(report.failed)} could not be re-executed" if report.failed else "",
                     f"{len(report.unverifiable)} unverifiable" if report.unverifiable else "",
                     f"{counted(len(report.missing), 'run')} missing" if report.missing else "",
-                    f"{counted(len(report.files), 'table')} not the records'"
+                    f"{counted(len(report.files), 'file')} not the records'"
                     if report.files else ""]
         out.append(f"verify: {what}: " + ", ".join(p for p in problems if p))
     out.append(f"not checked: {NOT_CHECKED}")

@@ -290,3 +290,19 @@ def test_a_fault_the_sweep_injected_replays_and_a_forged_degraded_record_is_name
     report = verify(out)
     assert [d.key for d in report.differing] == [recs[0]["key"]]
     assert "metrics.kendall_tau" in report.differing[0].fields
+
+
+def test_attack_an_edited_report_is_named_and_a_moved_one_is_not(honest, tmp_path):
+    """``report.html`` is drawn again from the records (without its figures, which vary with
+    the machine) and compared: a number edited in it is named; the directory moved is not."""
+    out = _copy(honest, tmp_path)
+    write_report(out)
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    report = verify(moved, sample=0.25)
+    assert report.ok, _problems(report)
+    text = (moved / "report.html").read_text()
+    (moved / "report.html").write_text(text.replace("<td>ldp_kwiksort_rr</td>",
+                                                    "<td>ldp_kwiksort_lap</td>", 1))
+    report = verify(moved, sample=0.25)
+    assert [f for f, _ in report.files] == ["report.html"], _problems(report)

@@ -18,12 +18,12 @@ beside the results (``identity.stored_scenarios``):
   such a record is reported ``unverifiable``. With a lifetime budget (``[agents]
   lifetime_epsilon``) the runs are re-executed in the order they were executed, each with what
   the re-executed runs before it spent (``runner.rerun(spending=True)``);
-* ``summary.csv`` and ``per_round.csv`` are derived again from the records and compared
-  (``table_problems``).
+* ``summary.csv``, ``per_round.csv`` and ``report.html`` are derived again from the records
+  and compared (``table_problems``, ``report_problems``; the report without its figures).
 
 Not checked: what a run measures of the machine that ran it (timings, memory, the pools'
-physical frames and bytes: ``NOT_CHECKED``), and the figures and ``report.html``, which
-``ldpsim summary --plots`` and ``ldpsim report`` draw again from the records.
+physical frames and bytes: ``NOT_CHECKED``), and the figures, which ``ldpsim summary
+--plots`` and ``ldpsim report`` draw again from the records.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.execute import claimed
 from ldpsim.simulator.sweep.progress import progress
+from ldpsim.simulator.sweep.report import REPORT_FILE, comparable, page
 from ldpsim.simulator.sweep.results import (
     PER_ROUND_FILE,
     RESULTS_FILE,
@@ -71,8 +72,7 @@ _ROUND_LEFT_OUT = ("wall_s", "curator_cpu_s", "batch")
 #: what ``verify`` does not check, as its output says
 NOT_CHECKED = ("timings and memory (measurements of the machine that ran them), the pools' "
                "physical frames and bytes (their batching follows the machine), the figures "
-               "and report.html (drawn again from the records by ldpsim summary --plots and "
-               "ldpsim report)")
+               "(drawn again from the records by ldpsim summary --plots and ldpsim report)")
 #: the fields a loss of agents changes in a record beside its metrics
 _LOSS = ("status", "lost_agents")
 
@@ -274,6 +274,23 @@ def table_problems(directory: Path, records: list[dict[str, Any]], orders: list[
     return problems
 
 
+def report_problems(directory: Path) -> list[tuple[str, str]]:
+    """(``report.html``, why) when ``directory``'s report is not the page its records and
+    stored sweeps give (``report.page``), its figures left out of the comparison
+    (``report.comparable``); a report not written is not checked."""
+    path = directory / REPORT_FILE
+    if not path.is_file():
+        return []
+    try:
+        stored = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return [(REPORT_FILE, f"unreadable ({e})")]
+    if comparable(stored) != comparable(page(directory, figures=False)):
+        return [(REPORT_FILE, "not the page the records and the stored sweeps give (edited, or "
+                              "written from other records); ldpsim report writes it again")]
+    return []
+
+
 def _loss(record: dict[str, Any], fresh: dict[str, Any], diff: list[str]) -> str:
     """Why a degraded ``record`` whose sweep injected no fault cannot be verified, its
     re-execution ``fresh`` having lost no agent (``diff``: the fields that differ)."""
@@ -381,7 +398,8 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     for k, rec in records.items():
         if k in specs and (diff := spec_fields(rec, specs[k], claims[k])):
             report.differing.append(Difference(k, line_of[k], specs[k].protocol, diff))
-    report.files = table_problems(directory, list(records.values()), orders)
+    report.files = [*table_problems(directory, list(records.values()), orders),
+                    *report_problems(directory)]
     if sample < 1:
         report.sample_seed = new_seed() if sample_seed is None else int(sample_seed)
     report.sampled = sample_of([k for k in records if k in specs], sample,
