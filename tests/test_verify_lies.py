@@ -306,3 +306,26 @@ def test_attack_an_edited_report_is_named_and_a_moved_one_is_not(honest, tmp_pat
                                                     "<td>ldp_kwiksort_lap</td>", 1))
     report = verify(moved, sample=0.25)
     assert [f for f, _ in report.files] == ["report.html"], _problems(report)
+
+
+def test_a_long_lived_pools_lifetime_reading_is_not_compared(honest):
+    """On the hosts backend a pool's ledger spans its whole lifetime (other sweeps' runs
+    too): its reading is not the run's, and is left out; every other field is compared."""
+    from dataclasses import replace
+
+    from ldpsim.simulator.sweep import identity
+    from ldpsim.simulator.sweep.verify import Report, judge
+
+    rec = _records(honest)[0]
+    spec = next(s for s in identity.stored_scenarios(honest)[0].runs() if s.key == rec["key"])
+    fresh = json.loads(json.dumps(rec))
+    fresh["privacy"]["epsilon_lifetime_max"] += 3.0
+    for backend, named in (("inproc", True), ("hosts", False)):
+        report = Report(checked=0, total=1)
+        judge(report, rec, replace(spec, runtime={**spec.runtime, "backend": backend}), 1,
+               fresh)
+        assert bool(report.differing) is named
+    fresh["metrics"]["kendall_tau"] = 1.0
+    report = Report(checked=0, total=1)
+    judge(report, rec, replace(spec, runtime={**spec.runtime, "backend": "hosts"}), 1, fresh)
+    assert report.differing[0].fields == ["metrics.kendall_tau"]
