@@ -89,7 +89,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
     # what the agents spent per data set in the stored runs (recomputed, never read from the
     # records), kept up to date as runs finish
-    spending = _stored_spending(out_dir, numbered, todo, echo) if lifetime and todo else {}
+    spending = (_stored_spending(out_dir, numbered, todo, echo) if lifetime and todo
+                and get_backend(scenario.runtime["backend"]).one_run_pools else {})
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep

@@ -23,8 +23,8 @@ beside the results (``identity.stored_scenarios``):
 
 Not checked: what a run measures of the machine that ran it (timings, memory, the pools'
 physical frames and bytes: ``NOT_CHECKED``); the figures, which ``ldpsim summary --plots``
-and ``ldpsim report`` draw again from the records; and, of a run on the hosts or Dask
-backend, what its pools' lifetime ledger read (it spans other runs than the directory's).
+and ``ldpsim report`` draw again from the records; and, of a run on the hosts backend, what
+its pools' lifetime ledger read (it spans other runs than the directory's).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.execute import claimed
@@ -74,10 +75,10 @@ _ROUND_LEFT_OUT = ("wall_s", "curator_cpu_s", "batch")
 NOT_CHECKED = ("timings and memory (measurements of the machine that ran them), the pools' "
                "physical frames and bytes (their batching follows the machine), the figures "
                "(drawn again from the records by ldpsim summary --plots and ldpsim report), "
-               "and on the hosts and Dask backends the pools' lifetime reading "
+               "and on the hosts backend the pools' lifetime reading "
                "(privacy.epsilon_lifetime_max: their ledger outlives the sweep)")
-#: what a run on a backend whose pools outlive it (hosts, Dask) reads of their lifetime
-#: ledger: what the agents spent over the pools' lifetime, not the run's alone
+#: what a run on a backend whose pools outlive it (hosts) reads of their lifetime ledger:
+#: what the agents spent over the pools' lifetime, not the run's alone
 _LONG_LIVED = ("privacy.epsilon_lifetime_max",)
 #: the fields a loss of agents changes in a record beside its metrics
 _LOSS = ("status", "lost_agents")
@@ -440,7 +441,7 @@ def judge(report: Report, record: dict[str, Any], spec: RunSpec, line: int,
         report.failed.append((spec.key, str(fresh).splitlines()[0]))
         return
     diff = differing_fields(record, fresh)
-    if spec.runtime["backend"] not in LOCAL:  # its pools' ledger outlived the run
+    if not get_backend(spec.runtime["backend"]).one_run_pools:  # their ledger outlives it
         diff = [f for f in diff if f not in _LONG_LIVED]
     if is_degraded(record) and not is_degraded(fresh) and not spec.runtime.get("faults"):
         report.unverifiable.append((spec.key, _loss(record, fresh, diff)))
