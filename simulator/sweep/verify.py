@@ -331,9 +331,33 @@ def _to_execute(numbered: list[tuple[int, dict[str, Any]]], specs: dict[str, Run
 
 
 def _on(spec: RunSpec, backend: str | None) -> RunSpec:
+    """``spec`` on ``backend``, or on its own when that is a local one, else ``processes``."""
     name = backend or (spec.runtime["backend"] if spec.runtime["backend"] in LOCAL
                        else "processes")
     return replace(spec, runtime={**spec.runtime, "backend": name})
+
+
+def _reexecute(todo: list[RunSpec], backend: str | None, jobs: int, lifetime: bool,
+               show_progress: bool) -> dict[str, dict[str, Any] | RunFailed]:
+    """Each run of ``todo`` executed again (``runner.rerun``), by run key (a key executed
+    twice, a redone run's earlier record replayed: the later). Each backend's runs go
+    together; with a ``lifetime`` budget all on the first run's backend, one after the other
+    in their given order, with the odometer of the runs before."""
+    shared = backend
+    if lifetime and todo and backend is None:  # one odometer: one sequence, one backend
+        shared = _on(todo[0], None).runtime["backend"]
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in todo:
+        on = _on(spec, shared)
+        groups.setdefault(on.runtime["backend"], []).append(on)
+    fresh_of: dict[str, dict[str, Any] | RunFailed] = {}
+    with tempfile.TemporaryDirectory(prefix="ldpsim-verify-") as scratch, \
+            progress(len(todo), "verify", enabled=show_progress) as bar:
+        for group in groups.values():
+            for spec, fresh in rerun(group, Path(scratch), jobs, spending=lifetime):
+                bar.update(1)
+                fresh_of[spec.key] = fresh
+    return fresh_of
 
 
 def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
@@ -413,29 +437,18 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
                                report.sample_seed or 0)
     lifetime = _lifetime(specs)
     todo = _to_execute(numbered, specs, report.sampled, lifetime)
-    wanted = set(report.sampled)
-    by_backend: dict[str, list[RunSpec]] = {}
-    for spec in todo:
-        on = _on(spec, backend)
-        by_backend.setdefault(on.runtime["backend"], []).append(on)
-    fresh_of: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="ldpsim-verify-") as scratch, \
-            progress(len(todo), "verify", enabled=show_progress) as bar:
-        for group in by_backend.values():
-            for spec, fresh in rerun(group, Path(scratch), jobs, spending=lifetime):
-                bar.update(1)
-                fresh_of[spec.key] = fresh  # a replayed earlier record's run: the latest wins
+    fresh_of = _reexecute(todo, backend, jobs, lifetime, show_progress)
     for k in report.sampled:
         report.checked += 1
         judge(report, records[k], specs[k], line_of[k], fresh_of[k])
-    report.replayed = len(todo) - len(wanted)
+    report.replayed = len(todo) - len(report.sampled)
     order = {k: i for i, k in enumerate(records)}
     report.differing.sort(key=lambda d: order[d.key])
     return report
 
 
 def judge(report: Report, record: dict[str, Any], spec: RunSpec, line: int,
-           fresh: dict[str, Any] | RunFailed) -> None:
+          fresh: dict[str, Any] | RunFailed) -> None:
     """Enter in ``report`` what the re-execution ``fresh`` of ``record`` shows."""
     if isinstance(fresh, RunFailed):
         report.failed.append((spec.key, str(fresh).splitlines()[0]))
