@@ -581,8 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--html", metavar="FILE", help="where to write it (default DIR/report.html)")
     rp.set_defaults(func=cmd_report)
 
-    v = sub.add_parser("verify", help="re-execute a results directory's runs and report each "
-                                      "that differs from its record (exit code 1)")
+    v = sub.add_parser("verify", help="re-execute a results directory's runs and check its "
+                                      "records, tables and report against them; name each "
+                                      "problem (exit code 1) and what is not checked")
     v.add_argument("out", help="results directory")
     v.add_argument("--sample", type=float, default=1.0, metavar="FRACTION",
                    help="re-execute this fraction of the stored runs, drawn afresh each time "
