@@ -41,7 +41,7 @@ from typing import Any
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.sweep import identity
-from ldpsim.simulator.sweep.execute import claimed
+from ldpsim.simulator.sweep.execute import claimed, public_facts
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.report import REPORT_FILE, comparable, page
 from ldpsim.simulator.sweep.results import (
@@ -201,19 +201,24 @@ def spec_fields(record: dict[str, Any], spec: RunSpec,
 
 
 def _claims(specs: list[RunSpec]) -> dict[str, dict[str, Any] | None]:
-    """Each spec's privacy claim (``execute.claimed``), by run key; None where it cannot be
-    computed here (a data file missing: the re-execution then fails and says so)."""
+    """Each spec's privacy claim (``execute.claimed``), by run key, each data set's public
+    facts built once; None where it cannot be computed here (a data file missing: the
+    re-execution then fails and says so)."""
     out: dict[str, dict[str, Any] | None] = {}
-    seen: dict[str, dict[str, Any] | None] = {}
+    facts: dict[str, dict[str, Any] | None] = {}
     for spec in specs:
-        sig = json.dumps([spec.protocol, spec.params, spec.data, spec.seed,
-                          spec.runtime.get("secret")], sort_keys=True, default=str)
-        if sig not in seen:
+        sig = json.dumps([spec.data, spec.seed, spec.runtime.get("secret")], sort_keys=True,
+                         default=str)
+        if sig not in facts:
             try:
-                seen[sig] = claimed(spec)
+                facts[sig] = public_facts(spec)
             except Exception:  # noqa: BLE001 - any failure: left to the re-execution
-                seen[sig] = None
-        out[spec.key] = seen[sig]
+                facts[sig] = None
+        public = facts[sig]
+        try:
+            out[spec.key] = None if public is None else claimed(spec, public)
+        except Exception:  # noqa: BLE001 - likewise
+            out[spec.key] = None
     return out
 
 
