@@ -254,7 +254,8 @@ def table_texts(records: list[dict[str, Any]], orders: list[list[str]]
     degraded runs left out or included (``--include-degraded``); "" for a per-round table
     the records give no rows of (not written)."""
     out: dict[str, set[str]] = {SUMMARY_FILE: set(), PER_ROUND_FILE: set()}
-    for order in orders:
+    distinct = [o for i, o in enumerate(orders) if o not in orders[:i]]
+    for order in distinct:
         ordered = in_run_order(records, order)
         for degraded in (False, True):
             shown = usable(ordered, degraded)
