@@ -126,15 +126,18 @@ def report(path: str | Path, html: str | Path | None = None) -> Path:
 
 
 def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | None = None,
-           progress: bool = False) -> Any:
-    """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a reproducible
-    ``sample`` fraction) and compare each with its record; returns a
+           progress: bool = False, sample_seed: int | None = None) -> Any:
+    """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a ``sample``
+    fraction drawn afresh, or with ``sample_seed``) and compare each with its record; check
+    every record's point and seed against its run, that every run has a record, and that
+    ``summary.csv`` and ``per_round.csv`` are the records'. Returns a
     ``simulator.sweep.verify.Report`` (``ok``, ``checked``, ``differing``: each with its run key,
-    line and differing fields; ``failed``). Every run is deterministic, so a results
-    directory and the code version that wrote it reproduce bit for bit."""
+    line and differing fields; ``failed``, ``missing``, ``unverifiable``, ``files``,
+    ``sampled``, ``sample_seed``). Every run is deterministic, so a results directory and the
+    code version that wrote it reproduce bit for bit; timings and memory are not checked."""
     from ldpsim.simulator.sweep.verify import verify as _verify
 
-    return _verify(path, sample, jobs, backend, progress)
+    return _verify(path, sample, jobs, backend, progress, sample_seed)
 
 
 def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,

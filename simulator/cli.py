@@ -9,6 +9,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__
@@ -297,29 +298,52 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     try:
         report = verify(args.out, args.sample, args.jobs, args.backend,
-                        show_progress=not args.no_progress)
+                        show_progress=not args.no_progress, sample_seed=args.sample_seed)
     except (FileNotFoundError, ScenarioError, ResultsCorruptError, KeyFileError) as e:
         _err(f"error: {e}")
         return 2
     except KeyboardInterrupt:
         _err("interrupted: nothing was written")
         return 130
-    for d in report.differing:
-        print(f"differs: {d}")
-    for key, why in report.failed:
-        print(f"failed: run {key}: {why}")
+    for line in verify_lines(report, args.sample):
+        print(line)
+    return 0 if report.ok else 1
+
+
+def verify_lines(report: Any, sample: float) -> list[str]:
+    """What ``ldpsim verify`` prints of its ``report``: each problem, one a line, then what
+    was checked and how, and what was not."""
+    from ldpsim.simulator.sweep.results import RESULTS_FILE
+    from ldpsim.simulator.sweep.verify import NOT_CHECKED
+
+    out = [f"differs: {d}" for d in report.differing]
+    out += [f"failed: run {key}: {why}" for key, why in report.failed]
+    out += [f"unverifiable: run {key}: {why}" for key, why in report.unverifiable]
+    out += [f"missing: run {key}: a run of the stored sweeps without a record in "
+            f"{RESULTS_FILE}" for key in report.missing]
+    out += [f"differs: {name}: {why}" for name, why in report.files]
     what = (f"{report.checked} of {counted(report.total, 'run')} re-executed"
-            + (f" (a sample of {args.sample:g})" if args.sample < 1 else "")
-            + (f"; {report.degraded} degraded by losses outside their settings, not"
-               if report.degraded else ""))
+            + (f" (a sample of {sample:g}, drawn with --sample-seed {report.sample_seed})"
+               if report.sample_seed is not None else "")
+            + (f", {report.replayed} more to replay the agents' lifetime odometer"
+               if report.replayed else "")
+            + (f" ({report.degraded} degraded among them)" if report.degraded else ""))
     if report.ok:
-        print(f"verify: {what}: every one identical to its record")
-        return 0
-    n = len(report.differing)
-    print(f"verify: {what}: {n} of them differ{'s' if n == 1 else ''} from "
-          f"{'its record' if n == 1 else 'their records'}"
-          + (f", {len(report.failed)} could not be re-executed" if report.failed else ""))
-    return 1
+        out.append(f"verify: {what}: every one identical to its record; every record's "
+                   "point, seed and privacy claim are its run's, every run has a record, and "
+                   "the tables and report written are the records'")
+    else:
+        n = len(report.differing)
+        problems = [f"{n} of them differ{'s' if n == 1 else ''} from "
+                    f"{'its record' if n == 1 else 'their records'}" if n else "",
+                    f"{len(report.failed)} could not be re-executed" if report.failed else "",
+                    f"{len(report.unverifiable)} unverifiable" if report.unverifiable else "",
+                    f"{counted(len(report.missing), 'run')} missing" if report.missing else "",
+                    f"{counted(len(report.files), 'file')} not the records'"
+                    if report.files else ""]
+        out.append(f"verify: {what}: " + ", ".join(p for p in problems if p))
+    out.append(f"not checked: {NOT_CHECKED}")
+    return out
 
 
 def cmd_curator(args: argparse.Namespace) -> int:
@@ -557,12 +581,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--html", metavar="FILE", help="where to write it (default DIR/report.html)")
     rp.set_defaults(func=cmd_report)
 
-    v = sub.add_parser("verify", help="re-execute a results directory's runs and report each "
-                                      "that differs from its record (exit code 1)")
+    v = sub.add_parser("verify", help="re-execute a results directory's runs and check its "
+                                      "records, tables and report against them; name each "
+                                      "problem (exit code 1) and what is not checked")
     v.add_argument("out", help="results directory")
     v.add_argument("--sample", type=float, default=1.0, metavar="FRACTION",
-                   help="re-execute this fraction of the stored runs, the same ones every time "
+                   help="re-execute this fraction of the stored runs, drawn afresh each time "
                         "(default: all)")
+    v.add_argument("--sample-seed", type=int, metavar="N",
+                   help="draw the sample with this seed (the one a previous verify printed): "
+                        "the same runs again")
     v.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="runs re-executed at once (worker processes)")
     v.add_argument("--backend", choices=["inproc", "processes"],

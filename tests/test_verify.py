@@ -151,9 +151,12 @@ def test_the_demo_verifies_on_its_own_backend_and_an_edited_record_is_named(tmp_
     assert "metrics.error_rate" in bad.stdout
 
 
-def test_a_degraded_run_without_injected_faults_is_not_re_executed(stored, tmp_path):
-    """A run that lost agents to a pool that died is not reproducible from its settings: it is
-    counted, not re-executed (and stays out of the summary, as every degraded run does)."""
+def test_a_degraded_run_without_injected_faults_is_re_executed_and_unverifiable(stored,
+                                                                            tmp_path):
+    """A run that lost agents to a pool that died is not reproducible from its settings; a
+    record marked so leaves the summary. verify re-executes it all the same, and since its
+    re-execution loses no agent it reports the record unverifiable (``ldpsim run`` redoes it):
+    a repeat is never hidden from the summary unchecked."""
     scen, out = _copy(stored, tmp_path)
     lines = _lines(out)
     rec = json.loads(lines[1])
@@ -161,6 +164,8 @@ def test_a_degraded_run_without_injected_faults_is_not_re_executed(stored, tmp_p
     lines[1] = json.dumps(rec)
     _write(out, lines)
     report = ldpsim.verify(out, backend="inproc")
-    assert report.ok and report.degraded == 1 and report.checked == len(lines) - 1
+    assert not report.ok and report.degraded == 1 and report.checked == len(lines)
+    assert [k for k, _ in report.unverifiable] == [rec["key"]]
+    assert "beside the loss its fields reproduce" in report.unverifiable[0][1]
     res = cli("verify", str(out), "--no-progress")
-    assert res.returncode == 0 and "1 degraded by losses outside their settings" in res.stdout
+    assert res.returncode == 1 and f"unverifiable: run {rec['key']}" in res.stdout

@@ -37,6 +37,10 @@ class Backend(ABC):
     #: whether runs of a sweep may execute at once, each on a backend of its own (``jobs``;
     #: not the hosts backend, whose hand-started pools serve one curator)
     parallel_runs: bool = True
+    #: whether its pools live for one run, so that the orchestrator keeps their lifetime
+    #: odometer across a sweep (``AgentPolicy.spent``); not the hosts backend's long-lived
+    #: pools, whose own ledger spans their whole life
+    one_run_pools: bool = True
 
     @classmethod
     def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> Backend:
@@ -112,6 +116,7 @@ class HostsBackend(Backend):
 
     name = "hosts"
     parallel_runs = False
+    one_run_pools = False
 
     def __init__(self, curator: Any, auth: bytes, secrets: Any) -> None:
         self.curator = curator

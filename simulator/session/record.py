@@ -26,7 +26,9 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
     """The curator's result for a run: its public output, what the run cost, and what went
     wrong (rejections, refusals, dropouts). ``registered`` are the registered agents' ids;
     ``pool_stats`` the pools' accepted DONE statistics."""
-    stats = [s for s in pool_stats if s]
+    # by pool, however they arrived: sums over them (the mean spend) are the same on every
+    # backend
+    stats = sorted((s for s in pool_stats if s), key=lambda s: int(s.get("pool", 0)))
     return {
         "spent": spent(stats),
         "output": output,

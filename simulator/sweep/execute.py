@@ -64,6 +64,20 @@ def _dataset(data: dict[str, Any], seed: int, secret: Secrets | None) -> Any:
     return build_data(data, run_secrets({"seed": seed}, secret).data_keys(seed))
 
 
+def public_facts(spec: RunSpec) -> dict[str, Any]:
+    """The public facts of a run's data set (``Dataset.public``: what its curator is told)."""
+    return _dataset(spec.data, spec.seed, secrets_of(spec.runtime)).public
+
+
+def claimed(spec: RunSpec, public: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The privacy claim a run's record holds (``privacy`` without the agents' spend), from
+    its spec alone: its protocol bound to its parameters and its data set's ``public`` facts
+    (default ``public_facts(spec)``), as its pools bind it."""
+    proto = get_protocol(spec.protocol)
+    public = public_facts(spec) if public is None else public
+    return proto.claim(proto.bind(spec.params, public).params, public).as_dict()
+
+
 def _truth(data: dict[str, Any], seed: int, secret: Secrets | None) -> dict[str, Any]:
     return _dataset(data, seed, secret).truth()
 

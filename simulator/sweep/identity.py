@@ -190,7 +190,21 @@ def _tables(scenario: Any) -> dict[str, Any] | None:
         out["paired"] = _plain(scenario.paired)
     if scenario.deployment:  # likewise
         out["deployment"] = _plain(scenario.deployment)
+    for k in _SHOWN:  # likewise: what ``ldpsim report`` shows of the sweep, as it was run
+        if scenario.raw.get(k):
+            out[k] = _plain(scenario.raw[k])
     return out
+
+
+#: what ``ldpsim report`` shows of a stored sweep beside its settings: its description, and
+#: the numbers a paper printed (``[[published]]``) that its runs reproduce
+_SHOWN = ("description", "published")
+
+
+def stored_tables(out_dir: str | Path) -> list[dict[str, Any]]:
+    """The tables of the sweeps written to ``out_dir``, as stored (empty: none)."""
+    return [t for t in _stored(Path(out_dir) / FINGERPRINT_FILE, "scenarios")
+            if isinstance(t, dict)]
 
 
 def stored_scenarios(out_dir: str | Path) -> list[Scenario]:

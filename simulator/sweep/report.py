@@ -16,25 +16,24 @@ reads to know that every figure loads.
 from __future__ import annotations
 
 import base64
-import contextlib
 import html
 import json
+import re
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.sweep.catalogue import find
 from ldpsim.simulator.sweep.identity import (
     FINGERPRINT_FILE,
     proven_records,
     stored_order,
     stored_plot,
     stored_scenarios,
+    stored_tables,
 )
 from ldpsim.simulator.sweep.metrics import CHANCE, describe
 from ldpsim.simulator.sweep.plots import axis_label, plot
-from ldpsim.simulator.sweep.published import compare
+from ldpsim.simulator.sweep.published import check_published, compare
 from ldpsim.simulator.sweep.results import (
     RESULTS_FILE,
     cell_text,
@@ -117,20 +116,27 @@ def _header(name: str, protocols: list[str]) -> str:
             + (f'<span class="better">{better}</span>' if better else ""))
 
 
+def _shown(tables: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The description and the printed numbers (``[[published]]``) of the stored sweeps'
+    ``tables``: as they were when the sweeps ran, never those of a scenario file that has
+    their name today (a sweep named after a paper's scenario is not that paper's)."""
+    description = next((str(t["description"]) for t in tables if t.get("description")), "")
+    published: list[dict[str, Any]] = []
+    for t in tables:
+        got = t.get("published")
+        for entry in got if isinstance(got, list) else []:
+            if isinstance(entry, dict) and entry not in published:
+                published.append(entry)
+    return description, [e for e in published if not check_published([e])]
+
+
 def _scenario_section(out_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
-    """The page's title, the scenario section and its published numbers (from the scenario
-    file of the stored name, where one is found)."""
+    """The page's title, the scenario section and its published numbers (those stored with
+    the sweeps: ``_shown``)."""
     stored = stored_scenarios(out_dir)
     name = stored[0].name if stored else out_dir.name
-    description, published = "", []
-    path = Path(find(name))  # as ``ldpsim run NAME`` finds it
-    if path.is_file():
-        with contextlib.suppress(tomllib.TOMLDecodeError, UnicodeDecodeError):
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-            description = str(raw.get("description", ""))
-            published = list(raw.get("published") or [])
-    tables = json.loads((out_dir / FINGERPRINT_FILE).read_text(encoding="utf-8")).get(
-        "scenarios", [])
+    tables = stored_tables(out_dir)
+    description, published = _shown(tables)
     body = [f"<p>{_e(description)}</p>" if description else ""]
     for i, t in enumerate(tables):
         rows = [["protocols", ", ".join(map(str, t.get("protocols", [])))],
@@ -289,9 +295,41 @@ def _environment_section(records: list[dict[str, Any]]) -> str:
     return _table(["", "value"], rows)
 
 
+#: what stands for the figures in a page drawn without them (``page(figures=False)``)
+NO_FIGURES = "<p class=\"note\">(figures left out)</p>"
+
+
+def comparable(page_text: str) -> str:
+    """A report page as ``ldpsim verify`` compares it: its figures section replaced by
+    ``NO_FIGURES`` (matplotlib draws them, which varies with the machine) and the results
+    directory's name left out (a directory may be moved)."""
+    text = re.sub(r"<code>[^<]*/" + re.escape(RESULTS_FILE) + "</code>",
+                  f"<code>{RESULTS_FILE}</code>", page_text)
+    head, found, rest = text.partition("<h2>Figures</h2>\n")
+    if not found:
+        return text
+    _, nxt, tail = rest.partition("\n<h2>")
+    return f"{head}{found}{NO_FIGURES}{nxt}{tail}"
+
+
 def write_report(out_dir: str | Path, path: str | Path | None = None) -> Path:
     """Write the report of the results directory ``out_dir`` (module docstring) to ``path``
     (default ``out_dir/report.html``) and return its path.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out_dir`` holds no ``results.jsonl``.
+    """
+    out = Path(out_dir)
+    target = Path(path) if path is not None else out / REPORT_FILE
+    target.write_text(page(out), encoding="utf-8")
+    return target
+
+
+def page(out_dir: str | Path, figures: bool = True) -> str:
+    """The report page of the results directory ``out_dir`` (``write_report``), its figures
+    drawn or, without ``figures``, left out (``NO_FIGURES``).
 
     Raises
     ------
@@ -308,20 +346,18 @@ def write_report(out_dir: str | Path, path: str | Path | None = None) -> Path:
     sections = [
         ("Scenario", scenario),
         ("Summary", _summary_section(records, protocols)),
-        ("Figures", _figures_section(out, records)),
+        ("Figures", _figures_section(out, records) if figures else NO_FIGURES),
         ("Cost per round", _per_round_section(records)),
         ("What the coalition learned", _leakage_section(records)),
     ]
-    page = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
             f"<title>ldpsim report: {_e(name)}</title><style>{CSS}</style></head><body>",
             f"<h1>ldpsim report: {_e(name)}</h1>",
             f"<p class=\"note\">{len(records)} runs of {', '.join(map(_e, protocols))}; "
             f"results in <code>{_e(out.name)}/{RESULTS_FILE}</code>.</p>"]
     for title, body in sections:
-        page.append(f"<h2>{_e(title)}</h2>\n{body}")
-    page.append(_published_section(published, records))
-    page.append(f"<h2>Environment</h2>\n{_environment_section(every)}")
-    page.append(CHECK + "</body></html>")
-    target = Path(path) if path is not None else out / REPORT_FILE
-    target.write_text("\n".join(page), encoding="utf-8")
-    return target
+        parts.append(f"<h2>{_e(title)}</h2>\n{body}")
+    parts.append(_published_section(published, records))
+    parts.append(f"<h2>Environment</h2>\n{_environment_section(every)}")
+    parts.append(CHECK + "</body></html>")
+    return "\n".join(parts)

@@ -658,15 +658,21 @@ def _csv_cell(v: Any) -> Any:
     return v
 
 
-def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
-    """Replace ``path`` with the table as CSV, atomically (its directory is created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """The table as the CSV text ``summary.csv`` and ``per_round.csv`` hold (what
+    ``ldpsim verify`` derives again from the records and compares)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
-    _atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+    return buf.getvalue()
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+    """Replace ``path`` with the table as CSV, atomically (its directory is created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(path, csv_text(columns, rows).encode("utf-8"))
     return path
 
 

@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from ldpsim.simulator.sweep.metrics import legend
 from ldpsim.simulator.sweep.plots import plot
 from ldpsim.simulator.sweep.progress import progress
 from ldpsim.simulator.sweep.results import (
+    RESULTS_FILE,
     ResultStore,
     format_table,
     metric_names,
@@ -45,6 +47,12 @@ from ldpsim.simulator.sweep.results import (
     write_summary,
 )
 from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
+from ldpsim.simulator.sweep.spending import (
+    note_spending,
+    recomputed_spending,
+    spent_before,
+    stored_runs,
+)
 
 #: runs a ``--jobs`` worker holds at once: one running, the next waiting in its pipe
 AHEAD = 2
@@ -79,8 +87,10 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     lifetime = scenario.agents.get("lifetime_epsilon") is not None
     if lifetime:
         jobs = 1  # the agents' lifetime budget spans the sweep: its runs go in order
-    # what the agents spent per data set in the stored runs, kept up to date as runs finish
-    spending = _spending(store.records()) if lifetime else {}
+    # what the agents spent per data set in the stored runs (recomputed, never read from the
+    # records), kept up to date as runs finish
+    spending = (_stored_spending(out_dir, numbered, todo, echo) if lifetime and todo
+                and get_backend(scenario.runtime["backend"]).one_run_pools else {})
     truth = TruthCache()
     backend = None
     workers: Any = None  # _Workers, or engine_dask.DaskSweep
@@ -100,13 +110,13 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
             bar.update(len(specs) - len(todo))
             finished = (workers.results(todo) if workers is not None else
                         ((spec, execute_record(spec, truth, backend, view_dir, per_round,
-                                         _spent_before(spending, spec)))
+                                         spent_before(spending, spec)))
                          for spec in todo))
             for spec, rec in finished:
                 store.append(rec, workers.lines.pop(spec.key, None)
                              if isinstance(workers, _Workers) else None)
                 if lifetime:
-                    _note_spending(spending, rec)
+                    note_spending(spending, rec)
                 interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
                 m = rec["metrics"]
                 bar.set_postfix_str(f"{spec.protocol} " + " ".join(
@@ -138,28 +148,19 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     return records, summary
 
 
-def _spending(records: list[dict[str, Any]]) -> dict[Any, dict[str, float]]:
-    """Each stored run's largest spend per agent, by data set (``seed``) and run key."""
-    book: dict[Any, dict[str, float]] = {}
-    for r in records:
-        _note_spending(book, r)
-    return book
-
-
-def _note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any]) -> None:
-    """Enter a stored run in ``book`` (``_spending``); a redone run replaces its earlier
-    record, as the store does."""
-    book.setdefault(rec.get("seed"), {})[rec["key"]] = float(
-        (rec.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
-
-
-def _spent_before(book: dict[Any, dict[str, float]], spec: RunSpec) -> float:
-    """What the agents spent on ``spec``'s data set in the runs stored so far (the sum of each
-    run's largest spend: the lifetime odometer the orchestrator keeps for the local backends'
-    one-run pools), when the scenario gives them a lifetime budget; else 0."""
-    if spec.agents.get("lifetime_epsilon") is None:
-        return 0.0
-    return sum(v for key, v in book.get(spec.seed, {}).items() if key != spec.key)
+def _stored_spending(out_dir: str | Path, numbered: list[tuple[int, dict[str, Any]]],
+                     todo: list[RunSpec], echo=print) -> dict[Any, dict[str, float]]:
+    """What the agents spent in the stored runs the runs ``todo`` meet, recomputed by
+    executing them again in order (``spending.stored_runs``, ``spending.recomputed_spending``),
+    never read from their records."""
+    runs = stored_runs(out_dir, numbered, todo)
+    if not runs:
+        return {}
+    echo(f"lifetime budget: recomputing what the agents spent in "
+         f"{counted(len(runs), 'stored run')}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="ldpsim-spend-") as scratch:
+        fresh = rerun([spec for _, _, spec in runs], Path(scratch), spending=True)
+        return recomputed_spending(runs, fresh, Path(out_dir) / RESULTS_FILE)
 
 
 def in_run_order(records: list[dict[str, Any]], specs: list[RunSpec] | list[str]
@@ -366,16 +367,22 @@ class _Workers:
             conn.close()
 
 
-def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
+def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = False):
     """Yield ``(spec, record)`` for each of ``specs`` executed again (``ldpsim verify``), on
     ``jobs`` worker processes (each spec's own backend, which must be a local one; at most one
     kind per call), records as ``run_scenario`` stores them. A failed run yields ``(spec,
     RunFailed)``. ``scratch``: where the workers put views and note failures (never a
-    results directory)."""
+    results directory).
+
+    ``spending``: replay the agents' lifetime odometer: the specs run one after the other, in
+    their given order (the order they were first executed), each with what the runs before it
+    spent on its data set as this re-execution measures it (``spending.spent_before``), never as a
+    stored record says."""
     if not specs:
         return
     runtime = specs[0].runtime
-    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs:
+    if jobs > 1 and len(specs) > 1 and get_backend(runtime["backend"]).parallel_runs \
+            and not spending:
         workers = _Workers(min(jobs, len(specs)), runtime, scratch, True, scratch)
         try:
             done: set[str] = set()
@@ -393,12 +400,18 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1):
         return
     truth = TruthCache()
     backend = get_backend(runtime["backend"]).build(runtime, print)
+    book: dict[Any, dict[str, float]] = {}
     try:
         for spec in specs:
             try:
-                yield spec, execute(spec, truth, backend)
+                rec = execute(spec, truth, backend,
+                              spent_before=spent_before(book, spec) if spending else 0.0)
             except RunFailed as e:
                 yield spec, e
+                continue
+            if spending:
+                note_spending(book, rec)
+            yield spec, rec
     finally:
         truth.close()
         backend.close()
