@@ -2,14 +2,14 @@
  * ldpsim.protocols._orderedc: the fixed-order matrix product of protocols/ordered.py, in C
  * (optional).
  *
- * ``matmul(a, sa, bt, sb, out, batch, n, k, m)`` writes, for every batch index p < batch,
- * row i < n and column j < m,
+ * ``matmul(a, sa, ra, ka, bt, sb, rb, kb, out, batch, n, k, m)`` writes, for every batch index
+ * p < batch, row i < n and column j < m,
  *
- *     out[(p * n + i) * m + j] = 0.0 + tree(a[p * sa + i * k + t] * bt[p * sb + j * k + t], t < k)
+ *     out[(p * n + i) * m + j] = 0.0 + tree(a[p sa + i ra + t ka] * bt[p sb + j rb + t kb], t < k)
  *
- * where ``a`` and ``bt`` are C-contiguous float64 buffers (``bt`` is b transposed: the
- * contracted axis last), ``sa``/``sb`` their batch strides in elements (0: one matrix shared by
- * the batch), and ``tree`` is ordered.py's ``_tree_sum``: numpy's pairwise summation (blocks of
+ * where ``a`` and ``bt`` are contiguous float64 buffers read through element strides (batch,
+ * row, contracted axis: a matrix or its transpose, in place; batch stride 0 for one matrix
+ * shared by the batch; ``bt`` is b transposed), and ``tree`` is ordered.py's ``_tree_sum``: numpy's pairwise summation (blocks of
  * at most 128 summed with eight accumulators, larger ones split in two at a multiple of 8,
  * fewer than 8 summed from 0.0 in order). Each product and each sum is one IEEE double operation
  * (no fused multiply-add: built with -ffp-contract=off), so the compiled and the numpy path give
@@ -334,14 +334,18 @@ static PyObject *matmul(PyObject *self, PyObject *args)
 {
     (void)self;
     Py_buffer a, bt, out;
-    Py_ssize_t sa, sb, batch, n, k, m;
-    if (!PyArg_ParseTuple(args, "y*ny*nw*nnnn", &a, &sa, &bt, &sb, &out, &batch, &n, &k, &m))
+    Py_ssize_t sa, ra, ka, sb, rb, kb, batch, n, k, m;
+    if (!PyArg_ParseTuple(args, "y*nnny*nnnw*nnnn", &a, &sa, &ra, &ka, &bt, &sb, &rb, &kb, &out,
+                          &batch, &n, &k, &m))
         return NULL;
     PyObject *result = NULL;
-    if (batch < 0 || n < 0 || k < 0 || m < 0 || sa < 0 || sb < 0
-        || out.len != batch * n * m * 8
-        || (batch > 0 && a.len < ((batch - 1) * sa + n * k) * 8)
-        || (batch > 0 && bt.len < ((batch - 1) * sb + m * k) * 8)) {
+    /* the largest element offset each operand's strides reach (all strides are >= 0) */
+    Py_ssize_t last_a = (batch - 1) * sa + (n - 1) * ra + (k - 1) * ka;
+    Py_ssize_t last_b = (batch - 1) * sb + (m - 1) * rb + (k - 1) * kb;
+    if (batch < 0 || n < 0 || k < 0 || m < 0 || sa < 0 || ra < 0 || ka < 0 || sb < 0 || rb < 0
+        || kb < 0 || out.len != batch * n * m * 8
+        || (batch > 0 && n > 0 && k > 0 && a.len < (last_a + 1) * 8)
+        || (batch > 0 && m > 0 && k > 0 && bt.len < (last_b + 1) * 8)) {
         PyErr_SetString(PyExc_ValueError, "matmul: buffers of inconsistent sizes");
         goto release;
     }
@@ -350,9 +354,9 @@ static PyObject *matmul(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t p = 0; p < batch; p++)
         for (Py_ssize_t i = 0; i < n; i++) {
-            const double *row = pa + p * sa + i * k;
+            const double *row = pa + p * sa + i * ra;
             for (Py_ssize_t j = 0; j < m; j++)
-                *po++ = 0.0 + tree(row, 1, pb + p * sb + j * k, 1, k);
+                *po++ = 0.0 + tree(row, ka, pb + p * sb + j * rb, kb, k);
         }
     Py_END_ALLOW_THREADS
     result = Py_None;

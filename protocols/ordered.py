@@ -127,22 +127,26 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _compiled(kernel, a: np.ndarray, bt: np.ndarray, batch: tuple[int, ...], n: int, k: int,
               m: int) -> np.ndarray:
-    """``matmul`` by ``_orderedc.matmul``: each operand contiguous, with batch stride 0 where
-    one matrix serves the whole batch (broadcast copies only where a batch is partly
-    broadcast)."""
-    size = math.prod(batch)
+    """``matmul`` by ``_orderedc.matmul``: each operand read in place where it is a C-contiguous
+    matrix or the transpose of one (strides in elements), batch stride 0 where one matrix serves
+    the whole batch; a contiguous copy otherwise."""
     out = np.empty(batch + (n, m))
 
-    def flat(x: np.ndarray, rows: int) -> tuple[np.ndarray, int]:
-        if x.ndim == 2:
-            return np.ascontiguousarray(x), 0
-        if x.shape[:-2] != batch:
+    def strides(x: np.ndarray, rows: int) -> tuple[np.ndarray, int, int, int]:
+        """(buffer, batch stride, row stride, contracted-axis stride) of a (..., rows, k)."""
+        shared = x.ndim == 2
+        if not shared and x.shape[:-2] != batch:
             x = np.broadcast_to(x, batch + x.shape[-2:])
-        return np.ascontiguousarray(x), rows * k
+        if x.flags.c_contiguous:
+            return x, 0 if shared else rows * k, k, 1
+        xt = x.swapaxes(-1, -2)
+        if xt.flags.c_contiguous:  # the transpose of a contiguous (..., k, rows)
+            return xt, 0 if shared else rows * k, 1, rows
+        return np.ascontiguousarray(x), 0 if shared else rows * k, k, 1
 
-    fa, sa = flat(a, n)
-    fb, sb = flat(bt, m)
-    kernel.matmul(fa, sa, fb, sb, out, size, n, k, m)
+    fa, sa, ra, ka = strides(a, n)
+    fb, sb, rb, kb = strides(bt, m)
+    kernel.matmul(fa, sa, ra, ka, fb, sb, rb, kb, out, math.prod(batch), n, k, m)
     return out
 
 

@@ -209,3 +209,19 @@ def test_solve_takes_fortran_ordered_and_broadcast_operands():
     assert np.allclose(ordered.solve(np.asfortranarray(a), b), np.linalg.solve(a, b))
     x = ordered.solve(np.broadcast_to(a, (5, 4, 4)), b[None])
     assert x.shape == (5, 4, 3) and np.array_equal(x[0], x[4])
+
+
+@pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
+def test_the_compiled_kernel_reads_transposes_in_place_to_the_same_bits():
+    z = GEN.normal(size=(30, 13, 10))
+    beta = GEN.normal(size=(30, 10, 1))
+    cases = [(z.swapaxes(1, 2), z), (z, z.swapaxes(1, 2)[:, :, :4]), (z[0].T, z[1]),
+             (z[:, 3, :], beta[:, :, 0].T), (z[:, ::2], beta)]
+    for a, b in cases:
+        fast = ordered.matmul(a, b)
+        was = ordered.KERNEL.use("numpy")
+        try:
+            assert np.array_equal(fast, ordered.matmul(a, b))
+        finally:
+            ordered.KERNEL.use(was)
+        assert np.allclose(fast, np.matmul(a, b), rtol=1e-12, atol=1e-12)
