@@ -8,10 +8,15 @@ reports from the protocol's randomizer, each agent drawing from its own coin key
 under each agent's privacy odometer (``odometer``; the lifetime ``policy.Ledger`` per data set
 outlives the run), and reports its statistics when the run's output is released. Colluding
 agents disclose their rows and coin keys to the curator at registration.
+
+An independent pool (``ldpsim agents``) keeps the runs it answered and its ledger in its state
+file (``poolstate``), written before any report that spends leaves it: restarted, it refuses
+what it answered and charges what it spent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import traceback
@@ -33,6 +38,7 @@ from ldpsim.simulator.session.common import (
 )
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
+from ldpsim.simulator.session.poolstate import PoolState
 from ldpsim.simulator.session.rounds import AUTO_MAX
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
@@ -66,10 +72,16 @@ class PoolSession:
         Without them the pool refuses every set-up.
     policy : AgentPolicy, optional
         The agents' own limits (default: none beyond each run's own budget).
+    state : PoolState, optional
+        The pool's state file (``poolstate``; the hosts backend's): the runs answered and the
+        ledger start from it, and it is rewritten before any report that spends leaves the
+        pool. None: the pool's memory lasts as long as the object (the local backends, whose
+        orchestrator keeps the lifetime odometer across a sweep).
     """
 
     def __init__(self, index: int, n_pools: int, auth: bytes, limits: Limits | None = None,
-                 keys: PoolKeys | None = None, policy: AgentPolicy | None = None):
+                 keys: PoolKeys | None = None, policy: AgentPolicy | None = None,
+                 state: PoolState | None = None):
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
@@ -81,6 +93,13 @@ class PoolSession:
         self.ledger = Ledger(self.policy.spent)
         #: the runs whose queries this pool's agents have answered (their coins are spent)
         self.answered_runs: set[int] = set()
+        #: answered run id -> digest of the signed configuration answered (kept in ``state``)
+        self.answered_configs: dict[int, bytes] = {}
+        self.state = state
+        if state is not None:
+            self.answered_configs = dict(state.answered)
+            self.answered_runs = set(state.answered)
+            state.restore(self.ledger)
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -97,6 +116,7 @@ class PoolSession:
         """Leave the current run (if any): back to waiting for a set-up."""
         self.run: int | None = None
         self.run_id: int | None = None
+        self.config_digest = b""  # sha256 of the run's signed configuration
         self.config: dict[str, Any] | None = None
         self.protocol = None
         self.bound = None
@@ -242,6 +262,7 @@ class PoolSession:
         run_cfg = RunConfig.of(cfg)
         keys = self.keys
         self.run, self.run_id = run, int(cfg["run_id"])
+        self.config_digest = hashlib.sha256(blob).digest()
         self.config = cfg
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
@@ -440,6 +461,7 @@ class PoolSession:
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
         self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
+        self.answered_configs.setdefault(self.run_id, self.config_digest)
         firsts = batches or []
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
@@ -453,8 +475,9 @@ class PoolSession:
                 ids = ids[ok]
                 if queries is not None:
                     queries = queries[ok]
-                if not len(ids):
-                    return [refusals[b] for b in sorted(refusals)]
+        self._sync()  # the run and the spending are on disk before any report leaves
+        if not len(ids):
+            return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
@@ -491,6 +514,11 @@ class PoolSession:
                 out.append(wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:e],
                                                    reports[s:e])[0])
         return out
+
+    def _sync(self) -> None:
+        """Write the answered runs and the ledger to the pool's state file, if it has one."""
+        if self.state is not None:
+            self.state.save(self.answered_configs, self.ledger)
 
     def _refusal(self, rnd: int, bad: np.ndarray) -> bytes:
         """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``."""
