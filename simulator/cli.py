@@ -402,7 +402,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     try:
         return pool_loop(args.connect, i, p, auth, limits, keys=keys, policy=policy,
                          idle_timeout_s=args.idle_timeout, curve=curve, echo=_err,
-                         state=state)
+                         state=state, exit_on_done=not args.keep_serving)
     except CurveError as e:
         _err(f"error: {e}")
         return 2
@@ -533,6 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(pool-I.state; never over an existing one). Without it the pool "
                         "reads that file (the runs its agents answered, what they spent) and "
                         "refuses to start if it is missing or unreadable")
+    a.add_argument("--keep-serving", action="store_true",
+                   help="stay when the curator ends its sweep (DONE) and wait for the next "
+                        "curator, up to --idle-timeout (default: exit; the state file keeps "
+                        "the pool's record either way)")
     a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
     a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
     a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")

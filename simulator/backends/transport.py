@@ -298,8 +298,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
               idle_timeout_s: float | None = None,
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
               echo=None, prebuild: dict[str, Any] | None = None,
-              policy: AgentPolicy | None = None, state: PoolState | None = None
-              ) -> int:
+              policy: AgentPolicy | None = None, state: PoolState | None = None,
+              exit_on_done: bool = True) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
@@ -311,7 +311,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     configuration, when the orchestrator knows it as it starts the pool (processes backend);
     the pool builds its rows and coin keys before it says ready (``PoolSession.prebuild``).
     ``state``: the pool's state file (``poolstate.PoolState``: what its agents answered and
-    spent, kept across restarts).
+    spent, kept across restarts); ``exit_on_done``: whether the curator's end-of-sweep DONE
+    ends the loop (otherwise it waits for the next curator, up to ``idle_timeout_s``).
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -328,7 +329,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
         # the door credential of the registration key (``simulator.backends.door``)
         show(sock, auth)
     sock.connect(endpoint)
-    sess = PoolSession(index, n_pools, auth, limits, keys, policy, state)
+    sess = PoolSession(index, n_pools, auth, limits, keys, policy, state, exit_on_done)
     if prebuild is not None:
         # one that fails leaves nothing: the set-up builds the data and reports the error
         with contextlib.suppress(Exception):

@@ -11,7 +11,8 @@ agents disclose their rows and coin keys to the curator at registration.
 
 An independent pool (``ldpsim agents``) keeps the runs it answered and its ledger in its state
 file (``poolstate``), written before any report that spends leaves it: restarted, it refuses
-what it answered and charges what it spent.
+what it answered and charges what it spent. The curator's DONE ends a sweep; whether the pool
+then exits is the pool's own setting (``exit_on_done``), and exiting erases nothing.
 """
 
 from __future__ import annotations
@@ -77,11 +78,14 @@ class PoolSession:
         ledger start from it, and it is rewritten before any report that spends leaves the
         pool. None: the pool's memory lasts as long as the object (the local backends, whose
         orchestrator keeps the lifetime odometer across a sweep).
+    exit_on_done : bool
+        Whether the curator's end-of-sweep DONE ends the pool (``exit``); otherwise it leaves
+        the current run, if any, and waits for the next set-up.
     """
 
     def __init__(self, index: int, n_pools: int, auth: bytes, limits: Limits | None = None,
                  keys: PoolKeys | None = None, policy: AgentPolicy | None = None,
-                 state: PoolState | None = None):
+                 state: PoolState | None = None, exit_on_done: bool = True):
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
@@ -100,6 +104,7 @@ class PoolSession:
             self.answered_configs = dict(state.answered)
             self.answered_runs = set(state.answered)
             state.restore(self.ledger)
+        self.exit_on_done = exit_on_done
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -239,8 +244,11 @@ class PoolSession:
             elif env.kind == wire.BCAST:
                 self.broadcasts[env.round] = env.payload
             elif env.kind == wire.DONE:
-                if env.run == wire.ANY_RUN:
-                    self.exit = True
+                if env.run == wire.ANY_RUN:  # the curator's sweep is over
+                    if self.exit_on_done:
+                        self.exit = True
+                    elif self.config is not None:
+                        self._reset()  # its run too; the pool's record stays
                 elif env.run == self.run and self.config is not None:
                     if not self.silent:
                         out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,

@@ -10,9 +10,9 @@ answers (independent coins give 0.508); with ``--lifetime-epsilon 2`` two sweeps
 set spent 1.0 + 1.4 = 2.4.
 
 Now the pool keeps what it answered and spent in its state file beside its key file (written
-atomically, synced before a report that spends leaves the pool), and refuses to start on a
-missing or unreadable one unless told ``--new-lifetime``. Every test runs real ``ldpsim
-agents`` processes over loopback.
+atomically, synced before a report that spends leaves the pool), refuses to start on a missing
+or unreadable one unless told ``--new-lifetime``, and whether it exits on DONE is its own
+setting (``--keep-serving``). Every test runs real ``ldpsim agents`` processes over loopback.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,39 @@ def test_a_corrupt_or_missing_state_file_stops_the_pool_with_one_line(tmp_path: 
     res = _agents(keys.pool(0), "--new-lifetime")  # it starts; no curator: the idle timeout
     assert res.returncode == 2 and "no word from the curator" in res.stderr, res.stderr
     assert state.is_file()
+
+
+def test_done_ends_the_sweep_not_the_pools_memory(tmp_path: Path) -> None:
+    """With ``--keep-serving`` the curator's DONE ends its sweep and the pool stays: a new
+    curator gets it for a new run, and a replay of the first run is refused. A pool that exits
+    on DONE (the default) keeps its memory too: restarted, it still refuses both runs.
+    (Failed before: ``--keep-serving`` did not exist, and DONE made every pool exit and
+    forget.)"""
+    keys = deploy(tmp_path, 1)
+    first, second = _one_pool("ldp_kwiksort_rr", 5), _one_pool("ldp_kwiksort_rr", 6)
+    port = free_port()
+    pool = start_pool(port, keys.pool(0), "--keep-serving", "--timeout", "1",
+                      "--idle-timeout", "30")
+    try:
+        hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
+        try:
+            assert hosts.run(first, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+        finally:
+            hosts.close()  # DONE: the end of this curator's sweep
+        time.sleep(1.0)
+        assert pool.poll() is None, "the pool exited on the curator's DONE"
+        hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
+        try:
+            with pytest.raises(RunFailed, match="answered already"):
+                hosts.run(first, keys.auth, keys.deployment.secrets)
+            assert hosts.run(second, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+        finally:
+            hosts.close()
+        time.sleep(0.5)
+        assert pool.poll() is None
+    finally:
+        pool.terminate()
+        pool.wait(15)
+    for run in (first, second):  # restarted (default: exits on DONE), it remembers both
+        with pytest.raises(RunFailed, match="answered already"):
+            _serve(keys, run)
