@@ -164,3 +164,39 @@ def test_done_ends_the_sweep_not_the_pools_memory(tmp_path: Path) -> None:
     for run in (first, second):  # restarted (default: exits on DONE), it remembers both
         with pytest.raises(RunFailed, match="answered already"):
             _serve(keys, run)
+
+
+def test_attack_a_pool_killed_mid_run_has_recorded_what_it_sent(tmp_path: Path) -> None:
+    """DPWeVote (4 rounds) over two pools; pool 0 is killed (SIGKILL, the run's fault) as round
+    1 begins, after its reports of round 0 left. Started again with the same command, with pool
+    1 replaced by a fresh one (a new lifetime), the replayed run is refused by pool 0: its state
+    file was written before its first report left. (Failed before: the restarted pool 0 had no
+    record and answered the run again.)"""
+    keys = deploy(tmp_path, 2, 500)
+    run = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
+           "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
+           "pools": 2, "agent_mode": "batched", "batch": 128,
+           "collusion": {"colluders": 0, "curator": True},
+           "faults": [{"pool": 0, "round": 1, "action": "kill"}]}
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2), auth=keys.auth)
+    pools = [start_pool(port, keys.pool(i)) for i in range(2)]
+    try:
+        res = hosts.run(run, keys.auth, keys.deployment.secrets)
+        assert res["dropouts"] > 0  # pool 0's agents, from round 1 on
+    finally:
+        hosts.close()
+        codes = [_stop(p) for p in pools]
+    assert codes == [-9, 0]
+    Path(keys.pool(1)).with_suffix(".state").unlink()
+    port = free_port()
+    hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
+    pools = [start_pool(port, keys.pool(0)), start_pool(port, keys.pool(1), "--new-lifetime")]
+    try:
+        with pytest.raises(RunFailed, match="pool 0 refused the run: run .* answered already"):
+            hosts.run({**run, "faults": []}, keys.auth, keys.deployment.secrets)
+    finally:
+        hosts.close()
+        assert _stop(pools[0]) == 0
+        pools[1].kill()  # set up for the refused run, it may not be a peer the curator bids
+        pools[1].wait(5)  # goodbye (it would leave at its --idle-timeout)
