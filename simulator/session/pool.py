@@ -468,12 +468,14 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        changed = self.run_id not in self.answered_configs
         self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
         self.answered_configs.setdefault(self.run_id, self.config_digest)
         firsts = batches or []
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
             ok = self.odometer.admit(rnd, ids)
+            changed = changed or ok is None or bool(ok.any())  # some agents were charged
             if ok is not None and not ok.all():
                 cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
                 for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
@@ -483,7 +485,8 @@ class PoolSession:
                 ids = ids[ok]
                 if queries is not None:
                     queries = queries[ok]
-        self._sync()  # the run and the spending are on disk before any report leaves
+        if changed:  # the run and the spending are on disk before any report leaves
+            self._sync()
         if not len(ids):
             return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
