@@ -356,6 +356,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
                 for out in sess.answer(frames):  # each as soon as it is made
                     send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
+                if sess.idle:
+                    sess.settle()  # a run's end is out: the state file's exact ledger
                 if sess.idle and not sess.exit:
                     send(sess.hello())
                     last_hello = time.monotonic()
@@ -372,6 +374,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
                              f"for {idle_timeout_s:g} s (not running, unreachable, or the "
                              f"{'CURVE handshake' if curve else 'connection'} failed); exiting")
                     break
+        sess.settle()
     except Exception as exc:  # report, then fail loudly
         code = 1
         with contextlib.suppress(Exception):

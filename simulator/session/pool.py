@@ -36,6 +36,7 @@ from ldpsim.simulator.session.common import (
     block_of,
     peak_rss_mb,
     span,
+    written_zeros,
 )
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
@@ -105,6 +106,7 @@ class PoolSession:
             self.answered_runs = set(state.answered)
             state.restore(self.ledger)
         self.exit_on_done = exit_on_done
+        self.unsettled = False  # the state file holds reservations of a run that has ended
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -119,6 +121,12 @@ class PoolSession:
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
+        if getattr(self, "reserved_rounds", None):
+            self.unsettled = True  # the state file holds the left run's reservations
+        #: the current run's rounds whose spend the state file holds in advance, and what it
+        #: holds beyond each agent's exact spending on the run's data set (``_sync``)
+        self.reserved_rounds: set[int] = set()
+        self.reserved: np.ndarray | None = None
         self.run: int | None = None
         self.run_id: int | None = None
         self.config_digest = b""  # sha256 of the run's signed configuration
@@ -475,7 +483,8 @@ class PoolSession:
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
             ok = self.odometer.admit(rnd, ids)
-            changed = changed or ok is None or bool(ok.any())  # some agents were charged
+            if self.state is not None:
+                changed = self._reserve(rnd, ids if ok is None else ids[ok]) or changed
             if ok is not None and not ok.all():
                 cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
                 for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
@@ -526,10 +535,51 @@ class PoolSession:
                                                    reports[s:e])[0])
         return out
 
+    def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
+        """Keep the state file ahead of the agents' spending in round ``rnd``, where the
+        odometer has just charged the agents ``charged``: the first batch of a round reserves
+        the round's ε for every agent of the block that has not answered it (the file is then
+        written: True), later batches of the round only move their agents' spend from the
+        reservation to the ledger (nothing to write: False). The file thus holds at least what
+        any report sent has spent, with one synced write per round instead of one per batch;
+        ``settle`` writes the exact ledger once the run has ended."""
+        odo = self.odometer
+        eps = odo.round_eps.get(rnd)
+        if eps is None:
+            eps = float(self.bound.round_epsilon(rnd))
+        if not 0 <= eps < np.inf:
+            return False  # the odometer charged no one
+        if self.reserved is None:
+            self.reserved = written_zeros(self.stop - self.start)
+        new = rnd not in self.reserved_rounds
+        if new:
+            self.reserved_rounds.add(rnd)
+            self.reserved += eps
+        at = charged - self.start
+        self.reserved[span(at)] -= eps
+        return new
+
     def _sync(self) -> None:
-        """Write the answered runs and the ledger to the pool's state file, if it has one."""
-        if self.state is not None:
-            self.state.save(self.answered_configs, self.ledger)
+        """Write the answered runs and the ledger to the pool's state file, if it has one,
+        with the current run's reserved spend (``_reserve``) on top of the ledger."""
+        if self.state is None:
+            return
+        ledger = self.ledger
+        if self.reserved is not None and self.config is not None:
+            ledger = Ledger()
+            ledger.load(self.ledger.arrays())
+            ledger.block(int(self.config["data_id"]), self.start, self.stop)[:] += \
+                np.maximum(self.reserved, 0.0)
+        self.state.save(self.answered_configs, ledger)
+        self.unsettled = False
+
+    def settle(self) -> None:
+        """Once a run with reserved spend has ended (and its last frames are sent: a driver
+        calls this when the pool is idle, and before it exits), write the exact ledger: the
+        reservations of the agents that did not answer are dropped. A pool killed before
+        keeps them, charged: never less than was spent."""
+        if self.unsettled and self.idle and self.state is not None:
+            self._sync()
 
     def _refusal(self, rnd: int, bad: np.ndarray) -> bytes:
         """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``."""

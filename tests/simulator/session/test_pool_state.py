@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import CuratorSession, PoolSession
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
 from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
@@ -121,8 +122,6 @@ def test_a_pool_session_restarted_from_its_state_refuses_and_charges(tmp_path: P
 
 def test_done_leaves_a_keep_serving_pool_waiting(tmp_path: Path) -> None:
     """The curator's end of sweep (DONE for any run) ends a pool only if it exits on DONE."""
-    from ldpsim.simulator.codec import wire
-
     bye = wire.encode(wire.DONE, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT, None)
     cfg = config()
     parties = local_parties(cfg, 200, SECRETS, AUTH)
@@ -135,3 +134,56 @@ def test_done_leaves_a_keep_serving_pool_waiting(tmp_path: Path) -> None:
     leaves = PoolSession(0, 1, AUTH, LIMITS, parties.pools[0])
     leaves.on_frame(bye)
     assert leaves.exit
+
+
+@pytest.mark.parametrize("protocol, data", [
+    ("ldp_kwiksort_rr", {"kind": "mallows", "n": 200, "m": 6, "theta": 0.5}),
+    ("dpwevote", {"kind": "weighted_votes", "n": 200, "candidates": 3})])
+def test_the_state_file_is_ahead_of_every_report_with_one_write_per_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str, data: dict) -> None:
+    """Batches of 32 agents: whenever a report leaves the pool, the ledger in the state file
+    holds at least each agent's exact spending (the round's ε is reserved for the block at the
+    round's first batch); the file is written once per round, and once more after the run
+    (``settle``, when the pool is idle), when it holds the exact ledger."""
+    cfg = config(protocol=protocol, data=data, batch=32,
+                 params={"epsilon": 2.0} if protocol == "dpwevote" else
+                 {"epsilon": 1.0, "queries": 1})
+    parties = local_parties(cfg, 200, SECRETS, AUTH)
+    path = tmp_path / "pool-0.state"
+    PoolState.create(path, 0, 1, parties.pools[0].policy)
+    saved: list[dict[int, tuple[int, np.ndarray]]] = []
+    real = PoolState.save
+
+    def spy(self: PoolState, answered: dict | None = None, ledger: Ledger | None = None) -> None:
+        real(self, answered, ledger)
+        saved.append({d: (f, a.copy()) for d, (f, a) in ledger.arrays().items()})
+
+    monkeypatch.setattr(PoolState, "save", spy)
+    cur, pool = _pool(cfg, path)
+    queue = [(True, f) for f in pool.on_frame(setup_frame(setup_of(cur)))]
+    reports = 0
+    while not cur.finished:
+        if not queue:
+            queue += [(False, f) for _, f in cur.on_timeout()]
+            continue
+        to_cur, frame = queue.pop(0)
+        if to_cur:
+            queue += [(False, f) for _, f in cur.on_frame(b"pool", frame)]
+            continue
+        out = pool.on_frame(frame)
+        if any(next(iter(wire.unpack_all(f, 1 << 26)))[1] == wire.REPORT for f in out):
+            reports += 1
+            for d, (first, exact) in pool.ledger.arrays().items():
+                f2, disk = saved[-1][d]
+                assert f2 == first and np.all(disk >= exact - 1e-12)
+        queue += [(True, f) for f in out]
+    res = cur.result
+    assert res["dropouts"] == 0 and reports >= 7 * res["comm"]["rounds"]
+    assert len(saved) == res["comm"]["rounds"]  # the run's end is not held by a write
+    pool.settle()  # what a driver does once the pool is idle (its statistics sent)
+    assert len(saved) == res["comm"]["rounds"] + 1
+    back = Ledger()
+    PoolState.read(path, 0, 1, parties.pools[0].policy).restore(back)
+    [(d, (_, exact))] = pool.ledger.arrays().items()
+    assert np.array_equal(back.arrays()[d][1], exact)  # exact once the run ended
+    assert float(exact.max()) == pytest.approx(res["spent"]["epsilon_lifetime_max"])
