@@ -391,6 +391,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     try:
         open_state = PoolState.create if args.new_lifetime else PoolState.read
         state = open_state(state_path(args.keys), i, p, keys.policy)
+        state.save()  # writable here: found now, not when the first report is due
     except StateFileError as e:
         _err(f"error: {e}")
         return 2

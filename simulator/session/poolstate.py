@@ -53,10 +53,11 @@ def _mac_key(policy: bytes) -> bytes:
     return kdf(policy, "pool state")
 
 
-def _encode_ledger(ledger: Ledger) -> list[list[Any]]:
-    """Each data set's spending as [data_id, first agent, run starts, run values]."""
+def _encode_ledger(arrays: dict[int, tuple[int, np.ndarray]]) -> list[list[Any]]:
+    """Each data set's spending (``Ledger.arrays``) as [data_id, first agent, agents, run
+    starts, run values]."""
     out = []
-    for data_id, (first, arr) in ledger.arrays().items():
+    for data_id, (first, arr) in arrays.items():
         a = np.asarray(arr, dtype="<f8")
         if len(a):
             starts = np.concatenate(([0], np.flatnonzero(a[1:] != a[:-1]) + 1))
@@ -173,8 +174,9 @@ class PoolState:
         directory."""
         if answered is not None:
             self.answered = dict(answered)
-        items = _encode_ledger(ledger) if ledger is not None else _encode_ledger(
-            _as_ledger(self.ledger))
+        if ledger is not None:
+            self.ledger = {d: (f, a.copy()) for d, (f, a) in ledger.arrays().items()}
+        items = _encode_ledger(self.ledger)
         body = msgpack.packb({"pool": self.pool, "pools": self.pools,
                               "answered": sorted([r, d] for r, d in self.answered.items()),
                               "ledger": items}, use_bin_type=True)
@@ -198,9 +200,3 @@ class PoolState:
     def restore(self, ledger: Ledger) -> None:
         """Give ``ledger`` the spending this state holds."""
         ledger.load(self.ledger)
-
-
-def _as_ledger(arrays: dict[int, tuple[int, np.ndarray]]) -> Ledger:
-    led = Ledger()
-    led.load(arrays)
-    return led
