@@ -547,8 +547,8 @@ class PoolSession:
         eps = odo.round_eps.get(rnd)
         if eps is None:
             eps = float(self.bound.round_epsilon(rnd))
-        if not 0 <= eps < np.inf:
-            return False  # the odometer charged no one
+        if rnd not in odo.answered or not 0 <= eps < np.inf:
+            return False  # a round the odometer refuses whole (past its rounds, or no ε)
         if self.reserved is None:
             self.reserved = written_zeros(self.stop - self.start)
         new = rnd not in self.reserved_rounds
