@@ -354,6 +354,7 @@ def cmd_curator(args: argparse.Namespace) -> int:
 def cmd_agents(args: argparse.Namespace) -> int:
     from ldpsim.simulator.backends.transport import pool_loop
     from ldpsim.simulator.session.policy import AgentPolicy
+    from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
     from ldpsim.simulator.session.seeding import (
         KeyFileError,
         read_pool_keys,
@@ -386,11 +387,23 @@ def cmd_agents(args: argparse.Namespace) -> int:
         name, _, why = str(e).partition(":")
         _err(f"error: --{name.replace('_', '-')}:{why}")
         return 2
+    # the pool's memory: what its agents answered and spent, kept across restarts
+    try:
+        open_state = PoolState.create if args.new_lifetime else PoolState.read
+        state = open_state(state_path(args.keys), i, p, keys.policy)
+        state.save()  # writable here: found now, not when the first report is due
+    except StateFileError as e:
+        _err(f"error: {e}")
+        return 2
+    except OSError as e:
+        _err(f"error: state file {state_path(args.keys)}: cannot write it: {e.strerror}")
+        return 2
     curve = (args.curve_key, args.curve_server) if args.curve_key else None
     limits = Limits(timeout_s=args.timeout)
     try:
         return pool_loop(args.connect, i, p, auth, limits, keys=keys, policy=policy,
-                         idle_timeout_s=args.idle_timeout, curve=curve, echo=_err)
+                         idle_timeout_s=args.idle_timeout, curve=curve, echo=_err,
+                         state=state, exit_on_done=not args.keep_serving)
     except CurveError as e:
         _err(f"error: {e}")
         return 2
@@ -427,8 +440,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     print(f"\ncurator: ldpsim curator --secret {args.dir}/secret.key [--curve {args.dir}] ...\n"
           f"pool I:  ldpsim agents --keys pool-I.keys [--curve-key pool-I.key_secret "
           f"--curve-server server.key] ...\n"
-          f"copy pool-I.keys and token (and pool-I.key_secret, server.key) to pool I's machine "
-          f"only; secret.key stays with the curator's orchestrator")
+          f"copy pool-I.keys, pool-I.state and token (and pool-I.key_secret, server.key) to "
+          f"pool I's machine only; secret.key stays with the curator's orchestrator")
     return 0
 
 
@@ -516,6 +529,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--lifetime-epsilon", type=float, metavar="L",
                    help="refuse rounds that would take an agent past L on one data set over "
                         "this pool's lifetime")
+    a.add_argument("--new-lifetime", action="store_true",
+                   help="start a new lifetime: write an empty state file beside --keys "
+                        "(pool-I.state; never over an existing one). Without it the pool "
+                        "reads that file (the runs its agents answered, what they spent) and "
+                        "refuses to start if it is missing or unreadable")
+    a.add_argument("--keep-serving", action="store_true",
+                   help="stay when the curator ends its sweep (DONE) and wait for the next "
+                        "curator, up to --idle-timeout (default: exit; the state file keeps "
+                        "the pool's record either way)")
     a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
     a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
     a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")

@@ -41,6 +41,7 @@ from ldpsim.simulator.backends.launch import CURATOR_CTX, start_child
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Bounded, CuratorSession, Limits, PoolSession, RunFailed
 from ldpsim.simulator.session.policy import AgentPolicy
+from ldpsim.simulator.session.poolstate import PoolState
 from ldpsim.simulator.session.seeding import (
     Parties,
     PoolKeys,
@@ -297,7 +298,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
               idle_timeout_s: float | None = None,
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
               echo=None, prebuild: dict[str, Any] | None = None,
-              policy: AgentPolicy | None = None) -> int:
+              policy: AgentPolicy | None = None, state: PoolState | None = None,
+              exit_on_done: bool = True) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
@@ -308,6 +310,9 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     pool's secret key file, the curator's public key file). ``prebuild``: the run's public
     configuration, when the orchestrator knows it as it starts the pool (processes backend);
     the pool builds its rows and coin keys before it says ready (``PoolSession.prebuild``).
+    ``state``: the pool's state file (``poolstate.PoolState``: what its agents answered and
+    spent, kept across restarts); ``exit_on_done``: whether the curator's end-of-sweep DONE
+    ends the loop (otherwise it waits for the next curator, up to ``idle_timeout_s``).
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -324,7 +329,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
         # the door credential of the registration key (``simulator.backends.door``)
         show(sock, auth)
     sock.connect(endpoint)
-    sess = PoolSession(index, n_pools, auth, limits, keys, policy)
+    sess = PoolSession(index, n_pools, auth, limits, keys, policy, state, exit_on_done)
     if prebuild is not None:
         # one that fails leaves nothing: the set-up builds the data and reports the error
         with contextlib.suppress(Exception):
@@ -351,6 +356,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
                 for out in sess.answer(frames):  # each as soon as it is made
                     send(out)
                 sess.prepare()  # the registration is out: generate while the curator plans
+                if sess.idle:
+                    sess.settle()  # a run's end is out: the state file's exact ledger
                 if sess.idle and not sess.exit:
                     send(sess.hello())
                     last_hello = time.monotonic()
@@ -367,6 +374,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
                              f"for {idle_timeout_s:g} s (not running, unreachable, or the "
                              f"{'CURVE handshake' if curve else 'connection'} failed); exiting")
                     break
+        sess.settle()
     except Exception as exc:  # report, then fail loudly
         code = 1
         with contextlib.suppress(Exception):

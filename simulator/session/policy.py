@@ -139,3 +139,14 @@ class Ledger:
 
     def data_sets(self) -> Iterable[int]:
         return self._spent.keys()
+
+    def arrays(self) -> dict[int, tuple[int, np.ndarray]]:
+        """Each data set's (first agent, spending of the agents from it on): the live arrays,
+        for writing them out (``poolstate``)."""
+        return dict(self._spent)
+
+    def load(self, arrays: dict[int, tuple[int, np.ndarray]]) -> None:
+        """Take the spending ``arrays`` holds (as ``arrays`` gives it; read back from a pool's
+        state file) in place of this ledger's."""
+        self._spent = {int(d): (int(first), np.array(arr, dtype=np.float64))
+                       for d, (first, arr) in arrays.items()}

@@ -8,10 +8,16 @@ reports from the protocol's randomizer, each agent drawing from its own coin key
 under each agent's privacy odometer (``odometer``; the lifetime ``policy.Ledger`` per data set
 outlives the run), and reports its statistics when the run's output is released. Colluding
 agents disclose their rows and coin keys to the curator at registration.
+
+An independent pool (``ldpsim agents``) keeps the runs it answered and its ledger in its state
+file (``poolstate``), written before any report that spends leaves it: restarted, it refuses
+what it answered and charges what it spent. The curator's DONE ends a sweep; whether the pool
+then exits is the pool's own setting (``exit_on_done``), and exiting erases nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import traceback
@@ -30,9 +36,11 @@ from ldpsim.simulator.session.common import (
     block_of,
     peak_rss_mb,
     span,
+    written_zeros,
 )
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
+from ldpsim.simulator.session.poolstate import PoolState
 from ldpsim.simulator.session.rounds import AUTO_MAX
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
@@ -66,10 +74,19 @@ class PoolSession:
         Without them the pool refuses every set-up.
     policy : AgentPolicy, optional
         The agents' own limits (default: none beyond each run's own budget).
+    state : PoolState, optional
+        The pool's state file (``poolstate``; the hosts backend's): the runs answered and the
+        ledger start from it, and it is rewritten before any report that spends leaves the
+        pool. None: the pool's memory lasts as long as the object (the local backends, whose
+        orchestrator keeps the lifetime odometer across a sweep).
+    exit_on_done : bool
+        Whether the curator's end-of-sweep DONE ends the pool (``exit``); otherwise it leaves
+        the current run, if any, and waits for the next set-up.
     """
 
     def __init__(self, index: int, n_pools: int, auth: bytes, limits: Limits | None = None,
-                 keys: PoolKeys | None = None, policy: AgentPolicy | None = None):
+                 keys: PoolKeys | None = None, policy: AgentPolicy | None = None,
+                 state: PoolState | None = None, exit_on_done: bool = True):
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
@@ -81,6 +98,15 @@ class PoolSession:
         self.ledger = Ledger(self.policy.spent)
         #: the runs whose queries this pool's agents have answered (their coins are spent)
         self.answered_runs: set[int] = set()
+        #: answered run id -> digest of the signed configuration answered (kept in ``state``)
+        self.answered_configs: dict[int, bytes] = {}
+        self.state = state
+        if state is not None:
+            self.answered_configs = dict(state.answered)
+            self.answered_runs = set(state.answered)
+            state.restore(self.ledger)
+        self.exit_on_done = exit_on_done
+        self.unsettled = False  # the state file holds reservations of a run that has ended
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -95,8 +121,15 @@ class PoolSession:
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
+        if getattr(self, "reserved_rounds", None):
+            self.unsettled = True  # the state file holds the left run's reservations
+        #: the current run's rounds whose spend the state file holds in advance, and what it
+        #: holds beyond each agent's exact spending on the run's data set (``_sync``)
+        self.reserved_rounds: set[int] = set()
+        self.reserved: np.ndarray | None = None
         self.run: int | None = None
         self.run_id: int | None = None
+        self.config_digest = b""  # sha256 of the run's signed configuration
         self.config: dict[str, Any] | None = None
         self.protocol = None
         self.bound = None
@@ -219,8 +252,11 @@ class PoolSession:
             elif env.kind == wire.BCAST:
                 self.broadcasts[env.round] = env.payload
             elif env.kind == wire.DONE:
-                if env.run == wire.ANY_RUN:
-                    self.exit = True
+                if env.run == wire.ANY_RUN:  # the curator's sweep is over
+                    if self.exit_on_done:
+                        self.exit = True
+                    elif self.config is not None:
+                        self._reset()  # its run too; the pool's record stays
                 elif env.run == self.run and self.config is not None:
                     if not self.silent:
                         out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,
@@ -242,6 +278,7 @@ class PoolSession:
         run_cfg = RunConfig.of(cfg)
         keys = self.keys
         self.run, self.run_id = run, int(cfg["run_id"])
+        self.config_digest = hashlib.sha256(blob).digest()
         self.config = cfg
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
@@ -439,11 +476,15 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        changed = self.run_id not in self.answered_configs
         self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
+        self.answered_configs.setdefault(self.run_id, self.config_digest)
         firsts = batches or []
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
             ok = self.odometer.admit(rnd, ids)
+            if self.state is not None:
+                changed = self._reserve(rnd, ids if ok is None else ids[ok]) or changed
             if ok is not None and not ok.all():
                 cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
                 for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
@@ -453,8 +494,10 @@ class PoolSession:
                 ids = ids[ok]
                 if queries is not None:
                     queries = queries[ok]
-                if not len(ids):
-                    return [refusals[b] for b in sorted(refusals)]
+        if changed:  # the run and the spending are on disk before any report leaves
+            self._sync()
+        if not len(ids):
+            return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         p = self.protocol
@@ -491,6 +534,52 @@ class PoolSession:
                 out.append(wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:e],
                                                    reports[s:e])[0])
         return out
+
+    def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
+        """Keep the state file ahead of the agents' spending in round ``rnd``, where the
+        odometer has just charged the agents ``charged``: the first batch of a round reserves
+        the round's ε for every agent of the block that has not answered it (the file is then
+        written: True), later batches of the round only move their agents' spend from the
+        reservation to the ledger (nothing to write: False). The file thus holds at least what
+        any report sent has spent, with one synced write per round instead of one per batch;
+        ``settle`` writes the exact ledger once the run has ended."""
+        odo = self.odometer
+        eps = odo.round_eps.get(rnd)
+        if eps is None:
+            eps = float(self.bound.round_epsilon(rnd))
+        if rnd not in odo.answered or not 0 <= eps < np.inf:
+            return False  # a round the odometer refuses whole (past its rounds, or no ε)
+        if self.reserved is None:
+            self.reserved = written_zeros(self.stop - self.start)
+        new = rnd not in self.reserved_rounds
+        if new:
+            self.reserved_rounds.add(rnd)
+            self.reserved += eps
+        at = charged - self.start
+        self.reserved[span(at)] -= eps
+        return new
+
+    def _sync(self) -> None:
+        """Write the answered runs and the ledger to the pool's state file, if it has one,
+        with the current run's reserved spend (``_reserve``) on top of the ledger."""
+        if self.state is None:
+            return
+        ledger = self.ledger
+        if self.reserved is not None and self.config is not None:
+            ledger = Ledger()
+            ledger.load(self.ledger.arrays())
+            ledger.block(int(self.config["data_id"]), self.start, self.stop)[:] += \
+                np.maximum(self.reserved, 0.0)
+        self.state.save(self.answered_configs, ledger)
+        self.unsettled = False
+
+    def settle(self) -> None:
+        """Once a run with reserved spend has ended (and its last frames are sent: a driver
+        calls this when the pool is idle, and before it exits), write the exact ledger: the
+        reservations of the agents that did not answer are dropped. A pool killed before
+        keeps them, charged: never less than was spent."""
+        if self.unsettled and self.idle and self.state is not None:
+            self._sync()
 
     def _refusal(self, rnd: int, bad: np.ndarray) -> bytes:
         """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``."""

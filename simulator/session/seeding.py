@@ -50,6 +50,7 @@ import numpy as np
 from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import AgentKeys, DataKeys, Secrets, data_tag, kdf, run_tag
 from ldpsim.protocols.rng import stream_key, stream_keys
+from ldpsim.simulator.session.poolstate import PoolState, state_path
 
 #: a typed token shorter than this is refused (``registration_key``)
 MIN_TOKEN_CHARS = 16
@@ -357,7 +358,9 @@ def write_deployment(out: str | Path, pools: int, ranges: list[list[tuple[int, i
     """Write a deployment's key files into the directory ``out``: ``secret.key`` (the
     orchestrator's: the master secret and the salt), ``token`` (128 random bits, for
     registration), and ``pool-I.keys`` for every pool I, holding the keys of the agents in
-    ``ranges[I]`` only. Returns the paths by name."""
+    ``ranges[I]`` only, with its empty state file ``pool-I.state`` (``poolstate``: the agents'
+    lifetime begins with their keys; with a given ``master``, the same agents, an existing one
+    is kept). Returns the paths by name."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     dep = Deployment(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16), pools)
@@ -369,6 +372,12 @@ def write_deployment(out: str | Path, pools: int, ranges: list[list[tuple[int, i
         doc["salt"] = dep.salt.hex()
         files[f"pool-{i}"] = d / f"pool-{i}.keys"
         write_private(files[f"pool-{i}"], json.dumps(doc, indent=1) + "\n")
+        state = state_path(files[f"pool-{i}"])
+        if master is None:  # a new secret: new agents, a new lifetime
+            state.unlink(missing_ok=True)
+        if not state.exists():  # the same master's agents keep their record
+            PoolState.create(state, i, pools, policy_key(dep.secrets.master, i, pools))
+        files[f"pool-{i}-state"] = state
     return files
 
 

@@ -155,10 +155,10 @@ def test_curve_key_errors_are_clear(tmp_path):
                          text=True, timeout=30)
     assert res.returncode == 0
     assert sorted(p.name for p in (tmp_path / "k").rglob("*")) == [
-        "clients", "pool-0.key", "pool-0.key_secret", "pool-0.keys", "pool-1.key",
-        "pool-1.key_secret", "pool-1.keys", "secret.key", "server.key", "server.key_secret",
-        "token"]
-    for name in ("secret.key", "token", "pool-0.keys"):  # the owner's alone
+        "clients", "pool-0.key", "pool-0.key_secret", "pool-0.keys", "pool-0.state",
+        "pool-1.key", "pool-1.key_secret", "pool-1.keys", "pool-1.state", "secret.key",
+        "server.key", "server.key_secret", "token"]
+    for name in ("secret.key", "token", "pool-0.keys", "pool-0.state"):  # the owner's alone
         assert (tmp_path / "k" / name).stat().st_mode & 0o077 == 0
     res = subprocess.run([sys.executable, "-m", "ldpsim", "agents", "--connect",
                           "tcp://127.0.0.1:9", "--keys", str(tmp_path / "k" / "pool-0.keys"),
