@@ -588,3 +588,67 @@ def test_start_reads_where_the_runs_execute(tmp_path):
     assert not starts_curator(["run", str(proc), "--executor", "dask"])
     assert not starts_curator(["run", str(tmp_path / "missing.toml")])
     assert not starts_curator(["list"]) and not starts_curator([])
+
+
+#: a module planted in the directory ``ldpsim run`` starts in: it leaves a marker file there
+#: when imported, then hands over to the real module (so the run itself is not disturbed)
+PLANTED = """
+import importlib, os, sys
+_here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(_here, "planted-" + __name__ + "-" + str(os.getpid())), "w").close()
+_saved = sys.path[:]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules[__name__]
+try:
+    sys.modules[__name__] = importlib.import_module(__name__)
+finally:
+    sys.path[:] = _saved
+"""
+
+#: a one-run scenario on the processes backend (a curator from the fork server, a pool)
+TINY_PROCESSES = """
+name = "tiny_processes"
+protocols = ["ldp_kwiksort_rr"]
+repeats = 1
+seed = 1
+
+[data]
+kind = "mallows"
+n = 50
+m = 4
+theta = 0.5
+
+[params]
+epsilon = 1.0
+
+[runtime]
+backend = "processes"
+pools = 1
+timeout_s = 30
+
+[output]
+plots = false
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "module"])
+def test_attack_modules_in_the_start_directory_are_never_imported(tmp_path, how):
+    """A folder of downloaded scenarios holding ``msgpack.py``, ``json.py`` and ``zmq.py``:
+    ``ldpsim run`` started there (the installed command, or ``python -m ldpsim``) imports
+    none of them in any of its processes (the command line, the fork server and the curator
+    it forks, the pools), and the run succeeds."""
+    start = tmp_path / "downloads"
+    start.mkdir()
+    for name in ("msgpack", "json", "zmq"):
+        (start / f"{name}.py").write_text(PLANTED)
+    (start / "tiny.toml").write_text(TINY_PROCESSES)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env["TMPDIR"] = str(tmp_path)
+    cmd = ([str(Path(sys.executable).parent / "ldpsim")] if how == "command"
+           else [sys.executable, "-m", "ldpsim"])
+    res = subprocess.run([*cmd, "run", "tiny.toml", "--out", str(tmp_path / "out"), "-q"],
+                         cwd=start, env=env, capture_output=True, text=True, timeout=60)
+    planted = sorted(p.name for p in start.glob("planted-*"))
+    assert planted == [], f"imported from the start directory: {planted}"
+    assert res.returncode == 0, res.stderr
+    assert len(read_lines(tmp_path / "out")) == 1
