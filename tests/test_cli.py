@@ -652,3 +652,38 @@ def test_attack_modules_in_the_start_directory_are_never_imported(tmp_path, how)
     assert planted == [], f"imported from the start directory: {planted}"
     assert res.returncode == 0, res.stderr
     assert len(read_lines(tmp_path / "out")) == 1
+
+
+def test_a_run_leaves_no_multiprocessing_directory_behind(tmp_path):
+    """The fork server's socket lives in a ``pymp-*`` directory of the temporary folder: it
+    is gone once ``ldpsim run`` has ended (the command ends without the interpreter's
+    teardown, which would have removed it)."""
+    (tmp_path / "tiny.toml").write_text(TINY_PROCESSES)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    env = dict(os.environ, TMPDIR=str(spool))
+    res = subprocess.run([str(Path(sys.executable).parent / "ldpsim"), "run", "tiny.toml",
+                          "--out", "out", "-q"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in spool.iterdir()) == []
+
+
+def test_out_naming_a_file_is_one_line_of_error(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "taken").write_text("not a directory\n")
+    res = cli("run", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "taken"))
+    assert res.returncode != 0
+    assert res.stderr.startswith("error: --out ") and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert (tmp_path / "taken").read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize("args", ["run --help", "run --help | head -1", "run -h | head -1"])
+def test_run_help_prints_no_usage_errors(args):
+    """``ldpsim run --help | head``: the help, and nothing on stderr (the fork server's hint
+    parser does not complain that no scenario was named)."""
+    done = subprocess.run(f"{sys.executable} -m ldpsim {args}", shell=True,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout.startswith("usage: ldpsim run")
+    assert done.stderr == "", done.stderr
