@@ -122,7 +122,8 @@ class _AllPairsCurator(_RankCurator):
                          ReportSchema("int", self.n_pairs, 0, 1), report_bits=self.n_pairs)
 
     def absorb(self, rnd, agents, reports):
-        ones = reports.sum(axis=0)
+        # counted in integers whatever the array's type (reports are 0/1 by the schema)
+        ones = reports.sum(axis=0, dtype=np.int64)
         self.ones += ones
         self.zeros += len(agents) - ones
 

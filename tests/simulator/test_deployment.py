@@ -442,3 +442,26 @@ def test_attack_a_trace_line_longer_than_the_cap_is_refused_unread(tmp_path):
     with pytest.raises(sc.ScenarioError) as e:
         sc.load(raw=raw("ldp_kwiksort_rr", deployment={"trace": str(tmp_path / "t.csv")}))
     assert f"line 2 is longer than {dep.MAX_TRACE_LINE} characters" in str(e.value)
+
+
+@pytest.mark.parametrize("protocol", ["kwiksort", "dp_kwiksort"])
+def test_a_round_without_a_single_report_is_absorbed_by_the_all_pairs_curator(protocol):
+    """No report at all (every agent offline): the round's empty reports have the schema's
+    integer type, and the all-pairs curator counts nothing (it raised a float64 -> int64
+    casting error in ``_AllPairsCurator.absorb``)."""
+    table = raw(protocol, n=100, deployment={"availability": 0.0, "compute": 0.0})
+    rec, = records(table)
+    assert rec["status"] == "complete", rec
+    assert rec["comm"]["per_round"][0]["reported"] == 0
+    if protocol == "kwiksort":
+        assert set(rec["output"]["cmp_hat"]) == {0.0}
+
+
+def test_collect_of_a_round_without_reports_has_the_schemas_dtype():
+    from ldpsim.protocols.base import ReportSchema, RoundPlan
+    from ldpsim.simulator.session.rounds import Round
+
+    for dtype, want in (("int", np.int64), ("float", np.float64)):
+        plan = RoundPlan(0, np.arange(4), None, None, ReportSchema(dtype, 3, 0, 1))
+        agents, reports = Round(0, 0, plan, 4, "toy", 0.0, 0.0).collect()
+        assert agents.dtype == np.int64 and reports.dtype == want and reports.shape == (0, 3)
