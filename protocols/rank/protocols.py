@@ -228,6 +228,13 @@ class _RankProtocol(Protocol):
     #: Figs. 3-6 show the error rate and the average Kendall tau distance
     figure_metrics = ("error_rate", "kendall_tau")
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report: every pair (m(m - 1)/2) or LDP-KwikSort's K queries."""
+        if issubclass(self.curator_class(bound), _LDPCurator):
+            return int(bound.rounds[0].uses)
+        m = int(bound.public["m"])
+        return m * (m - 1) // 2
+
     def respond(self, block: Block) -> np.ndarray:
         """Truthful answers to all pairs (overridden by the LDP randomizers)."""
         m = block.rows.shape[1]
