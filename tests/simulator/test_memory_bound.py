@@ -42,7 +42,7 @@ def test_a_run_that_fits_passes_the_memory_check(monkeypatch):
 
 
 @pytest.mark.parametrize("protocol", ["kwiksort", "dp_kwiksort", "ldp_kwiksort_rr",
-                                      "ethics_vldp"])
+                                      "ethics_vldp", "truth_two_layer", "truth_mf"])
 def test_the_estimate_counts_the_numbers_of_a_report(protocol):
     """All pairs for the all-pairs rank curators, K queries for LDP-KwikSort, the report
     length for the ethics protocols."""
@@ -55,6 +55,8 @@ def test_the_estimate_counts_the_numbers_of_a_report(protocol):
         assert got == m * (m - 1) // 2
     elif protocol == "ldp_kwiksort_rr":
         assert got == bound.rounds[0].uses
+    elif protocol.startswith("truth"):
+        assert got == proto.schema(bound.params, bound.public)[0].length
     else:
         assert got == proto.report_length(bound.params, bound.public)
     assert sc.curator_bytes(got, 1000) >= 1000 * got * np.dtype(np.int64).itemsize
