@@ -211,8 +211,12 @@ def read_trace(path: Path) -> tuple[dict[str, list[Any]], bool]:
 
 def _lines(f, path: Path):
     """The lines of the open trace ``f``, each read at most ``MAX_TRACE_LINE`` characters
-    far: a longer one is refused before the rest of it is read."""
-    for number in range(1, MAX_TRACE_ROWS + 3):  # the header, the rows, one row past the cap
+    far: a longer one is refused before the rest of it is read. The reader stops asking for
+    lines after the row past ``MAX_TRACE_ROWS`` (``read_trace``); blank lines, which hold no
+    row, are read one at a time."""
+    number = 0
+    while True:
+        number += 1
         line = f.readline(MAX_TRACE_LINE + 1)
         if not line:
             return

@@ -465,3 +465,14 @@ def test_collect_of_a_round_without_reports_has_the_schemas_dtype():
         plan = RoundPlan(0, np.arange(4), None, None, ReportSchema(dtype, 3, 0, 1))
         agents, reports = Round(0, 0, plan, 4, "toy", 0.0, 0.0).collect()
         assert agents.dtype == np.int64 and reports.dtype == want and reports.shape == (0, 3)
+
+
+def test_a_trace_at_the_cap_with_blank_lines_keeps_every_row(tmp_path):
+    from ldpsim.simulator.sweep import deployment as dep
+
+    rows = "".join(f"{i},{i % 50}\n" + ("\n" if i % 1000 == 0 else "")
+                   for i in range(dep.MAX_TRACE_ROWS))
+    (tmp_path / "t.csv").write_text("agent,latency_ms\n" + rows + "\n\n")
+    cols, replay = dep.read_trace(tmp_path / "t.csv")
+    assert replay and len(cols["latency_ms"]) == dep.MAX_TRACE_ROWS
+    assert cols["latency_ms"][-1] == (dep.MAX_TRACE_ROWS - 1) % 50
