@@ -687,3 +687,18 @@ def test_run_help_prints_no_usage_errors(args):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.stdout.startswith("usage: ldpsim run")
     assert done.stderr == "", done.stderr
+
+
+def test_the_fork_servers_import_path_is_the_parents_with_the_implicit_directory_last(
+        monkeypatch, tmp_path):
+    """An interactive parent's implicit current directory (``""``) comes after the standard
+    library and the installed packages: a user's protocol module there stays importable, a
+    ``json.py`` there replaces nothing; the command line's parent has none."""
+    from ldpsim.simulator.backends import launch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", "/lib/python", "/site-packages"])
+    path = launch.import_path()
+    assert path[1:] == ["/lib/python", "/site-packages", str(tmp_path)]
+    monkeypatch.setattr(sys, "path", ["/bin", "/lib/python", "/site-packages"])
+    assert str(tmp_path) not in launch.import_path()
