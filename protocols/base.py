@@ -717,6 +717,16 @@ class Protocol(ABC):
         composed from its bound mechanisms (``Rounds.claim``); not a hook."""
         return self.bind(params, public, resolved=True).claim()
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers in one agent's report in the run's longest round, for the memory a run's
+        curator needs (its round's reports: agents x numbers, ``Round.values``), checked
+        before any process starts; None when not stated (no check).
+
+        The default reads ``report_length(params, public)`` where a protocol has one.
+        """
+        length = getattr(self, "report_length", None)
+        return None if length is None else int(length(bound.params, bound.public))
+
     def curator_class(self, bound: Bound) -> type[Curator]:
         """The curator class of a run (default ``curator_cls``)."""
         if self.curator_cls is None:

@@ -147,6 +147,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             from ldpsim.simulator.sweep.identity import beside
 
             out = str(beside(out, scenario))
+        taken = next((d for d in (Path(out), *Path(out).parents) if d.exists()), None)
+        if taken is not None and not taken.is_dir():
+            where = "--out" if args.out else "[output] dir"
+            _err(f"error: {where} {out}: {taken} is a file; allowed: a directory (new, or "
+                 "the results directory of earlier runs of this scenario)")
+            return 2
         n_runs = len(scenario.runs())
         rt, jobs = scenario.runtime, scenario.runtime["jobs"]
         where = (f", on Dask at {rt['dask_address'] or 'local'}" if rt["executor"] == "dask"
@@ -738,7 +744,11 @@ def main(argv: list[str] | None = None) -> int:
     if retired:
         _err(retired)
         return 2
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # --help (or a usage error): its text may meet a closed pipe
+        _flush_stdout()
+        raise
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
     with warnings.catch_warnings():
@@ -746,9 +756,22 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return args.func(args)
         except BrokenPipeError:  # ``ldpsim list | head``: the reader has all it wanted
-            # stdout's buffer cannot be flushed to a closed pipe: point it at nothing
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _drop_stdout()
             return 0
+
+
+def _drop_stdout() -> None:
+    """Point stdout at nothing: its buffer cannot be flushed to a closed pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now; a reader that stopped early (``ldpsim run --help | head -1``) gets
+    no ``BrokenPipeError`` at the interpreter's exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 if __name__ == "__main__":

@@ -34,10 +34,20 @@ QUICK_EXIT = ("processes", "inproc")
 DEFAULT_BACKEND = "processes"
 
 
+class _Quiet(argparse.ArgumentParser):
+    """A parser that raises instead of printing a usage error: what it reads is a hint, and
+    the command line's own parser reports what is wrong (``ldpsim run --help`` names no
+    scenario, and is no error)."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's
+        raise ValueError(message)
+
+
 def run_parser() -> argparse.ArgumentParser:
     """The options of ``ldpsim run`` that say where its runs execute, and every other option
-    that takes a value (so that the scenario is the positional argument it reads)."""
-    p = argparse.ArgumentParser(add_help=False)
+    that takes a value (so that the scenario is the positional argument it reads); it raises
+    ``ValueError`` on what it cannot parse, printing nothing."""
+    p = _Quiet(add_help=False)
     p.add_argument("scenario")
     p.add_argument("--set", action="append", default=[])
     for opt in ("--seed", "--out", "--secret", "--backend", "--jobs", "--executor", "--dask"):
@@ -60,7 +70,11 @@ def _setting(raw: dict[str, Any], overrides: list[str], table: str, key: str) ->
 def starts_curator(argv: list[str]) -> bool:
     """Whether ``argv`` is an ``ldpsim run`` whose runs start a curator process here (the
     processes, hosts or dask backend, the local executor); False when in doubt."""
-    where = where_runs(argv)
+    return _starts_curator(where_runs(argv))
+
+
+def _starts_curator(where: tuple[str, str] | None) -> bool:
+    """Whether runs at ``where`` (``where_runs``) start a curator process here."""
     return where is not None and where[0] in CURATOR_BACKENDS and where[1] == "local"
 
 
@@ -88,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     where = where_runs(argv)
-    if starts_curator(argv):
+    if _starts_curator(where):
         from ldpsim.simulator.backends.launch import start_fork_server
 
         with contextlib.suppress(Exception):  # it starts with the first curator otherwise
@@ -103,5 +117,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()
+        _remove_mp_directory()
         os._exit(code)
     return code
+
+
+def _remove_mp_directory() -> None:
+    """Remove the temporary directory multiprocessing made for this process (``pymp-*``: the
+    fork server's socket), which the interpreter's teardown would have removed; the fork
+    server exits as this process's pipe to it closes."""
+    mp_process = sys.modules.get("multiprocessing.process")
+    tmp = getattr(mp_process.current_process(), "_config", {}).get("tempdir") \
+        if mp_process else None
+    if tmp:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -588,3 +588,117 @@ def test_start_reads_where_the_runs_execute(tmp_path):
     assert not starts_curator(["run", str(proc), "--executor", "dask"])
     assert not starts_curator(["run", str(tmp_path / "missing.toml")])
     assert not starts_curator(["list"]) and not starts_curator([])
+
+
+#: a module planted in the directory ``ldpsim run`` starts in: it leaves a marker file there
+#: when imported, then hands over to the real module (so the run itself is not disturbed)
+PLANTED = """
+import importlib, os, sys
+_here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(_here, "planted-" + __name__ + "-" + str(os.getpid())), "w").close()
+_saved = sys.path[:]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules[__name__]
+try:
+    sys.modules[__name__] = importlib.import_module(__name__)
+finally:
+    sys.path[:] = _saved
+"""
+
+#: a one-run scenario on the processes backend (a curator from the fork server, a pool)
+TINY_PROCESSES = """
+name = "tiny_processes"
+protocols = ["ldp_kwiksort_rr"]
+repeats = 1
+seed = 1
+
+[data]
+kind = "mallows"
+n = 50
+m = 4
+theta = 0.5
+
+[params]
+epsilon = 1.0
+
+[runtime]
+backend = "processes"
+pools = 1
+timeout_s = 30
+
+[output]
+plots = false
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "module"])
+def test_attack_modules_in_the_start_directory_are_never_imported(tmp_path, how):
+    """A folder of downloaded scenarios holding ``msgpack.py``, ``json.py`` and ``zmq.py``:
+    ``ldpsim run`` started there (the installed command, or ``python -m ldpsim``) imports
+    none of them in any of its processes (the command line, the fork server and the curator
+    it forks, the pools), and the run succeeds."""
+    start = tmp_path / "downloads"
+    start.mkdir()
+    for name in ("msgpack", "json", "zmq"):
+        (start / f"{name}.py").write_text(PLANTED)
+    (start / "tiny.toml").write_text(TINY_PROCESSES)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env["TMPDIR"] = str(tmp_path)
+    cmd = ([str(Path(sys.executable).parent / "ldpsim")] if how == "command"
+           else [sys.executable, "-m", "ldpsim"])
+    res = subprocess.run([*cmd, "run", "tiny.toml", "--out", str(tmp_path / "out"), "-q"],
+                         cwd=start, env=env, capture_output=True, text=True, timeout=60)
+    planted = sorted(p.name for p in start.glob("planted-*"))
+    assert planted == [], f"imported from the start directory: {planted}"
+    assert res.returncode == 0, res.stderr
+    assert len(read_lines(tmp_path / "out")) == 1
+
+
+def test_a_run_leaves_no_multiprocessing_directory_behind(tmp_path):
+    """The fork server's socket lives in a ``pymp-*`` directory of the temporary folder: it
+    is gone once ``ldpsim run`` has ended (the command ends without the interpreter's
+    teardown, which would have removed it)."""
+    (tmp_path / "tiny.toml").write_text(TINY_PROCESSES)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    env = dict(os.environ, TMPDIR=str(spool))
+    res = subprocess.run([str(Path(sys.executable).parent / "ldpsim"), "run", "tiny.toml",
+                          "--out", "out", "-q"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in spool.iterdir()) == []
+
+
+def test_out_naming_a_file_is_one_line_of_error(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "taken").write_text("not a directory\n")
+    res = cli("run", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "taken"))
+    assert res.returncode != 0
+    assert res.stderr.startswith("error: --out ") and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert (tmp_path / "taken").read_text() == "not a directory\n"
+
+
+@pytest.mark.parametrize("args", ["run --help", "run --help | head -1", "run -h | head -1"])
+def test_run_help_prints_no_usage_errors(args):
+    """``ldpsim run --help | head``: the help, and nothing on stderr (the fork server's hint
+    parser does not complain that no scenario was named)."""
+    done = subprocess.run(f"{sys.executable} -m ldpsim {args}", shell=True,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.stdout.startswith("usage: ldpsim run")
+    assert done.stderr == "", done.stderr
+
+
+def test_the_fork_servers_import_path_is_the_parents_with_the_implicit_directory_last(
+        monkeypatch, tmp_path):
+    """An interactive parent's implicit current directory (``""``) comes after the standard
+    library and the installed packages: a user's protocol module there stays importable, a
+    ``json.py`` there replaces nothing; the command line's parent has none."""
+    from ldpsim.simulator.backends import launch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", "/lib/python", "/site-packages"])
+    path = launch.import_path()
+    assert path[1:] == ["/lib/python", "/site-packages", str(tmp_path)]
+    monkeypatch.setattr(sys, "path", ["/bin", "/lib/python", "/site-packages"])
+    assert str(tmp_path) not in launch.import_path()

@@ -122,7 +122,8 @@ class _AllPairsCurator(_RankCurator):
                          ReportSchema("int", self.n_pairs, 0, 1), report_bits=self.n_pairs)
 
     def absorb(self, rnd, agents, reports):
-        ones = reports.sum(axis=0)
+        # counted in integers whatever the array's type (reports are 0/1 by the schema)
+        ones = reports.sum(axis=0, dtype=np.int64)
         self.ones += ones
         self.zeros += len(agents) - ones
 
@@ -226,6 +227,13 @@ class _RankProtocol(Protocol):
     metrics = (ERROR_RATE, KENDALL_TAU)
     #: Figs. 3-6 show the error rate and the average Kendall tau distance
     figure_metrics = ("error_rate", "kendall_tau")
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report: every pair (m(m - 1)/2) or LDP-KwikSort's K queries."""
+        if issubclass(self.curator_class(bound), _LDPCurator):
+            return int(bound.rounds[0].uses)
+        m = int(bound.public["m"])
+        return m * (m - 1) // 2
 
     def respond(self, block: Block) -> np.ndarray:
         """Truthful answers to all pairs (overridden by the LDP randomizers)."""

@@ -117,6 +117,10 @@ class _TruthProtocol(Protocol):
         """The round's broadcast (None; MF sends V)."""
         return None
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one worker's report (its schema's length: a cell per task, or MF's d)."""
+        return self.schema(bound.params, bound.public)[0].length
+
     def schema(self, params: dict[str, Any], public: dict[str, Any]) -> tuple[ReportSchema,
                                                                             float]:
         """Report schema and information-theoretic bits per report: integer codes 0..L."""

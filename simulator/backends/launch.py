@@ -65,19 +65,41 @@ def _without_main():
         mp_spawn.get_preparation_data = orig
 
 
+def import_path() -> list[str]:
+    """The import path of the fork server (and of the curator processes it forks): this
+    process's own ``sys.path``, given explicitly, after the folder that holds this package.
+
+    Returns
+    -------
+    list of str
+        The folders, in order. The current directory is in it only where this process has it:
+        an explicit entry (a script's folder, a ``PYTHONPATH`` entry) stays where it is, and
+        the implicit one (``""``: an interactive session, a notebook) moves to the end, after
+        the standard library and the installed packages, so that a module there can be a
+        user's protocol but never replaces ``json``, ``msgpack`` or ``zmq``. The ``ldpsim``
+        command has no current directory on its path (``python -m ldpsim`` removes it).
+    """
+    home = str(Path(sys.modules["ldpsim"].__file__).resolve().parent.parent)
+    implicit = [os.getcwd()] if "" in sys.path else []
+    out = [home]
+    for p in [*(p for p in sys.path if p), *implicit]:
+        if p not in out:
+            out.append(p)
+    return out
+
+
 @contextlib.contextmanager
 def _package_first():
-    """Start the fork server (a fresh interpreter, ``python -c``) so that the directory it
-    starts in cannot replace this package: without it, its ``sys.path`` begins with the
-    current directory, where a folder named ``ldpsim`` (a clone of the repository, next to a
-    notebook) is a namespace package that shadows an editable install, and the curator imports
-    the folder. Safe-path mode drops the current directory from the front; the folder that
-    holds this package comes first, and the current directory after it (a user's protocol
-    module there stays importable)."""
-    home = str(Path(sys.modules["ldpsim"].__file__).resolve().parent.parent)
+    """Start the fork server (a fresh interpreter, ``python -c``) with this process's import
+    path (``import_path``) instead of its own: without it, its ``sys.path`` begins with the
+    directory it starts in, ahead of the standard library and the installed packages, so a
+    ``msgpack.py`` or ``json.py`` there would run in the fork server and every curator process
+    forked from it, and a folder named ``ldpsim`` (a clone of the repository, next to a
+    notebook) would be a namespace package that shadows an editable install. Safe-path mode
+    keeps ``python -c`` from putting the current directory first; ``PYTHONPATH`` names the
+    parent's path, ahead of the fork server's own standard library (the same folders)."""
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [home, os.getcwd(), *filter(None, [saved["PYTHONPATH"]])])
+    os.environ["PYTHONPATH"] = os.pathsep.join(import_path())
     os.environ["PYTHONSAFEPATH"] = "1"
     try:
         yield

@@ -104,6 +104,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def out_of_memory(e: MemoryError) -> str:
+    """The one-line error of a curator that could not allocate what its run needs."""
+    return (f"the curator ran out of memory: {e or 'MemoryError'}; the run needs more memory "
+            "than this machine gives it (a smaller [data] n, or fewer numbers per report)")
+
+
 @contextlib.contextmanager
 def protocol_code(what: str):
     """The protocol's own curator code failed: that ends the run (``RunFailed`` with the
@@ -112,6 +118,8 @@ def protocol_code(what: str):
         yield
     except RunFailed:
         raise
+    except MemoryError as e:
+        raise RunFailed(out_of_memory(e)) from None
     except Exception:
         raise RunFailed(f"the protocol's curator code failed in {what}:\n"
                         + traceback.format_exc()) from None

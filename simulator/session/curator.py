@@ -33,6 +33,7 @@ from ldpsim.simulator.session.common import (
     Bounded,
     Limits,
     RunFailed,
+    out_of_memory,
     protocol_code,
     span,
 )
@@ -193,6 +194,8 @@ class CuratorSession:
             yield from self._on_frame(peer, frame)
         except RunFailed:
             raise
+        except MemoryError as e:  # the curator's own allocation: its failure, not the peer's
+            raise RunFailed(out_of_memory(e)) from None
         except Exception as e:  # a peer's input reached a path we did not foresee
             log.warning("frame from %s: %s: %s", peer[:16].hex(), type(e).__name__, e)
             yield from self.reject(peer, f"frame rejected: {type(e).__name__}: "

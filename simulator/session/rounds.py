@@ -263,8 +263,10 @@ class Round:
         """The round's reports in canonical order (the plan's, arrival-independent): the
         agents that reported and their rows; those that came after the round's virtual end
         (``network``) only with ``late`` (every report the curator received)."""
-        if self.values is None:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, self.plan.schema.length))
+        if self.values is None:  # no report came: none, of the schema's type
+            schema = self.plan.schema
+            dtype = np.int64 if schema.dtype == "int" else np.float64
+            return np.zeros(0, dtype=np.int64), np.zeros((0, schema.length), dtype=dtype)
         if self.got == self.expected and (self.late is None or late):
             return self.agents, self.values
         have = self.reported[self.agents]

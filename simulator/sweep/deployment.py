@@ -35,8 +35,15 @@ from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS, hint
 TRACE_DIR = "traces"
 #: the calibrated compute costs (``ldpsim bench --calibrate --write``)
 COSTS_FILE = "compute_costs.json"
-#: the most rows of a per-agent trace (its rows travel with every run's configuration)
+#: the most rows of a trace (its rows travel with every run's configuration): reading stops
+#: after them
 MAX_TRACE_ROWS = 10_000
+#: the longest line of a trace, in characters (a line is never read further)
+MAX_TRACE_LINE = 4096
+#: the most seconds of compute per agent and round (``compute``, a cost file's ``round_s``)
+MAX_ROUND_S = 3600.0
+#: the most numbers of a round's report at calibration (a cost file's ``numbers``)
+MAX_NUMBERS = 10**9
 
 
 def _float(key: str, **bounds: Any) -> ParamSpec:
@@ -46,22 +53,31 @@ def _float(key: str, **bounds: Any) -> ParamSpec:
 
 #: the keys of ``[deployment]`` that take a number (a list of them is a sweep axis)
 NUMBERS = {
-    "latency_ms": _float("latency_ms", low=0, help="one-way link latency (median of a class)"),
-    "down_mbps": _float("down_mbps", low=0, low_open=True,
-                        help="download bandwidth; inf: no limit"),
-    "up_mbps": _float("up_mbps", low=0, low_open=True, help="upload bandwidth; inf: no limit"),
+    "latency_ms": _float("latency_ms", low=0, high=600_000,
+                         help="one-way link latency (median of a class), up to 10 minutes"),
+    "down_mbps": _float("down_mbps", low=0.001, high=1e6,
+                        help="download bandwidth, 1 kbit/s to 1 Tbit/s; inf: no limit"),
+    "up_mbps": _float("up_mbps", low=0.001, high=1e6,
+                      help="upload bandwidth, 1 kbit/s to 1 Tbit/s; inf: no limit"),
     "spread": _float("spread", low=0, high=3,
                      help="log-normal sigma of each agent's latency and bandwidth around its "
                           "class's median"),
-    "speed": _float("speed", low=0, low_open=True,
+    "speed": _float("speed", low=0.001, high=1000,
                     help="device speed: compute takes the calibrated cost / speed"),
     "availability": _float("availability", low=0, high=1,
                            help="chance an agent is online in a round"),
-    "round_deadline_s": _float("round_deadline_s", low=0, low_open=True,
-                               help="a round ends this long after it starts; inf: none"),
+    "round_deadline_s": _float("round_deadline_s", low=0, low_open=True, high=86_400,
+                               help="a round ends this long after it starts (up to a day); "
+                                    "inf: none"),
     "quota": _float("quota", low=0, low_open=True, high=1,
                     help="a round ends once this share of its asked agents answered"),
 }
+#: a class's share of the agents (a trace's ``share`` column)
+SHARE = ParamSpec("share", "float", 1.0, low=0, high=1)
+#: seconds of compute per agent and round on a speed-1 device (``compute``, ``round_s``)
+ROUND_S = ParamSpec("round_s", "float", 0.0, low=0, high=MAX_ROUND_S)
+#: a round's report numbers at calibration (a cost file's ``numbers``)
+CAL_NUMBERS = ParamSpec("numbers", "int", 0, low=0, high=MAX_NUMBERS)
 #: numbers that may be infinite (stored as None: no limit)
 UNBOUNDED = ("down_mbps", "up_mbps", "round_deadline_s")
 OTHER = {
@@ -158,7 +174,13 @@ def read_trace(path: Path) -> tuple[dict[str, list[Any]], bool]:
     A column a trace lacks takes the default of every class."""
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            rows = []
+            for row in csv.DictReader(_lines(f, path)):
+                if len(rows) == MAX_TRACE_ROWS:  # the row after the cap: read no further
+                    raise DeploymentError(
+                        f"[deployment] trace: {path} has more than {MAX_TRACE_ROWS} rows; "
+                        f"allowed: at most {MAX_TRACE_ROWS} (group devices into classes)")
+                rows.append(row)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise DeploymentError(f"[deployment] trace: cannot read {path}: {e}") from None
     head = list(rows[0]) if rows else []
@@ -171,9 +193,6 @@ def read_trace(path: Path) -> tuple[dict[str, list[Any]], bool]:
             f"[deployment] trace: {path}: columns {', '.join(head) or '(none)'}; allowed: "
             f"class,share or agent, then any of {', '.join(COLUMNS)}"
             + (f" (unknown: {', '.join(bad)})" if bad else ""))
-    if len(rows) > MAX_TRACE_ROWS:
-        raise DeploymentError(f"[deployment] trace: {path} has {len(rows)} rows; allowed: at "
-                              f"most {MAX_TRACE_ROWS} (group devices into classes)")
     cols: dict[str, list[Any]] = {}
     for c in COLUMNS:
         if c in head:
@@ -183,12 +202,29 @@ def read_trace(path: Path) -> tuple[dict[str, list[Any]], bool]:
     else:
         cols["class"] = [r["class"] for r in rows]
         cols["share"] = [_cell(path, i, "share", r["share"]) for i, r in enumerate(rows, 2)]
-        if any(s is None or s < 0 for s in cols["share"]) or \
-                abs(sum(cols["share"]) - 1.0) > 1e-6:
+        if abs(sum(cols["share"]) - 1.0) > 1e-6:
             raise DeploymentError(f"[deployment] trace: {path}: the shares sum to "
                                   f"{sum(s or 0 for s in cols['share']):g}; allowed: shares "
                                   ">= 0 that sum to 1")
     return cols, replay
+
+
+def _lines(f, path: Path):
+    """The lines of the open trace ``f``, each read at most ``MAX_TRACE_LINE`` characters
+    far: a longer one is refused before the rest of it is read. The reader stops asking for
+    lines after the row past ``MAX_TRACE_ROWS`` (``read_trace``); blank lines, which hold no
+    row, are read one at a time."""
+    number = 0
+    while True:
+        number += 1
+        line = f.readline(MAX_TRACE_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_TRACE_LINE:
+            raise DeploymentError(f"[deployment] trace: {path} line {number} is longer than "
+                                  f"{MAX_TRACE_LINE} characters; allowed: at most "
+                                  f"{MAX_TRACE_LINE}")
+        yield line
 
 
 def _cell(path: Path, line: int, col: str, text: str) -> float | None:
@@ -198,20 +234,22 @@ def _cell(path: Path, line: int, col: str, text: str) -> float | None:
     except (TypeError, ValueError):
         raise DeploymentError(f"[deployment] trace: {path} line {line}, {col}: got {text!r}; "
                               "allowed: a number") from None
-    if col == "share":
-        return v
     try:
-        return _number(NUMBERS[col], v)
+        return _number(SHARE if col == "share" else NUMBERS[col], v)
     except ParamError as e:
-        raise DeploymentError(f"{path} line {line}: {e}") from None
+        what = str(e).removeprefix(f"[deployment] {col}: ")
+        raise DeploymentError(f"[deployment] trace: {path} line {line}, {col}: {what}") from None
 
 
 def _compute_source(value: Any, scenario_path: str | None) -> Any:
     """``compute``: "calibrated" (the shipped costs), a number of seconds per agent and round,
     or a JSON file of costs (a path relative to the scenario)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and \
-            math.isfinite(value) and value >= 0:
-        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return float(ROUND_S.check(value, "[deployment] compute"))
+        except ParamError as e:
+            raise DeploymentError(f"{e} seconds per agent and round, \"calibrated\" or a "
+                                  "JSON file of costs") from None
     if value == "calibrated":
         return value
     if isinstance(value, str):
@@ -222,7 +260,8 @@ def _compute_source(value: Any, scenario_path: str | None) -> Any:
             return str(p)
     raise DeploymentError(f"[deployment] compute: got {value!r}; allowed: \"calibrated\" (the "
                           f"costs `ldpsim bench --calibrate` measured), a number of seconds per "
-                          "agent and round >= 0, or a JSON file of costs")
+                          f"agent and round >= 0 and <= {MAX_ROUND_S:g}, or a JSON file of "
+                          "costs")
 
 
 def costs_file() -> Path | None:
@@ -250,8 +289,43 @@ def compute_costs(source: Any, protocol: str) -> dict[str, list[float]]:
             f"[deployment] compute: no calibrated cost for protocol {protocol!r}"
             f"{f' in {path}' if path else ''}; allowed: run `ldpsim bench --calibrate "
             "--write`, or give compute = seconds per agent and round")
-    return {"round_s": [float(x) for x in entry["round_s"]],
-            "numbers": [int(x) for x in entry.get("numbers", [0] * len(entry["round_s"]))]}
+    return _checked_costs(entry, f"[deployment] compute: {path}, protocol {protocol!r}")
+
+
+def _checked_costs(entry: dict[str, Any], where: str) -> dict[str, list[Any]]:
+    """A cost file's entry for one protocol, every value within its range.
+
+    Parameters
+    ----------
+    entry : dict
+        ``round_s`` (seconds per agent of each round, a non-empty list) and optionally
+        ``numbers`` (each round's report length at calibration, one per ``round_s``).
+    where : str
+        The file and protocol, for the error.
+
+    Returns
+    -------
+    dict
+        ``round_s`` as floats, ``numbers`` as integers (zeros when the entry has none).
+
+    Raises
+    ------
+    DeploymentError
+        One line naming the file, the protocol, the key and its allowed range.
+    """
+    seconds = entry["round_s"]
+    numbers = entry.get("numbers", [0] * len(seconds))
+    if not seconds:
+        raise DeploymentError(f"{where}: round_s: an empty list; allowed: one cost per round")
+    if not isinstance(numbers, list) or len(numbers) != len(seconds):
+        raise DeploymentError(f"{where}: numbers: "
+                              f"{len(numbers) if isinstance(numbers, list) else repr(numbers)} "
+                              f"entries; allowed: one per round_s ({len(seconds)})")
+    try:
+        return {"round_s": [float(ROUND_S.check(x, "round_s")) for x in seconds],
+                "numbers": [int(CAL_NUMBERS.check(x, "numbers")) for x in numbers]}
+    except ParamError as e:
+        raise DeploymentError(f"{where}: {e}") from None
 
 
 def run_deployment(table: dict[str, Any], protocol: str, values: dict[str, Any],

@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import tomllib
 import warnings
@@ -858,12 +859,61 @@ def check_runs(specs: list[RunSpec]) -> None:
                 built[dsig] = build_data(s.data, 0)
             ds = built[dsig]
             _check_colluders_against_n(s.collusion["colluders"], ds.n)
-            get_protocol(s.protocol).resolve(s.params, ds.public)
+            proto = get_protocol(s.protocol)
+            params = proto.resolve(s.params, ds.public)
+            _check_memory(proto, proto.bind(params, ds.public, resolved=True), ds.n)
             if s.runtime["pools"] > ds.n:
                 raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "
                                  f"the number of agents ({ds.n})")
         except ParamError as e:
             raise ScenarioError(f"{e} (protocol {s.protocol}, point {s.point})") from None
+
+
+#: bytes the curator holds per asked agent besides its report (the round's agent ids, who was
+#: asked, who reported, whose report was invalid; the curator's own agent ids)
+AGENT_BYTES = 24
+#: bytes of one number of a report as the curator holds it (int64 or float64)
+NUMBER_BYTES = 8
+
+
+def memory_limit() -> int:
+    """The most bytes a run's curator may need: this machine's physical memory."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # no sysconf: no limit known
+        return 1 << 62
+
+
+def curator_bytes(numbers: int, n: int) -> int:
+    """What a run's curator holds for a round of ``n`` agents' reports of ``numbers`` numbers.
+
+    Parameters
+    ----------
+    numbers : int
+        Numbers of one report (``Protocol.report_numbers``).
+    n : int
+        Agents asked in the round.
+
+    Returns
+    -------
+    int
+        Bytes: the reports (``Round.values``) and the per-agent bookkeeping.
+    """
+    return n * (numbers * NUMBER_BYTES + AGENT_BYTES)
+
+
+def _check_memory(proto: Any, bound: Any, n: int) -> None:
+    """Refuse a run whose curator cannot hold its round's reports in this machine's memory
+    (ParamError naming ``[data] n``, the estimate and the limit)."""
+    numbers = proto.report_numbers(bound)
+    if numbers is None:
+        return
+    need, limit = curator_bytes(numbers, n), memory_limit()
+    if need > limit:
+        raise ParamError(f"[data] n: got {n}; its curator would hold about {need / 1e9:.3g} GB "
+                         f"({n} agents x {numbers} numbers of {NUMBER_BYTES} bytes, one round's "
+                         f"reports, + {AGENT_BYTES} bytes an agent); allowed: at most "
+                         f"{limit / 1e9:.3g} GB (this machine's memory)")
 
 
 def _check_colluders_against_n(v: Any, n: int) -> None:

@@ -368,3 +368,111 @@ def test_many_batches_of_offline_agents_in_a_row_are_skipped_without_recursion()
     assert rec["rejected"] == 0, rec["rejections"]
     assert rec["virtual"]["dropouts_offline"] == 3000
     assert rec["comm"]["per_round"][0]["reported"] == 0
+
+
+# -- every input bounded (issue 47) --------------------------------------------------------
+@pytest.mark.parametrize("deployment, needles", [
+    ({"latency_ms": 1e308}, ["[deployment] latency_ms: got 1e+308", "<= 600000"]),
+    ({"speed": 1e-308}, ["[deployment] speed: got 1e-308", ">= 0.001 and <= 1000"]),
+    ({"down_mbps": 1e-308}, ["[deployment] down_mbps: got 1e-308", ">= 0.001", "or inf"]),
+    ({"up_mbps": 1e300}, ["[deployment] up_mbps: got 1e+300", "<= 1000000", "or inf"]),
+    ({"round_deadline_s": 1e300}, ["[deployment] round_deadline_s: got 1e+300", "<= 86400"]),
+    ({"compute": 1e30}, ["[deployment] compute: got 1e+30", "<= 3600"]),
+    ({"compute": math.nan}, ["[deployment] compute: got nan"]),
+])
+def test_attack_an_out_of_range_deployment_number_is_one_line_naming_the_range(deployment,
+                                                                              needles):
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr", deployment=deployment))
+    assert len(str(e.value).splitlines()) == 1, str(e.value)
+    for needle in needles:
+        assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("class,share\na,nan\nb,1\n", "line 2, share: got nan; allowed: a number >= 0 and <= 1"),
+    ("class,share\na,inf\n", "line 2, share: got inf"),
+    ("class,share,latency_ms\na,1,1e308\n", "latency_ms: got 1e+308"),
+    ("class,share,speed\na,1,1e-308\n", "speed: got 1e-308"),
+])
+def test_attack_a_trace_cell_out_of_range_is_refused(tmp_path, text, needle):
+    (tmp_path / "t.csv").write_text(text)
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr", deployment={"trace": str(tmp_path / "t.csv")}))
+    assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({"round_s": [math.nan]}, "round_s: got nan; allowed: a number >= 0 and <= 3600"),
+    ({"round_s": [-5]}, "round_s: got -5"),
+    ({"round_s": [1e-6], "numbers": [1e30]}, "numbers: got 1e+30; allowed: an integer >= 0"),
+    ({"round_s": [1e-6], "numbers": [1, 2]}, "numbers: 2 entries; allowed: one per round_s"),
+    ({"round_s": ["fast"]}, "round_s: got 'fast'"),
+    ({"round_s": []}, "round_s: an empty list"),
+])
+def test_attack_a_cost_file_value_out_of_range_is_refused(tmp_path, entry, needle):
+    """A cost file of NaN seconds gave 0 s, -5 a negative virtual round time, 1e30 numbers a
+    traceback: each is one line naming the file, the protocol, the key and its range."""
+    doc = {"protocols": {"ldp_kwiksort_rr": entry}}
+    (tmp_path / "costs.json").write_text(json.dumps(doc))
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr",
+                        deployment={"compute": str(tmp_path / "costs.json")}))
+    assert len(str(e.value).splitlines()) == 1, str(e.value)
+    assert "[deployment] compute: " in str(e.value) and "ldp_kwiksort_rr" in str(e.value)
+    assert needle in str(e.value)
+
+
+def test_attack_a_huge_trace_is_read_only_up_to_its_cap(tmp_path):
+    """A trace of more rows than the cap is refused after reading the cap's rows: what follows
+    them (here bytes that are no UTF-8 at all) is never read."""
+    from ldpsim.simulator.sweep import deployment as dep
+
+    rows = "".join(f"{i},10\n" for i in range(dep.MAX_TRACE_ROWS + 10_000))
+    (tmp_path / "t.csv").write_bytes(b"agent,latency_ms\n" + rows.encode() + b"\xff\xfe" * 99)
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr", deployment={"trace": str(tmp_path / "t.csv")}))
+    assert f"more than {dep.MAX_TRACE_ROWS} rows" in str(e.value), str(e.value)
+
+
+def test_attack_a_trace_line_longer_than_the_cap_is_refused_unread(tmp_path):
+    from ldpsim.simulator.sweep import deployment as dep
+
+    (tmp_path / "t.csv").write_text("class,share\n" + "a" * (4 * dep.MAX_TRACE_LINE) + ",1\n")
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr", deployment={"trace": str(tmp_path / "t.csv")}))
+    assert f"line 2 is longer than {dep.MAX_TRACE_LINE} characters" in str(e.value)
+
+
+@pytest.mark.parametrize("protocol", ["kwiksort", "dp_kwiksort"])
+def test_a_round_without_a_single_report_is_absorbed_by_the_all_pairs_curator(protocol):
+    """No report at all (every agent offline): the round's empty reports have the schema's
+    integer type, and the all-pairs curator counts nothing (it raised a float64 -> int64
+    casting error in ``_AllPairsCurator.absorb``)."""
+    table = raw(protocol, n=100, deployment={"availability": 0.0, "compute": 0.0})
+    rec, = records(table)
+    assert rec["status"] == "complete", rec
+    assert rec["comm"]["per_round"][0]["reported"] == 0
+    if protocol == "kwiksort":
+        assert set(rec["output"]["cmp_hat"]) == {0.0}
+
+
+def test_collect_of_a_round_without_reports_has_the_schemas_dtype():
+    from ldpsim.protocols.base import ReportSchema, RoundPlan
+    from ldpsim.simulator.session.rounds import Round
+
+    for dtype, want in (("int", np.int64), ("float", np.float64)):
+        plan = RoundPlan(0, np.arange(4), None, None, ReportSchema(dtype, 3, 0, 1))
+        agents, reports = Round(0, 0, plan, 4, "toy", 0.0, 0.0).collect()
+        assert agents.dtype == np.int64 and reports.dtype == want and reports.shape == (0, 3)
+
+
+def test_a_trace_at_the_cap_with_blank_lines_keeps_every_row(tmp_path):
+    from ldpsim.simulator.sweep import deployment as dep
+
+    rows = "".join(f"{i},{i % 50}\n" + ("\n" if i % 1000 == 0 else "")
+                   for i in range(dep.MAX_TRACE_ROWS))
+    (tmp_path / "t.csv").write_text("agent,latency_ms\n" + rows + "\n\n")
+    cols, replay = dep.read_trace(tmp_path / "t.csv")
+    assert replay and len(cols["latency_ms"]) == dep.MAX_TRACE_ROWS
+    assert cols["latency_ms"][-1] == (dep.MAX_TRACE_ROWS - 1) % 50
