@@ -7,11 +7,24 @@ part: it runs every protocol under other processors' BLAS kernels.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from ldpsim.protocols import ordered
 
 GEN = np.random.default_rng(20261128)
+
+
+@contextlib.contextmanager
+def _path(name: str) -> Iterator[None]:
+    """``ordered``'s computations by ``name`` ("compiled" or "numpy") inside the block."""
+    was = ordered.KERNEL.use(name)
+    try:
+        yield
+    finally:
+        ordered.KERNEL.use(was)
 
 
 @pytest.mark.parametrize(("sa", "sb"), [((4,), (4,)), ((5, 4), (4,)), ((4,), (4, 3)),
@@ -139,16 +152,10 @@ def test_the_tree_is_numpys_pairwise_sum_written_out():
                                         ((3,), (3,))])
 def test_the_compiled_kernel_gives_numpys_bits(sa, sb):
     a, b = GEN.normal(size=sa), GEN.normal(size=sb)
-    was = ordered.KERNEL.use("numpy")
-    try:
+    with _path("numpy"):
         slow = ordered.matmul(a, b)
-    finally:
-        ordered.KERNEL.use(was)
-    ordered.KERNEL.use("compiled")
-    try:
+    with _path("compiled"):
         assert np.array_equal(ordered.matmul(a, b), slow)
-    finally:
-        ordered.KERNEL.use(was)
 
 
 @pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
@@ -158,11 +165,8 @@ def test_a_vector_times_a_matrix_streams_its_rows_to_the_same_bits(rows, monkeyp
     fast = ordered.matmul(q, x)  # the compiled row-streaming tree
     assert np.array_equal(fast, ordered.matmul(x.T.copy(), q))  # the same tree, transposed
     monkeypatch.setattr(ordered, "BLOCK", 64)  # numpy's path in many blocks
-    was = ordered.KERNEL.use("numpy")
-    try:
+    with _path("numpy"):
         assert np.array_equal(ordered.matmul(q, x), fast)
-    finally:
-        ordered.KERNEL.use(was)
 
 
 @pytest.mark.skipif(ordered.KERNEL.built is None, reason="the compiled kernel was not built")
@@ -176,11 +180,8 @@ def test_the_compiled_jacobi_gives_numpys_bits(d):
         s[2] = np.outer(np.arange(d), np.arange(d))
         s[3, 0, 1] = s[3, 1, 0] = 1e-300  # below the floor: not rotated
     fast = ordered.eigh(s)
-    was = ordered.KERNEL.use("numpy")
-    try:
+    with _path("numpy"):
         slow = ordered.eigh(s)
-    finally:
-        ordered.KERNEL.use(was)
     assert np.array_equal(fast[0], slow[0]) and np.array_equal(fast[1], slow[1])
 
 
@@ -194,11 +195,8 @@ def test_the_compiled_solve_gives_numpys_bits(d, k):
         a[2, 1, 0] = np.nan
     b = GEN.normal(size=(50, d, k))
     fast = ordered.solve(a, b)
-    was = ordered.KERNEL.use("numpy")
-    try:
+    with _path("numpy"):
         slow = ordered.solve(a, b)
-    finally:
-        ordered.KERNEL.use(was)
     assert np.array_equal(fast, slow, equal_nan=True)
     assert np.isfinite(fast[3:]).all()
 
@@ -219,9 +217,6 @@ def test_the_compiled_kernel_reads_transposes_in_place_to_the_same_bits():
              (z[:, 3, :], beta[:, :, 0].T), (z[:, ::2], beta)]
     for a, b in cases:
         fast = ordered.matmul(a, b)
-        was = ordered.KERNEL.use("numpy")
-        try:
+        with _path("numpy"):
             assert np.array_equal(fast, ordered.matmul(a, b))
-        finally:
-            ordered.KERNEL.use(was)
         assert np.allclose(fast, np.matmul(a, b), rtol=1e-12, atol=1e-12)
