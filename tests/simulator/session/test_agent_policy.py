@@ -10,6 +10,8 @@ pool's reason); the honest run beside it is unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgpack
 import pytest
 from ldpsim.protocols.keys import Secrets
@@ -50,8 +52,10 @@ def refusal(out: list[bytes]) -> str | None:
     return None
 
 
-def drive(cur: CuratorSession, pool: PoolSession, first: list[bytes]) -> dict:
-    """Pass frames between one curator session and one pool until the run ends."""
+def drive(cur: CuratorSession, pool: PoolSession, first: list[bytes],
+          on_pool: Callable[[list[bytes]], None] | None = None) -> dict:
+    """Pass frames between one curator session and one pool until the run ends; ``on_pool``
+    sees each answer of the pool (its frames) before the curator does."""
     queue = [(True, f) for f in first]
     while not cur.finished:
         if not queue:
@@ -61,7 +65,10 @@ def drive(cur: CuratorSession, pool: PoolSession, first: list[bytes]) -> dict:
         if to_cur:
             queue += [(False, f) for _, f in cur.on_frame(b"pool", frame)]
         else:
-            queue += [(True, f) for f in pool.on_frame(frame)]
+            out = pool.on_frame(frame)
+            if on_pool is not None:
+                on_pool(out)
+            queue += [(True, f) for f in out]
     return cur.result
 
 

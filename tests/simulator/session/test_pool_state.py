@@ -160,24 +160,17 @@ def test_the_state_file_is_ahead_of_every_report_with_one_write_per_round(
 
     monkeypatch.setattr(PoolState, "save", spy)
     cur, pool = _pool(cfg, path)
-    queue = [(True, f) for f in pool.on_frame(setup_frame(setup_of(cur)))]
     reports = 0
-    while not cur.finished:
-        if not queue:
-            queue += [(False, f) for _, f in cur.on_timeout()]
-            continue
-        to_cur, frame = queue.pop(0)
-        if to_cur:
-            queue += [(False, f) for _, f in cur.on_frame(b"pool", frame)]
-            continue
-        out = pool.on_frame(frame)
+
+    def check(out: list[bytes]) -> None:
+        nonlocal reports
         if any(next(iter(wire.unpack_all(f, 1 << 26)))[1] == wire.REPORT for f in out):
             reports += 1
             for d, (first, exact) in pool.ledger.arrays().items():
                 f2, disk = saved[-1][d]
                 assert f2 == first and np.all(disk >= exact - 1e-12)
-        queue += [(True, f) for f in out]
-    res = cur.result
+
+    res = drive(cur, pool, pool.on_frame(setup_frame(setup_of(cur))), on_pool=check)
     assert res["dropouts"] == 0 and reports >= 7 * res["comm"]["rounds"]
     assert len(saved) == res["comm"]["rounds"]  # the run's end is not held by a write
     pool.settle()  # what a driver does once the pool is idle (its statistics sent)
