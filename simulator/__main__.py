@@ -1,12 +1,6 @@
-import os
-import sys
+"""``python -m simulator`` (from a checkout): the command line, as ``python -m ldpsim``."""
 
-# ``python -m`` puts the directory it starts in first on the import path: removed before the
-# command line imports anything more, so that ``python -m ldpsim`` imports from it no more than
-# the ``ldpsim`` command does (a ``json.py`` among downloaded scenarios is never run)
-if not sys.flags.safe_path and sys.path and sys.path[0] == os.getcwd():
-    del sys.path[0]
+import runpy
 
-from ldpsim.simulator.start import main  # noqa: E402
-
-sys.exit(main())
+# ldpsim/__main__.py removes the start directory from the import path before importing more
+runpy.run_module("ldpsim", run_name="__main__", alter_sys=True)
