@@ -271,3 +271,73 @@ def test_the_processes_backends_socket_is_in_a_directory_of_this_users_alone(mon
     finally:
         os.umask(old)
     assert res["dropouts"] == 0 and len(made) == 1 and not os.path.exists(made[0][0])
+
+
+def _pool_sending(endpoint: str, parties, frames: int, frame: bytes, done) -> None:
+    """Pool 1 of ``_config``, registered and honest, except that it sends ``frames`` copies of
+    ``frame`` when its first query arrives (before its answer)."""
+    from ldpsim.simulator.backends.door import show
+    from ldpsim.simulator.session import PoolSession
+
+    ctx = zmq.Context()
+    pool = ctx.socket(zmq.DEALER)
+    pool.setsockopt(zmq.LINGER, 0)
+    pool.setsockopt(zmq.SNDHWM, 0)
+    show(pool, drivers.AUTH)  # it holds the registration key: a pool's machine
+    pool.connect(endpoint)
+    ps = PoolSession(1, 2, drivers.AUTH, LIMITS, parties.pools[1])
+    pool.send(ps.hello())
+    sent = False
+    while not done.is_set():
+        if not pool.poll(100):
+            continue
+        got = pool.recv()
+        outs = ps.on_frame(got)
+        if not sent and any(o[1] == wire.QUERY for o, _ in wire.iter_frame(got, 1 << 30)):
+            for _ in range(frames):
+                pool.send(frame, copy=False)
+            sent = True
+        for out in outs:
+            pool.send(out)
+    pool.close()
+    ctx.term()
+
+
+def _with_pool_sending(frames: int, frame: bytes) -> dict:
+    import threading
+
+    from ldpsim.simulator.backends.transport import _pool_child
+
+    cfg = _config(20_000)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    parties = drivers.parties(cfg)
+    done = threading.Event()
+    pool = threading.Thread(target=_pool_sending, args=(endpoint, parties, frames, frame, done))
+    honest = mp.get_context("fork").Process(target=_pool_child, args=(
+        endpoint, 0, 2, drivers.AUTH, LIMITS, parties.pools[0]))
+    honest.start()
+    pool.start()
+    try:
+        return run_processes(cfg, LIMITS, endpoint=endpoint, spawn_pools=False, parties=parties)
+    finally:
+        done.set()
+        pool.join(10)
+        honest.join(10)
+        if honest.is_alive():
+            honest.kill()
+
+
+def test_attack_a_registered_pools_frames_of_nils_cost_the_curator_twice_their_size():
+    """Issue 47: a registered pool's 60 MiB frames of nils (its agents' reports are due, the
+    frames are no reports). The curator holds such a frame twice while it reads it (libzmq's
+    message and the copy it hands on) and builds nothing from it
+    (``tests/simulator/session/test_attacks.py``): four of them, one after the other, raise
+    its peak by at most 2.5 frames' bytes, and the clean output is released."""
+    clean = _with_pool_sending(0, b"")
+    frame = b"\xc0" * (60 * MB)
+    res = _with_pool_sending(4, frame)
+    assert res["output"] == clean["output"] and res["dropouts"] == 0
+    assert res["rejected"] >= 4
+    extra = res["timing"]["curator_peak_rss_mb"] - clean["timing"]["curator_peak_rss_mb"]
+    print(f"curator peak +{extra:.0f} MB for 60 MiB frames")
+    assert extra <= 2.5 * 60
