@@ -542,7 +542,7 @@ def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
-    # past the door (``simulator.backends.door``): as one who read its PLAIN credential
+    # past the door (``simulator.backends.door``): as a holder of the registration key
     show(s, AUTH)
     s.connect(endpoint)
     try:
