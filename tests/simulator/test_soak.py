@@ -70,8 +70,7 @@ def hostile_messages() -> list[list[bytes]]:
 def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box,
               auth: bytes | None = drivers.AUTH) -> None:
     """Hostile messages on four connections; ``auth``: the registration key whose door keys
-    the attacker shows (``simulator.backends.door``),
-    None for an outsider without it."""
+    the attacker shows (``simulator.backends.door``), None for an outsider without it."""
     ctx = zmq.Context()
     socks = []
     for _ in range(4):
