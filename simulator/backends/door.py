@@ -8,14 +8,24 @@ connection instead, during the ZMTP handshake: a peer that cannot show the run's
 credential never gets a queue, so its messages take no memory beyond the kernel's socket
 buffers, and its connections are closed as soon as the handshake fails.
 
-On a TCP endpoint without CURVE the door is ZeroMQ's PLAIN mechanism, checked by a ZAP handler
-(RFC 27) in a thread of the curator process: the user name ``USER`` and a password derived from
-the run's registration key (``password``), which every pool holds. The password is a one-way
-function of that key (HMAC-SHA-256): PLAIN sends it in the clear, so a network eavesdropper who
-reads it can pass the door, but learns nothing that registers a pool (registration answers a
-fresh nonce with a MAC of the key itself), and meets the message-level hardening behind the
-door. With CURVE (``simulator.backends.curve``) the enrolled keys are the door, and the traffic is
-encrypted. An ``ipc://`` endpoint has the file system's permissions as its door.
+On a TCP endpoint without enrolled CURVE keys (``simulator.backends.curve``) the door is CurveZMQ
+(RFC 26) with key pairs derived from the run's registration key, which every pool holds
+(``keys``): the curator's and the pools'. The pools' public key is checked by a ZAP handler
+(RFC 27) in a thread of the curator process. CurveZMQ proves the possession of a secret key
+without sending it, and encrypts everything after the handshake; so what crosses the network
+(the curator's public key, ephemeral keys, ciphertext) opens no door and reads no message: a
+network eavesdropper has nothing to replay (``tests/simulator/test_eavesdropper.py``). The keys
+are one-way functions of the registration key (HMAC-SHA-256): holding a door key does not
+register a pool (registration answers a fresh nonce with a MAC of the registration key itself).
+A holder of the registration key (a pool's machine) passes the door and meets the
+message-level hardening behind it.
+
+The door of earlier versions was ZeroMQ's PLAIN mechanism, whose password travels in the clear:
+an eavesdropper who read it passed the door and could flood the curator (3.9-5.4x a clean run's
+memory, pools locked out by 1,100 HELLOs: ``tests/simulator/test_floods.py``).
+
+With enrolled CURVE keys (``ldpsim keys``, ``[runtime] curve``) those keys are the door. An
+``ipc://`` endpoint has the file system's permissions as its door.
 """
 
 from __future__ import annotations
@@ -23,43 +33,71 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+from dataclasses import dataclass
 
 import zmq
+from zmq.utils import z85
 
-#: the user name every pool shows at the door
-USER = b"ldpsim-pool"
+#: the ZAP domain of the door
+DOMAIN = b"ldpsim"
 #: where libzmq asks its ZAP handler (RFC 27: one per context)
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 
 
-def password(auth: bytes) -> bytes:
-    """The door credential of the registration key ``auth``: 64 hex characters."""
-    return hmac.new(auth, b"ldpsim\x1fdoor", hashlib.sha256).hexdigest().encode("ascii")
+@dataclass(frozen=True)
+class DoorKeys:
+    """The CurveZMQ key pairs of a registration key (Z85 text, as libzmq takes them)."""
+
+    server_public: bytes
+    server_secret: bytes
+    pool_public: bytes
+    pool_secret: bytes
+
+
+def _secret(auth: bytes, role: str) -> bytes:
+    """A Curve25519 secret key (Z85) for ``role``, derived from the registration key."""
+    return z85.encode(hmac.new(auth, b"ldpsim\x1fdoor\x1fcurve\x1f" + role.encode(),
+                               hashlib.sha256).digest())
+
+
+def keys(auth: bytes) -> DoorKeys:
+    """The door's key pairs of the registration key ``auth``: the curator's and the pools'."""
+    server, pool = _secret(auth, "curator"), _secret(auth, "pool")
+    return DoorKeys(zmq.curve_public(server), server, zmq.curve_public(pool), pool)
+
+
+def server_public(auth: bytes) -> bytes:
+    """The curator's public door key (what any connection's handshake shows on the wire)."""
+    return keys(auth).server_public
 
 
 def needs_door(endpoint: str, curve: object = None) -> bool:
-    """Whether a connection to ``endpoint`` passes the PLAIN door: on TCP, unless CURVE
-    authenticates the connection instead."""
+    """Whether a connection to ``endpoint`` passes the derived door: on TCP, unless enrolled
+    CURVE keys authenticate the connection instead."""
     return endpoint.startswith("tcp://") and not curve
 
 
 def show(sock: zmq.Socket, auth: bytes) -> None:
-    """Make a pool's ``sock`` (before connect) show the door credential of ``auth``."""
-    sock.plain_username = USER
-    sock.plain_password = password(auth)
+    """Make a pool's ``sock`` (before connect) a CurveZMQ client with the pools' door key pair
+    of ``auth``, expecting the curator's."""
+    k = keys(auth)
+    sock.curve_serverkey = k.server_public
+    sock.curve_publickey = k.pool_public
+    sock.curve_secretkey = k.pool_secret
 
 
 class Door:
-    """A ZAP handler admitting the connections that show ``password(auth)`` under PLAIN, and
-    serving ``sock`` (before bind) as a PLAIN server that needs it.
+    """A ZAP handler admitting the CurveZMQ connections whose client key is the pools' door key
+    of ``auth``, and serving ``sock`` (before bind) as the CurveZMQ server that needs it.
 
-    Its thread binds the handler before the socket binds (a PLAIN server without a handler
-    would admit everyone).
+    Its thread binds the handler before the socket binds (a CURVE server without a handler
+    would admit every client key).
     """
 
     def __init__(self, ctx: zmq.Context, sock: zmq.Socket, auth: bytes) -> None:
         self.ctx = ctx
-        self.secret = password(auth)
+        k = keys(auth)
+        self.pool_key = z85.decode(k.pool_public)  # ZAP names the client key in 32 bytes
         self._stop = threading.Event()
         self._bound = threading.Event()
         self._error: BaseException | None = None
@@ -68,8 +106,10 @@ class Door:
         self._bound.wait()
         if self._error is not None:
             raise self._error
-        sock.plain_server = True
-        sock.zap_domain = b"ldpsim"
+        sock.curve_server = True
+        sock.curve_secretkey = k.server_secret
+        sock.curve_publickey = k.server_public
+        sock.zap_domain = DOMAIN
 
     def _serve(self) -> None:
         try:
@@ -95,11 +135,11 @@ class Door:
         """RFC 27: [version, id, domain, address, identity, mechanism, credentials...] ->
         [version, id, status, text, user id, metadata]."""
         rid = request[1] if len(request) > 1 else b""
-        ok = (len(request) == 8 and request[0] == b"1.0" and request[5] == b"PLAIN"
-              and request[6] == USER and hmac.compare_digest(request[7], self.secret))
+        ok = (len(request) == 7 and request[0] == b"1.0" and request[5] == b"CURVE"
+              and hmac.compare_digest(request[6], self.pool_key))
         if ok:
-            return [b"1.0", rid, b"200", b"OK", USER, b""]
-        return [b"1.0", rid, b"400", b"no door credential", b"", b""]
+            return [b"1.0", rid, b"200", b"OK", b"ldpsim-pool", b""]
+        return [b"1.0", rid, b"400", b"not a pool's door key", b"", b""]
 
     def stop(self) -> None:
         """End the handler's thread (before the context terminates)."""

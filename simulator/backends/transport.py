@@ -94,7 +94,8 @@ ZERO_COPY_BYTES = 8 << 20
 DRAIN = 256
 #: Bytes a peer that is not a registered pool may send in one run (a pool's hellos and its
 #: registration take a few hundred); beyond them its messages are dropped unread and
-#: unanswered. Behind the door (``simulator.backends.door``) such a peer holds its credential.
+#: unanswered. Behind the door (``simulator.backends.door``) such a peer holds the registration
+#: key.
 STRANGER_BYTES = 1 << 20
 #: How often the curator looks whether the CURVE enrolment list changed (``_enrol``).
 ENROL_CHECK_S = 0.1
@@ -117,8 +118,8 @@ class CuratorServer:
     """The curator's socket. Runs one session after another on the same bound endpoint.
 
     A TCP endpoint has a door (``simulator.backends.door``): CURVE's enrolled keys when ``curve``
-    names a key directory, else the PLAIN credential of the registration key ``auth``; a peer
-    without it never completes the handshake, so nothing it sends is queued.
+    names a key directory, else CurveZMQ keys derived from the registration key ``auth``; a
+    peer without them never completes the handshake, so nothing it sends is queued.
     """
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,
@@ -326,7 +327,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     if curve:
         connect_curve(sock, *curve)
     elif needs_door(endpoint):
-        # the door credential of the registration key (``simulator.backends.door``)
+        # the door's key pair of the registration key (``simulator.backends.door``)
         show(sock, auth)
     sock.connect(endpoint)
     sess = PoolSession(index, n_pools, auth, limits, keys, policy, state, exit_on_done)
@@ -558,8 +559,8 @@ class HostsCurator:
 
     ``run()`` serves one run after another on the same socket; pools connected with
     ``ldpsim agents --connect ...`` take part in every run until ``close()``. ``auth``: the
-    deployment's registration key, whose door credential a TCP endpoint without CURVE asks of
-    every connection (``simulator.backends.door``).
+    deployment's registration key, from which a TCP endpoint without enrolled CURVE keys derives
+    the door's key pairs (``simulator.backends.door``).
     """
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,

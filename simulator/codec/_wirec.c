@@ -516,7 +516,7 @@ PyDoc_STRVAR(scan_doc,
 "could hold, -2 the cost exceeds ratio * len(frame) + base, -3 nesting beyond max_depth.\n"
 "Stops without a refusal at a byte that is not msgpack or a truncated object.");
 
-enum { C_CONTAINER = 64, C_SLOT = 8, C_NUMBER = 32, C_BLOB = 48, C_EXT = 160 };
+enum { C_CONTAINER = 64, C_SLOT = 8, C_NUMBER = 32, C_BLOB = 48, C_EXT = 160, C_TOP = 10 };
 
 static int64_t scan_rows(const uint8_t *f, Py_ssize_t end, int64_t budget, Py_ssize_t max_depth,
                          int64_t *stack)
@@ -526,6 +526,8 @@ static int64_t scan_rows(const uint8_t *f, Py_ssize_t end, int64_t budget, Py_ss
     while (pos < end) {
         uint8_t b = f[pos];
         int64_t elements = -1;
+        if (!depth)
+            cost += C_TOP; /* its slot in the list of the frame's objects */
         if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
             pos += 1;
         } else if (b <= 0x8f) {

@@ -128,8 +128,10 @@ COST_BASE = 1 << 20
 MAX_DEPTH = 512
 #: the object costs the bound counts, in bytes: a container and each of its element slots, an
 #: int or float outside the small-int cache, a str or bin (plus its length), an ext (plus its
-#: length: the bytes and the ndarray on them)
-_CONTAINER, _SLOT, _NUMBER, _BLOB, _EXT = 64, 8, 32, 48, 160
+#: length: the bytes and the ndarray on them), and each object at the frame's top level (its
+#: slot in the list ``unpack_all`` returns, with that list's growth reserve: a frame of nils
+#: builds no object, but 9 bytes of list per byte)
+_CONTAINER, _SLOT, _NUMBER, _BLOB, _EXT, _TOP = 64, 8, 32, 48, 160, 10
 # per marker byte from 0xc4: (bytes of the length field or fixed size, kind); kinds: "b" bin or
 # str (length field), "e" ext (length field, then a type byte), "n" number (fixed size), "E"
 # fixext (fixed size), "a"/"m" array/map (length field)
@@ -158,6 +160,8 @@ def scan_frame(frame: bytes | memoryview) -> tuple[int, str | None]:
     while pos < end:
         b = buf[pos]
         elements = -1  # a container's, or -1 for a scalar
+        if not stack:
+            cost += _TOP
         if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
             pos += 1
         elif b <= 0x8F:
@@ -237,7 +241,8 @@ def _surely_cheap(frame: bytes) -> bool:
     longer than the frame."""
     kinds = bytes(frame).translate(_KINDS)
     bound = (_CONTAINER * kinds.count(b"c") + _NUMBER * kinds.count(b"n")
-             + _BLOB * kinds.count(b"b") + _EXT * kinds.count(b"e") + (_SLOT + 1) * len(frame))
+             + _BLOB * kinds.count(b"b") + _EXT * kinds.count(b"e")
+             + (_SLOT + _TOP + 1) * len(frame))
     return bound <= COST_RATIO * len(frame) + COST_BASE
 
 
@@ -354,6 +359,18 @@ def decode_one(buf: bytes, max_buffer: int = 1 << 20) -> Envelope:
     if len(items) != 1:
         raise WireError(f"expected one envelope, got {len(items)}")
     return check_envelope(*items[0])
+
+
+def objects(frame: bytes, max_buffer: int) -> Iterator[Any]:
+    """The objects of a batch frame one at a time, without their sizes (a caller that stops
+    early has built only what it read). Raises WireError on undecodable or truncated input."""
+    unpacker = _unpacker(frame, max_buffer)
+    try:
+        yield from unpacker
+    except Exception as e:
+        raise WireError(f"undecodable msgpack: {type(e).__name__}: {e}") from None
+    if unpacker.tell() != len(frame):
+        raise WireError("truncated envelope")
 
 
 def unpack_all(frame: bytes, max_buffer: int) -> list[Any]:

@@ -19,6 +19,8 @@ against the worst attacked one). ``make test-slow`` repeats the floods at 10^6 a
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import multiprocessing as mp
 import os
@@ -47,19 +49,38 @@ def _config(n: int) -> dict:
             "collusion": {"colluders": 0, "curator": True}, "faults": []}
 
 
-def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop) -> None:
-    """An outsider's flood: ``kind`` "multipart" (messages of ``count`` parts of ``size``
-    bytes), "frames" (single frames of ``size`` bytes) or "connections" (``count``
-    connections, each saying HELLO). Half its sockets show no credential, half a wrong one
-    (the connections, none)."""
+def seen_on_the_wire(auth: bytes) -> bytes:
+    """What a PLAIN door sent in the clear during every pool's handshake (ZeroMQ's PLAIN
+    mechanism carries the password as it is): the door credential derived from ``auth``, as
+    the door of PLAIN derived it. A network eavesdropper held it."""
+    return hmac.new(auth, b"ldpsim\x1fdoor", hashlib.sha256).hexdigest().encode("ascii")
+
+
+def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop,
+           seen: bool = False) -> None:
+    """A flood: ``kind`` "multipart" (messages of ``count`` parts of ``size`` bytes), "frames"
+    (single frames of ``size`` bytes) or "connections" (``count`` connections, each saying
+    HELLO). An outsider's (``seen`` False): half its sockets show no credential, half a wrong
+    one (the connections, none). An eavesdropper's (``seen``): every socket shows what a pool's
+    handshake showed on the wire (``seen_on_the_wire``), half of them by PLAIN, half as a CURVE
+    client of the curator's public key (which the wire shows) with a key pair of its own."""
     ctx = zmq.Context()
     ctx.set(zmq.MAX_SOCKETS, 4096)
     socks = []
+    server_key = None
+    if seen:
+        from ldpsim.simulator.backends import door
+        server_key = getattr(door, "server_public", lambda auth: None)(drivers.AUTH)
     for i in range(count if kind == "connections" else 4):
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.RECONNECT_IVL, 5)
-        if i % 2 and kind != "connections":  # (a connection flood: ZeroMQ's default, NULL)
+        if seen and i % 2 and server_key is not None:
+            s.curve_serverkey = server_key
+            s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
+        elif seen:
+            s.plain_username, s.plain_password = b"ldpsim-pool", seen_on_the_wire(drivers.AUTH)
+        elif i % 2 and kind != "connections":  # (a connection flood: ZeroMQ's default, NULL)
             s.plain_username, s.plain_password = b"ldpsim-pool", b"0" * 64  # a guess
         s.connect(endpoint)
         socks.append(s)
@@ -83,13 +104,15 @@ def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop) -
     ctx.term()
 
 
-def _under_flood(kind: str, size: int, count: int, run, lead_s: float = 0.3) -> dict:
-    """``run(endpoint)`` while a fresh attacker floods ``endpoint`` (``_flood``), started
-    ``lead_s`` before it; the run's result, with ``hostile_sent``."""
+def _under_flood(kind: str, size: int, count: int, run, lead_s: float = 0.3,
+                 seen: bool = False) -> dict:
+    """``run(endpoint)`` while a fresh attacker floods ``endpoint`` (``_flood``; ``seen``: an
+    eavesdropper's), started ``lead_s`` before it; the run's result, with ``hostile_sent``."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     ctx = mp.get_context("fork")
     ready, stop, sent = ctx.Event(), ctx.Event(), ctx.Value("q", 0)
-    attacker = ctx.Process(target=_flood, args=(endpoint, kind, size, count, ready, sent, stop))
+    attacker = ctx.Process(target=_flood, args=(endpoint, kind, size, count, ready, sent, stop,
+                                                   seen))
     attacker.start()
     try:
         ready.wait(30)
@@ -104,9 +127,9 @@ def _under_flood(kind: str, size: int, count: int, run, lead_s: float = 0.3) -> 
     return res
 
 
-def _attacked(cfg: dict, kind: str, size: int, count: int) -> dict:
+def _attacked(cfg: dict, kind: str, size: int, count: int, seen: bool = False) -> dict:
     return _under_flood(kind, size, count, lambda endpoint: run_processes(
-        cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg)))
+        cfg, LIMITS, endpoint=endpoint, parties=drivers.parties(cfg)), seen=seen)
 
 
 def _clean(cfg: dict) -> dict:
@@ -133,6 +156,17 @@ def test_attack_an_outsiders_flood_costs_the_curator_no_memory(kind, size, count
     cfg = _config(20_000)
     clean = _clean(cfg)
     assert _check(clean, _attacked(cfg, kind, size, count)) <= 2.0
+
+
+@pytest.mark.parametrize("kind, size, count", [("multipart", 50 * MB, 4),
+                                               ("frames", 63 * MB, 1)])
+def test_attack_an_eavesdroppers_flood_costs_the_curator_no_memory(kind, size, count):
+    """Issue 47: what a pool's handshake shows on the network passes no door. (PLAIN sent
+    the door's credential in the clear: with it, one multipart message took the curator from
+    44 MB to 564 MB.)"""
+    cfg = _config(20_000)
+    clean = _clean(cfg)
+    assert _check(clean, _attacked(cfg, kind, size, count, seen=True)) <= 2.0
 
 
 #: a run in a process of its own whose file descriptors are capped at 1,024 (the usual limit),
@@ -172,7 +206,7 @@ def _capped_run(endpoint: str, n: int, wait_s: float = 0.0) -> dict:
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
-def _connection_flood(n: int, connections: int) -> None:
+def _connection_flood(n: int, connections: int, seen: bool = False) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 2400:  # the attacker's sockets
         pytest.skip(f"this machine allows {hard} file descriptors per process")
@@ -180,12 +214,19 @@ def _connection_flood(n: int, connections: int) -> None:
     clean = _capped_run(f"tcp://127.0.0.1:{free_port()}", n)
     # the flood connects first; the pools come 2 s after the curator bound
     res = _under_flood("connections", 0, connections,
-                       lambda endpoint: _capped_run(endpoint, n, 2.0), lead_s=0.0)
+                       lambda endpoint: _capped_run(endpoint, n, 2.0), lead_s=0.0,
+                       seen=seen)
     assert _check(clean, res) <= 2.0
 
 
 def test_attack_a_thousand_connections_saying_hello_do_not_lock_pools_out():
     _connection_flood(20_000, 1100)
+
+
+def test_attack_an_eavesdroppers_thousand_hellos_do_not_lock_pools_out():
+    """Issue 47: 1,100 connections showing the credential a PLAIN handshake showed on the
+    wire locked the pools out ("no pool registered within 30 s")."""
+    _connection_flood(20_000, 1100, seen=True)
 
 
 @pytest.mark.slow
@@ -230,3 +271,73 @@ def test_the_processes_backends_socket_is_in_a_directory_of_this_users_alone(mon
     finally:
         os.umask(old)
     assert res["dropouts"] == 0 and len(made) == 1 and not os.path.exists(made[0][0])
+
+
+def _pool_sending(endpoint: str, parties, frames: int, frame: bytes, done) -> None:
+    """Pool 1 of ``_config``, registered and honest, except that it sends ``frames`` copies of
+    ``frame`` when its first query arrives (before its answer)."""
+    from ldpsim.simulator.backends.door import show
+    from ldpsim.simulator.session import PoolSession
+
+    ctx = zmq.Context()
+    pool = ctx.socket(zmq.DEALER)
+    pool.setsockopt(zmq.LINGER, 0)
+    pool.setsockopt(zmq.SNDHWM, 0)
+    show(pool, drivers.AUTH)  # it holds the registration key: a pool's machine
+    pool.connect(endpoint)
+    ps = PoolSession(1, 2, drivers.AUTH, LIMITS, parties.pools[1])
+    pool.send(ps.hello())
+    sent = False
+    while not done.is_set():
+        if not pool.poll(100):
+            continue
+        got = pool.recv()
+        outs = ps.on_frame(got)
+        if not sent and any(o[1] == wire.QUERY for o, _ in wire.iter_frame(got, 1 << 30)):
+            for _ in range(frames):
+                pool.send(frame, copy=False)
+            sent = True
+        for out in outs:
+            pool.send(out)
+    pool.close()
+    ctx.term()
+
+
+def _with_pool_sending(frames: int, frame: bytes) -> dict:
+    import threading
+
+    from ldpsim.simulator.backends.transport import _pool_child
+
+    cfg = _config(20_000)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    parties = drivers.parties(cfg)
+    done = threading.Event()
+    pool = threading.Thread(target=_pool_sending, args=(endpoint, parties, frames, frame, done))
+    honest = mp.get_context("fork").Process(target=_pool_child, args=(
+        endpoint, 0, 2, drivers.AUTH, LIMITS, parties.pools[0]))
+    honest.start()
+    pool.start()
+    try:
+        return run_processes(cfg, LIMITS, endpoint=endpoint, spawn_pools=False, parties=parties)
+    finally:
+        done.set()
+        pool.join(10)
+        honest.join(10)
+        if honest.is_alive():
+            honest.kill()
+
+
+def test_attack_a_registered_pools_frames_of_nils_cost_the_curator_twice_their_size():
+    """Issue 47: a registered pool's 60 MiB frames of nils (its agents' reports are due, the
+    frames are no reports). The curator holds such a frame twice while it reads it (libzmq's
+    message and the copy it hands on) and builds nothing from it
+    (``tests/simulator/session/test_attacks.py``): four of them, one after the other, raise
+    its peak by at most 2.5 frames' bytes, and the clean output is released."""
+    clean = _with_pool_sending(0, b"")
+    frame = b"\xc0" * (60 * MB)
+    res = _with_pool_sending(4, frame)
+    assert res["output"] == clean["output"] and res["dropouts"] == 0
+    assert res["rejected"] >= 4
+    extra = res["timing"]["curator_peak_rss_mb"] - clean["timing"]["curator_peak_rss_mb"]
+    print(f"curator peak +{extra:.0f} MB for 60 MiB frames")
+    assert extra <= 2.5 * 60

@@ -5,9 +5,9 @@ the curator lets it, a mix of every attack in ``tests/simulator/session/test_att
 an outsider can send over a socket: undecodable bytes, envelopes with an ndarray version,
 reports from agent 2^64-1, registrations with a wrong MAC, "ready" HELLOs (each answered with
 the set-up: amplification), oversized and multi-part messages, frames of msgpack nils, DONE
-statistics of the wrong type and ERRORs from unregistered peers. The attacker holds the door
-credential (``simulator.backends.door``: as one who read it off the network), so its messages reach
-the session. The run must release exactly the clean run's output, and the curator's peak memory
+statistics of the wrong type and ERRORs from unregistered peers. The attacker passes the door
+(``simulator.backends.door``) as a holder of the registration key, so its messages reach the
+session. The run must release exactly the clean run's output, and the curator's peak memory
 and the wall time must stay within 2x of the clean run's, comparing the best of two attacked
 runs with the best of two clean ones (docs/threat-model.md quotes the
 measurements).
@@ -69,9 +69,8 @@ def hostile_messages() -> list[list[bytes]]:
 
 def _attacker(endpoint: str, count: int, deadline_s: float, ready, sent_box,
               auth: bytes | None = drivers.AUTH) -> None:
-    """Hostile messages on four connections; ``auth``: the registration key whose door
-    credential the attacker shows (``simulator.backends.door``: as one who read it off the network),
-    None for an outsider without it."""
+    """Hostile messages on four connections; ``auth``: the registration key whose door keys
+    the attacker shows (``simulator.backends.door``), None for an outsider without it."""
     ctx = zmq.Context()
     socks = []
     for _ in range(4):

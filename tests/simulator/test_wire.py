@@ -833,3 +833,29 @@ def test_honest_batches_pass_the_bound():
     cost, why = _scan_both(frame)
     assert why is None and cost < wire.COST_RATIO * len(frame)
     assert len(wire.unpack_all(frame, len(frame))) == len(agents)
+
+
+@pytest.mark.parametrize("unit", [b"\xc0", b"\x01", b"\x90", b"\x80", b"\xcc\xff", b"\xa0",
+                                  b"\x96\x01\x06\x03\x01\x07\xc0"])
+def test_the_bound_covers_what_decoding_builds(unit, codec):
+    """Issue 47: what ``unpack_all`` builds from a frame (the objects and the list that holds
+    them, measured by tracemalloc) is within the scan's cost. A registered pool's frame of
+    nils cost no object but one list slot per byte: the scan counted 0 bytes where decoding
+    built 8 per byte (a 60 MiB frame of nils: +363 MB at the curator)."""
+    import tracemalloc
+
+    frame = unit * (4_000_000 // len(unit))
+    cost, why = _scan_both(frame)
+    if why is not None:  # refused before anything is built (over the bound)
+        assert cost > wire.COST_RATIO * len(frame) // 2
+        with pytest.raises(wire.WireError, match="frame refused"):
+            wire.check_frame(frame)
+        return
+    tracemalloc.start()
+    try:
+        objs = wire.unpack_all(frame, len(frame))
+        built = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(objs) == len(frame) // len(unit)
+    assert built <= cost + (64 << 10), (built, cost)

@@ -542,7 +542,7 @@ def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     ctx = zmq.Context()
     s = ctx.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
-    # past the door (``simulator.backends.door``): as one who read its PLAIN credential
+    # past the door (``simulator.backends.door``): as a holder of the registration key
     show(s, AUTH)
     s.connect(endpoint)
     try:
@@ -679,3 +679,28 @@ def test_attack_rogue_curator_asking_an_agent_twice_in_one_round_gets_one_answer
     assert ask([3, 4, 5]) == ([], [3, 4, 5])  # the same round again
     assert ask([7, 2, 7, 9, 2]) == ([7, 2, 9], [7, 2])  # duplicates, out of order
     assert pool.refusals == 5 and pool.odometer.spent[[2, 3, 7, 9]].tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("unit", [b"\xc0", b"\x01"])
+@pytest.mark.parametrize("size", [4 << 20, 16 << 20])
+def test_attack_a_registered_pools_frame_of_nils_costs_a_fraction_of_its_size(unit, size):
+    """Issue 47: a registered pool's 60 MiB frame of nils decoded to +363 MB at the curator
+    (every nil a slot of the list the fast reader builds). A frame whose first object is no
+    report of the round leaves the fast reader at once; the reference reader streams it, one
+    rejection at a time (kept up to ``max_rejections``), through a read buffer of 1 MiB. At the
+    largest size the fast reader takes (4 MiB) and above it, the curator's traced peak is that
+    buffer's, whatever the frame's size, and the clean output is released."""
+    cfg = config()
+    run = Run(cfg)
+    run.until(lambda: registered(run))
+    frame = unit * size
+    tracemalloc.start()
+    try:
+        run.inject(b"pool-1", frame)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    res = run.finish()
+    assert res["output"] == clean(cfg)["output"]
+    assert res["rejected"] >= 1
+    assert peak < 5 << 19, f"{peak / size:.2f}x the frame"  # 2.5 MiB

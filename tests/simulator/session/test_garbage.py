@@ -88,8 +88,7 @@ def test_curator_survives_garbage_and_output_is_unchanged():
     zctx = zmq.Context()
     attacker = zctx.socket(zmq.DEALER)
     attacker.setsockopt(zmq.LINGER, 0)
-    # past the door (``simulator.backends.door``), as one who read its PLAIN credential off the
-    # network
+    # past the door (``simulator.backends.door``), as a holder of the registration key
     show(attacker, drivers.AUTH)
     attacker.connect(endpoint)
     for msg in attacker_garbage():
