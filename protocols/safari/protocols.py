@@ -420,6 +420,11 @@ class Safari(_RankingProtocol):
 
     curator_cls = _SafariCurator
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report in the longer round: SAFA's GRR sends the value (1), Harmony
+        (row, bit) and OLH (seed, hashed value) two (``safa.report_length``)."""
+        return max(safa.report_length(self.oracle_for(bound.params, r)) for r in (0, 1))
+
     def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
         if rnd == 0:
             return rule_of(RULE1[params["rule1"]], d)
@@ -527,6 +532,10 @@ class SafariNoPriv(_RankingProtocol):
 
     def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none(notes="every user sends the true ranking")
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """d numbers per report: the user's whole ranking."""
+        return int(bound.public["d"])
 
     curator_cls = _NoPrivCurator
 
@@ -644,6 +653,11 @@ class _FullDomain(_RankingProtocol):
                       mechanism=self.oracle, notes=self.report_notes)
 
     curator_cls = _FullDomainCurator
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report: GRR sends the ranking's index (1), Harmony (row, bit) and
+        OLH (seed, hashed value) two."""
+        return 1 if self.oracle == "grr" else 2
 
     def respond(self, block: Block) -> np.ndarray:
         v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))

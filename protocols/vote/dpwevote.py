@@ -535,6 +535,10 @@ class _VoteProtocol(Protocol):
                     f"{broadcast.get('candidate')!r}")
         return None
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """One number per report: the weight (round 0) or one opinion (round l)."""
+        return 1
+
     #: the weight's and each opinion's mechanism for a budget (``rr_mechanisms`` or
     #: ``laplace_mechanisms``): the RR and Laplace protocols differ by this attribute
     mechanisms = staticmethod(rr_mechanisms)
