@@ -176,17 +176,18 @@ class PoolState:
         except FileNotFoundError:
             raise StateFileError(
                 f"state file {p} not found: it holds the runs this pool's agents answered and "
-                "what they spent; restore it, or start a new lifetime with --new-lifetime "
-                "(only if these agents never answered anything, or you accept that they "
-                "answer again)") from None
+                "what they spent; restore its newest copy, or start a new lifetime with "
+                "--new-lifetime (only if these agents never answered anything, or you accept "
+                "that they answer again, with the same coins)") from None
         except OSError as e:
             raise StateFileError(f"state file {p}: cannot read it: {e.strerror}") from None
         why = st._load(raw)
         if why is not None:
             raise StateFileError(
                 f"state file {p}: {why}; refusing to start (the agents' record must never be "
-                "reset silently): restore it from a copy, or move it away and start a new "
-                "lifetime with --new-lifetime")
+                "reset silently): restore its newest copy (an older one has forgotten the runs "
+                "answered since), or move it away and start a new lifetime with "
+                "--new-lifetime")
         return st
 
     def _load(self, raw: bytes) -> str | None:
