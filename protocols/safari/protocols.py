@@ -425,6 +425,19 @@ class Safari(_RankingProtocol):
         (row, bit) and OLH (seed, hashed value) two (``safa.report_length``)."""
         return max(safa.report_length(self.oracle_for(bound.params, r)) for r in (0, 1))
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each user is asked one attribute index of the round's rule (Algorithm 1, line 3:
+        Rule I in round 0, Rule II of the broadcast K-thin chain in round 1). A round past the
+        second is the odometer's to refuse (its ε is ∞)."""
+        if rnd not in (0, 1):
+            return None
+        try:
+            rule = self._round_rule(rnd, broadcast, bound.params, int(bound.public["d"]))
+        except Exception as e:  # noqa: BLE001 - any malformed chain is refused, with why
+            return f"round {rnd}'s K-thin chain is not one of these items: {e}"[:200]
+        return _attribute_refusal(queries, rule.n_attrs)
+
     def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
         if rnd == 0:
             return rule_of(RULE1[params["rule1"]], d)
@@ -768,6 +781,14 @@ class RankCALM(_FullDomain):
 
     curator_cls = _CalmCurator
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each user is asked one pair of items, an attribute index of Rule I^C (CALM's
+        partition)."""
+        if rnd != 0:
+            return None
+        return _attribute_refusal(queries, rule_of("IC", int(bound.public["d"])).n_attrs)
+
     def respond(self, block: Block) -> np.ndarray:
         d = int(block.public["d"])
         rule = rule_of("IC", d)
@@ -786,6 +807,18 @@ class RankCALM(_FullDomain):
         values = rule.values(perm.positions(block.rows), attrs)
         return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
                                               values, rule.domains[attrs])
+
+
+def _attribute_refusal(queries: np.ndarray | None, n_attrs: int) -> str | None:
+    """Why ``queries`` are not one attribute index in [0, ``n_attrs``) per user, or None."""
+    q = None if queries is None else np.asarray(queries)
+    if q is None or q.ndim != 2 or q.shape[1] != 1 or q.dtype.kind not in "iu":
+        got = "none" if q is None else f"an array of {q.dtype} of shape {q.shape}"
+        return f"each user is asked one attribute index in [0, {n_attrs}), got {got}"
+    if q.size and (int(q.min()) < 0 or int(q.max()) >= n_attrs):
+        return (f"each user is asked one attribute index in [0, {n_attrs}), got indices from "
+                f"{int(q.min())} to {int(q.max())}")
+    return None
 
 
 def _rows(reports: Any, n: int) -> np.ndarray:

@@ -18,6 +18,10 @@ backend; its frames as a real curator's), before the pool checked queries agains
   1 + 3 × 1/3 = 2; the majority of the four reports gave the weight of 73% of the agents (one
   report: 57%; five data sets of 400 agents).
 
+* SAFARI (and rank_calm): an attribute index outside the round's rule, or a round 1 without a
+  K-thin chain of the data's items, raised in the randomizer and ended the pool (a hosts pool
+  exits on it); a row of two indices answered its first.
+
 Now the pool asks the protocol (``Protocol.query_refusal``) whether a batch's queries and the
 round's broadcast are the round's own before any coin is drawn: a batch that is not is refused
 with an ERROR (code "budget") naming why, nothing is charged, and the agents still answer the
@@ -45,6 +49,9 @@ from tests.simulator.session.test_agent_policy import (
 )
 
 N = 400
+#: a SAFARI run of the pools below (two rounds, one attribute index asked per user)
+SAFARI = {"protocol": "safari", "params": {"epsilon": 1.0},
+          "data": {"kind": "safari_mallows", "n": N, "d": 4, "theta": 0.3}}
 
 
 def _pool(**over: Any) -> PoolSession:
@@ -181,7 +188,10 @@ def test_honest_runs_are_answered_as_before() -> None:
                  {"protocol": "dpwevote", "params": {"epsilon": 2.0},
                   "data": {"kind": "weighted_votes", "n": N, "candidates": 3}},
                  {"protocol": "dpwevote_laplace", "params": {"epsilon": 2.0},
-                  "data": {"kind": "weighted_votes", "n": N, "candidates": 2}}):
+                  "data": {"kind": "weighted_votes", "n": N, "candidates": 2}},
+                 SAFARI, {**SAFARI, "params": {"epsilon": 1.0, "oracle": "harmony",
+                                               "rule1": "calm", "split": "users"}},
+                 {**SAFARI, "protocol": "rank_calm"}):
         cur, pool = honest(config(n=N, **over))
         res = drive(cur, pool, pool.on_frame(setup_frame(setup_of(cur))))
         assert res["refused"] == 0 and res["dropouts"] == 0, over
@@ -205,3 +215,27 @@ def test_a_rogue_batch_queued_among_honest_ones_is_refused_alone() -> None:
     assert got == expected
     reports, errors = _frames(got)
     assert sorted(reports) == [*range(10), *range(20, 30)] and len(errors) == 1
+
+
+
+@pytest.mark.parametrize("bad", [np.full((N, 1), 4), np.full((N, 1), -1), np.zeros((N, 2)),
+                                 np.zeros((N, 1)) + 0.5])
+def test_a_safari_attribute_outside_the_rule_is_refused_not_a_crash(bad: np.ndarray) -> None:
+    """SAFARI asks one attribute index of the round's rule per user (Algorithm 1, line 3): an
+    index outside it raised in the randomizer, which ended the pool (a hosts pool exits on
+    it); a wider row answered its first column. Refused now, uncharged."""
+    pool = _pool(**SAFARI)
+    reports, errors = _ask(pool, 0, bad)
+    assert not reports and errors and "attribute" in errors[0], errors
+    assert _spent(pool) == 0.0
+    reports, errors = _ask(pool, 0, np.zeros((N, 1), dtype=np.int64))
+    assert len(reports) == N and not errors
+
+
+def test_a_safari_round_without_its_chain_is_refused_not_a_crash() -> None:
+    pool = _pool(**SAFARI)
+    assert len(_ask(pool, 0, np.zeros((N, 1), dtype=np.int64))[0]) == N
+    for payload in (None, {"chain": "nonsense"}, {"chain": [[0, 1, 2]]}):
+        _bcast(pool, 1, payload)
+        reports, errors = _ask(pool, 1, np.zeros((N, 1), dtype=np.int64))
+        assert not reports and errors and "chain" in errors[0], (payload, errors)
