@@ -727,6 +727,22 @@ class Protocol(ABC):
         length = getattr(self, "report_length", None)
         return None if length is None else int(length(bound.params, bound.public))
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Why an agent refuses round ``rnd``'s ``queries`` (one row per asked agent, as they
+        arrived) under its ``broadcast``, or None when they are questions the protocol asks in
+        that round; the agent's pool asks before any coin is drawn.
+
+        An agent's draws in a round are a pure function of its coin key, the run, the round and
+        the draw index (``protocols.rng``), and ``respond`` decides how many a round's answer
+        takes from the round's question. A protocol whose questions a curator chooses (pairs,
+        the phase a round's broadcast names) states here which are the round's own, so that no
+        curator makes the same draws answer other questions (e.g. one coin for two pairs: the
+        XOR of two true answers, whatever ε). The default takes every query: the protocol's
+        answers do not depend on them, or ``respond`` refuses what it cannot answer.
+        """
+        return None
+
     def curator_class(self, bound: Bound) -> type[Curator]:
         """The curator class of a run (default ``curator_cls``)."""
         if self.curator_cls is None:

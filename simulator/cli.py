@@ -358,9 +358,8 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.backends.transport import pool_loop
     from ldpsim.simulator.session.policy import AgentPolicy
-    from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
+    from ldpsim.simulator.session.poolstate import StateFileError, lock, state_path
     from ldpsim.simulator.session.seeding import (
         KeyFileError,
         read_pool_keys,
@@ -393,7 +392,27 @@ def cmd_agents(args: argparse.Namespace) -> int:
         name, _, why = str(e).partition(":")
         _err(f"error: --{name.replace('_', '-')}:{why}")
         return 2
-    # the pool's memory: what its agents answered and spent, kept across restarts
+    # the pool's memory: what its agents answered and spent, kept across restarts; one
+    # process per state file, for the pool's life
+    try:
+        held = lock(state_path(args.keys))
+    except StateFileError as e:
+        _err(f"error: {e}")
+        return 2
+    try:
+        return _serve_pool(args, keys, auth, policy, held)
+    finally:
+        os.close(held)  # the state file's lock (the process's end would drop it too)
+
+
+def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
+                held: int) -> int:
+    """``ldpsim agents`` once its state file's lock is ``held``: read (or, with
+    ``--new-lifetime``, create) the state file, then serve until the pool ends."""
+    from ldpsim.simulator.backends.transport import pool_loop
+    from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
+
+    i, p = keys.pool, keys.pools
     try:
         open_state = PoolState.create if args.new_lifetime else PoolState.read
         state = open_state(state_path(args.keys), i, p, keys.policy)

@@ -373,6 +373,26 @@ class _LDPRank(_RankProtocol):
         o = self._queried_answers(block.rows, block.queries)
         return block.mechanism.perturb(o, self.coins(block, block.round.uses))
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each agent is asked K pair indices in [0, C(m,2)) (Algorithm 1): a row of another
+        width would have the round's K coins answer other pairs (one coin for two pairs gives
+        the curator the XOR of their true answers). A round past the protocol's one is the
+        odometer's to refuse (its ε is ∞)."""
+        k = int(bound.rounds[0].uses)
+        n_pairs = int(bound.public["m"]) * (int(bound.public["m"]) - 1) // 2
+        want = (f"each agent answers {k} pair{'' if k == 1 else 's'} (indices in "
+                f"[0, {n_pairs}))")
+        q = None if queries is None else np.asarray(queries)
+        if q is None or q.ndim != 2 or q.shape[1] != k or q.dtype.kind not in "iu":
+            got = ("none" if q is None else f"{q.shape[1]} per agent" if q.ndim == 2
+                   and q.dtype.kind in "iu" else f"an array of {q.dtype} of shape {q.shape}")
+            return f"the queries are not LDP-KwikSort's: {want}, got {got}"
+        if q.size and (int(q.min()) < 0 or int(q.max()) >= n_pairs):
+            return (f"the queries are not LDP-KwikSort's: {want}, got pair indices from "
+                    f"{int(q.min())} to {int(q.max())}")
+        return None
+
     def coins(self, block: Block, k: int) -> Any:
         """The agents' randomness for ``mechanism.perturb``: K uniforms (RR)."""
         return block.uniforms(k)

@@ -420,6 +420,24 @@ class Safari(_RankingProtocol):
 
     curator_cls = _SafariCurator
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report in the longer round: SAFA's GRR sends the value (1), Harmony
+        (row, bit) and OLH (seed, hashed value) two (``safa.report_length``)."""
+        return max(safa.report_length(self.oracle_for(bound.params, r)) for r in (0, 1))
+
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each user is asked one attribute index of the round's rule (Algorithm 1, line 3:
+        Rule I in round 0, Rule II of the broadcast K-thin chain in round 1). A round past the
+        second is the odometer's to refuse (its ε is ∞)."""
+        if rnd not in (0, 1):
+            return None
+        try:
+            rule = self._round_rule(rnd, broadcast, bound.params, int(bound.public["d"]))
+        except Exception as e:  # noqa: BLE001 - any malformed chain is refused, with why
+            return f"round {rnd}'s K-thin chain is not one of these items: {e}"[:200]
+        return _attribute_refusal(queries, rule.n_attrs)
+
     def _round_rule(self, rnd: int, broadcast: Any, params: dict[str, Any], d: int) -> rules.Rule:
         if rnd == 0:
             return rule_of(RULE1[params["rule1"]], d)
@@ -527,6 +545,10 @@ class SafariNoPriv(_RankingProtocol):
 
     def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none(notes="every user sends the true ranking")
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """d numbers per report: the user's whole ranking."""
+        return int(bound.public["d"])
 
     curator_cls = _NoPrivCurator
 
@@ -645,6 +667,11 @@ class _FullDomain(_RankingProtocol):
 
     curator_cls = _FullDomainCurator
 
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report: GRR sends the ranking's index (1), Harmony (row, bit) and
+        OLH (seed, hashed value) two."""
+        return 1 if self.oracle == "grr" else 2
+
     def respond(self, block: Block) -> np.ndarray:
         v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
         size = math.factorial(int(block.public["d"]))
@@ -754,6 +781,14 @@ class RankCALM(_FullDomain):
 
     curator_cls = _CalmCurator
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each user is asked one pair of items, an attribute index of Rule I^C (CALM's
+        partition)."""
+        if rnd != 0:
+            return None
+        return _attribute_refusal(queries, rule_of("IC", int(bound.public["d"])).n_attrs)
+
     def respond(self, block: Block) -> np.ndarray:
         d = int(block.public["d"])
         rule = rule_of("IC", d)
@@ -772,6 +807,18 @@ class RankCALM(_FullDomain):
         values = rule.values(perm.positions(block.rows), attrs)
         return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
                                               values, rule.domains[attrs])
+
+
+def _attribute_refusal(queries: np.ndarray | None, n_attrs: int) -> str | None:
+    """Why ``queries`` are not one attribute index in [0, ``n_attrs``) per user, or None."""
+    q = None if queries is None else np.asarray(queries)
+    if q is None or q.ndim != 2 or q.shape[1] != 1 or q.dtype.kind not in "iu":
+        got = "none" if q is None else f"an array of {q.dtype} of shape {q.shape}"
+        return f"each user is asked one attribute index in [0, {n_attrs}), got {got}"
+    if q.size and (int(q.min()) < 0 or int(q.max()) >= n_attrs):
+        return (f"each user is asked one attribute index in [0, {n_attrs}), got indices from "
+                f"{int(q.min())} to {int(q.max())}")
+    return None
 
 
 def _rows(reports: Any, n: int) -> np.ndarray:

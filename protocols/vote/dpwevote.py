@@ -511,6 +511,34 @@ class _VoteProtocol(Protocol):
                              "< 1 (eps1 = split*eps, eps2 = (1 - split)*eps must both be > 0)")
         return out
 
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Round 0 asks the weight and round l = 1..k the opinion on candidate l - 1 (§4.2-4.3;
+        ``_GameCurator.plan``): the round's broadcast must say so. Another phase or candidate
+        would release a column through another round's mechanism (the weight again at ε1 in
+        an opinion round the odometer charges ε2). A round past the last is the odometer's to
+        refuse (its ε is ∞)."""
+        k = int(bound.public["candidates"])
+        if not 0 <= rnd <= k:
+            return None
+        want = "the weights" if rnd == 0 else f"the opinion on candidate {rnd - 1}"
+        try:
+            phase, c = _phase(broadcast)
+        except (ValueError, TypeError):
+            return f"round {rnd} asks {want}; its broadcast does not say so"
+        if phase == "weights":
+            if rnd == 0:
+                return None
+            return f"round {rnd} asks {want}, not the weights (round 0's question)"
+        if rnd == 0 or c != rnd - 1 or "candidate" not in broadcast:
+            return (f"round {rnd} asks {want}, not the opinion on candidate "
+                    f"{broadcast.get('candidate')!r}")
+        return None
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """One number per report: the weight (round 0) or one opinion (round l)."""
+        return 1
+
     #: the weight's and each opinion's mechanism for a budget (``rr_mechanisms`` or
     #: ``laplace_mechanisms``): the RR and Laplace protocols differ by this attribute
     mechanisms = staticmethod(rr_mechanisms)

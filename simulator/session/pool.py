@@ -6,7 +6,10 @@ orchestrator's signature, a run id never answered before, its own limits), regis
 data key: the same data whatever the pool count), answers each query batch with one frame of
 reports from the protocol's randomizer, each agent drawing from its own coin key for the run,
 under each agent's privacy odometer (``odometer``; the lifetime ``policy.Ledger`` per data set
-outlives the run), and reports its statistics when the run's output is released. Colluding
+outlives the run), and reports its statistics when the run's output is released. A batch whose
+queries (or round broadcast) are not questions the protocol asks in that round is refused
+before any coin is drawn (``Protocol.query_refusal``): the coins of a round answer only the
+round's own questions. Colluding
 agents disclose their rows and coin keys to the curator at registration.
 
 An independent pool (``ldpsim agents``) keeps the runs it answered and its ledger in its state
@@ -205,9 +208,10 @@ class PoolSession:
             return []
         rnd, parts = group[0][0], list(group)
         group.clear()
-        if len(parts) == 1 or parts[0][1][0] < self.start or parts[-1][1][-1] >= self.stop:
-            # one batch, or agents this pool does not host: batch by batch (such a batch
-            # fails the run)
+        if (len(parts) == 1 or parts[0][1][0] < self.start or parts[-1][1][-1] >= self.stop
+                or any(self._query_refusal(rnd, q) is not None for _, _, q in parts)):
+            # one batch, agents this pool does not host (such a batch fails the run) or a
+            # batch of other questions than the round's (refused): batch by batch
             return [f for _, ids, queries in parts for f in self._respond(rnd, ids, queries)]
         ids = np.concatenate([p[1] for p in parts])
         queries = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
@@ -476,6 +480,11 @@ class PoolSession:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
             raise RunFailed(f"pool {self.index} was queried for agents it does not host")
+        # not the round's own questions: refused before any coin is drawn, nothing spent
+        # (joined batches were checked one by one: ``_respond_group``)
+        why = None if batches else self._query_refusal(rnd, queries)
+        if why is not None:
+            return [self._refusal(rnd, ids, why)]
         changed = self.run_id not in self.answered_configs
         self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
         self.answered_configs.setdefault(self.run_id, self.config_digest)
@@ -535,6 +544,11 @@ class PoolSession:
                                                    reports[s:e])[0])
         return out
 
+    def _query_refusal(self, rnd: int, queries: np.ndarray | None) -> str | None:
+        """Why the agents refuse ``queries`` in round ``rnd`` under the round's broadcast
+        (``Protocol.query_refusal``: not the protocol's questions), or None."""
+        return self.protocol.query_refusal(self.bound, rnd, queries, self.broadcasts.get(rnd))
+
     def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
         """Keep the state file ahead of the agents' spending in round ``rnd``, where the
         odometer has just charged the agents ``charged``: the first batch of a round reserves
@@ -581,9 +595,15 @@ class PoolSession:
         if self.unsettled and self.idle and self.state is not None:
             self._sync()
 
-    def _refusal(self, rnd: int, bad: np.ndarray) -> bytes:
-        """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``."""
+    def _refusal(self, rnd: int, bad: np.ndarray, why: str | None = None) -> bytes:
+        """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``: their
+        odometer's refusal, or ``why`` (the round's queries are not the protocol's:
+        ``Protocol.query_refusal``)."""
         self.refusals += len(bad)
+        if why is not None:
+            return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
+                "error": f"{len(bad)} agents refuse round {rnd}: {why}"[:MAX_REASON],
+                "code": "budget", "agents": bad})
         return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
             "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
                      f"already, or it would take them past epsilon = {self.odometer.budget:g}"

@@ -14,7 +14,13 @@ beside its key file ``pool-I.keys``:
   one line): nothing ever resets the ledger silently;
 * it is rewritten whole, atomically (a temporary file, fsync, rename, fsync of the directory),
   before a report that spends leaves the pool (``PoolSession``): a pool killed at any moment
-  has charged at least what it sent.
+  has charged at least what it sent;
+* one process at a time: ``lock`` takes an exclusive ``fcntl.flock`` on ``pool-I.state.lock``
+  (beside it; the state file itself is replaced on every write, so it cannot carry the lock)
+  for the pool's life. A second ``ldpsim agents`` on the same state file is refused with one
+  line: it would keep its own memory, answer again a run the first answered (the same coins
+  under other questions) and erase the other's writes. The operating system drops the lock
+  when the process ends, however it ends (a crash or SIGKILL included).
 
 The file is ``MAGIC``, then a MAC of the body under a key derived from the pool's policy key
 (so a state file is this pool's of this deployment, and a changed byte is caught), then the
@@ -25,6 +31,8 @@ a block: a run charges a range of agents alike).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import os
@@ -47,6 +55,43 @@ class StateFileError(ValueError):
 def state_path(keyfile: str | Path) -> Path:
     """The state file beside a pool's key file: ``pool-I.keys`` -> ``pool-I.state``."""
     return Path(keyfile).with_suffix(".state")
+
+
+def lock_path(state: str | Path) -> Path:
+    """The lock file of a state file: ``pool-I.state`` -> ``pool-I.state.lock``."""
+    state = Path(state)
+    return state.with_name(state.name + ".lock")
+
+
+def lock(state: str | Path) -> int:
+    """Hold the state file ``state`` for this process: an exclusive ``flock`` on its lock file
+    (``lock_path``), created if need be, with this process's id written in it for the message
+    another process gets. Returns the lock's file descriptor: keep it open for the pool's life
+    (closed, or the process ended, the lock is free). StateFileError (one line) when another
+    process holds it, or the lock file cannot be opened."""
+    state = Path(state)
+    path = lock_path(state)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise StateFileError(f"state file {state}: cannot open its lock file {path}: "
+                             f"{e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = b""
+        with contextlib.suppress(OSError):
+            holder = os.pread(fd, 32, 0)
+        os.close(fd)
+        who = holder.decode("ascii", "replace").strip()
+        raise StateFileError(
+            f"state file {state} is in use by another running pool"
+            + (f" (process {who})" if who.isdigit() else "")
+            + ": two processes on one state file would each answer what the other answered; "
+            "stop the other one first") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def _mac_key(policy: bytes) -> bytes:
@@ -131,17 +176,18 @@ class PoolState:
         except FileNotFoundError:
             raise StateFileError(
                 f"state file {p} not found: it holds the runs this pool's agents answered and "
-                "what they spent; restore it, or start a new lifetime with --new-lifetime "
-                "(only if these agents never answered anything, or you accept that they "
-                "answer again)") from None
+                "what they spent; restore its newest copy, or start a new lifetime with "
+                "--new-lifetime (only if these agents never answered anything, or you accept "
+                "that they answer again, with the same coins)") from None
         except OSError as e:
             raise StateFileError(f"state file {p}: cannot read it: {e.strerror}") from None
         why = st._load(raw)
         if why is not None:
             raise StateFileError(
                 f"state file {p}: {why}; refusing to start (the agents' record must never be "
-                "reset silently): restore it from a copy, or move it away and start a new "
-                "lifetime with --new-lifetime")
+                "reset silently): restore its newest copy (an older one has forgotten the runs "
+                "answered since), or move it away and start a new lifetime with "
+                "--new-lifetime")
         return st
 
     def _load(self, raw: bytes) -> str | None:

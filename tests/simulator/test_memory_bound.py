@@ -87,3 +87,50 @@ def test_attack_the_curators_own_memory_error_is_its_failure_not_a_peers_bad_fra
     assert "the curator ran out of memory" in text and "33.5 GiB" in text, text
     assert len(text.splitlines()) == 1, text
     assert not [r for r in caplog.records if "frame from" in r.getMessage()]
+
+
+@pytest.mark.parametrize("protocol, numbers", [
+    ("dpwevote", 1), ("dpwevote_laplace", 1), ("safari", 1), ("safari_nopriv", 3),
+    ("rank_grr", 1), ("rank_harmony", 2), ("rank_olh", 2), ("rank_calm", 2)])
+def test_attack_a_vote_or_safari_run_beyond_memory_is_refused(monkeypatch, protocol, numbers):
+    """The voting and SAFARI families stated no report size, so nothing checked them: 10^8
+    agents (3.2 GB of reports at one number each) passed a 1 GiB limit. Now refused in one
+    line with the estimate and the limit."""
+    monkeypatch.setattr(sc, "memory_limit", lambda: GIB)
+    data = {**example_data(protocol), "n": 10**8}
+    if "d" in data:  # OLH's decoding work (n · d!) stays within its limit
+        data["d"] = 3
+    scen = sc.load(raw={"name": "huge", "protocol": protocol, "seed": 1, "data": data,
+                        "runtime": {"backend": "inproc"}})
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.check_runs(scen.runs())
+    text = str(e.value)
+    need = sc.curator_bytes(numbers, 10**8) / 1e9
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("[data] n: got 100000000; "), text
+    assert f"{numbers} numbers" in text and f"{need:.3g} GB" in text, text
+    assert "allowed: at most 1.07 GB" in text and protocol in text, text
+
+
+@pytest.mark.parametrize("protocol", ["dpwevote", "safari", "safari_nopriv", "rank_olh"])
+def test_a_vote_or_safari_run_that_fits_passes_the_memory_check(monkeypatch, protocol):
+    monkeypatch.setattr(sc, "memory_limit", lambda: GIB)
+    data = {**example_data(protocol), "n": 10**6}
+    sc.check_runs(sc.load(raw={"name": "fits", "protocol": protocol, "seed": 1, "data": data,
+                               "runtime": {"backend": "inproc"}}).runs())
+
+
+@pytest.mark.parametrize("protocol, params", [
+    ("dpwevote", {}), ("dpwevote_laplace", {}), ("safari", {}),
+    ("safari", {"oracle": "harmony"}), ("safari", {"rule1": "calm"}), ("safari_nopriv", {}),
+    ("rank_grr", {}), ("rank_harmony", {}), ("rank_olh", {}), ("rank_calm", {})])
+def test_the_stated_numbers_are_the_longest_rounds_reports(protocol, params):
+    """What the voting and SAFARI protocols state is the length of the longest report their
+    curators' plans ask for (``ReportSchema.length``), on their example data."""
+    from ldpsim.protocols.local import local_rounds
+
+    ds = sc.build_data({**example_data(protocol), "n": 60}, 0)
+    proto = PROTOCOLS[protocol]
+    bound = proto.bind(proto.resolve(params, ds.public), ds.public, resolved=True)
+    rounds, _ = local_rounds(bound, ds, seed=3)
+    assert proto.report_numbers(bound) == max(r.plan.schema.length for r in rounds)

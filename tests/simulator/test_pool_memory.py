@@ -200,3 +200,62 @@ def test_attack_a_pool_killed_mid_run_has_recorded_what_it_sent(tmp_path: Path) 
         assert _stop(pools[0]) == 0
         pools[1].kill()  # set up for the refused run, it may not be a peer the curator bids
         pools[1].wait(5)  # goodbye (it would leave at its --idle-timeout)
+
+
+def _holder(lock: Path, pool: subprocess.Popen, wait_s: float = 10.0) -> bool:
+    """Whether ``pool`` holds the state file's lock (its process id written in ``lock``),
+    waited for up to ``wait_s``."""
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and pool.poll() is None:
+        if lock.is_file() and lock.read_text().strip() == str(pool.pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_attack_a_second_process_on_the_state_file_is_refused(tmp_path: Path) -> None:
+    """Two ``ldpsim agents`` on one key file: each would keep its own memory of the state
+    file, so a run the first answered, replayed through another curator to the second, would
+    be answered again with the same coins (and each process's writes would erase the other's).
+    The second is refused with one line while the first lives (an fcntl lock held for the
+    pool's life); when the first dies, even by SIGKILL, the operating system drops the lock and
+    the pool starts again, remembering what the first answered. (Failed before: the second
+    started, and answered the run again.)"""
+    keys = deploy(tmp_path, 1)
+    state = Path(keys.pool(0)).with_suffix(".state")
+    lock = state.with_name(state.name + ".lock")
+    run = _one_pool("ldp_kwiksort_rr", 7)
+    ports = free_port(), free_port()
+    first = start_pool(ports[0], keys.pool(0), "--keep-serving", "--idle-timeout", "120")
+    second = None
+    try:
+        _holder(lock, first)
+        second = start_pool(ports[1], keys.pool(0), "--keep-serving", "--idle-timeout", "120")
+        try:
+            code = second.wait(timeout=15)
+        except subprocess.TimeoutExpired:  # it started: the attack, through two curators
+            for port in ports:
+                hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
+                try:
+                    hosts.run(run, keys.auth, keys.deployment.secrets)
+                finally:
+                    hosts.close()
+            raise AssertionError("a second process on the state file answered the run "
+                                 "the first had answered") from None
+        lines = second.stderr.read().decode().strip().splitlines()
+        assert code == 2 and len(lines) == 1, lines
+        assert "in use" in lines[0] and str(state) in lines[0] and str(first.pid) in lines[0]
+        hosts = HostsCurator(f"tcp://127.0.0.1:{ports[0]}", LIMITS, auth=keys.auth)
+        try:  # the first serves on, unaffected
+            assert hosts.run(run, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+        finally:
+            hosts.close()
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()  # a crash: the lock goes with the process
+                p.wait(15)
+    res = _agents(keys.pool(0))  # the lock is free again: it starts (no curator: idle timeout)
+    assert res.returncode == 2 and "no word from the curator" in res.stderr, res.stderr
+    with pytest.raises(RunFailed, match="answered already"):
+        _serve(keys, run)

@@ -131,8 +131,11 @@ def _set_up_pool(config):
     return pool
 
 
-def _queries(pool, rnd, agents, width=2):
+def _queries(pool, rnd, agents, width=None):
+    """Queries of round ``rnd`` for ``agents``: pair 0 each, as many pairs as the run asks
+    (``width`` None; a pool refuses another width: ``Protocol.query_refusal``)."""
     ids = np.asarray(agents, dtype=np.int64)
+    width = int(pool.bound.rounds[0].uses) if width is None else width
     return wire_numpy.encode_batch(wire.QUERY, pool.run, rnd, ids,
                                    np.zeros((len(ids), width), dtype=np.int64))[0]
 
