@@ -363,9 +363,11 @@ def read_pool_keys(path: str | Path) -> tuple[PoolKeys, bytes]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable by its owner only (0600), atomically."""
+    """Write ``text`` to ``path``, readable by its owner only (0600), atomically (a file
+    left beside it by an interrupted write is replaced, never reused with its permissions)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)

@@ -165,6 +165,9 @@ def _outputs(res) -> dict:
 
 def test_the_fresh_secret_is_kept_owner_only_reused_on_resume_and_never_recorded(tmp_path):
     out = tmp_path / "out"
+    out.mkdir()
+    (out / (SECRET_FILE + ".tmp")).write_text("left by a crash")  # readable by all
+    (out / (SECRET_FILE + ".tmp")).chmod(0o644)
     first = ldpsim.run(_tiny(), out=out)
     key = out / SECRET_FILE
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
