@@ -500,7 +500,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "a results directory, to reproduce its runs), or 'seed' (each "
                             "run's seed: reproducible from the scenario alone, no secret from "
                             "the curator or the pools). Default: a fresh one per sweep, kept "
-                            "in the results directory as secret.key")
+                            "in the results directory as secret.key (the hosts backend needs "
+                            "the key file of `ldpsim keys`)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--beside", action="store_true",
                        help="if the results directory holds runs with other settings, write to "
