@@ -49,6 +49,10 @@ RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults")
 #: how agents' keys are derived (``protocols.keys``): records of another derivation hold other
 #: data and coins, and never mix with these
 KEYS = "prf-1"
+#: the same, for runs with a secret of their own (fresh or a key file), whose seeds are keyed by
+#: it first (``Secrets.run_seed``): records a key file gave before that hold other data and
+#: coins than it gives now (the seed-only secret's are unchanged: ``KEYS``)
+KEYS_KEYED = "prf-1+keyed-seed"
 
 
 class FingerprintMismatch(ScenarioError):
@@ -69,13 +73,14 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     """Every record-changing setting of ``scenario`` mapped to the list of values it takes
     (one value unless it is a sweep axis). Protocols and repeats are left out: adding them
     extends a sweep. ``salt``: the directory's, for the MAC of the secret."""
-    out: dict[str, list[Any]] = {"seed": [scenario.seed], "keys": [KEYS]}
+    secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
+    out: dict[str, list[Any]] = {"seed": [scenario.seed],
+                                 "keys": [KEYS if secret is None else KEYS_KEYED]}
     for section, table in (("data", scenario.data), ("params", scenario.params)):
         for k, v in table.items():
             out[f"{section}.{k}"] = _values(v)
     for k in RUNTIME_KEYS:
         out[f"runtime.{k}"] = [_plain(scenario.runtime.get(k))]
-    secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
     out["runtime.secret"] = ["" if secret is None else fingerprint_mac(secret, salt)]
     agents = getattr(scenario, "agents", None)
     if agents:  # only when set: older directories stay resumable

@@ -296,3 +296,23 @@ def test_a_replaced_secret_key_is_refused_on_resume(tmp_path):
     write_fresh_secret(out / SECRET_FILE)  # another secret in its place
     with pytest.raises(FingerprintMismatch, match="runtime.secret"):
         ldpsim.run({**_tiny(), "repeats": 2}, out=out)
+
+
+def test_records_a_key_file_gave_before_seeds_were_keyed_are_not_mixed_in(tmp_path):
+    """A key file's runs hold other data and coins than before (their seeds are keyed by the
+    secret first): a directory written with it before is refused, naming the derivation; the
+    seed-only secret's runs are unchanged, and so is their derivation's name."""
+    import ldpsim.simulator.sweep.identity as identity
+
+    secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 60)], [(60, 120)]])["secret"])
+    out = tmp_path / "out"
+    ldpsim.run(_tiny(secret=secret), out=out)
+    doc = json.loads((out / "scenario.json").read_text())
+    assert doc["fingerprint"]["keys"] == [identity.KEYS_KEYED]
+    doc["fingerprint"]["keys"] = [identity.KEYS]  # as written before
+    (out / "scenario.json").write_text(json.dumps(doc))
+    with pytest.raises(identity.FingerprintMismatch, match='keys: "prf-1" there'):
+        ldpsim.run({**_tiny(secret=secret), "repeats": 2}, out=out)
+    ldpsim.run(_tiny(secret="seed"), out=tmp_path / "seeded")
+    seeded = json.loads((tmp_path / "seeded" / "scenario.json").read_text())
+    assert seeded["fingerprint"]["keys"] == [identity.KEYS]
