@@ -66,8 +66,17 @@ def _scenario(scenario: str | Path | dict[str, Any] | sc.Scenario,
 def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
         overrides: dict[str, Any] | list[str] | None = None, out: str | Path | None = None,
         backend: str | None = None, pools: int | None = None, seed: int | None = None,
-        progress: bool = False, plots: bool = False) -> Results:
+        progress: bool = False, plots: bool = False,
+        secret: str | Path | None = None) -> Results:
     """Run (or, into an ``out`` directory that has them, resume) every run of a scenario.
+
+    The runs' master secret (every agent's data and coins derive from it) is ``secret`` if
+    given, else the scenario's ``[runtime] secret``, else a fresh one drawn for the sweep:
+    kept in ``out`` as ``secret.key`` (owner-only; a resumed sweep reads it), or, without
+    ``out``, on the returned ``Results`` (``secret``; ``Results.write_secret`` writes it as a
+    key file, which ``secret=`` takes to run the same runs again). Never the seed, unless
+    asked for with ``secret="seed"``: then the runs are reproducible from the scenario alone,
+    and the seed is the only secret (a curator or a pool that guesses it rebuilds every key).
 
     Parameters
     ----------
@@ -85,19 +94,35 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
     progress, plots : bool
         Show a progress bar; draw the PNG plots into ``out`` (needs matplotlib: ``pip install
         'ldpsim[plot]'``, ImportError at once without it).
+    secret : str or Path, optional
+        Shortcut for ``runtime.secret``: the path of a key file ``secret.key`` (of ``ldpsim
+        keys``, of a results directory, or of ``Results.write_secret``), or ``"seed"``.
+
+    Returns
+    -------
+    Results
+        The records; ``path`` the results directory (None without ``out``), ``secret`` the
+        fresh master secret of a run without ``out`` (None otherwise: it is in ``out``, or
+        was given).
     """
     from ldpsim.simulator.sweep.runner import run_scenario
 
     if plots and out is not None and importlib.util.find_spec("matplotlib") is None:
         raise ImportError(f"plots=True needs matplotlib: {PLOT_INSTALL}")
-    scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed)
+    from ldpsim.simulator.session.seeding import SECRET_FILE, read_deployment, secret_kind
+
+    scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed,
+                     secret=None if secret is None else str(secret))
     scen.output["plots"] = bool(plots and out is not None)
     if out is not None:
         records, _ = run_scenario(scen, out, show_progress=progress, echo=_quiet)
         return Results(records, Path(out))
     with tempfile.TemporaryDirectory(prefix="ldpsim-") as tmp:
         records, _ = run_scenario(scen, tmp, show_progress=progress, echo=_quiet)
-    return Results(records, None)
+        own = Path(tmp, SECRET_FILE)
+        fresh = (read_deployment(own).secrets.master
+                 if secret_kind(scen.runtime, tmp) == "fresh" and own.is_file() else None)
+    return Results(records, None, fresh)
 
 
 def load(path: str | Path) -> Results:
@@ -126,7 +151,8 @@ def report(path: str | Path, html: str | Path | None = None) -> Path:
 
 
 def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | None = None,
-           progress: bool = False, sample_seed: int | None = None) -> Any:
+           progress: bool = False, sample_seed: int | None = None,
+           secret: str | Path | None = None) -> Any:
     """``ldpsim verify``: re-execute the runs stored in ``path`` (all, or a ``sample``
     fraction drawn afresh, or with ``sample_seed``) and compare each with its record; check
     every record's point and seed against its run, that every run has a record, and that
@@ -134,10 +160,13 @@ def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | 
     ``simulator.sweep.verify.Report`` (``ok``, ``checked``, ``differing``: each with its run key,
     line and differing fields; ``failed``, ``missing``, ``unverifiable``, ``files``,
     ``sampled``, ``sample_seed``). Every run is deterministic, so a results directory and the
-    code version that wrote it reproduce bit for bit; timings and memory are not checked."""
+    code version that wrote it reproduce bit for bit; timings and memory are not checked.
+    ``secret``: the key file (or ``"seed"``) the runs were executed with; default the one
+    each stored sweep names, else the directory's own ``secret.key``."""
     from ldpsim.simulator.sweep.verify import verify as _verify
 
-    return _verify(path, sample, jobs, backend, progress, sample_seed)
+    return _verify(path, sample, jobs, backend, progress, sample_seed,
+                   None if secret is None else str(secret))
 
 
 def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
@@ -172,9 +201,24 @@ class Results:
 
     records: list[dict[str, Any]]
     path: Path | None = None
+    #: the fresh master secret of a sweep run without a results directory (``run``); None
+    #: when it is in ``path`` (``secret.key``) or the runs were given theirs
+    secret: bytes | None = None
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def write_secret(self, path: str | Path) -> Path:
+        """Write this sweep's fresh ``secret`` to ``path`` as ``ldpsim keys`` writes a
+        ``secret.key`` (owner-only, atomically); ``run(..., secret=path)`` then runs the same
+        runs again. ValueError when there is none to write (see ``secret``)."""
+        from ldpsim.protocols.keys import Secrets
+        from ldpsim.simulator.session.seeding import write_fresh_secret
+
+        if self.secret is None:
+            raise ValueError("no fresh secret held: the runs' secret is their directory's "
+                             "secret.key, or the one they were given")
+        return write_fresh_secret(path, master=Secrets(self.secret).master)
 
     def __iter__(self):
         return iter(self.records)

@@ -640,6 +640,17 @@ class Secrets:
         seed nor the run's id, both public, predicts it."""
         return int.from_bytes(kdf(self.master, "curator-coins", int(run), size=8), "little")
 
+    def run_seed(self, seed: int) -> int:
+        """The seed a run of seed ``seed`` derives its public ids and stream keys from
+        (``seeding.public_config``): ``seed`` itself for the secrets of a seed, else a 63-bit
+        PRF of it under this master. So with a secret of its own, what the curator and the
+        pools receive (the run's and its data set's ids, the curator's stream key) is no
+        function of the run's seed: nobody who guesses, or reads, the seed can match them,
+        let alone rebuild a key."""
+        if self.from_seed:
+            return int(seed)
+        return int.from_bytes(kdf(self.master, "run-seed", int(seed), size=8), "little") >> 1
+
     def data_keys(self, seed: int, agents: AgentKeys | None = None) -> DataKeys:
         """The data keys of run seed ``seed``'s data set (``agents``: a restriction of this
         master's agent keys; default all)."""

@@ -177,9 +177,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     print_summary(records)
     rounds = summary.with_name(PER_ROUND_FILE)
-    print(f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}"
+    print(f"\nsecret:  {secret_line(scenario.runtime, out)}"
+          f"\nresults: {Path(out) / 'results.jsonl'}\nsummary: {summary}"
           + (f"\nper round: {rounds}" if rounds.is_file() else ""))
     return _warn_degraded(records, out)
+
+
+def secret_line(runtime: dict, out: str | Path) -> str:
+    """What ``ldpsim run`` says of the sweep's secret: where it is, or that it is the seed's."""
+    from ldpsim.simulator.session.seeding import SECRET_FILE, secret_kind
+
+    kind = secret_kind(runtime, out)
+    if kind == "seed":
+        return "the seed's (--secret seed): reproducible from the scenario, secret from nobody"
+    if kind == "fresh":
+        return (f"{Path(out) / SECRET_FILE} (fresh for this directory, owner-only: keep it "
+                "private; --secret with a copy of it reproduces these runs elsewhere)")
+    return f"{runtime['secret']} (given)"
 
 
 def _warn_degraded(records: list[dict], out: str) -> int:
@@ -304,7 +318,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     try:
         report = verify(args.out, args.sample, args.jobs, args.backend,
-                        show_progress=not args.no_progress, sample_seed=args.sample_seed)
+                        show_progress=not args.no_progress, sample_seed=args.sample_seed,
+                        secret=args.secret)
     except (FileNotFoundError, ScenarioError, ResultsCorruptError, KeyFileError) as e:
         _err(f"error: {e}")
         return 2
@@ -498,10 +513,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override any key, e.g. params.epsilon=1.0 or data.n=100000")
         p.add_argument("--seed", type=int, help="scenario seed")
         p.add_argument("--out", help="results directory (default results/NAME)")
-        p.add_argument("--secret", metavar="FILE",
-                       help="the experiment's master secret (secret.key of `ldpsim keys`): "
-                            "every agent's data and coins derive from it (default: each run's "
-                            "seed, which is then the only secret)")
+        p.add_argument("--secret", metavar="FILE|seed",
+                       help="the experiment's master secret, from which every agent's data "
+                            "and coins derive: a key file secret.key (of `ldpsim keys`, or of "
+                            "a results directory, to reproduce its runs), or 'seed' (each "
+                            "run's seed: reproducible from the scenario alone, no secret from "
+                            "the curator or the pools). Default: a fresh one per sweep, kept "
+                            "in the results directory as secret.key (the hosts backend needs "
+                            "the key file of `ldpsim keys`)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--beside", action="store_true",
                        help="if the results directory holds runs with other settings, write to "
@@ -643,6 +662,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--backend", choices=["inproc", "processes"],
                    help="where to re-execute (default: the sweep's own when local, else "
                         "processes; the results are the same on every backend)")
+    v.add_argument("--secret", metavar="FILE|seed",
+                   help="the secret the runs were executed with (default: the one each stored "
+                        "sweep names, or the directory's own secret.key)")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_verify)
 

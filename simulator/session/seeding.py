@@ -1,12 +1,24 @@
 """Seeding and secrets: which party holds which key, on a need-to-know basis.
 
 A run has a public **seed** and the experiment's **secrets** (``protocols.keys.Secrets``): a
-master secret of at least 128 bits, from a key file ``ldpsim keys`` writes (``[runtime] secret``,
-``--secret``), or, when none is given, derived from the run's seed (then the seed is the only
-secret: a curator that guesses a small seed rebuilds everything). The seed keys what is public
-(the curator's own draws: which agents it asks, its queries); the master keys what is private
-(every agent's data and coins, ``protocols.keys``). The run seed of repetition ``r`` of a scenario
-with seed ``s`` is derived from (s, r) only.
+master secret of at least 128 bits. ``[runtime] secret`` (``--secret``) says where it comes from
+(``secret_kind``):
+
+* not given (``""``, the default): a **fresh** 256-bit secret drawn once per sweep by the
+  orchestrator and kept in the results directory as ``secret.key`` (``SECRET_FILE``, the format
+  ``ldpsim keys`` writes, owner-only), reused when the sweep resumes there (``sweep_secret``);
+  a run executed on its own, outside a sweep, draws one for itself;
+* a **file**: the path of a key file ``secret.key`` of ``ldpsim keys`` (or of a results
+  directory), to reproduce a run elsewhere or share one secret between sweeps;
+* ``"seed"`` (``SEED_ONLY``): derived from each run's seed (``Secrets.of_seed``): reproducible
+  from the scenario alone, and no secret against the curator or the pools: one that guesses a
+  small seed (or reads it in the scenario) rebuilds every key and row.
+
+With a secret of its own (fresh or a file) a run's seed is first keyed by the master
+(``Secrets.run_seed``), so nothing the curator or a pool receives is a function of the seed
+alone. The seed keys what is public (the curator's own draws: which agents it asks, its
+queries); the master keys what is private (every agent's data and coins, ``protocols.keys``).
+The run seed of repetition ``r`` of a scenario with seed ``s`` is derived from (s, r) only.
 
 **Who gets which key.**
 
@@ -60,6 +72,12 @@ MIN_TOKEN_CHARS = 16
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 #: the key-file format ``ldpsim keys`` writes and reads
 KEY_FORMAT = "ldpsim-keys-1"
+#: ``[runtime] secret``'s value for the seed-only mode (``Secrets.of_seed``)
+SEED_ONLY = "seed"
+#: the key file in a results directory that holds the fresh secret of its sweeps
+SECRET_FILE = "secret.key"
+#: where a run's master secret came from (``secret_kind``)
+SECRET_KINDS = ("fresh", "file", "seed")
 
 
 class KeyFileError(ValueError):
@@ -345,9 +363,11 @@ def read_pool_keys(path: str | Path) -> tuple[PoolKeys, bytes]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable by its owner only (0600), atomically."""
+    """Write ``text`` to ``path``, readable by its owner only (0600), atomically (a file
+    left beside it by an interrupted write is replaced, never reused with its permissions)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
@@ -382,15 +402,97 @@ def write_deployment(out: str | Path, pools: int, ranges: list[list[tuple[int, i
 
 
 @functools.lru_cache(maxsize=8)
-def _deployment(path: str) -> Deployment:
+def _deployment(path: str, stamp: tuple[int, int, int]) -> Deployment:
     return read_deployment(path)
 
 
 def secrets_of(runtime: dict[str, Any]) -> Secrets | None:
-    """The experiment's secrets a ``[runtime]`` table names (``secret``: the key file
-    ``secret.key`` of ``ldpsim keys``), read once per process; None: each run's seed's own."""
-    path = runtime.get("secret")
-    return _deployment(str(path)).secrets if path else None
+    """The experiment's secrets a ``[runtime]`` table names: ``secret`` the path of a key file
+    ``secret.key`` (read once per process and version of the file); None for ``"seed"``
+    (``SEED_ONLY``: each run's seed's own); for none given (``""``), a fresh secret drawn
+    for this call alone: a sweep resolves its secret first (``sweep_secret``), so that its
+    runs share one."""
+    value = runtime.get("secret")
+    if value == SEED_ONLY:
+        return None
+    if not value:
+        return Secrets(_random.token_bytes(32))
+    path = Path(str(value)).expanduser()
+    try:
+        st = path.stat()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (0, 0, 0)  # read_deployment says what is wrong
+    return _deployment(str(path), stamp).secrets
+
+
+def secret_kind(runtime: dict[str, Any], directory: str | Path | None = None) -> str:
+    """Which kind of secret ``[runtime] secret`` gives a sweep into ``directory``: ``"seed"``
+    (``SEED_ONLY``), ``"fresh"`` (none given, or the directory's own ``SECRET_FILE``, which a
+    sweep drew) or ``"file"`` (another key file)."""
+    value = runtime.get("secret")
+    if value == SEED_ONLY:
+        return "seed"
+    if not value:
+        return "fresh"
+    if directory is not None:
+        own = Path(directory, SECRET_FILE)
+        try:
+            if Path(str(value)).expanduser().resolve() == own.resolve():
+                return "fresh"
+        except OSError:
+            pass
+    return "file"
+
+
+def write_fresh_secret(path: str | Path, pools: int = 1, master: bytes | None = None) -> Path:
+    """Draw a fresh 256-bit master secret (or take ``master``) and write it to ``path`` as
+    ``ldpsim keys`` writes ``secret.key`` (with a token salt of its own and ``pools``;
+    owner-only, atomically); returns the path."""
+    p = Path(path)
+    dep = Deployment(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16),
+                     int(pools))
+    write_private(p, json.dumps(dep.as_dict(), indent=1) + "\n")
+    return p
+
+
+def sweep_secret(runtime: dict[str, Any], directory: str | Path) -> dict[str, Any]:
+    """``runtime`` as a sweep into the results directory ``directory`` uses it: with no
+    secret given (``""``), ``secret`` the path of the directory's ``SECRET_FILE``, which
+    ``keep_secret`` reads or writes; a key file's path or ``"seed"`` stays as it is. The hosts
+    backend is left alone: its pools hold their keys from ``ldpsim keys``, so it needs a key
+    file (``hosts_auth`` says so)."""
+    if runtime.get("secret") or runtime.get("backend") == "hosts":
+        return runtime
+    return {**runtime, "secret": str(Path(directory, SECRET_FILE).resolve())}
+
+
+def keep_secret(runtime: dict[str, Any], directory: str | Path, has_records: bool
+                ) -> Path | None:
+    """Make sure the fresh secret a sweep into ``directory`` uses exists (``runtime`` as
+    ``sweep_secret`` resolved it): the directory's ``SECRET_FILE`` is checked if it exists (a
+    resumed sweep keeps its secret), else drawn and written (``write_fresh_secret``). Returns
+    its path, or None when the sweep uses another kind of secret (``secret_kind``).
+
+    Raises
+    ------
+    KeyFileError
+        The file is no key file; or it is missing from a directory that holds records
+        (``has_records``): they were run with another secret, which must be given.
+    """
+    if secret_kind(runtime, directory) != "fresh" or not runtime.get("secret"):
+        return None
+    own = Path(directory, SECRET_FILE)
+    if own.is_file():
+        read_deployment(own)  # KeyFileError naming the file if it is not one
+        return own
+    if has_records:
+        raise KeyFileError(
+            f"{directory} holds runs but no {SECRET_FILE}: they were run with another secret; "
+            f"give it (--secret FILE, or --secret {SEED_ONLY} if they were run with the "
+            "seed-only secret), or use another --out")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return write_fresh_secret(own, int(runtime.get("pools") or 1))
 
 
 def hosts_auth(runtime: dict[str, Any]) -> tuple[Deployment, bytes]:
@@ -398,11 +500,11 @@ def hosts_auth(runtime: dict[str, Any]) -> tuple[Deployment, bytes]:
     registration key: from ``[runtime] token``, else the ``token`` file beside the key file
     (``ldpsim keys`` writes both). KeyFileError says what is missing."""
     path = runtime.get("secret")
-    if not path:
+    if not path or path == SEED_ONLY:
         raise KeyFileError("[runtime] secret: the hosts backend needs the deployment's keys "
                            "(--secret): run `ldpsim keys DIR --pools P --agents N` and give the "
                            "curator DIR/secret.key, each pool its own DIR/pool-I.keys; allowed: "
-                           "the path of a secret.key")
+                           f"the path of a secret.key (not {SEED_ONLY!r}, nor none)")
     deployment = read_deployment(path)
     return deployment, registration_key(token_of(runtime.get("token"), path), deployment.salt)
 

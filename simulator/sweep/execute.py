@@ -58,15 +58,22 @@ def data_signature(data: dict[str, Any], seed: int, secret: Secrets | None = Non
     return json.dumps([data, seed, tag], sort_keys=True, default=str)
 
 
+def keyed_seed(seed: int, secret: Secrets | None) -> int:
+    """The seed a run of seed ``seed`` is executed with under the experiment's ``secret``
+    (``Secrets.run_seed``: the seed itself in the seed-only mode, None)."""
+    return int(seed) if secret is None else secret.run_seed(seed)
+
+
 def _dataset(data: dict[str, Any], seed: int, secret: Secrets | None) -> Any:
-    """The run's data set, built with the same keys the pools use (all of them: the
-    orchestrator is the referee)."""
+    """The data set of a run executed with seed ``seed`` (``keyed_seed`` of its spec's), built
+    with the same keys the pools use (all of them: the orchestrator is the referee)."""
     return build_data(data, run_secrets({"seed": seed}, secret).data_keys(seed))
 
 
 def public_facts(spec: RunSpec) -> dict[str, Any]:
     """The public facts of a run's data set (``Dataset.public``: what its curator is told)."""
-    return _dataset(spec.data, spec.seed, secrets_of(spec.runtime)).public
+    secret = secrets_of(spec.runtime)
+    return _dataset(spec.data, keyed_seed(spec.seed, secret), secret).public
 
 
 def claimed(spec: RunSpec, public: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -187,29 +194,31 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
             return execute(spec, truth, backend, view_dir, spent_before)
         finally:
             truth.close()
+    # the experiment's master secret (``[runtime] secret``): with the same one every backend
+    # gives the same output for the same seed (``simulator.session.seeding``); in the
+    # seed-only mode, None: the seed's own. With a secret the run's seed is keyed by it
+    # first (``keyed_seed``): nothing a party receives is then a function of the seed
+    secret = secrets_of(spec.runtime)
     config = spec.config()
+    config["seed"] = keyed_seed(spec.seed, secret)
     limits = Limits.of_runtime(spec.runtime)
     if backend is None:
         backend = get_backend(spec.runtime["backend"]).standalone()
     save = bool(spec.collusion.get("save_view")) and view_dir is not None
     attacks = bool(spec.collusion.get("attacks"))
     record_view = save or attacks
-    # the experiment's master secret (``[runtime] secret``): with the same one every backend
-    # gives the same output for the same seed (``simulator.session.seeding``); without one the
-    # seed's
-    secret = secrets_of(spec.runtime)
     policy = replace(AgentPolicy.of(spec.agents), spent=spent_before)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it
-        truth.start(spec.data, spec.seed, secret)
+        truth.start(spec.data, config["seed"], secret)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret, policy)
     wall = time.perf_counter() - t0
     proto = get_protocol(spec.protocol)
     record = run_record(
         spec=spec, res=res, backend=backend.name,
-        metrics=proto.evaluate(res["output"], truth.get(spec.data, spec.seed, secret)),
+        metrics=proto.evaluate(res["output"], truth.get(spec.data, config["seed"], secret)),
         privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=wall,
         versions=versions(), degraded=DEGRADED)
     if attacks:
@@ -226,10 +235,11 @@ def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict
     """``simulator.attacks.leakage`` on the run's own view, with the run's data and coalition."""
     from ldpsim.simulator.attacks.leakage import run_leakage
 
-    ds = _dataset(spec.data, spec.seed, secret)
-    mask = colluder_mask(ds.n, spec.collusion, public_config(spec.config())["collusion_key"])
+    config = dict(spec.config(), seed=keyed_seed(spec.seed, secret))
+    ds = _dataset(spec.data, config["seed"], secret)
+    mask = colluder_mask(ds.n, spec.collusion, public_config(config)["collusion_key"])
     return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
-                       RunConfig.of(spec.config()).curator_colludes, spec.seed,
+                       RunConfig.of(config).curator_colludes, config["seed"],
                        int(spec.collusion.get("attack_targets", 200)))
 
 

@@ -6,7 +6,9 @@ backend, pools, agent mode, batch size, the experiment's secret, the agents' lim
 record keeps, the version of the key derivation — and the values of every non-swept setting
 make the scenario's *fingerprint*, stored next to the results as ``scenario.json``. Of the
 secret it stores only a MAC under a salt of the directory's own (``seeding.fingerprint_mac``):
-nothing a reader of the directory could test a guess against. Resuming into a directory whose
+nothing a reader of the directory could test a guess against; and which kind of secret the
+sweep used (``secret``: ``fresh``, kept beside as ``secret.key``; a ``file``; or the ``seed``,
+``seeding.secret_kind``). Resuming into a directory whose
 fingerprint disagrees (``data.n`` 2000 there, 300 here; ``processes`` there, ``hosts`` here) is
 refused with the differing keys named; a sweep that only adds values (more ε, a new protocol,
 more repeats, an axis that includes the old value) extends it.
@@ -25,10 +27,18 @@ from __future__ import annotations
 import json
 import os
 import secrets as _random
+from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.session.seeding import fingerprint_mac, secrets_of
+from ldpsim.simulator.session.seeding import (
+    SECRET_FILE,
+    SEED_ONLY,
+    fingerprint_mac,
+    secret_kind,
+    secrets_of,
+    sweep_secret,
+)
 from ldpsim.simulator.sweep.deployment import NUMBERS as deployment_numbers
 from ldpsim.simulator.sweep.results import RESULTS_FILE, ResultsCorruptError, ResultStore, latest
 from ldpsim.simulator.sweep.scenario import Scenario, ScenarioError, run_key
@@ -39,23 +49,38 @@ RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults")
 #: how agents' keys are derived (``protocols.keys``): records of another derivation hold other
 #: data and coins, and never mix with these
 KEYS = "prf-1"
+#: the same, for runs with a secret of their own (fresh or a key file), whose seeds are keyed by
+#: it first (``Secrets.run_seed``): records a key file gave before that hold other data and
+#: coins than it gives now (the seed-only secret's are unchanged: ``KEYS``)
+KEYS_KEYED = "prf-1+keyed-seed"
 
 
 class FingerprintMismatch(ScenarioError):
     """A results directory holds runs of a scenario with other settings."""
 
 
+def with_secret(scenario: Any, out_dir: str | Path) -> Any:
+    """``scenario`` as a sweep into ``out_dir`` runs it: with no secret given, its
+    ``[runtime] secret`` the directory's own ``secret.key`` (``seeding.sweep_secret``; which
+    ``seeding.keep_secret`` reads or writes); a copy, ``scenario`` is left as it is."""
+    runtime = sweep_secret(scenario.runtime, out_dir)
+    if runtime is scenario.runtime:
+        return scenario
+    return replace(scenario, runtime=runtime) if is_dataclass(scenario) else scenario
+
+
 def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     """Every record-changing setting of ``scenario`` mapped to the list of values it takes
     (one value unless it is a sweep axis). Protocols and repeats are left out: adding them
     extends a sweep. ``salt``: the directory's, for the MAC of the secret."""
-    out: dict[str, list[Any]] = {"seed": [scenario.seed], "keys": [KEYS]}
+    secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
+    out: dict[str, list[Any]] = {"seed": [scenario.seed],
+                                 "keys": [KEYS if secret is None else KEYS_KEYED]}
     for section, table in (("data", scenario.data), ("params", scenario.params)):
         for k, v in table.items():
             out[f"{section}.{k}"] = _values(v)
     for k in RUNTIME_KEYS:
         out[f"runtime.{k}"] = [_plain(scenario.runtime.get(k))]
-    secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
     out["runtime.secret"] = ["" if secret is None else fingerprint_mac(secret, salt)]
     agents = getattr(scenario, "agents", None)
     if agents:  # only when set: older directories stay resumable
@@ -137,7 +162,9 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
         before = _stored_order(path) if has_records else []
         known = set(before)
         stored_doc["order"] = before + [k for k in order if k not in known]
-    tables = _tables(scenario)
+    kind = secret_kind(scenario.runtime, out_dir)
+    stored_doc["secret"] = {"kind": kind, "file": SECRET_FILE if kind == "fresh" else None}
+    tables = _tables(scenario, kind)
     if tables is not None:  # what ``ldpsim verify`` re-executes
         sweeps = _stored(path, "scenarios") if has_records else []
         stored_doc["scenarios"] = sweeps + ([tables] if tables not in sweeps else [])
@@ -181,11 +208,15 @@ _TABLES = ("name", "protocols", "repeats", "seed", "data", "params", "runtime", 
 _UNSTORED = ("token",)
 
 
-def _tables(scenario: Any) -> dict[str, Any] | None:
+def _tables(scenario: Any, kind: str = "file") -> dict[str, Any] | None:
+    """The tables of ``scenario`` as stored (``kind``: of its secret; the directory's own,
+    ``fresh``, is stored as none given, so the directory reads its own wherever it is)."""
     if not isinstance(scenario, Scenario):  # a test's stand-in
         return None
     out = {k: _plain(getattr(scenario, k)) for k in _TABLES}
     out["runtime"] = {k: (None if k in _UNSTORED else v) for k, v in out["runtime"].items()}
+    if kind == "fresh":
+        out["runtime"]["secret"] = ""
     if scenario.paired:  # only when set: the tables of older directories stay as they were
         out["paired"] = _plain(scenario.paired)
     if scenario.deployment:  # likewise
@@ -207,14 +238,41 @@ def stored_tables(out_dir: str | Path) -> list[dict[str, Any]]:
             if isinstance(t, dict)]
 
 
-def stored_scenarios(out_dir: str | Path) -> list[Scenario]:
+def stored_secret(out_dir: str | Path, stored: str | None, given: str | None = None) -> str:
+    """The ``[runtime] secret`` that re-executes a stored sweep of ``out_dir`` whose tables
+    hold ``stored``: ``given`` (a key file's path, or ``"seed"``) if any; else the stored
+    key file or ``"seed"``; else (none stored: the directory's own fresh secret) the path of
+    ``out_dir/secret.key`` (missing, it is reported by whoever reads it). A directory
+    written before fresh secrets were kept, whose fingerprint records no secret, was run with
+    the seed's: ``"seed"``."""
+    if given:
+        return str(given)
+    if stored:
+        return str(stored)
+    own = Path(out_dir) / SECRET_FILE
+    if not own.is_file():
+        doc = _document(Path(out_dir) / FINGERPRINT_FILE)
+        try:
+            macs = doc["fingerprint"]["runtime.secret"]
+        except (KeyError, TypeError):
+            macs = [""]
+        if macs == [""]:
+            return SEED_ONLY
+    return str(own.resolve())
+
+
+def stored_scenarios(out_dir: str | Path, secret: str | None = None) -> list[Scenario]:
     """The sweeps written to ``out_dir``, as validated scenarios (their runs are the
-    directory's runs); empty for a directory written before they were stored."""
+    directory's runs), each with the secret that re-executes it (``stored_secret``: ``secret``
+    if given, ``"seed"`` or a key file's path); empty for a directory written before they
+    were stored."""
     out = []
     for t in _stored(Path(out_dir) / FINGERPRINT_FILE, "scenarios"):
         try:
+            runtime = dict(t["runtime"])
+            runtime["secret"] = stored_secret(out_dir, runtime.get("secret"), secret)
             out.append(Scenario(t["name"], None, {}, t["protocols"], t["repeats"], t["seed"],
-                                t["data"], t["params"], t["runtime"], t["collusion"],
+                                t["data"], t["params"], runtime, t["collusion"],
                                 t["output"], agents=t["agents"], paired=t.get("paired", []),
                                 deployment=t.get("deployment", {})))
         except (KeyError, TypeError) as e:
@@ -305,6 +363,10 @@ def beside(out_dir: str | Path, scenario: Any) -> Path:
                 stored, salt = doc["fingerprint"], bytes.fromhex(doc.get("salt", ""))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if not differences(stored, fingerprint(scenario, salt)):
+            here = with_secret(scenario, cand)
+            if secret_kind(here.runtime, cand) == "fresh" \
+                    and not (cand / SECRET_FILE).is_file():
+                continue  # its runs were run with another secret
+            if not differences(stored, fingerprint(here, salt)):
                 return cand
     raise FingerprintMismatch(f"no free directory beside {out_dir}")

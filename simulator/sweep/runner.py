@@ -22,6 +22,7 @@ from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.seeding import keep_secret
 from ldpsim.simulator.sweep import identity, interrupt
 from ldpsim.simulator.sweep.execute import (
     TruthCache,
@@ -67,13 +68,20 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
     degraded runs out unless ``include_degraded``; the returned records are all the stored ones
     (the latest of each key), degraded included.
+
+    With no secret given (``[runtime] secret``), the sweep's runs share a fresh master secret
+    kept in ``out_dir`` as ``secret.key`` (``identity.with_secret``), drawn by the first sweep
+    into it and read by those that resume it; ``scenario`` itself is left as it is.
     """
+    scenario = identity.with_secret(scenario, out_dir)
     specs = scenario.runs()
     check_runs(specs)  # every error before any process starts
     get_backend(scenario.runtime["backend"]).check(scenario.runtime)
     store = ResultStore(out_dir)
     done = store.done_keys()
     numbered = store.numbered()
+    # the fresh secret of the directory: read, or drawn and written before any run
+    keep_secret(scenario.runtime, out_dir, has_records=bool(numbered))
     identity.check(out_dir, scenario, has_records=bool(numbered),
                    order=[s.key for s in specs])
     # every stored record one of the directory's runs, or the sweep stops here (none is

@@ -41,6 +41,7 @@ from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
 from ldpsim.simulator.session.seeding import (
     MIN_TOKEN_CHARS,
+    SEED_ONLY,
     KeyFileError,
     read_deployment,
     run_seed,
@@ -99,9 +100,12 @@ RUNTIME = {
                        help="hosts: the pools' registration token (default: the token file "
                             "beside the secret's key file)"),
     "secret": ParamSpec("secret", "str", DEFAULTS.secret,
-                        help="the key file secret.key of `ldpsim keys`: the experiment's master "
-                             "secret, from which every agent's data and coins derive (default: "
-                             "each run's seed, which is then the only secret)"),
+                        help="the experiment's master secret, from which every agent's data "
+                             "and coins derive: the path of a key file secret.key (of `ldpsim "
+                             "keys`, or of a results directory), or \"seed\" (each run's seed, "
+                             "reproducible from the scenario alone and no secret from the "
+                             "curator or the pools); default: a fresh one per sweep, kept in "
+                             "the results directory as secret.key"),
     "curve": ParamSpec("curve", "str", DEFAULTS.curve,
                        help="hosts: CURVE key directory (ldpsim keys)"),
     "max_frame_bytes": ParamSpec("max_frame_bytes", "int", DEFAULTS.max_frame_bytes, low=1024,
@@ -679,11 +683,13 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
     if envelope > frame:
         raise ScenarioError(f"[runtime] max_envelope_bytes: got {envelope}; allowed: at most "
                             f"max_frame_bytes ({frame}), a frame must hold one envelope")
-    if runtime["secret"]:
+    if runtime["secret"] and runtime["secret"] != SEED_ONLY:
         try:
             read_deployment(runtime["secret"])
         except KeyFileError as e:
-            raise ScenarioError(f"[runtime] secret: {e}") from None
+            raise ScenarioError(f"[runtime] secret: {e}; allowed: the path of a key file "
+                                f"secret.key, {SEED_ONLY!r} (the seed-only secret), or none "
+                                "(a fresh secret kept in the results directory)") from None
     if runtime["token"] and len(runtime["token"]) < MIN_TOKEN_CHARS:
         raise ScenarioError(
             f"[runtime] token: got {len(runtime['token'])} characters; allowed: at least "

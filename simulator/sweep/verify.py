@@ -40,6 +40,7 @@ from typing import Any
 
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.seeding import SEED_ONLY, read_deployment
 from ldpsim.simulator.sweep import identity
 from ldpsim.simulator.sweep.execute import claimed, public_facts
 from ldpsim.simulator.sweep.progress import progress
@@ -368,7 +369,7 @@ def _reexecute(todo: list[RunSpec], backend: str | None, jobs: int, lifetime: bo
 
 def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
            backend: str | None = None, show_progress: bool = False,
-           sample_seed: int | None = None) -> Report:
+           sample_seed: int | None = None, secret: str | None = None) -> Report:
     """Prove the results directory ``out_dir`` (module docstring).
 
     Parameters
@@ -389,6 +390,11 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     sample_seed : int, optional
         The seed of the sample's draw (``sample_of``): default a fresh one (``new_seed``),
         which the report holds so the same draw can be repeated.
+    secret : str, optional
+        The experiment's secret the runs were executed with: the path of a key file
+        ``secret.key``, or ``"seed"``. Default: the one each stored sweep names, and for a
+        sweep that was given none, the directory's own ``secret.key``, where the sweep kept
+        the fresh secret it drew (``identity.stored_secret``).
 
     Returns
     -------
@@ -402,6 +408,9 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
         A stored record is not one of the directory's runs (``identity.check_records``).
     ScenarioError
         Bad ``sample`` or ``backend``, or a directory written before its sweeps were stored.
+    KeyFileError
+        The secret to re-execute with is missing or no key file (``secret.key`` not in the
+        directory, and no ``secret`` given).
     """
     if not isinstance(sample, int | float) or not 0 < sample <= 1:
         raise ScenarioError(f"--sample: got {sample!r}; allowed: a fraction in (0, 1]")
@@ -415,7 +424,10 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     identity.check_records(directory, numbered)
     line_of = {rec["key"]: line for line, rec in numbered}  # the latest line of each key
     records = {r["key"]: r for r in latest([rec for _, rec in numbered])}
-    sweeps = identity.stored_scenarios(directory)
+    sweeps = identity.stored_scenarios(directory, secret)
+    for scen in sweeps:  # the secret to re-execute with, before any run
+        if scen.runtime["secret"] != SEED_ONLY:
+            read_deployment(scen.runtime["secret"])
     specs: dict[str, RunSpec] = {}
     orders = [identity.stored_order(directory)]
     for scen in sweeps:

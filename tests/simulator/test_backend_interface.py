@@ -54,8 +54,10 @@ def test_a_registered_backend_runs_a_sweep(tmp_path: Path,
     raw = {"protocol": "ldp_kwiksort_rr", "repeats": 2,
            "data": {"kind": "mallows", "n": 50, "m": 4, "theta": 0.5},
            "params": {"epsilon": [1.0, 2.0]},
-           # one job: the calls are counted in this process (jobs = "auto" would fork workers)
-           "runtime": {"backend": "inproc", "pools": 2, "progress": False, "jobs": 1}}
+           # one job: the calls are counted in this process (jobs = "auto" would fork workers);
+           # the seed-only secret: the two sweeps below give the same outputs
+           "runtime": {"backend": "inproc", "pools": 2, "progress": False, "jobs": 1,
+                       "secret": "seed"}}
     s = sc.validate(raw)
     s.runtime["backend"] = "recording"
     quiet = {"show_progress": False, "echo": lambda *a, **k: None}

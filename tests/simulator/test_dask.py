@@ -231,7 +231,7 @@ def _vote(backend: str, dask: str | None = None, **runtime: Any):
         "data": {"kind": "weighted_votes", "n": 400, "candidates": 3},
         "params": {"epsilon": [0.5, 2.0]},
         "runtime": {"backend": backend, "pools": 2, "jobs": 1, "progress": False,
-                    "timeout_s": 20, **runtime},
+                    "timeout_s": 20, "secret": "seed", **runtime},
         "output": {"plots": False}})
 
 
@@ -285,7 +285,7 @@ def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path)
                           tmp_path / "d", show_progress=False)
     _same_run(ref[0], got[0])
     seeded, _ = run_scenario(load(raw={**raw, "runtime": {
-        **rt, "secret": "", "backend": "inproc"}}), tmp_path / "u", show_progress=False)
+        **rt, "secret": "seed", "backend": "inproc"}}), tmp_path / "u", show_progress=False)
     assert seeded[0]["output"] != got[0]["output"]  # the secret is the agents' secret
 
 

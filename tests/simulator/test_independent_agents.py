@@ -45,7 +45,8 @@ import numpy as np
 import pytest
 from ldpsim.protocols.rank import profile
 from ldpsim.simulator.session.collusion import load_view
-from ldpsim.simulator.sweep.execute import _dataset
+from ldpsim.simulator.session.seeding import SECRET_FILE, secrets_of
+from ldpsim.simulator.sweep.execute import _dataset, keyed_seed
 
 import ldpsim
 from tests.protocols.test_rng import _unmix  # the finaliser's inverse (a bijection)
@@ -124,10 +125,12 @@ def _sweep(raw: dict[str, Any], out: Path) -> list[tuple[dict[str, Any], dict[st
     return runs
 
 
-def _referee_rows(rec: dict[str, Any]) -> np.ndarray:
+def _referee_rows(rec: dict[str, Any], out: Path) -> np.ndarray:
     """The run's private rows, built as the orchestrator builds them to score a run (it alone
-    holds the seed): the referee's ground truth, never the attacker's."""
-    ds = _dataset(rec["data"], rec["seed"], None)
+    holds the secret: the fresh one the sweep kept in its results directory ``out``): the
+    referee's ground truth, never the attacker's."""
+    secret = secrets_of({"secret": str(out / SECRET_FILE)})
+    ds = _dataset(rec["data"], keyed_seed(rec["seed"], secret), secret)
     return ds.rows(0, ds.n)
 
 
@@ -201,7 +204,7 @@ def test_attack_colluders_coins_do_not_predict_honest_agents_coins(tmp_path: Pat
     t_attack = time.perf_counter() - t1
 
     # --- the referee
-    rows = _referee_rows(rec)
+    rows = _referee_rows(rec, tmp_path)
     for a, payload in disclosures.items():  # the referee's rows are the pools' rows
         if isinstance(payload, dict) and "data" in payload:
             assert np.array_equal(np.asarray(payload["data"]), rows[int(a)])
@@ -262,8 +265,9 @@ def test_attack_an_epsilon_sweep_seen_by_one_curator_discloses_no_answer_exactly
     seconds = time.perf_counter() - t0
 
     # --- the referee
-    rows = _referee_rows(rec1)
-    assert np.array_equal(rows, _referee_rows(rec2))  # the sweep's runs share the data set
+    rows = _referee_rows(rec1, tmp_path)
+    # the sweep's runs share the data set
+    assert np.array_equal(rows, _referee_rows(rec2, tmp_path))
     truth = _true_answers(rows, a1[i1], q1[i1])
     p1, p2 = (_keep_probability(e / k) for e in (0.5, 2.0))
     for rep, p in ((r1[i1], p1), (r2[i2], p2)):  # the referee's truth is the pools' truth

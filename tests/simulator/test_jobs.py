@@ -20,14 +20,15 @@ VOLATILE = ("timing", "versions", "run_wall_s", "wall_s", "started", "finished",
 
 def scenario(repeats: int = 3, jobs: int = 1, backend: str = "inproc", dask: str | None = None,
              **runtime: Any):
-    """A small sweep; ``dask``: its ``[dask] address``."""
+    """A small sweep; ``dask``: its ``[dask] address``. With the seed-only secret (unless
+    ``runtime`` gives another): the tests compare separately launched sweeps run for run."""
     return load(raw={
         **({"dask": {"address": dask}} if dask is not None else {}),
         "name": "jobs", "protocols": ["ldp_kwiksort_rr", "kwiksort"], "repeats": repeats,
         "seed": 7, "data": {"kind": "mallows", "n": 60, "m": 4, "theta": 0.5},
         "params": {"epsilon": [0.5, 2.0]},
         "runtime": {"backend": backend, "pools": 2, "jobs": jobs, "progress": False,
-                    **runtime},
+                    "secret": "seed", **runtime},
         "output": {"plots": False}})
 
 
@@ -125,13 +126,15 @@ def test_processes_backend_with_jobs_2(tmp_path):
     s = load(raw={
         "name": "p", "protocol": "ldp_kwiksort_rr", "repeats": 2, "seed": 3,
         "data": {"kind": "mallows", "n": 40, "m": 4}, "params": {"epsilon": 1.0},
-        "runtime": {"backend": "processes", "pools": 2, "jobs": 2, "progress": False},
+        # the seed-only secret: the two sweeps are compared run for run
+        "runtime": {"backend": "processes", "pools": 2, "jobs": 2, "progress": False,
+                    "secret": "seed"},
         "output": {"plots": False}})
     records, _ = run_scenario(s, tmp_path / "p", show_progress=False)
     assert len(records) == 2 and all(r["backend"] == "processes" for r in records)
     inproc, _ = run_scenario(load(raw={**s.raw, "runtime": {
-        "backend": "inproc", "pools": 2, "progress": False}}), tmp_path / "i",
-        show_progress=False)
+        "backend": "inproc", "pools": 2, "progress": False, "secret": "seed"}}),
+        tmp_path / "i", show_progress=False)
     assert {r["key"]: r["output"] for r in records} == {r["key"]: r["output"] for r in inproc}
 
 
@@ -215,8 +218,11 @@ def test_jobs_2_resumes_after_the_orchestrator_is_killed(tmp_path):
     assert "resuming:" not in done.stderr  # -q hides it; the count below says it all
     lines = [json.loads(x) for x in results.read_text().splitlines()]
     assert len(lines) == total and len({r["key"] for r in lines}) == total
-    serial, _ = run_scenario(load(raw={**raw, "runtime": {**raw["runtime"], "jobs": 1}}),
-                             tmp_path / "serial", show_progress=False)
+    # the resumed sweep kept the fresh secret its first part drew (out/secret.key); the
+    # serial sweep is given it
+    serial, _ = run_scenario(load(raw={**raw, "runtime": {
+        **raw["runtime"], "jobs": 1, "secret": str(out / "secret.key")}}),
+        tmp_path / "serial", show_progress=False)
     assert stable(lines) == stable(serial)
 
 

@@ -23,7 +23,9 @@ def _scenario(protocol: str, n: int, colluders: float | int, targets: int, curat
     raw = {"protocol": protocol, "seed": 3,
            "data": {"kind": "mallows", "n": n, "m": m, "theta": 0.3},
            "params": {"epsilon": eps} if protocol != "kwiksort" else {},
-           "runtime": {"backend": backend, "pools": 2},
+           # the seed-only secret: the tests recompute a run's keys from its seed
+           # (``run_keys``) and compare separately launched runs
+           "runtime": {"backend": backend, "pools": 2, "secret": "seed"},
            "collusion": {"colluders": colluders, "curator": curator, "attacks": True,
                          "attack_targets": targets}}
     return sc.validate(raw)

@@ -48,8 +48,9 @@ def test_small_data_is_computed_here() -> None:
 
 @pytest.mark.parametrize("backend", ["inproc", "processes"])
 def test_the_record_is_the_same(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
-    spec = sc.load(sc.find("audit_rank"), ["data.n=400", f"runtime.backend={backend!r}"]
-                   ).runs()[0]
+    # the seed-only secret: two executions of the spec, compared
+    spec = sc.load(sc.find("audit_rank"), ["data.n=400", f"runtime.backend={backend!r}",
+                                           "runtime.secret='seed'"]).runs()[0]
     after = execute.execute(spec)
     monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
     monkeypatch.setattr(execute, "_cores", lambda: 64)
