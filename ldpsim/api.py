@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.session.common import counted
-from ldpsim.simulator.sweep import scenario as sc
-from ldpsim.simulator.sweep.plots import PLOT_INSTALL
-from ldpsim.simulator.sweep.results import (
+from ldpsim.simulator.results.plots import PLOT_INSTALL
+from ldpsim.simulator.results.results import (
     RESULTS_FILE,
     cell_text,
     in_value_order,
@@ -26,6 +24,8 @@ from ldpsim.simulator.sweep.results import (
     summarize,
     usable,
 )
+from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.session.common import counted
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage",
@@ -129,7 +129,7 @@ def load(path: str | Path) -> Results:
     """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``, in the
     sweep's run order (as ``run`` returns them and ``ldpsim summary`` reads them), however the
     runs finished: parallel runs (``--jobs``, Dask) store each record when it is done."""
-    from ldpsim.simulator.sweep.identity import proven_records, stored_order
+    from ldpsim.simulator.scenario.identity import proven_records, stored_order
     from ldpsim.simulator.sweep.runner import in_run_order
 
     directory = Path(path)
@@ -145,7 +145,7 @@ def report(path: str | Path, html: str | Path | None = None) -> Path:
     ``path`` (the scenario, figures, summary with units and directions, per-round costs,
     leakage, environment, and a paper's printed numbers beside ours) to ``html`` (default
     ``path/report.html``); returns where it is."""
-    from ldpsim.simulator.sweep.report import write_report
+    from ldpsim.simulator.sweep.reporting import write_report
 
     return write_report(path, html)
 
@@ -178,7 +178,7 @@ def audit(scenario: str | Path | dict[str, Any] | sc.Scenario,
     success and the empirical ε lower bound against the claim (``flagged``). ``path``,
     ``jobs``, ``until_lower`` and ``coins`` are the command's ``--path``, ``--jobs``,
     ``--until-lower`` and ``--coins``."""
-    from ldpsim.simulator.sweep.audit_harness import audit_scenario
+    from ldpsim.simulator.audit.audit_harness import audit_scenario
 
     scen = _scenario(scenario, overrides)
     kw = {"target": target, "show_progress": progress, "echo": _quiet, "path": path,
@@ -312,7 +312,7 @@ class Results:
         (``Protocol.metrics``): ``name``, ``label``, ``unit``, ``low``, ``high`` (its range),
         ``better`` ("lower", "higher" or None) and ``about`` (a DataFrame, one row per
         metric in the summary's order)."""
-        from ldpsim.simulator.sweep.metrics import describe
+        from ldpsim.simulator.results.metrics import describe
 
         columns, _ = summarize(self.complete())
         protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
@@ -427,7 +427,7 @@ def _label(column: str) -> str:
     """``params.epsilon`` -> ``ε``; a metric's or cost's declared label
     (``metrics.kendall_tau`` -> ``Kendall tau distance (normalised)``, ``simulator.sweep.
     metrics``); else the name in words."""
-    from ldpsim.simulator.sweep.metrics import registry
+    from ldpsim.simulator.results.metrics import registry
 
     name = column.removeprefix("metrics.")
     if name in registry():

@@ -805,7 +805,7 @@ class Protocol(ABC):
     def laplace_release(self, block: Block
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
         """What a Laplace report of round ``block.rnd`` for the block's rows is made of, for
-        the audit's floating-point attack (``simulator.attacks.float_attack``): ``(values, scales,
+        the audit's floating-point attack (``simulator.audit.float_attack``): ``(values, scales,
         grids)`` of the reports' shape (NaN values where a column is not a Laplace release):
         ``report = Λ (rint(value / Λ) + Z)`` on the grid Λ = ``grids`` of
         ``mechanisms.Laplace`` (whose noise scale is ``scales``), or, with ``grids`` None,

@@ -22,7 +22,7 @@ from ldpsim.simulator.session.runconfig import EXECUTORS
 
 
 def _scenario_files() -> list[Path]:
-    from ldpsim.simulator.sweep.scenario import SCENARIO_DIRS
+    from ldpsim.simulator.scenario.scenario import SCENARIO_DIRS
 
     seen: dict[str, Path] = {}
     for d in SCENARIO_DIRS:
@@ -89,7 +89,7 @@ def _scenario_rows() -> list[tuple[Path, str, str, str]]:
     import warnings
 
     from ldpsim.simulator.bench.durations import duration_text, load_durations
-    from ldpsim.simulator.sweep import scenario as sc
+    from ldpsim.simulator.scenario import scenario as sc
 
     measured: dict[Path, dict] = {}
     rows = []
@@ -124,7 +124,7 @@ OPTION_KEYS = (("backend", "runtime.backend"), ("pools", "runtime.pools"), ("see
 
 
 def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTION_KEYS):
-    from ldpsim.simulator.sweep import scenario as sc
+    from ldpsim.simulator.scenario import scenario as sc
 
     overrides = list(args.set or [])
     for opt, key in options:
@@ -135,16 +135,16 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.results.results import PER_ROUND_FILE, ResultsCorruptError
+    from ldpsim.simulator.scenario.scenario import ScenarioError
     from ldpsim.simulator.session.seeding import KeyFileError
-    from ldpsim.simulator.sweep.results import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
-    from ldpsim.simulator.sweep.scenario import ScenarioError
 
     try:
         scenario = _load(args)
         out = args.out or scenario.output["dir"] or f"results/{scenario.name}"
         if args.beside:
-            from ldpsim.simulator.sweep.identity import beside
+            from ldpsim.simulator.scenario.identity import beside
 
             out = str(beside(out, scenario))
         taken = next((d for d in (Path(out), *Path(out).parents) if d.exists()), None)
@@ -198,7 +198,7 @@ def secret_line(runtime: dict, out: str | Path) -> str:
 
 def _warn_degraded(records: list[dict], out: str) -> int:
     """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
-    from ldpsim.simulator.sweep.results import is_degraded
+    from ldpsim.simulator.results.results import is_degraded
 
     bad = [r for r in records if is_degraded(r)]
     if not bad:
@@ -212,9 +212,9 @@ def _warn_degraded(records: list[dict], out: str) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.sweep.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
-    from ldpsim.simulator.sweep.results import format_table
-    from ldpsim.simulator.sweep.scenario import ScenarioError
+    from ldpsim.simulator.audit.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
+    from ldpsim.simulator.results.results import format_table
+    from ldpsim.simulator.scenario.scenario import ScenarioError
 
     if args.trials < 20:
         _err(f"error: --trials: got {args.trials}; allowed: an integer >= 20")
@@ -233,8 +233,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _info(f"audit {scenario.name}: {counted(n, 'setting')} x "
               f"{counted(args.trials, 'trial')} (path {args.path}) -> {out}")
         if args.dask is not None:  # the settings as tasks on a Dask cluster
-            from ldpsim.simulator.sweep.audit_dask import audit_on_dask
-            from ldpsim.simulator.sweep.scenario import check_dask_address
+            from ldpsim.simulator.audit.audit_dask import audit_on_dask
+            from ldpsim.simulator.scenario.scenario import check_dask_address
 
             records = audit_on_dask(scenario, out, check_dask_address(args.dask), echo=_info,
                                     trials=args.trials, target=args.target, path=args.path,
@@ -264,8 +264,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.sweep.report import write_report
-    from ldpsim.simulator.sweep.results import ResultsCorruptError
+    from ldpsim.simulator.results.results import ResultsCorruptError
+    from ldpsim.simulator.sweep.reporting import write_report
 
     try:
         path = write_report(args.out, args.html)
@@ -277,15 +277,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.sweep.identity import proven_records, stored_order, stored_plot
-    from ldpsim.simulator.sweep.plots import plot
-    from ldpsim.simulator.sweep.results import (
+    from ldpsim.simulator.results.plots import plot
+    from ldpsim.simulator.results.results import (
         RESULTS_FILE,
         ResultsCorruptError,
         usable,
         write_per_round,
         write_summary,
     )
+    from ldpsim.simulator.scenario.identity import proven_records, stored_order, stored_plot
     from ldpsim.simulator.sweep.runner import in_run_order, print_summary
 
     if not (Path(args.out) / RESULTS_FILE).is_file():  # and never create the directory
@@ -311,9 +311,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.results.results import ResultsCorruptError
+    from ldpsim.simulator.scenario.scenario import ScenarioError
     from ldpsim.simulator.session.seeding import KeyFileError
-    from ldpsim.simulator.sweep.results import ResultsCorruptError
-    from ldpsim.simulator.sweep.scenario import ScenarioError
     from ldpsim.simulator.sweep.verify import verify
 
     try:
@@ -334,7 +334,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def verify_lines(report: Any, sample: float) -> list[str]:
     """What ``ldpsim verify`` prints of its ``report``: each problem, one a line, then what
     was checked and how, and what was not."""
-    from ldpsim.simulator.sweep.results import RESULTS_FILE
+    from ldpsim.simulator.results.results import RESULTS_FILE
     from ldpsim.simulator.sweep.verify import NOT_CHECKED
 
     out = [f"differs: {d}" for d in report.differing]

@@ -23,7 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.sweep.catalogue import find
+from ldpsim.simulator.scenario.catalogue import find
 
 #: the backends whose runs start a curator process on this machine
 CURATOR_BACKENDS = ("processes", "hosts", "dask")

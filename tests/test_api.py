@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator.sweep.scenario import ScenarioError
+from ldpsim.simulator.scenario.scenario import ScenarioError
 
 import ldpsim
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from ldpsim.protocols import DATA_KINDS
-from ldpsim.simulator.sweep import scenario as sc
+from ldpsim.simulator.scenario import scenario as sc
 
 from tests.conftest import ROOT
-from tests.simulator.test_scenario import ALL_PROTOCOLS
+from tests.simulator.scenario.test_scenario import ALL_PROTOCOLS
 
 
 def cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -107,7 +107,7 @@ def _workdir(tmp: Path) -> Path:
 
 def _check_scenario(raw: dict) -> None:
     """ldpsim's own scenario loader on a scenario block (the one place to follow if it moves)."""
-    from ldpsim.simulator.sweep.scenario import load
+    from ldpsim.simulator.scenario.scenario import load
 
     load(raw=raw)
 

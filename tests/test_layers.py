@@ -1,10 +1,13 @@
 """The runtime's rooms and their order, held by reading the source (nothing is imported).
 
 ``simulator/`` is grouped by concern, each room a package that may use the rooms below it and
-never one above: ``codec`` (the wire format) < ``session`` (a run's two sessions, its
-configuration, keys and coalition) < ``backends`` (where a run's agents live) < ``attacks``
-(what a coalition learns) < ``sweep`` (scenarios, runs, results, the audit command) < ``bench``
-< the command line at the top. ``protocols/`` (the science) imports none of them.
+never one above: ``codec`` (the wire format) < ``results`` (records, the summary, figures, the
+report: nothing else of the runtime) < ``session`` (a run's two sessions, its configuration,
+keys and coalition) < ``backends`` (where a run's agents live) < ``scenario`` (the scenario
+language: files, validation, expansion, run keys, a results directory's identity) < ``audit``
+(what a coalition learns, the audit command's harness) < ``sweep`` (a scenario's runs:
+execution, resume, executors, report, verify) < ``bench`` < the command line at the top.
+``protocols/`` (the science) imports none of them.
 
 Three rules, for imports at a module's top and in its function bodies alike: a room imports
 only from itself and the rooms below; the modules' import graph has no circle (so no import sits
@@ -22,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the rooms from the bottom up; "" is the package's root (its command line)
-ROOMS = ("codec", "session", "backends", "attacks", "sweep", "bench", "")
+ROOMS = ("codec", "results", "session", "backends", "scenario", "audit", "sweep", "bench", "")
 #: the repository's directories and the package names they install as
 TREES = {"simulator": "ldpsim.simulator", "protocols": "ldpsim.protocols", "ldpsim": "ldpsim"}
 
@@ -103,6 +106,15 @@ def test_the_science_imports_no_runtime():
     found = [f"{MODULES[n].relative_to(ROOT)}:{line} imports {t}" for n in MODULES
              if n.startswith("ldpsim.protocols") for t, _, line in _imports(n)
              if t.startswith("ldpsim.simulator")]
+    assert not found, "\n".join(found)
+
+
+def test_the_results_import_nothing_of_the_runtime_but_the_codec():
+    """What runs leave is read and drawn without a session, a backend or a scenario."""
+    found = [f"{MODULES[n].relative_to(ROOT)}:{line} imports {t}" for n in MODULES
+             if n.startswith("ldpsim.simulator.results") for t, _, line in _imports(n)
+             if t.startswith("ldpsim.simulator.") and t.split(".")[2] not in ("results",
+                                                                            "codec")]
     assert not found, "\n".join(found)
 
 

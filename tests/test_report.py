@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ldpsim.simulator.sweep.published import check_published, compare
-from ldpsim.simulator.sweep.report import REPORT_FILE, write_report
+from ldpsim.simulator.results.published import check_published, compare
+from ldpsim.simulator.results.report import REPORT_FILE
+from ldpsim.simulator.sweep.reporting import write_report
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator.sweep import identity
-from ldpsim.simulator.sweep.results import ResultsCorruptError
+from ldpsim.simulator.results.results import ResultsCorruptError
+from ldpsim.simulator.scenario import identity
 
 import ldpsim
 from tests.test_cli import cli, run_tiny

@@ -20,9 +20,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ldpsim.simulator.sweep import scenario as sc
-from ldpsim.simulator.sweep.report import write_report
-from ldpsim.simulator.sweep.results import ResultsCorruptError
+from ldpsim.simulator.results.results import ResultsCorruptError
+from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.sweep.reporting import write_report
 from ldpsim.simulator.sweep.runner import run_scenario
 from ldpsim.simulator.sweep.verify import verify
 
@@ -313,7 +313,7 @@ def test_a_long_lived_pools_lifetime_reading_is_not_compared(honest):
     too): its reading is not the run's, and is left out; every other field is compared."""
     from dataclasses import replace
 
-    from ldpsim.simulator.sweep import identity
+    from ldpsim.simulator.scenario import identity
     from ldpsim.simulator.sweep.verify import Report, judge
 
     rec = _records(honest)[0]

@@ -107,7 +107,7 @@ def lp_perturb(rows: np.ndarray, u_fill: np.ndarray, words: WordSource, levels: 
     """
     filled = null_fill(rows, u_fill, levels, mode, value)
     # the exact discrete mechanism: textbook float Laplace keeps no ε
-    # (``simulator.attacks.float_attack``)
+    # (``simulator.audit.float_attack``)
     return lp_mechanism(levels, epsilon).perturb(filled, words)
 
 

@@ -676,7 +676,7 @@ class DPWeVoteLaplace(_VoteProtocol):
 
     def respond(self, block: Block) -> np.ndarray:
         # the exact discrete mechanism: textbook float Laplace let the curator read a weight
-        # outright from the low-order bits (``simulator.attacks.float_attack``)
+        # outright from the low-order bits (``simulator.audit.float_attack``)
         lap, col = self.mechanism_of(block)
         data = np.asarray(block.rows, dtype=np.int64)
         rep = lap.perturb(data[:, col], block.words())

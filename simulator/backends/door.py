@@ -14,15 +14,16 @@ On a TCP endpoint without enrolled CURVE keys (``simulator.backends.curve``) the
 (RFC 27) in a thread of the curator process. CurveZMQ proves the possession of a secret key
 without sending it, and encrypts everything after the handshake; so what crosses the network
 (the curator's public key, ephemeral keys, ciphertext) opens no door and reads no message: a
-network eavesdropper has nothing to replay (``tests/simulator/test_eavesdropper.py``). The keys
-are one-way functions of the registration key (HMAC-SHA-256): holding a door key does not
+network eavesdropper has nothing to replay
+(``tests/simulator/backends/test_eavesdropper.py``). The keys are
+one-way functions of the registration key (HMAC-SHA-256): holding a door key does not
 register a pool (registration answers a fresh nonce with a MAC of the registration key itself).
 A holder of the registration key (a pool's machine) passes the door and meets the
 message-level hardening behind it.
 
 The door of earlier versions was ZeroMQ's PLAIN mechanism, whose password travels in the clear:
 an eavesdropper who read it passed the door and could flood the curator (3.9-5.4x a clean run's
-memory, pools locked out by 1,100 HELLOs: ``tests/simulator/test_floods.py``).
+memory, pools locked out by 1,100 HELLOs: ``tests/simulator/backends/test_floods.py``).
 
 With enrolled CURVE keys (``ldpsim keys``, ``[runtime] curve``) those keys are the door. An
 ``ipc://`` endpoint has the file system's permissions as its door.

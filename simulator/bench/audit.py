@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
-from ldpsim.simulator.attacks.audit import epsilon_audit
-from ldpsim.simulator.sweep import scenario as sc
-from ldpsim.simulator.sweep.audit_harness import audit_setting, make_setting
+from ldpsim.simulator.audit.audit import epsilon_audit
+from ldpsim.simulator.audit.audit_harness import audit_setting, make_setting
+from ldpsim.simulator.scenario import scenario as sc
 from scipy.stats import beta
 
 AUDIT_SCENARIOS = ("audit_rank", "audit_vote", "audit_truth", "audit_safari", "audit_ethics")

@@ -23,8 +23,8 @@ from typing import Any
 from ldpsim.protocols import PROTOCOLS
 from ldpsim.protocols.local import example_data
 from ldpsim.simulator.bench.kernels import data_table, kernel
-from ldpsim.simulator.sweep.catalogue import SCENARIO_DIRS
-from ldpsim.simulator.sweep.deployment import COSTS_FILE
+from ldpsim.simulator.scenario.catalogue import SCENARIO_DIRS
+from ldpsim.simulator.scenario.deployment import COSTS_FILE
 
 #: agents per calibration run (large enough that per-call overheads vanish per agent)
 AGENTS = 20_000

@@ -25,7 +25,7 @@ from typing import Any
 
 def _sweep(n: int, repeats: int, dask: str | None = None, **runtime: Any) -> Any:
     """A sweep of small runs; ``dask``: the cluster its runs execute on."""
-    from ldpsim.simulator.sweep.scenario import load
+    from ldpsim.simulator.scenario.scenario import load
 
     if dask is not None:
         runtime["executor"] = "dask"

@@ -77,8 +77,8 @@ def model_alone(n: int) -> dict[str, float]:
     """The model's computations at ``n`` agents, timed alone (best of three): drawing every
     device, who is online in a round (availability 0.9), and one round's end (every agent's
     arrival from its bytes, the percentiles, who is late)."""
+    from ldpsim.simulator.scenario import deployment as dep
     from ldpsim.simulator.session.network import Network, draw_devices
-    from ldpsim.simulator.sweep import deployment as dep
 
     table = dep.check({"trace": "mobile", "availability": 0.9, "round_deadline_s": 0.1}, None)
     spec = dep.run_deployment(table, "ldp_kwiksort_rr", {}, {})

@@ -48,7 +48,7 @@ def spread(n: int, k: int) -> list[int]:
 def measure(path: Path, sample: int = SAMPLE) -> dict[str, Any]:
     """Time ``sample`` runs of the scenario at ``path`` (module docstring); the entry the
     durations file holds for it."""
-    from ldpsim.simulator.sweep import scenario as sc
+    from ldpsim.simulator.scenario import scenario as sc
     from ldpsim.simulator.sweep.execute import TruthCache, execute
 
     with warnings.catch_warnings():

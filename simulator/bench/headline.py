@@ -93,8 +93,8 @@ def ldp_audit_core_loop(trials: int, seed: int = 7) -> tuple[float, float, str]:
 
 
 def audit_row(trials: int, tries: int = 3) -> list[str]:
-    from ldpsim.simulator.sweep import scenario as sc
-    from ldpsim.simulator.sweep.audit_harness import audit_setting, make_setting
+    from ldpsim.simulator.audit.audit_harness import audit_setting, make_setting
+    from ldpsim.simulator.scenario import scenario as sc
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -119,7 +119,7 @@ def audit_row(trials: int, tries: int = 3) -> list[str]:
 
 
 def _sweep_time(jobs: int | None, dask: str | None = None, repeats: int = 250) -> float:
-    from ldpsim.simulator.sweep.scenario import load
+    from ldpsim.simulator.scenario.scenario import load
 
     raw = {**SWEEP, "repeats": repeats, "runtime": {**SWEEP["runtime"]}}
     if dask is not None:

@@ -25,7 +25,7 @@ columns of one width each such as OLH's seeds) the frame is the matrix's bytes; 
 matrix with each slot's unused tail dropped (one boolean-mask selection, row-major, so the
 envelopes stay in order).
 
-Two promises, both tested against the reference (``tests/simulator/test_wire.py``):
+Two promises, both tested against the reference (``tests/simulator/codec/test_wire.py``):
 
 * **Writer.** Every frame ``encode_batch`` writes is byte for byte the concatenation of what
   the reference codec writes for the same envelopes (``b"".join(wire.encode_many(...)[0])``),

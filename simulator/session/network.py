@@ -1,7 +1,7 @@
 """The deployment model: the network and devices between the curator and its agents, in
 virtual time.
 
-A scenario's ``[deployment]`` table (``simulator.sweep.deployment``) gives every agent a
+A scenario's ``[deployment]`` table (``simulator.scenario.deployment``) gives every agent a
 *device class* (drawn by share, or replayed from a per-agent trace): a one-way link latency,
 down- and upload bandwidths (each spread log-normally around the class's median), a device
 speed and an availability. ``Network`` turns that into virtual time, computed and never slept:
@@ -55,9 +55,9 @@ ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", enviro
 #: the transport's headers besides the ZMTP frame's (``accounting.zmtp_bytes``): TCP/IPv4
 #: headers (20 + 20 bytes) per segment of at most ``MSS`` payload bytes (``wire_bytes``)
 TCPIP_HEADERS, MSS = 40, 1460
-#: the class columns of a deployment (``simulator.sweep.deployment`` checks them)
+#: the class columns of a deployment (``simulator.scenario.deployment`` checks them)
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
-#: every default of a deployment, the one place one is spelled (``sweep.deployment``'s table
+#: every default of a deployment, the one place one is spelled (``scenario.deployment``'s table
 #: reads them): no latency, no bandwidth limit (None), no spread, speed 1, always online, no
 #: deadline, the whole round answering, availability drawn each round
 DEFAULTS: Mapping[str, Any] = MappingProxyType({

@@ -1,3 +1,3 @@
-"""Sweeps: scenario files, the runs they expand to, their execution (locally or on Dask), the
-results directory (records, summary, plots, identity checks, ``verify``) and the audit command's
-harness."""
+"""Sweeps: a scenario's runs executed, locally or on Dask (``runner``, ``execute``,
+``engine_dask``), resumed (``spending``, ``interrupt``), reported (``reporting``) and re-executed
+(``verify``)."""

@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
-from ldpsim.simulator.sweep.scenario import RunSpec
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
 WINDOW_PER_THREAD = 2

@@ -23,6 +23,8 @@ from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
+from ldpsim.simulator.results.results import DEGRADED
+from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.collusion import colluder_mask, save_view
 from ldpsim.simulator.session.common import counted
@@ -30,8 +32,6 @@ from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.record import run_record
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import public_config, run_secrets, secrets_of
-from ldpsim.simulator.sweep.results import DEGRADED
-from ldpsim.simulator.sweep.scenario import RunSpec
 
 from ldpsim import __version__
 
@@ -232,8 +232,8 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
 
 
 def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict[str, Any]:
-    """``simulator.attacks.leakage`` on the run's own view, with the run's data and coalition."""
-    from ldpsim.simulator.attacks.leakage import run_leakage
+    """``simulator.audit.leakage`` on the run's own view, with the run's data and coalition."""
+    from ldpsim.simulator.audit.leakage import run_leakage
 
     config = dict(spec.config(), seed=keyed_seed(spec.seed, secret))
     ds = _dataset(spec.data, config["seed"], secret)

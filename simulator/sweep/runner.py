@@ -20,22 +20,10 @@ from typing import Any
 
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
-from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.session.common import counted
-from ldpsim.simulator.session.seeding import keep_secret
-from ldpsim.simulator.sweep import identity, interrupt
-from ldpsim.simulator.sweep.execute import (
-    TruthCache,
-    data_signature,
-    execute,
-    execute_record,
-    failed_runs,
-    record_failure,
-)
-from ldpsim.simulator.sweep.metrics import legend
-from ldpsim.simulator.sweep.plots import plot
-from ldpsim.simulator.sweep.progress import progress
-from ldpsim.simulator.sweep.results import (
+from ldpsim.simulator.results.metrics import legend
+from ldpsim.simulator.results.plots import plot
+from ldpsim.simulator.results.progress import progress
+from ldpsim.simulator.results.results import (
     RESULTS_FILE,
     ResultStore,
     format_table,
@@ -47,7 +35,20 @@ from ldpsim.simulator.sweep.results import (
     write_per_round,
     write_summary,
 )
-from ldpsim.simulator.sweep.scenario import RunSpec, Scenario, check_runs
+from ldpsim.simulator.scenario import identity
+from ldpsim.simulator.scenario.scenario import RunSpec, Scenario, check_runs
+from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.seeding import keep_secret
+from ldpsim.simulator.sweep import interrupt
+from ldpsim.simulator.sweep.execute import (
+    TruthCache,
+    data_signature,
+    execute,
+    execute_record,
+    failed_runs,
+    record_failure,
+)
 from ldpsim.simulator.sweep.spending import (
     note_spending,
     recomputed_spending,

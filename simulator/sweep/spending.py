@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import InprocBackend
+from ldpsim.simulator.results.results import RESULTS_FILE, ResultsCorruptError, is_degraded
+from ldpsim.simulator.scenario import identity
+from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
 from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.sweep import identity
-from ldpsim.simulator.sweep.results import RESULTS_FILE, ResultsCorruptError, is_degraded
-from ldpsim.simulator.sweep.scenario import RunSpec, ScenarioError
 
 #: what the agents' lifetime odometer reads of a run, recomputed for every stored run
 SPEND_FIELDS = ("epsilon_spent_max", "epsilon_spent_mean", "epsilon_lifetime_max")

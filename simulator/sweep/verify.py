@@ -39,13 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import get_backend
-from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.session.seeding import SEED_ONLY, read_deployment
-from ldpsim.simulator.sweep import identity
-from ldpsim.simulator.sweep.execute import claimed, public_facts
-from ldpsim.simulator.sweep.progress import progress
-from ldpsim.simulator.sweep.report import REPORT_FILE, comparable, page
-from ldpsim.simulator.sweep.results import (
+from ldpsim.simulator.results.progress import progress
+from ldpsim.simulator.results.report import REPORT_FILE, comparable
+from ldpsim.simulator.results.results import (
     PER_ROUND_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
@@ -58,8 +54,13 @@ from ldpsim.simulator.sweep.results import (
     summarize,
     usable,
 )
+from ldpsim.simulator.scenario import identity
+from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
+from ldpsim.simulator.session import RunFailed
+from ldpsim.simulator.session.seeding import SEED_ONLY, read_deployment
+from ldpsim.simulator.sweep.execute import claimed, public_facts
+from ldpsim.simulator.sweep.reporting import page
 from ldpsim.simulator.sweep.runner import in_run_order, rerun
-from ldpsim.simulator.sweep.scenario import RunSpec, ScenarioError
 
 #: the backends a re-execution may use (the others need machines or a cluster of their own;
 #: their runs are re-executed on ``processes``, whose results are the same bit for bit)

@@ -9,7 +9,7 @@ import re
 import pytest
 from ldpsim.protocols import PROTOCOLS
 from ldpsim.protocols.metrics import Metric, describe, fraction, plain
-from ldpsim.simulator.sweep.metrics import COSTS, LEAKAGE, legend, markdown_table, registry
+from ldpsim.simulator.results.metrics import COSTS, LEAKAGE, legend, markdown_table, registry
 
 from tests.conftest import ROOT
 

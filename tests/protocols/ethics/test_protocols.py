@@ -311,7 +311,7 @@ def test_local_audit_likelihood_ratio_is_bounded_by_epsilon_and_nearly_attains_i
 
 
 def _vlcp_audit(curator: bool, trials: int = 30) -> dict:
-    from ldpsim.simulator.sweep import audit_harness as harness
+    from ldpsim.simulator.audit import audit_harness as harness
 
     cfg = {"protocol": "ethics_vlcp", "params": {"epsilon": 1.0},
            "data": {"kind": "ethics_synthetic", "n": 6, "d": 3, "records": 13},
@@ -410,7 +410,7 @@ def test_algorithm_ordering_over_epsilon(eps):
 
 
 def test_scenario_files_validate_and_expand():
-    from ldpsim.simulator.sweep.scenario import check_runs, load
+    from ldpsim.simulator.scenario.scenario import check_runs, load
 
     root = ROOT / "scenarios"
     files = sorted(root.glob("paper004_*.toml")) + [root / "bench_ethics.toml"]

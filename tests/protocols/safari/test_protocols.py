@@ -213,7 +213,7 @@ def scenario_files() -> list[Path]:
 
 
 def test_scenario_files_expand():
-    from ldpsim.simulator.sweep.scenario import check_runs, load
+    from ldpsim.simulator.scenario.scenario import check_runs, load
 
     files = scenario_files()
     assert len(files) >= 7

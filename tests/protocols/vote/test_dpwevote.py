@@ -589,7 +589,7 @@ def test_inproc_equals_processes(protocol):
 
 
 def test_scenarios_expand():
-    from ldpsim.simulator.sweep.scenario import check_runs, load
+    from ldpsim.simulator.scenario.scenario import check_runs, load
 
     for name, points, repeats in (("paper002_fig4", 108, 2000),
                                   ("paper002_tables3_4", 60, 2000), ("bench_vote", 3, 1),

@@ -12,6 +12,7 @@ from ldpsim.protocols.base import ReportSchema, RoundPlan
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.codec import wire
+from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.rounds import (
     AUTO_FRAME_BYTES,
@@ -23,7 +24,6 @@ from ldpsim.simulator.session.rounds import (
     envelope_bound,
 )
 from ldpsim.simulator.session.runconfig import DEFAULTS, RunConfig
-from ldpsim.simulator.sweep import scenario as sc
 
 from tests.conftest import ROOT
 

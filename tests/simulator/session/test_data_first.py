@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.scenario import identity
+from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.session.seeding import public_config
-from ldpsim.simulator.sweep import identity
-from ldpsim.simulator.sweep import scenario as sc
 
 from tests import drivers
 from tests.conftest import ROOT

@@ -2,7 +2,7 @@
 pool session restarted from it.
 
 The end-to-end attacks (real ``ldpsim agents`` processes restarted over loopback) are in
-``tests/simulator/test_pool_memory.py``; these are the same rules on the session, in
+``tests/simulator/backends/test_pool_memory.py``; these are the same rules on the session, in
 milliseconds, and the file's format against every corruption of one byte.
 """
 

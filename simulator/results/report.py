@@ -1,0 +1,332 @@
+"""``ldpsim report DIR``: one self-contained HTML page per results directory.
+
+The page holds what a reader of a paper's experiment section needs, with nothing to fetch: the
+scenario (its stored sweeps), the figures (drawn afresh from the records, embedded as PNG),
+the summary table with each metric's label, unit and which direction is better, the cost of
+each round per agent, what a colluding coalition learned beside guessing and the LDP bound,
+the environment the runs ran in, and, where the scenario carries a paper's printed numbers
+(``[[published]]``, ``simulator.results.published``), those numbers beside ours with their
+difference in standard errors.
+
+A small script at the end of the page counts the images that decoded
+(``data-images-loaded`` / ``data-images`` on ``<body>``): what a test in a headless browser
+reads to know that every figure loads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ldpsim.simulator.results.metrics import CHANCE, describe
+from ldpsim.simulator.results.plots import axis_label, plot
+from ldpsim.simulator.results.published import check_published, compare
+from ldpsim.simulator.results.results import (
+    FINGERPRINT_FILE,
+    RESULTS_FILE,
+    cell_text,
+    is_degraded,
+    metric_names,
+    per_round,
+    privacy_spent,
+    summarize,
+    usable,
+)
+
+REPORT_FILE = "report.html"
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
+       line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; }
+th { background: #f4f4f4; vertical-align: bottom; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th { min-width: 5em; } .wide { overflow-x: auto; }
+details summary { cursor: pointer; color: #555; }
+.better { font-weight: normal; font-size: 0.8em; color: #555; display: block; }
+.far { background: #fde2e2; } .near { background: #e6f4e6; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #555; }
+pre { background: #f8f8f8; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+CHECK = """<script>
+(function () {
+  function count() {
+    var imgs = document.images, ok = 0;
+    for (var i = 0; i < imgs.length; i++) {
+      if (imgs[i].complete && imgs[i].naturalWidth > 0) ok++;
+    }
+    document.body.setAttribute("data-images", imgs.length);
+    document.body.setAttribute("data-images-loaded", ok);
+  }
+  if (document.readyState === "complete") count(); else window.addEventListener("load", count);
+})();
+</script>"""
+
+
+def _e(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _table(head: list[str], rows: list[list[str]], numeric: list[bool] | None = None,
+           classes: list[str] | None = None) -> str:
+    """An HTML table; ``head`` cells are HTML, body cells are escaped text."""
+    numeric = numeric or [False] * len(head)
+    cells = "".join(f"<th>{h}</th>" for h in head)
+    out = [f'<div class="wide"><table><thead><tr>{cells}</tr></thead>', "<tbody>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        cells = "".join(f'<td class="num">{_e(c)}</td>' if num else f"<td>{_e(c)}</td>"
+                        for c, num in zip(row, numeric, strict=True))
+        out.append(f"<tr{cls}>{cells}</tr>")
+    out.append("</tbody></table></div>")
+    return "\n".join(out)
+
+
+def _mean_text(values: list[Any], empty: str) -> str:
+    """The mean of the values that are not None, as a table shows it (``empty`` if none)."""
+    present = [v for v in values if v is not None]
+    return cell_text(sum(present) / len(present)) if present else empty
+
+
+def _header(name: str, protocols: list[str]) -> str:
+    """A column's header: its label and unit, with which direction is better under it."""
+    m = describe(name, protocols)
+    better = {"lower": "lower is better ↓", "higher": "higher is better ↑"}.get(m.better or "",
+                                                                                  "")
+    title = f' title="{_e(m.about)}"' if m.about else ""
+    return (f"<span{title}>{_e(m.axis_label)}</span><code class=\"better\">{_e(name)}</code>"
+            + (f'<span class="better">{better}</span>' if better else ""))
+
+
+def _shown(tables: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The description and the printed numbers (``[[published]]``) of the stored sweeps'
+    ``tables``: as they were when the sweeps ran, never those of a scenario file that has
+    their name today (a sweep named after a paper's scenario is not that paper's)."""
+    description = next((str(t["description"]) for t in tables if t.get("description")), "")
+    published: list[dict[str, Any]] = []
+    for t in tables:
+        got = t.get("published")
+        for entry in got if isinstance(got, list) else []:
+            if isinstance(entry, dict) and entry not in published:
+                published.append(entry)
+    return description, [e for e in published if not check_published([e])]
+
+
+def _scenario_section(name: str, tables: list[dict[str, Any]]
+                      ) -> tuple[str, str, list[dict[str, Any]]]:
+    """The page's title, the scenario section and its published numbers (those stored with
+    the sweeps ``tables``: ``_shown``)."""
+    description, published = _shown(tables)
+    body = [f"<p>{_e(description)}</p>" if description else ""]
+    for i, t in enumerate(tables):
+        rows = [["protocols", ", ".join(map(str, t.get("protocols", [])))],
+                ["repeats, seed", f"{t.get('repeats')}, {t.get('seed')}"]]
+        for section in ("data", "params", "collusion"):
+            rows += [[f"{section}.{k}", json.dumps(v)] for k, v in (t.get(section) or {}).items()]
+        rt = t.get("runtime") or {}
+        rows.append(["runtime", ", ".join(f"{k} = {rt[k]}" for k in ("backend", "pools",
+                                                                    "executor", "jobs")
+                                          if k in rt)])
+        head = [f"sweep {i + 1} of {len(tables)}" if len(tables) > 1 else "setting", "value"]
+        body.append(_table(head, rows))
+        body.append(f"<details><summary>every setting, as stored in {FINGERPRINT_FILE}"
+                    f"</summary><pre>{_e(json.dumps(t, indent=1, sort_keys=True))}</pre>"
+                    "</details>")
+    return name, "\n".join(body), published
+
+
+def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str:
+    columns, rows = summarize(records)
+    cut = columns.index("repeats") + 1
+    axes = columns[:cut]
+    metrics = metric_names(columns)
+    costs = [c for c in columns[cut:] if c.startswith(("comm.", "timing."))]
+    head = [_e(axis_label(a)) if a not in ("protocol", "repeats") else a for a in axes]
+    head += [_header(m, protocols) for m in metrics] + [_header(c, protocols) for c in costs]
+    body = []
+    for r in rows:
+        cells = [cell_text(r.get(a)) for a in axes]
+        for m in metrics:
+            mean, std = r.get(f"{m}_mean"), r.get(f"{m}_std")
+            cells.append("" if mean is None else
+                         f"{cell_text(mean)} ± {cell_text(std)}" if std is not None
+                         else cell_text(mean))
+        cells += [cell_text(r.get(c)) for c in costs]
+        body.append(cells)
+    numeric = [a not in ("protocol",) for a in axes] + [True] * (len(metrics) + len(costs))
+    spent = privacy_spent(records)
+    note = ""
+    if spent is not None:
+        note = (f"<p class=\"note\">Privacy spent: over the runs of one repetition's data set "
+                f"an agent spent at most ε = {spent['epsilon_per_agent_max']:.4g} "
+                f"({spent['data_sets']} data sets, up to {spent['runs_per_data_set_max']} "
+                "runs each with a local claim).</p>")
+    return ("<p class=\"note\">One row per parameter point: each metric's mean ± standard "
+            "deviation over the repeats, the costs as means (bytes per agent, seconds). Hover "
+            "a header for its definition.</p>" + _table(head, body, numeric) + note)
+
+
+def _figures_section(spec: Any, records: list[dict[str, Any]]) -> str:
+    with tempfile.TemporaryDirectory(prefix="ldpsim-report-") as tmp:
+        if spec is not None:
+            from dataclasses import replace
+
+            spec = replace(spec, formats=("png",))
+        paths = plot(tmp, records, spec)
+        out = []
+        for p in paths:
+            data = base64.b64encode(p.read_bytes()).decode("ascii")
+            caption = p.stem.removeprefix("plot_").replace("_vs_", " against ")
+            out.append(f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
+                       f"<figcaption>{_e(caption)}</figcaption></figure>")
+    if not out:
+        return ("<p class=\"note\">No figure: nothing numeric is swept, or matplotlib is not "
+                "installed (pip install 'ldpsim[plot]').</p>")
+    return ("<p class=\"note\">Means with 95% confidence bands over the repeats.</p>"
+            + "\n".join(out))
+
+
+def _per_round_section(records: list[dict[str, Any]]) -> str:
+    _, rows = per_round(records)
+    if not rows:
+        return "<p class=\"note\">The records keep no per-round costs.</p>"
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["protocol"], r["round"]), []).append(r)
+    body = []
+    for (proto, rnd), rs in groups.items():
+        body.append([proto, str(rnd), str(len(rs))] + [
+            _mean_text([r.get(k) for r in rs], "")
+            for k in ("asked", "reported", "bytes_up_per_agent", "bytes_down_per_agent",
+                      "report_bits", "wall_s")])
+    head = ["protocol", "round", "runs", "agents asked", "reported", "bytes up per agent (B) "
+            "↓", "bytes down per agent (B) ↓", "report bits ↓", "round wall time (s) ↓"]
+    return ("<p class=\"note\">Each round's cost, averaged over the runs of the protocol "
+            "(per_round.csv holds every run's rounds).</p>"
+            + _table(head, body, [False] + [True] * 8))
+
+
+def _leakage_section(records: list[dict[str, Any]]) -> str:
+    leaky = [r for r in records if r.get("leakage")]
+    if not leaky:
+        return ("<p class=\"note\">No attack was run (<code>[collusion] attacks = true</code> "
+                "records what the coalition learns).</p>")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in leaky:
+        point = json.dumps(r.get("point") or {"protocol": r.get("protocol")}, sort_keys=True)
+        groups.setdefault(point, []).append(r)
+    body = []
+    for point, rs in groups.items():
+        p = json.loads(point)
+        where = ", ".join(f"{axis_label(k) if k != 'protocol' else 'protocol'} = {cell_text(v)}"
+                          for k, v in p.items())
+        acc = {k: _mean_text([r["leakage"].get(k) for r in rs], "–")
+               for k in ("report_accuracy", "differencing_accuracy", "report_bound")}
+        body.append([where, str(len(rs)), acc["report_accuracy"], acc["differencing_accuracy"],
+                     cell_text(CHANCE), acc["report_bound"]])
+    head = ["point", "runs", _header("leakage.report_accuracy", []),
+            _header("leakage.differencing_accuracy", []), "chance (guessing)",
+            _header("leakage.report_bound", [])]
+    return ("<p class=\"note\">How often the coalition told a target's row from a decoy: 0.5 "
+            "is guessing; under ε-LDP the report attack cannot beat e^ε/(1+e^ε).</p>"
+            + _table(head, body, [False] + [True] * 5))
+
+
+def _published_section(published: list[dict[str, Any]], records: list[dict[str, Any]]
+                       ) -> str:
+    if not published:
+        return ""
+    rows = compare(published, records)
+    body, classes = [], []
+    for r in rows:
+        where = ", ".join(f"{k} = {cell_text(v)}" for k, v in {**r["where"], r["x"]: r["at"]}
+                          .items())
+        z = r["z"]
+        body.append([r["source"], r["metric"], where, cell_text(r["paper"]),
+                     "" if r["ours"] is None else cell_text(r["ours"]),
+                     "" if r["se"] is None else cell_text(r["se"]), str(r["repeats"]),
+                     "" if z is None else f"{z:+.2f}"])
+        classes.append("" if z is None else "near" if abs(z) <= 2 else "far"
+                       if abs(z) > 4 else "")
+    scored = [r for r in rows if r["z"] is not None]
+    near = sum(abs(r["z"]) <= 2 for r in scored)
+    head = ["printed in", "metric", "point", "paper", "ours (mean)", "standard error",
+            "repeats", "(ours − paper) / se"]
+    return ("<h2>Beside the paper</h2>"
+            f"<p class=\"note\">{near} of {len(scored)} printed numbers lie within 2 standard "
+            "errors of our mean (green); red: beyond 4. A number with no run of ours at its "
+            "point is left blank.</p>"
+            + _table(head, body, [False, False, False] + [True] * 5, classes))
+
+
+def _environment_section(records: list[dict[str, Any]]) -> str:
+    versions: dict[str, set[str]] = {}
+    for r in records:
+        for k, v in (r.get("versions") or {}).items():
+            versions.setdefault(k, set()).add(str(v))
+    rows = [[k, ", ".join(sorted(v))] for k, v in versions.items()]
+    for label, key in (("backend", "backend"), ("pools", "pools")):
+        rows.append([label, ", ".join(sorted({str(r.get(key)) for r in records}))])
+    degraded = sum(is_degraded(r) for r in records)
+    rows.append(["runs", f"{len(records)} ({degraded} degraded, left out above)"])
+    wall = sum(float((r.get("timing") or {}).get("wall_s") or 0.0) for r in records)
+    rows.append(["sum of the runs' wall times", f"{wall:.1f} s"])
+    return _table(["", "value"], rows)
+
+
+#: what stands for the figures in a page drawn without them (``page(figures=False)``)
+NO_FIGURES = "<p class=\"note\">(figures left out)</p>"
+
+
+def comparable(page_text: str) -> str:
+    """A report page as ``ldpsim verify`` compares it: its figures section replaced by
+    ``NO_FIGURES`` (matplotlib draws them, which varies with the machine) and the results
+    directory's name left out (a directory may be moved)."""
+    text = re.sub(r"<code>[^<]*/" + re.escape(RESULTS_FILE) + "</code>",
+                  f"<code>{RESULTS_FILE}</code>", page_text)
+    head, found, rest = text.partition("<h2>Figures</h2>\n")
+    if not found:
+        return text
+    _, nxt, tail = rest.partition("\n<h2>")
+    return f"{head}{found}{NO_FIGURES}{nxt}{tail}"
+
+
+def page(out_dir: str | Path, every: list[dict[str, Any]], name: str,
+         tables: list[dict[str, Any]], spec: Any = None, figures: bool = True) -> str:
+    """The report page of the results directory ``out_dir``: its records ``every`` (each
+    proven to be one of its runs, in run order), the ``name`` and stored ``tables`` of its
+    sweeps and their ``PlotSpec`` (``spec``; None: the default figures), its figures drawn or,
+    without ``figures``, left out (``NO_FIGURES``). ``simulator.sweep.reporting`` reads them
+    from the directory."""
+    out = Path(out_dir)
+    records = usable(every, False)
+    protocols = list(dict.fromkeys(str(r.get("protocol")) for r in records))
+    name, scenario, published = _scenario_section(name, tables)
+    sections = [
+        ("Scenario", scenario),
+        ("Summary", _summary_section(records, protocols)),
+        ("Figures", _figures_section(spec, records) if figures else NO_FIGURES),
+        ("Cost per round", _per_round_section(records)),
+        ("What the coalition learned", _leakage_section(records)),
+    ]
+    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+            f"<title>ldpsim report: {_e(name)}</title><style>{CSS}</style></head><body>",
+            f"<h1>ldpsim report: {_e(name)}</h1>",
+            f"<p class=\"note\">{len(records)} runs of {', '.join(map(_e, protocols))}; "
+            f"results in <code>{_e(out.name)}/{RESULTS_FILE}</code>.</p>"]
+    for title, body in sections:
+        parts.append(f"<h2>{_e(title)}</h2>\n{body}")
+    parts.append(_published_section(published, records))
+    parts.append(f"<h2>Environment</h2>\n{_environment_section(every)}")
+    parts.append(CHECK + "</body></html>")
+    return "\n".join(parts)

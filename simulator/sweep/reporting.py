@@ -1,0 +1,53 @@
+"""``ldpsim report DIR``: the report page of a results directory, drawn by
+``simulator.results.report`` from what this module reads of the directory: its records, each
+proven to be one of its runs (``identity.proven_records``) and put in run order, and the sweeps
+stored beside them (their name, tables and ``[plot]``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ldpsim.simulator.results import report
+from ldpsim.simulator.results.report import REPORT_FILE
+from ldpsim.simulator.results.results import RESULTS_FILE
+from ldpsim.simulator.scenario.identity import (
+    proven_records,
+    stored_order,
+    stored_plot,
+    stored_scenarios,
+    stored_tables,
+)
+from ldpsim.simulator.sweep.runner import in_run_order
+
+
+def write_report(out_dir: str | Path, path: str | Path | None = None) -> Path:
+    """Write the report of the results directory ``out_dir`` (``results.report``) to ``path``
+    (default ``out_dir/report.html``) and return its path.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out_dir`` holds no ``results.jsonl``.
+    """
+    out = Path(out_dir)
+    target = Path(path) if path is not None else out / REPORT_FILE
+    target.write_text(page(out), encoding="utf-8")
+    return target
+
+
+def page(out_dir: str | Path, figures: bool = True) -> str:
+    """The report page of the results directory ``out_dir`` (``write_report``), its figures
+    drawn or, without ``figures``, left out (``report.NO_FIGURES``).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out_dir`` holds no ``results.jsonl``.
+    """
+    out = Path(out_dir)
+    if not (out / RESULTS_FILE).is_file():
+        raise FileNotFoundError(f"{out_dir}: no {RESULTS_FILE} (not a results directory)")
+    every = in_run_order(proven_records(out), stored_order(out))
+    stored = stored_scenarios(out)
+    name = stored[0].name if stored else out.name
+    return report.page(out, every, name, stored_tables(out), stored_plot(out), figures)
