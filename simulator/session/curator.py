@@ -8,7 +8,7 @@ raises on a peer's input: anything wrong is one counted rejection, answered with
 envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
 curator code failed, or a pool reported a crash.
 
-``CuratorSession`` is about 400 lines, over the house's ~250: it holds every transition of the
+``CuratorSession`` is about 480 lines, over the house's ~250: it holds every transition of the
 run (one handler per message type and per state change) so the whole state machine reads in
 one place; the work each transition does lives in the modules it calls (registration, ingest,
 rounds, accounting, rejections, record).

@@ -270,7 +270,7 @@ def failed_runs(failed: list[tuple[RunSpec, str]], total: int, out_dir: Path,
 def execute_record(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
                    per_round: bool, spent_before: float = 0.0) -> dict[str, Any]:
     """``execute``, without the per-round entries of the record's ``comm`` unless
-    ``per_round`` (``[results] per_round = false`` keeps big sweeps' records small)."""
+    ``per_round`` (``[output] per_round = false`` keeps big sweeps' records small)."""
     rec = execute(spec, truth, backend, view_dir, spent_before)
     if not per_round:
         rec["comm"].pop("per_round", None)
