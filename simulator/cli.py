@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.protocols.base import ParamError
-from ldpsim.simulator import __version__
+from ldpsim.simulator import __version__, options
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.backends.alloc import tune_if_requested
 from ldpsim.simulator.backends.curve import CurveError
@@ -500,258 +500,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+#: each command's function
+HANDLERS = {"run": cmd_run, "curator": cmd_curator, "agents": cmd_agents, "audit": cmd_audit,
+            "keys": cmd_keys, "list": cmd_list, "summary": cmd_summary, "report": cmd_report,
+            "verify": cmd_verify, "bench": cmd_bench}
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: the commands and options of ``options.COMMANDS``."""
     ap = argparse.ArgumentParser(prog="ldpsim", description=(
         "Simulate privacy-preserving data collection: an untrusted curator and many agents as "
         "real processes over ZeroMQ."))
     ap.add_argument("--version", action="version", version=f"ldpsim {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
-
-    def run_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                       help="override any key, e.g. params.epsilon=1.0 or data.n=100000")
-        p.add_argument("--seed", type=int, help="scenario seed")
-        p.add_argument("--out", help="results directory (default results/NAME)")
-        p.add_argument("--secret", metavar="FILE|seed",
-                       help="the experiment's master secret, from which every agent's data "
-                            "and coins derive: a key file secret.key (of `ldpsim keys`, or of "
-                            "a results directory, to reproduce its runs), or 'seed' (each "
-                            "run's seed: reproducible from the scenario alone, no secret from "
-                            "the curator or the pools). Default: a fresh one per sweep, kept "
-                            "in the results directory as secret.key (the hosts backend needs "
-                            "the key file of `ldpsim keys`)")
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        p.add_argument("--beside", action="store_true",
-                       help="if the results directory holds runs with other settings, write to "
-                            "the first free DIR-2, DIR-3, ... instead of refusing")
-
-    r = sub.add_parser(
-        "run", help="run a scenario or sweep (resumes an interrupted one)",
-        epilog="exit codes: 0 all runs complete; 1 a run failed; 2 invalid scenario or "
-               "options; 3 some runs degraded (lost agents: dead, silent or unregistered "
-               "pools), left out of the summary and redone when the same command is run "
-               "again; 130 interrupted")
-    run_opts(r)
-    r.add_argument("--backend", choices=tuple(BACKENDS))
-    r.add_argument("--jobs", type=_jobs, dest="run_jobs", metavar="N",
-                   help="runs executed at once, each in a worker process (runtime.jobs; "
-                        "default auto: as many as the cores hold; 1 with the hosts backend)")
-    r.add_argument("--executor", choices=EXECUTORS,
-                   help="where the sweep's runs execute: local (this machine, --jobs at once) "
-                        "or dask (each run a task on the cluster of --dask; runtime.executor)")
-    r.add_argument("--dask", metavar="ADDRESS",
-                   help="the Dask cluster (dask.address) that --executor dask runs the sweep's "
-                        "runs on, or --backend dask one run's pools: tcp://HOST:PORT, or "
-                        "local / local:N for a LocalCluster of N workers here. Needs pip "
-                        "install 'ldpsim[dask]'")
-    r.set_defaults(func=cmd_run)
-
-    c = sub.add_parser("curator", help="hosts backend: bind, wait for pools, run the scenario")
-    run_opts(c)
-    c.add_argument("--bind", required=True, help="endpoint to bind, e.g. tcp://*:5555")
-    c.add_argument("--pools", type=int, help="the number of pools it waits for (runtime.pools)")
-    c.add_argument("--token", help="the token pools register with (default: the token file "
-                                   "beside --secret)")
-    c.add_argument("--curve", help="CURVE key directory from `ldpsim keys`: encrypt and accept "
-                                   "only enrolled pools")
-    c.set_defaults(func=cmd_curator)
-
-    a = sub.add_parser("agents", help="hosts backend: serve one agent pool")
-    a.add_argument("--connect", required=True, help="curator endpoint, e.g. tcp://host:5555")
-    a.add_argument("--keys", required=True, metavar="FILE",
-                   help="this pool's key file (pool-I.keys of `ldpsim keys`): its agents' keys "
-                        "only, and the key that checks the orchestrator's signatures")
-    a.add_argument("--pool", help="I/P: this is pool I of P (checked against --keys)")
-    a.add_argument("--token", help="the registration token (default: the token file beside "
-                                   "--keys): answers the curator's challenge; never sent")
-    a.add_argument("--max-epsilon", type=float, metavar="E",
-                   help="refuse runs whose agents would spend more than E (and protocols "
-                        "without a local claim)")
-    a.add_argument("--protocols", metavar="P,Q",
-                   help="take part only in these protocols (comma-separated)")
-    a.add_argument("--lifetime-epsilon", type=float, metavar="L",
-                   help="refuse rounds that would take an agent past L on one data set over "
-                        "this pool's lifetime")
-    a.add_argument("--new-lifetime", action="store_true",
-                   help="start a new lifetime: write an empty state file beside --keys "
-                        "(pool-I.state; never over an existing one). Without it the pool "
-                        "reads that file (the runs its agents answered, what they spent) and "
-                        "refuses to start if it is missing or unreadable")
-    a.add_argument("--keep-serving", action="store_true",
-                   help="stay when the curator ends its sweep (DONE) and wait for the next "
-                        "curator, up to --idle-timeout (default: exit; the state file keeps "
-                        "the pool's record either way)")
-    a.add_argument("--curve-key", help="CURVE: this pool's secret key file (pool-I.key_secret)")
-    a.add_argument("--curve-server", help="CURVE: the curator's public key file (server.key)")
-    a.add_argument("--timeout", type=float, default=30.0, help="round timeout (s)")
-    a.add_argument("--idle-timeout", type=float, default=600.0,
-                   help="exit after this long without hearing from the curator (s)")
-    a.set_defaults(func=cmd_agents)
-
-    au = sub.add_parser("audit", help="attacks of the semi-honest coalition and an empirical "
-                                      "epsilon audit (inproc)")
-    au.add_argument("scenario", help="scenario TOML file (or a name in scenarios/)")
-    au.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any key")
-    au.add_argument("--seed", type=int, help="scenario seed")
-    au.add_argument("--trials", type=int, default=2000,
-                    help="runs per neighbouring row (and for the inference attacks)")
-    au.add_argument("--target", type=int, help="agent to attack (default: first honest one)")
-    au.add_argument("--path", choices=("auto", "batch", "full"), default="auto",
-                    help="batch: the target's copies as one block (the curator colludes); "
-                         "full: one protocol run per trial; auto: batch where it reproduces "
-                         "the full runs exactly (default)")
-    au.add_argument("--coins", choices=("auto", "per-trial", "fixed"), default="auto",
-                    help="the coalition's coins: fresh in every trial (per-trial), or trial "
-                         "0's in every trial, the target's alone fresh (fixed); auto: "
-                         "per-trial where the batch path allows it, else fixed where it "
-                         "allows that, else per-trial on the full path (default)")
-    au.add_argument("--jobs", type=int, default=1,
-                    help="processes for the epsilon audit's trials: full-path runs or "
-                         "batch-path blocks (default 1)")
-    au.add_argument("--until-lower", type=float, metavar="EPS",
-                    help="stop a setting once its epsilon lower bound reaches EPS (looks at "
-                         "1/8, 1/4, 1/2 and all of --trials; alpha is split over the looks)")
-    au.add_argument("--dask", metavar="ADDRESS",
-                    help="audit the settings as tasks on a Dask cluster (fewer settings "
-                         "than worker threads: each setting's trial blocks as tasks): "
-                         "tcp://HOST:PORT, or local / local:N (pip install 'ldpsim[dask]')")
-    au.add_argument("--out", help="directory for audit.jsonl (default results/NAME-audit)")
-    au.add_argument("--no-progress", action="store_true", help="no progress bar")
-    au.set_defaults(func=cmd_audit)
-
-    k = sub.add_parser("keys", help="create a deployment's keys: the master secret, a token, "
-                                    "each pool's agent keys, CURVE keys")
-    k.add_argument("dir", help="directory for the key files")
-    k.add_argument("--pools", type=int, default=2, help="number of pools")
-    k.add_argument("--agents", required=True, metavar="N[,N...]",
-                   help="the data sets' sizes (data.n): each pool gets the keys of its block "
-                        "of agents for each")
-    k.set_defaults(func=cmd_keys)
-
-    ls = sub.add_parser("list", help="protocols, data kinds and scenarios")
-    ls.set_defaults(func=cmd_list)
-
-    s = sub.add_parser("summary", help="reload a results directory: table, CSV and plots")
-    s.add_argument("out", help="results directory")
-    s.add_argument("--plots", action="store_true", help="also redraw the plots")
-    s.add_argument("--include-degraded", action="store_true",
-                   help="keep degraded runs (that lost agents) in the table, CSV and plots")
-    s.add_argument("--rows", type=int, metavar="N",
-                   help="show at most N rows of the table (default: all)")
-    s.set_defaults(func=cmd_summary)
-
-    rp = sub.add_parser("report", help="one self-contained HTML page of a results directory: "
-                                       "scenario, figures, table, costs, leakage, paper")
-    rp.add_argument("out", help="results directory")
-    rp.add_argument("--html", metavar="FILE", help="where to write it (default DIR/report.html)")
-    rp.set_defaults(func=cmd_report)
-
-    v = sub.add_parser("verify", help="re-execute a results directory's runs and check its "
-                                      "records, tables and report against them; name each "
-                                      "problem (exit code 1) and what is not checked")
-    v.add_argument("out", help="results directory")
-    v.add_argument("--sample", type=float, default=1.0, metavar="FRACTION",
-                   help="re-execute this fraction of the stored runs, drawn afresh each time "
-                        "(default: all)")
-    v.add_argument("--sample-seed", type=int, metavar="N",
-                   help="draw the sample with this seed (the one a previous verify printed): "
-                        "the same runs again")
-    v.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="runs re-executed at once (worker processes)")
-    v.add_argument("--backend", choices=["inproc", "processes"],
-                   help="where to re-execute (default: the sweep's own when local, else "
-                        "processes; the results are the same on every backend)")
-    v.add_argument("--secret", metavar="FILE|seed",
-                   help="the secret the runs were executed with (default: the one each stored "
-                        "sweep names, or the directory's own secret.key)")
-    v.add_argument("--no-progress", action="store_true", help="no progress bar")
-    v.set_defaults(func=cmd_verify)
-
-    b = sub.add_parser("bench", help="benchmarks: transport ceiling vs full runs")
-    b.add_argument("--sizes", default="100000,1000000", type=_sizes,
-                   help="agent counts, comma separated")
-    b.add_argument("--pools", type=int, default=2)
-    b.add_argument("--batch", type=_batch, default="auto",
-                   help='agents per query batch of every processes run: "auto" (the runtime '
-                        "default) or a number")
-    b.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
-    b.add_argument("--no-scenarios", action="store_true",
-                   help="skip the protocol benchmarks (scenarios/bench_*.toml)")
-    b.add_argument("--audit-trials", type=int, default=10**6, metavar="N",
-                   help="privacy audit benchmark: N trials per audit setting, and the GRR "
-                        "audit next to ldp-audit's (0: skip; default 1000000)")
-    b.add_argument("--kernels", type=int, default=None, metavar="N",
-                   help="each local protocol's rounds on the processes backend against its own "
-                        "kernel in one process, at N agents (0: skip; default 1000000; "
-                        "--quick: 2000)")
-    b.add_argument("--peers", type=int, default=None, metavar="N",
-                   help="GRR, OLH and Hadamard against multi-freq-ldpy and pure-ldp (pip "
-                        "install 'ldpsim[bench]') at N users (0: skip; default 1000000; "
-                        "--quick: 2000)")
-    b.add_argument("--peer-users", type=int, default=None, metavar="M",
-                   help="users each peer is timed on, its time scaled linearly to N (default "
-                        "100000; --quick: 200)")
-    b.add_argument("--sweeps", type=int, default=None, metavar="N",
-                   help="the same sweep of N small inproc runs (and N/5 at n = 100000) with "
-                        "--jobs 1, --jobs 2 and on a 2-worker Dask LocalCluster, as speed-ups "
-                        "(0: skip; default 200; --quick: 12)")
-    b.add_argument("--dask-agents", type=int, default=None, metavar="N",
-                   help="the dask backend (2 pools on 2 workers) against the processes backend "
-                        "at N agents (0: skip; default 1000000; --quick: 20000)")
-    b.add_argument("--headline", action="store_true",
-                   help="only the first table: the audit's trials/s, a --jobs 2 sweep's "
-                        "speed-up and a 10-agent run's start, each beside its peer")
-    b.add_argument("--engines-only", action="store_true",
-                   help="only the --sweeps and --dask-agents tables")
-    b.add_argument("--calibrate", action="store_true",
-                   help="only the compute-cost model of [deployment]: each protocol's "
-                        "randomizer per agent and round (--write stores it in "
-                        "scenarios/compute_costs.json)")
-    b.add_argument("--write", action="store_true",
-                   help="with --calibrate: write scenarios/compute_costs.json")
-    b.add_argument("--deployment", type=int, default=None, metavar="N",
-                   help="what the deployment model costs in a run of N agents (0: skip; "
-                        "default 1000000; --quick: 20000)")
-    b.add_argument("--deployment-only", action="store_true",
-                   help="only the --deployment table")
-    b.set_defaults(func=cmd_bench)
-    for p in sub.choices.values():
-        p.add_argument("-v", "--verbose", action="store_true", help="debug logs too")
-        p.add_argument("-q", "--quiet", action="store_true",
-                       help="only warnings and errors on stderr")
+    late = {options.BACKEND_NAMES: tuple(BACKENDS), options.EXECUTOR_NAMES: EXECUTORS}
+    for name, kwargs, table in options.COMMANDS:
+        p = sub.add_parser(name, **kwargs)
+        for flags, spec in (*table, *options.COMMON):
+            p.add_argument(*flags, **{k: late[v] if isinstance(v, options.Late) else v
+                                      for k, v in spec.items()})
+        p.set_defaults(func=HANDLERS[name])
     return ap
-
-
-def _jobs(text: str) -> int | str:
-    """argparse type of ``run --jobs``: "auto" or an integer (range checked with the
-    scenario, as ``[runtime] jobs``)."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1"
-                                         ) from None
-
-
-def _batch(text: str) -> int | str:
-    """argparse type of ``bench --batch``: what ``_jobs`` reads, an integer at least 1."""
-    value = _jobs(text)
-    if value != "auto" and value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected \"auto\" or an integer >= 1")
-    return value
-
-
-def _sizes(text: str) -> str:
-    """argparse type of ``bench --sizes``: positive integers, comma separated."""
-    try:
-        if all(int(x) > 0 for x in text.split(",")):
-            return text
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers, comma separated, "
-                                     "e.g. 100000,1000000")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -23,6 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator import options
 from ldpsim.simulator.scenario.catalogue import find
 
 #: the backends whose runs start a curator process on this machine
@@ -44,16 +45,13 @@ class _Quiet(argparse.ArgumentParser):
 
 
 def run_parser() -> argparse.ArgumentParser:
-    """The options of ``ldpsim run`` that say where its runs execute, and every other option
-    that takes a value (so that the scenario is the positional argument it reads); it raises
-    ``ValueError`` on what it cannot parse, printing nothing."""
+    """The options of ``ldpsim run`` (``options.RUN``, the command line's own table), each as
+    a plain value or flag, no type or choices checked; it raises ``ValueError`` on what it
+    cannot parse, printing nothing."""
     p = _Quiet(add_help=False)
-    p.add_argument("scenario")
-    p.add_argument("--set", action="append", default=[])
-    for opt in ("--seed", "--out", "--secret", "--backend", "--jobs", "--executor", "--dask"):
-        p.add_argument(opt)
-    for flag in ("--no-progress", "--beside", "-v", "--verbose", "-q", "--quiet"):
-        p.add_argument(flag, action="store_true")
+    for flags, spec in (*options.RUN, *options.COMMON):
+        p.add_argument(*flags, **{k: v for k, v in spec.items() if k in ("action", "dest")})
+    p.set_defaults(set=[])
     return p
 
 

@@ -590,6 +590,19 @@ def test_start_reads_where_the_runs_execute(tmp_path):
     assert not starts_curator(["list"]) and not starts_curator([])
 
 
+
+def test_start_reads_the_command_lines_own_options_before_numpy():
+    """``simulator.start`` reads ``ldpsim run``'s options from the table the command line's
+    parser is built from (``simulator.options``), which imports the standard library only: no
+    numpy, ZeroMQ or backend before the fork server has begun."""
+    code = ("import sys; from ldpsim.simulator import start; start.run_parser(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'zmq') "
+            "or m.startswith(('ldpsim.protocols', 'ldpsim.simulator.backends', "
+            "'ldpsim.simulator.session', 'ldpsim.simulator.cli'))))")
+    res = python_c(code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "[]", res.stdout + res.stderr
+
 #: a module planted in the directory ``ldpsim run`` starts in: it leaves a marker file there
 #: when imported, then hands over to the real module (so the run itself is not disturbed)
 PLANTED = """
