@@ -22,6 +22,7 @@ import numpy as np
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
+from ldpsim.simulator.session.network import RoundTraffic
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
@@ -279,6 +280,15 @@ class Round:
         """Asked online agents that neither reported nor refused (dropouts of a silent pool;
         those of a deployment, offline or late, are counted apart)."""
         return self.expected - self.got - self.invalid - self.offline
+
+    def traffic(self) -> RoundTraffic:
+        """What the round sent and received, as its close in virtual time reads it
+        (``network.Network.close_round``; with a deployment, which keeps ``sizes``)."""
+        return RoundTraffic(
+            number=self.number, agents=self.agents, answered=self.got + self.invalid,
+            reported=self.reported[span(self.agents)], online=self.online,
+            down=self.sizes_down, broadcast=self.broadcast_bytes, up=self.sizes_up,
+            numbers=self.plan.schema.length)
 
     def record(self) -> dict[str, Any]:
         """The round's entry of the result's ``comm.per_round``."""
