@@ -39,11 +39,10 @@ from ldpsim.simulator.session.common import (
     block_of,
     peak_rss_mb,
     span,
-    written_zeros,
 )
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
-from ldpsim.simulator.session.poolstate import PoolState
+from ldpsim.simulator.session.poolstate import PoolState, Reservations
 from ldpsim.simulator.session.rounds import AUTO_MAX
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
@@ -124,12 +123,10 @@ class PoolSession:
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
-        if getattr(self, "reserved_rounds", None):
+        if getattr(self, "reservations", None) is not None and self.reservations.rounds:
             self.unsettled = True  # the state file holds the left run's reservations
-        #: the current run's rounds whose spend the state file holds in advance, and what it
-        #: holds beyond each agent's exact spending on the run's data set (``_sync``)
-        self.reserved_rounds: set[int] = set()
-        self.reserved: np.ndarray | None = None
+        #: the current run's spend the state file holds in advance (``_reserve``)
+        self.reservations = Reservations()
         self.run: int | None = None
         self.run_id: int | None = None
         self.config_digest = b""  # sha256 of the run's signed configuration
@@ -551,27 +548,15 @@ class PoolSession:
 
     def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
         """Keep the state file ahead of the agents' spending in round ``rnd``, where the
-        odometer has just charged the agents ``charged``: the first batch of a round reserves
-        the round's ε for every agent of the block that has not answered it (the file is then
-        written: True), later batches of the round only move their agents' spend from the
-        reservation to the ledger (nothing to write: False). The file thus holds at least what
-        any report sent has spent, with one synced write per round instead of one per batch;
-        ``settle`` writes the exact ledger once the run has ended."""
+        odometer has just charged the agents ``charged`` (``poolstate.Reservations``); True:
+        the file is to be written (``settle`` writes the exact ledger once the run ends)."""
         odo = self.odometer
         eps = odo.round_eps.get(rnd)
         if eps is None:
             eps = float(self.bound.round_epsilon(rnd))
         if rnd not in odo.answered or not 0 <= eps < np.inf:
             return False  # a round the odometer refuses whole (past its rounds, or no ε)
-        if self.reserved is None:
-            self.reserved = written_zeros(self.stop - self.start)
-        new = rnd not in self.reserved_rounds
-        if new:
-            self.reserved_rounds.add(rnd)
-            self.reserved += eps
-        at = charged - self.start
-        self.reserved[span(at)] -= eps
-        return new
+        return self.reservations.reserve(rnd, eps, charged, self.start, self.stop)
 
     def _sync(self) -> None:
         """Write the answered runs and the ledger to the pool's state file, if it has one,
@@ -579,11 +564,9 @@ class PoolSession:
         if self.state is None:
             return
         ledger = self.ledger
-        if self.reserved is not None and self.config is not None:
-            ledger = Ledger()
-            ledger.load(self.ledger.arrays())
-            ledger.block(int(self.config["data_id"]), self.start, self.stop)[:] += \
-                np.maximum(self.reserved, 0.0)
+        if self.config is not None:
+            ledger = self.reservations.on(ledger, int(self.config["data_id"]), self.start,
+                                          self.stop)
         self.state.save(self.answered_configs, ledger)
         self.unsettled = False
 
