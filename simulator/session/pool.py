@@ -30,7 +30,7 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.codec import wire, wire_numpy_read
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import (
     MAX_REASON,
@@ -40,10 +40,10 @@ from ldpsim.simulator.session.common import (
     peak_rss_mb,
     span,
 )
-from ldpsim.simulator.session.odometer import Odometer
+from ldpsim.simulator.session.odometer import Odometer, refusal_frame
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
 from ldpsim.simulator.session.poolstate import PoolState, Reservations
-from ldpsim.simulator.session.rounds import AUTO_MAX
+from ldpsim.simulator.session.rounds import AUTO_MAX, continues, report_frames
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
 
@@ -190,7 +190,7 @@ class PoolSession:
             if self.silent or run != self.run or self.config is None:
                 continue
             if group and (joined + len(ids) > GROUP_AGENTS
-                          or not _continues(group[-1], rnd, ids, queries)):
+                          or not continues(group[-1], rnd, ids, queries)):
                 yield from self._respond_group(group)
                 joined = 0
             group.append((rnd, ids, queries))
@@ -526,20 +526,8 @@ class PoolSession:
             self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
         self.agent_calls += len(ids)
         reports = np.asarray(reports)
-        # one frame per query batch, split when it would exceed half the frame limit (large
-        # reports, e.g. a whole answer vector per worker); the curator matches the pieces
-        row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
-        per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
-        cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
-        out = []
-        for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            if b in refusals:
-                out.append(refusals[b])
-            for s in range(lo, hi, per_frame):
-                e = min(s + per_frame, hi)
-                out.append(wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:e],
-                                                   reports[s:e])[0])
-        return out
+        return report_frames(self.run, rnd, ids, reports, firsts, refusals,
+                             self.limits.max_frame_bytes)
 
     def _query_refusal(self, rnd: int, queries: np.ndarray | None) -> str | None:
         """Why the agents refuse ``queries`` in round ``rnd`` under the round's broadcast
@@ -583,17 +571,9 @@ class PoolSession:
         odometer's refusal, or ``why`` (the round's queries are not the protocol's:
         ``Protocol.query_refusal``)."""
         self.refusals += len(bad)
-        if why is not None:
-            return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
-                "error": f"{len(bad)} agents refuse round {rnd}: {why}"[:MAX_REASON],
-                "code": "budget", "agents": bad})
-        return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
-            "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
-                     f"already, or it would take them past epsilon = {self.odometer.budget:g}"
-                     + ("" if self.policy.lifetime_epsilon is None else
-                        f" in the run or {self.policy.lifetime_epsilon:g} on the data set over "
-                        "the pool's lifetime") + ")",
-            "code": "budget", "agents": bad})
+        return refusal_frame(self.run, rnd, bad, why,
+                             None if why is not None else self.odometer.budget,
+                             self.policy.lifetime_epsilon)
 
     def _stats(self) -> dict[str, Any]:
         out = {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
@@ -615,14 +595,3 @@ class PoolSession:
                            {"error": f"{type(exc).__name__}: {exc}",
                             "traceback": traceback.format_exc()})
 
-
-def _continues(last: tuple[int, np.ndarray, np.ndarray | None], rnd: int, ids: np.ndarray,
-               queries: np.ndarray | None) -> bool:
-    """Whether the query batch (``rnd``, ``ids``, ``queries``) continues the batch ``last``:
-    the same round, the next agents, queries of the same kind and width (or none in both)."""
-    lrnd, lids, lq = last
-    if rnd != lrnd or int(ids[0]) != int(lids[-1]) + 1:
-        return False
-    if lq is None or queries is None:
-        return lq is None and queries is None
-    return lq.dtype == queries.dtype and lq.shape[1:] == queries.shape[1:]
