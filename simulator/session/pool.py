@@ -31,6 +31,7 @@ import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.simulator.codec import wire, wire_numpy_read
+from ldpsim.simulator.session import agentrows
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import (
     MAX_REASON,
@@ -118,7 +119,7 @@ class PoolSession:
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
         #: what was built before the set-up arrived (``prebuild``): the configuration it was built
         #: for, the block, the rows and the coin keys
-        self.prebuilt: tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None = None
+        self.prebuilt: agentrows.Prebuilt | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -283,7 +284,7 @@ class PoolSession:
         self.config = cfg
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
-        built = self._take_prebuilt(cfg)
+        built, self.prebuilt = agentrows.take_prebuilt(self.prebuilt, cfg), None
         data_keys = keys.data_keys(int(cfg["data_id"]))
         dataset = build_data(cfg["data"], data_keys)
         self.public = dataset.public
@@ -375,7 +376,7 @@ class PoolSession:
 
     def prebuild(self, config: dict[str, Any]) -> None:
         """Build this pool's agents' rows and coin keys for the run ``config`` (its public
-        configuration, ``seeding.public_config``) before any set-up.
+        configuration, ``seeding.public_config``) before any set-up (``agentrows.prebuild``).
 
         The processes backend's orchestrator knows the run's configuration when it starts the
         pool, and always asks: the pool builds its agents' data before it says it is ready,
@@ -385,31 +386,7 @@ class PoolSession:
         this pool the same block; otherwise they are dropped and built as usual. They are the
         same either way (keyed by agent).
         """
-        keys = self.keys
-        if keys is None:
-            return
-        data_id = int(config["data_id"])
-        data_keys = keys.data_keys(data_id)
-        dataset = build_data(config["data"], data_keys)
-        start, stop = block_of(self.index, self.n_pools, dataset.n)
-        k = keys.agents.for_range(start, stop, coin_tag=int(config["run_id"]), data_tag=data_id)
-        dataset = dataset.with_keys(data_keys.with_cache(start, k["data"]))
-        rows = np.asarray(dataset.rows(start, stop))
-        if rows.flags.writeable:
-            rows.setflags(write=False)
-        self.prebuilt = ({"data": config["data"], "run_id": int(config["run_id"]),
-                          "data_id": data_id}, start, stop, rows, k["coins"])
-
-    def _take_prebuilt(self, cfg: dict[str, Any]
-                       ) -> tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None:
-        """The pre-built rows and coins if they are this run's (see ``prebuild``); dropped
-        either way."""
-        built, self.prebuilt = self.prebuilt, None
-        if built is None:
-            return None
-        want = {"data": cfg["data"], "run_id": int(cfg["run_id"]),
-                "data_id": int(cfg["data_id"])}
-        return built if built[0] == want else None
+        self.prebuilt = agentrows.prebuild(self.keys, self.index, self.n_pools, config)
 
     def private_rows(self) -> np.ndarray:
         """This pool's agents' private rows, generated (or read) on first use.
@@ -422,31 +399,15 @@ class PoolSession:
             data, self.rows_built = self.rows_built, None
             if data is None:
                 data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
-            over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
-            if over is not None and self.start <= int(over["agent"]) < self.stop:
-                data = np.array(data, copy=True)
-                data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
-                    data.dtype)
-            data = np.asarray(data)
-            if data.flags.writeable:  # randomizers get views of it: none may write into it
-                data.setflags(write=False)
-            self.data = data
+            # the privacy audit may set one agent's row (neighbouring sets)
+            self.data = agentrows.override_rows(data, self.start, self.stop, self.override)
         return self.data
 
     def _agent_keys(self, ids: np.ndarray) -> np.ndarray:
         """The agents' coin keys in this run (a view for consecutive ids); one agent's is
         replaced when the privacy audit gives it another run's coins (``override["key"]``: the
         fixed-coalition trials)."""
-        keys = self.coins[span(ids - self.start)]
-        over = self.override
-        if over is None or over.get("key") is None:
-            return keys
-        hit = ids == int(over["agent"])
-        if not hit.any():
-            return keys
-        keys = np.array(keys, copy=True)
-        keys[hit] = np.uint64(int(over["key"]))
-        return keys
+        return agentrows.override_keys(self.coins[span(ids - self.start)], ids, self.override)
 
     def prepare(self) -> None:
         """Generate this pool's data now if a run is set up (the drivers call it after
