@@ -8,7 +8,7 @@ raises on a peer's input: anything wrong is one counted rejection, answered with
 envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
 curator code failed, or a pool reported a crash.
 
-``CuratorSession`` is about 480 lines, over the house's ~250: it holds every transition of the
+``CuratorSession`` is about 470 lines, over the house's ~250: it holds every transition of the
 run (one handler per message type and per state change) so the whole state machine reads in
 one place; the work each transition does lives in the modules it calls (registration, ingest,
 rounds, accounting, rejections, record).
@@ -440,18 +440,10 @@ class CuratorSession:
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
             lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch,
                                    self.limits.max_frame_bytes)
-            if lo == hi:
-                continue
-            if plan.broadcast is not None:
-                bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
-                ids = rnd.agents[lo:hi]
-                if online is not None:  # an offline agent receives nothing
-                    ids = ids[online[lo:hi]]
-                    if not len(ids):
-                        continue
+            sent = rnd.broadcast(lo, hi)
+            if sent is not None:
+                ids, bc = sent
                 self.comm.count_down(span(ids), len(bc))  # once per receiving agent
-                rnd.bytes_down += len(bc) * len(ids)
-                rnd.broadcast_bytes = len(bc)  # the same for every pool
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
             for peer in list(rnd.outbox):

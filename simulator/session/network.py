@@ -4,7 +4,9 @@ virtual time.
 A scenario's ``[deployment]`` table (``simulator.scenario.deployment``) gives every agent a
 *device class* (drawn by share, or replayed from a per-agent trace): a one-way link latency,
 down- and upload bandwidths (each spread log-normally around the class's median), a device
-speed and an availability. ``Network`` turns that into virtual time, computed and never slept:
+speed and an availability. A run's ``DeploymentModel`` (built once from its configuration,
+``deployment_model``) holds it, and its ``Network`` turns it into virtual time, computed and
+never slept:
 
 * **who is online.** In each round (or once per run, ``availability_per = "run"``) an agent
   is online with its class's availability. The curator sends no query to an offline agent: it

@@ -178,6 +178,23 @@ class Round:
         """``envelope_bound`` of the round's plan (computed once)."""
         return envelope_bound(self.plan)
 
+    def broadcast(self, lo: int, hi: int) -> tuple[np.ndarray, bytes] | None:
+        """The round's broadcast to the pool asked the rows ``[lo, hi)`` of ``agents``: the
+        agents that receive it (its online ones) and the envelope, counted in the round's
+        bytes; None: no broadcast, or none of them is online (an offline agent receives
+        nothing)."""
+        if lo == hi or self.plan.broadcast is None:
+            return None
+        bc = wire.encode(wire.BCAST, self.run, self.number, wire.NO_AGENT, self.plan.broadcast)
+        ids = self.agents[lo:hi]
+        if self.online is not None:
+            ids = ids[self.online[lo:hi]]
+            if not len(ids):
+                return None
+        self.bytes_down += len(bc) * len(ids)
+        self.broadcast_bytes = len(bc)  # the same for every pool
+        return ids, bc
+
     def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
         envelope's size; it is pending until answered."""
