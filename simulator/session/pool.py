@@ -32,6 +32,7 @@ import numpy as np
 from ldpsim.protocols import build_data, get_protocol
 from ldpsim.simulator.codec import wire, wire_numpy_read
 from ldpsim.simulator.session import agentrows
+from ldpsim.simulator.session.accounting import AgentClock
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import (
     MAX_REASON,
@@ -143,13 +144,10 @@ class PoolSession:
         self.dataset = None
         self.start = self.stop = 0
         self.broadcasts: dict[int, Any] = {}
-        self.agent_cpu = 0.0
-        self.agent_cpu_max = 0.0
-        self.agent_calls = 0
+        self.clock = AgentClock()  # the agents' randomizer time in this run
         self.refusals = 0
         self.silent = False
         self.odometer: Odometer | None = None
-        self.exact = False
         self.faults: list = []
         self.cpu0 = time.process_time()
 
@@ -317,7 +315,7 @@ class PoolSession:
             self.bound, budget, self.start, self.stop,
             self.ledger.block(int(cfg["data_id"]), self.start, self.stop),
             self.policy.lifetime_epsilon)
-        self.exact = run_cfg.exact
+        self.clock = AgentClock(run_cfg.exact)
         self.faults = run_cfg.faults_of(self.index)
         if run_cfg.data_first:  # before registering: no round's wall time holds it
             self.private_rows()
@@ -467,26 +465,8 @@ class PoolSession:
             return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
-        p = self.protocol
         block = self.bound.block(rnd, rows, ids, self._agent_keys(ids), queries, bcast)
-        if self.exact:
-            parts = []
-            for i in range(len(ids)):
-                t = time.perf_counter()
-                r = p.respond(block.take(slice(i, i + 1)))
-                dt = time.perf_counter() - t
-                self.agent_cpu += dt
-                self.agent_cpu_max = max(self.agent_cpu_max, dt)
-                parts.append(r)
-            reports = np.concatenate(parts)
-        else:
-            t = time.perf_counter()
-            reports = p.respond(block)
-            dt = time.perf_counter() - t
-            self.agent_cpu += dt
-            self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
-        self.agent_calls += len(ids)
-        reports = np.asarray(reports)
+        reports = self.clock.respond(self.protocol.respond, block, len(ids))
         return report_frames(self.run, rnd, ids, reports, firsts, refusals,
                              self.limits.max_frame_bytes)
 
@@ -537,9 +517,7 @@ class PoolSession:
                              self.policy.lifetime_epsilon)
 
     def _stats(self) -> dict[str, Any]:
-        out = {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
-               self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
-               "agent_time_mode": "exact" if self.exact else "amortised",
+        out = {"pool": self.index, **self.clock.stats(),
                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
                "refused": self.refusals, "agents": self.stop - self.start}
         odo = self.odometer
