@@ -78,7 +78,7 @@ def model_alone(n: int) -> dict[str, float]:
     device, who is online in a round (availability 0.9), and one round's end (every agent's
     arrival from its bytes, the percentiles, who is late)."""
     from ldpsim.simulator.scenario import deployment as dep
-    from ldpsim.simulator.session.network import Network, draw_devices
+    from ldpsim.simulator.session.network import DeploymentModel, RoundTraffic, draw_devices
 
     table = dep.check({"trace": "mobile", "availability": 0.9, "round_deadline_s": 0.1}, None)
     spec = dep.run_deployment(table, "ldp_kwiksort_rr", {}, {})
@@ -88,14 +88,15 @@ def model_alone(n: int) -> dict[str, float]:
         t = time.perf_counter()
         draw_devices(spec, 1, agents)  # as a run draws them
         out["devices"] = min(out["devices"], time.perf_counter() - t)
-        net = Network(spec, (1, 2), n)
+        net = DeploymentModel.of(spec, (1, 2)).network(n)
         t = time.perf_counter()
         online = net.online(agents, 0)
         out["online"] = min(out["online"], time.perf_counter() - t)
         down, up = net.sizes(n)
         down[online], up[online] = 9, 9
         t = time.perf_counter()
-        net.close_round(0, agents, int(online.sum()), online, online, down, 0, up, 1)
+        net.close_round(RoundTraffic(0, agents, int(online.sum()), online, online, down, 0,
+                                    up, 1))
         out["round_end"] = min(out["round_end"], time.perf_counter() - t)
     return out
 

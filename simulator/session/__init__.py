@@ -30,7 +30,10 @@ Where each concern lives:
 * ``rounds``: one round's state and the send window (``Round``, ``WINDOW``).
 * ``accounting``: bytes, messages and clocks (``CommStats``, ``Timing``), pools' statistics.
 * ``record``: the result record (the curator's, and the one ``results.jsonl`` stores).
-* ``pool`` and ``odometer``: the pool's session and its agents' privacy budgets.
+* ``network``: the deployment model of a ``[deployment]`` (``DeploymentModel``, built once per
+  run) and the round's end in virtual time (``Network.close_round``).
+* ``pool``, ``odometer`` and ``agentrows``: the pool's session, its agents' privacy budgets,
+  and their rows and coin keys.
 * ``common``: limits, ``RunFailed``, the agent layout (``block_of``).
 """
 

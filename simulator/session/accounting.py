@@ -211,6 +211,46 @@ STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls"
          "epsilon_lifetime_max": ((int, float), True)}
 
 
+class AgentClock:
+    """The time a pool's agents take in the protocol's randomizer in one run
+    (``PoolSession``): each call over a batch, its time shared by the batch's agents
+    (amortised), or each agent's call on its own (``exact``, ``agent_mode = "exact"``)."""
+
+    def __init__(self, exact: bool = False) -> None:
+        self.exact = exact
+        self.cpu = 0.0  # seconds, summed over the calls
+        self.cpu_max = 0.0  # the most one agent took (amortised: its share of a call)
+        self.calls = 0  # agents answered
+
+    def respond(self, respond: Any, block: Any, n: int) -> np.ndarray:
+        """The reports ``respond`` (the protocol's randomizer) makes for the ``n`` agents of
+        ``block``, timed."""
+        if self.exact:
+            parts = []
+            for i in range(n):
+                t = time.perf_counter()
+                r = respond(block.take(slice(i, i + 1)))
+                dt = time.perf_counter() - t
+                self.cpu += dt
+                self.cpu_max = max(self.cpu_max, dt)
+                parts.append(r)
+            reports = np.concatenate(parts)
+        else:
+            t = time.perf_counter()
+            reports = respond(block)
+            dt = time.perf_counter() - t
+            self.cpu += dt
+            self.cpu_max = max(self.cpu_max, dt / n)
+        self.calls += n
+        return np.asarray(reports)
+
+    def stats(self) -> dict[str, Any]:
+        """The pool statistics' entries of the agents' time."""
+        return {"agent_cpu_s": self.cpu, "agent_calls": self.calls,
+                "agent_cpu_s_max": self.cpu_max,
+                "agent_time_mode": "exact" if self.exact else "amortised"}
+
+
 def check_stats(payload: Any) -> str | None:
     """Why a pool's DONE statistics are unacceptable, or None if they are fine."""
     if not isinstance(payload, dict):

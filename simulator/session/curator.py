@@ -8,7 +8,7 @@ raises on a peer's input: anything wrong is one counted rejection, answered with
 envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
 curator code failed, or a pool reported a crash.
 
-``CuratorSession`` is about 480 lines, over the house's ~250: it holds every transition of the
+``CuratorSession`` is about 470 lines, over the house's ~250: it holds every transition of the
 run (one handler per message type and per state change) so the whole state machine reads in
 one place; the work each transition does lives in the modules it calls (registration, ingest,
 rounds, accounting, rejections, record).
@@ -45,7 +45,7 @@ from ldpsim.simulator.session.ingest import (
     screen,
     validated,
 )
-from ldpsim.simulator.session.network import Network
+from ldpsim.simulator.session.network import Network, deployment_model
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
@@ -98,8 +98,9 @@ class CuratorSession:
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
         self.curator_coins = int(config["keys"]["coins"])
-        #: the simulated network's device and availability stream keys (with a deployment)
-        self.network_keys = tuple(config["keys"].get("network") or (0, 0))
+        #: the run's deployment model (``[deployment]``; None: none), built once here
+        self.deployment = deployment_model(self.config.deployment,
+                                           config["keys"].get("network"))
         self.state = State.REGISTERING
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
@@ -121,9 +122,9 @@ class CuratorSession:
         self.timing = Timing()
         self.deadline = time.monotonic() + limits.timeout_s
         n = self.config.data.get("n")
-        if self.config.deployment and isinstance(n, int) and n > 0:
+        if self.deployment is not None and isinstance(n, int) and n > 0:
             # the devices are drawn now, while the pools start and build their data
-            self.network = Network(self.config.deployment, self.network_keys, n)
+            self.network = self.deployment.network(n)
         self.record_view = record_view
         self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
 
@@ -412,8 +413,8 @@ class CuratorSession:
             self.curator = bound.curator(agents, self.curator_key, self.curator_coins)
         if self.record_view:  # the agents the curator was built over (the audit replays it)
             self.view["agents"] = agents
-        if self.config.deployment and (self.network is None or self.network.n != reg.n):
-            self.network = Network(self.config.deployment, self.network_keys, reg.n)
+        if self.deployment is not None and (self.network is None or self.network.n != reg.n):
+            self.network = self.deployment.network(reg.n)
         self.comm.start(reg.n)
         yield from self._begin_round(0)
 
@@ -439,18 +440,10 @@ class CuratorSession:
         for pool in sorted(self.pools.values(), key=lambda q: q.index):
             lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch,
                                    self.limits.max_frame_bytes)
-            if lo == hi:
-                continue
-            if plan.broadcast is not None:
-                bc = wire.encode(wire.BCAST, self.run, number, wire.NO_AGENT, plan.broadcast)
-                ids = rnd.agents[lo:hi]
-                if online is not None:  # an offline agent receives nothing
-                    ids = ids[online[lo:hi]]
-                    if not len(ids):
-                        continue
+            sent = rnd.broadcast(lo, hi)
+            if sent is not None:
+                ids, bc = sent
                 self.comm.count_down(span(ids), len(bc))  # once per receiving agent
-                rnd.bytes_down += len(bc) * len(ids)
-                rnd.broadcast_bytes = len(bc)  # the same for every pool
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
             for peer in list(rnd.outbox):
@@ -479,10 +472,7 @@ class CuratorSession:
         rnd = self.round
         timed = None
         if self.network is not None:  # who came too late for the round's virtual end
-            rnd.late, timed = self.network.close_round(
-                rnd.number, rnd.agents, rnd.got + rnd.invalid, rnd.reported[span(rnd.agents)],
-                rnd.online, rnd.sizes_down, rnd.broadcast_bytes, rnd.sizes_up,
-                rnd.plan.schema.length)
+            rnd.late, timed = self.network.close_round(rnd.traffic())
         agents, reports = rnd.collect()
         self.round_dropouts += rnd.missing
         with protocol_code(f"absorb of round {rnd.number}"):

@@ -4,7 +4,9 @@ virtual time.
 A scenario's ``[deployment]`` table (``simulator.scenario.deployment``) gives every agent a
 *device class* (drawn by share, or replayed from a per-agent trace): a one-way link latency,
 down- and upload bandwidths (each spread log-normally around the class's median), a device
-speed and an availability. ``Network`` turns that into virtual time, computed and never slept:
+speed and an availability. A run's ``DeploymentModel`` (built once from its configuration,
+``deployment_model``) holds it, and its ``Network`` turns it into virtual time, computed and
+never slept:
 
 * **who is online.** In each round (or once per run, ``availability_per = "run"``) an agent
   is online with its class's availability. The curator sends no query to an offline agent: it
@@ -378,28 +380,81 @@ def round_end(last: float | None, quota_time: float | None, everyone_answered: b
     return end
 
 
+@dataclass(frozen=True)
+class DeploymentModel:
+    """A run's deployment model, built once from its configuration (``deployment_model``) and
+    handed to the curator's session: the deployment (``RunSpec.deployment``), the network's
+    device and availability stream keys, and the settings a round's close reads.
+    ``network(n)`` gives the run's ``Network`` over n agents."""
+
+    spec: Mapping[str, Any]
+    keys: tuple[int, int]
+    #: the round deadline in virtual seconds (None: none)
+    deadline: float | None
+    #: the share of the asked agents whose answers end a round
+    quota: float
+    #: availability drawn once per run (else each round)
+    per_run: bool
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], keys: tuple[int, int]) -> DeploymentModel:
+        """The model of the deployment ``spec`` with the network's stream ``keys``."""
+        return cls(spec=spec, keys=(int(keys[0]), int(keys[1])),
+                   deadline=spec.get("round_deadline_s"),
+                   quota=float(spec.get("quota", DEFAULTS["quota"])),
+                   per_run=spec.get("availability_per", DEFAULTS["availability_per"]) == "run")
+
+    def network(self, n: int) -> Network:
+        """The network of a run of ``n`` agents under this model."""
+        return Network(self, n)
+
+
+def deployment_model(spec: Mapping[str, Any], keys: Any) -> DeploymentModel | None:
+    """The deployment model of a run's configuration: its ``[deployment]`` (``spec``, empty
+    without one: None) and the network's stream ``keys`` (``seeding.network_keys``; absent:
+    (0, 0))."""
+    return DeploymentModel.of(spec, tuple(keys or (0, 0))) if spec else None
+
+
+@dataclass(frozen=True)
+class RoundTraffic:
+    """What a round's close (``Network.close_round``) reads of a round (``Round.traffic``).
+
+    ``number`` the round's; ``agents`` its asked agents (the plan's, sorted); ``answered``
+    the asked agents that answered (reported, sent an invalid report or refused); per row of
+    ``agents``: ``reported`` (a valid report is stored), ``online`` (None: all were), ``down``
+    and ``up`` (the bytes of the query envelope sent to the agent and of the report received
+    from it, 0 where nothing was); ``broadcast`` the round's broadcast envelope (0: none),
+    sent to every online agent; ``numbers`` the numbers of one report (the schema's length).
+    """
+
+    number: int
+    agents: np.ndarray
+    answered: int
+    reported: np.ndarray
+    online: np.ndarray | None
+    down: np.ndarray
+    broadcast: int
+    up: np.ndarray
+    numbers: int
+
+
 class Network:
     """The network of one run as the curator simulates it (see the module docstring).
 
     Parameters
     ----------
-    spec : mapping
-        The run's deployment (``RunSpec.deployment``).
-    keys : (int, int)
-        The network's device and availability stream keys.
+    model : DeploymentModel
+        The run's deployment model.
     n : int
         Agents of the run.
     """
 
-    def __init__(self, spec: Mapping[str, Any], keys: tuple[int, int], n: int) -> None:
+    def __init__(self, model: DeploymentModel, n: int) -> None:
         t0 = time.perf_counter()
         self.n = n
-        self.spec = spec
-        self.availability_key = int(keys[1])
-        self.devices = run_devices(spec, int(keys[0]), n)
-        self.deadline = spec.get("round_deadline_s")
-        self.quota = float(spec.get("quota", DEFAULTS["quota"]))
-        self.per_run = spec.get("availability_per", DEFAULTS["availability_per"]) == "run"
+        self.model = model
+        self.devices = run_devices(model.spec, model.keys[0], n)
         self.clock = 0.0  # when the current round started (virtual seconds)
         self.asked = 0  # agents asked, summed over the rounds
         self.offline = 0
@@ -427,34 +482,14 @@ class Network:
         if dev.availability is None or not len(agents):
             return None
         t0 = time.perf_counter()
-        u = uniform(self.availability_key, agents, 0 if self.per_run else rnd, 1)[:, 0]
+        m = self.model
+        u = uniform(m.keys[1], agents, 0 if m.per_run else rnd, 1)[:, 0]
         up = u < np.take(dev.availability, dev.cls[span(agents)])
         self.elapsed += time.perf_counter() - t0
         return None if up.all() else up
 
-    def close_round(self, rnd: int, agents: np.ndarray, answered: int,
-                    reported: np.ndarray, online: np.ndarray | None, down: np.ndarray,
-                    broadcast: int, up: np.ndarray, numbers: int
-                    ) -> tuple[np.ndarray | None, dict[str, Any]]:
-        """End round ``rnd`` in virtual time.
-
-        Parameters
-        ----------
-        agents : array
-            The round's asked agents (the plan's, sorted).
-        answered : int
-            The asked agents that answered (reported, sent an invalid report or refused).
-        reported : bool array
-            Per row: a valid report is stored.
-        online : bool array or None
-            Per row: the agent was online (None: all were).
-        down, up : int arrays
-            Per row: the bytes of the query envelope sent to the agent and of the report
-            received from it (0 where nothing was).
-        broadcast : int
-            The round's broadcast envelope (0: none), sent to every online agent.
-        numbers : int
-            The numbers of one report (the round's schema length).
+    def close_round(self, rnd: RoundTraffic) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """End a round in virtual time: ``rnd`` is what it sent and received.
 
         Returns
         -------
@@ -465,21 +500,23 @@ class Network:
             The round's virtual entries of ``comm.per_round``.
         """
         t0 = time.perf_counter()
+        agents, reported, online, model = rnd.agents, rnd.reported, rnd.online, self.model
         everyone_reported = bool(reported.all())
         if self._times is None or len(self._times) < len(agents):
             self._times = np.empty(len(agents))
         # every row's time (contiguous passes beat gathering the reporters'), then theirs
         wire = [0.0, 0.0, -math.inf]  # the bytes on the wire each way; the latest arrival
-        every = completion_times(self.devices, span(agents), down, broadcast, up,
-                                 compute_seconds(self.spec, rnd, numbers), self._times, wire)
+        every = completion_times(self.devices, span(agents), rnd.down, rnd.broadcast, rnd.up,
+                                 compute_seconds(model.spec, rnd.number, rnd.numbers),
+                                 self._times, wire)
         times = every if everyone_reported else every[reported]
         n_online = len(agents) if online is None else int(online.sum())
-        everyone = everyone_reported or answered >= n_online
-        pct, quota_time = order_stats(times, math.ceil(self.quota * len(agents) - 1e-9))
+        everyone = everyone_reported or rnd.answered >= n_online
+        pct, quota_time = order_stats(times, math.ceil(model.quota * len(agents) - 1e-9))
         last = wire[2] if everyone_reported else float(times.max()) if len(times) else None
         if last is not None and math.isinf(last):
             last = None
-        end = round_end(last, quota_time, everyone, self.deadline)
+        end = round_end(last, quota_time, everyone, model.deadline)
         late = None
         n_late = 0
         if last is not None and last > end:
@@ -493,7 +530,7 @@ class Network:
             "completion_p50_s": pct[0], "completion_p95_s": pct[1],
             "completion_p99_s": pct[2],
             "dropouts_offline": offline, "dropouts_late": n_late,
-            "wire_bytes_down": round(wire[0]) + n_online * wire_bytes(broadcast),
+            "wire_bytes_down": round(wire[0]) + n_online * wire_bytes(rnd.broadcast),
             "wire_bytes_up": round(wire[1]),
         }
         self.clock += end

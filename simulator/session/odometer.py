@@ -14,7 +14,8 @@ import math
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator.session.common import MAX_ROUNDS, span, written_zeros
+from ldpsim.simulator.codec import wire
+from ldpsim.simulator.session.common import MAX_REASON, MAX_ROUNDS, span, written_zeros
 
 
 class Odometer:
@@ -89,3 +90,22 @@ class Odometer:
         if self.lifetime is not None:
             self.lifetime[at] += eps
         return ok
+
+
+def refusal_frame(run: int, rnd: int, bad: np.ndarray, why: str | None,
+                  budget: float | None, lifetime_epsilon: float | None) -> bytes:
+    """The ERROR (code "budget") telling the curator that agents ``bad`` refuse round
+    ``rnd``: ``why`` (the round's queries are not the protocol's:
+    ``Protocol.query_refusal``), or else their odometer's refusal (the run's ``budget``, and
+    the pool's ``lifetime_epsilon`` on the data set, if any)."""
+    if why is not None:
+        return wire.encode(wire.ERROR, run, rnd, wire.NO_AGENT, {
+            "error": f"{len(bad)} agents refuse round {rnd}: {why}"[:MAX_REASON],
+            "code": "budget", "agents": bad})
+    return wire.encode(wire.ERROR, run, rnd, wire.NO_AGENT, {
+        "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
+                 f"already, or it would take them past epsilon = {budget:g}"
+                 + ("" if lifetime_epsilon is None else
+                    f" in the run or {lifetime_epsilon:g} on the data set over "
+                    "the pool's lifetime") + ")",
+        "code": "budget", "agents": bad})

@@ -30,7 +30,9 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.codec import wire, wire_numpy_read
+from ldpsim.simulator.session import agentrows
+from ldpsim.simulator.session.accounting import AgentClock
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import (
     MAX_REASON,
@@ -39,12 +41,11 @@ from ldpsim.simulator.session.common import (
     block_of,
     peak_rss_mb,
     span,
-    written_zeros,
 )
-from ldpsim.simulator.session.odometer import Odometer
+from ldpsim.simulator.session.odometer import Odometer, refusal_frame
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
-from ldpsim.simulator.session.poolstate import PoolState
-from ldpsim.simulator.session.rounds import AUTO_MAX
+from ldpsim.simulator.session.poolstate import PoolState, Reservations
+from ldpsim.simulator.session.rounds import AUTO_MAX, continues, report_frames
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
 
@@ -119,17 +120,15 @@ class PoolSession:
         self.override: dict[str, Any] | None = None  # set by the audit harness, never by peers
         #: what was built before the set-up arrived (``prebuild``): the configuration it was built
         #: for, the block, the rows and the coin keys
-        self.prebuilt: tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None = None
+        self.prebuilt: agentrows.Prebuilt | None = None
         self._reset()
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
-        if getattr(self, "reserved_rounds", None):
+        if getattr(self, "reservations", None) is not None and self.reservations.rounds:
             self.unsettled = True  # the state file holds the left run's reservations
-        #: the current run's rounds whose spend the state file holds in advance, and what it
-        #: holds beyond each agent's exact spending on the run's data set (``_sync``)
-        self.reserved_rounds: set[int] = set()
-        self.reserved: np.ndarray | None = None
+        #: the current run's spend the state file holds in advance (``_reserve``)
+        self.reservations = Reservations()
         self.run: int | None = None
         self.run_id: int | None = None
         self.config_digest = b""  # sha256 of the run's signed configuration
@@ -145,13 +144,10 @@ class PoolSession:
         self.dataset = None
         self.start = self.stop = 0
         self.broadcasts: dict[int, Any] = {}
-        self.agent_cpu = 0.0
-        self.agent_cpu_max = 0.0
-        self.agent_calls = 0
+        self.clock = AgentClock()  # the agents' randomizer time in this run
         self.refusals = 0
         self.silent = False
         self.odometer: Odometer | None = None
-        self.exact = False
         self.faults: list = []
         self.cpu0 = time.process_time()
 
@@ -193,7 +189,7 @@ class PoolSession:
             if self.silent or run != self.run or self.config is None:
                 continue
             if group and (joined + len(ids) > GROUP_AGENTS
-                          or not _continues(group[-1], rnd, ids, queries)):
+                          or not continues(group[-1], rnd, ids, queries)):
                 yield from self._respond_group(group)
                 joined = 0
             group.append((rnd, ids, queries))
@@ -286,7 +282,7 @@ class PoolSession:
         self.config = cfg
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
-        built = self._take_prebuilt(cfg)
+        built, self.prebuilt = agentrows.take_prebuilt(self.prebuilt, cfg), None
         data_keys = keys.data_keys(int(cfg["data_id"]))
         dataset = build_data(cfg["data"], data_keys)
         self.public = dataset.public
@@ -319,7 +315,7 @@ class PoolSession:
             self.bound, budget, self.start, self.stop,
             self.ledger.block(int(cfg["data_id"]), self.start, self.stop),
             self.policy.lifetime_epsilon)
-        self.exact = run_cfg.exact
+        self.clock = AgentClock(run_cfg.exact)
         self.faults = run_cfg.faults_of(self.index)
         if run_cfg.data_first:  # before registering: no round's wall time holds it
             self.private_rows()
@@ -378,7 +374,7 @@ class PoolSession:
 
     def prebuild(self, config: dict[str, Any]) -> None:
         """Build this pool's agents' rows and coin keys for the run ``config`` (its public
-        configuration, ``seeding.public_config``) before any set-up.
+        configuration, ``seeding.public_config``) before any set-up (``agentrows.prebuild``).
 
         The processes backend's orchestrator knows the run's configuration when it starts the
         pool, and always asks: the pool builds its agents' data before it says it is ready,
@@ -388,31 +384,7 @@ class PoolSession:
         this pool the same block; otherwise they are dropped and built as usual. They are the
         same either way (keyed by agent).
         """
-        keys = self.keys
-        if keys is None:
-            return
-        data_id = int(config["data_id"])
-        data_keys = keys.data_keys(data_id)
-        dataset = build_data(config["data"], data_keys)
-        start, stop = block_of(self.index, self.n_pools, dataset.n)
-        k = keys.agents.for_range(start, stop, coin_tag=int(config["run_id"]), data_tag=data_id)
-        dataset = dataset.with_keys(data_keys.with_cache(start, k["data"]))
-        rows = np.asarray(dataset.rows(start, stop))
-        if rows.flags.writeable:
-            rows.setflags(write=False)
-        self.prebuilt = ({"data": config["data"], "run_id": int(config["run_id"]),
-                          "data_id": data_id}, start, stop, rows, k["coins"])
-
-    def _take_prebuilt(self, cfg: dict[str, Any]
-                       ) -> tuple[dict[str, Any], int, int, np.ndarray, np.ndarray] | None:
-        """The pre-built rows and coins if they are this run's (see ``prebuild``); dropped
-        either way."""
-        built, self.prebuilt = self.prebuilt, None
-        if built is None:
-            return None
-        want = {"data": cfg["data"], "run_id": int(cfg["run_id"]),
-                "data_id": int(cfg["data_id"])}
-        return built if built[0] == want else None
+        self.prebuilt = agentrows.prebuild(self.keys, self.index, self.n_pools, config)
 
     def private_rows(self) -> np.ndarray:
         """This pool's agents' private rows, generated (or read) on first use.
@@ -425,31 +397,15 @@ class PoolSession:
             data, self.rows_built = self.rows_built, None
             if data is None:
                 data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
-            over = self.override  # the privacy audit sets one agent's row (neighbouring sets)
-            if over is not None and self.start <= int(over["agent"]) < self.stop:
-                data = np.array(data, copy=True)
-                data[int(over["agent"]) - self.start] = np.asarray(over["row"]).astype(
-                    data.dtype)
-            data = np.asarray(data)
-            if data.flags.writeable:  # randomizers get views of it: none may write into it
-                data.setflags(write=False)
-            self.data = data
+            # the privacy audit may set one agent's row (neighbouring sets)
+            self.data = agentrows.override_rows(data, self.start, self.stop, self.override)
         return self.data
 
     def _agent_keys(self, ids: np.ndarray) -> np.ndarray:
         """The agents' coin keys in this run (a view for consecutive ids); one agent's is
         replaced when the privacy audit gives it another run's coins (``override["key"]``: the
         fixed-coalition trials)."""
-        keys = self.coins[span(ids - self.start)]
-        over = self.override
-        if over is None or over.get("key") is None:
-            return keys
-        hit = ids == int(over["agent"])
-        if not hit.any():
-            return keys
-        keys = np.array(keys, copy=True)
-        keys[hit] = np.uint64(int(over["key"]))
-        return keys
+        return agentrows.override_keys(self.coins[span(ids - self.start)], ids, self.override)
 
     def prepare(self) -> None:
         """Generate this pool's data now if a run is set up (the drivers call it after
@@ -509,40 +465,10 @@ class PoolSession:
             return [refusals[b] for b in sorted(refusals)]
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
-        p = self.protocol
         block = self.bound.block(rnd, rows, ids, self._agent_keys(ids), queries, bcast)
-        if self.exact:
-            parts = []
-            for i in range(len(ids)):
-                t = time.perf_counter()
-                r = p.respond(block.take(slice(i, i + 1)))
-                dt = time.perf_counter() - t
-                self.agent_cpu += dt
-                self.agent_cpu_max = max(self.agent_cpu_max, dt)
-                parts.append(r)
-            reports = np.concatenate(parts)
-        else:
-            t = time.perf_counter()
-            reports = p.respond(block)
-            dt = time.perf_counter() - t
-            self.agent_cpu += dt
-            self.agent_cpu_max = max(self.agent_cpu_max, dt / len(ids))
-        self.agent_calls += len(ids)
-        reports = np.asarray(reports)
-        # one frame per query batch, split when it would exceed half the frame limit (large
-        # reports, e.g. a whole answer vector per worker); the curator matches the pieces
-        row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
-        per_frame = max(1, (self.limits.max_frame_bytes // 2) // row_bytes)
-        cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
-        out = []
-        for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            if b in refusals:
-                out.append(refusals[b])
-            for s in range(lo, hi, per_frame):
-                e = min(s + per_frame, hi)
-                out.append(wire_numpy.encode_batch(wire.REPORT, self.run, rnd, ids[s:e],
-                                                   reports[s:e])[0])
-        return out
+        reports = self.clock.respond(self.protocol.respond, block, len(ids))
+        return report_frames(self.run, rnd, ids, reports, firsts, refusals,
+                             self.limits.max_frame_bytes)
 
     def _query_refusal(self, rnd: int, queries: np.ndarray | None) -> str | None:
         """Why the agents refuse ``queries`` in round ``rnd`` under the round's broadcast
@@ -551,27 +477,15 @@ class PoolSession:
 
     def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
         """Keep the state file ahead of the agents' spending in round ``rnd``, where the
-        odometer has just charged the agents ``charged``: the first batch of a round reserves
-        the round's ε for every agent of the block that has not answered it (the file is then
-        written: True), later batches of the round only move their agents' spend from the
-        reservation to the ledger (nothing to write: False). The file thus holds at least what
-        any report sent has spent, with one synced write per round instead of one per batch;
-        ``settle`` writes the exact ledger once the run has ended."""
+        odometer has just charged the agents ``charged`` (``poolstate.Reservations``); True:
+        the file is to be written (``settle`` writes the exact ledger once the run ends)."""
         odo = self.odometer
         eps = odo.round_eps.get(rnd)
         if eps is None:
             eps = float(self.bound.round_epsilon(rnd))
         if rnd not in odo.answered or not 0 <= eps < np.inf:
             return False  # a round the odometer refuses whole (past its rounds, or no ε)
-        if self.reserved is None:
-            self.reserved = written_zeros(self.stop - self.start)
-        new = rnd not in self.reserved_rounds
-        if new:
-            self.reserved_rounds.add(rnd)
-            self.reserved += eps
-        at = charged - self.start
-        self.reserved[span(at)] -= eps
-        return new
+        return self.reservations.reserve(rnd, eps, charged, self.start, self.stop)
 
     def _sync(self) -> None:
         """Write the answered runs and the ledger to the pool's state file, if it has one,
@@ -579,11 +493,9 @@ class PoolSession:
         if self.state is None:
             return
         ledger = self.ledger
-        if self.reserved is not None and self.config is not None:
-            ledger = Ledger()
-            ledger.load(self.ledger.arrays())
-            ledger.block(int(self.config["data_id"]), self.start, self.stop)[:] += \
-                np.maximum(self.reserved, 0.0)
+        if self.config is not None:
+            ledger = self.reservations.on(ledger, int(self.config["data_id"]), self.start,
+                                          self.stop)
         self.state.save(self.answered_configs, ledger)
         self.unsettled = False
 
@@ -600,22 +512,12 @@ class PoolSession:
         odometer's refusal, or ``why`` (the round's queries are not the protocol's:
         ``Protocol.query_refusal``)."""
         self.refusals += len(bad)
-        if why is not None:
-            return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
-                "error": f"{len(bad)} agents refuse round {rnd}: {why}"[:MAX_REASON],
-                "code": "budget", "agents": bad})
-        return wire.encode(wire.ERROR, self.run, rnd, wire.NO_AGENT, {
-            "error": f"privacy budget: {len(bad)} agents refuse round {rnd} (answered it "
-                     f"already, or it would take them past epsilon = {self.odometer.budget:g}"
-                     + ("" if self.policy.lifetime_epsilon is None else
-                        f" in the run or {self.policy.lifetime_epsilon:g} on the data set over "
-                        "the pool's lifetime") + ")",
-            "code": "budget", "agents": bad})
+        return refusal_frame(self.run, rnd, bad, why,
+                             None if why is not None else self.odometer.budget,
+                             self.policy.lifetime_epsilon)
 
     def _stats(self) -> dict[str, Any]:
-        out = {"pool": self.index, "agent_cpu_s": self.agent_cpu, "agent_calls":
-               self.agent_calls, "agent_cpu_s_max": self.agent_cpu_max,
-               "agent_time_mode": "exact" if self.exact else "amortised",
+        out = {"pool": self.index, **self.clock.stats(),
                "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
                "refused": self.refusals, "agents": self.stop - self.start}
         odo = self.odometer
@@ -632,14 +534,3 @@ class PoolSession:
                            {"error": f"{type(exc).__name__}: {exc}",
                             "traceback": traceback.format_exc()})
 
-
-def _continues(last: tuple[int, np.ndarray, np.ndarray | None], rnd: int, ids: np.ndarray,
-               queries: np.ndarray | None) -> bool:
-    """Whether the query batch (``rnd``, ``ids``, ``queries``) continues the batch ``last``:
-    the same round, the next agents, queries of the same kind and width (or none in both)."""
-    lrnd, lids, lq = last
-    if rnd != lrnd or int(ids[0]) != int(lids[-1]) + 1:
-        return False
-    if lq is None or queries is None:
-        return lq is None and queries is None
-    return lq.dtype == queries.dtype and lq.shape[1:] == queries.shape[1:]

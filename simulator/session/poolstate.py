@@ -42,6 +42,7 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols.keys import kdf
+from ldpsim.simulator.session.common import span, written_zeros
 from ldpsim.simulator.session.policy import Ledger
 
 MAGIC = b"ldpsim pool state 1\n"
@@ -246,3 +247,42 @@ class PoolState:
     def restore(self, ledger: Ledger) -> None:
         """Give ``ledger`` the spending this state holds."""
         ledger.load(self.ledger)
+
+
+class Reservations:
+    """The spend a pool's state file holds ahead of its agents in the current run
+    (``PoolSession``): the first batch of a round reserves the round's ε for every agent of
+    the block that has not answered it (the file is then written), later batches of the round
+    only move their agents' spend from the reservation to the ledger (nothing to write). The
+    file thus holds at least what any report sent has spent, with one synced write per round
+    instead of one per batch; the pool writes the exact ledger once the run has ended."""
+
+    def __init__(self) -> None:
+        #: the run's rounds whose spend the state file holds in advance
+        self.rounds: set[int] = set()
+        #: per agent of the block: what the file holds beyond its exact spending (None: none)
+        self.spend: np.ndarray | None = None
+
+    def reserve(self, rnd: int, eps: float, charged: np.ndarray, start: int, stop: int
+                ) -> bool:
+        """The odometer has just charged the agents ``charged`` (ids in the block ``[start,
+        stop)``) round ``rnd``'s ``eps``: reserve the round for the block if it is new (True:
+        write the file), and move their spend from the reservation to the ledger."""
+        if self.spend is None:
+            self.spend = written_zeros(stop - start)
+        new = rnd not in self.rounds
+        if new:
+            self.rounds.add(rnd)
+            self.spend += eps
+        self.spend[span(charged - start)] -= eps
+        return new
+
+    def on(self, ledger: Ledger, data_id: int, start: int, stop: int) -> Ledger:
+        """``ledger`` with the reserved spend of the block ``[start, stop)`` on top (a copy;
+        ``ledger`` itself when nothing is reserved)."""
+        if self.spend is None:
+            return ledger
+        out = Ledger()
+        out.load(ledger.arrays())
+        out.block(data_id, start, stop)[:] += np.maximum(self.spend, 0.0)
+        return out

@@ -7,7 +7,9 @@ gets its next batch when a frame from it arrives, so the curator checks reports 
 compute, every pool keeps a few batches queued, and a round's frames never pile up in memory.
 A pool that falls silent stops only its own batches (its agents become dropouts). Reports are
 stored by the row of the plan, so the round ends without a sort: its reports are in the plan's
-(sorted) agent order whatever the arrival order.
+(sorted) agent order whatever the arrival order. On the pool's side: which queued batches it
+answers in one randomizer call (``continues``) and the frames of its reports
+(``report_frames``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
+from ldpsim.simulator.session.network import RoundTraffic
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
@@ -175,6 +178,23 @@ class Round:
         """``envelope_bound`` of the round's plan (computed once)."""
         return envelope_bound(self.plan)
 
+    def broadcast(self, lo: int, hi: int) -> tuple[np.ndarray, bytes] | None:
+        """The round's broadcast to the pool asked the rows ``[lo, hi)`` of ``agents``: the
+        agents that receive it (its online ones) and the envelope, counted in the round's
+        bytes; None: no broadcast, or none of them is online (an offline agent receives
+        nothing)."""
+        if lo == hi or self.plan.broadcast is None:
+            return None
+        bc = wire.encode(wire.BCAST, self.run, self.number, wire.NO_AGENT, self.plan.broadcast)
+        ids = self.agents[lo:hi]
+        if self.online is not None:
+            ids = ids[self.online[lo:hi]]
+            if not len(ids):
+                return None
+        self.bytes_down += len(bc) * len(ids)
+        self.broadcast_bytes = len(bc)  # the same for every pool
+        return ids, bc
+
     def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
         envelope's size; it is pending until answered."""
@@ -280,6 +300,15 @@ class Round:
         those of a deployment, offline or late, are counted apart)."""
         return self.expected - self.got - self.invalid - self.offline
 
+    def traffic(self) -> RoundTraffic:
+        """What the round sent and received, as its close in virtual time reads it
+        (``network.Network.close_round``; with a deployment, which keeps ``sizes``)."""
+        return RoundTraffic(
+            number=self.number, agents=self.agents, answered=self.got + self.invalid,
+            reported=self.reported[span(self.agents)], online=self.online,
+            down=self.sizes_down, broadcast=self.broadcast_bytes, up=self.sizes_up,
+            numbers=self.plan.schema.length)
+
     def record(self) -> dict[str, Any]:
         """The round's entry of the result's ``comm.per_round``."""
         late = 0 if self.late is None else int(self.late.sum())
@@ -290,3 +319,37 @@ class Round:
             "report_bits": self.plan.report_bits, "batch": self.batch,
             "wall_s": time.perf_counter() - self.t_wall,
             "curator_cpu_s": time.process_time() - self.t_cpu}
+
+
+def continues(last: tuple[int, np.ndarray, np.ndarray | None], rnd: int, ids: np.ndarray,
+               queries: np.ndarray | None) -> bool:
+    """Whether the query batch (``rnd``, ``ids``, ``queries``) continues the batch ``last``:
+    the same round, the next agents, queries of the same kind and width (or none in both)."""
+    lrnd, lids, lq = last
+    if rnd != lrnd or int(ids[0]) != int(lids[-1]) + 1:
+        return False
+    if lq is None or queries is None:
+        return lq is None and queries is None
+    return lq.dtype == queries.dtype and lq.shape[1:] == queries.shape[1:]
+
+
+def report_frames(run: int, rnd: int, ids: np.ndarray, reports: np.ndarray, firsts: list[int],
+                  refusals: dict[int, bytes], max_frame_bytes: int) -> list[bytes]:
+    """A pool's frames answering round ``rnd`` for the agents ``ids`` with their
+    ``reports``: one frame per query batch (``firsts``: the first agent of each batch after
+    the first, when ``ids`` joins several), preceded by the batch's refusal if it has one
+    (``refusals``, by batch), and split further when a frame would exceed half of
+    ``max_frame_bytes`` (large reports, e.g. a whole answer vector per worker); the curator
+    matches the pieces."""
+    row_bytes = 16 + 9 * max(1, reports.shape[1] if reports.ndim == 2 else 1)
+    per_frame = max(1, (max_frame_bytes // 2) // row_bytes)
+    cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
+    out = []
+    for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        if b in refusals:
+            out.append(refusals[b])
+        for s in range(lo, hi, per_frame):
+            e = min(s + per_frame, hi)
+            out.append(wire_numpy.encode_batch(wire.REPORT, run, rnd, ids[s:e],
+                                               reports[s:e])[0])
+    return out

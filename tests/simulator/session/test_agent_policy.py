@@ -95,7 +95,7 @@ def test_attack_rogue_curator_announcing_another_configuration_is_refused(change
     payload["config"] = msgpack.packb(forged, use_bin_type=True)
     out = pool.on_frame(setup_frame(payload))
     assert "not signed by the orchestrator" in refusal(out)
-    assert pool.idle and pool.agent_calls == 0
+    assert pool.idle and pool.clock.calls == 0
     with pytest.raises(RunFailed, match="pool 0 refused the run: the configuration is not signed"):
         for f in out:
             list(cur.on_frame(b"pool", f))
@@ -119,7 +119,7 @@ def test_attack_fresh_nonces_and_repeated_runs_never_reset_the_odometer():
     cur, pool = honest(cfg)
     payload = setup_of(cur)
     res = drive(cur, pool, pool.on_frame(setup_frame(payload)))
-    assert res["dropouts"] == 0 and pool.agent_calls == 0  # stats reset with the run
+    assert res["dropouts"] == 0 and pool.clock.calls == 0  # stats reset with the run
     answered = pool.answered_runs.copy()
     assert len(answered) == 1
     for i in range(45):

@@ -226,11 +226,11 @@ def test_availability_p_drops_p_of_the_agents_within_5_standard_errors(per):
 def test_per_run_availability_keeps_the_same_agents_offline_in_every_round():
     dep = {"availability": 0.5, "availability_per": "run", "compute": 0.0}
     spec = {**dep, "classes": None}
-    network = net.Network(spec, (11, 12), 1000)
+    network = net.DeploymentModel.of(spec, (11, 12)).network(1000)
     a = network.online(np.arange(1000), 0)
     b = network.online(np.arange(1000), 3)
     assert np.array_equal(a, b)
-    other = net.Network({**spec, "availability_per": "round"}, (11, 12), 1000)
+    other = net.DeploymentModel.of({**spec, "availability_per": "round"}, (11, 12)).network(1000)
     assert not np.array_equal(other.online(np.arange(1000), 0), other.online(np.arange(1000), 3))
 
 
