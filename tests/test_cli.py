@@ -335,7 +335,7 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
     binary.write_bytes(b"\x00\x01\xff\xfe")
     latin = tmp_path / "latin.toml"
     latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
-    from ldpsim.simulator.session.seeding import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_deployment
 
     write_deployment(tmp_path / "k", 2, [[(0, 50)], [(50, 100)]])
     cases = [

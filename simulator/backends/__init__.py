@@ -129,7 +129,7 @@ class HostsBackend(Backend):
         from ldpsim.simulator.backends.transport import HostsCurator
         from ldpsim.simulator.session import Limits
         from ldpsim.simulator.session.common import counted
-        from ldpsim.simulator.session.seeding import hosts_auth
+        from ldpsim.simulator.session.keyfiles import hosts_auth
 
         if runtime.get("curve"):
             check_dir(runtime["curve"])  # a clear error before any process starts
@@ -153,7 +153,7 @@ class HostsBackend(Backend):
 
     @classmethod
     def check(cls, runtime):
-        from ldpsim.simulator.session.seeding import hosts_auth
+        from ldpsim.simulator.session.keyfiles import hosts_auth
 
         hosts_auth(runtime)  # the deployment's key file and token, or KeyFileError
 

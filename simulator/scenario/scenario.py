@@ -50,14 +50,14 @@ from ldpsim.simulator.scenario.catalogue import (  # noqa: F401 - re-exported: s
     find,
     scenario_names,
 )
-from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     MIN_TOKEN_CHARS,
     SEED_ONLY,
     KeyFileError,
     read_deployment,
-    run_seed,
 )
+from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
+from ldpsim.simulator.session.seeding import run_seed
 
 
 class ScenarioWarning(UserWarning):

@@ -28,10 +28,11 @@ from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.collusion import colluder_mask, save_view
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.keyfiles import secrets_of
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.record import run_record
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import public_config, run_secrets, secrets_of
+from ldpsim.simulator.session.seeding import public_config, run_secrets
 
 from ldpsim import __version__
 

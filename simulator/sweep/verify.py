@@ -57,7 +57,7 @@ from ldpsim.simulator.results.results import (
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
 from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.session.seeding import SEED_ONLY, read_deployment
+from ldpsim.simulator.session.keyfiles import SEED_ONLY, read_deployment
 from ldpsim.simulator.sweep.execute import claimed, public_facts
 from ldpsim.simulator.sweep.reporting import page
 from ldpsim.simulator.sweep.runner import in_run_order, rerun

@@ -16,7 +16,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import HostsCurator
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.common import block_of
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     Deployment,
     read_deployment,
     registration_key,

@@ -183,7 +183,7 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
 
     from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.backends.transport import HostsCurator
-    from ldpsim.simulator.session.seeding import (
+    from ldpsim.simulator.session.keyfiles import (
         read_deployment,
         registration_key,
         token_of,

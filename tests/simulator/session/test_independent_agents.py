@@ -45,7 +45,7 @@ import numpy as np
 import pytest
 from ldpsim.protocols.rank import profile
 from ldpsim.simulator.session.collusion import load_view
-from ldpsim.simulator.session.seeding import SECRET_FILE, secrets_of
+from ldpsim.simulator.session.keyfiles import SECRET_FILE, secrets_of
 from ldpsim.simulator.sweep.execute import _dataset, keyed_seed
 
 import ldpsim
@@ -293,9 +293,9 @@ def _central_sweep(raw: dict[str, Any], tmp_path: Path) -> dict[tuple[int, str, 
     """A sweep of a central-model protocol next to its non-private baseline, run with a
     deployment's own secret (so that the seed in the results gives nothing away); its records
     by (repetition, protocol, ε)."""
-    from ldpsim.simulator.session import seeding
+    from ldpsim.simulator.session import keyfiles
 
-    files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 1)], [(1, 2)]])
+    files = keyfiles.write_deployment(tmp_path / "keys", 2, [[(0, 1)], [(1, 2)]])
     raw = {**raw, "runtime": {"backend": "inproc", "pools": 2, "jobs": 1, "progress": False,
                               "secret": str(files["secret"])}, "output": {"plots": False}}
     recs = ldpsim.run(raw, out=tmp_path / "out")
@@ -474,11 +474,11 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
     import hmac
     import json
 
-    from ldpsim.simulator.session import seeding
+    from ldpsim.simulator.session import keyfiles, signing
 
     token = "correct horse battery"
-    files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])
-    dep = seeding.read_deployment(files["secret"])
+    files = keyfiles.write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])
+    dep = keyfiles.read_deployment(files["secret"])
     raw = {"name": "tok", "protocol": "ldp_kwiksort_rr", "seed": 1,
            "data": {"kind": "mallows", "n": 300, "m": 5},
            "runtime": {"backend": "inproc", "pools": 2, "jobs": 1, "token": token,
@@ -487,16 +487,16 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
     ldpsim.run(raw, out=tmp_path / "out")
     stored = (tmp_path / "out" / "scenario.json").read_text()
     records = (tmp_path / "out" / "results.jsonl").read_text()
-    curator_key = seeding.registration_key(token, dep.salt)  # what the curator process holds
+    curator_key = keyfiles.registration_key(token, dep.salt)  # what the curator process holds
     nonce = b"\x01" * 16
-    mac = seeding.registration_mac(curator_key, nonce, 0, 0, 2)  # what the wire carries
+    mac = signing.registration_mac(curator_key, nonce, 0, 0, 2)  # what the wire carries
 
     def cheap_checks(guess: str) -> list[bool]:
         legacy_auth = hmac.new(guess.encode(), b"ldpsim\x1fregistration", hashlib.sha256).digest()
         return [hashlib.sha256(guess.encode()).hexdigest()[:12] in stored + records,
                 guess in stored + records,
                 legacy_auth == curator_key,
-                seeding.registration_mac(legacy_auth, nonce, 0, 0, 2) == mac,
+                signing.registration_mac(legacy_auth, nonce, 0, 0, 2) == mac,
                 hmac.new(guess.encode(), nonce, hashlib.sha256).digest() == mac]
 
     assert not any(cheap_checks(token))
@@ -508,11 +508,11 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
         return real(*a, **k)
 
     monkeypatch.setattr(hashlib, "scrypt", counted)
-    seeding.registration_key.cache_clear()  # a guesser has not computed it before
-    assert seeding.registration_key(token, dep.salt) == curator_key  # the KDF's check works
+    keyfiles.registration_key.cache_clear()  # a guesser has not computed it before
+    assert keyfiles.registration_key(token, dep.salt) == curator_key  # the KDF's check works
     assert len(calls) == 1 and calls[0]["n"] >= 1 << 15 and calls[0]["r"] >= 8
-    assert seeding.registration_key("correct horse battery!", dep.salt) != curator_key
-    with pytest.raises(seeding.KeyFileError, match="at least 16"):
-        seeding.registration_key("s3cret", dep.salt)
+    assert keyfiles.registration_key("correct horse battery!", dep.salt) != curator_key
+    with pytest.raises(keyfiles.KeyFileError, match="at least 16"):
+        keyfiles.registration_key("s3cret", dep.salt)
     assert json.loads(stored)["fingerprint"]["runtime.secret"][0] not in (
         dep.secrets.master.hex(), hashlib.sha256(dep.secrets.master).hexdigest()[:24])

@@ -37,14 +37,14 @@ from ldpsim.protocols.keys import (
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.session.common import block_of
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     SECRET_FILE,
     KeyFileError,
     read_deployment,
-    run_seed,
     secrets_of,
     write_deployment,
 )
+from ldpsim.simulator.session.seeding import run_seed
 
 import ldpsim
 
@@ -289,7 +289,7 @@ def test_a_replaced_secret_key_is_refused_on_resume(tmp_path):
     """Whoever can write the directory cannot slip another secret under its records: the
     fingerprint's MAC of the secret no longer matches."""
     from ldpsim.simulator.scenario.identity import FingerprintMismatch
-    from ldpsim.simulator.session.seeding import write_fresh_secret
+    from ldpsim.simulator.session.keyfiles import write_fresh_secret
 
     out = tmp_path / "out"
     ldpsim.run(_tiny(), out=out)
