@@ -455,7 +455,7 @@ def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
 def cmd_keys(args: argparse.Namespace) -> int:
     from ldpsim.simulator.backends.curve import make_keys
     from ldpsim.simulator.session.common import block_of
-    from ldpsim.simulator.session.keyfiles import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_host_keys
 
     if args.pools < 1:
         _err(f"error: --pools {args.pools}: allowed: an integer >= 1")
@@ -467,7 +467,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
         return 2
     ranges = [[block_of(i, args.pools, n) for n in sizes] for i in range(args.pools)]
     try:
-        keyfiles = write_deployment(args.dir, args.pools, ranges)
+        keyfiles = write_host_keys(args.dir, args.pools, ranges)
         files = list(keyfiles.values()) + make_keys(args.dir, args.pools)
     except CurveError as e:
         _err(f"error: {e}")

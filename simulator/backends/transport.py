@@ -559,8 +559,8 @@ class HostsCurator:
 
     ``run()`` serves one run after another on the same socket; pools connected with
     ``ldpsim agents --connect ...`` take part in every run until ``close()``. ``auth``: the
-    deployment's registration key, from which a TCP endpoint without enrolled CURVE keys derives
-    the door's key pairs (``simulator.backends.door``).
+    hosts' registration key (``keyfiles.hosts_auth``), from which a TCP endpoint without
+    enrolled CURVE keys derives the door's key pairs (``simulator.backends.door``).
     """
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,

@@ -54,7 +54,7 @@ from ldpsim.simulator.session.keyfiles import (
     MIN_TOKEN_CHARS,
     SEED_ONLY,
     KeyFileError,
-    read_deployment,
+    read_host_keys,
 )
 from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
 from ldpsim.simulator.session.seeding import run_seed
@@ -685,7 +685,7 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
                             f"max_frame_bytes ({frame}), a frame must hold one envelope")
     if runtime["secret"] and runtime["secret"] != SEED_ONLY:
         try:
-            read_deployment(runtime["secret"])
+            read_host_keys(runtime["secret"])
         except KeyFileError as e:
             raise ScenarioError(f"[runtime] secret: {e}; allowed: the path of a key file "
                                 f"secret.key, {SEED_ONLY!r} (the seed-only secret), or none "

@@ -64,7 +64,7 @@ class KeyFileError(ValueError):
 
 
 @dataclass(frozen=True)
-class Deployment:
+class HostKeys:
     """The orchestrator's key file (``secret.key`` of ``ldpsim keys``): the master secret, the
     salt typed tokens are stretched with, and the pool count the pools' files were written
     for."""
@@ -115,21 +115,21 @@ def read_key_file(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def read_deployment(path: str | Path) -> Deployment:
+def read_host_keys(path: str | Path) -> HostKeys:
     """The orchestrator's key file ``path`` (``secret.key``)."""
     doc = read_key_file(path)
     try:
         if doc.get("kind") != "orchestrator":
             raise ValueError(f"it is a {doc.get('kind')!r} key file; the orchestrator reads "
                              "secret.key")
-        return Deployment(Secrets(bytes.fromhex(doc["master"])), bytes.fromhex(doc["salt"]),
+        return HostKeys(Secrets(bytes.fromhex(doc["master"])), bytes.fromhex(doc["salt"]),
                           int(doc["pools"]))
     except (KeyError, TypeError, ValueError) as e:
         raise KeyFileError(f"{path}: {e}") from None
 
 
 def read_pool_keys(path: str | Path) -> tuple[PoolKeys, bytes]:
-    """A pool's key file ``path``: its keys and the deployment's token salt."""
+    """A pool's key file ``path``: its keys and the key files' token salt."""
     doc = read_key_file(path)
     keys = pool_keys_of(doc)
     try:
@@ -149,9 +149,9 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_deployment(out: str | Path, pools: int, ranges: list[list[tuple[int, int]]],
-                     master: bytes | None = None) -> dict[str, Path]:
-    """Write a deployment's key files into the directory ``out``: ``secret.key`` (the
+def write_host_keys(out: str | Path, pools: int, ranges: list[list[tuple[int, int]]],
+                    master: bytes | None = None) -> dict[str, Path]:
+    """Write the hosts' key files into the directory ``out``: ``secret.key`` (the
     orchestrator's: the master secret and the salt), ``token`` (128 random bits, for
     registration), and ``pool-I.keys`` for every pool I, holding the keys of the agents in
     ``ranges[I]`` only, with its empty state file ``pool-I.state`` (``poolstate``: the agents'
@@ -159,26 +159,26 @@ def write_deployment(out: str | Path, pools: int, ranges: list[list[tuple[int, i
     is kept). Returns the paths by name."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    dep = Deployment(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16), pools)
+    host = HostKeys(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16), pools)
     files = {"secret": d / "secret.key", "token": d / "token"}
-    write_private(files["secret"], json.dumps(dep.as_dict(), indent=1) + "\n")
+    write_private(files["secret"], json.dumps(host.as_dict(), indent=1) + "\n")
     write_private(files["token"], _random.token_hex(16) + "\n")
     for i in range(pools):
-        doc = pool_key_doc(pool_keys(dep.secrets, i, pools, ranges[i]), dep.salt)
+        doc = pool_key_doc(pool_keys(host.secrets, i, pools, ranges[i]), host.salt)
         files[f"pool-{i}"] = d / f"pool-{i}.keys"
         write_private(files[f"pool-{i}"], json.dumps(doc, indent=1) + "\n")
         state = state_path(files[f"pool-{i}"])
         if master is None:  # a new secret: new agents, a new lifetime
             state.unlink(missing_ok=True)
         if not state.exists():  # the same master's agents keep their record
-            PoolState.create(state, i, pools, policy_key(dep.secrets.master, i, pools))
+            PoolState.create(state, i, pools, policy_key(host.secrets.master, i, pools))
         files[f"pool-{i}-state"] = state
     return files
 
 
 @functools.lru_cache(maxsize=8)
-def _deployment(path: str, stamp: tuple[int, int, int]) -> Deployment:
-    return read_deployment(path)
+def _host_keys(path: str, stamp: tuple[int, int, int]) -> HostKeys:
+    return read_host_keys(path)
 
 
 def secrets_of(runtime: dict[str, Any]) -> Secrets | None:
@@ -197,8 +197,8 @@ def secrets_of(runtime: dict[str, Any]) -> Secrets | None:
         st = path.stat()
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
     except OSError:
-        stamp = (0, 0, 0)  # read_deployment says what is wrong
-    return _deployment(str(path), stamp).secrets
+        stamp = (0, 0, 0)  # read_host_keys says what is wrong
+    return _host_keys(str(path), stamp).secrets
 
 
 def secret_kind(runtime: dict[str, Any], directory: str | Path | None = None) -> str:
@@ -225,9 +225,9 @@ def write_fresh_secret(path: str | Path, pools: int = 1, master: bytes | None = 
     ``ldpsim keys`` writes ``secret.key`` (with a token salt of its own and ``pools``;
     owner-only, atomically); returns the path."""
     p = Path(path)
-    dep = Deployment(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16),
-                     int(pools))
-    write_private(p, json.dumps(dep.as_dict(), indent=1) + "\n")
+    host = HostKeys(Secrets(master or _random.token_bytes(32)), _random.token_bytes(16),
+                    int(pools))
+    write_private(p, json.dumps(host.as_dict(), indent=1) + "\n")
     return p
 
 
@@ -259,7 +259,7 @@ def keep_secret(runtime: dict[str, Any], directory: str | Path, has_records: boo
         return None
     own = Path(directory, SECRET_FILE)
     if own.is_file():
-        read_deployment(own)  # KeyFileError naming the file if it is not one
+        read_host_keys(own)  # KeyFileError naming the file if it is not one
         return own
     if has_records:
         raise KeyFileError(
@@ -271,7 +271,7 @@ def keep_secret(runtime: dict[str, Any], directory: str | Path, has_records: boo
 
 
 def stretch(token: str, salt: bytes) -> bytes:
-    """A typed token through scrypt with the deployment's ``salt`` (``SCRYPT_*``); KeyFileError
+    """A typed token through scrypt with the key files' ``salt`` (``SCRYPT_*``); KeyFileError
     for a token shorter than ``MIN_TOKEN_CHARS``."""
     if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
         raise KeyFileError(f"the token has {len(token) if isinstance(token, str) else 0} "
@@ -289,8 +289,8 @@ def registration_key(token: str, salt: bytes) -> bytes:
     return hmac.new(stretch(token, salt), b"ldpsim\x1fregistration", hashlib.sha256).digest()
 
 
-def hosts_auth(runtime: dict[str, Any]) -> tuple[Deployment, bytes]:
-    """The hosts backend's deployment (``[runtime] secret``, the key file ``secret.key``) and
+def hosts_auth(runtime: dict[str, Any]) -> tuple[HostKeys, bytes]:
+    """The hosts backend's key file (``[runtime] secret``, the orchestrator's ``secret.key``) and
     registration key: from ``[runtime] token``, else the ``token`` file beside the key file
     (``ldpsim keys`` writes both). KeyFileError says what is missing."""
     path = runtime.get("secret")
@@ -299,8 +299,8 @@ def hosts_auth(runtime: dict[str, Any]) -> tuple[Deployment, bytes]:
                            "(--secret): run `ldpsim keys DIR --pools P --agents N` and give the "
                            "curator DIR/secret.key, each pool its own DIR/pool-I.keys; allowed: "
                            f"the path of a secret.key (not {SEED_ONLY!r}, nor none)")
-    deployment = read_deployment(path)
-    return deployment, registration_key(token_of(runtime.get("token"), path), deployment.salt)
+    host = read_host_keys(path)
+    return host, registration_key(token_of(runtime.get("token"), path), host.salt)
 
 
 def token_of(token: str | None, beside: str | Path) -> str:
