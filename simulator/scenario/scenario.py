@@ -37,6 +37,7 @@ from ldpsim.protocols import (
     get_protocol,
 )
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.protocols.keys import run_seed
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.plots import PlotSpec, check_table, default_metrics
@@ -57,7 +58,6 @@ from ldpsim.simulator.session.keyfiles import (
     read_host_keys,
 )
 from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
-from ldpsim.simulator.session.seeding import run_seed
 
 
 class ScenarioWarning(UserWarning):

@@ -8,7 +8,8 @@ With a secret of its own (fresh or a file) a run's seed is first keyed by the ma
 (``Secrets.run_seed``), so nothing the curator or a pool receives is a function of the seed
 alone. The seed keys what is public (the curator's own draws: which agents it asks, its
 queries); the master keys what is private (every agent's data and coins, ``protocols.keys``).
-The run seed of repetition ``r`` of a scenario with seed ``s`` is derived from (s, r) only.
+The run seed of repetition ``r`` of a scenario with seed ``s`` is derived from (s, r) only
+(``protocols.keys.run_seed``).
 
 **Who gets which key.**
 
@@ -44,7 +45,7 @@ import msgpack
 import numpy as np
 from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import AgentKeys, DataKeys, Secrets, data_tag, run_tag
-from ldpsim.protocols.rng import stream_key, stream_keys
+from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.session.signing import auth_key, policy_key, sign
 
 
@@ -193,14 +194,3 @@ def agents_of(config: dict[str, Any]) -> int:
     """How many agents the run's data set holds (built lazily: generated rows are not drawn;
     a file is read)."""
     return build_data(config["data"], 0).n
-
-
-def run_seed(scenario_seed: int, repeat: int) -> int:
-    """The seed of repetition ``repeat`` of a scenario (a 63-bit integer)."""
-    return stream_key(scenario_seed, "repeat", repeat) >> 1
-
-
-def run_seeds(scenario_seed: int, first: int, count: int) -> np.ndarray:
-    """``run_seed`` of repetitions ``first .. first + count - 1`` at once (a uint64 array)."""
-    reps = np.arange(first, first + count, dtype=np.uint64)
-    return stream_keys(scenario_seed, "repeat", last=reps) >> np.uint64(1)

@@ -32,6 +32,7 @@ from ldpsim.protocols.keys import (
     device_rows,
     master_words_of_seeds,
     root_words,
+    run_seed,
     run_tags,
 )
 from ldpsim.protocols.prf import prf
@@ -44,7 +45,6 @@ from ldpsim.simulator.session.keyfiles import (
     secrets_of,
     write_host_keys,
 )
-from ldpsim.simulator.session.seeding import run_seed
 
 import ldpsim
 
