@@ -94,7 +94,7 @@ class PoolSession:
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
-            raise TypeError("auth: the registration key (bytes), see simulator.session.seeding")
+            raise TypeError("auth: the registration key (bytes), see simulator.session.signing")
         self.auth = auth
         self.keys = keys
         self.policy = policy or AgentPolicy()

@@ -196,7 +196,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
         finally:
             truth.close()
     # the experiment's master secret (``[runtime] secret``): with the same one every backend
-    # gives the same output for the same seed (``simulator.session.seeding``); in the
+    # gives the same output for the same seed (``simulator.session.keyfiles``); in the
     # seed-only mode, None: the seed's own. With a secret the run's seed is keyed by it
     # first (``keyed_seed``): nothing a party receives is then a function of the seed
     secret = secrets_of(spec.runtime)
