@@ -109,7 +109,7 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
 
     if plots and out is not None and importlib.util.find_spec("matplotlib") is None:
         raise ImportError(f"plots=True needs matplotlib: {PLOT_INSTALL}")
-    from ldpsim.simulator.session.seeding import SECRET_FILE, read_deployment, secret_kind
+    from ldpsim.simulator.session.keyfiles import SECRET_FILE, read_host_keys, secret_kind
 
     scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed,
                      secret=None if secret is None else str(secret))
@@ -120,7 +120,7 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
     with tempfile.TemporaryDirectory(prefix="ldpsim-") as tmp:
         records, _ = run_scenario(scen, tmp, show_progress=progress, echo=_quiet)
         own = Path(tmp, SECRET_FILE)
-        fresh = (read_deployment(own).secrets.master
+        fresh = (read_host_keys(own).secrets.master
                  if secret_kind(scen.runtime, tmp) == "fresh" and own.is_file() else None)
     return Results(records, None, fresh)
 
@@ -213,7 +213,7 @@ class Results:
         ``secret.key`` (owner-only, atomically); ``run(..., secret=path)`` then runs the same
         runs again. ValueError when there is none to write (see ``secret``)."""
         from ldpsim.protocols.keys import Secrets
-        from ldpsim.simulator.session.seeding import write_fresh_secret
+        from ldpsim.simulator.session.keyfiles import write_fresh_secret
 
         if self.secret is None:
             raise ValueError("no fresh secret held: the runs' secret is their directory's "

@@ -25,8 +25,8 @@ An agent that discloses its coin key (a colluder) gives away its own draws of th
 nothing else. A fast mixer (SplitMix64, ``protocols.rng``) then expands a coin or data key into
 the agent's draws; it never derives one agent's key from another's.
 
-Everything here is a pure function of the master secret and public tags;
-``simulator.session.seeding`` decides which party receives what.
+Everything here is a pure function of the master secret, the seeds and public tags: it knows
+nothing of parties, files or processes (the runtime decides which party receives what).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.prf import SIPHASH, prf, prf_tag
+from ldpsim.protocols.rng import stream_key, stream_keys
 
 #: agent ids live in [0, 2^ID_BITS)
 ID_BITS = 32
@@ -140,6 +141,17 @@ def data_tag(seed: int) -> int:
     """The public id of a run's data set: the same for every run of one repetition (common
     random numbers), different across repetitions."""
     return int(data_tags(_seed63(seed))[0])
+
+
+def run_seed(scenario_seed: int, repeat: int) -> int:
+    """The seed of repetition ``repeat`` of a scenario (a 63-bit integer)."""
+    return stream_key(scenario_seed, "repeat", repeat) >> 1
+
+
+def run_seeds(scenario_seed: int, first: int, count: int) -> np.ndarray:
+    """``run_seed`` of repetitions ``first .. first + count - 1`` at once (a uint64 array)."""
+    reps = np.arange(first, first + count, dtype=np.uint64)
+    return stream_keys(scenario_seed, "repeat", last=reps) >> np.uint64(1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -641,8 +653,8 @@ class Secrets:
         return int.from_bytes(kdf(self.master, "curator-coins", int(run), size=8), "little")
 
     def run_seed(self, seed: int) -> int:
-        """The seed a run of seed ``seed`` derives its public ids and stream keys from
-        (``seeding.public_config``): ``seed`` itself for the secrets of a seed, else a 63-bit
+        """The seed a run of seed ``seed`` derives its public ids and stream keys from:
+        ``seed`` itself for the secrets of a seed, else a 63-bit
         PRF of it under this master. So with a secret of its own, what the curator and the
         pools receive (the run's and its data set's ids, the curator's stream key) is no
         function of the run's seed: nobody who guesses, or reads, the seed can match them,

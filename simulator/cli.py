@@ -137,7 +137,7 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 def cmd_run(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results.results import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
-    from ldpsim.simulator.session.seeding import KeyFileError
+    from ldpsim.simulator.session.keyfiles import KeyFileError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
 
     try:
@@ -185,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def secret_line(runtime: dict, out: str | Path) -> str:
     """What ``ldpsim run`` says of the sweep's secret: where it is, or that it is the seed's."""
-    from ldpsim.simulator.session.seeding import SECRET_FILE, secret_kind
+    from ldpsim.simulator.session.keyfiles import SECRET_FILE, secret_kind
 
     kind = secret_kind(runtime, out)
     if kind == "seed":
@@ -313,7 +313,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results.results import ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
-    from ldpsim.simulator.session.seeding import KeyFileError
+    from ldpsim.simulator.session.keyfiles import KeyFileError
     from ldpsim.simulator.sweep.verify import verify
 
     try:
@@ -373,14 +373,14 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.session.policy import AgentPolicy
-    from ldpsim.simulator.session.poolstate import StateFileError, lock, state_path
-    from ldpsim.simulator.session.seeding import (
+    from ldpsim.simulator.session.keyfiles import (
         KeyFileError,
         read_pool_keys,
         registration_key,
         token_of,
     )
+    from ldpsim.simulator.session.policy import AgentPolicy
+    from ldpsim.simulator.session.poolstate import StateFileError, lock, state_path
 
     if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
         _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
@@ -455,7 +455,7 @@ def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
 def cmd_keys(args: argparse.Namespace) -> int:
     from ldpsim.simulator.backends.curve import make_keys
     from ldpsim.simulator.session.common import block_of
-    from ldpsim.simulator.session.seeding import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_host_keys
 
     if args.pools < 1:
         _err(f"error: --pools {args.pools}: allowed: an integer >= 1")
@@ -467,7 +467,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
         return 2
     ranges = [[block_of(i, args.pools, n) for n in sizes] for i in range(args.pools)]
     try:
-        keyfiles = write_deployment(args.dir, args.pools, ranges)
+        keyfiles = write_host_keys(args.dir, args.pools, ranges)
         files = list(keyfiles.values()) + make_keys(args.dir, args.pools)
     except CurveError as e:
         _err(f"error: {e}")

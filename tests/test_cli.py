@@ -335,9 +335,9 @@ def test_no_command_prints_a_traceback_for_bad_input(tmp_path):
     binary.write_bytes(b"\x00\x01\xff\xfe")
     latin = tmp_path / "latin.toml"
     latin.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
-    from ldpsim.simulator.session.seeding import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_host_keys
 
-    write_deployment(tmp_path / "k", 2, [[(0, 50)], [(50, 100)]])
+    write_host_keys(tmp_path / "k", 2, [[(0, 50)], [(50, 100)]])
     cases = [
         (["run", str(binary)], "not a UTF-8 text file"),
         (["run", str(latin)], "not a UTF-8 text file"),

@@ -37,11 +37,17 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import AuditSpec, Protocol
-from ldpsim.protocols.keys import device_rows, master_words_of_seeds, root_words, run_tags
+from ldpsim.protocols.keys import (
+    device_rows,
+    master_words_of_seeds,
+    root_words,
+    run_seed,
+    run_seeds,
+    run_tags,
+)
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import StreamKeys, stream_key
 from ldpsim.simulator.audit.float_attack import reproducible
-from ldpsim.simulator.session.seeding import run_seed, run_seeds
 
 #: trials checked against full runs before a setting uses the batch path
 CHECK_TRIALS = 32

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol, ordered
 from ldpsim.protocols.base import AuditSpec
-from ldpsim.protocols.keys import DataKeys, run_tags, seed_run_keys
+from ldpsim.protocols.keys import DataKeys, run_seed, run_seeds, run_tags, seed_run_keys
 from ldpsim.protocols.local import local_rounds
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit.audit import (
@@ -44,7 +44,7 @@ from ldpsim.simulator.results.results import jsonable
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_keys, run_seed, run_seeds
+from ldpsim.simulator.session.seeding import run_keys
 
 
 @dataclass

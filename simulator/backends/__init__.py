@@ -129,13 +129,13 @@ class HostsBackend(Backend):
         from ldpsim.simulator.backends.transport import HostsCurator
         from ldpsim.simulator.session import Limits
         from ldpsim.simulator.session.common import counted
-        from ldpsim.simulator.session.seeding import hosts_auth
+        from ldpsim.simulator.session.keyfiles import hosts_auth
 
         if runtime.get("curve"):
             check_dir(runtime["curve"])  # a clear error before any process starts
-        # the deployment's keys: the master secret (the pools hold their share of it) and the
+        # the hosts' keys: the master secret (the pools hold their share of it) and the
         # registration key from the token (scrypt, once), before any process starts
-        deployment, auth = hosts_auth(runtime)
+        host, auth = hosts_auth(runtime)
         curator = HostsCurator(runtime["endpoint"], Limits.of_runtime(runtime),
                                runtime.get("curve") or None, auth)
         keys = str(Path(runtime["secret"]).parent)
@@ -144,7 +144,7 @@ class HostsBackend(Backend):
              f"ldpsim agents --connect tcp://HOST:PORT --keys {keys}/pool-I.keys"
              + (" --curve-key pool-I.key_secret --curve-server server.key"
                 if runtime.get("curve") else ""), file=sys.stderr)
-        return cls(curator, auth, deployment.secrets)
+        return cls(curator, auth, host.secrets)
 
     @classmethod
     def standalone(cls):
@@ -153,9 +153,9 @@ class HostsBackend(Backend):
 
     @classmethod
     def check(cls, runtime):
-        from ldpsim.simulator.session.seeding import hosts_auth
+        from ldpsim.simulator.session.keyfiles import hosts_auth
 
-        hosts_auth(runtime)  # the deployment's key file and token, or KeyFileError
+        hosts_auth(runtime)  # the hosts' key file and token, or KeyFileError
 
     def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         return self.curator.run(config, self.auth, self.secrets, record_view)

@@ -559,8 +559,8 @@ class HostsCurator:
 
     ``run()`` serves one run after another on the same socket; pools connected with
     ``ldpsim agents --connect ...`` take part in every run until ``close()``. ``auth``: the
-    deployment's registration key, from which a TCP endpoint without enrolled CURVE keys derives
-    the door's key pairs (``simulator.backends.door``).
+    hosts' registration key (``keyfiles.hosts_auth``), from which a TCP endpoint without
+    enrolled CURVE keys derives the door's key pairs (``simulator.backends.door``).
     """
 
     def __init__(self, endpoint: str, limits: Limits, curve: str | None = None,
@@ -595,7 +595,7 @@ class HostsCurator:
             record_view: bool = False) -> dict:
         """Serve one run. The curator process gets only ``curator_config(config, secrets)``
         (signed for the pools with their policy keys) and the registration key ``auth``
-        (``seeding.registration_key`` of the token), so it can check the pools' registrations
+        (``keyfiles.registration_key`` of the token), so it can check the pools' registrations
         but derive neither the seed nor any agent's key; the pools hold their own keys (the
         key files of ``ldpsim keys``)."""
         self._to_child.send(("run", self.runs, curator_config(config, secrets), auth,

@@ -5,10 +5,10 @@ seed, collusion and faults. The settings that change a record without changing t
 backend, pools, agent mode, batch size, the experiment's secret, the agents' limits, what a
 record keeps, the version of the key derivation — and the values of every non-swept setting
 make the scenario's *fingerprint*, stored next to the results as ``scenario.json``. Of the
-secret it stores only a MAC under a salt of the directory's own (``seeding.fingerprint_mac``):
+secret it stores only a MAC under a salt of the directory's own (``signing.fingerprint_mac``):
 nothing a reader of the directory could test a guess against; and which kind of secret the
 sweep used (``secret``: ``fresh``, kept beside as ``secret.key``; a ``file``; or the ``seed``,
-``seeding.secret_kind``). Resuming into a directory whose
+``keyfiles.secret_kind``). Resuming into a directory whose
 fingerprint disagrees (``data.n`` 2000 there, 300 here; ``processes`` there, ``hosts`` here) is
 refused with the differing keys named; a sweep that only adds values (more ε, a new protocol,
 more repeats, an axis that includes the old value) extends it.
@@ -40,14 +40,14 @@ from ldpsim.simulator.results.results import (
 )
 from ldpsim.simulator.scenario.deployment import NUMBERS as deployment_numbers
 from ldpsim.simulator.scenario.scenario import Scenario, ScenarioError, run_key
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     SECRET_FILE,
     SEED_ONLY,
-    fingerprint_mac,
     secret_kind,
     secrets_of,
     sweep_secret,
 )
+from ldpsim.simulator.session.signing import fingerprint_mac
 
 #: runtime settings that change a record (timing, bytes, the backend field)
 RUNTIME_KEYS = ("backend", "pools", "agent_mode", "batch", "faults")
@@ -66,8 +66,8 @@ class FingerprintMismatch(ScenarioError):
 
 def with_secret(scenario: Any, out_dir: str | Path) -> Any:
     """``scenario`` as a sweep into ``out_dir`` runs it: with no secret given, its
-    ``[runtime] secret`` the directory's own ``secret.key`` (``seeding.sweep_secret``; which
-    ``seeding.keep_secret`` reads or writes); a copy, ``scenario`` is left as it is."""
+    ``[runtime] secret`` the directory's own ``secret.key`` (``keyfiles.sweep_secret``; which
+    ``keyfiles.keep_secret`` reads or writes); a copy, ``scenario`` is left as it is."""
     runtime = sweep_secret(scenario.runtime, out_dir)
     if runtime is scenario.runtime:
         return scenario

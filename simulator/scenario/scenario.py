@@ -37,6 +37,7 @@ from ldpsim.protocols import (
     get_protocol,
 )
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
+from ldpsim.protocols.keys import run_seed
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.plots import PlotSpec, check_table, default_metrics
@@ -50,14 +51,13 @@ from ldpsim.simulator.scenario.catalogue import (  # noqa: F401 - re-exported: s
     find,
     scenario_names,
 )
-from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     MIN_TOKEN_CHARS,
     SEED_ONLY,
     KeyFileError,
-    read_deployment,
-    run_seed,
+    read_host_keys,
 )
+from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
 
 
 class ScenarioWarning(UserWarning):
@@ -685,7 +685,7 @@ def _runtime(raw: dict[str, Any]) -> dict[str, Any]:
                             f"max_frame_bytes ({frame}), a frame must hold one envelope")
     if runtime["secret"] and runtime["secret"] != SEED_ONLY:
         try:
-            read_deployment(runtime["secret"])
+            read_host_keys(runtime["secret"])
         except KeyFileError as e:
             raise ScenarioError(f"[runtime] secret: {e}; allowed: the path of a key file "
                                 f"secret.key, {SEED_ONLY!r} (the seed-only secret), or none "

@@ -3,7 +3,7 @@
 A pool checks every run's set-up before its agents answer anything:
 
 * the configuration must carry the orchestrator's signature under this pool's policy key
-  (``seeding.sign``): the curator relays it and cannot alter a single byte (another protocol, a
+  (``signing.sign``): the curator relays it and cannot alter a single byte (another protocol, a
   larger ε, other agents) without the pool refusing;
 * a run whose id this pool has already answered queries of is refused: its agents' coins are
   spent (the same coins under other questions would tell more than ε);

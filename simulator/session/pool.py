@@ -47,7 +47,8 @@ from ldpsim.simulator.session.policy import AgentPolicy, Ledger
 from ldpsim.simulator.session.poolstate import PoolState, Reservations
 from ldpsim.simulator.session.rounds import AUTO_MAX, continues, report_frames
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import PoolKeys, registration_mac, verify
+from ldpsim.simulator.session.seeding import PoolKeys
+from ldpsim.simulator.session.signing import registration_mac, verify
 
 #: The most agents a pool answers in one randomizer call when it joins queued query batches
 #: (``PoolSession.answer``): the largest batch "auto" makes. Joining more does not pay:
@@ -68,8 +69,8 @@ class PoolSession:
     index, n_pools : int
         This is pool ``index`` of ``n_pools``.
     auth : bytes
-        The registration key (``seeding.auth_key`` on the local backends,
-        ``seeding.registration_key`` of the token on the hosts backend): answers the curator's
+        The registration key (``signing.auth_key`` on the local backends,
+        ``keyfiles.registration_key`` of the token on the hosts backend): answers the curator's
         registration challenge.
     limits : Limits
     keys : PoolKeys
@@ -94,7 +95,7 @@ class PoolSession:
         self.index = index
         self.n_pools = n_pools
         if not isinstance(auth, bytes):
-            raise TypeError("auth: the registration key (bytes), see simulator.session.seeding")
+            raise TypeError("auth: the registration key (bytes), see simulator.session.signing")
         self.auth = auth
         self.keys = keys
         self.policy = policy or AgentPolicy()

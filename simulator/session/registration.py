@@ -3,7 +3,7 @@
 A pool says it is ready (HELLO with ``run = -1``) and gets the run's set-up: the configuration
 as the orchestrator signed it for the pools (``signed``, ``sigs``: the curator relays the bytes
 and cannot alter them) and a fresh nonce. It registers with HELLO(run), answering the nonce with
-``seeding.registration_mac`` of the run's authentication key, and claiming the block of agents
+``signing.registration_mac`` of the run's authentication key, and claiming the block of agents
 ``block_of`` gives it. Only a pool that proves it holds the token and claims exactly its block
 gets a slot; a peer that fails authentication ``MAX_AUTH_FAILURES`` times is ignored for the
 rest of the run. The first accepted pool fixes the run's agents (``n``) and public data; every
@@ -25,7 +25,7 @@ from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.common import MAX_AUTH_FAILURES, MAX_REASON, Bounded, block_of
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import registration_mac
+from ldpsim.simulator.session.signing import registration_mac
 
 log = logging.getLogger("ldpsim.curator")
 

@@ -28,10 +28,11 @@ from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.collusion import colluder_mask, save_view
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.keyfiles import secrets_of
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.record import run_record
 from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import public_config, run_secrets, secrets_of
+from ldpsim.simulator.session.seeding import public_config, run_secrets
 
 from ldpsim import __version__
 
@@ -195,7 +196,7 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
         finally:
             truth.close()
     # the experiment's master secret (``[runtime] secret``): with the same one every backend
-    # gives the same output for the same seed (``simulator.session.seeding``); in the
+    # gives the same output for the same seed (``simulator.session.keyfiles``); in the
     # seed-only mode, None: the seed's own. With a secret the run's seed is keyed by it
     # first (``keyed_seed``): nothing a party receives is then a function of the seed
     secret = secrets_of(spec.runtime)

@@ -39,7 +39,7 @@ from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
-from ldpsim.simulator.session.seeding import keep_secret
+from ldpsim.simulator.session.keyfiles import keep_secret
 from ldpsim.simulator.sweep import interrupt
 from ldpsim.simulator.sweep.execute import (
     TruthCache,

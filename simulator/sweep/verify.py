@@ -57,7 +57,7 @@ from ldpsim.simulator.results.results import (
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
 from ldpsim.simulator.session import RunFailed
-from ldpsim.simulator.session.seeding import SEED_ONLY, read_deployment
+from ldpsim.simulator.session.keyfiles import SEED_ONLY, read_host_keys
 from ldpsim.simulator.sweep.execute import claimed, public_facts
 from ldpsim.simulator.sweep.reporting import page
 from ldpsim.simulator.sweep.runner import in_run_order, rerun
@@ -428,7 +428,7 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     sweeps = identity.stored_scenarios(directory, secret)
     for scen in sweeps:  # the secret to re-execute with, before any run
         if scen.runtime["secret"] != SEED_ONLY:
-            read_deployment(scen.runtime["secret"])
+            read_host_keys(scen.runtime["secret"])
     specs: dict[str, RunSpec] = {}
     orders = [identity.stored_order(directory)]
     for scen in sweeps:

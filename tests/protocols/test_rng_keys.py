@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 from ldpsim.protocols import rng
-from ldpsim.simulator.session.seeding import run_seed, run_seeds
+from ldpsim.protocols.keys import run_seed, run_seeds
 
 from tests.conftest import each_implementation
 

@@ -1,6 +1,6 @@
 """The hosts backend: a curator bound on TCP and pools started as separate `ldpsim agents`
 commands (as they would be on other machines), each with its own key file of ``ldpsim keys``,
-give the same output as inproc with the deployment's secret, over several runs on the same
+give the same output as inproc with the key files' secret, over several runs on the same
 curator."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import HostsCurator
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.common import block_of
-from ldpsim.simulator.session.seeding import (
-    Deployment,
-    read_deployment,
+from ldpsim.simulator.session.keyfiles import (
+    HostKeys,
+    read_host_keys,
     registration_key,
     token_of,
-    write_deployment,
+    write_host_keys,
 )
 
 from tests.conftest import ROOT, free_port
@@ -31,23 +31,23 @@ LIMITS = Limits(timeout_s=10)
 
 @dataclass
 class Keys:
-    """A deployment written by ``ldpsim keys`` (in-process): its directory, the orchestrator's
+    """The key files ``ldpsim keys`` writes (in-process): their directory, the orchestrator's
     view and the registration key of its token."""
 
     dir: Path
-    deployment: Deployment
+    host: HostKeys
     auth: bytes
 
     def pool(self, i: int) -> str:
         return str(self.dir / f"pool-{i}.keys")
 
 
-def deploy(where: Path, pools: int, *sizes: int) -> Keys:
-    """The key files of a deployment of ``pools`` pools for data sets of ``sizes`` agents."""
-    write_deployment(where, pools, [[block_of(i, pools, n) for n in sizes or (1000,)]
+def key_files(where: Path, pools: int, *sizes: int) -> Keys:
+    """The key files of ``pools`` pools for data sets of ``sizes`` agents."""
+    write_host_keys(where, pools, [[block_of(i, pools, n) for n in sizes or (1000,)]
                                     for i in range(pools)])
-    dep = read_deployment(where / "secret.key")
-    return Keys(where, dep, registration_key(token_of(None, where / "secret.key"), dep.salt))
+    host = read_host_keys(where / "secret.key")
+    return Keys(where, host, registration_key(token_of(None, where / "secret.key"), host.salt))
 
 
 def start_pool(port: int, keyfile: str, *extra: str) -> subprocess.Popen:
@@ -61,7 +61,7 @@ def start_pool(port: int, keyfile: str, *extra: str) -> subprocess.Popen:
 def assert_no_pool_registers(hosts: HostsCurator, c: dict, keys: Keys, why: str) -> None:
     """The run must fail for want of a pool (``why`` says what must not have registered)."""
     try:
-        hosts.run(c, keys.auth, keys.deployment.secrets)
+        hosts.run(c, keys.auth, keys.host.secrets)
     except RunFailed as e:
         assert "no pool registered" in str(e)
     else:
@@ -76,11 +76,11 @@ def cfg(protocol: str, seed: int) -> dict:
 
 
 def test_hosts_backend_matches_inproc_over_several_runs(tmp_path):
-    keys = deploy(tmp_path, 2)
+    keys = key_files(tmp_path, 2)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
-    secrets = keys.deployment.secrets
+    secrets = keys.host.secrets
     try:
         for i, (protocol, seed) in enumerate((("ldp_kwiksort_rr", 1), ("dp_kwiksort", 2),
                                               ("ldp_kwiksort_lap", 3))):
@@ -97,7 +97,7 @@ def test_hosts_backend_matches_inproc_over_several_runs(tmp_path):
 
 
 def test_hosts_pool_with_wrong_token_is_refused(tmp_path):
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=1.5), auth=keys.auth)
     pool = start_pool(port, keys.pool(0), "--token", "a wrong token, 16+ characters")
@@ -116,7 +116,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     from ldpsim.simulator.backends.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
-    dep = deploy(keys, 1)
+    kf = key_files(keys, 1)
     make_keys(keys, 1)
     make_keys(stranger, 1)  # valid keys, but not enrolled with this curator
     port = free_port()
@@ -124,7 +124,7 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=6.0), curve=str(keys))
 
     def pool(secret):
-        return start_pool(port, dep.pool(0), "--curve-key", str(secret), "--curve-server",
+        return start_pool(port, kf.pool(0), "--curve-key", str(secret), "--curve-server",
                           str(keys / "server.key"), "--idle-timeout", "3")
 
     c = cfg("ldp_kwiksort_rr", 1)
@@ -133,13 +133,13 @@ def test_curve_admits_enrolled_pools_only(tmp_path):
     member = None
     try:
         try:
-            hosts.run(c, dep.auth, dep.deployment.secrets)
+            hosts.run(c, kf.auth, kf.host.secrets)
             raise AssertionError("a pool with an unenrolled CURVE key registered")
         except RunFailed as e:
             assert "no pool registered" in str(e)
         member = pool(keys / "pool-0.key_secret")
-        res = hosts.run(c, dep.auth, dep.deployment.secrets)
-        assert res["output"] == run_inproc(c, LIMITS, secrets=dep.deployment.secrets)["output"]
+        res = hosts.run(c, kf.auth, kf.host.secrets)
+        assert res["output"] == run_inproc(c, LIMITS, secrets=kf.host.secrets)["output"]
     finally:
         hosts.close()
         intruder.kill()
@@ -170,7 +170,7 @@ def test_curve_key_errors_are_clear(tmp_path):
 
 def test_hosts_backend_runs_a_multi_round_protocol(tmp_path):
     """DPWeVote (k + 1 rounds, a broadcast per round, subsets asked) over TCP pools."""
-    keys = deploy(tmp_path, 2, 500)
+    keys = key_files(tmp_path, 2, 500)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
@@ -179,8 +179,8 @@ def test_hosts_backend_runs_a_multi_round_protocol(tmp_path):
          "pools": 2, "agent_mode": "batched", "batch": 128,
          "collusion": {"colluders": 0, "curator": True}, "faults": []}
     try:
-        res = hosts.run(c, keys.auth, keys.deployment.secrets)
-        assert res["output"] == run_inproc(c, LIMITS, secrets=keys.deployment.secrets)["output"]
+        res = hosts.run(c, keys.auth, keys.host.secrets)
+        assert res["output"] == run_inproc(c, LIMITS, secrets=keys.host.secrets)["output"]
         assert res["comm"]["rounds"] == 4 and res["dropouts"] == 0
     finally:
         hosts.close()
@@ -192,8 +192,8 @@ def test_pools_outlive_a_crashed_curator_and_join_its_successor(tmp_path):
     """A curator killed mid-sweep leaves its pools set up for a dead run; they say they are
     ready again after --timeout of silence, and a new curator on the same endpoint (the same
     command run again) gets them for its runs."""
-    keys = deploy(tmp_path, 2, 1000, 400_000)
-    secrets = keys.deployment.secrets
+    keys = key_files(tmp_path, 2, 1000, 400_000)
+    secrets = keys.host.secrets
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i), "--timeout", "1") for i in range(2)]
@@ -230,13 +230,13 @@ def test_pool_whose_curve_handshake_never_completes_exits_with_a_clear_message(t
     from ldpsim.simulator.backends.curve import make_keys
 
     keys, stranger = tmp_path / "keys", tmp_path / "stranger"
-    dep = deploy(keys, 1)
+    kf = key_files(keys, 1)
     make_keys(keys, 1)
     make_keys(stranger, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2.0), curve=str(keys))
     try:
-        intruder = start_pool(port, dep.pool(0), "--curve-key",
+        intruder = start_pool(port, kf.pool(0), "--curve-key",
                               str(stranger / "pool-0.key_secret"), "--curve-server",
                               str(keys / "server.key"), "--idle-timeout", "2")
         code = intruder.wait(timeout=30)  # used to block for ever in its send
@@ -254,20 +254,20 @@ def test_curve_revocation_takes_effect_at_the_next_run(tmp_path):
     from ldpsim.simulator.backends.curve import make_keys
 
     keys = tmp_path / "keys"
-    dep = deploy(keys, 1)
+    kf = key_files(keys, 1)
     make_keys(keys, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=3.0), curve=str(keys))
-    pool = start_pool(port, dep.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
+    pool = start_pool(port, kf.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
                       "--curve-server", str(keys / "server.key"))
     c = cfg("ldp_kwiksort_rr", 1)
     c["pools"] = 1
     try:
-        assert hosts.run(c, dep.auth, dep.deployment.secrets)["pools_registered"] == 1
+        assert hosts.run(c, kf.auth, kf.host.secrets)["pools_registered"] == 1
         (keys / "clients" / "pool-0.key").unlink()  # revoked between runs
         c2 = cfg("ldp_kwiksort_rr", 2)  # the next run
         c2["pools"] = 1
-        assert_no_pool_registers(hosts, c2, dep, "a revoked pool registered")
+        assert_no_pool_registers(hosts, c2, kf, "a revoked pool registered")
     finally:
         hosts.close()
         pool.kill()
@@ -284,7 +284,7 @@ def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
     from ldpsim.simulator.backends.curve import make_keys
 
     keys = tmp_path / "keys"
-    dep = deploy(keys, 1)
+    kf = key_files(keys, 1)
     make_keys(keys, 1)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=6.0), curve=str(keys))
@@ -294,7 +294,7 @@ def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
 
     def run() -> None:
         try:
-            box["res"] = hosts.run(c, dep.auth, dep.deployment.secrets)
+            box["res"] = hosts.run(c, kf.auth, kf.host.secrets)
         except RunFailed as e:
             box["err"] = str(e)
 
@@ -304,7 +304,7 @@ def test_attack_a_curve_key_deleted_before_run_0_is_refused_at_run_0(tmp_path):
     try:
         time.sleep(0.5)  # run 0 has begun: it waits for its pool
         (keys / "clients" / "pool-0.key").unlink()
-        pool = start_pool(port, dep.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
+        pool = start_pool(port, kf.pool(0), "--curve-key", str(keys / "pool-0.key_secret"),
                           "--curve-server", str(keys / "server.key"), "--idle-timeout", "3")
         thread.join(30)
     finally:
@@ -321,7 +321,7 @@ def test_hosts_backend_gives_the_inproc_virtual_times_of_a_deployment(tmp_path):
     pools: the output, the dropouts by cause and every round's virtual times are inproc's."""
     from ldpsim.simulator.scenario import deployment as dep
 
-    keys = deploy(tmp_path, 2, 500)
+    keys = key_files(tmp_path, 2, 500)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
@@ -333,8 +333,8 @@ def test_hosts_backend_gives_the_inproc_virtual_times_of_a_deployment(tmp_path):
          "deployment": dep.run_deployment(table, "dpwevote", {}, {})}
     live = ("wall_s", "curator_cpu_s")
     try:
-        res = hosts.run(c, keys.auth, keys.deployment.secrets)
-        ref = run_inproc(c, LIMITS, secrets=keys.deployment.secrets)
+        res = hosts.run(c, keys.auth, keys.host.secrets)
+        ref = run_inproc(c, LIMITS, secrets=keys.host.secrets)
         assert res["output"] == ref["output"] and res["virtual"] == ref["virtual"]
         assert res["virtual"]["dropouts_late"] > 0 and res["virtual"]["dropouts_offline"] > 0
         assert [{k: v for k, v in r.items() if k not in live} for r in res["comm"]["per_round"]] \

@@ -28,7 +28,7 @@ from ldpsim.simulator.backends.transport import HostsCurator
 from ldpsim.simulator.session import Limits, RunFailed
 
 from tests.conftest import ROOT, free_port
-from tests.simulator.backends.test_hosts import Keys, cfg, deploy, start_pool
+from tests.simulator.backends.test_hosts import Keys, cfg, key_files, start_pool
 
 LIMITS = Limits(timeout_s=10)
 
@@ -58,7 +58,7 @@ def _serve(keys: Keys, run: dict, *extra: str) -> dict:
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pool = start_pool(port, keys.pool(0), *extra)
     try:
-        return hosts.run(run, keys.auth, keys.deployment.secrets)
+        return hosts.run(run, keys.auth, keys.host.secrets)
     finally:
         hosts.close()
         assert _stop(pool) == 0
@@ -68,7 +68,7 @@ def test_attack_a_restarted_pool_refuses_the_run_it_answered(tmp_path: Path) -> 
     """A rogue curator ends the sweep (DONE: the pool exits), the pool is started again with
     the same command, and the curator replays the signed run: refused, its coins are spent.
     (Failed before: the restarted pool answered the run again with the same coins.)"""
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     run = _one_pool("ldp_kwiksort_rr", 1)
     first = _serve(keys, run)
     assert first["pools_registered"] == 1 and first["dropouts"] == 0
@@ -81,7 +81,7 @@ def test_attack_the_lifetime_budget_holds_across_a_restart(tmp_path: Path) -> No
     (other parameters, so another run id) at ε = 1.4 over the same data set. The second would
     take every agent to 2.8: each round past 2 is refused. (Failed before: the restarted pool
     had forgotten the first run's spending and answered all of the second.)"""
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     life = ("--lifetime-epsilon", "2")
     first = _serve(keys, _one_pool("ldp_kwiksort_rr", 3, epsilon=1.4), *life)
     assert first["refused"] == 0
@@ -105,7 +105,7 @@ def test_a_corrupt_or_missing_state_file_stops_the_pool_with_one_line(tmp_path: 
     why in one line. A missing one is refused the same way unless ``--new-lifetime`` says the
     operator starts a new lifetime; that never overwrites an existing state file.
     (Failed before: the pool ignored its state file and started with an empty memory.)"""
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     state = Path(keys.pool(0)).with_suffix(".state")
     assert state.is_file()  # ``ldpsim keys`` starts the pool's lifetime with its keys
     good = state.read_bytes()
@@ -136,7 +136,7 @@ def test_done_ends_the_sweep_not_the_pools_memory(tmp_path: Path) -> None:
     on DONE (the default) keeps its memory too: restarted, it still refuses both runs.
     (Failed before: ``--keep-serving`` did not exist, and DONE made every pool exit and
     forget.)"""
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     first, second = _one_pool("ldp_kwiksort_rr", 5), _one_pool("ldp_kwiksort_rr", 6)
     port = free_port()
     pool = start_pool(port, keys.pool(0), "--keep-serving", "--timeout", "1",
@@ -144,7 +144,7 @@ def test_done_ends_the_sweep_not_the_pools_memory(tmp_path: Path) -> None:
     try:
         hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
         try:
-            assert hosts.run(first, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+            assert hosts.run(first, keys.auth, keys.host.secrets)["dropouts"] == 0
         finally:
             hosts.close()  # DONE: the end of this curator's sweep
         time.sleep(1.0)
@@ -152,8 +152,8 @@ def test_done_ends_the_sweep_not_the_pools_memory(tmp_path: Path) -> None:
         hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
         try:
             with pytest.raises(RunFailed, match="answered already"):
-                hosts.run(first, keys.auth, keys.deployment.secrets)
-            assert hosts.run(second, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+                hosts.run(first, keys.auth, keys.host.secrets)
+            assert hosts.run(second, keys.auth, keys.host.secrets)["dropouts"] == 0
         finally:
             hosts.close()
         time.sleep(0.5)
@@ -172,7 +172,7 @@ def test_attack_a_pool_killed_mid_run_has_recorded_what_it_sent(tmp_path: Path) 
     1 replaced by a fresh one (a new lifetime), the replayed run is refused by pool 0: its state
     file was written before its first report left. (Failed before: the restarted pool 0 had no
     record and answered the run again.)"""
-    keys = deploy(tmp_path, 2, 500)
+    keys = key_files(tmp_path, 2, 500)
     run = {"protocol": "dpwevote", "params": {"epsilon": 2.0},
            "data": {"kind": "weighted_votes", "n": 500, "candidates": 3}, "seed": 3,
            "pools": 2, "agent_mode": "batched", "batch": 128,
@@ -182,7 +182,7 @@ def test_attack_a_pool_killed_mid_run_has_recorded_what_it_sent(tmp_path: Path) 
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", Limits(timeout_s=2), auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
     try:
-        res = hosts.run(run, keys.auth, keys.deployment.secrets)
+        res = hosts.run(run, keys.auth, keys.host.secrets)
         assert res["dropouts"] > 0  # pool 0's agents, from round 1 on
     finally:
         hosts.close()
@@ -194,7 +194,7 @@ def test_attack_a_pool_killed_mid_run_has_recorded_what_it_sent(tmp_path: Path) 
     pools = [start_pool(port, keys.pool(0)), start_pool(port, keys.pool(1), "--new-lifetime")]
     try:
         with pytest.raises(RunFailed, match="pool 0 refused the run: run .* answered already"):
-            hosts.run({**run, "faults": []}, keys.auth, keys.deployment.secrets)
+            hosts.run({**run, "faults": []}, keys.auth, keys.host.secrets)
     finally:
         hosts.close()
         assert _stop(pools[0]) == 0
@@ -221,7 +221,7 @@ def test_attack_a_second_process_on_the_state_file_is_refused(tmp_path: Path) ->
     pool's life); when the first dies, even by SIGKILL, the operating system drops the lock and
     the pool starts again, remembering what the first answered. (Failed before: the second
     started, and answered the run again.)"""
-    keys = deploy(tmp_path, 1)
+    keys = key_files(tmp_path, 1)
     state = Path(keys.pool(0)).with_suffix(".state")
     lock = state.with_name(state.name + ".lock")
     run = _one_pool("ldp_kwiksort_rr", 7)
@@ -237,7 +237,7 @@ def test_attack_a_second_process_on_the_state_file_is_refused(tmp_path: Path) ->
             for port in ports:
                 hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
                 try:
-                    hosts.run(run, keys.auth, keys.deployment.secrets)
+                    hosts.run(run, keys.auth, keys.host.secrets)
                 finally:
                     hosts.close()
             raise AssertionError("a second process on the state file answered the run "
@@ -247,7 +247,7 @@ def test_attack_a_second_process_on_the_state_file_is_refused(tmp_path: Path) ->
         assert "in use" in lines[0] and str(state) in lines[0] and str(first.pid) in lines[0]
         hosts = HostsCurator(f"tcp://127.0.0.1:{ports[0]}", LIMITS, auth=keys.auth)
         try:  # the first serves on, unaffected
-            assert hosts.run(run, keys.auth, keys.deployment.secrets)["dropouts"] == 0
+            assert hosts.run(run, keys.auth, keys.host.secrets)["dropouts"] == 0
         finally:
             hosts.close()
     finally:

@@ -183,17 +183,17 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
 
     from ldpsim.simulator.backends.inproc import run_inproc
     from ldpsim.simulator.backends.transport import HostsCurator
-    from ldpsim.simulator.session.seeding import (
-        read_deployment,
+    from ldpsim.simulator.session.keyfiles import (
+        read_host_keys,
         registration_key,
         token_of,
-        write_deployment,
+        write_host_keys,
     )
 
     root = ROOT
-    files = write_deployment(tmp_path, 2, [[(0, 25_000)], [(25_000, 50_000)]])
-    dep = read_deployment(files["secret"])
-    auth = registration_key(token_of(None, files["secret"]), dep.salt)
+    files = write_host_keys(tmp_path, 2, [[(0, 25_000)], [(25_000, 50_000)]])
+    host = read_host_keys(files["secret"])
+    auth = registration_key(token_of(None, files["secret"]), host.salt)
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     hosts = HostsCurator(endpoint, LIMITS, auth=auth)
@@ -210,8 +210,8 @@ def test_a_hosts_run_with_a_token_under_hostile_traffic_releases_the_clean_outpu
         ready.wait(10)
         for seed in (1, 2):
             cfg = {**_config(50_000, 512), "seed": seed}
-            res = hosts.run(cfg, auth, dep.secrets)
-            assert res["output"] == run_inproc(cfg, LIMITS, secrets=dep.secrets)["output"]
+            res = hosts.run(cfg, auth, host.secrets)
+            assert res["output"] == run_inproc(cfg, LIMITS, secrets=host.secrets)["output"]
             assert res["dropouts"] == 0 and res["pools_registered"] == 2
             results.append(res)
     finally:

@@ -139,9 +139,9 @@ def test_the_secret_is_part_of_the_identity_as_a_salted_mac_only(tmp_path):
     authenticates pools, changes no record and is not in it at all."""
     import hashlib
 
-    from ldpsim.simulator.session.seeding import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_host_keys
 
-    files = write_deployment(tmp_path / "keys", 1, [[(0, 200)]])
+    files = write_host_keys(tmp_path / "keys", 1, [[(0, 200)]])
     a = _scenario(tmp_path)
     a = replace(a, runtime={**a.runtime, "secret": "seed"})  # the seed's: no MAC to store
     b = replace(a, runtime={**a.runtime, "secret": str(files["secret"])})

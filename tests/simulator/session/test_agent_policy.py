@@ -161,7 +161,7 @@ def test_the_pools_own_limits_refuse_runs_beyond_them():
 
 
 def test_the_lifetime_odometer_spans_the_runs_over_one_data_set():
-    """A long-lived pool (the hosts backend's: one deployment's secret) with lifetime_epsilon
+    """A long-lived pool (the hosts backend's: one key file's secret) with lifetime_epsilon
     = 1.5 serves ε = 1 runs over one data set: the first is answered, the second (another
     parameter point, the same data) is refused round by round, and a run over another data set
     is answered again."""

@@ -28,13 +28,9 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
-from ldpsim.simulator.session.seeding import (
-    curator_config,
-    local_parties,
-    registration_key,
-    registration_mac,
-    run_keys,
-)
+from ldpsim.simulator.session.keyfiles import registration_key
+from ldpsim.simulator.session.seeding import curator_config, local_parties, run_keys
+from ldpsim.simulator.session.signing import registration_mac
 
 from tests.conftest import free_port
 

@@ -45,7 +45,7 @@ import numpy as np
 import pytest
 from ldpsim.protocols.rank import profile
 from ldpsim.simulator.session.collusion import load_view
-from ldpsim.simulator.session.seeding import SECRET_FILE, secrets_of
+from ldpsim.simulator.session.keyfiles import SECRET_FILE, secrets_of
 from ldpsim.simulator.sweep.execute import _dataset, keyed_seed
 
 import ldpsim
@@ -291,11 +291,11 @@ def test_attack_an_epsilon_sweep_seen_by_one_curator_discloses_no_answer_exactly
 
 def _central_sweep(raw: dict[str, Any], tmp_path: Path) -> dict[tuple[int, str, float], dict]:
     """A sweep of a central-model protocol next to its non-private baseline, run with a
-    deployment's own secret (so that the seed in the results gives nothing away); its records
+    key file's own secret (so that the seed in the results gives nothing away); its records
     by (repetition, protocol, ε)."""
-    from ldpsim.simulator.session import seeding
+    from ldpsim.simulator.session import keyfiles
 
-    files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 1)], [(1, 2)]])
+    files = keyfiles.write_host_keys(tmp_path / "keys", 2, [[(0, 1)], [(1, 2)]])
     raw = {**raw, "runtime": {"backend": "inproc", "pools": 2, "jobs": 1, "progress": False,
                               "secret": str(files["secret"])}, "output": {"plots": False}}
     recs = ldpsim.run(raw, out=tmp_path / "out")
@@ -315,7 +315,7 @@ def _two_release_estimate(r1: np.ndarray, r2: np.ndarray, grid1: float, grid2: f
 
 def test_attack_a_central_sweeps_results_give_no_exact_comparison(tmp_path: Path) -> None:
     """Anyone who reads the results of a DP-KwikSort sweep over ε = [0.5, 2] (10 repetitions,
-    10 items, a deployment's secret) sees each repetition's noisy comparisons ``cmp_hat`` at
+    10 items, a key file's secret) sees each repetition's noisy comparisons ``cmp_hat`` at
     both ε. The attack: for every comparison released in both runs, solve the two releases for
     the value as if they shared their noise (``_two_release_estimate``).
 
@@ -391,7 +391,7 @@ def test_attack_a_central_ethics_sweep_releases_independent_noise(tmp_path: Path
 
 
 def test_attack_a_colluding_pool_cannot_predict_another_pools_reports() -> None:
-    """Pool 0 of an LDP-KwikSort:RR run (4,000 agents, a deployment's own secret) colludes: it
+    """Pool 0 of an LDP-KwikSort:RR run (4,000 agents, a key file's own secret) colludes: it
     holds its key file (its agents' device keys, the population secret, its policy key) and
     the public configuration, and is even told pool 1's true rankings. It tries every 64-bit
     word and every 16-byte string of what it holds as the agents' coin key (a stream key, as
@@ -474,11 +474,11 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
     import hmac
     import json
 
-    from ldpsim.simulator.session import seeding
+    from ldpsim.simulator.session import keyfiles, signing
 
     token = "correct horse battery"
-    files = seeding.write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])
-    dep = seeding.read_deployment(files["secret"])
+    files = keyfiles.write_host_keys(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])
+    host = keyfiles.read_host_keys(files["secret"])
     raw = {"name": "tok", "protocol": "ldp_kwiksort_rr", "seed": 1,
            "data": {"kind": "mallows", "n": 300, "m": 5},
            "runtime": {"backend": "inproc", "pools": 2, "jobs": 1, "token": token,
@@ -487,16 +487,16 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
     ldpsim.run(raw, out=tmp_path / "out")
     stored = (tmp_path / "out" / "scenario.json").read_text()
     records = (tmp_path / "out" / "results.jsonl").read_text()
-    curator_key = seeding.registration_key(token, dep.salt)  # what the curator process holds
+    curator_key = keyfiles.registration_key(token, host.salt)  # what the curator process holds
     nonce = b"\x01" * 16
-    mac = seeding.registration_mac(curator_key, nonce, 0, 0, 2)  # what the wire carries
+    mac = signing.registration_mac(curator_key, nonce, 0, 0, 2)  # what the wire carries
 
     def cheap_checks(guess: str) -> list[bool]:
         legacy_auth = hmac.new(guess.encode(), b"ldpsim\x1fregistration", hashlib.sha256).digest()
         return [hashlib.sha256(guess.encode()).hexdigest()[:12] in stored + records,
                 guess in stored + records,
                 legacy_auth == curator_key,
-                seeding.registration_mac(legacy_auth, nonce, 0, 0, 2) == mac,
+                signing.registration_mac(legacy_auth, nonce, 0, 0, 2) == mac,
                 hmac.new(guess.encode(), nonce, hashlib.sha256).digest() == mac]
 
     assert not any(cheap_checks(token))
@@ -508,11 +508,11 @@ def test_attack_offline_token_guessing_finds_no_oracle_without_the_kdf(tmp_path:
         return real(*a, **k)
 
     monkeypatch.setattr(hashlib, "scrypt", counted)
-    seeding.registration_key.cache_clear()  # a guesser has not computed it before
-    assert seeding.registration_key(token, dep.salt) == curator_key  # the KDF's check works
+    keyfiles.registration_key.cache_clear()  # a guesser has not computed it before
+    assert keyfiles.registration_key(token, host.salt) == curator_key  # the KDF's check works
     assert len(calls) == 1 and calls[0]["n"] >= 1 << 15 and calls[0]["r"] >= 8
-    assert seeding.registration_key("correct horse battery!", dep.salt) != curator_key
-    with pytest.raises(seeding.KeyFileError, match="at least 16"):
-        seeding.registration_key("s3cret", dep.salt)
+    assert keyfiles.registration_key("correct horse battery!", host.salt) != curator_key
+    with pytest.raises(keyfiles.KeyFileError, match="at least 16"):
+        keyfiles.registration_key("s3cret", host.salt)
     assert json.loads(stored)["fingerprint"]["runtime.secret"][0] not in (
-        dep.secrets.master.hex(), hashlib.sha256(dep.secrets.master).hexdigest()[:24])
+        host.secrets.master.hex(), hashlib.sha256(host.secrets.master).hexdigest()[:24])

@@ -270,9 +270,9 @@ def test_the_dask_backend_gives_the_inproc_virtual_times_of_a_deployment(cluster
 
 
 def test_the_dask_backend_with_a_secret_is_every_backends_run(cluster, tmp_path):
-    from ldpsim.simulator.session.seeding import write_deployment
+    from ldpsim.simulator.session.keyfiles import write_host_keys
 
-    secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])["secret"])
+    secret = str(write_host_keys(tmp_path / "keys", 2, [[(0, 150)], [(150, 300)]])["secret"])
     raw = {"name": "saf", "protocol": "safari", "repeats": 1, "seed": 2,
            "data": {"kind": "safari_mallows", "n": 300, "d": 5, "theta": 0.5},
            "params": {"epsilon": 1.0, "K": 1},

@@ -32,18 +32,18 @@ from ldpsim.protocols.keys import (
     device_rows,
     master_words_of_seeds,
     root_words,
+    run_seed,
     run_tags,
 )
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.session.common import block_of
-from ldpsim.simulator.session.seeding import (
+from ldpsim.simulator.session.keyfiles import (
     SECRET_FILE,
     KeyFileError,
-    read_deployment,
-    run_seed,
+    read_host_keys,
     secrets_of,
-    write_deployment,
+    write_host_keys,
 )
 
 import ldpsim
@@ -127,7 +127,7 @@ def test_no_guess_recovers_the_seed_or_a_key(tmp_path, monkeypatch, mode):
     10^6, the scenario's own included, gives any id or key the curator or a pool received."""
     secret = None
     if mode == "file":
-        secret = str(write_deployment(tmp_path / "keys", POOLS,
+        secret = str(write_host_keys(tmp_path / "keys", POOLS,
                                       [[block_of(i, POOLS, N)] for i in range(POOLS)])["secret"])
     parties = _received(tmp_path, monkeypatch, secret)
     cands = _candidates()
@@ -171,7 +171,7 @@ def test_the_fresh_secret_is_kept_owner_only_reused_on_resume_and_never_recorded
     first = ldpsim.run(_tiny(), out=out)
     key = out / SECRET_FILE
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
-    master = read_deployment(key).secrets.master  # the format `ldpsim keys` writes
+    master = read_host_keys(key).secrets.master  # the format `ldpsim keys` writes
     assert len(master) == 32
     assert json.loads(key.read_text())["kind"] == "orchestrator"
     stored = json.loads((out / "scenario.json").read_text())
@@ -182,11 +182,11 @@ def test_the_fresh_secret_is_kept_owner_only_reused_on_resume_and_never_recorded
         assert master.hex() not in (out / name).read_text()
     # resumed (one more repetition): the same secret, the first run kept, one new run
     more = ldpsim.run({**_tiny(), "repeats": 2}, out=out)
-    assert read_deployment(key).secrets.master == master
+    assert read_host_keys(key).secrets.master == master
     assert len(more) == 2 and _outputs(first).items() <= _outputs(more).items()
     # another directory: another secret, other data and coins
     other = ldpsim.run(_tiny(), out=tmp_path / "other")
-    assert read_deployment(tmp_path / "other" / SECRET_FILE).secrets.master != master
+    assert read_host_keys(tmp_path / "other" / SECRET_FILE).secrets.master != master
     assert _outputs(other) != _outputs(first)
     # elsewhere, given the directory's secret.key: the same runs, bit for bit
     again = ldpsim.run(_tiny(), out=tmp_path / "again", secret=key)
@@ -289,7 +289,7 @@ def test_a_replaced_secret_key_is_refused_on_resume(tmp_path):
     """Whoever can write the directory cannot slip another secret under its records: the
     fingerprint's MAC of the secret no longer matches."""
     from ldpsim.simulator.scenario.identity import FingerprintMismatch
-    from ldpsim.simulator.session.seeding import write_fresh_secret
+    from ldpsim.simulator.session.keyfiles import write_fresh_secret
 
     out = tmp_path / "out"
     ldpsim.run(_tiny(), out=out)
@@ -304,7 +304,7 @@ def test_records_a_key_file_gave_before_seeds_were_keyed_are_not_mixed_in(tmp_pa
     seed-only secret's runs are unchanged, and so is their derivation's name."""
     import ldpsim.simulator.scenario.identity as identity
 
-    secret = str(write_deployment(tmp_path / "keys", 2, [[(0, 60)], [(60, 120)]])["secret"])
+    secret = str(write_host_keys(tmp_path / "keys", 2, [[(0, 60)], [(60, 120)]])["secret"])
     out = tmp_path / "out"
     ldpsim.run(_tiny(secret=secret), out=out)
     doc = json.loads((out / "scenario.json").read_text())
