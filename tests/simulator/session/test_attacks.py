@@ -10,7 +10,6 @@ backend does); the ones about sockets, deadlines and file descriptors use real Z
 from __future__ import annotations
 
 import math
-import socket
 import threading
 import time
 import tracemalloc
@@ -555,57 +554,76 @@ def test_attack_trickle_of_garbage_cannot_extend_the_round_deadline():
     assert res["dropouts"] == 200 and res["rejected"] > 10
 
 
+#: the slowloris attack, in a fresh interpreter of its own (what earlier tests leave in this
+#: process -- its fork server, its children -- must not decide how many connections the
+#: curator takes): prints the run's result as JSON, or the error
+_SLOWLORIS = """
+import json, multiprocessing as mp, resource, socket, sys, threading, time
+from ldpsim.simulator.backends.inproc import run_inproc
+from ldpsim.simulator.backends.transport import _pool_child, run_processes
+from ldpsim.simulator.session.seeding import local_parties
+from tests.conftest import free_port
+from tests.simulator.session.test_attacks import AUTH, LIMITS, _in_thread, config
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+port = free_port()
+endpoint = f"tcp://127.0.0.1:{port}"
+cfg = config()
+parties = local_parties(cfg, cfg["data"]["n"], None, AUTH)
+thread, box = _in_thread(lambda: run_processes(cfg, LIMITS, endpoint=endpoint,
+                                               spawn_pools=False, parties=parties))
+conns = []
+deadline = time.monotonic() + 20
+while len(conns) < 1100 and time.monotonic() < deadline:
+    c = socket.socket()
+    try:
+        c.connect(("127.0.0.1", port))
+        conns.append(c)
+    except OSError:
+        c.close()
+        time.sleep(0.05)  # not bound yet
+opened = len(conns)
+pools = [mp.get_context("fork").Process(target=_pool_child, args=(
+    endpoint, i, 2, AUTH, LIMITS, parties.pools[i])) for i in range(2)]
+for p in pools:  # honest pools, after the flood
+    p.start()
+thread.join(40)
+for p in pools:
+    p.join(10)
+    if p.is_alive():
+        p.kill()
+        p.join(5)
+for c in conns:
+    c.close()
+if "err" in box:
+    print(json.dumps({"opened": opened, "err": repr(box["err"])}))
+else:
+    res = box["res"]
+    print(json.dumps({"opened": opened, "same": res["output"] == run_inproc(cfg, LIMITS)["output"],
+                      "pools_registered": res["pools_registered"]}))
+"""
+
+
 def test_attack_slowloris_idle_connections_do_not_lock_out_honest_pools():
     """1100 idle TCP connections used to exhaust the curator's 1024 file descriptors."""
+    import json
     import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 2400:
         pytest.skip(f"this machine allows {hard} file descriptors per process")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    port = free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
-    cfg = config()
-    parties = local_parties(cfg, cfg["data"]["n"], None, AUTH)
-    thread, box = _in_thread(lambda: run_processes(cfg, LIMITS, endpoint=endpoint,
-                                                   spawn_pools=False, parties=parties))
-    conns = []
-    try:
-        # the attacker's set-up: its connects wait on the curator's accept queue (a busy
-        # machine once took over 20 s for 1,100 of them)
-        deadline = time.monotonic() + 60
-        while len(conns) < 1100 and time.monotonic() < deadline:
-            c = socket.socket()
-            try:
-                c.connect(("127.0.0.1", port))
-                conns.append(c)
-            except OSError:
-                c.close()
-                time.sleep(0.05)  # not bound yet
-        assert len(conns) == 1100
-        import multiprocessing as mp
-
-        from ldpsim.simulator.backends.transport import _pool_child  # honest pools, after the flood
-
-        ctx = mp.get_context("fork")
-        pools = [ctx.Process(target=_pool_child, args=(endpoint, i, 2, AUTH, LIMITS,
-                                                       parties.pools[i]))
-                 for i in range(2)]
-        for p in pools:
-            p.start()
-        thread.join(40)
-        for p in pools:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-    finally:
-        for c in conns:
-            c.close()
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert "err" not in box, box.get("err")
-    assert box["res"]["output"] == run_inproc(cfg, LIMITS)["output"]
-    assert box["res"]["pools_registered"] == 2
+    got = subprocess.run([sys.executable, "-c", _SLOWLORIS], cwd=ROOT, capture_output=True,
+                         text=True, timeout=180)
+    assert got.returncode == 0, got.stderr[-2000:]
+    res = json.loads(got.stdout.strip().splitlines()[-1])
+    assert res["opened"] == 1100
+    assert "err" not in res, res.get("err")
+    assert res["same"] and res["pools_registered"] == 2
 
 
 def test_curator_failure_of_the_protocol_code_is_a_run_failure_with_its_traceback(monkeypatch):
