@@ -234,7 +234,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
               f"{counted(args.trials, 'trial')} (path {args.path}) -> {out}")
         if args.dask is not None:  # the settings as tasks on a Dask cluster
             from ldpsim.simulator.audit.audit_dask import audit_on_dask
-            from ldpsim.simulator.scenario.scenario import check_dask_address
+            from ldpsim.simulator.scenario.tables import check_dask_address
 
             records = audit_on_dask(scenario, out, check_dask_address(args.dask), echo=_info,
                                     trials=args.trials, target=args.target, path=args.path,

@@ -1,6 +1,7 @@
 """The closest allowed name to one that is not: what an error about an unknown key or value
 ends with (``; did you mean 'x'?``). The standard library only: the scenario language's
-checks (``scenario``, ``axes``, ``deployment``) and the figures' ``[plot]`` table use it."""
+checks (``scenario``, ``tables``, ``axes``, ``deployment``) and the figures' ``[plot]`` table use
+it."""
 
 from __future__ import annotations
 

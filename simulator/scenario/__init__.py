@@ -1,4 +1,5 @@
-"""The scenario language: scenario files and where they are (``catalogue``), their
-validation and expansion into runs with their keys (``scenario``), the grid (``axes``), the
+"""The scenario language: scenario files and where they are (``catalogue``), their reading,
+overrides and validation (``scenario``), each table's schema and check (``tables``), the
+validated scenario's expansion into runs with their keys (``runs``), the grid (``axes``), the
 ``[deployment]`` table (``deployment``) and which scenario a results directory holds
 (``identity``)."""

@@ -3,7 +3,7 @@ keys of a ``[sweep] paired`` group vary together, position by position.
 
 ``check_sweep`` checks the ``[sweep]`` table against the scenario's settings (before any
 process starts); ``points`` expands one protocol's axes into its points
-(``scenario.Scenario.runs``).
+(``runs.Scenario.runs``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Result identity: which scenario a results directory holds, so runs never mix silently.
 
-A run's key (``scenario.run_key``) identifies its output: protocol, parameters, data, repetition,
+A run's key (``runs.run_key``) identifies its output: protocol, parameters, data, repetition,
 seed, collusion and faults. The settings that change a record without changing that key — the
 backend, pools, agent mode, batch size, the experiment's secret, the agents' limits, what a
 record keeps, the version of the key derivation — and the values of every non-swept setting
@@ -39,7 +39,8 @@ from ldpsim.simulator.results.results import (
     latest,
 )
 from ldpsim.simulator.scenario.deployment import NUMBERS as deployment_numbers
-from ldpsim.simulator.scenario.scenario import Scenario, ScenarioError, run_key
+from ldpsim.simulator.scenario.runs import Scenario, run_key
+from ldpsim.simulator.scenario.tables import ScenarioError
 from ldpsim.simulator.session.keyfiles import (
     SECRET_FILE,
     SEED_ONLY,
@@ -287,7 +288,7 @@ def stored_scenarios(out_dir: str | Path, secret: str | None = None) -> list[Sce
 
 
 def record_key(rec: dict[str, Any], faults: Any = ()) -> str:
-    """The key of the run ``rec`` records, recomputed from its own settings (``scenario.run_key``
+    """The key of the run ``rec`` records, recomputed from its own settings (``runs.run_key``
     of protocol, requested parameters, data, repetition, seed, colluders and faults). Raises
     KeyError or TypeError when a setting is missing."""
     coll = rec["collusion"]

@@ -1,7 +1,7 @@
 """Run configuration: every runtime default in one frozen object, and one run's configuration.
 
 ``DEFAULTS`` (a ``RuntimeDefaults``) is the single place a runtime default is declared: the
-scenario's ``[runtime]`` and ``[collusion]`` tables (``simulator.scenario.scenario``) take their
+scenario's ``[runtime]`` and ``[collusion]`` tables (``simulator.scenario.tables``) take their
 defaults from it, ``Limits`` its limits, and the sessions read a run's settings through
 ``RunConfig``, which fills anything a configuration leaves out from it. Nothing else spells a
 default.

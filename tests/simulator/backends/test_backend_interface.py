@@ -11,12 +11,13 @@ import pytest
 from ldpsim.simulator import backends
 from ldpsim.simulator.backends import BACKENDS, Backend, InprocBackend, get_backend
 from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario import tables
 from ldpsim.simulator.sweep import execute, runner
 
 
 def test_the_registry_is_what_scenarios_and_the_cli_accept() -> None:
     assert list(BACKENDS) == ["inproc", "processes", "hosts", "dask"]
-    assert sc.RUNTIME["backend"].choices == tuple(BACKENDS)
+    assert tables.RUNTIME["backend"].choices == tuple(BACKENDS)
     assert all(issubclass(b, Backend) and b.name == k for k, b in BACKENDS.items())
     with pytest.raises(ValueError, match="allowed: one of 'inproc', 'processes', 'hosts', "
                                          "'dask'"):

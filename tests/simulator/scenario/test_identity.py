@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from ldpsim.simulator.results.results import summarize
 from ldpsim.simulator.scenario import identity
-from ldpsim.simulator.scenario.scenario import ScenarioError, ScenarioWarning, load
+from ldpsim.simulator.scenario.scenario import load
+from ldpsim.simulator.scenario.tables import ScenarioError, ScenarioWarning
 from ldpsim.simulator.sweep.runner import run_scenario
 
 from tests.conftest import ROOT

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
 from ldpsim.simulator.scenario import scenario as sc
-from ldpsim.simulator.scenario.scenario import ScenarioError
+from ldpsim.simulator.scenario.tables import ScenarioError, ScenarioWarning
 
 from tests.conftest import ROOT
 
@@ -306,7 +306,7 @@ def test_optional_keys_of_the_readme():
                           max_frame_bytes=1 << 20, max_envelope_bytes=4096, progress=False,
                           faults=[{"pool": 1, "round": 0, "action": "kill"}])
     raw["collusion"] = {"agents": [3, 1, 3], "curator": False, "save_view": True}
-    with pytest.warns(sc.ScenarioWarning) as said:  # the hosts keys, on the demo's processes
+    with pytest.warns(ScenarioWarning) as said:  # the hosts keys, on the demo's processes
         s = sc.load(raw=raw)
     assert [str(w.message).split(":")[0] for w in said] == ["[runtime] endpoint",
                                                             "[runtime] token"]
@@ -701,7 +701,7 @@ def test_every_validation_error_at_once_with_the_closest_name():
     ("processes", "curve", "keys/curve"), ("inproc", "token", "a token of 16+ chars")])
 def test_a_setting_the_backend_does_not_read_is_warned_about(backend, key, value):
     raw = {**DEMO_RAW, "runtime": {"backend": backend, key: value}}
-    with pytest.warns(sc.ScenarioWarning, match=rf"\[runtime\] {key}: not read by the "
+    with pytest.warns(ScenarioWarning, match=rf"\[runtime\] {key}: not read by the "
                                                  rf"{backend} backend \("):
         sc.load(raw=raw)
 
@@ -711,13 +711,13 @@ def test_a_setting_the_backend_does_not_read_is_warned_about(backend, key, value
     ("processes", {"data_first": False}), ("processes", {"pools": 3, "batch": 64})])
 def test_a_setting_the_backend_reads_or_left_at_its_default_is_not(backend, runtime, recwarn):
     sc.validate({**DEMO_RAW, "runtime": {"backend": backend, **runtime}})
-    assert not [w for w in recwarn if issubclass(w.category, sc.ScenarioWarning)]
+    assert not [w for w in recwarn if issubclass(w.category, ScenarioWarning)]
 
 
 def test_every_shipped_scenario_loads_without_a_warning(recwarn):
     for path in SCENARIO_FILES:
         sc.load(path)
-    assert not [f"{w.message}" for w in recwarn if issubclass(w.category, sc.ScenarioWarning)]
+    assert not [f"{w.message}" for w in recwarn if issubclass(w.category, ScenarioWarning)]
 
 
 def test_the_cli_shows_a_scenario_warning_as_one_line(tmp_path, capsys):

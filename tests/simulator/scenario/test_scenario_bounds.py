@@ -13,6 +13,7 @@ from ldpsim.protocols import DATA_KINDS
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.simulator import cli
 from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario import tables
 from ldpsim.simulator.scenario.scenario import ScenarioError
 
 from tests.simulator.scenario.test_scenario import DEMO_RAW  # scenarios/demo.toml as a dict
@@ -24,11 +25,11 @@ def demo() -> dict:
 
 def test_the_bounds():
     assert MAX_AGENTS == 10**8
-    assert sc.MAX_REPEATS == 10**6
-    assert sc.MAX_TIMEOUT_S == 86400
-    assert sc.MAX_FRAME_BYTES == 1 << 31
-    assert sc.MAX_ENVELOPE_BYTES == 1 << 30
-    assert sc.MAX_BATCH == 1 << 20
+    assert tables.MAX_REPEATS == 10**6
+    assert tables.MAX_TIMEOUT_S == 86400
+    assert tables.MAX_FRAME_BYTES == 1 << 31
+    assert tables.MAX_ENVELOPE_BYTES == 1 << 30
+    assert tables.MAX_BATCH == 1 << 20
 
 
 # (override key, a value just inside the bound, a value just outside, needles of the error)

@@ -15,7 +15,7 @@ import tomllib
 
 import pytest
 from ldpsim.simulator.scenario import scenario as sc
-from ldpsim.simulator.scenario.scenario import ScenarioError, ScenarioWarning
+from ldpsim.simulator.scenario.tables import ScenarioError, ScenarioWarning
 
 import ldpsim
 from ldpsim.api import _scenario

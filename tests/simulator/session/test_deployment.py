@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from ldpsim.protocols.local import example_data
 from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario.runs import run_key
 from ldpsim.simulator.session import network as net
 
 import ldpsim
@@ -278,8 +279,8 @@ def test_a_deadline_sweep_resumes_and_its_records_prove_their_keys(tmp_path):
 def test_runs_without_a_deployment_keep_their_keys():
     plain = sc.load(raw=raw("ldp_kwiksort_rr")).runs()[0]
     assert plain.deployment == {} and "deployment" not in plain.config()
-    assert plain.key == sc.run_key(plain.protocol, plain.params, plain.data, 0, 7,
-                                   plain.collusion, [])
+    assert plain.key == run_key(plain.protocol, plain.params, plain.data, 0, 7,
+                                plain.collusion, [])
 
 
 # -- bad tables ----------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""A validated scenario (``Scenario``) and its expansion into runs (``RunSpec``), each with its
+key (``run_key``): a hash of what identifies the run's output.
+
+The runs are the product grid of the scenario's axes (``simulator.scenario.axes``), times the
+protocols, times the repetitions; a run whose key an earlier one has is left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ldpsim.protocols import PROTOCOLS, get_data_kind
+from ldpsim.protocols.base import ParamSpec
+from ldpsim.protocols.keys import run_seed
+from ldpsim.simulator.results.plots import PlotSpec
+from ldpsim.simulator.scenario import deployment as dep
+from ldpsim.simulator.scenario.axes import points
+
+
+@dataclass
+class RunSpec:
+    """One run of a scenario: everything needed to execute and record it."""
+
+    scenario: str
+    protocol: str
+    params: dict[str, Any]
+    data: dict[str, Any]
+    repeat: int
+    scenario_seed: int
+    seed: int
+    runtime: dict[str, Any]
+    collusion: dict[str, Any]
+    point: dict[str, Any]
+    key: str
+    #: the agents' own limits (``[agents]``)
+    agents: dict[str, Any] = field(default_factory=dict)
+    #: the run's devices and network (``[deployment]``, ``scenario.deployment``): empty without
+    deployment: dict[str, Any] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        """The public run configuration the curator sends to every pool."""
+        return {"protocol": self.protocol, "params": self.params, "data": self.data,
+                "seed": self.seed, "pools": self.runtime["pools"],
+                "agent_mode": self.runtime["agent_mode"], "batch": self.runtime["batch"],
+                "collusion": {k: self.collusion[k] for k in ("colluders", "curator")},
+                "faults": self.runtime.get("faults", []),
+                **({"data_first": True} if self.runtime.get("data_first") else {}),
+                **({"deployment": self.deployment} if self.deployment else {})}
+
+
+@dataclass
+class Scenario:
+    """A validated scenario."""
+
+    name: str
+    path: str | None
+    raw: dict[str, Any]
+    protocols: list[str]
+    repeats: int
+    seed: int
+    data: dict[str, Any]
+    params: dict[str, Any]
+    runtime: dict[str, Any]
+    collusion: dict[str, Any]
+    output: dict[str, Any]
+    #: the figures to draw (``[plot]``, defaults filled from the protocols' papers)
+    plot: PlotSpec = PlotSpec()
+    #: the agents' own limits (``[agents]``: max_epsilon, protocols, lifetime_epsilon)
+    agents: dict[str, Any] = field(default_factory=dict)
+    #: groups of swept settings that vary together (``[sweep] paired``), each one axis
+    paired: list[list[str]] = field(default_factory=list)
+    #: devices and network in virtual time (``[deployment]``, checked: ``scenario.deployment``)
+    deployment: dict[str, Any] = field(default_factory=dict)
+
+    def axes(self) -> list[str]:
+        """The swept settings: list-valued ``params.*`` and ``data.*``, and
+        ``collusion.colluders`` when it is a list (held as ``collusion["sweep"]``)."""
+        out = [f"params.{k}" for k, v in self.params.items() if isinstance(v, list)]
+        out += [f"data.{k}" for k, v in self.data.items() if isinstance(v, list)]
+        if self.collusion.get("sweep"):
+            out.append("collusion.colluders")
+        return out + list(dep.axes(self.deployment))
+
+    def runs(self) -> list[RunSpec]:
+        """Expand the sweep: protocols × the grid of the axes (a paired group is one axis) ×
+        repetitions. A run whose key an earlier one has (a repeated value) is left out."""
+        dk = get_data_kind(self.data["kind"])
+        norm_data = {k: (v if k == "kind" else _norm(dk.params[k], v))
+                     for k, v in self.data.items()}
+        specs: list[RunSpec] = []
+        seen: set[str] = set()
+        costs: dict[tuple[str, str], Any] = {}  # the compute costs, read once per protocol
+        for proto in self.protocols:
+            accepted = PROTOCOLS[proto].params
+            params = {k: _norm(accepted[k], v) for k, v in self.params.items()
+                      if k in accepted}
+            # the loop order: data, then params, then the colluders (the last varies fastest)
+            axes = {f"data.{k}": v for k, v in norm_data.items() if isinstance(v, list)}
+            axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
+            if self.collusion.get("sweep"):
+                axes["collusion.colluders"] = self.collusion["sweep"]
+            axes.update(dep.axes(self.deployment))
+            for values in points(axes, self.paired):
+                pvals = {k: values[f"params.{k}"] for k in params if f"params.{k}" in values}
+                dvals = {k: values[f"data.{k}"] for k in norm_data if f"data.{k}" in values}
+                p, data = {**params, **pvals}, {**norm_data, **dvals}
+                point: dict[str, Any] = {"protocol": proto}
+                point.update({f"params.{k}": v for k, v in pvals.items()})
+                point.update({f"data.{k}": v for k, v in dvals.items()})
+                colluders = values.get("collusion.colluders", self.collusion["colluders"])
+                if "collusion.colluders" in values:
+                    point["collusion.colluders"] = colluders
+                collusion = {**self.collusion, "colluders": colluders}
+                point.update({k: v for k, v in values.items() if k.startswith("deployment.")})
+                deploy = dep.run_deployment(self.deployment, proto, values, costs)
+                for r in range(self.repeats):
+                    key = run_key(proto, p, data, r, self.seed, collusion,
+                                  self.runtime.get("faults", []), deploy)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
+                                         run_seed(self.seed, r), dict(self.runtime),
+                                         collusion, point, key, dict(self.agents), deploy))
+        return specs
+
+
+def _norm(spec: ParamSpec, value: Any) -> Any:
+    """Coerce a value (or each value of a sweep list) to its kind: 1 and 1.0 are one epsilon."""
+    if isinstance(value, list):
+        return [spec.check(v, spec.name) for v in value]
+    return spec.check(value, spec.name)
+
+
+def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None) -> str:
+    """A run's key: a hash of what identifies its output (``RunSpec.key``); a deployment
+    only when there is one (the keys of runs without stay as they were)."""
+    blob = json.dumps([proto, params, data, repeat, seed,
+                       {k: collusion[k] for k in ("colluders", "curator")}, faults,
+                       *([deployment] if deployment else [])],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
