@@ -405,6 +405,299 @@ def trials_needed(tpr: float, fpr: float, target: float, alpha: float = ALPHA,
     return hi
 
 
+def _gather(results: Iterable[PairStats], progress: Any) -> PairStats:
+    """Join the ranges' statistics in order, reporting each range's trials to ``progress``.
+
+    Parameters
+    ----------
+    results : Iterable[PairStats]
+        The ranges' statistics, in the order of their trials.
+    progress : Any
+        Called with each range's number of trials, or None.
+
+    Returns
+    -------
+    PairStats
+        The ranges' statistics joined.
+    """
+    got = []
+    for part in results:
+        got.append(part)
+        if progress is not None:
+            progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
+    return PairStats.join(got)
+
+
+def _pair_stats(setting: AuditSetting, limits: Limits, batch: Any, spec: AuditSpec,
+                use_llr: bool, use_float: bool, progress: Any, coins: str, jobs: int,
+                mapper: Mapper | None, first: int, count: int) -> PairStats:
+    """The ε audit's statistics of trials ``first .. first + count`` on the chosen path.
+
+    Parameters
+    ----------
+    setting : AuditSetting
+        The audited setting.
+    limits : Limits
+        The runs' limits.
+    batch : Any
+        The batch path's block of the target's copies, or None for the full path.
+    spec : AuditSpec
+        The protocol's audit spec.
+    use_llr : bool
+        Whether the statistic is the log-likelihood ratio.
+    use_float : bool
+        Whether the floating-point attack runs in the same trials.
+    progress : Any
+        Called with the number of trials done, or None.
+    coins : str
+        The experiment (``_Trials``).
+    jobs : int
+        Processes for the trials.
+    mapper : Mapper | None
+        Spread the trials over it instead.
+    first : int
+        The first trial.
+    count : int
+        The number of trials.
+
+    Returns
+    -------
+    PairStats
+        The trials' statistics, in order.
+    """
+    if mapper is None and (jobs <= 1 or count < 2 * jobs):
+        if batch is not None:
+            return _batch_pair_stats(batch, first, count, spec, use_llr, use_float,
+                                     progress)
+        return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
+                                progress, coins)
+    # the trials in ranges, each a task of the process pool or the mapper, joined in order
+    if batch is not None:
+        from ldpsim.simulator.audit.audit_batch import block_size
+
+        fn = _batch_pair_stats_job
+        cuts = [*range(first, first + count, block_size(spec.values[spec.pair[0]])),
+                first + count]
+        args = [(batch, a, b - a, spec, use_llr, use_float)
+                for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    else:
+        fn = _full_pair_stats_job
+        parts = jobs if mapper is None else max(1, min(count // FULL_TASK_TRIALS, 256))
+        cut = np.linspace(first, first + count, parts + 1).astype(int)
+        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
+                for a, b in zip(cut[:-1], cut[1:], strict=True) if b > a]
+    return _gather(_spread(fn, args, jobs, mapper), progress)
+
+
+def _epsilon_looks(pair_stats: Callable[[int, int], PairStats], trials: int,
+                   until_lower: float | None
+                   ) -> tuple[Any, int, Any, Any, float]:
+    """The ε audit on the neighbouring pair, at each look until the lower bound is reached.
+
+    Parameters
+    ----------
+    pair_stats : Callable[[int, int], PairStats]
+        The statistics of ``count`` trials from ``first``.
+    trials : int
+        The trials asked for.
+    until_lower : float | None
+        Stop as soon as the held-out lower bound reaches it.
+
+    Returns
+    -------
+    tuple[Any, int, Any, Any, float]
+        The statistics, the trials used, the ε audit, its test and the last look's α (the
+        statistics, the ε audit and its test are None when no look ran: no trials).
+    """
+    looks = [(trials, ALPHA)]
+    if until_lower is not None:
+        looks = [(max(20, trials // 8), ALPHA / 8), (max(20, trials // 4), ALPHA / 8),
+                 (max(20, trials // 2), ALPHA / 4), (trials, ALPHA / 2)]
+    stats, done = None, 0
+    eps = test = None
+    for n_look, alpha in looks:
+        if n_look <= done:
+            continue
+        more = pair_stats(done, n_look - done)
+        stats = more if stats is None else PairStats.join([stats, more])
+        done = n_look
+        s0, s1, test = _scores(stats, done)
+        eps = epsilon_audit(s0, s1, alpha)
+        if until_lower is not None and eps["epsilon_lower"] >= until_lower:
+            break
+    return stats, done, eps, test, alpha
+
+
+def _contrib_cache(protocol: Any, spec: AuditSpec
+                   ) -> Callable[[dict[str, Any]], np.ndarray | None]:
+    """The candidates' contributions of a view, cached by its parameters and public facts.
+
+    Parameters
+    ----------
+    protocol : Any
+        The audited protocol.
+    spec : AuditSpec
+        The protocol's audit spec.
+
+    Returns
+    -------
+    Callable[[dict[str, Any]], np.ndarray | None]
+        The contributions of a view's candidates.
+    """
+    contrib_of: dict[str, np.ndarray | None] = {}
+
+    def contrib(view: dict[str, Any]) -> np.ndarray | None:
+        """The candidates' contributions under the view's parameters and public facts (the
+        same in every trial: computed once)."""
+        k = json.dumps(jsonable([view["params"], view["public"]]), sort_keys=True)
+        if k not in contrib_of:
+            contrib_of[k] = contributions(protocol, view, spec.values)
+        return contrib_of[k]
+
+    return contrib
+
+
+def _differencing_runs(runner: _Trials, protocol: Any, spec: AuditSpec, target: int,
+                       batch: Any, truth: np.ndarray, used: int, full_views: int,
+                       progress: Any) -> tuple[int, int, int, int]:
+    """The differencing attack (and on the full path the single-report inference) in the
+    whole runs after the ε audit's ``used`` trials.
+
+    Parameters
+    ----------
+    runner : _Trials
+        The trials of the setting.
+    protocol : Any
+        The audited protocol.
+    spec : AuditSpec
+        The protocol's audit spec.
+    target : int
+        The target party.
+    batch : Any
+        The batch path's block, or None for the full path.
+    truth : np.ndarray
+        The target's rows, indices into ``spec.values``.
+    used : int
+        The ε audit's trials.
+    full_views : int
+        The whole runs to make.
+    progress : Any
+        Called with the number of trials done, or None.
+
+    Returns
+    -------
+    tuple[int, int, int, int]
+        The inference's hits and guesses, then the differencing attack's.
+    """
+    bayes_hits = diff_hits = bayes_n = diff_n = 0
+    contrib = _contrib_cache(protocol, spec)
+    # on the batch path the differencing runs need only the output: the round loop in this
+    # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
+    local = batch is not None
+    keys = None
+    for t in range(full_views):
+        row = spec.values[truth[t]]
+        if local and t >= DIFF_CHECK:
+            if keys is None or t + used >= keys.first + len(keys.seeds):  # the next ones'
+                keys = runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t))
+            view = runner.local_view(used + t, row, keys)
+        else:
+            view = runner.view(used + t, row)
+            local = local and _same_differencing(runner, view, used + t, row)
+        if batch is None:
+            bg = bayes_guess(view, target, protocol, spec)
+            if bg is not None:
+                bayes_n += 1
+                bayes_hits += int(_same(spec, bg, truth[t]))
+        dg = differencing_guess(view, target, protocol, spec, contrib)
+        if dg is not None:
+            diff_n += 1
+            diff_hits += int(_same(spec, dg, truth[t]))
+        if progress is not None:
+            progress(1)
+    return bayes_hits, bayes_n, diff_hits, diff_n
+
+
+def _attacks(setting: AuditSetting, runner: _Trials, protocol: Any, spec: AuditSpec,
+             batch: Any, use_llr: bool, used: int, differencing_trials: int, jobs: int,
+             mapper: Mapper | None, progress: Any) -> tuple[int, int, int, int]:
+    """The single-report inference and the differencing attack, the target's row drawn from
+    the prior, in the trials after the ε audit's ``used`` ones.
+
+    Parameters
+    ----------
+    setting : AuditSetting
+        The audited setting.
+    runner : _Trials
+        The trials of the setting.
+    protocol : Any
+        The audited protocol.
+    spec : AuditSpec
+        The protocol's audit spec.
+    batch : Any
+        The batch path's block, or None for the full path.
+    use_llr : bool
+        Whether the statistic is the log-likelihood ratio.
+    used : int
+        The ε audit's trials.
+    differencing_trials : int
+        The most whole runs for the differencing attack on the batch path.
+    jobs : int
+        Processes for the batch path's inference.
+    mapper : Mapper | None
+        Spread the batch path's inference over it instead.
+    progress : Any
+        Called with the number of trials done, or None.
+
+    Returns
+    -------
+    tuple[int, int, int, int]
+        The inference's hits and guesses, then the differencing attack's.
+    """
+    target = setting.target
+    g = party_generator(stream_key(setting.scenario_seed, "audit-prior", target))
+    truth = g.choice(len(spec.values), size=used, p=spec.prior)
+    bayes_hits = bayes_n = 0
+    full_views = used
+    if batch is not None:
+        if use_llr:
+            bayes_hits, bayes_n = _spread_bayes(batch, spec, used, truth, jobs, mapper)
+        full_views = min(used, differencing_trials)
+        if progress is not None:
+            progress(used - full_views)
+    run_hits = _differencing_runs(runner, protocol, spec, target, batch, truth, used,
+                                  full_views, progress)
+    return (bayes_hits + run_hits[0], bayes_n + run_hits[1], run_hits[2], run_hits[3])
+
+
+def _trials_target(claimed: float | None, eps: dict[str, Any], until_lower: float | None,
+                   alpha: float) -> tuple[float | None, int | None]:
+    """The lower bound the audit aims for and the trials it would need to reach it.
+
+    Parameters
+    ----------
+    claimed : float | None
+        The claimed ε.
+    eps : dict[str, Any]
+        The ε audit (``epsilon_audit``).
+    until_lower : float | None
+        The lower bound asked for, if any.
+    alpha : float
+        The last look's α.
+
+    Returns
+    -------
+    tuple[float | None, int | None]
+        The target (``until_lower``, else 95% of the smaller of the claim and the estimate;
+        None without a claim) and ``trials_needed`` for it (None without a finite target).
+    """
+    target_tight = until_lower if until_lower is not None else (
+        0.95 * min(claimed, eps["epsilon_estimate"]) if claimed else None)
+    needed = None if target_tight is None or not math.isfinite(target_tight) \
+        else trials_needed(eps["tpr"], eps["fpr"], target_tight, alpha)
+    return target_tight, needed
+
+
 def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = None,
                   progress: Any = None, path: str = "auto", jobs: int = 1,
                   until_lower: float | None = None,
@@ -445,108 +738,22 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     runner = _Trials(setting, limits, coins)
 
     def pair_stats(first: int, count: int) -> PairStats:
-        if mapper is None and (jobs <= 1 or count < 2 * jobs):
-            if batch is not None:
-                return _batch_pair_stats(batch, first, count, spec, use_llr, use_float,
-                                         progress)
-            return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
-                                    progress, coins)
-        # the trials in ranges, each a task of the process pool or the mapper, joined in order
-        if batch is not None:
-            from ldpsim.simulator.audit.audit_batch import block_size
-
-            fn = _batch_pair_stats_job
-            cuts = [*range(first, first + count, block_size(spec.values[spec.pair[0]])),
-                    first + count]
-            args = [(batch, a, b - a, spec, use_llr, use_float)
-                    for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-        else:
-            fn = _full_pair_stats_job
-            parts = jobs if mapper is None else max(1, min(count // FULL_TASK_TRIALS, 256))
-            cut = np.linspace(first, first + count, parts + 1).astype(int)
-            args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
-                    for a, b in zip(cut[:-1], cut[1:], strict=True) if b > a]
-
-        def gather(results: Iterable[PairStats]) -> PairStats:
-            got = []
-            for part in results:
-                got.append(part)
-                if progress is not None:
-                    progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
-            return PairStats.join(got)
-
-        return gather(_spread(fn, args, jobs, mapper))
+        return _pair_stats(setting, limits, batch, spec, use_llr, use_float, progress, coins,
+                           jobs, mapper, first, count)
 
     # 1. the ε audit on the neighbouring pair, common seeds for both rows
     t_eps = time.perf_counter()
-    looks = [(trials, ALPHA)]
-    if until_lower is not None:
-        looks = [(max(20, trials // 8), ALPHA / 8), (max(20, trials // 4), ALPHA / 8),
-                 (max(20, trials // 2), ALPHA / 4), (trials, ALPHA / 2)]
-    stats, done = None, 0
-    for n_look, alpha in looks:
-        if n_look <= done:
-            continue
-        more = pair_stats(done, n_look - done)
-        stats = more if stats is None else PairStats.join([stats, more])
-        done = n_look
-        s0, s1, test = _scores(stats, done)
-        eps = epsilon_audit(s0, s1, alpha)
-        if until_lower is not None and eps["epsilon_lower"] >= until_lower:
-            break
+    stats, used, eps, test, alpha = _epsilon_looks(pair_stats, trials, until_lower)
     eps_seconds = time.perf_counter() - t_eps
-    used = done
     flt = float_audit(stats.floats[0], stats.floats[1], alpha) if stats.floats is not None \
         else {"float_epsilon_lower": None, "float_ruled_out": None, "float_own_failures": None}
 
     # 2. single-report inference and differencing: target's row drawn from the prior
-    g = party_generator(stream_key(setting.scenario_seed, "audit-prior", target))
-    truth = g.choice(len(spec.values), size=used, p=spec.prior)
-    bayes_hits = diff_hits = bayes_n = diff_n = 0
-    full_views = used
-    if batch is not None:
-        if use_llr:
-            bayes_hits, bayes_n = _spread_bayes(batch, spec, used, truth, jobs, mapper)
-        full_views = min(used, differencing_trials)
-        if progress is not None:
-            progress(used - full_views)
-    contrib_of: dict[str, np.ndarray | None] = {}
-
-    def contrib(view: dict[str, Any]) -> np.ndarray | None:
-        """The candidates' contributions under the view's parameters and public facts (the
-        same in every trial: computed once)."""
-        k = json.dumps(jsonable([view["params"], view["public"]]), sort_keys=True)
-        if k not in contrib_of:
-            contrib_of[k] = contributions(protocol, view, spec.values)
-        return contrib_of[k]
-
-    # on the batch path the differencing runs need only the output: the round loop in this
-    # process gives it, once its first DIFF_CHECK runs agree exactly with the runtime's
-    local = batch is not None
-    keys = None
-    for t in range(full_views):
-        row = spec.values[truth[t]]
-        if local and t >= DIFF_CHECK:
-            if keys is None or t + used >= keys.first + len(keys.seeds):  # the next ones'
-                keys = runner.local_keys(used + t, min(LOCAL_KEYS, full_views - t))
-            view = runner.local_view(used + t, row, keys)
-        else:
-            view = runner.view(used + t, row)
-            local = local and _same_differencing(runner, view, used + t, row)
-        if batch is None:
-            bg = bayes_guess(view, target, protocol, spec)
-            if bg is not None:
-                bayes_n += 1
-                bayes_hits += int(_same(spec, bg, truth[t]))
-        dg = differencing_guess(view, target, protocol, spec, contrib)
-        if dg is not None:
-            diff_n += 1
-            diff_hits += int(_same(spec, dg, truth[t]))
-        if progress is not None:
-            progress(1)
+    bayes_hits, bayes_n, diff_hits, diff_n = _attacks(
+        setting, runner, protocol, spec, batch, use_llr, used, differencing_trials, jobs,
+        mapper, progress)
     claimed = claim.epsilon
-    target_tight = until_lower if until_lower is not None else (
-        0.95 * min(claimed, eps["epsilon_estimate"]) if claimed else None)
+    target_tight, needed = _trials_target(claimed, eps, until_lower, alpha)
     seconds = time.perf_counter() - t0
     return {
         "protocol": protocol.name, "params": params, "data": dict(data), "target": target,
@@ -555,9 +762,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
         "epsilon_estimate": eps["epsilon_estimate"], "epsilon_lower": eps["epsilon_lower"],
         "confidence": 1 - alpha, "tpr": eps["tpr"], "fpr": eps["fpr"], "test": test,
         "trials": used, "trials_requested": trials,
-        "trials_target": target_tight,
-        "trials_needed": None if target_tight is None or not math.isfinite(target_tight)
-        else trials_needed(eps["tpr"], eps["fpr"], target_tight, alpha),
+        "trials_target": target_tight, "trials_needed": needed,
         "path": "batch" if batch is not None else "full", "path_note": why_full,
         "coalition_coins": coins,
         "trials_per_second": 2 * used / eps_seconds if eps_seconds > 0 else None,

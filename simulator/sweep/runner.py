@@ -60,19 +60,25 @@ from ldpsim.simulator.sweep.spending import (
 AHEAD = 2
 
 
-def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
-                 echo=print, include_degraded: bool = False
-                 ) -> tuple[list[dict[str, Any]], Path]:
-    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
-    per_round.csv and plots (without matplotlib, ``echo`` is told so in one line).
+def _open_sweep(scenario: Scenario, out_dir: str | Path, echo: Any
+                ) -> tuple[Scenario, list[RunSpec], ResultStore,
+                           list[tuple[int, dict[str, Any]]], list[RunSpec]]:
+    """Check a sweep's runs and its directory before any run, and find the runs to do.
 
-    Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
-    degraded runs out unless ``include_degraded``; the returned records are all the stored ones
-    (the latest of each key), degraded included.
+    Parameters
+    ----------
+    scenario : Scenario
+        The sweep's scenario.
+    out_dir : str | Path
+        The sweep's directory.
+    echo : Any
+        Told that the sweep resumes, if it does.
 
-    With no secret given (``[runtime] secret``), the sweep's runs share a fresh master secret
-    kept in ``out_dir`` as ``secret.key`` (``identity.with_secret``), drawn by the first sweep
-    into it and read by those that resume it; ``scenario`` itself is left as it is.
+    Returns
+    -------
+    tuple
+        The scenario with its secret, its runs, the directory's store, its numbered records and
+        the runs not done yet.
     """
     scenario = identity.with_secret(scenario, out_dir)
     specs = scenario.runs()
@@ -92,6 +98,142 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     if done:
         echo(f"resuming: {len(specs) - len(todo)} of {counted(len(specs), 'run')} already in "
              f"{store.path}", file=sys.stderr)
+    return scenario, specs, store, numbered, todo
+
+
+def _start_workers(scenario: Scenario, todo: list[RunSpec], jobs: int, view_dir: Path,
+                   per_round: Any, out_dir: str | Path, echo: Any) -> tuple[Any, Any]:
+    """The sweep's workers (Dask, or ``jobs`` forked processes), or else the backend that runs
+    the runs in this process (none when no run is left).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The sweep's scenario.
+    todo : list[RunSpec]
+        The runs not done yet.
+    jobs : int
+        The worker processes of a local sweep.
+    view_dir : Path
+        Where the runs' views go.
+    per_round : Any
+        The scenario's ``[output] per_round``.
+    out_dir : str | Path
+        The sweep's directory.
+    echo : Any
+        Where the workers and the backend write their notes.
+
+    Returns
+    -------
+    tuple[Any, Any]
+        The workers (``_Workers`` or ``engine_dask.DaskSweep``) and the backend, either None.
+    """
+    if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
+        from ldpsim.simulator.sweep.engine_dask import DaskSweep
+
+        return DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo), None
+    if jobs > 1:  # forked before the progress bar exists (it may run a thread)
+        return _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir)), None
+    if todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
+        return None, get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
+    return None, None
+
+
+def _run_todo(scenario: Scenario, specs: list[RunSpec], todo: list[RunSpec],
+              store: ResultStore, workers: Any, backend: Any, truth: TruthCache,
+              view_dir: Path, per_round: Any, spending: dict[Any, dict[str, float]],
+              lifetime: bool, show_progress: bool) -> None:
+    """Run the runs ``todo`` (on the workers, else here on the backend), storing each record
+    as it comes, behind a progress bar.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The sweep's scenario.
+    specs : list[RunSpec]
+        All the sweep's runs.
+    todo : list[RunSpec]
+        The runs not done yet.
+    store : ResultStore
+        The directory's store.
+    workers : Any
+        The workers (``_Workers`` or ``engine_dask.DaskSweep``), or None.
+    backend : Any
+        The backend that runs the runs in this process, or None.
+    truth : TruthCache
+        The data sets' ground truths.
+    view_dir : Path
+        Where the runs' views go.
+    per_round : Any
+        The scenario's ``[output] per_round``.
+    spending : dict[Any, dict[str, float]]
+        What the agents spent per data set, kept up to date when ``lifetime``.
+    lifetime : bool
+        Whether the agents have a lifetime budget.
+    show_progress : bool
+        Whether to show the progress bar (with ``[runtime] progress``).
+    """
+    with progress(len(specs), scenario.name, enabled=show_progress and
+                  scenario.runtime["progress"]) as bar:
+        bar.update(len(specs) - len(todo))
+        finished = (workers.results(todo) if workers is not None else
+                    ((spec, execute_record(spec, truth, backend, view_dir, per_round,
+                                           spent_before(spending, spec)))
+                     for spec in todo))
+        for spec, rec in finished:
+            store.append(rec, workers.lines.pop(spec.key, None)
+                         if isinstance(workers, _Workers) else None)
+            if lifetime:
+                note_spending(spending, rec)
+            interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
+            m = rec["metrics"]
+            bar.set_postfix_str(f"{spec.protocol} " + " ".join(
+                f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
+            bar.update(1)
+
+
+def _close_sweep(truth: TruthCache, store: ResultStore, workers: Any, backend: Any) -> None:
+    """Close the truth cache, sync the store, close the workers and the backend: each step
+    taken even when one before it fails.
+
+    Parameters
+    ----------
+    truth : TruthCache
+        The data sets' ground truths.
+    store : ResultStore
+        The directory's store.
+    workers : Any
+        The workers, or None.
+    backend : Any
+        The backend, or None.
+    """
+    truth.close()
+    try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
+        store.sync()
+    finally:
+        try:
+            if workers is not None:
+                workers.close()
+        finally:
+            if backend is not None:
+                backend.close()
+
+
+def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
+                 echo=print, include_degraded: bool = False
+                 ) -> tuple[list[dict[str, Any]], Path]:
+    """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
+    per_round.csv and plots (without matplotlib, ``echo`` is told so in one line).
+
+    Degraded runs (that lost agents) stored earlier are redone. The summary and plots leave
+    degraded runs out unless ``include_degraded``; the returned records are all the stored ones
+    (the latest of each key), degraded included.
+
+    With no secret given (``[runtime] secret``), the sweep's runs share a fresh master secret
+    kept in ``out_dir`` as ``secret.key`` (``identity.with_secret``), drawn by the first sweep
+    into it and read by those that resume it; ``scenario`` itself is left as it is.
+    """
+    scenario, specs, store, numbered, todo = _open_sweep(scenario, out_dir, echo)
     jobs = resolve_jobs(scenario.runtime, len(todo))
     lifetime = scenario.agents.get("lifetime_epsilon") is not None
     if lifetime:
@@ -106,42 +248,12 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     view_dir = Path(out_dir) / "views"
     per_round = scenario.output["per_round"]
     try:
-        if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
-            from ldpsim.simulator.sweep.engine_dask import DaskSweep
-
-            workers = DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo)
-        elif jobs > 1:  # forked before the progress bar exists (it may run a thread)
-            workers = _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir))
-        elif todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
-            backend = get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
-        with progress(len(specs), scenario.name, enabled=show_progress and
-                      scenario.runtime["progress"]) as bar:
-            bar.update(len(specs) - len(todo))
-            finished = (workers.results(todo) if workers is not None else
-                        ((spec, execute_record(spec, truth, backend, view_dir, per_round,
-                                         spent_before(spending, spec)))
-                         for spec in todo))
-            for spec, rec in finished:
-                store.append(rec, workers.lines.pop(spec.key, None)
-                             if isinstance(workers, _Workers) else None)
-                if lifetime:
-                    note_spending(spending, rec)
-                interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
-                m = rec["metrics"]
-                bar.set_postfix_str(f"{spec.protocol} " + " ".join(
-                    f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
-                bar.update(1)
+        workers, backend = _start_workers(scenario, todo, jobs, view_dir, per_round, out_dir,
+                                          echo)
+        _run_todo(scenario, specs, todo, store, workers, backend, truth, view_dir, per_round,
+                  spending, lifetime, show_progress)
     finally:
-        truth.close()
-        try:  # the records not yet fsync'ed: at the end, on Ctrl-C, on a failed run
-            store.sync()
-        finally:
-            try:
-                if workers is not None:
-                    workers.close()
-            finally:
-                if backend is not None:
-                    backend.close()
+        _close_sweep(truth, store, workers, backend)
         # in the sweep's run order, however the runs finished (--jobs): the summary's rows
         # and its means do not depend on which worker was first
         records = in_run_order(store.records(), specs)

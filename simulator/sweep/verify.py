@@ -368,6 +368,98 @@ def _reexecute(todo: list[RunSpec], backend: str | None, jobs: int, lifetime: bo
     return fresh_of
 
 
+def _check_options(sample: Any, backend: str | None) -> None:
+    """Check ``verify``'s ``sample`` and ``backend``.
+
+    Parameters
+    ----------
+    sample : Any
+        The fraction of stored runs to re-execute.
+    backend : str | None
+        The backend to re-execute on, if any.
+
+    Raises
+    ------
+    ScenarioError
+        ``sample`` not a fraction in (0, 1], or ``backend`` not a local one.
+    """
+    if not isinstance(sample, int | float) or not 0 < sample <= 1:
+        raise ScenarioError(f"--sample: got {sample!r}; allowed: a fraction in (0, 1]")
+    if backend is not None and backend not in LOCAL:
+        raise ScenarioError(f"--backend: got {backend!r}; allowed: {', '.join(LOCAL)}")
+
+
+def _stored_specs(directory: Path, secret: str | None
+                  ) -> tuple[dict[str, RunSpec], list[list[str]]]:
+    """The runs of the directory's stored sweeps, after reading the secret to re-execute with.
+
+    Parameters
+    ----------
+    directory : Path
+        The results directory.
+    secret : str | None
+        The experiment's secret (``verify``).
+
+    Returns
+    -------
+    tuple[dict[str, RunSpec], list[list[str]]]
+        The runs by key (the first sweep's of a key shared), and the run orders: the
+        directory's stored order, then each sweep's.
+
+    Raises
+    ------
+    ScenarioError
+        No stored sweep (a directory written before they were stored).
+    """
+    sweeps = identity.stored_scenarios(directory, secret)
+    for scen in sweeps:  # the secret to re-execute with, before any run
+        if scen.runtime["secret"] != SEED_ONLY:
+            read_host_keys(scen.runtime["secret"])
+    specs: dict[str, RunSpec] = {}
+    orders = [identity.stored_order(directory)]
+    for scen in sweeps:
+        runs = scen.runs()
+        orders.append([s.key for s in runs])
+        for spec in runs:
+            specs.setdefault(spec.key, spec)
+    if not specs:
+        raise ScenarioError(f"{directory / identity.FINGERPRINT_FILE}: no stored sweep to "
+                            "re-execute (a directory written before they were stored)")
+    return specs, orders
+
+
+def _check_stored(report: Report, directory: Path, records: dict[str, dict[str, Any]],
+                  line_of: dict[str, int], specs: dict[str, RunSpec],
+                  orders: list[list[str]]) -> None:
+    """Enter in ``report`` what the records show without running anything: runs no stored
+    sweep has, missing runs, spec fields that differ, and tables the records do not give.
+
+    Parameters
+    ----------
+    report : Report
+        The report to fill in.
+    directory : Path
+        The results directory.
+    records : dict[str, dict[str, Any]]
+        The latest record of each run key.
+    line_of : dict[str, int]
+        The latest line of each run key.
+    specs : dict[str, RunSpec]
+        The stored sweeps' runs by key.
+    orders : list[list[str]]
+        The directory's stored run order, then each sweep's.
+    """
+    report.failed = [(k, "no stored sweep has this run") for k in records if k not in specs]
+    report.missing = missing_runs(records, list(dict.fromkeys(
+        [*orders[0], *(k for o in orders[1:] for k in o)])))
+    claims = _claims([specs[k] for k in records if k in specs])
+    for k, rec in records.items():
+        if k in specs and (diff := spec_fields(rec, specs[k], claims[k])):
+            report.differing.append(Difference(k, line_of[k], specs[k].protocol, diff))
+    report.files = [*table_problems(directory, list(records.values()), orders),
+                    *report_problems(directory)]
+
+
 def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
            backend: str | None = None, show_progress: bool = False,
            sample_seed: int | None = None, secret: str | None = None) -> Report:
@@ -413,10 +505,7 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
         The secret to re-execute with is missing or no key file (``secret.key`` not in the
         directory, and no ``secret`` given).
     """
-    if not isinstance(sample, int | float) or not 0 < sample <= 1:
-        raise ScenarioError(f"--sample: got {sample!r}; allowed: a fraction in (0, 1]")
-    if backend is not None and backend not in LOCAL:
-        raise ScenarioError(f"--backend: got {backend!r}; allowed: {', '.join(LOCAL)}")
+    _check_options(sample, backend)
     directory = Path(out_dir)
     if not (directory / RESULTS_FILE).is_file():
         raise FileNotFoundError(f"no results in {out_dir}: not a results directory (no "
@@ -425,31 +514,10 @@ def verify(out_dir: str | Path, sample: float = 1.0, jobs: int = 1,
     identity.check_records(directory, numbered)
     line_of = {rec["key"]: line for line, rec in numbered}  # the latest line of each key
     records = {r["key"]: r for r in latest([rec for _, rec in numbered])}
-    sweeps = identity.stored_scenarios(directory, secret)
-    for scen in sweeps:  # the secret to re-execute with, before any run
-        if scen.runtime["secret"] != SEED_ONLY:
-            read_host_keys(scen.runtime["secret"])
-    specs: dict[str, RunSpec] = {}
-    orders = [identity.stored_order(directory)]
-    for scen in sweeps:
-        runs = scen.runs()
-        orders.append([s.key for s in runs])
-        for spec in runs:
-            specs.setdefault(spec.key, spec)
-    if not specs:
-        raise ScenarioError(f"{directory / identity.FINGERPRINT_FILE}: no stored sweep to "
-                            "re-execute (a directory written before they were stored)")
+    specs, orders = _stored_specs(directory, secret)
     report = Report(checked=0, total=len(records),
                     degraded=sum(is_degraded(r) for r in records.values()))
-    report.failed = [(k, "no stored sweep has this run") for k in records if k not in specs]
-    report.missing = missing_runs(records, list(dict.fromkeys(
-        [*orders[0], *(k for o in orders[1:] for k in o)])))
-    claims = _claims([specs[k] for k in records if k in specs])
-    for k, rec in records.items():
-        if k in specs and (diff := spec_fields(rec, specs[k], claims[k])):
-            report.differing.append(Difference(k, line_of[k], specs[k].protocol, diff))
-    report.files = [*table_problems(directory, list(records.values()), orders),
-                    *report_problems(directory)]
+    _check_stored(report, directory, records, line_of, specs, orders)
     if sample < 1:
         report.sample_seed = new_seed() if sample_seed is None else int(sample_seed)
     report.sampled = sample_of([k for k in records if k in specs], sample,
