@@ -31,6 +31,7 @@ import time
 
 import pytest
 import zmq
+from ldpsim.simulator.backends import door
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
@@ -67,15 +68,12 @@ def _flood(endpoint: str, kind: str, size: int, count: int, ready, sent, stop,
     ctx = zmq.Context()
     ctx.set(zmq.MAX_SOCKETS, 4096)
     socks = []
-    server_key = None
-    if seen:
-        from ldpsim.simulator.backends import door
-        server_key = getattr(door, "server_public", lambda auth: None)(drivers.AUTH)
+    server_key = door.server_public(drivers.AUTH) if seen else None
     for i in range(count if kind == "connections" else 4):
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.RECONNECT_IVL, 5)
-        if seen and i % 2 and server_key is not None:
+        if seen and i % 2:
             s.curve_serverkey = server_key
             s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
         elif seen:
@@ -276,14 +274,13 @@ def test_the_processes_backends_socket_is_in_a_directory_of_this_users_alone(mon
 def _pool_sending(endpoint: str, parties, frames: int, frame: bytes, done) -> None:
     """Pool 1 of ``_config``, registered and honest, except that it sends ``frames`` copies of
     ``frame`` when its first query arrives (before its answer)."""
-    from ldpsim.simulator.backends.door import show
     from ldpsim.simulator.session import PoolSession
 
     ctx = zmq.Context()
     pool = ctx.socket(zmq.DEALER)
     pool.setsockopt(zmq.LINGER, 0)
     pool.setsockopt(zmq.SNDHWM, 0)
-    show(pool, drivers.AUTH)  # it holds the registration key: a pool's machine
+    door.show(pool, drivers.AUTH)  # it holds the registration key: a pool's machine
     pool.connect(endpoint)
     ps = PoolSession(1, 2, drivers.AUTH, LIMITS, parties.pools[1])
     pool.send(ps.hello())
