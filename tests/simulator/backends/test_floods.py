@@ -338,3 +338,48 @@ def test_attack_a_registered_pools_frame_of_nils_costs_the_curator_twice_its_siz
     extra = res["timing"]["curator_peak_rss_mb"] - clean["timing"]["curator_peak_rss_mb"]
     print(f"curator peak +{extra:.0f} MB for a 60 MiB frame")
     assert extra <= 2.5 * 60
+
+
+_HOLDS = r"""
+import sys, time
+import zmq
+ctx = zmq.Context()
+r = ctx.socket(zmq.ROUTER)
+r.setsockopt(zmq.MAXMSGSIZE, 64 << 10)  # the frame limit a pre-registration socket would have
+r.setsockopt(zmq.RCVHWM, 4)
+port = r.bind_to_random_port("tcp://127.0.0.1")
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) << 10
+before = rss()
+print(port, flush=True)
+deadline = time.monotonic() + 60
+while not r.poll(50) and time.monotonic() < deadline:  # the message is complete
+    pass
+print(rss() - before, flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_a_frame_size_limit_does_not_bound_a_multipart_message():
+    """Why the bound is the door, not a socket with a small frame limit for peers that have not
+    registered (the design issue 47 suggested): libzmq caps each part of a message at
+    ``MAXMSGSIZE``, not the message, and holds a whole message before the application sees its
+    first part. A peer that passes the handshake of a socket limited to 64 KiB frames makes it
+    hold 2,000 parts of 60 KiB (117 MiB) before a byte can be refused. Only a peer refused at
+    the handshake (``simulator.backends.door``) costs nothing (``docs/threat-model.md``)."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDS], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(holder.stdout.readline())
+        ctx = zmq.Context()
+        peer = ctx.socket(zmq.DEALER)
+        peer.setsockopt(zmq.LINGER, 0)
+        peer.connect(f"tcp://127.0.0.1:{port}")
+        peer.send_multipart([b"\x00" * (60 << 10)] * 2000)
+        held = int(holder.stdout.readline())
+        peer.close()
+        ctx.term()
+    finally:
+        holder.kill()
+        holder.wait()
+    print(f"a socket of 64 KiB frames held {held / MB:.0f} MB of one message")
+    assert held >= 100 * MB
