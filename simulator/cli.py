@@ -424,7 +424,7 @@ def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
                 held: int) -> int:
     """``ldpsim agents`` once its state file's lock is ``held``: read (or, with
     ``--new-lifetime``, create) the state file, then serve until the pool ends."""
-    from ldpsim.simulator.backends.transport import pool_loop
+    from ldpsim.simulator.backends.poolloop import pool_loop
     from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
 
     i, p = keys.pool, keys.pools

@@ -5,7 +5,7 @@ a worker that unpickles ``pool_task`` imports nothing circular.
 
 The curator stays here (a process of the orchestrator's, as on the processes backend), bound to
 a TCP port of this machine; each of the run's P pools is one task placed on its own worker
-(``workers=`` restriction), running the entry point of ``ldpsim agents`` (``transport.pool_loop``):
+(``workers=`` restriction), running the entry point of ``ldpsim agents`` (``poolloop.pool_loop``):
 it generates or loads only its block of agents and registers with the hosts backend's
 authentication (an HMAC answer to the curator's fresh challenge under the run's registration
 key, which is never sent). Each pool's task carries that pool's keys only (its agents' device
@@ -45,9 +45,9 @@ POOL_EXIT_S = 10.0
 def pool_task(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Any,
               keys: Any = None, policy: Any = None) -> int:
     """On a worker: serve as pool ``index`` of ``n_pools`` until the curator closes; the exit
-    code of ``transport.pool_loop`` (0: clean)."""
+    code of ``poolloop.pool_loop`` (0: clean)."""
     from ldpsim.simulator.backends.dask_client import tune_worker_malloc
-    from ldpsim.simulator.backends.transport import pool_loop
+    from ldpsim.simulator.backends.poolloop import pool_loop
 
     tune_worker_malloc()
     return pool_loop(endpoint, index, n_pools, auth, limits, keys=keys, policy=policy,

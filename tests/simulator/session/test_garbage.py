@@ -176,7 +176,7 @@ class _CountingSession:
 
 def _queued(n: int):
     """A curator socket with ``n`` one-frame messages from one peer queued on it."""
-    from ldpsim.simulator.backends.transport import CuratorServer
+    from ldpsim.simulator.backends.server import CuratorServer
 
     server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS, auth=drivers.AUTH)
     ctx = zmq.Context()
@@ -198,7 +198,7 @@ def test_the_curator_reads_a_flood_in_drains_of_bounded_length_and_stops_at_its_
     """The curator reads the messages queued on its socket without a poll between two of
     them (``CuratorServer._drain``), but at most ``DRAIN`` in one go and none after its
     session's deadline: a flood can neither starve the deadline check nor extend a round."""
-    from ldpsim.simulator.backends.transport import DRAIN
+    from ldpsim.simulator.backends.server import DRAIN
 
     server, ctx, peer = _queued(DRAIN + 10)
     try:
@@ -224,7 +224,7 @@ def test_a_stranger_past_the_door_gets_a_budget_of_bytes_then_is_not_read():
     """A peer that holds the door credential but is no registered pool: its first
     ``STRANGER_BYTES`` of messages in a run are handled (and refused with reasons), the rest
     dropped unread and unanswered; a registered pool has no such budget."""
-    from ldpsim.simulator.backends.transport import STRANGER_BYTES, CuratorServer
+    from ldpsim.simulator.backends.server import STRANGER_BYTES, CuratorServer
 
     server = CuratorServer(f"tcp://127.0.0.1:{free_port()}", LIMITS, auth=drivers.AUTH)
     ctx = zmq.Context()
