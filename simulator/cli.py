@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,21 @@ from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__, options
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.backends.alloc import tune_if_requested
-from ldpsim.simulator.backends.curve import CurveError
+from ldpsim.simulator.backends.curve import CurveError, make_keys
+from ldpsim.simulator.backends.poolloop import pool_loop
 from ldpsim.simulator.session import Limits, RunFailed
-from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.common import block_of, counted
+from ldpsim.simulator.session.keyfiles import (
+    SECRET_FILE,
+    KeyFileError,
+    read_pool_keys,
+    registration_key,
+    secret_kind,
+    token_of,
+    write_host_keys,
+)
+from ldpsim.simulator.session.policy import AgentPolicy
+from ldpsim.simulator.session.poolstate import PoolState, StateFileError, lock, state_path
 from ldpsim.simulator.session.runconfig import EXECUTORS
 
 
@@ -85,9 +98,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _scenario_rows() -> list[tuple[Path, str, str, str]]:
     """Each scenario file with its run count, its measured duration (``scenarios/
     durations.json``, when measured at the file's current run count) and its description."""
-    import tomllib
-    import warnings
-
     from ldpsim.simulator.bench.durations import duration_text, load_durations
     from ldpsim.simulator.scenario import scenario as sc
 
@@ -137,7 +147,6 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 def cmd_run(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results.results import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
-    from ldpsim.simulator.session.keyfiles import KeyFileError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
 
     try:
@@ -185,8 +194,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def secret_line(runtime: dict, out: str | Path) -> str:
     """What ``ldpsim run`` says of the sweep's secret: where it is, or that it is the seed's."""
-    from ldpsim.simulator.session.keyfiles import SECRET_FILE, secret_kind
-
     kind = secret_kind(runtime, out)
     if kind == "seed":
         return "the seed's (--secret seed): reproducible from the scenario, secret from nobody"
@@ -313,7 +320,6 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results.results import ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
-    from ldpsim.simulator.session.keyfiles import KeyFileError
     from ldpsim.simulator.sweep.verify import verify
 
     try:
@@ -373,15 +379,6 @@ def cmd_curator(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.session.keyfiles import (
-        KeyFileError,
-        read_pool_keys,
-        registration_key,
-        token_of,
-    )
-    from ldpsim.simulator.session.policy import AgentPolicy
-    from ldpsim.simulator.session.poolstate import StateFileError, lock, state_path
-
     if not re.fullmatch(r"(tcp://[^:/]+:\d+|ipc://.+)", args.connect):
         _err(f"error: --connect {args.connect!r}: expected tcp://HOST:PORT (or ipc://PATH)")
         return 2
@@ -424,9 +421,6 @@ def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
                 held: int) -> int:
     """``ldpsim agents`` once its state file's lock is ``held``: read (or, with
     ``--new-lifetime``, create) the state file, then serve until the pool ends."""
-    from ldpsim.simulator.backends.poolloop import pool_loop
-    from ldpsim.simulator.session.poolstate import PoolState, StateFileError, state_path
-
     i, p = keys.pool, keys.pools
     try:
         open_state = PoolState.create if args.new_lifetime else PoolState.read
@@ -453,10 +447,6 @@ def _serve_pool(args: argparse.Namespace, keys: Any, auth: bytes, policy: Any,
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.backends.curve import make_keys
-    from ldpsim.simulator.session.common import block_of
-    from ldpsim.simulator.session.keyfiles import write_host_keys
-
     if args.pools < 1:
         _err(f"error: --pools {args.pools}: allowed: an integer >= 1")
         return 2

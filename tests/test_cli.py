@@ -392,6 +392,34 @@ def test_version_and_help_import_no_family():
     assert cli("--version").stdout.strip().endswith(__version__)
 
 
+#: the rooms the command line imports per command, inside its functions: together they take
+#: about 0.27 s to import on a 2-core machine, more than the command line itself (0.18-0.26 s
+#: with numpy, ZeroMQ and the sessions), and ``ldpsim --help``, ``list``, ``keys`` and
+#: ``agents`` never use them
+LAZY_ROOMS = ("ldpsim.simulator.scenario", "ldpsim.simulator.results", "ldpsim.simulator.sweep",
+              "ldpsim.simulator.audit", "ldpsim.simulator.bench")
+
+
+def test_the_command_line_imports_a_commands_rooms_only_when_it_runs():
+    """The imports inside ``simulator/cli.py``'s functions are what this measures: importing
+    the command line loads none of the scenario, results, sweep, audit and bench rooms (every
+    other import of it sits at the top of the module). The time they save is measured here, so
+    that a lazy import that saves nothing shows."""
+    code = ("import sys, time; t = time.perf_counter(); import ldpsim.simulator.cli; "
+            "a = time.perf_counter() - t; "
+            f"print(sorted(m for m in sys.modules if m.startswith({LAZY_ROOMS!r}))); "
+            "import importlib; t = time.perf_counter(); "
+            f"[importlib.import_module(m) for m in {LAZY_ROOMS!r}]; "
+            "import ldpsim.simulator.sweep.runner, ldpsim.simulator.audit.audit_harness; "
+            "print(f'{a:.3f} {time.perf_counter() - t:.3f}')")
+    res = python_c(code)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[-2] == "[]", res.stdout
+    cli_s, rooms_s = map(float, lines[-1].split())
+    print(f"the command line {cli_s * 1000:.0f} ms; its commands' rooms {rooms_s * 1000:.0f} ms more")
+
+
 HEAVY = ("matplotlib", "pandas", "scipy.stats", "scipy.special", "scipy.optimize")
 
 
