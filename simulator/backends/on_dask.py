@@ -33,7 +33,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.seeding import agents_of, local_parties
 
 from ldpsim import environment
 
@@ -79,7 +81,6 @@ def connect(runtime: dict[str, Any], echo: Callable[..., Any] = print) -> tuple[
     """The cluster connection of ``runtime["dask_address"]`` and the address of this machine
     the workers reach the curator at; RunFailed if it has fewer workers than pools."""
     from ldpsim.simulator.backends.dask_client import DaskConnection
-    from ldpsim.simulator.session import RunFailed
 
     conn = DaskConnection(runtime["dask_address"])
     try:
@@ -102,8 +103,6 @@ def connect(runtime: dict[str, Any], echo: Callable[..., Any] = print) -> tuple[
 def _workers(conn: Any, pools: int) -> list[str]:
     """The workers a run's pools go to, one each: those alive now (a worker that died in an
     earlier run was restarted, if at all, under a new address)."""
-    from ldpsim.simulator.session import RunFailed
-
     workers = sorted(conn.workers())
     if len(workers) < pools:
         try:  # a nanny may be restarting one
@@ -120,7 +119,6 @@ def run(conn: Any, host: str, config: dict[str, Any], limits: Any, record_view: 
     """One run: the curator here (``transport.run_processes`` without pools of its own),
     pool i a task on worker i carrying its own keys only; the curator's result record."""
     from ldpsim.simulator.backends.transport import run_processes
-    from ldpsim.simulator.session.seeding import agents_of, local_parties
 
     client = conn.client
     n_pools = int(config["pools"])

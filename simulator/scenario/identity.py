@@ -31,6 +31,7 @@ from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.results.plots import PlotSpec
 from ldpsim.simulator.results.results import (
     FINGERPRINT_FILE,
     RESULTS_FILE,
@@ -344,8 +345,6 @@ def stored_order(out_dir: str | Path) -> list[str]:
 def stored_plot(out_dir: str | Path) -> Any:
     """The ``PlotSpec`` stored beside the results in ``out_dir``, or None (none stored, or
     unreadable: the default figures are drawn)."""
-    from ldpsim.simulator.results.plots import PlotSpec
-
     try:
         table = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())["plot"]
         return PlotSpec.from_table(table)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
@@ -60,7 +61,6 @@ def _worker_address() -> str:
 
 def _state(runtime: dict[str, Any]) -> tuple[Any, Any]:
     """This worker process's backend and truth cache for ``runtime`` (built at its first run)."""
-    from ldpsim.simulator.backends import get_backend
     from ldpsim.simulator.sweep.execute import TruthCache
 
     sig = json.dumps(runtime, sort_keys=True, default=str)

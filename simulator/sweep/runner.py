@@ -315,7 +315,6 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
     (None: stop), answering each with ("ok", record), ("failed", message) or ("error",
     traceback)."""
     from ldpsim.simulator.backends.transport import die_with_parent
-    from ldpsim.simulator.session import RunFailed
 
     die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
     _forget_forkserver()
