@@ -74,6 +74,11 @@ class Scenario:
     paired: list[list[str]] = field(default_factory=list)
     #: devices and network in virtual time (``[deployment]``, checked: ``scenario.deployment``)
     deployment: dict[str, Any] = field(default_factory=dict)
+    #: ``data`` with each value checked and coerced to its kind (``checked_data``), as
+    #: validation left it; empty: checked when the runs are expanded (a stored sweep's)
+    data_checked: dict[str, Any] = field(default_factory=dict)
+    #: per protocol, the ``params`` it takes, checked (``checked_params``), likewise
+    params_checked: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def axes(self) -> list[str]:
         """The swept settings: list-valued ``params.*`` and ``data.*``, and
@@ -87,16 +92,13 @@ class Scenario:
     def runs(self) -> list[RunSpec]:
         """Expand the sweep: protocols × the grid of the axes (a paired group is one axis) ×
         repetitions. A run whose key an earlier one has (a repeated value) is left out."""
-        dk = get_data_kind(self.data["kind"])
-        norm_data = {k: (v if k == "kind" else _norm(dk.params[k], v))
-                     for k, v in self.data.items()}
+        norm_data = self.data_checked or checked_data(self.data)
         specs: list[RunSpec] = []
         seen: set[str] = set()
         costs: dict[tuple[str, str], Any] = {}  # the compute costs, read once per protocol
         for proto in self.protocols:
-            accepted = PROTOCOLS[proto].params
-            params = {k: _norm(accepted[k], v) for k, v in self.params.items()
-                      if k in accepted}
+            params = (self.params_checked[proto] if proto in self.params_checked
+                      else checked_params(proto, self.params))
             # the loop order: data, then params, then the colluders (the last varies fastest)
             axes = {f"data.{k}": v for k, v in norm_data.items() if isinstance(v, list)}
             axes.update({f"params.{k}": v for k, v in params.items() if isinstance(v, list)})
@@ -128,11 +130,28 @@ class Scenario:
         return specs
 
 
-def _norm(spec: ParamSpec, value: Any) -> Any:
-    """Coerce a value (or each value of a sweep list) to its kind: 1 and 1.0 are one epsilon."""
+def as_kind(spec: ParamSpec, value: Any, where: str) -> Any:
+    """``value`` (or each value of a sweep list) checked against ``spec`` and coerced to its
+    kind: 1 and 1.0 are one ε. The one check a scenario's value gets (``checked_params``,
+    ``checked_data``); ParamError naming ``where``."""
     if isinstance(value, list):
-        return [spec.check(v, spec.name) for v in value]
-    return spec.check(value, spec.name)
+        return [spec.check(v, where) for v in value]
+    return spec.check(value, where)
+
+
+def checked_params(proto: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's ``[params]`` that protocol ``proto`` takes, each checked (``as_kind``);
+    the keys it does not take are left out."""
+    accepted = PROTOCOLS[proto].params
+    return {k: as_kind(accepted[k], v, f"[params] {k}") for k, v in params.items()
+            if k in accepted}
+
+
+def checked_data(data: dict[str, Any]) -> dict[str, Any]:
+    """The ``[data]`` table with each argument checked against its data kind (``as_kind``)."""
+    dk = get_data_kind(data["kind"])
+    return {k: (v if k == "kind" else as_kind(dk.params[k], v, f"[data] {k}"))
+            for k, v in data.items()}
 
 
 def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None) -> str:

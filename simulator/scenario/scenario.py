@@ -191,8 +191,9 @@ def validate(raw: dict[str, Any], path: str | None = None,
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         errors.add(f"seed: got {seed!r}; allowed: an integer >= 0")
-    data = errors.attempt(data_table, raw, protos, errors)
-    params = errors.attempt(params_table, raw, protos, narrowed, errors)
+    data, data_checked = errors.attempt(data_table, raw, protos, errors) or (None, {})
+    params, params_checked = (errors.attempt(params_table, raw, protos, narrowed, errors)
+                              or (None, {}))
     runtime = errors.attempt(runtime_table, raw)
     collusion = errors.attempt(collusion_table, raw)
     output = errors.attempt(check_section, table_of(raw, "output"), OUTPUT, "output")
@@ -210,7 +211,8 @@ def validate(raw: dict[str, Any], path: str | None = None,
                                 errors)
     errors.raise_if_any()
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
-                    output, agents=agents, paired=paired or [], deployment=deployment or {})
+                    output, agents=agents, paired=paired or [], deployment=deployment or {},
+                    data_checked=data_checked, params_checked=params_checked)
     scen.plot = _plot(raw, scen)
     return scen
 

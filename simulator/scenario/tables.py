@@ -23,6 +23,7 @@ from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.simulator.backends import BACKENDS
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.published import check_published
+from ldpsim.simulator.scenario.runs import as_kind
 from ldpsim.simulator.session.keyfiles import (
     MIN_TOKEN_CHARS,
     SEED_ONLY,
@@ -203,7 +204,10 @@ def protocols_of(raw: dict[str, Any]) -> list[str]:
     return protos
 
 
-def data_table(raw: dict[str, Any], protos: list[str] | None, errors: Errors) -> dict[str, Any]:
+def data_table(raw: dict[str, Any], protos: list[str] | None, errors: Errors
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``[data]`` table as given, and with each value checked once (``runs.as_kind``:
+    what the runs are expanded from); each problem recorded in ``errors``."""
     data = dict(table_of(raw, "data"))
     kind = data.get("kind")
     if kind is None:
@@ -215,6 +219,7 @@ def data_table(raw: dict[str, Any], protos: list[str] | None, errors: Errors) ->
         raise ScenarioError(f"[data] kind: unknown data kind {kind!r}; allowed: "
                             f"{', '.join(sorted(DATA_KINDS))}{hint(kind, DATA_KINDS)}")
     dk = get_data_kind(kind)
+    checked: dict[str, Any] = {"kind": kind}
     if protos is not None:
         data_types = {PROTOCOLS[p].data_type for p in protos}
         if data_types != {dk.data_type}:
@@ -229,21 +234,22 @@ def data_table(raw: dict[str, Any], protos: list[str] | None, errors: Errors) ->
             continue
         if isinstance(v, list) and not v:
             errors.add(f"[data] {k}: an empty list sweeps nothing")
-        for item in (v if isinstance(v, list) else [v]):
-            if errors.attempt(dk.params[k].check, item, f"[data] {k}") is None and \
-                    item is not None:
-                break
-    return data
+        checked[k] = errors.attempt(as_kind, dk.params[k], v, f"[data] {k}")
+    return data, checked
 
 
 def params_table(raw: dict[str, Any], protos: list[str] | None, narrowed: frozenset[str],
-                 errors: Errors) -> dict[str, Any]:
+                 errors: Errors) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The ``[params]`` table as given, and per protocol the values it takes, each checked
+    once (``runs.as_kind``: what the runs are expanded from); every problem recorded in
+    ``errors``, one per key."""
     params = dict(table_of(raw, "params"))
     if protos is None:
-        return params
+        return params, {}
+    checked: dict[str, dict[str, Any]] = {p: {} for p in protos}
     for k, v in params.items():
-        specs = [PROTOCOLS[p].params[k] for p in protos if k in PROTOCOLS[p].params]
-        if not specs and k not in narrowed:  # ignoring it would run something else than asked
+        takers = [p for p in protos if k in PROTOCOLS[p].params]
+        if not takers and k not in narrowed:  # ignoring it would run something else than asked
             allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
             errors.add(f"[params] {k}: not a parameter of any protocol of this scenario; "
                        f"allowed for {', '.join(protos)}: {', '.join(allowed) or '(none)'}"
@@ -253,16 +259,13 @@ def params_table(raw: dict[str, Any], protos: list[str] | None, narrowed: frozen
         # applied to those that do not take it
         if isinstance(v, list) and not v:
             errors.add(f"[params] {k}: an empty list sweeps nothing")
-        bad = False
-        for item in (v if isinstance(v, list) else [v]):
-            for spec in specs:
-                if errors.attempt(spec.check, item, f"[params] {k}") is None and \
-                        item is not None:
-                    bad = True
-                    break
-            if bad:
+        for p in takers:
+            before = len(errors.messages)
+            value = errors.attempt(as_kind, PROTOCOLS[p].params[k], v, f"[params] {k}")
+            if len(errors.messages) > before:
                 break
-    return params
+            checked[p][k] = value
+    return params, checked
 
 
 def check_dask_address(address: str) -> str:

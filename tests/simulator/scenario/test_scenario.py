@@ -729,3 +729,38 @@ def test_the_cli_shows_a_scenario_warning_as_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert ("warning: [runtime] token: not read by the inproc backend (only the hosts "
             "backend's pools register with a token); the runs go on without it\n") in err
+
+
+def test_a_value_is_checked_once_where_the_scenario_is_validated(monkeypatch):
+    """Issue 48: ε (and every parameter and data argument) is checked, and coerced to its kind,
+    once per protocol taking it, where the scenario is validated; the runs are expanded from
+    that (``Scenario.params_checked``, ``data_checked``) without another check. A stored sweep
+    (no checked values kept) is checked once when its runs are expanded, with the same keys."""
+    from ldpsim.protocols.base import ParamSpec
+
+    calls: list[tuple[str, object]] = []
+    real = ParamSpec.check
+
+    def counting(self, value, where):
+        calls.append((where, value))
+        return real(self, value, where)
+
+    monkeypatch.setattr(ParamSpec, "check", counting)
+    raw = {"protocols": ["ldp_kwiksort_rr", "rank_grr"], "repeats": 2,
+           "data": {"kind": "mallows", "n": 200, "m": 5, "theta": [1, 0.5]},
+           "params": {"epsilon": [1, 2.0]}}
+    scen = sc.validate(raw)
+    eps = [v for w, v in calls if w == "[params] epsilon"]
+    theta = [v for w, v in calls if w == "[data] theta"]
+    assert sorted(eps) == [1, 1, 2.0, 2.0] and sorted(theta) == [0.5, 1]  # per protocol
+    assert scen.params_checked["ldp_kwiksort_rr"]["epsilon"] == [1.0, 2.0]
+    assert scen.data_checked["theta"] == [1.0, 0.5]
+    calls.clear()
+    runs = scen.runs()
+    assert [w for w, _ in calls if w in ("[params] epsilon", "[data] theta")] == []
+    assert len(runs) == 2 * 2 * 2 * 2
+    assert {r.params["epsilon"] for r in runs} == {1.0, 2.0}
+    assert all(isinstance(r.params["epsilon"], float) for r in runs)
+    stored = sc.Scenario(scen.name, None, {}, scen.protocols, scen.repeats, scen.seed, scen.data,
+                         scen.params, scen.runtime, scen.collusion, scen.output)
+    assert [r.key for r in stored.runs()] == [r.key for r in runs]
