@@ -20,6 +20,7 @@ from ldpsim.protocols.base import (
     Block,
     Bound,
     Curator,
+    ParamError,
     ParamSpec,
     Protocol,
     ReportSchema,
@@ -409,8 +410,6 @@ class _LDPRank(_RankProtocol):
         if out["queries"] == "auto":
             out["queries"] = auto_queries(out["epsilon"], n_pairs, self.g)
         elif out["queries"] > n_pairs:
-            from ldpsim.protocols.base import ParamError
-
             raise ParamError(f"[params] queries: got {out['queries']}; allowed: \"auto\" or an "
                              f"integer in [1, {n_pairs}] (C(m,2) pairs for m={public['m']})")
         return out

@@ -63,7 +63,8 @@ def die_with_parent() -> None:
 def _use(protocol) -> None:
     """Register the orchestrator's protocol object in this fresh curator process (it may be
     one the orchestrator registered at run time: a plugin, or a test's toy protocol)."""
-    from ldpsim import protocols
+    from ldpsim import protocols  # its registry: every family, built on first use
+
     protocols.PROTOCOLS[protocol.name] = protocol
 
 

@@ -20,6 +20,7 @@ import html
 import json
 import re
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,6 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
 def _figures_section(spec: Any, records: list[dict[str, Any]]) -> str:
     with tempfile.TemporaryDirectory(prefix="ldpsim-report-") as tmp:
         if spec is not None:
-            from dataclasses import replace
-
             spec = replace(spec, formats=("png",))
         paths = plot(tmp, records, spec)
         out = []

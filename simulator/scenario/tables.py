@@ -9,6 +9,7 @@ reports every problem at once (``Errors``). Every error names the key and what i
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -30,6 +31,7 @@ from ldpsim.simulator.session.keyfiles import (
     KeyFileError,
     read_host_keys,
 )
+from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.runconfig import DEFAULTS, EXECUTORS
 
 
@@ -271,8 +273,6 @@ def params_table(raw: dict[str, Any], protos: list[str] | None, narrowed: frozen
 def check_dask_address(address: str) -> str:
     """``address`` if it is a valid ``[dask] address``, else ScenarioError naming the key and
     the allowed forms."""
-    import re
-
     if address == "" or re.fullmatch(r"local(:[1-9][0-9]{0,3})?", address) or re.fullmatch(
             r"(tcp|tls|ucx|inproc)://[^\s/]+(:[0-9]{1,5})?/?", address):
         return address
@@ -395,8 +395,6 @@ def agents_table(raw: dict[str, Any], protos: list[str] | None,
         if not isinstance(protocols, list) or not all(isinstance(p, str) for p in protocols):
             raise ScenarioError(f"[agents] protocols: got {protocols!r}; allowed: a list of "
                                 f"protocol names")
-        from ldpsim.simulator.session.policy import AgentPolicy
-
         try:  # the agents' policy names its protocols' rule once
             AgentPolicy(protocols=tuple(protocols))
         except ValueError as e:
