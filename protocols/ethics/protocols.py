@@ -3,12 +3,8 @@
 From Wang, Zhao, Yu, Liu, Yang, Ren & Shi, 2019, "Privacy-preserving Crowd-guided AI
 Decision-making in Ethical Dilemmas" (CIKM).
 
-This module is longer than the project's ~500-line guideline and stays one module: its six protocols
-are a non-private baseline and three mechanisms, two of them with both a voter- and a record-level
-claim (RLCP and RLDP-Laplace subclass VLCP and VLDP), and all share the averaging curator, the
-sensitivities of Theorems 1 and 3 (kept in one place below), the voters' eps_i and one evaluation.
-The MLE and the functional mechanism's arithmetic already live in ``mle`` and ``fm``; splitting the
-protocols would scatter the sensitivities and claims that must agree between them.
+The curators are in ``curators``, one voter's estimate and its sensitivities (Theorems 1 and 3)
+in ``estimates``; the MLE and the functional mechanism's arithmetic in ``mle`` and ``fm``.
 
 Protocols (one round each; every voter holds ``[eps_i, z_1, ..., z_n]``, see ``data``):
 
@@ -50,7 +46,6 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import ordered
-from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
@@ -59,14 +54,22 @@ from ldpsim.protocols.base import (
     ParamError,
     ParamSpec,
     Protocol,
-    ReportSchema,
     Round,
-    RoundPlan,
     Rounds,
 )
 from ldpsim.protocols.ethics import fm
-from ldpsim.protocols.ethics.mle import constrained_mle
-from ldpsim.protocols.ethics.model import PersonalLaplace, agreement, ball_diameter_l1, project
+from ldpsim.protocols.ethics.curators import (
+    AverageCurator,
+    FMCoefficientCurator,
+    TrustedCurator,
+)
+from ldpsim.protocols.ethics.estimates import (
+    central_sensitivity,
+    local_sensitivity,
+    split_rows,
+    voter_mle,
+)
+from ldpsim.protocols.ethics.model import PersonalLaplace, agreement
 from ldpsim.protocols.metrics import Metric, fraction
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
@@ -78,40 +81,7 @@ UPLOAD = ParamSpec("upload", "str", "beta", choices=("beta", "records"),
                    help="what voters send the trusted aggregator: beta_i or their records")
 
 
-# ------------------------------------------------------------------ sensitivities (one place)
-
-
-def central_sensitivity(norm: str, bound: float, d: int, n_voters: int) -> float:
-    """Theorem 1: L1 sensitivity of the average of N constrained MLEs, D_1(C) / N.
-
-    One voter's beta_i can move anywhere in the C-ball whether her whole data set changes
-    (voter level) or one record does (record level: in the proof's worst case the other records
-    are ~0, so one record decides beta_i), hence the same Delta for VLCP and RLCP. D_1(C) is the
-    ball's L1 diameter (``ball_diameter_l1``: 2C, 2 sqrt(d) C or 2 d C). The paper's formula was
-    lost in extraction; the reconstruction reads 2C/N, which is D_1 for an L1 ball. Whichever
-    norm the paper bounds, the L1 diameter of that ball is what the Laplace mechanism needs, so
-    that is what is used here (2 sqrt(d) C / N for the default L2 ball).
-    """
-    return ball_diameter_l1(norm, bound, d) / max(n_voters, 1)
-
-
-def local_sensitivity(norm: str, bound: float, d: int) -> float:
-    """Theorem 3: L1 sensitivity of one voter's constrained MLE, D_1(C), voter or record level."""
-    return ball_diameter_l1(norm, bound, d)
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def split_rows(data: np.ndarray, public: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(eps column (B,), records (B, n, d)) from rows ``[eps_i, z_1, ..., z_n]``."""
-    d, n = int(public["d"]), int(public["records"])
-    data = np.asarray(data, dtype=np.float64)
-    return data[:, 0], data[:, 1:1 + n * d].reshape(len(data), n, d)
-
-
-def _mle(z: np.ndarray, public: dict[str, Any]) -> np.ndarray:
-    return constrained_mle(z, float(public["bound"]), public["norm"])
 
 
 def _audit_eps(bound: Bound) -> float:
@@ -129,101 +99,6 @@ def _with_eps_column(values: np.ndarray, scales: np.ndarray, grids: np.ndarray
     one = np.ones((len(values), 1))
     return (np.concatenate([values, pad], axis=1), np.concatenate([scales, one], axis=1),
             np.concatenate([grids, one], axis=1))
-
-
-# --------------------------------------------------------------------------- curators
-
-
-class _AverageCurator(Curator):
-    """Asks every voter once, averages the reports (``finish`` of subclasses adds noise)."""
-
-    def __init__(self, protocol, bound, agents, key):
-        super().__init__(protocol, bound, agents, key)
-        params, public = bound.params, bound.public
-        self.d = int(public["d"])
-        self.length = protocol.report_length(params, public)
-        self.low, self.high = -math.inf, math.inf
-        self.weighted = params.get("aggregate") == "weighted"
-        self.total = np.zeros(self.d)
-        self.weight = 0.0
-        self.count = 0
-        self.ignored = 0
-
-    def plan(self, rnd: int) -> RoundPlan | None:
-        if rnd > 0:
-            return None
-        return RoundPlan(rnd, self.agents, None, None,
-                         ReportSchema("float", self.length, self.low, self.high),
-                         report_bits=64.0 * self.length)
-
-    def betas(self, reports: np.ndarray) -> np.ndarray:
-        return reports[:, :self.d]
-
-    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
-        if len(reports) == 0:
-            return
-        beta = self.betas(reports)
-        if self.weighted:
-            eps = reports[:, -1]
-            ok = np.isfinite(eps) & (eps > 0)
-            self.ignored += int((~ok).sum())
-            w = np.where(ok, eps, 0.0) ** 2
-            self.total += (beta * w[:, None]).sum(axis=0)
-            self.weight += float(w.sum())
-            self.count += int(ok.sum())
-        else:
-            self.total += beta.sum(axis=0)
-            self.weight += float(len(beta))
-            self.count += len(beta)
-
-    def average(self) -> np.ndarray:
-        return self.total / self.weight if self.weight > 0 else np.zeros(self.d)
-
-    def finish(self) -> dict[str, Any]:
-        out = {"beta": self.average().tolist(), "n_reports": self.count}
-        if self.ignored:
-            out["ignored"] = self.ignored
-        return out
-
-
-class _TrustedCurator(_AverageCurator):
-    """The trusted aggregator of the baseline and of Algorithm 1.
-
-    Reports are projected onto the C-ball before averaging (a no-op for honest voters): the
-    sensitivity D_1(C)/N then holds whatever a broken or hostile voter sends.
-    """
-
-    def __init__(self, protocol, bound, agents, key):
-        super().__init__(protocol, bound, agents, key)
-        self.upload = self.params.get("upload", "beta")
-        if self.upload == "records":
-            self.length = int(self.public["records"]) * self.d
-        else:
-            c = float(self.public["bound"])
-            self.length, self.low, self.high = self.d, -c, c
-        self.noisy = protocol.central_noise
-
-    def betas(self, reports: np.ndarray) -> np.ndarray:
-        if self.upload == "records":
-            z = reports.reshape(len(reports), int(self.public["records"]), self.d)
-            return _mle(z, self.public)
-        return project(reports, self.public["norm"], float(self.public["bound"]))
-
-    def finish(self) -> dict[str, Any]:
-        out = super().finish()
-        if not self.noisy:
-            return out
-        delta = central_sensitivity(self.public["norm"], float(self.public["bound"]), self.d,
-                                    self.count)
-        # the bound release (``VLCP.rounds``, Δ for N = all voters) at the sensitivity for the
-        # N valid reports; the d coordinates share it (an L1 bound)
-        lap = self.bound.rounds[0].mechanism.with_sensitivity(delta)
-        scale = delta / lap.epsilon
-        g = rngm.party_generator(rngm.stream_key(self.coins, "ethics-central-laplace"))
-        out["beta"] = lap.perturb_from(g, self.average()).tolist()
-        out["noise_scale"] = scale
-        out["sensitivity"] = delta
-        return out
 
 
 # --------------------------------------------------------------------------- protocols
@@ -289,7 +164,7 @@ class _EthicsProtocol(Protocol):
     def true_aggregate(self, bound: Bound, rows: np.ndarray) -> np.ndarray | None:
         """Sum of the voters' Eq. (3) estimates (what Algorithms 1-2 release with noise)."""
         _, z = split_rows(rows, bound.public)
-        return _mle(z, bound.public).sum(axis=0)
+        return voter_mle(z, bound.public).sum(axis=0)
 
     def _voter_audit_rows(self, bound: Bound) -> np.ndarray:
         """Two voters: all records favour (1, ..., 1) vs all favour (-1, ..., -1).
@@ -319,7 +194,7 @@ class NonPrivate(_EthicsProtocol):
     def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
         return Rounds.none(notes="the curator sees every voter's beta_i")
 
-    curator_cls = _TrustedCurator
+    curator_cls = TrustedCurator
     #: whether the trusted curator adds Laplace noise to the average (Algorithm 1)
     central_noise = False
 
@@ -328,7 +203,7 @@ class NonPrivate(_EthicsProtocol):
         _, z = split_rows(block.rows, block.public)
         if block.params.get("upload") == "records":
             return z.reshape(len(z), -1).copy()
-        return _mle(z, block.public)
+        return voter_mle(z, block.public)
 
     def audit_spec(self, bound: Bound) -> AuditSpec:
         return AuditSpec(self._voter_audit_rows(bound), np.array([0.5, 0.5]), (0, 1),
@@ -420,13 +295,13 @@ class VLDP(_EthicsProtocol):
         """The length of the vector a voter releases (its components share Δ)."""
         return int(public["d"])
 
-    curator_cls = _AverageCurator
+    curator_cls = AverageCurator
 
     def release(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
         """(noisy beta_i, eps_i) for each voter."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        beta = _mle(z, block.public)
+        beta = voter_mle(z, block.public)
         return self.mechanism_for(eps, beta, block).perturb(beta, block.words()), eps
 
     def mechanism_for(self, eps: np.ndarray, vec: np.ndarray, block: Block) -> mech.Laplace:
@@ -450,7 +325,7 @@ class VLDP(_EthicsProtocol):
         itself, sent with the weighted aggregate, is not noised: NaN)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        beta = _mle(z, block.public)
+        beta = voter_mle(z, block.public)
         rel = self.mechanism_for(eps, beta, block).release_spec(beta)
         if block.params["aggregate"] == "weighted":
             return _with_eps_column(*rel)
@@ -460,7 +335,7 @@ class VLDP(_EthicsProtocol):
         """Sum over coordinates of the exact log-pmf of each report given beta(row)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        beta = _mle(z, block.public)
+        beta = voter_mle(z, block.public)
         noise = self.mechanism_for(eps, beta, block)
         d = beta.shape[1]
         ll = noise.log_likelihood(np.asarray(reports)[:, :d], beta).sum(axis=1)
@@ -545,8 +420,8 @@ class RLDPFunctional(VLDP):
 
     def curator_class(self, bound: Bound) -> type[Curator]:
         if bound.params["report"] == "coefficients":
-            return _FMCoefficientCurator
-        return _AverageCurator
+            return FMCoefficientCurator
+        return AverageCurator
 
     def noisy_coefficients(self, block: Block):
         """(noisy coefficient vector, eps_i) of each voter (Algorithm 3, lines 1-3)."""
@@ -644,23 +519,3 @@ class RLDPFunctional(VLDP):
         lap = self.mechanism_for(eps, exact, block)
         ll = lap.log_likelihood(reports[:, :-1], exact).sum(axis=1)
         return np.where(np.isclose(reports[:, -1], eps), ll, -np.inf)
-
-
-class _FMCoefficientCurator(_AverageCurator):
-    """Receives noisy coefficients and eps_i, solves each voter's noisy objective, averages."""
-
-
-    def absorb(self, rnd, agents, reports):
-        if len(reports) == 0:
-            return
-        d = self.d
-        eps = reports[:, -1]
-        ok = np.isfinite(eps) & (eps > 0)
-        self.ignored += int((~ok).sum())
-        rep = reports[ok]
-        a_t, m_t = fm.from_vector(rep[:, :-1], d, self.params["noise"])
-        beta = self.protocol.solve(a_t, m_t, rep[:, -1], self.params, self.public)
-        w = rep[:, -1] ** 2 if self.weighted else np.ones(len(rep))
-        self.total += (beta * w[:, None]).sum(axis=0)
-        self.weight += float(w.sum())
-        self.count += len(rep)

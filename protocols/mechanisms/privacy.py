@@ -6,7 +6,7 @@ query it assumes (None for randomized response, where sensitivity does not apply
 mechanism's name. A protocol never writes these numbers again: its binding hook
 (``Protocol.rounds``) builds the mechanisms of a run once, and the protocol's privacy claim, its
 agents' budget and the ε its agents' odometers charge per round are composed from them
-(``protocols.base.Rounds``), in the spirit of OpenDP's privacy maps.
+(``protocols.rounds.Rounds``), in the spirit of OpenDP's privacy maps.
 """
 
 from __future__ import annotations

@@ -9,15 +9,9 @@ rankings ``rank_grr``, ``rank_olh``, ``rank_harmony``, ``rank_calm``. Data kinds
 ``sushi_subset``, ``jester``, ``safari_mallows``.
 """
 
+from ldpsim.protocols.safari.baselines import RankCALM, RankGRR, RankHarmony, RankOLH
 from ldpsim.protocols.safari.data import KINDS
-from ldpsim.protocols.safari.protocols import (
-    RankCALM,
-    RankGRR,
-    RankHarmony,
-    RankOLH,
-    Safari,
-    SafariNoPriv,
-)
+from ldpsim.protocols.safari.protocols import Safari, SafariNoPriv
 
 PROTOCOLS = (Safari(), SafariNoPriv(), RankGRR(), RankOLH(), RankHarmony(), RankCALM())
 

@@ -1,12 +1,9 @@
 """DPWeVote (Yan, Liu & Liu, 2018, "DPWeVote: differentially private weighted voting protocol
 for cloud-based decision-making", Enterprise Information Systems) and its Laplace baseline.
 
-This module is longer than the project's ~500-line guideline and stays one module: DPWeVote and its
-Laplace baseline share one game curator (rounds, release, metrics), one budget split (ε1 + k·ε2) and
-one audit prior, and the paper's estimators and exact error formulas below (Eq. 3-13) are what that
-curator and the checks against Tables 3-4 read. Split up, one game's arithmetic would be spread over
-modules reaching into each other's helpers; a tenth of the length is this docstring, which records
-how the paper's text is read.
+The budget split and the mechanisms it defines are in ``budget``, the paper's estimators and
+exact error formulas (Eq. 3-13) in ``estimators``; this module holds the game's curator, its
+metrics and the two protocols, and the paper's text as it is read here (below).
 
 A game has n partners with a private weight group ``w`` in {1, 2, 3} and, for each of k proposal
 candidates, a private opinion ``φ_l`` in {0, 1}. The semi-honest cloud server (the curator)
@@ -67,11 +64,9 @@ w moves from 1 to 3) and ``φ_l + Lap(1/ε2)`` (sensitivity 1); the server relea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import ordered
 from ldpsim.protocols.base import (
     AuditSpec,
@@ -87,7 +82,35 @@ from ldpsim.protocols.base import (
     Rounds,
 )
 from ldpsim.protocols.metrics import Metric, fraction
+from ldpsim.protocols.vote.budget import (
+    Budget,
+    budget,
+    laplace_mechanisms,
+    laplace_scales,
+    rr_mechanisms,
+    rr_probabilities,
+)
 from ldpsim.protocols.vote.data import DATA_TYPE, WEIGHTS
+from ldpsim.protocols.vote.estimators import (
+    G,
+    decide,
+    estimate_opinions_faithful,
+    estimate_opinions_joint,
+    estimate_table_joint,
+    estimate_weights,
+    expected_sq_err_q,
+    opinion_table,
+    quota,
+    quota_variance_per_partner,
+    weighted_sum,
+)
+
+#: the protocols, with the budget's and the estimators' names they build on (importable from here)
+__all__ = ["DPWeVote", "DPWeVoteLaplace", "Budget", "G", "budget", "decide",
+           "estimate_opinions_faithful", "estimate_opinions_joint", "estimate_table_joint",
+           "estimate_weights", "expected_sq_err_q", "laplace_mechanisms", "laplace_scales",
+           "opinion_table", "quota", "quota_variance_per_partner", "rr_mechanisms",
+           "rr_probabilities", "weighted_sum"]
 
 #: what ``evaluate`` returns: per game; their means over games are Eqs. (10)-(13)
 CORRECT = fraction("correct", "accuracy (decisions right)", "higher",
@@ -110,11 +133,7 @@ SQ_ERR_SUM = Metric("sq_err_sum", "squared error of Σŵφ / Σw", low=0.0, bett
                     about="the squared error of the weighted vote sum over Σw, averaged over "
                           "the candidates")
 
-G = np.asarray(WEIGHTS, dtype=np.float64)  # the weight of each group wI, wII, wIII
-LAPLACE_SENSITIVITY_W = 2.0  # §5.1.3: w changes by at most 3 - 1
-LAPLACE_SENSITIVITY_PHI = 1.0  # §5.1.3: φ changes by at most 1
 PASS, NOT_PASS = "PASS", "NOT PASS"
-TIE_TOL = 1e-9  # relative; only absorbs floating-point rounding at exact ties
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="privacy budget per partner (of the game, or per candidate: see budget)")
@@ -125,178 +144,6 @@ BUDGET = ParamSpec("budget", "str", default="game", choices=("game", "candidate"
 ESTIMATOR = ParamSpec("estimator", "str", default="faithful", choices=("faithful", "joint"),
                       help='"faithful": Eq. 5 per reported weight group (paper); "joint": '
                            "invert M_w (x) M_phi")
-
-
-# --------------------------------------------------------------------------- privacy budget
-
-
-@dataclass(frozen=True)
-class Budget:
-    """ε1 (weight report), ε2 (each opinion report) and the game's total ε1 + k·ε2."""
-
-    eps_w: float
-    eps_phi: float
-    candidates: int
-
-    @property
-    def total(self) -> float:
-        """Sequential composition (Theorem 2.6) over one weight and k opinion reports."""
-        return self.eps_w + self.candidates * self.eps_phi
-
-
-def budget(epsilon: float, split: float, candidates: int, scope: str = "game") -> Budget:
-    """Split the budget as §4.5 / §5.1.1 (ε = ε1 + ε2, default ε1 = ε2 = ε/2), for k candidates.
-
-    Parameters
-    ----------
-    epsilon : float
-        The configured ε.
-    split : float
-        ε1 / ε for the weight report, in (0, 1).
-    candidates : int
-        k, the number of proposal candidates (opinion reports per partner).
-    scope : {"game", "candidate"}
-        ``"game"``: ε is the whole game's budget, ε2 = (1 - split) ε / k, total = ε.
-        ``"candidate"``: ε = ε1 + ε2 as in Theorem 4.3 for one candidate, total = ε1 + k ε2.
-    """
-    eps_w = split * epsilon
-    eps_phi = (1.0 - split) * epsilon
-    if scope == "game":
-        eps_phi /= candidates
-    return Budget(eps_w, eps_phi, candidates)
-
-
-def rr_probabilities(b: Budget) -> dict[str, float]:
-    """Eq. (9a) ``p_w = e^ε1 / (2 + e^ε1)`` and Eq. (9b) ``p_φ = e^ε2 / (1 + e^ε2)``.
-
-    Each report is ε-LDP with the ratio p / r = e^ε (Theorems 4.1, 4.2; §4.5 parts 1-2):
-    one weight report ε1-LDP, one opinion report ε2-LDP. Randomized response has no sensitivity.
-    """
-    mw, mp = mech.GRR(b.eps_w, 3), mech.GRR(b.eps_phi, 2)
-    return {"p_w": mw.p, "r_w": mw.q, "p_phi": mp.p, "r_phi": mp.q}
-
-
-def rr_mechanisms(b: Budget) -> tuple[mech.GRR, mech.GRR]:
-    """The weight's and each opinion's randomized response: ``GRR(ε1, 3)`` (M_w, Eq. 9a) and
-    ``GRR(ε2, 2)`` (M_φ, Eq. 9b)."""
-    return mech.GRR(b.eps_w, 3), mech.GRR(b.eps_phi, 2)
-
-
-def laplace_scales(b: Budget) -> tuple[float, float]:
-    """§5.1.3 baseline: the nominal Laplace scales ``(Δ_w/ε1, Δ_φ/ε2) = (2/ε1, 1/ε2)``.
-
-    ``w + Lap(2/ε1)`` is ε1-LDP because w in {1, 2, 3} moves by at most Δ_w = 2; each
-    ``φ_l + Lap(1/ε2)`` is ε2-LDP with Δ_φ = 1. The game is (ε1 + k ε2)-LDP as for DPWeVote.
-    The releases are the exact discrete mechanisms of ``laplace_mechanisms``.
-    """
-    return LAPLACE_SENSITIVITY_W / b.eps_w, LAPLACE_SENSITIVITY_PHI / b.eps_phi
-
-
-def laplace_mechanisms(b: Budget) -> tuple[mech.Laplace, mech.Laplace]:
-    """The weight's and each opinion's release: ``Laplace(ε1, 2)`` and ``Laplace(ε2, 1)``."""
-    return (mech.Laplace(b.eps_w, LAPLACE_SENSITIVITY_W),
-            mech.Laplace(b.eps_phi, LAPLACE_SENSITIVITY_PHI))
-
-
-# --------------------------------------------------------------------------- estimators
-
-
-def estimate_weights(y_w: np.ndarray, eps_w: float) -> np.ndarray:
-    """Eq. (3): ``x̂_w = M_w^{-1} y_w`` from the observed counts (y_wI, y_wII, y_wIII)."""
-    return mech.GRR(eps_w, 3).estimate_counts(y_w)
-
-
-def quota(x_w: np.ndarray) -> np.ndarray:
-    """Eq. (4a)/(4b): ``q = ½ (1·x_wI + 2·x_wII + 3·x_wIII)`` (true or estimated counts).
-
-    Like every estimator here it works along the last axis (leading axes: repeated games).
-    """
-    return 0.5 * ordered.matmul(x_w, G)
-
-
-def opinion_table(w_reported: np.ndarray, phi_reported: np.ndarray) -> np.ndarray:
-    """The 3x2 table ``Y[g, φ]`` of partners who reported weight group g+1 and opinion φ."""
-    idx = (np.asarray(w_reported, dtype=np.int64) - 1) * 2 + np.asarray(phi_reported, np.int64)
-    return np.bincount(idx.ravel(), minlength=6)[:6].reshape(3, 2)
-
-
-def estimate_opinions_faithful(table: np.ndarray, eps_phi: float) -> np.ndarray:
-    """Eq. (5) per *reported* weight group: ``x̂_{g̃,φY}`` = 'Yes' entry of ``M_φ^{-1} Y[g̃]``.
-
-    Returns the three estimates (wI, wII, wIII as reported). Yan, Liu & Liu (2018) use them as
-    counts of the true groups in Eq. (8b); they are biased for those (module docstring).
-    """
-    t = np.asarray(table, dtype=np.float64)
-    return ordered.matmul(t, mech.GRR(eps_phi, 2).inverse_matrix().T)[..., 1]
-
-
-def estimate_table_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
-    """Unbiased 3x2 table of true (weight group, opinion) counts: ``M_w^{-1} Y M_φ^{-T}``.
-
-    The pair of reports is randomized response on the pair of values with matrix M_w ⊗ M_φ
-    (independent coins), whose inverse is M_w^{-1} ⊗ M_φ^{-1}.
-    """
-    t = np.asarray(table, dtype=np.float64)
-    left = ordered.matmul(mech.GRR(eps_w, 3).inverse_matrix(), t)
-    return ordered.matmul(left, mech.GRR(eps_phi, 2).inverse_matrix().T)
-
-
-def estimate_opinions_joint(table: np.ndarray, eps_w: float, eps_phi: float) -> np.ndarray:
-    """The 'Yes' column of :func:`estimate_table_joint`: unbiased ``x̂_{g,φY}`` per true group."""
-    return estimate_table_joint(table, eps_w, eps_phi)[..., 1]
-
-
-def weighted_sum(x_yes: np.ndarray) -> np.ndarray:
-    """Eq. (8b): ``Σ ŵφ = 1·x̂_{wI,φY} + 2·x̂_{wII,φY} + 3·x̂_{wIII,φY}``."""
-    return ordered.matmul(x_yes, G)
-
-
-def quota_variance_per_partner(b: Budget, mechanism: str = "rr") -> np.ndarray:
-    """``Var(q̂)`` contributed by one partner of weight 1, 2, 3 (Eq. 4b; baseline §5.1.3).
-
-    RR: ``q̂ = ½ (Σ_i w̃_i - 6 r_w N) / (p_w - r_w)``, so a partner with weight w adds
-    ``Var(w̃ | w) / (4 (p_w - r_w)²)`` with ``E[w̃|w] = p_w w + r_w (6 - w)`` and
-    ``E[w̃²|w] = p_w w² + r_w (14 - w²)``. Laplace: ``q̂ = ½ Σ w̃`` adds a quarter of the
-    release's variance (the exact discrete mechanism's, about ``2 (2/ε1)²``).
-    """
-    if mechanism == "laplace":
-        lap_w, _ = laplace_mechanisms(b)
-        return np.full(3, float(lap_w.variance()) / 4)
-    rr = mech.GRR(b.eps_w, 3)
-    p, r = rr.p, rr.q
-    m1 = p * G + r * (6 - G)
-    m2 = p * G**2 + r * (14 - G**2)
-    return (m2 - m1**2) / (4 * (p - r) ** 2)
-
-
-def expected_sq_err_q(n: int, b: Budget, mechanism: str = "rr",
-                      weight_probs: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)) -> float:
-    """Exact MSE_q of Eq. (12) over random games with i.i.d. weights (§5.1.1).
-
-    ``E[(q̂ - q)² / (Σw)²] = E_x[ Σ_g x_g v_g / (Σ_g g x_g)² ]`` (q̂ is unbiased given the
-    weights; ``v_g`` from :func:`quota_variance_per_partner`), the expectation taken exactly
-    over the multinomial group sizes x (O(n²) terms). Reproduces Table 4 (docs/families/vote.md).
-    """
-    from scipy.stats import multinomial
-
-    i, j = np.triu_indices(n + 1)
-    x1, x2 = i, j - i
-    x3 = n - j
-    x = np.stack([x1, x2, x3], axis=1)
-    pmf = multinomial.pmf(x, n, weight_probs)
-    v = quota_variance_per_partner(b, mechanism)
-    total_w = ordered.matmul(x, G)
-    return float(np.sum(pmf * ordered.matmul(x, v) / total_w**2))
-
-
-def decide(sum_hat: float | np.ndarray, q_hat: float | np.ndarray) -> bool | np.ndarray:
-    """§4.4 with Definition 2.2's ``>=``: PASS iff ``Σ ŵφ >= q̂``.
-
-    A relative tolerance of 1e-9 absorbs floating-point rounding so that an exact tie (e.g. the
-    truthful limit ε -> ∞) is PASS, as Definition 2.2 says; §4.1's "larger than" is read as >=.
-    """
-    out = np.asarray(sum_hat) >= np.asarray(q_hat) - TIE_TOL * (1.0 + np.abs(q_hat))
-    return bool(out) if out.ndim == 0 else out
 
 
 # --------------------------------------------------------------------------- shared plumbing

@@ -44,7 +44,7 @@ class ScenarioError(ValueError):
 
 
 #: Upper bounds, checked before any process starts (beyond them a run would exhaust memory, hang
-#: or overflow a wire field). The number of agents is bounded by ``protocols.base.MAX_AGENTS``.
+#: or overflow a wire field). The number of agents is bounded by ``protocols.params.MAX_AGENTS``.
 MAX_REPEATS = 10**6
 MAX_TIMEOUT_S = 86400  # one day without progress
 MAX_FRAME_BYTES = 1 << 31

@@ -27,7 +27,6 @@ import stat
 import numpy as np
 import pytest
 from ldpsim.protocols.keys import (
-    _message,
     data_tags,
     device_rows,
     master_words_of_seeds,
@@ -35,6 +34,7 @@ from ldpsim.protocols.keys import (
     run_seed,
     run_tags,
 )
+from ldpsim.protocols.keytree import key_message as _message
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.session.common import block_of

@@ -1,0 +1,286 @@
+"""The full-domain baselines of Cheng et al. (2021, §4): a frequency oracle over all d!
+rankings, each ranking one categorical value (its lexicographic index): ``rank_grr``,
+``rank_harmony``, ``rank_olh``, and ``rank_calm`` (CALM's 2-D rank marginals and maximum
+entropy). They share SAFARI's evaluation and audit (``ranking.RankingProtocol``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.base import (
+    Block,
+    Bound,
+    Curator,
+    ParamError,
+    ParamSpec,
+    ReportSchema,
+    Round,
+    RoundPlan,
+    Rounds,
+)
+from ldpsim.protocols.mechanisms import hadamard
+from ldpsim.protocols.safari import calm, lade, metrics, perm, riffle, safa
+from ldpsim.protocols.safari.ranking import (
+    EPSILON,
+    MAX_DOMAIN_SPEC,
+    OUTPUT_RANKINGS,
+    RankingProtocol,
+    attribute_refusal,
+    need_marginal_truth,
+    report_high,
+    report_rows,
+    report_schema,
+    round_list,
+    rule_of,
+    synthetic_output,
+)
+
+
+def _full_domain_check(name: str, d: int, max_domain: int) -> int:
+    size = math.factorial(d)
+    if d > 12 or size > max_domain:
+        raise ParamError(f"[params] max_domain: protocol {name!r} works on all d! = {size} "
+                         f"rankings of d = {d} items (about {16 * size / 2**20:.0f} MiB), above "
+                         f"max_domain = {max_domain}; allowed: d with d! <= max_domain (raise "
+                         "max_domain if memory allows; d <= 12 at most)")
+    return size
+
+
+def release(f: np.ndarray, d: int, how: str, n: int, key: int,
+            include_rankings: bool) -> dict[str, Any]:
+    """Public output of a full-domain estimate f over the d! rankings (lexicographic order).
+
+    ``"synthetic"``: project f onto the simplex and draw n synthetic rankings from it (the
+    paper's problem statement, §3.4); ``"estimate"``: the marginals of f itself, negative cells
+    included (what the paper's Fig. 3 evidently plots: "AVD ... larger than 1").
+    """
+    if how == "estimate":
+        q1, q2 = metrics.distribution_marginals(f, perm.all_positions(d))
+        return {"marginals": {"source": "estimate", "n": 1, "q1": round_list(q1),
+                              "q2": round_list(q2)}}
+    p = lade.project_simplex(f)
+    gen = rngm.party_generator(rngm.stream_key(key, "safari-synthesis"))
+    idx = riffle.draw_indices(p, n, gen)
+    return synthetic_output(perm.lex_unrank(idx, d), include_rankings)
+
+
+RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic", "estimate"),
+                    help='"synthetic": n rankings drawn from the simplex-projected estimate; '
+                         '"estimate": marginals of the raw unbiased estimate (AVD may exceed 1)')
+
+
+class _FullDomainCurator(Curator):
+    @property
+    def oracle(self) -> str:
+        """The protocol's frequency oracle over the d! rankings."""
+        return self.protocol.oracle
+
+    def plan(self, rnd):
+        if rnd > 0:
+            return None
+        d = int(self.public["d"])
+        size = math.factorial(d)
+        eps = self.bound.rounds[0].mechanism.epsilon
+        if self.oracle == "grr":
+            schema, bits = ReportSchema("int", 1, 0, size - 1), math.log2(size)
+        elif self.oracle == "harmony":
+            kp = hadamard.order(size)
+            schema, bits = ReportSchema("int", 2, 0, kp - 1), math.log2(kp) + 1
+        else:
+            schema, bits = report_schema("olh", np.array([size]), eps)
+        return RoundPlan(rnd, self.agents, None, None, schema, report_bits=bits)
+
+    def absorb(self, rnd, agents, reports):
+        d = int(self.public["d"])
+        size = math.factorial(d)
+        r = report_rows(reports, len(agents))
+        oracle = self.bound.rounds[0].mechanism
+        ok = oracle.valid_reports(r, size)
+        self.stats["out_of_domain"] = int((~ok).sum())
+        r = r[ok]
+        n = len(r)
+        m = oracle.mechanism(size)
+        if self.oracle == "grr":
+            self.f = m.estimate(np.bincount(r[:, 0], minlength=size), n)
+        elif self.oracle == "harmony":
+            self.f = m.estimate(r[:, 0], r[:, 1], size, n)
+        else:
+            self.f = m.estimate(m.support_counts(r[:, 0], r[:, 1], size), n)
+
+    def finish(self):
+        d = int(self.public["d"])
+        out = release(self.f, d, self.params["release"], len(self.agents), self.key,
+                      self.params["output_rankings"])
+        out["stats"] = dict(self.stats)
+        return out
+
+
+class _FullDomain(RankingProtocol):
+    """A frequency oracle over all d! rankings (§4): each ranking is one categorical value,
+    its lexicographic index."""
+
+    oracle = "grr"
+    params = {"epsilon": EPSILON, "release": RELEASE, "max_domain": MAX_DOMAIN_SPEC,
+              "output_rankings": OUTPUT_RANKINGS}
+
+    def resolve(self, params, public):
+        d = need_marginal_truth(self.name, public)
+        out = super().resolve(params, public)
+        _full_domain_check(self.name, d, out["max_domain"])
+        return out
+
+    #: the claim's note on what one report covers
+    report_notes = "one report per user over the d! rankings"
+
+    def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:
+        """One round: one report per user through the protocol's oracle at ε."""
+        kind = {"grr": "safa", "harmony": "harmony", "olh": "olh"}[self.oracle]
+        return Rounds("local", (Round(safa.Oracle(kind, params["epsilon"])),),
+                      mechanism=self.oracle, notes=self.report_notes)
+
+    curator_cls = _FullDomainCurator
+
+    def report_numbers(self, bound: Bound) -> int | None:
+        """Numbers of one report: GRR sends the ranking's index (1), Harmony (row, bit) and
+        OLH (seed, hashed value) two."""
+        return 1 if self.oracle == "grr" else 2
+
+    def respond(self, block: Block) -> np.ndarray:
+        v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
+        size = math.factorial(int(block.public["d"]))
+        u = block.uniforms(2)
+        oracle = block.mechanism
+        seed_bits = (block.bits(1, offset=2)[:, 0] if oracle.kind == "olh"
+                     else None)
+        return oracle.perturb(v, size, u, seed_bits)
+
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        v = perm.lex_rank(np.asarray(block.rows, dtype=np.int64))
+        size = math.factorial(int(block.public["d"]))
+        return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
+                                              v, np.full(len(v), size))
+
+
+class RankGRR(_FullDomain):
+    """GRR over the d! rankings (§4.1): keep the true ranking with e^ε/(e^ε + d! - 1)."""
+
+    name = "rank_grr"
+    summary = "LDP baseline: GRR over all d! rankings"
+    oracle = "grr"
+
+
+class RankHarmony(_FullDomain):
+    """Harmony over the d! rankings (§4.2). The paper describes a random ±1/√m projection
+    (m = O(n)); we use the orthogonal (Sylvester–Hadamard) projection of Harmony's categorical
+    oracle: the user reports one RR'd coefficient (row s, bit), the curator inverts with a fast
+    Walsh–Hadamard transform (same O(1) report, no m × d! matrix to hold)."""
+
+    name = "rank_harmony"
+    summary = "LDP baseline: Harmony (Hadamard coefficient + binary RR) over all d! rankings"
+    oracle = "harmony"
+
+
+class RankOLH(_FullDomain):
+    """OLH over the d! rankings (§4.3): the user sends a 32-bit hash seed and the GRR'd hash of
+    its ranking in [g], g = round(e^ε) + 1. Decoding costs n · d! hash evaluations, capped by
+    ``max_work``."""
+
+    name = "rank_olh"
+    summary = "LDP baseline: OLH over all d! rankings (hash seed + perturbed hash)"
+    oracle = "olh"
+    params = {**_FullDomain.params,
+              "max_work": ParamSpec("max_work", "float", default=2e9, low=1,
+                                    help="largest n · d! decoding work (hash evaluations)")}
+
+    def resolve(self, params, public):
+        out = super().resolve(params, public)
+        d, n = int(public["d"]), int(public["n"])
+        work = n * math.factorial(d)
+        if work > out["max_work"]:
+            raise ParamError(f"[params] max_work: OLH decoding needs n · d! = {n} · "
+                             f"{math.factorial(d)} = {work:.3g} hash evaluations, above "
+                             f"max_work = {out['max_work']:.3g} (about 10 s per 1e9); allowed: "
+                             "fewer agents or items, or a larger max_work")
+        return out
+
+
+class _CalmCurator(Curator):
+    def plan(self, rnd):
+        if rnd > 0:
+            return None
+        d = int(self.public["d"])
+        self.rule = rule_of("IC", d)
+        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), self.agents, rnd, 1)
+        self.attrs = safa.sample_attributes(u[:, 0], self.rule.n_attrs)
+        eps = self.bound.rounds[0].mechanism.epsilon
+        schema, bits = report_schema("olh", self.rule.domains, eps)
+        return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits,
+                         report_high=report_high("olh", self.rule.domains[self.attrs], eps))
+
+    def absorb(self, rnd, agents, reports):
+        oracle = self.bound.rounds[0].mechanism
+        attrs = self.attrs[np.searchsorted(self.agents, agents)]
+        r = report_rows(reports, len(agents))
+        ok = oracle.valid_reports(r, self.rule.domains[attrs])
+        self.stats["out_of_domain"] = int((~ok).sum())
+        self.z = oracle.estimate(attrs[ok], r[ok], self.rule.domains, "group")
+
+    def finish(self):
+        d = int(self.public["d"])
+        joints = calm.make_consistent(lade.joint_to_square(np.asarray(self.z), d))
+        f, collapsed = calm.maxent_rankings(joints, perm.all_positions(d),
+                                            self.params["ipf_iters"])
+        self.stats["maxent_collapsed"] = collapsed
+        out = release(f, d, self.params["release"], len(self.agents), self.key,
+                      self.params["output_rankings"])
+        out["stats"] = dict(self.stats)
+        return out
+
+
+class RankCALM(_FullDomain):
+    """CALM-based baseline (§4.4): users split uniformly between the C(d,2) pairs of items, each
+    reports the pair's absolute ranks with OLH (full ε); the curator makes the 2-D marginals
+    consistent and reconstructs the distribution over the d! rankings by maximum entropy (IPF).
+    Simplified from CALM as described in :mod:`protocols.safari.calm`."""
+
+    name = "rank_calm"
+    summary = "LDP baseline: CALM-style 2-D rank marginals (OLH) + max-entropy over d! rankings"
+    oracle = "olh"
+    params = {**_FullDomain.params,
+              "ipf_iters": ParamSpec("ipf_iters", "int", default=20, low=1,
+                                     help="IPF sweeps over the C(d,2) pair constraints")}
+
+    report_notes = "each user reports one pair marginal (CALM's partition)"
+
+    curator_cls = _CalmCurator
+
+    def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
+                      broadcast: Any) -> str | None:
+        """Each user is asked one pair of items, an attribute index of Rule I^C (CALM's
+        partition)."""
+        if rnd != 0:
+            return None
+        return attribute_refusal(queries, rule_of("IC", int(bound.public["d"])).n_attrs)
+
+    def respond(self, block: Block) -> np.ndarray:
+        d = int(block.public["d"])
+        rule = rule_of("IC", d)
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
+        if len(attrs) and (attrs.min() < 0 or attrs.max() >= rule.n_attrs):
+            raise ValueError(f"pair index outside [0, {rule.n_attrs})")
+        values = rule.values(perm.positions(block.rows), attrs)
+        u = block.uniforms(2)
+        seed_bits = block.bits(1, offset=2)[:, 0]
+        return block.mechanism.perturb(values, rule.domains[attrs], u, seed_bits)
+
+    def log_likelihood(self, block: Block, reports: np.ndarray) -> np.ndarray | None:
+        d = int(block.public["d"])
+        rule = rule_of("IC", d)
+        attrs = np.asarray(block.queries, dtype=np.int64).reshape(len(block.rows), -1)[:, 0]
+        values = rule.values(perm.positions(block.rows), attrs)
+        return block.mechanism.log_likelihood(np.asarray(reports).reshape(len(block.rows), -1),
+                                              values, rule.domains[attrs])
