@@ -417,7 +417,8 @@ def test_the_command_line_imports_a_commands_rooms_only_when_it_runs():
     lines = res.stdout.splitlines()
     assert lines[-2] == "[]", res.stdout
     cli_s, rooms_s = map(float, lines[-1].split())
-    print(f"the command line {cli_s * 1000:.0f} ms; its commands' rooms {rooms_s * 1000:.0f} ms more")
+    print(f"the command line {cli_s * 1000:.0f} ms; "
+          f"its commands' rooms {rooms_s * 1000:.0f} ms more")
 
 
 HEAVY = ("matplotlib", "pandas", "scipy.stats", "scipy.special", "scipy.optimize")
