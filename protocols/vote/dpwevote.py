@@ -176,10 +176,17 @@ def _metrics(output: dict[str, Any], truth: dict[str, Any], intermediate: bool) 
     Accuracy of Eq. 10), ``tp``/``fp``/``tn``/``fn`` (Table 2, as fractions of the k
     candidates), ``sq_err_q`` (Eq. 12's ``((q̂ - q)/Σw)²``), ``sq_err_sum`` (the same for
     ``Σ ŵφ``), and for DPWeVote ``sq_err_w`` (Eq. 11's bracket) and ``sq_err_phi`` (Eq. 13's
-    bracket, averaged over the candidates).
+    bracket, averaged over the candidates). An estimate over a round's respondents (the
+    ``reporters`` of the output) is scaled to all n partners before it is compared with the
+    truth: the factor is exactly 1 where everyone answered (the paper's setting).
     """
     n = float(truth["n"])
     sum_w = float(truth["sum_w"])
+    # estimates over a round's respondents, scaled to all n partners (like with like; each
+    # factor is exactly 1 where everyone answered)
+    answered = np.asarray(output.get("reporters") or [n] * (1 + len(output["sum_hat"])),
+                          dtype=float)
+    joined, each = answered[0], answered[1:]
     true_pass = np.asarray(truth["passed"], dtype=bool)
     released = np.asarray([r == PASS for r in output["released"]], dtype=bool)
     m: dict[str, float] = {
@@ -188,21 +195,30 @@ def _metrics(output: dict[str, Any], truth: dict[str, Any], intermediate: bool) 
         "fp": float(np.mean(released & ~true_pass)),
         "tn": float(np.mean(~released & ~true_pass)),
         "fn": float(np.mean(~released & true_pass)),
-        "sq_err_q": ((float(output["q_hat"]) - sum_w / 2) / sum_w) ** 2,
-        "sq_err_sum": float(np.mean(((np.asarray(output["sum_hat"], dtype=float)
+        "sq_err_q": ((float(output["q_hat"]) * (n / joined) - sum_w / 2) / sum_w) ** 2,
+        "sq_err_sum": float(np.mean(((np.asarray(output["sum_hat"], dtype=float) * (n / each)
                                       - np.asarray(truth["sum_wphi"], dtype=float)) / sum_w)
                                     ** 2)),
     }
     if intermediate:
         xw = np.asarray(output["x_w_hat"], dtype=float)
-        m["sq_err_w"] = float(np.mean((xw / n - np.asarray(truth["x_w"]) / n) ** 2))
+        m["sq_err_w"] = float(np.mean((xw / joined - np.asarray(truth["x_w"]) / n) ** 2))
         xy = np.asarray(output["x_phi_hat"], dtype=float)
-        m["sq_err_phi"] = float(np.mean((xy / n - np.asarray(truth["x_wy"]) / n) ** 2))
+        m["sq_err_phi"] = float(np.mean((xy / each[:, None] - np.asarray(truth["x_wy"]) / n)
+                                        ** 2))
     return m
 
 
 class _GameCurator(Curator):
-    """Rounds of one game: 0 = weights, l = 1..k = opinions on candidate l - 1; then finish."""
+    """Rounds of one game: 0 = weights, l = 1..k = opinions on candidate l - 1; then finish.
+
+    Round l's estimates all come from the partners who answered it (its respondents R_l, who
+    joined in round 0): the weighted sum Σŵφ (Eq. 5/8b) from their opinions and their round-0
+    weight reports, and the quota it is compared with from the same weight reports (Eq. 3-4b
+    over R_l, ``quota_of``). Where everyone answers, R_l is everyone who joined and this is
+    the paper's q̂ (``q_hat``); where some did not, comparing the respondents' sum with every
+    partner's quota would release NOT PASS for every candidate.
+    """
 
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
@@ -214,6 +230,7 @@ class _GameCurator(Curator):
         self.sum_hat: list[float] = []
         self.released: list[str] = []
         self.reporters: list[int] = []
+        self.q_used: list[float] = []  # the quota each round's decision compared with
 
     def plan(self, rnd: int) -> RoundPlan | None:
         if rnd == 0:
@@ -234,21 +251,24 @@ class _GameCurator(Curator):
             self.absorb_weights(reports)
             return
         if np.array_equal(agents, self.w_agents):  # every partner with a weight answered
-            s = self.absorb_opinions(self.w_reports, reports)
+            s, q = self.absorb_opinions(self.w_reports, reports), self.q_hat
         else:
             # partners who reported an opinion but no weight cannot be used (never asked)
             pos = np.searchsorted(self.w_agents, agents)
             pos = np.minimum(pos, max(len(self.w_agents) - 1, 0))
             known = (self.w_agents[pos] == agents) if len(self.w_agents) else \
                 np.zeros(0, bool)
-            s = self.absorb_opinions(self.w_reports[pos[known]], reports[known])
+            w = self.w_reports[pos[known]]
+            s, q = self.absorb_opinions(w, reports[known]), self.quota_of(w)
         self.sum_hat.append(s)
-        self.released.append(PASS if decide(s, self.q_hat) else NOT_PASS)
+        self.q_used.append(q)
+        self.released.append(PASS if decide(s, q) else NOT_PASS)
 
     def output(self) -> dict[str, Any]:
         return {"released": list(self.released),
                 "winners": [i for i, r in enumerate(self.released) if r == PASS],
                 "q_hat": float(self.q_hat), "sum_hat": [float(s) for s in self.sum_hat],
+                "q_hat_used": [float(q) for q in self.q_used],
                 "reporters": list(self.reporters)}
 
     def finish(self) -> dict[str, Any]:
@@ -268,6 +288,10 @@ class _GameCurator(Curator):
         raise NotImplementedError
 
     def absorb_weights(self, w: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def quota_of(self, w: np.ndarray) -> float:
+        """The quota estimated from the weight reports ``w`` alone (a round's respondents')."""
         raise NotImplementedError
 
     def absorb_opinions(self, w: np.ndarray, phi: np.ndarray) -> float:
@@ -296,9 +320,17 @@ class _RRCurator(_GameCurator):
         return 1.0
 
     def absorb_weights(self, w):
-        y_w = self.bound.rounds[0].mechanism.counts(w.astype(np.int64) - 1)
-        self.x_w_hat = estimate_weights(y_w, self.b.eps_w)
+        self.x_w_hat = self._group_sizes(w)
         self.q_hat = float(quota(self.x_w_hat))
+
+    def _group_sizes(self, w: np.ndarray) -> np.ndarray:
+        """Eq. (3) from the weight reports ``w``."""
+        y_w = self.bound.rounds[0].mechanism.counts(w.astype(np.int64) - 1)
+        return estimate_weights(y_w, self.b.eps_w)
+
+    def quota_of(self, w):
+        """Eq. (3)-(4b) over the partners whose weight reports are ``w``."""
+        return float(quota(self._group_sizes(w)))
 
     def absorb_opinions(self, w, phi):
         table = opinion_table(w, phi)
@@ -334,7 +366,11 @@ class _LaplaceCurator(_GameCurator):
         return 64.0
 
     def absorb_weights(self, w):
-        self.q_hat = 0.5 * float(np.sum(w))
+        self.q_hat = self.quota_of(w)
+
+    def quota_of(self, w):
+        """``q̂ = ½ Σ w̃`` over the partners whose noisy weights are ``w``."""
+        return 0.5 * float(np.sum(w))
 
     def absorb_opinions(self, w, phi):
         return float(ordered.dot(w, phi))

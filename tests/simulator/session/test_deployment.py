@@ -479,3 +479,32 @@ def test_a_trace_at_the_cap_with_blank_lines_keeps_every_row(tmp_path):
     cols, replay = dep.read_trace(tmp_path / "t.csv")
     assert replay and len(cols["latency_ms"]) == dep.MAX_TRACE_ROWS
     assert cols["latency_ms"][-1] == (dep.MAX_TRACE_ROWS - 1) % 50
+
+
+def test_dpwevote_under_dropouts_passes_as_often_as_when_everyone_answers():
+    """Issue 49: with availability 0.8 drawn per round, each round's quota and weighted sum
+    come from that round's respondents, so DPWeVote releases PASS as often as when everyone
+    answers (within 4 standard errors of the difference of two shares over the R·k decisions,
+    a conservative bound: the two sweeps share data and coins). Before, the quota of round 0's
+    respondents was compared with round l's sums: every candidate was released NOT PASS. The
+    weight error compares like with like: the respondents' estimated shares with every
+    partner's (before, dropouts added (0.2/3)² = 0.0044 to every game's ``sq_err_w``)."""
+    reps, n = 20, 20_000
+    top = {"repeats": reps, "params": {"epsilon": 2.0}}
+    table = raw("dpwevote", n=n, **top)
+    table["data"]["candidates"] = 3
+    free = records({**table, "deployment": FREE})
+    some = records({**table, "deployment": {**FREE, "availability": 0.8}})
+    share = [float(np.mean([r["metrics"]["tp"] + r["metrics"]["fp"] for r in recs]))
+             for recs in (free, some)]
+    decisions = reps * 3
+    se = math.sqrt(2 * share[0] * (1 - share[0]) / decisions)
+    print(f"PASS share {share[0]:.3f} everyone, {share[1]:.3f} at availability 0.8 (SE {se:.3f})")
+    assert 0.2 < share[0] < 0.8  # the games are close enough for the test to say something
+    assert abs(share[1] - share[0]) <= 4 * se
+    for r in some:  # round 0: online (0.8); round l: joined and online again (0.64)
+        for a, p in zip(r["output"]["reporters"], [0.8] + [0.64] * 3, strict=True):
+            assert abs(a - p * n) < 5 * math.sqrt(n * p * (1 - p))
+    err = [float(np.mean([r["metrics"]["sq_err_w"] for r in recs])) for recs in (free, some)]
+    print(f"sq_err_w {err[0]:.2e} everyone, {err[1]:.2e} at availability 0.8")
+    assert err[1] < 3 * err[0] < (0.2 / 3) ** 2 / 4
