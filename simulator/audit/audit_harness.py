@@ -40,7 +40,7 @@ from ldpsim.simulator.audit.audit import (
     llr_statistic,
 )
 from ldpsim.simulator.backends.inproc import run_inproc
-from ldpsim.simulator.results.results import jsonable
+from ldpsim.simulator.results.store import jsonable
 from ldpsim.simulator.session import Limits
 from ldpsim.simulator.session.collusion import colluder_mask
 from ldpsim.simulator.session.runconfig import RunConfig

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.metrics import CHANCE, registry
-from ldpsim.simulator.results.results import (
+from ldpsim.simulator.results.summary import (
     COST_COLUMNS,
-    cell_text,
     finite_number,
     group_points,
     in_value_order,
@@ -40,6 +39,7 @@ from ldpsim.simulator.results.results import (
     record_metrics,
     value_rank,
 )
+from ldpsim.simulator.results.table import cell_text
 
 #: most panels (one per combination of the other swept settings) an automatic facet makes
 MAX_PANELS = 12

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.results.plots import PlotSpec
-from ldpsim.simulator.results.results import (
+from ldpsim.simulator.results.store import (
     FINGERPRINT_FILE,
     RESULTS_FILE,
     ResultsCorruptError,
