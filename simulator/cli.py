@@ -145,7 +145,7 @@ def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTIO
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results.results import PER_ROUND_FILE, ResultsCorruptError
+    from ldpsim.simulator.results.store import PER_ROUND_FILE, ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
     from ldpsim.simulator.sweep.runner import print_summary, run_scenario
 
@@ -205,7 +205,7 @@ def secret_line(runtime: dict, out: str | Path) -> str:
 
 def _warn_degraded(records: list[dict], out: str) -> int:
     """Warn about the sweep's degraded runs; the exit code of ``run`` (3 if any, else 0)."""
-    from ldpsim.simulator.results.results import is_degraded
+    from ldpsim.simulator.results.store import is_degraded
 
     bad = [r for r in records if is_degraded(r)]
     if not bad:
@@ -220,7 +220,7 @@ def _warn_degraded(records: list[dict], out: str) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from ldpsim.simulator.audit.audit_harness import AUDIT_COLUMNS, AUDIT_FILE, audit_scenario
-    from ldpsim.simulator.results.results import format_table
+    from ldpsim.simulator.results.table import format_table
     from ldpsim.simulator.scenario.scenario import ScenarioError
 
     if args.trials < 20:
@@ -271,7 +271,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results.results import ResultsCorruptError
+    from ldpsim.simulator.results.store import ResultsCorruptError
     from ldpsim.simulator.sweep.reporting import write_report
 
     try:
@@ -285,13 +285,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from ldpsim.simulator.results.plots import plot
-    from ldpsim.simulator.results.results import (
-        RESULTS_FILE,
-        ResultsCorruptError,
-        usable,
-        write_per_round,
-        write_summary,
-    )
+    from ldpsim.simulator.results.store import RESULTS_FILE, ResultsCorruptError, usable
+    from ldpsim.simulator.results.summary import write_per_round, write_summary
     from ldpsim.simulator.scenario.identity import proven_records, stored_order, stored_plot
     from ldpsim.simulator.sweep.runner import in_run_order, print_summary
 
@@ -318,7 +313,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results.results import ResultsCorruptError
+    from ldpsim.simulator.results.store import ResultsCorruptError
     from ldpsim.simulator.scenario.scenario import ScenarioError
     from ldpsim.simulator.sweep.verify import verify
 
@@ -340,7 +335,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def verify_lines(report: Any, sample: float) -> list[str]:
     """What ``ldpsim verify`` prints of its ``report``: each problem, one a line, then what
     was checked and how, and what was not."""
-    from ldpsim.simulator.results.results import RESULTS_FILE
+    from ldpsim.simulator.results.store import RESULTS_FILE
     from ldpsim.simulator.sweep.verify import NOT_CHECKED
 
     out = [f"differs: {d}" for d in report.differing]

@@ -21,7 +21,7 @@ other experiment or keeps the full path (and says why).
 Some protocols' later rounds read broadcasts that change from run to run: SAFARI's second
 round reads the chain the first round learned from everyone's reports, MF's curator draws V
 afresh in every run. They run as a batch in the fixed-coins experiment
-(``audit_harness._Trials``): every trial is the reference run with the target's coins of run
+(``audit_trials.Trials``): every trial is the reference run with the target's coins of run
 t, so the coalition's own reports, the curator's coins and everything before the target's
 first report are the reference run's, and each later round's query and broadcast is what the
 reference run's curator sends after the target's earlier reports (``Replay``: re-run on the
@@ -186,7 +186,7 @@ def _groups(history: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 class BatchTrials:
     """The target of one audit setting, many trials at a time (see the module docstring).
 
-    ``fixed``: the fixed-coins experiment (``audit_harness._Trials``): every trial is the
+    ``fixed``: the fixed-coins experiment (``audit_trials.Trials``): every trial is the
     reference run with the target's coins of run t; the target's queries and broadcasts after
     its first report come from ``Replay``.
     """

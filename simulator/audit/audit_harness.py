@@ -1,4 +1,4 @@
-"""The privacy audit's harness: settings, trials on the full and the batch path, records.
+"""The privacy audit's harness: which path the trials take, the attacks, the records.
 
 ``audit_setting`` audits one (protocol, parameter point): the ε audit on a pair of neighbouring
 rows, the floating-point attack in the same trials, the single-report inference and the
@@ -7,6 +7,8 @@ protocol (the full path) or one row of a block of the target's copies (the batch
 ``simulator.audit.audit_batch``), whichever ``path`` asks for, spread over ``jobs`` processes or a
 ``mapper`` (a Dask cluster's tasks) in ranges of trials; ``audit_scenario``
 audits every setting of a scenario into ``audit.jsonl`` and resumes an interrupted audit.
+The setting and its trials are ``audit_trials``' (``make_setting``, ``Trials``), the ε audit's
+statistics over ranges of trials ``audit_epsilon``'s (``pair_stats``, ``trials_needed``).
 """
 
 from __future__ import annotations
@@ -14,283 +16,43 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols import build_data, get_protocol, ordered
+from ldpsim.protocols import get_protocol
 from ldpsim.protocols.base import AuditSpec
-from ldpsim.protocols.keys import DataKeys, run_seed, run_seeds, run_tags, seed_run_keys
-from ldpsim.protocols.local import local_rounds
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit.audit import (
-    ALPHA,
     bayes_guess,
-    beta_ppf,
-    coalition_view,
     contributions,
     differencing_guess,
-    epsilon_audit,
-    features,
     float_audit,
     float_check,
-    linear_direction,
     llr_statistic,
 )
-from ldpsim.simulator.backends.inproc import run_inproc
-from ldpsim.simulator.results.results import jsonable
+from ldpsim.simulator.audit.audit_epsilon import (  # noqa: F401 - re-exported: expected_lower
+    Mapper,
+    PairStats,
+    batch_pair_stats,
+    epsilon_looks,
+    expected_lower,
+    full_pair_stats,
+    pair_stats,
+    spread,
+    trials_needed,
+)
+from ldpsim.simulator.audit.audit_trials import (  # noqa: F401 - re-exported: target_coins
+    COINS,
+    AuditSetting,
+    Trials,
+    check_coins,
+    make_setting,
+    target_coins,
+)
+from ldpsim.simulator.results.store import jsonable
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.session.collusion import colluder_mask
-from ldpsim.simulator.session.runconfig import RunConfig
-from ldpsim.simulator.session.seeding import run_keys
-
-
-@dataclass
-class AuditSetting:
-    """One audited configuration: a run config (one repetition), the coalition and target."""
-
-    config: dict[str, Any]
-    scenario_seed: int
-    target: int
-    curator_colludes: bool
-    colluders: np.ndarray  # ids of the colluding agents (never the target)
-    public: dict[str, Any]  # the data set's public facts (the same in every trial)
-    n: int = 0  # the data set's agents
-
-
-def target_coins(setting: AuditSetting, trial: int) -> int:
-    """The target's coin key in run ``trial`` of the setting (its seed's secrets, its run
-    tag): what it draws in that run (the fixed-coins experiment gives it to run 0)."""
-    keys = run_keys(run_seed(setting.scenario_seed, trial))
-    return int(keys.coins(setting.config, [setting.target])[0])
-
-
-def make_setting(config: dict[str, Any], scenario_seed: int,
-                 target: int | None = None) -> AuditSetting:
-    """Fix the coalition once (so the target stays honest in every trial) and pick the target.
-
-    The target is ``target`` or the lowest-numbered honest agent; if the coalition would
-    include it (e.g. n - 1 colluders), the target is swapped out of it for another agent.
-    """
-    data = config["data"]
-    seed0 = run_seed(scenario_seed, 0)
-    ds = build_data(data, DataKeys.of_seed(seed0))
-    n = ds.n
-    run_cfg = RunConfig.of(config)
-    curator = run_cfg.curator_colludes
-    mask = colluder_mask(n, dict(run_cfg.collusion), stream_key(seed0, "collusion"))
-    if target is None:
-        honest = np.flatnonzero(~mask)
-        target = int(honest[0]) if len(honest) else 0
-    if not 0 <= target < n:
-        raise ValueError(f"--target: agent {target} does not exist (n = {n})")
-    if mask[target]:
-        mask[target] = False
-        spare = np.flatnonzero(~mask & (np.arange(n) != target))
-        if len(spare) and int(mask.sum()) < n - 1:
-            mask[spare[0]] = True
-    colluders = np.flatnonzero(mask)
-    cfg = dict(config, pools=1, agent_mode="batched",
-               collusion={"colluders": colluders.tolist(), "curator": curator}, faults=[])
-    return AuditSetting(cfg, scenario_seed, int(target), curator, colluders, ds.public, n)
-
-
-#: full-path trials per task when a mapper spreads them (a trial is two protocol runs)
-FULL_TASK_TRIALS = 250
-#: the audit's two experiments: fresh coins for every party in every trial (trial t is run t),
-#: or the coalition's coins fixed at trial 0's and only the target's fresh (trial t is run 0
-#: with the target drawing its coins as in run t)
-COINS = ("per-trial", "fixed")
-
-
-def _check_coins(coins: str, auto: bool) -> None:
-    """ValueError naming ``--coins`` unless ``coins`` is one of ``COINS`` (or "auto" where
-    ``auto``: the choice is still to be made)."""
-    allowed = ("auto", *COINS) if auto else COINS
-    if coins not in allowed:
-        raise ValueError(f"--coins: got {coins!r}; allowed: " + ", ".join(map(repr, allowed)))
-
-
-class _Trials:
-    """Runs one setting repeatedly on the inproc backend with the target's row overridden.
-
-    ``coins`` = "per-trial": trial t is run t of the scenario (every party's coins fresh).
-    "fixed": trial t is run 0 with the target's coins of run t; the curator and the colluders
-    act as in run 0 in every trial, except where the target's reports change what they see.
-    Both are sound experiments for a local claim: ε-LDP holds for any fixed coins of the
-    others, adaptively chosen queries and broadcasts included (sequential composition).
-    """
-
-    def __init__(self, setting: AuditSetting, limits: Limits, coins: str = "per-trial") -> None:
-        _check_coins(coins, auto=False)
-        self.s = setting
-        self.limits = limits
-        self.coins = coins
-        self.protocol = get_protocol(setting.config["protocol"])
-
-    def view(self, trial: int, row: np.ndarray) -> dict[str, Any]:
-        override = {"agent": self.s.target, "row": row}
-        if self.coins == "fixed":
-            override["key"] = target_coins(self.s, trial)
-            trial = 0
-        seed = run_seed(self.s.scenario_seed, trial)
-        cfg = dict(self.s.config, seed=seed)
-        res = run_inproc(cfg, self.limits, record_view=True, override=override,
-                         n=self.s.n)
-        rows = {}
-        if not self.s.curator_colludes and len(self.s.colluders):
-            ds = build_data(cfg["data"], DataKeys.of_seed(seed))
-            for a in self.s.colluders.tolist():
-                rows[a] = ds.rows(a, a + 1)[0]
-        return coalition_view(res["view"], self.s.curator_colludes, rows)
-
-    def local_keys(self, first: int, count: int) -> LocalKeys:
-        """The keys of the runs of trials ``first .. first + count - 1``, computed together."""
-        cfg = self.s.config
-        seeds = run_seeds(self.s.scenario_seed, first, count)
-        tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
-        coins, data = seed_run_keys(seeds, self.s.n, tags)
-        if self.coins == "fixed":  # run 0's keys but the target's coins, run t's
-            seed0 = seeds[:1] if first == 0 else run_seeds(self.s.scenario_seed, 0, 1)
-            tag0 = run_tags(seed0, cfg["protocol"], cfg["params"], cfg["data"],
-                            cfg.get("collusion"))
-            c0, d0 = seed_run_keys(seed0, self.s.n, tag0)
-            own = coins[:, self.s.target]
-            coins, data = np.repeat(c0, count, axis=0), np.repeat(d0, count, axis=0)
-            coins[:, self.s.target] = own
-            seeds, tags = np.repeat(seed0, count), np.repeat(tag0, count)
-        return LocalKeys(first, seeds, tags, coins, data)
-
-    def local_view(self, trial: int, row: np.ndarray,
-                   keys: LocalKeys | None = None) -> dict[str, Any]:
-        """What the differencing attack reads of ``view(trial, row)`` (the output, the
-        parameters, the public facts and the colluders' disclosed rows), from the round loop
-        in this process (``protocols.local.local_rounds``) instead of a run of the runtime:
-        the same parties keyed the same way, without the sessions, the wire and the accounts.
-        Only for a coalition with the curator (``audit_setting`` checks it against ``view``).
-        ``keys``: ``local_keys`` of trials that include this one, if already computed."""
-        if keys is None or not keys.first <= trial < keys.first + len(keys.seeds):
-            keys = self.local_keys(trial, 1)
-        i = trial - keys.first
-        seed, tag = int(keys.seeds[i]), int(keys.tags[i])
-        coins, data_keys = keys.coins[i], keys.data[i]
-        cfg = dict(self.s.config, seed=seed)
-        run = run_keys(seed)
-        ds = build_data(cfg["data"], run.data.with_cache(0, data_keys))
-        n, target = ds.n, self.s.target
-        rows = np.array(ds.rows(0, n), copy=True)
-        rows[target] = np.asarray(row).astype(rows.dtype)
-        rows.setflags(write=False)
-        bound = self.protocol.bind(dict(cfg["params"]), ds.public)
-        _, output = local_rounds(bound, ds, seed, coins=coins,
-                                 curator_coins=run.secrets.curator_coins(tag), rows=rows)
-        return {"output": output, "params": bound.params, "public": ds.public,
-                "disclosures": {int(a): {"data": rows[a]} for a in self.s.colluders.tolist()}}
-
-
-@dataclass
-class LocalKeys:
-    """The keys of the runs of trials ``first ..`` (``_Trials.local_keys``): per trial, its
-    run's seed and tag (run 0's in the fixed-coins experiment), and every agent's coin keys
-    (the target's as the experiment gives it) and data keys, one row per trial."""
-
-    first: int
-    seeds: np.ndarray
-    tags: np.ndarray
-    coins: np.ndarray
-    data: np.ndarray
-
-
-@dataclass
-class PairStats:
-    """What the ε audit gathers from a range of trials, both neighbouring rows: the test
-    statistic (likelihood ratio) or the learned test's features, and the float checks."""
-
-    s: list[np.ndarray] | None  # [s0, s1]: the likelihood-ratio statistic per trial
-    feats: list[np.ndarray] | None  # [f0, f1]: features per trial (no closed-form likelihood)
-    floats: list[np.ndarray] | None  # [c0, c1]: (trials, 2) reproduces row 0 / row 1
-
-    @staticmethod
-    def join(parts: list[PairStats]) -> PairStats:
-        def cat(name):
-            got = [getattr(p, name) for p in parts]
-            if any(g is None for g in got):
-                return None
-            return [np.concatenate([g[b] for g in got]) for b in (0, 1)]
-        return PairStats(cat("s"), cat("feats"), cat("floats"))
-
-
-def _full_pair_stats(setting: AuditSetting, limits: Limits, first: int, count: int,
-                     spec: AuditSpec, use_llr: bool, use_float: bool,
-                     progress: Any = None, coins: str = "per-trial",
-                     reports: bool = False) -> PairStats:
-    """The full path: one inproc run per trial and row (``reports``: keep the target's
-    reports too, as features, beside the likelihood ratio)."""
-    runner = _Trials(setting, limits, coins)
-    protocol, target = runner.protocol, setting.target
-    pair = spec.values[list(spec.pair)]
-    stats: list[list[Any]] = [[], []]
-    feats: list[list[np.ndarray]] = [[], []]
-    floats: list[list[np.ndarray]] = [[], []]
-    for t in range(first, first + count):
-        for b in (0, 1):
-            view = runner.view(t, pair[b])
-            if use_float:
-                fc = float_check(view, target, protocol, pair)
-                use_float = fc is not None
-                if use_float:
-                    floats[b].append(fc)
-            if use_llr:
-                stats[b].append(llr_statistic(view, target, protocol, spec))
-            if reports or not use_llr:
-                feats[b].append(features(view, target, protocol))
-        if progress is not None:
-            progress(1)
-    return PairStats([np.array(x, dtype=float) for x in stats] if use_llr else None,
-                     [np.stack(x) for x in feats] if feats[0] else None,
-                     [np.stack(x) for x in floats] if use_float and floats[0] else None)
-
-
-def _full_pair_stats_job(args: tuple) -> PairStats:
-    return _full_pair_stats(*args)
-
-
-def _batch_pair_stats_job(args: tuple) -> PairStats:
-    return _batch_pair_stats(*args)
-
-
-#: ``mapper(fn, args)``: ``fn`` over every element of ``args``, the results in order (a
-#: process pool's ``imap``, or the tasks of a Dask cluster: ``audit_dask``)
-Mapper = Callable[[Callable[[tuple], PairStats], list[tuple]], Iterable[PairStats]]
-
-
-def _batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_llr: bool,
-                      use_float: bool, progress: Any = None, reports: bool = False
-                      ) -> PairStats:
-    """The batch path: every trial of the range as one block per round (``audit_batch``;
-    ``reports``: keep the target's reports too, as features)."""
-    from ldpsim.simulator.audit.audit_batch import block_size, llr
-
-    pair = spec.values[list(spec.pair)]
-    step = block_size(pair[0])
-    parts = []
-    for s in range(first, first + count, step):
-        m = min(step, first + count - s)
-        stats, feats, floats = [], [], []
-        for b in (0, 1):
-            view = batch.view(s, np.repeat(pair[b:b + 1], m, axis=0))
-            if use_llr:
-                stats.append(llr(batch.log_likelihoods(view, pair)))
-            if reports or not use_llr:
-                feats.append(view.features())
-            if use_float:
-                floats.append(batch.float_checks(view, pair))
-        parts.append(PairStats(stats or None, feats or None, floats if use_float else None))
-        if progress is not None:
-            progress(m)
-    return PairStats.join(parts)
 
 
 def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: str,
@@ -305,8 +67,8 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
     """
     from ldpsim.simulator.audit.audit_batch import CHECK_TRIALS, BatchTrials
 
-    _check_coins(coins, auto=True)
-    runner = _Trials(setting, limits)
+    check_coins(coins, auto=True)
+    runner = Trials(setting, limits)
     protocol, target = runner.protocol, setting.target
     pair = spec.values[list(spec.pair)]
     view = runner.view(0, pair[0])  # trial 0 is the same run in both experiments
@@ -335,9 +97,9 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
                                       fixed=mode == "fixed", config=setting.config)
             # the target's reports too: a statistic can agree where the reports do not (one
             # that is +-inf whatever the broadcast, while the inference reads the broadcast)
-            full = _full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr,
+            full = full_pair_stats(setting, limits, 0, CHECK_TRIALS, spec, use_llr,
                                     use_float, coins=mode, reports=True)
-            fast = _batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float,
+            fast = batch_pair_stats(batch, 0, CHECK_TRIALS, spec, use_llr, use_float,
                                      reports=True)
             same = all(_equal(getattr(full, k), getattr(fast, k))
                        for k in ("s", "feats", "floats"))
@@ -362,170 +124,6 @@ def _equal(a: list[np.ndarray] | None, b: list[np.ndarray] | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
-
-
-def _scores(stats: PairStats, trials: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """The test statistic under each row, and the test's name."""
-    if stats.s is not None:
-        return stats.s[0], stats.s[1], "likelihood ratio"
-    f0, f1 = stats.feats
-    h = trials // 2
-    w = linear_direction(f0[:h], f1[:h])
-    return ordered.matmul(f0, w), ordered.matmul(f1, w), "linear discriminant"
-
-
-def expected_lower(tpr: float, fpr: float, trials: int, alpha: float = ALPHA) -> float:
-    """The held-out lower bound ``trials`` trials (both halves) would give if the region's
-    rates were exactly ``tpr`` and ``fpr`` (Clopper-Pearson with the expected counts, which
-    makes it smooth and increasing in ``trials``)."""
-    h = trials // 2
-    if h < 1 or tpr <= 0:
-        return 0.0
-    lo = beta_ppf(alpha / 2, tpr * h, (1 - tpr) * h + 1)
-    hi = 1.0 if fpr >= 1 else beta_ppf(1 - alpha / 2, fpr * h + 1, (1 - fpr) * h)
-    return max(0.0, math.log(lo / hi)) if lo > 0 else 0.0
-
-
-def trials_needed(tpr: float, fpr: float, target: float, alpha: float = ALPHA,
-                  most: int = 10**10) -> int | None:
-    """The least trial count whose expected lower bound (``expected_lower``) reaches
-    ``target``, within 0.1%; None if no count up to ``most`` does (e.g. a target above the
-    rates' own ln(tpr / fpr))."""
-    if tpr <= 0 or not target > 0:
-        return None
-    hi = 64
-    while expected_lower(tpr, fpr, hi, alpha) < target:
-        hi *= 2
-        if hi > most:
-            return None
-    lo = hi // 2
-    while hi - lo > max(2, hi // 1000):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if expected_lower(tpr, fpr, mid, alpha) >= target else (mid, hi)
-    return hi
-
-
-def _gather(results: Iterable[PairStats], progress: Any) -> PairStats:
-    """Join the ranges' statistics in order, reporting each range's trials to ``progress``.
-
-    Parameters
-    ----------
-    results : Iterable[PairStats]
-        The ranges' statistics, in the order of their trials.
-    progress : Any
-        Called with each range's number of trials, or None.
-
-    Returns
-    -------
-    PairStats
-        The ranges' statistics joined.
-    """
-    got = []
-    for part in results:
-        got.append(part)
-        if progress is not None:
-            progress(len(part.s[0]) if part.s is not None else len(part.feats[0]))
-    return PairStats.join(got)
-
-
-def _pair_stats(setting: AuditSetting, limits: Limits, batch: Any, spec: AuditSpec,
-                use_llr: bool, use_float: bool, progress: Any, coins: str, jobs: int,
-                mapper: Mapper | None, first: int, count: int) -> PairStats:
-    """The ε audit's statistics of trials ``first .. first + count`` on the chosen path.
-
-    Parameters
-    ----------
-    setting : AuditSetting
-        The audited setting.
-    limits : Limits
-        The runs' limits.
-    batch : Any
-        The batch path's block of the target's copies, or None for the full path.
-    spec : AuditSpec
-        The protocol's audit spec.
-    use_llr : bool
-        Whether the statistic is the log-likelihood ratio.
-    use_float : bool
-        Whether the floating-point attack runs in the same trials.
-    progress : Any
-        Called with the number of trials done, or None.
-    coins : str
-        The experiment (``_Trials``).
-    jobs : int
-        Processes for the trials.
-    mapper : Mapper | None
-        Spread the trials over it instead.
-    first : int
-        The first trial.
-    count : int
-        The number of trials.
-
-    Returns
-    -------
-    PairStats
-        The trials' statistics, in order.
-    """
-    if mapper is None and (jobs <= 1 or count < 2 * jobs):
-        if batch is not None:
-            return _batch_pair_stats(batch, first, count, spec, use_llr, use_float,
-                                     progress)
-        return _full_pair_stats(setting, limits, first, count, spec, use_llr, use_float,
-                                progress, coins)
-    # the trials in ranges, each a task of the process pool or the mapper, joined in order
-    if batch is not None:
-        from ldpsim.simulator.audit.audit_batch import block_size
-
-        fn = _batch_pair_stats_job
-        cuts = [*range(first, first + count, block_size(spec.values[spec.pair[0]])),
-                first + count]
-        args = [(batch, a, b - a, spec, use_llr, use_float)
-                for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    else:
-        fn = _full_pair_stats_job
-        parts = jobs if mapper is None else max(1, min(count // FULL_TASK_TRIALS, 256))
-        cut = np.linspace(first, first + count, parts + 1).astype(int)
-        args = [(setting, limits, int(a), int(b - a), spec, use_llr, use_float, None, coins)
-                for a, b in zip(cut[:-1], cut[1:], strict=True) if b > a]
-    return _gather(_spread(fn, args, jobs, mapper), progress)
-
-
-def _epsilon_looks(pair_stats: Callable[[int, int], PairStats], trials: int,
-                   until_lower: float | None
-                   ) -> tuple[Any, int, Any, Any, float]:
-    """The ε audit on the neighbouring pair, at each look until the lower bound is reached.
-
-    Parameters
-    ----------
-    pair_stats : Callable[[int, int], PairStats]
-        The statistics of ``count`` trials from ``first``.
-    trials : int
-        The trials asked for.
-    until_lower : float | None
-        Stop as soon as the held-out lower bound reaches it.
-
-    Returns
-    -------
-    tuple[Any, int, Any, Any, float]
-        The statistics, the trials used, the ε audit, its test and the last look's α (the
-        statistics, the ε audit and its test are None when no look ran: no trials).
-    """
-    looks = [(trials, ALPHA)]
-    if until_lower is not None:
-        looks = [(max(20, trials // 8), ALPHA / 8), (max(20, trials // 4), ALPHA / 8),
-                 (max(20, trials // 2), ALPHA / 4), (trials, ALPHA / 2)]
-    stats, done = None, 0
-    eps = test = None
-    for n_look, alpha in looks:
-        if n_look <= done:
-            continue
-        more = pair_stats(done, n_look - done)
-        stats = more if stats is None else PairStats.join([stats, more])
-        done = n_look
-        s0, s1, test = _scores(stats, done)
-        eps = epsilon_audit(s0, s1, alpha)
-        if until_lower is not None and eps["epsilon_lower"] >= until_lower:
-            break
-    return stats, done, eps, test, alpha
 
 
 def _contrib_cache(protocol: Any, spec: AuditSpec
@@ -557,7 +155,7 @@ def _contrib_cache(protocol: Any, spec: AuditSpec
     return contrib
 
 
-def _differencing_runs(runner: _Trials, protocol: Any, spec: AuditSpec, target: int,
+def _differencing_runs(runner: Trials, protocol: Any, spec: AuditSpec, target: int,
                        batch: Any, truth: np.ndarray, used: int, full_views: int,
                        progress: Any) -> tuple[int, int, int, int]:
     """The differencing attack (and on the full path the single-report inference) in the
@@ -565,7 +163,7 @@ def _differencing_runs(runner: _Trials, protocol: Any, spec: AuditSpec, target: 
 
     Parameters
     ----------
-    runner : _Trials
+    runner : Trials
         The trials of the setting.
     protocol : Any
         The audited protocol.
@@ -618,7 +216,7 @@ def _differencing_runs(runner: _Trials, protocol: Any, spec: AuditSpec, target: 
     return bayes_hits, bayes_n, diff_hits, diff_n
 
 
-def _attacks(setting: AuditSetting, runner: _Trials, protocol: Any, spec: AuditSpec,
+def _attacks(setting: AuditSetting, runner: Trials, protocol: Any, spec: AuditSpec,
              batch: Any, use_llr: bool, used: int, differencing_trials: int, jobs: int,
              mapper: Mapper | None, progress: Any) -> tuple[int, int, int, int]:
     """The single-report inference and the differencing attack, the target's row drawn from
@@ -628,7 +226,7 @@ def _attacks(setting: AuditSetting, runner: _Trials, protocol: Any, spec: AuditS
     ----------
     setting : AuditSetting
         The audited setting.
-    runner : _Trials
+    runner : Trials
         The trials of the setting.
     protocol : Any
         The audited protocol.
@@ -707,7 +305,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
 
     ``path``: "batch" (the target's copies as one block: ``audit_batch``), "full" (one
     protocol run per trial), or "auto" (the batch path where it reproduces the full runs
-    exactly). ``coins``: the experiment (``_Trials``): "per-trial", "fixed", or "auto" (fresh
+    exactly). ``coins``: the experiment (``Trials``): "per-trial", "fixed", or "auto" (fresh
     coins where the batch path allows, else fixed if the batch path allows that, else the full
     path with fresh coins). ``jobs``: processes for the ε audit's trials (full-path runs, or
     the batch path's blocks). ``mapper``: spread them over it instead (``Mapper``; e.g. a Dask
@@ -717,7 +315,7 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     the bound that stops holds at 1 - α overall. The single-report inference runs as many
     trials as the ε audit took; the differencing attack, which needs the released aggregate
     of whole runs, at most ``differencing_trials`` of them on the batch path (the runtime's
-    first ``DIFF_CHECK``, then the round loop's, ``_Trials.local_view``, where those agree).
+    first ``DIFF_CHECK``, then the round loop's, ``Trials.local_view``, where those agree).
     """
     if path not in ("auto", "batch", "full"):
         raise ValueError(f"--path: got {path!r}; allowed: 'auto', 'batch', 'full'")
@@ -735,15 +333,15 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
     target = setting.target
     batch, why_full, use_llr, use_float, coins = _choose_path(setting, limits, spec, path,
                                                               coins)
-    runner = _Trials(setting, limits, coins)
+    runner = Trials(setting, limits, coins)
 
-    def pair_stats(first: int, count: int) -> PairStats:
-        return _pair_stats(setting, limits, batch, spec, use_llr, use_float, progress, coins,
+    def stats_of(first: int, count: int) -> PairStats:
+        return pair_stats(setting, limits, batch, spec, use_llr, use_float, progress, coins,
                            jobs, mapper, first, count)
 
     # 1. the ε audit on the neighbouring pair, common seeds for both rows
     t_eps = time.perf_counter()
-    stats, used, eps, test, alpha = _epsilon_looks(pair_stats, trials, until_lower)
+    stats, used, eps, test, alpha = epsilon_looks(stats_of, trials, until_lower)
     eps_seconds = time.perf_counter() - t_eps
     flt = float_audit(stats.floats[0], stats.floats[1], alpha) if stats.floats is not None \
         else {"float_epsilon_lower": None, "float_ruled_out": None, "float_own_failures": None}
@@ -780,13 +378,13 @@ def audit_setting(setting: AuditSetting, trials: int, limits: Limits | None = No
 
 
 #: differencing runs of the batch path made by the runtime and checked against the round loop
-#: in this process (``_Trials.local_view``) before it makes the others
+#: in this process (``Trials.local_view``) before it makes the others
 DIFF_CHECK = 16
 #: differencing runs whose keys are derived together
 LOCAL_KEYS = 256
 
 
-def _same_differencing(runner: _Trials, view: dict[str, Any], trial: int,
+def _same_differencing(runner: Trials, view: dict[str, Any], trial: int,
                        row: np.ndarray) -> bool:
     """Whether ``runner.local_view`` gives the differencing attack exactly what ``view``, the
     runtime's run of the same trial, gives it: the released aggregate, the parameters and
@@ -832,21 +430,8 @@ def _spread_bayes(batch: Any, spec: AuditSpec, first: int, truth: np.ndarray, jo
     args = [(batch, spec, first + s, truth[s:s + step]) for s in range(0, len(truth), step)]
     if mapper is None and (jobs <= 1 or len(args) < 2):
         return _bayes_job((batch, spec, first, truth))
-    parts = list(_spread(_bayes_job, args, jobs, mapper))
+    parts = list(spread(_bayes_job, args, jobs, mapper))
     return sum(h for h, _ in parts), sum(n for _, n in parts)
-
-
-def _spread(fn: Callable[[tuple], Any], args: list[tuple], jobs: int,
-            mapper: Mapper | None) -> Iterator[Any]:
-    """``fn`` over every element of ``args``, the results in order: on the ``mapper`` if there
-    is one, else in a pool of ``jobs`` forked processes."""
-    if mapper is not None:
-        yield from mapper(fn, args)
-        return
-    import multiprocessing as mp
-
-    with mp.get_context("fork").Pool(jobs) as pool:
-        yield from pool.imap(fn, args)
 
 
 def _same(spec: AuditSpec, guess: int, truth: int) -> bool:

@@ -103,22 +103,15 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
 
 
 def main(args: Any) -> int:
+    """``make bench`` / ``ldpsim bench``: the tables the module lists, one after another (or
+    the one table a ``--calibrate``, ``--deployment-only``, ``--engines-only`` or
+    ``--headline`` asks for); the exit code."""
     # before any child starts: the pools, the curator's fork server and each scenario's
     # ``ldpsim run`` inherit the setting (``simulator.backends.alloc``)
     request_tuning()
-    if getattr(args, "calibrate", False):
-        from ldpsim.simulator.bench import calibrate
-
-        return calibrate.main(write=getattr(args, "write", False))
-    if getattr(args, "deployment_only", False):
-        from ldpsim.simulator.bench import deployment as bench_deployment
-
-        size = _size(args, "deployment", 20_000, 10**6)
-        if size:
-            bench_deployment.main(size)
-        return 0
-    if getattr(args, "engines_only", False):
-        return _engines(args)
+    alone = _alone(args)
+    if alone is not None:
+        return alone
     from ldpsim.simulator.bench import headline
 
     headline.main(getattr(args, "audit_trials", 0) or 10**6, quick=args.quick)
@@ -134,66 +127,123 @@ def main(args: Any) -> int:
           f"{MIXER.name()}", file=sys.stderr)
     for n in sizes:
         cfg = kwiksort_config(n, pools, batch)
-        # best of three for every row, full runs and ceilings alike
-        res = min((run_processes(cfg, limits) for _ in range(3)), key=from_ready)
-        q = round(res["comm"]["bytes_down_per_agent_mean"])
-        r = round(res["comm"]["bytes_up_per_agent_mean"])
-        size = used_batch(res)  # the ceilings move the same batches as the run
-        raw, raw_cpu = min(transport_ceiling(n, pools, size, q, r) for _ in range(3))
-        rows.append(_row("ceiling: raw bytes", n, raw, None,
-                         f"{q} B down / {r} B up per agent", cpu=raw_cpu))
-        ceiling, ceiling_cpu = min(transport_ceiling(n, pools, size, q, r, "batch")
-                                   for _ in range(3))
-        rows.append(_row("ceiling: envelopes", n, ceiling, None,
-                         "one envelope per agent, runtime's batch codec, no protocol logic",
-                         cpu=ceiling_cpu))
-        general, general_cpu = transport_ceiling(n, pools, size, q, r, "msgpack")
-        rows.append(_row("  (msgpack per envelope)", n, general, None,
-                         "same, one msgpack call per envelope (the general codec)",
-                         cpu=general_cpu))
-        t = res["timing"]
-        last_wall = t["wall_s"]
-        mem = (f"batches of {size:,}; from pools ready (their data built); "
-               f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
-        rows.append(_row("full run, processes", n, from_ready(res), ceiling, mem, raw,
-                         cpu=t["curator_cpu_s"] + t["pools_cpu_s"]))
-        rounds = sum(x["wall_s"] for x in res["comm"]["per_round"])
-        rows.append(_row("  rounds only", n, rounds, ceiling,
-                         "queries out to estimate; the rest is registration, set-up and "
-                         "the closing statistics", raw))
-        # the same run counted from the curator's start: its pools' process start-up and their
-        # data generation (they build their rows before they say ready) are in it
-        rows.append(_row("  whole wall_s", n, t["wall_s"], ceiling,
-                         f"the same run from the curator's set-up: "
-                         f"{1e3 * t['pools_ready_s']:.0f} ms until every pool had started, "
-                         f"built its agents' data and said ready", raw))
-        walls = []
-        for _ in range(3):
-            t0, c0 = time.perf_counter(), time.process_time()
-            run_inproc(cfg, limits)
-            walls.append((time.perf_counter() - t0, time.process_time() - c0))
-        wall_in, cpu_in = min(walls)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        rows.append(_row("full run, inproc", n, wall_in, ceiling, f"process {rss:.0f} MB", raw,
-                         cpu=cpu_in))
+        size_rows, last_wall = _size_rows(cfg, n, pools, limits)
+        rows += size_rows
     if not args.quick and not getattr(args, "no_scenarios", False):
         here = Path(__file__).resolve().parents[2] / "scenarios"
         rows.extend(scenario_rows(sorted(here.glob("bench_*.toml"))))
+    _print_run_tables(rows, cfg, sizes[-1], last_wall, args.quick)
+    _optional_tables(args, pools, batch)
+    return _engines(args)
+
+
+def _alone(args: Any) -> int | None:
+    """The exit code of a bench that runs one table alone (``--calibrate``,
+    ``--deployment-only``, ``--engines-only``); None for the whole bench."""
+    if getattr(args, "calibrate", False):
+        from ldpsim.simulator.bench import calibrate
+
+        return calibrate.main(write=getattr(args, "write", False))
+    if getattr(args, "deployment_only", False):
+        from ldpsim.simulator.bench import deployment as bench_deployment
+
+        size = _size(args, "deployment", 20_000, 10**6)
+        if size:
+            bench_deployment.main(size)
+        return 0
+    if getattr(args, "engines_only", False):
+        return _engines(args)
+    return None
+
+
+def _size_rows(cfg: dict[str, Any], n: int, pools: int, limits: Limits
+               ) -> tuple[list[list[str]], float]:
+    """The rows of ``n`` agents: the transport's ceilings at the run's envelope sizes and
+    batches, the full run on the processes backend (from pools ready, its rounds alone, its
+    whole wall time) and on inproc. Returns them and the run's whole wall time."""
+    # best of three for every row, full runs and ceilings alike
+    res = min((run_processes(cfg, limits) for _ in range(3)), key=from_ready)
+    q = round(res["comm"]["bytes_down_per_agent_mean"])
+    r = round(res["comm"]["bytes_up_per_agent_mean"])
+    size = used_batch(res)  # the ceilings move the same batches as the run
+    rows, raw, ceiling = _ceiling_rows(n, pools, size, q, r)
+    t = res["timing"]
+    mem = (f"batches of {size:,}; from pools ready (their data built); "
+           f"curator {t['curator_peak_rss_mb']:.0f} MB, pool {t['pool_peak_rss_mb']:.0f} MB")
+    rows.append(_row("full run, processes", n, from_ready(res), ceiling, mem, raw,
+                     cpu=t["curator_cpu_s"] + t["pools_cpu_s"]))
+    rounds = sum(x["wall_s"] for x in res["comm"]["per_round"])
+    rows.append(_row("  rounds only", n, rounds, ceiling,
+                     "queries out to estimate; the rest is registration, set-up and "
+                     "the closing statistics", raw))
+    # the same run counted from the curator's start: its pools' process start-up and their
+    # data generation (they build their rows before they say ready) are in it
+    rows.append(_row("  whole wall_s", n, t["wall_s"], ceiling,
+                     f"the same run from the curator's set-up: "
+                     f"{1e3 * t['pools_ready_s']:.0f} ms until every pool had started, "
+                     f"built its agents' data and said ready", raw))
+    rows.append(_inproc_row(cfg, n, limits, ceiling, raw))
+    return rows, t["wall_s"]
+
+
+def _ceiling_rows(n: int, pools: int, size: int, q: int, r: int
+                  ) -> tuple[list[list[str]], float, float]:
+    """The transport's ceilings for ``n`` agents in batches of ``size``, ``q`` bytes down and
+    ``r`` up per agent: raw bytes, envelopes with the batch codec (best of three each) and
+    with msgpack. Returns their rows and the first two's wall times."""
+    raw, raw_cpu = min(transport_ceiling(n, pools, size, q, r) for _ in range(3))
+    ceiling, ceiling_cpu = min(transport_ceiling(n, pools, size, q, r, "batch")
+                               for _ in range(3))
+    general, general_cpu = transport_ceiling(n, pools, size, q, r, "msgpack")
+    return [_row("ceiling: raw bytes", n, raw, None, f"{q} B down / {r} B up per agent",
+                 cpu=raw_cpu),
+            _row("ceiling: envelopes", n, ceiling, None,
+                 "one envelope per agent, runtime's batch codec, no protocol logic",
+                 cpu=ceiling_cpu),
+            _row("  (msgpack per envelope)", n, general, None,
+                 "same, one msgpack call per envelope (the general codec)",
+                 cpu=general_cpu)], raw, ceiling
+
+
+def _inproc_row(cfg: dict[str, Any], n: int, limits: Limits, ceiling: float,
+                raw: float) -> list[str]:
+    """The same run on the inproc backend (best of three), and this process's peak memory."""
+    walls = []
+    for _ in range(3):
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_inproc(cfg, limits)
+        walls.append((time.perf_counter() - t0, time.process_time() - c0))
+    wall_in, cpu_in = min(walls)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return _row("full run, inproc", n, wall_in, ceiling, f"process {rss:.0f} MB", raw,
+                cpu=cpu_in)
+
+
+def _print_run_tables(rows: list[list[str]], cfg: dict[str, Any], n: int, last_wall: float,
+                      quick: bool) -> None:
+    """The full runs against the ceilings (and the scenarios'); then what independent agents
+    cost at ``n`` agents against that run, and the decoder's bound."""
     from ldpsim.simulator.bench import audit as bench_audit
+    from ldpsim.simulator.bench import hardening as bench_hardening
     from ldpsim.simulator.bench import keys as bench_keys
 
     bench_audit.print_table(["benchmark", "agents", "wall s", "CPU s", "agents/s", "/ceiling",
                              "/raw", "notes"], rows)
-    print(f"\nindependent agents: key derivation and policy checks at {sizes[-1]:,} agents, "
+    print(f"\nindependent agents: key derivation and policy checks at {n:,} agents, "
           f"against the whole run (best of five)")
     bench_audit.print_table(["step", "agents", "ms", "of the run", "notes"],
-                            bench_keys.rows(cfg, sizes[-1], last_wall))
-    from ldpsim.simulator.bench import hardening as bench_hardening
-
+                            bench_keys.rows(cfg, n, last_wall))
     print("\nthe decoder's bound: checked before the reference reader decodes a frame "
           "(best of five)")
     bench_audit.print_table(["step", "frame", "ms", "of decoding", "notes"],
-                            bench_hardening.rows(20_000 if args.quick else 200_000))
+                            bench_hardening.rows(20_000 if quick else 200_000))
+
+
+def _optional_tables(args: Any, pools: int, batch: int | str) -> None:
+    """The tables each of their own size (0 skips one): every local protocol against its
+    kernel, the peer libraries, the privacy audit, the deployment model."""
+    from ldpsim.simulator.bench import audit as bench_audit
+
     kernels = _size(args, "kernels", 2000, 10**6)
     if kernels:
         from ldpsim.simulator.bench import kernels as bench_kernels
@@ -213,7 +263,6 @@ def main(args: Any) -> int:
         from ldpsim.simulator.bench import deployment as bench_deployment
 
         bench_deployment.main(deployed)
-    return _engines(args)
 
 
 def _engines(args: Any) -> int:

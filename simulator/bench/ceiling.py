@@ -57,6 +57,79 @@ def _batch_reply(frame: bytes) -> bytes:
                                    np.ones((len(agents), 1), dtype=np.int64))[0]
 
 
+def _router(endpoint: str) -> tuple[zmq.Context, zmq.Socket]:
+    """The ceiling's curator socket: a ROUTER bound at ``endpoint``, never dropping a frame."""
+    zctx = zmq.Context()
+    router = zctx.socket(zmq.ROUTER)
+    for opt, val in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
+                     (zmq.LINGER, 0)):
+        router.setsockopt(opt, val)
+    router.bind(endpoint)
+    return zctx, router
+
+
+def _recv(router: zmq.Socket) -> list[bytes]:
+    """The next message of a benchmark pool (RuntimeError after a minute of silence)."""
+    if not router.poll(60_000):
+        raise RuntimeError("transport ceiling: a benchmark pool stopped answering")
+    return router.recv_multipart()
+
+
+def _send_queries(router: zmq.Socket, peers: list[bytes], blocks: list[tuple[int, int]],
+                  batch: int, envelopes: str, queries: dict[int, bytes]
+                  ) -> dict[int, np.ndarray]:
+    """Every pool's query frames, its block of agents in batches: pre-built bytes ("raw"),
+    or one envelope per agent with the batch codec ("batch") or the general one
+    ("msgpack"). Returns the agents of each "batch" frame by its first agent."""
+    sent: dict[int, np.ndarray] = {}
+    for peer, (lo, hi) in zip(peers, blocks, strict=True):
+        for s in range(lo, hi, batch):
+            if envelopes == "msgpack":
+                ids = list(range(s, min(hi, s + batch)))
+                bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, [[0]] * len(ids))
+                router.send_multipart([peer, b"".join(bufs)])
+            elif envelopes == "batch":
+                ids = np.arange(s, min(hi, s + batch), dtype=np.int64)
+                sent[s] = ids
+                frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, ids,
+                                                   np.zeros((len(ids), 1), dtype=np.int64))
+                router.send_multipart([peer, frame])
+            else:
+                router.send_multipart([peer, queries[min(batch, hi - s)]])
+    return sent
+
+
+def _receive_reports(router: zmq.Socket, n: int, envelopes: str, sent: dict[int, np.ndarray],
+                     expected_bytes: int) -> None:
+    """Wait for every report: ``n`` envelopes decoded with the codec that sent the queries,
+    or (``"raw"``) ``expected_bytes`` bytes."""
+    received = 0
+    if envelopes == "msgpack":
+        while received < n:
+            received += sum(1 for _ in wire.iter_frame(_recv(router)[1], 1 << 30))
+    elif envelopes == "batch":
+        while received < n:
+            frame = _recv(router)[1]
+            ids = sent.pop(wire_numpy_read.first_agent(frame, wire.REPORT)[2])
+            received += len(wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, ids, 1,
+                                                        "int"))
+    else:
+        while received < expected_bytes:
+            received += len(_recv(router)[1])
+
+
+def _stop_pools(router: zmq.Socket, peers: list[bytes], procs: list[Any]) -> None:
+    """Tell every benchmark pool to stop and wait for it (a stuck one is killed)."""
+    for peer in peers:
+        with contextlib.suppress(zmq.ZMQError):
+            router.send_multipart([peer, b"stop"])
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(1)
+
+
 def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
                       report_size: int, envelopes: str = "raw") -> tuple[float, float]:
     """(wall s, CPU s) to move n query envelopes out and n report envelopes back, no logic.
@@ -71,12 +144,7 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
     """
     ctx_mp = mp.get_context("fork")
     ipc_dir, endpoint = private_ipc()  # the runs' own kind of endpoint, removed afterwards
-    zctx = zmq.Context()
-    router = zctx.socket(zmq.ROUTER)
-    for opt, val in ((zmq.ROUTER_MANDATORY, 1), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
-                     (zmq.LINGER, 0)):
-        router.setsockopt(opt, val)
-    router.bind(endpoint)
+    zctx, router = _router(endpoint)
     blocks = [block_of(i, pools, n) for i in range(pools)]  # the runtime's split
     counts = [min(batch, hi - s) for lo, hi in blocks for s in range(lo, hi, batch)]
     reports = {k * query_size: b"r" * (k * report_size) for k in set(counts)}
@@ -85,57 +153,17 @@ def transport_ceiling(n: int, pools: int, batch: int, query_size: int,
              "msgpack": _msgpack_reply}[envelopes]
     procs = [ctx_mp.Process(target=_bench_pool, args=(endpoint, reply)) for _ in range(pools)]
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-
-    def recv() -> list[bytes]:
-        if not router.poll(60_000):
-            raise RuntimeError("transport ceiling: a benchmark pool stopped answering")
-        return router.recv_multipart()
-
     peers: list[bytes] = []
     try:
         for p in procs:
             p.start()
-        peers = [recv()[0] for _ in range(pools)]
+        peers = [_recv(router)[0] for _ in range(pools)]
         t, cpu0 = time.perf_counter(), time.process_time()
-        received = 0
-        sent: dict[int, np.ndarray] = {}
-        for peer, (lo, hi) in zip(peers, blocks, strict=True):
-            for s in range(lo, hi, batch):
-                if envelopes == "msgpack":
-                    ids = list(range(s, min(hi, s + batch)))
-                    bufs, _ = wire.encode_many(wire.QUERY, 0, 0, ids, [[0]] * len(ids))
-                    router.send_multipart([peer, b"".join(bufs)])
-                elif envelopes == "batch":
-                    ids = np.arange(s, min(hi, s + batch), dtype=np.int64)
-                    sent[s] = ids
-                    frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, ids,
-                                                       np.zeros((len(ids), 1), dtype=np.int64))
-                    router.send_multipart([peer, frame])
-                else:
-                    router.send_multipart([peer, queries[min(batch, hi - s)]])
-        if envelopes == "msgpack":
-            while received < n:
-                received += sum(1 for _ in wire.iter_frame(recv()[1], 1 << 30))
-        elif envelopes == "batch":
-            while received < n:
-                frame = recv()[1]
-                ids = sent.pop(wire_numpy_read.first_agent(frame, wire.REPORT)[2])
-                received += len(wire_numpy_read.match_batch(frame, wire.REPORT, 0, 0, ids, 1,
-                                                            "int"))
-        else:
-            expected = sum(counts) * report_size
-            while received < expected:
-                received += len(recv()[1])
+        sent = _send_queries(router, peers, blocks, batch, envelopes, queries)
+        _receive_reports(router, n, envelopes, sent, sum(counts) * report_size)
         elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu0
     finally:
-        for peer in peers:
-            with contextlib.suppress(zmq.ZMQError):
-                router.send_multipart([peer, b"stop"])
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(1)
+        _stop_pools(router, peers, procs)
         router.close()
         zctx.term()
         shutil.rmtree(ipc_dir, ignore_errors=True)

@@ -1,13 +1,12 @@
 """Figures of a sweep: each metric's mean with a 95% confidence band against a swept setting.
 
-What a scenario draws is its ``[plot]`` table (:class:`PlotSpec`): which metrics (``y``,
-default: the ones the protocols' papers plot, ``Protocol.figure_metrics``), against which swept
-settings (``x``, default: every numeric one), which setting tells the lines apart (``hue``,
-default the protocol), which make one panel each (``facet``, default: every other swept
-setting, up to ``MAX_PANELS`` panels, but not one paired with the x axis: that one varies along
-each line), log axes, whether to add the communication and time costs, and the file formats.
-The spec is stored beside the results (``scenario.json``), so ``ldpsim summary DIR --plots``
-redraws the same figures.
+What a scenario draws is its ``[plot]`` table (:class:`PlotSpec`, ``plot_spec``): which
+metrics against which swept settings, which setting tells the lines apart (``hue``), which make
+one panel each (``facet``), log axes, whether to add the communication and time costs, and the
+file formats. ``plot_layout`` chooses what each figure holds and where: the settings and
+metrics drawn, the panels (by default every other swept setting, up to ``MAX_PANELS`` panels,
+but not one paired with the x axis: that one varies along each line), the lines and their
+labels; this module draws them.
 
 Panels, lines and legends follow the settings' values (``results.in_value_order``: numbers
 by value, then the sweep's order); ``figures`` yields each figure, ``plot`` writes them.
@@ -15,57 +14,38 @@ by value, then the sweep's order); ``figures`` yields each figure, ``plot`` writ
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.metrics import CHANCE, registry
-from ldpsim.simulator.results.results import (
-    COST_COLUMNS,
-    cell_text,
-    finite_number,
-    group_points,
-    in_value_order,
-    is_number,
-    mean_std,
-    per_round,
-    point_id,
-    record_metrics,
-    value_rank,
+from ldpsim.simulator.results.plot_layout import (  # noqa: F401 - re-exported: plots.axis_label
+    BOUND,
+    Layout,
+    Sweep,
+    axis_label,
+    layout_of,
+    point_line,
+    sweep_of,
 )
+from ldpsim.simulator.results.plot_spec import (  # noqa: F401 - re-exported: plots.check_table, ...
+    COST_ALIASES,
+    PlotSpec,
+    check_table,
+    default_metrics,
+)
+from ldpsim.simulator.results.summary import in_value_order, is_number, mean_std
+from ldpsim.simulator.results.table import cell_text
 
-#: most panels (one per combination of the other swept settings) an automatic facet makes
-MAX_PANELS = 12
-#: human axis labels
-LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
-          "data.theta": "θ (Mallows dispersion)",
-          "data.d": "d (items)", "data.sparsity": "sparsity (fraction of NULL cells)",
-          "params.K": "K", "params.queries": "queries per agent",
-          "collusion.colluders": "colluders (fraction or count)",
-          "deployment.round_deadline_s": "round deadline (virtual s)",
-          "deployment.availability": "availability (chance online per round)",
-          "deployment.quota": "quota (share of asked agents)",
-          "deployment.latency_ms": "one-way latency (ms)"}
-#: what a leakage figure draws beside the attacks' accuracies
-BOUND = "leakage.report_bound"
 #: the cost column a deployment's dropout figure puts on its x axis
 DROPOUT = "virtual.dropout_rate"
 BOUND_LABEL = "LDP bound e^ε/(1+e^ε) (dash-dot)"
 CHANCE_LABEL = "chance: guessing (dotted)"
-#: short names a ``[plot] y`` may use for the cost columns
-COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
-                "bytes_down": "comm.bytes_down_per_agent_mean",
-                "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s",
-                "virtual_wall_s": "virtual.wall_s", "dropout_rate": "virtual.dropout_rate"}
-FORMATS = ("png", "pdf", "svg")
-AUTO = "auto"
 #: each line's marker (with its colour: the two cycle together)
 MARKERS = "osD^vP*Xh<>p"
 #: how far the cost figures move each line sideways, as a fraction of the x range (``_dodge``)
@@ -74,145 +54,6 @@ DODGE = 0.012
 PLOT_INSTALL = "pip install 'ldpsim[plot]'"
 #: the one line ``ldpsim run`` and ``ldpsim summary --plots`` print without it
 NO_MATPLOTLIB = f"note: no plots: matplotlib is not installed ({PLOT_INSTALL})"
-
-
-@dataclass(frozen=True)
-class PlotSpec:
-    """What to draw (a scenario's ``[plot]`` table).
-
-    Attributes
-    ----------
-    y : tuple of str
-        Metrics to plot (names ``evaluate`` returns, ``leakage.*``, or cost columns and their
-        aliases ``bytes_up``, ``bytes_down``, ``agent_cpu_s``, ``wall_s``); empty: every metric.
-    x : tuple of str
-        Swept settings to plot against (``params.*``, ``data.*``, ``collusion.colluders``);
-        empty: every numeric one with at least two values.
-    hue : str
-        The setting whose values are the lines (default ``protocol``).
-    facet : tuple of str or None
-        Settings that make one panel per combination; None: every other varying setting when
-        that gives 2..``MAX_PANELS`` panels (else they go into the line labels); empty: none.
-    logx, logy : bool or None
-        Logarithmic axes; None: automatic (x positive over more than a factor 50, y over 1000).
-    costs : bool
-        Also plot bytes per agent and time against each x.
-    formats : tuple of str
-        File formats, among ``png``, ``pdf``, ``svg``.
-    """
-
-    y: tuple[str, ...] = ()
-    x: tuple[str, ...] = ()
-    hue: str = "protocol"
-    facet: tuple[str, ...] | None = None
-    logx: bool | None = None
-    logy: bool | None = None
-    costs: bool = True
-    formats: tuple[str, ...] = ("png",)
-
-    def as_table(self) -> dict[str, Any]:
-        """The spec as a JSON/TOML-able table (``PlotSpec.from_table`` reads it back)."""
-        out: dict[str, Any] = {}
-        for k, v in asdict(self).items():
-            out[k] = AUTO if v is None else (list(v) if isinstance(v, tuple) else v)
-        return out
-
-    @classmethod
-    def from_table(cls, table: dict[str, Any]) -> PlotSpec:
-        """Read a table written by ``as_table`` (already validated: ``check_table``)."""
-        kw: dict[str, Any] = {}
-        for k, v in table.items():
-            if k in ("x", "y", "facet", "formats"):
-                kw[k] = None if v == AUTO else tuple([v] if isinstance(v, str) else v)
-            elif k in ("logx", "logy"):
-                kw[k] = None if v == AUTO else bool(v)
-            else:
-                kw[k] = v
-        return cls(**kw)
-
-
-def check_table(table: dict[str, Any], axes: list[str], metrics: list[str] | None
-                ) -> list[str]:
-    """Every problem of a ``[plot]`` table, each naming the key and the allowed values.
-
-    Parameters
-    ----------
-    table : dict
-        The raw ``[plot]`` table.
-    axes : list of str
-        The scenario's swept settings (``params.*``, ``data.*``, ``collusion.colluders``).
-    metrics : list of str or None
-        Every metric the scenario's protocols declare (None: a protocol declares none, so
-        ``y`` is not checked).
-    """
-    def names(key: str, value: Any, allowed: list[str], what: str) -> None:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not items or \
-                not all(isinstance(v, str) for v in items):
-            errs.append(f"[plot] {key}: got {value!r}; allowed: a name or a list of names of "
-                        f"{what}: {', '.join(allowed) or '(none)'}")
-            return
-        for v in items:
-            if v not in allowed:
-                errs.append(f"[plot] {key}: {v!r} is not one of the {what}; allowed: "
-                            f"{', '.join(allowed) or '(none)'}{hint(v, allowed)}")
-
-    errs: list[str] = []
-    keys = list(PlotSpec.__dataclass_fields__)
-    for k, v in table.items():
-        if k not in keys:
-            errs.append(f"[plot] {k}: unknown key; allowed: {', '.join(keys)}{hint(k, keys)}")
-        elif k == "y":
-            if metrics is not None:
-                names(k, v, [*metrics, *COST_ALIASES, *(c for c, _, _ in COST_COLUMNS)],
-                      "metrics of this scenario's protocols or costs")
-            elif not isinstance(v, str | list):
-                errs.append(f"[plot] y: got {v!r}; allowed: a metric name or a list of them")
-        elif k == "x":
-            names(k, v, axes, "swept settings of this scenario")
-        elif k == "hue":
-            if not isinstance(v, str) or v not in ["protocol", *axes]:
-                allowed = ["protocol", *axes]
-                errs.append(f"[plot] hue: got {v!r}; allowed: one of {', '.join(allowed)}"
-                            f"{hint(v, allowed)}")
-        elif k == "facet":
-            if v not in (AUTO, []):
-                names(k, v, ["protocol", *axes], 'swept settings of this scenario (or "auto", '
-                      "or [] for none)")
-        elif k in ("logx", "logy"):
-            if v != AUTO and not isinstance(v, bool):
-                errs.append(f'[plot] {k}: got {v!r}; allowed: true, false or "auto"')
-        elif k == "costs":
-            if not isinstance(v, bool):
-                errs.append(f"[plot] costs: got {v!r}; allowed: true/false")
-        elif k == "formats":
-            names(k, v, list(FORMATS), "file formats")
-    return errs
-
-
-def default_metrics(figure_metrics: list[tuple[str, ...]]) -> tuple[str, ...]:
-    """The metrics a scenario plots when ``[plot] y`` is not given: the union of its
-    protocols' ``figure_metrics`` in order, or () (every metric) if one declares none."""
-    if not figure_metrics or any(not f for f in figure_metrics):
-        return ()
-    out: dict[str, None] = {}
-    for f in figure_metrics:
-        out.update(dict.fromkeys(f))
-    return tuple(out)
-
-
-def axis_label(name: str) -> str:
-    """A readable label: a setting's (``params.epsilon`` -> ``ε (privacy budget)``,
-    ``data.m`` -> ``m``), a metric's or cost's as declared (``kendall_tau`` -> ``Kendall tau
-    distance (normalised)``, ``comm.bytes_up_per_agent_mean`` -> ``bytes up per agent (B)``;
-    ``simulator.results.metrics``), else the name in words."""
-    if name in LABELS:
-        return LABELS[name]
-    if not name.startswith(("params.", "data.", "collusion.")):
-        described = registry().get(name)
-        if described is not None:
-            return described.axis_label
-    return name.split(".", 1)[-1].replace("_", " ")
 
 
 def _title(metric: str, axis: str) -> str:
@@ -226,31 +67,10 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
-def _value_label(key: str, value: Any) -> str:
-    return str(value) if key == "protocol" else f"{axis_label(key)}={cell_text(value)}"
-
-
 def _panel_title(panel_id: str) -> str:
     values = json.loads(panel_id)
     return ", ".join(f"{axis_label(k)} = {cell_text(v)}" for k, v in values.items()
                      if v is not None)
-
-
-def _line(p: Any, label_keys: list[str]) -> tuple[str, str]:
-    """A point's line: its key (the values of ``label_keys``) and its label, the first value
-    with the others in parentheses, e.g. ``ldp_kwiksort_rr (theta=0.5)``."""
-    values = {a: (p.protocol if a == "protocol" else p.point.get(a)) for a in label_keys}
-    parts = [_value_label(a, v) for a, v in values.items() if v is not None]
-    label = parts[0] + (f" ({', '.join(parts[1:])})" if parts[1:] else "") if parts else ""
-    return point_id(values), label
-
-
-def _panels(p: Any, facet_keys: list[str], panel_sets: dict[str, list[Any]]) -> list[str]:
-    """The panels a point is drawn in: its own values of the facet settings; every value of a
-    setting it lacks (a protocol without that parameter)."""
-    combos = [[(a, p.point[a])] if a in p.point else [(a, v) for v in panel_sets[a]]
-              for a in facet_keys]
-    return [point_id(dict(c)) for c in itertools.product(*combos)]
 
 
 def _ci_half_width(std: float | None, count: int) -> float:
@@ -303,57 +123,6 @@ def panel_grid(n: int) -> tuple[int, int]:
     return -(-n // cols), cols
 
 
-@dataclass
-class _Sweep:
-    """What ``figures`` draws from: the records' points and the figures' choices."""
-
-    points: list[Any]
-    axes: list[str]  # the numeric swept settings to plot against
-    chosen: list[str]  # metrics and cost columns to plot
-    costs: list[str]  # the cost columns among them
-    varying: list[str]  # swept settings with more than one value
-    bounded: dict[str, bool]  # metric -> all its values in [0, 1]
-    rounds: list[dict[str, Any]]  # the per-round rows, when a run had more than one round
-
-
-def _sweep(records: list[dict[str, Any]], spec: PlotSpec) -> _Sweep | None:
-    """What to draw, or None when there is no figure (no numeric setting with two values or
-    more, e.g. a sweep of one point)."""
-    axes, metric_names, points = group_points(records)
-
-    def axis_values(a: str) -> list[Any]:  # None: no limit (a deployment's inf)
-        return [p.point[a] for p in points if p.point.get(a) is not None]
-
-    plot_axes = []
-    for a in (spec.x or axes):
-        if not a.startswith(("params.", "data.", "collusion.", "deployment.")):
-            continue
-        vals = axis_values(a)
-        if vals and all(is_number(v) for v in vals) and len({float(v) for v in vals}) >= 2:
-            plot_axes.append(a)
-    if not plot_axes:
-        return None
-    costs = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
-    if spec.y:
-        wanted = [COST_ALIASES.get(m, m) for m in spec.y]
-        chosen = [m for m in wanted if m in metric_names or m in costs]
-        if spec.costs:
-            chosen += [c for c in costs if c not in chosen]
-    else:
-        chosen = metric_names + (costs if spec.costs else [])
-    if "leakage.report_accuracy" in chosen and BOUND in chosen:  # drawn on that figure
-        chosen.remove(BOUND)
-    bounded = {m: all(0.0 <= v <= 1.0 for p in points for rec in p.records
-                      for v in [finite_number(record_metrics(rec).get(m))] if v is not None)
-               for m in metric_names}
-    rounds: list[dict[str, Any]] = []
-    if spec.costs and any(len((r.get("comm") or {}).get("per_round") or []) > 1
-                          for r in records):
-        rounds = per_round(records)[1]
-    return _Sweep(points, plot_axes, chosen, costs,
-                  [a for a in axes if len(in_value_order(axis_values(a))) > 1], bounded, rounds)
-
-
 def figures(records: list[dict[str, Any]], spec: PlotSpec | None = None
             ) -> Iterator[tuple[str, Any]]:
     """The figures ``plot`` writes, each as (file name without its format, matplotlib
@@ -366,7 +135,7 @@ def figures(records: list[dict[str, Any]], spec: PlotSpec | None = None
         and matplotlib is not installed (when there is none, matplotlib is not imported).
     """
     spec = spec or PlotSpec()
-    sweep = _sweep(records, spec)
+    sweep = sweep_of(records, spec)
     if sweep is None:
         return iter(())
     return _draw(sweep, spec, _matplotlib())
@@ -431,58 +200,10 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     return paths
 
 
-@dataclass
-class _Layout:
-    """One x axis's panels and lines: which panels (in order) and lines each point is in."""
-
-    facet: bool
-    panels: list[str]  # every panel's id, in order
-    panels_of: dict[int, list[str]]  # id(point) -> its panels
-    line_of: dict[int, tuple[str, str]]  # id(point) -> (line key, label)
-    rank: dict[str, tuple[int, ...]]  # line key -> its place (the label settings' values)
-
-
-def _follows(setting: str, axis: str, points: list[Any]) -> bool:
-    """Whether ``setting`` takes one value per value of ``axis`` (keys paired in ``[sweep]
-    paired``): then a panel or a line per value of it would hold one point each."""
-    seen: dict[str, str] = {}
-    for p in points:
-        if setting in p.point and axis in p.point:
-            x, v = point_id({"v": p.point[axis]}), point_id({"v": p.point[setting]})
-            if seen.setdefault(x, v) != v:
-                return False
-    return bool(seen)
-
-
-def _layout(sweep: _Sweep, spec: PlotSpec, axis: str) -> _Layout:
-    points = sweep.points
-    # a setting that follows the axis (paired with it) varies along each line
-    rest_varying = [a for a in sweep.varying if a not in (axis, spec.hue)
-                    and not _follows(a, axis, points)]
-    facet_keys = rest_varying if spec.facet is None else [a for a in spec.facet if a != axis]
-    # a point without a facet setting (kwiksort has no ε) is drawn in every panel
-    panel_sets = {a: in_value_order(p.point.get(a) for p in points) for a in facet_keys}
-    n_panels = math.prod(len(v) for v in panel_sets.values()) if facet_keys else 1
-    facet = 1 < n_panels <= MAX_PANELS if spec.facet is None else bool(facet_keys)
-    panels = ([point_id(dict(c)) for c in itertools.product(
-        *([(a, v) for v in panel_sets[a]] for a in facet_keys))] if facet else [""])
-    label_keys = [spec.hue] + [a for a in rest_varying if not (facet and a in facet_keys)]
-
-    def value(p: Any, a: str) -> Any:
-        return p.protocol if a == "protocol" else p.point.get(a)
-
-    ranks = {a: value_rank(value(p, a) for p in points) for a in label_keys}
-    line_of = {id(p): _line(p, label_keys) for p in points}
-    rank = {line_of[id(p)][0]: tuple(ranks[a].get(point_id({"v": value(p, a)}), len(ranks[a]))
-                                     for a in label_keys) for p in points}
-    return _Layout(facet, panels, {id(p): _panels(p, facet_keys, panel_sets) if facet
-                                   else [""] for p in points}, line_of, rank)
-
-
-def _draw(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
+def _draw(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
           ) -> Iterator[tuple[str, Any]]:
     for axis in sweep.axes:
-        layout = _layout(sweep, spec, axis)
+        layout = layout_of(sweep, spec, axis)
         for metric in sweep.chosen:
             fig = _metric_figure(sweep, spec, mpl, axis, layout, metric)
             if fig is not None:
@@ -529,17 +250,23 @@ def _finish(fig: Any, grid: Any, n: int, handles: list[Any], labels: list[str],
         fig.legend(handles, labels, **kw)
 
 
-def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]], axis: str,
-                   layout: _Layout, metric: str) -> Any:
-    """One metric (or cost) against ``axis``: its panels and lines; None if no point has
-    it."""
-    is_cost = metric in sweep.costs
-    declared = registry().get(metric)
+@dataclass
+class _Series:
+    """One metric's means against one axis, by panel and line (``_series``)."""
+
     # panel -> line key -> (label, [(x, mean, half-width of the 95% CI)])
-    lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]] = {}
-    flats: dict[str, dict[str, tuple[str, list[float]]]] = {}
+    lines: dict[str, dict[str, tuple[str, list[tuple[float, float, float]]]]]
+    # panel -> line key -> (label, [mean]) of the points without the axis (drawn flat)
+    flats: dict[str, dict[str, tuple[str, list[float]]]]
     # a leakage figure's LDP bound, where the runs state one: panel -> line key -> [(x, bound)]
-    bounds: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    bounds: dict[str, dict[str, list[tuple[float, float]]]]
+
+
+def _series(sweep: Sweep, layout: Layout, axis: str, metric: str) -> _Series:
+    """Each point's mean of ``metric`` (or cost) with its 95% half-width, in its panels and
+    on its line: at its value of ``axis``, or flat when it has none."""
+    is_cost = metric in sweep.costs
+    series = _Series({}, {}, {})
     for p in sweep.points:
         stats = p.cost_stats if is_cost else p.metrics
         mean, std, count = stats.get(metric, (None, None, 0))
@@ -551,71 +278,124 @@ def _metric_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
             else None
         for panel in layout.panels_of[id(p)]:
             if p.point.get(axis) is not None:
-                lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
+                series.lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
                     (float(p.point[axis]), mean, half))
                 if bound is not None:
-                    bounds.setdefault(panel, {}).setdefault(key, []).append(
+                    series.bounds.setdefault(panel, {}).setdefault(key, []).append(
                         (float(p.point[axis]), bound))
             else:
-                flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
-    if not lines:
-        return None
-    names = [n for n in layout.panels if n in lines or n in flats]
-    keys = sorted({k for d in (*lines.values(), *flats.values()) for k in d},
-                  key=layout.rank.__getitem__)
-    drawn = [k for k in keys if any(k in d for d in lines.values())]  # keys with a line
-    colors = mpl[2]
-    style = {k: (colors[i % len(colors)], MARKERS[i % len(MARKERS)]) for i, k in enumerate(keys)}
-    rows, cols = panel_grid(len(names))
-    fig, grid = _new_figure(mpl, len(names), legend_outside=len(names) == rows * cols)
-    ys_all = [m for panel in lines.values() for _, pts in panel.values() for _, m, _ in pts]
-    ys_all += [m for panel in flats.values() for _, ms in panel.values() for m in ms]
+                series.flats.setdefault(panel, {}).setdefault(key, (label, []))[1].append(mean)
+    return series
+
+
+@dataclass
+class _Scales:
+    """A figure's axes: its lines' x range, which axes are logarithmic, and the smallest
+    positive mean (where a band stops on a log y axis)."""
+
+    lo: float
+    hi: float
+    logx: bool
+    logy: bool
+    floor: float
+
+
+def _scales(spec: PlotSpec, series: _Series) -> _Scales:
+    """The axes of a figure of ``series``: log where the spec says, or (automatic) where x
+    is positive over more than a factor 50 and y over 1000."""
+    ys_all = [m for panel in series.lines.values() for _, pts in panel.values()
+              for _, m, _ in pts]
+    ys_all += [m for panel in series.flats.values() for _, ms in panel.values() for m in ms]
     ylo, yhi = min(ys_all), max(ys_all)
     # e.g. raw-estimate errors over 5 decades
-    logy = spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000)
+    logy = bool(spec.logy or (spec.logy is None and ylo > 0 and yhi / ylo > 1000))
     floor = min((y for y in ys_all if y > 0), default=1.0)
-    xs_all = [x for panel in lines.values() for _, pts in panel.values() for x, _, _ in pts]
+    xs_all = [x for panel in series.lines.values() for _, pts in panel.values()
+              for x, _, _ in pts]
     lo, hi = min(xs_all), max(xs_all)
     logx = bool(spec.logx or (spec.logx is None and lo > 0 and hi / lo > 50))
+    return _Scales(lo, hi, logx, logy, floor)
+
+
+@dataclass
+class _Look:
+    """What every panel of one metric's figure shares: its lines in order, their colours and
+    markers, the axes and the metric's range."""
+
+    metric: str
+    axis: str
+    is_cost: bool  # a cost: its lines are moved sideways (``_dodge``)
+    declared: Any  # the metric's declared range (``simulator.results.metrics``), or None
+    bounded: bool  # an undeclared metric whose values all lie in [0, 1]
+    keys: list[str]  # every line's key, in order
+    drawn: list[str]  # the keys with a line (not only flat points)
+    style: dict[str, tuple[str, str]]  # line key -> (colour, marker)
+    scales: _Scales
+
+
+def _draw_panel(ax: Any, look: _Look, layout: Layout, series: _Series, panel: str,
+                legend: dict[str, tuple[tuple[int, ...], bool, Any]]) -> None:
+    """One panel: each line with its band, the flat lines of points without the axis, the
+    LDP bound and chance of a leakage figure; their handles added to ``legend`` (label ->
+    (rank, flat, handle))."""
+    sc = look.scales
+    for key in look.keys:
+        color, marker = look.style[key]
+        if key in series.lines.get(panel, {}):
+            label, pts = series.lines[panel][key]
+            pts.sort()
+            xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
+            if look.is_cost:
+                xs = _dodge(xs, look.drawn.index(key), len(look.drawn), sc.lo, sc.hi, sc.logx)
+            handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
+            legend.setdefault(label, (layout.rank[key], False, handle))
+            lo_band, hi_band = _band(ys, hs, look.declared, look.bounded)
+            if sc.logy:  # a band reaching 0 or below stops at the smallest mean drawn
+                lo_band = np.maximum(lo_band, sc.floor)
+            if _spread(ys, hs):
+                ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18, linewidth=0)
+        if key in series.flats.get(panel, {}):
+            label, means = series.flats[panel][key]
+            label = f"{label} (no {look.axis.split('.', 1)[-1]})"
+            handle = ax.axhline(float(np.mean(means)), linestyle="--", color=color, label=label)
+            legend.setdefault(label, (layout.rank[key], True, handle))
+        if key in series.bounds.get(panel, {}):
+            bx, by = (np.array(v, dtype=float) for v in zip(*sorted(series.bounds[panel][key]),
+                                                            strict=True))
+            handle, = ax.plot(bx, by, linestyle="-.", linewidth=1, color=color)
+            legend.setdefault(BOUND_LABEL, ((10**6,), True, handle))
+    if look.metric.startswith("leakage.") and look.metric != BOUND:
+        handle = ax.axhline(CHANCE, linestyle=":", color="0.4", linewidth=1)
+        legend.setdefault(CHANCE_LABEL, ((10**6 + 1,), True, handle))
+    if layout.facet:
+        ax.set_title(_panel_title(panel), fontsize="medium")
+    ax.grid(True, alpha=0.3)
+
+
+def _metric_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]], axis: str,
+                   layout: Layout, metric: str) -> Any:
+    """One metric (or cost) against ``axis``: its panels and lines; None if no point has
+    it."""
+    series = _series(sweep, layout, axis, metric)
+    if not series.lines:
+        return None
+    names = [n for n in layout.panels if n in series.lines or n in series.flats]
+    keys = sorted({k for d in (*series.lines.values(), *series.flats.values()) for k in d},
+                  key=layout.rank.__getitem__)
+    colors = mpl[2]
+    look = _Look(metric, axis, metric in sweep.costs, registry().get(metric),
+                 sweep.bounded.get(metric, False), keys,
+                 [k for k in keys if any(k in d for d in series.lines.values())],
+                 {k: (colors[i % len(colors)], MARKERS[i % len(MARKERS)])
+                  for i, k in enumerate(keys)}, _scales(spec, series))
+    rows, cols = panel_grid(len(names))
+    fig, grid = _new_figure(mpl, len(names), legend_outside=len(names) == rows * cols)
     legend: dict[str, tuple[tuple[int, ...], bool, Any]] = {}  # label -> (rank, flat, handle)
     for i, panel in enumerate(names):
-        ax = grid[i // cols][i % cols]
-        for key in keys:
-            color, marker = style[key]
-            if key in lines.get(panel, {}):
-                label, pts = lines[panel][key]
-                pts.sort()
-                xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
-                if is_cost:
-                    xs = _dodge(xs, drawn.index(key), len(drawn), lo, hi, logx)
-                handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
-                legend.setdefault(label, (layout.rank[key], False, handle))
-                lo_band, hi_band = _band(ys, hs, declared, sweep.bounded.get(metric, False))
-                if logy:  # a band reaching 0 or below stops at the smallest mean drawn
-                    lo_band = np.maximum(lo_band, floor)
-                if _spread(ys, hs):
-                    ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18,
-                                    linewidth=0)
-            if key in flats.get(panel, {}):
-                label, means = flats[panel][key]
-                label = f"{label} (no {axis.split('.', 1)[-1]})"
-                handle = ax.axhline(float(np.mean(means)), linestyle="--", color=color,
-                                    label=label)
-                legend.setdefault(label, (layout.rank[key], True, handle))
-            if key in bounds.get(panel, {}):
-                bx, by = (np.array(v, dtype=float) for v in zip(*sorted(bounds[panel][key]),
-                                                                strict=True))
-                handle, = ax.plot(bx, by, linestyle="-.", linewidth=1, color=color)
-                legend.setdefault(BOUND_LABEL, ((10**6,), True, handle))
-        if metric.startswith("leakage.") and metric != BOUND:
-            handle = ax.axhline(CHANCE, linestyle=":", color="0.4", linewidth=1)
-            legend.setdefault(CHANCE_LABEL, ((10**6 + 1,), True, handle))
-        if layout.facet:
-            ax.set_title(_panel_title(panel), fontsize="medium")
-        ax.grid(True, alpha=0.3)
-    if logx:
+        _draw_panel(grid[i // cols][i % cols], look, layout, series, panel, legend)
+    if look.scales.logx:
         grid[0][0].set_xscale("log")
-    if logy:
+    if look.scales.logy:
         grid[0][0].set_yscale("log")
     order = sorted(legend, key=lambda lab: legend[lab][:2])
     _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
@@ -639,7 +419,7 @@ def _band(ys: np.ndarray, hs: np.ndarray, declared: Any, bounded: bool
     return lo, hi
 
 
-def _dropout_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]],
+def _dropout_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]],
                     metric: str) -> Any:
     """A metric against the dropout rate the points measured (``virtual.dropout_rate``, the
     mean over their repeats): one line per hue value and setting that no deployment key
@@ -652,7 +432,7 @@ def _dropout_figure(sweep: _Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str
         rate = p.costs.get(DROPOUT)
         if mean is None or rate is None:
             continue
-        key, label = _line(p, label_keys)
+        key, label = point_line(p, label_keys)
         lines.setdefault(key, (label, []))[1].append((rate, mean, _ci_half_width(std, count)))
     fig, grid = _new_figure(mpl, 1, legend_outside=True)
     ax = grid[0][0]

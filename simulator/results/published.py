@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ldpsim.simulator.results.results import finite_number, jsonable, mean_std, record_metrics
+from ldpsim.simulator.results.store import jsonable
+from ldpsim.simulator.results.summary import finite_number, mean_std, record_metrics
 
 #: the keys of one ``[[published]]`` entry, and whether each is required
 KEYS = {"source": True, "metric": True, "where": False, "x": True, "at": True, "values": True}

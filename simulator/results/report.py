@@ -27,17 +27,9 @@ from typing import Any
 from ldpsim.simulator.results.metrics import CHANCE, describe
 from ldpsim.simulator.results.plots import axis_label, plot
 from ldpsim.simulator.results.published import check_published, compare
-from ldpsim.simulator.results.results import (
-    FINGERPRINT_FILE,
-    RESULTS_FILE,
-    cell_text,
-    is_degraded,
-    metric_names,
-    per_round,
-    privacy_spent,
-    summarize,
-    usable,
-)
+from ldpsim.simulator.results.store import FINGERPRINT_FILE, RESULTS_FILE, is_degraded, usable
+from ldpsim.simulator.results.summary import metric_names, per_round, privacy_spent, summarize
+from ldpsim.simulator.results.table import cell_text
 
 REPORT_FILE = "report.html"
 

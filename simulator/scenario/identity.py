@@ -31,8 +31,8 @@ from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.results.plots import PlotSpec
-from ldpsim.simulator.results.results import (
+from ldpsim.simulator.results.plot_spec import PlotSpec
+from ldpsim.simulator.results.store import (
     FINGERPRINT_FILE,
     RESULTS_FILE,
     ResultsCorruptError,

@@ -15,7 +15,7 @@ from typing import Any
 from ldpsim.protocols import PROTOCOLS, get_data_kind
 from ldpsim.protocols.base import ParamSpec
 from ldpsim.protocols.keys import run_seed
-from ldpsim.simulator.results.plots import PlotSpec
+from ldpsim.simulator.results.plot_spec import PlotSpec
 from ldpsim.simulator.scenario import deployment as dep
 from ldpsim.simulator.scenario.axes import points
 

@@ -30,8 +30,8 @@ from typing import Any
 
 from ldpsim.protocols import PROTOCOLS, ParamError, build_data, get_protocol
 from ldpsim.simulator.results.hint import hint
-from ldpsim.simulator.results.plots import PlotSpec, check_table, default_metrics
-from ldpsim.simulator.results.results import LEAKAGE_METRICS
+from ldpsim.simulator.results.plot_spec import PlotSpec, check_table, default_metrics
+from ldpsim.simulator.results.summary import LEAKAGE_METRICS
 from ldpsim.simulator.scenario import deployment as dep
 from ldpsim.simulator.scenario.axes import check_sweep
 from ldpsim.simulator.scenario.catalogue import (  # noqa: F401 - re-exported: sc.find, ...

@@ -23,7 +23,7 @@ from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
-from ldpsim.simulator.results.results import DEGRADED
+from ldpsim.simulator.results.store import DEGRADED
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
 from ldpsim.simulator.session.collusion import colluder_mask, save_view

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ldpsim.simulator.results import report
 from ldpsim.simulator.results.report import REPORT_FILE
-from ldpsim.simulator.results.results import RESULTS_FILE
+from ldpsim.simulator.results.store import RESULTS_FILE
 from ldpsim.simulator.scenario.identity import (
     proven_records,
     stored_order,

@@ -23,18 +23,15 @@ from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.results.metrics import legend
 from ldpsim.simulator.results.plots import plot
 from ldpsim.simulator.results.progress import progress
-from ldpsim.simulator.results.results import (
-    RESULTS_FILE,
-    ResultStore,
-    format_table,
+from ldpsim.simulator.results.store import RESULTS_FILE, ResultStore, record_line, usable
+from ldpsim.simulator.results.summary import (
     metric_names,
     privacy_spent,
-    record_line,
     summarize,
-    usable,
     write_per_round,
     write_summary,
 )
+from ldpsim.simulator.results.table import format_table
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.session import RunFailed

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import InprocBackend
-from ldpsim.simulator.results.results import RESULTS_FILE, ResultsCorruptError, is_degraded
+from ldpsim.simulator.results.store import RESULTS_FILE, ResultsCorruptError, is_degraded
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
 from ldpsim.simulator.session import RunFailed

@@ -41,19 +41,17 @@ from typing import Any
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.results.progress import progress
 from ldpsim.simulator.results.report import REPORT_FILE, comparable
-from ldpsim.simulator.results.results import (
+from ldpsim.simulator.results.store import (
     PER_ROUND_FILE,
     RESULTS_FILE,
     SUMMARY_FILE,
     ResultStore,
-    csv_text,
     is_degraded,
     jsonable,
     latest,
-    per_round,
-    summarize,
     usable,
 )
+from ldpsim.simulator.results.summary import csv_text, per_round, summarize
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, ScenarioError
 from ldpsim.simulator.session import RunFailed

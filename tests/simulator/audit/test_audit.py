@@ -128,7 +128,7 @@ def test_attacks_use_only_the_adversary_view(tmp_path):
     """The same view, saved to disk and reloaded, gives the same guesses and statistics."""
     setting = harness.make_setting(cfg("ldp_kwiksort_rr", colluders=5), 3)
     p = protocols.get_protocol("ldp_kwiksort_rr")
-    trials = harness._Trials(setting, Limits(timeout_s=5))
+    trials = harness.Trials(setting, Limits(timeout_s=5))
     params = p.resolve(setting.config["params"], {"m": 4})
     spec = p.audit_spec(p.bind(params, {"m": 4}, resolved=True))
     view = trials.view(0, spec.values[7])

@@ -10,11 +10,12 @@ import math
 import numpy as np
 import pytest
 from ldpsim.protocols import PROTOCOLS, get_protocol
+from ldpsim.protocols.keys import run_seed
 from ldpsim.protocols.safari import perm
 from ldpsim.simulator.audit import audit_harness as harness
 from ldpsim.simulator.audit.audit import _eps_lower, differencing_guess
 from ldpsim.simulator.scenario import scenario as sc
-from ldpsim.simulator.session.seeding import run_id
+from ldpsim.simulator.session.seeding import run_id, run_keys
 
 from tests.conftest import ROOT
 
@@ -102,8 +103,8 @@ def test_fixed_coalition_coins_change_only_the_targets_coins():
     with a different row the chain the curator learns (round 1's broadcast) follows the
     target's first report."""
     setting = _safari_setting()
-    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins="fixed")
-    fresh = harness._Trials(setting, harness.Limits(timeout_s=10))
+    runner = harness.Trials(setting, harness.Limits(timeout_s=10), coins="fixed")
+    fresh = harness.Trials(setting, harness.Limits(timeout_s=10))
     protocol = harness.get_protocol("safari")
     spec = protocol.audit_spec(protocol.bind(setting.config["params"], setting.public))
     row = spec.values[spec.pair[0]]
@@ -140,12 +141,12 @@ def _rank_setting(**over):
 
 @pytest.mark.parametrize(("config", "seed"), _settings())
 def test_the_round_loop_gives_the_differencing_attack_what_full_runs_give(config, seed):
-    """``_Trials.local_view`` (the batch path's differencing runs, without the runtime):
+    """``Trials.local_view`` (the batch path's differencing runs, without the runtime):
     the same released aggregate, colluders' rows, parameters and public facts, bit for bit,
     in either experiment, so the same differencing guess."""
     setting = harness.make_setting(config, seed)
     coins = "fixed" if config["protocol"] in FIXED else "per-trial"
-    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
+    runner = harness.Trials(setting, harness.Limits(timeout_s=10), coins)
     protocol = runner.protocol
     spec = protocol.audit_spec(protocol.bind(setting.config["params"], setting.public))
     for t in (1, 7):
@@ -158,19 +159,19 @@ def test_the_round_loop_gives_the_differencing_attack_what_full_runs_give(config
 
 @pytest.mark.parametrize("coins", ["per-trial", "fixed"])
 def test_the_round_loops_keys_are_the_runs(coins):
-    """``_Trials.local_keys`` of a range of trials: each trial's coin and data keys as its run
+    """``Trials.local_keys`` of a range of trials: each trial's coin and data keys as its run
     keys them (in the fixed-coins experiment run 0's, but the target's coins of run t)."""
     setting = _rank_setting()
-    runner = harness._Trials(setting, harness.Limits(timeout_s=10), coins)
+    runner = harness.Trials(setting, harness.Limits(timeout_s=10), coins)
     keys = runner.local_keys(3, 5)
     assert keys.first == 3 and keys.coins.shape == keys.data.shape == (5, setting.n)
     coins_k, data_k = keys.coins, keys.data
     cfg, agents = setting.config, np.arange(setting.n)
     for i, t in enumerate(range(3, 8)):
-        seed = harness.run_seed(setting.scenario_seed, 0 if coins == "fixed" else t)
+        seed = run_seed(setting.scenario_seed, 0 if coins == "fixed" else t)
         assert int(keys.seeds[i]) == seed
         assert int(keys.tags[i]) == run_id(dict(cfg, seed=seed))
-        run = harness.run_keys(seed)
+        run = run_keys(seed)
         want = run.coins(cfg, agents)
         if coins == "fixed":
             want[setting.target] = harness.target_coins(setting, t)
@@ -190,13 +191,13 @@ def test_the_batch_paths_differencing_statistics_are_the_full_paths(monkeypatch)
     full = harness.audit_setting(setting, 60, path="full")
     monkeypatch.setattr(harness, "DIFF_CHECK", 2)
     calls = []
-    local_view = harness._Trials.local_view
+    local_view = harness.Trials.local_view
 
     def counted(self, trial, row, keys=None):
         calls.append(trial)
         return local_view(self, trial, row, keys)
 
-    monkeypatch.setattr(harness._Trials, "local_view", counted)
+    monkeypatch.setattr(harness.Trials, "local_view", counted)
     batch = harness.audit_setting(setting, 60, path="batch", differencing_trials=60)
     assert batch["path"] == "batch" and _differencing(batch) == _differencing(full)
     assert full["differencing_trials"] == 60 and len(calls) == 60  # 2 checks, 58 runs
@@ -208,7 +209,7 @@ def test_the_batch_paths_differencing_statistics_are_the_full_paths(monkeypatch)
         return view
 
     calls.clear()
-    monkeypatch.setattr(harness._Trials, "local_view", wrong)
+    monkeypatch.setattr(harness.Trials, "local_view", wrong)
     fallback = harness.audit_setting(setting, 60, path="batch", differencing_trials=60)
     assert _differencing(fallback) == _differencing(full) and len(calls) == 1
 

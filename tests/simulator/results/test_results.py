@@ -74,10 +74,10 @@ def test_round_trip(tmp_path: Path) -> None:
 
 
 def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the file name of every fsync ``simulator.results.results`` makes (it still fsyncs)."""
+    """Record the file name of every fsync ``simulator.results.store`` makes (it still fsyncs)."""
     import os
 
-    from ldpsim.simulator.results import results
+    from ldpsim.simulator.results import store
 
     names: list[str] = []
     real = os.fsync
@@ -86,7 +86,7 @@ def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         names.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
         real(fd)
 
-    monkeypatch.setattr(results.os, "fsync", fsync)
+    monkeypatch.setattr(store.os, "fsync", fsync)
     return names
 
 

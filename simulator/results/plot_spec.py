@@ -1,0 +1,151 @@
+"""What a scenario's figures show: its ``[plot]`` table (:class:`PlotSpec`) and its check.
+
+Which metrics (``y``, default: the ones the protocols' papers plot, ``Protocol.figure_metrics``),
+against which swept settings (``x``, default: every numeric one), which setting tells the lines
+apart (``hue``, default the protocol), which make one panel each (``facet``), log axes, whether
+to add the communication and time costs, and the file formats. The spec is stored beside the
+results (``scenario.json``), so ``ldpsim summary DIR --plots`` redraws the same figures;
+``simulator.results.plots`` draws them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ldpsim.simulator.results.hint import hint
+from ldpsim.simulator.results.summary import COST_COLUMNS
+
+#: short names a ``[plot] y`` may use for the cost columns
+COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
+                "bytes_down": "comm.bytes_down_per_agent_mean",
+                "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s",
+                "virtual_wall_s": "virtual.wall_s", "dropout_rate": "virtual.dropout_rate"}
+FORMATS = ("png", "pdf", "svg")
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """What to draw (a scenario's ``[plot]`` table).
+
+    Attributes
+    ----------
+    y : tuple of str
+        Metrics to plot (names ``evaluate`` returns, ``leakage.*``, or cost columns and their
+        aliases ``bytes_up``, ``bytes_down``, ``agent_cpu_s``, ``wall_s``); empty: every metric.
+    x : tuple of str
+        Swept settings to plot against (``params.*``, ``data.*``, ``collusion.colluders``);
+        empty: every numeric one with at least two values.
+    hue : str
+        The setting whose values are the lines (default ``protocol``).
+    facet : tuple of str or None
+        Settings that make one panel per combination; None: every other varying setting when
+        that gives 2..``MAX_PANELS`` panels (``plot_layout``; else they go into the line
+        labels); empty: none.
+    logx, logy : bool or None
+        Logarithmic axes; None: automatic (x positive over more than a factor 50, y over 1000).
+    costs : bool
+        Also plot bytes per agent and time against each x.
+    formats : tuple of str
+        File formats, among ``png``, ``pdf``, ``svg``.
+    """
+
+    y: tuple[str, ...] = ()
+    x: tuple[str, ...] = ()
+    hue: str = "protocol"
+    facet: tuple[str, ...] | None = None
+    logx: bool | None = None
+    logy: bool | None = None
+    costs: bool = True
+    formats: tuple[str, ...] = ("png",)
+
+    def as_table(self) -> dict[str, Any]:
+        """The spec as a JSON/TOML-able table (``PlotSpec.from_table`` reads it back)."""
+        out: dict[str, Any] = {}
+        for k, v in asdict(self).items():
+            out[k] = AUTO if v is None else (list(v) if isinstance(v, tuple) else v)
+        return out
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any]) -> PlotSpec:
+        """Read a table written by ``as_table`` (already validated: ``check_table``)."""
+        kw: dict[str, Any] = {}
+        for k, v in table.items():
+            if k in ("x", "y", "facet", "formats"):
+                kw[k] = None if v == AUTO else tuple([v] if isinstance(v, str) else v)
+            elif k in ("logx", "logy"):
+                kw[k] = None if v == AUTO else bool(v)
+            else:
+                kw[k] = v
+        return cls(**kw)
+
+
+def check_table(table: dict[str, Any], axes: list[str], metrics: list[str] | None
+                ) -> list[str]:
+    """Every problem of a ``[plot]`` table, each naming the key and the allowed values.
+
+    Parameters
+    ----------
+    table : dict
+        The raw ``[plot]`` table.
+    axes : list of str
+        The scenario's swept settings (``params.*``, ``data.*``, ``collusion.colluders``).
+    metrics : list of str or None
+        Every metric the scenario's protocols declare (None: a protocol declares none, so
+        ``y`` is not checked).
+    """
+    def names(key: str, value: Any, allowed: list[str], what: str) -> None:
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items or \
+                not all(isinstance(v, str) for v in items):
+            errs.append(f"[plot] {key}: got {value!r}; allowed: a name or a list of names of "
+                        f"{what}: {', '.join(allowed) or '(none)'}")
+            return
+        for v in items:
+            if v not in allowed:
+                errs.append(f"[plot] {key}: {v!r} is not one of the {what}; allowed: "
+                            f"{', '.join(allowed) or '(none)'}{hint(v, allowed)}")
+
+    errs: list[str] = []
+    keys = list(PlotSpec.__dataclass_fields__)
+    for k, v in table.items():
+        if k not in keys:
+            errs.append(f"[plot] {k}: unknown key; allowed: {', '.join(keys)}{hint(k, keys)}")
+        elif k == "y":
+            if metrics is not None:
+                names(k, v, [*metrics, *COST_ALIASES, *(c for c, _, _ in COST_COLUMNS)],
+                      "metrics of this scenario's protocols or costs")
+            elif not isinstance(v, str | list):
+                errs.append(f"[plot] y: got {v!r}; allowed: a metric name or a list of them")
+        elif k == "x":
+            names(k, v, axes, "swept settings of this scenario")
+        elif k == "hue":
+            if not isinstance(v, str) or v not in ["protocol", *axes]:
+                allowed = ["protocol", *axes]
+                errs.append(f"[plot] hue: got {v!r}; allowed: one of {', '.join(allowed)}"
+                            f"{hint(v, allowed)}")
+        elif k == "facet":
+            if v not in (AUTO, []):
+                names(k, v, ["protocol", *axes], 'swept settings of this scenario (or "auto", '
+                      "or [] for none)")
+        elif k in ("logx", "logy"):
+            if v != AUTO and not isinstance(v, bool):
+                errs.append(f'[plot] {k}: got {v!r}; allowed: true, false or "auto"')
+        elif k == "costs":
+            if not isinstance(v, bool):
+                errs.append(f"[plot] costs: got {v!r}; allowed: true/false")
+        elif k == "formats":
+            names(k, v, list(FORMATS), "file formats")
+    return errs
+
+
+def default_metrics(figure_metrics: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The metrics a scenario plots when ``[plot] y`` is not given: the union of its
+    protocols' ``figure_metrics`` in order, or () (every metric) if one declares none."""
+    if not figure_metrics or any(not f for f in figure_metrics):
+        return ()
+    out: dict[str, None] = {}
+    for f in figure_metrics:
+        out.update(dict.fromkeys(f))
+    return tuple(out)

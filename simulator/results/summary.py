@@ -1,0 +1,403 @@
+"""The summary of run records: one row per parameter point, and one per run and round.
+
+:func:`summarize` aggregates the records per parameter point (mean and sample standard deviation
+over repeats), :func:`write_summary` saves that as ``summary.csv``; :func:`per_round` is one row
+per run and round (``per_round.csv``, ``Results.per_round``, the bytes-by-round figure). Both
+group a record into its parameter point (``record_points``: the settings that differ between
+stored runs) by one definition, so a summary never averages runs of different settings.
+``simulator.results.table`` renders the summary for the terminal, ``simulator.results.plots``
+draws the figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator.results.store import (
+    PER_ROUND_FILE,
+    SUMMARY_FILE,
+    atomic_write_bytes,
+    jsonable,
+)
+
+# (column name, section of the record, source keys tried in order); each is a mean over repeats.
+COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("comm.bytes_up_per_agent_mean", "comm", ("bytes_up_per_agent_mean", "bytes_up_per_agent")),
+    ("comm.bytes_down_per_agent_mean", "comm",
+     ("bytes_down_per_agent_mean", "bytes_down_per_agent")),
+    ("timing.agent_cpu_s_mean", "timing", ("agent_cpu_s_mean", "agent_cpu_s")),
+    ("timing.wall_s", "timing", ("wall_s",)),
+    # a ``[deployment]``'s virtual time (``session.network``): only records with one
+    ("virtual.wall_s", "virtual", ("wall_s",)),
+    ("virtual.dropout_rate", "virtual", ("dropout_rate",)),
+)
+
+
+
+@dataclass
+class Point:
+    """All records of one parameter point, with their aggregates."""
+
+    point: dict[str, Any]
+    protocol: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    # metric name -> (mean, std, count); mean/std None when no usable value
+    metrics: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
+    # cost column -> its mean over the repeats that have it
+    costs: dict[str, float | None] = field(default_factory=dict)
+    # cost column -> (mean, std, count), as ``metrics`` (the cost plots' bands)
+    cost_stats: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
+
+
+#: what ``[collusion] attacks`` records per run (``record["leakage"]``, see
+#: ``simulator.audit.leakage``) and the summary and plots show as ``leakage.<name>``
+LEAKAGE_METRICS = ("report_accuracy", "differencing_accuracy", "report_bound")
+
+
+def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's metrics: the protocol's utility metrics, and what the coalition learned
+    (``leakage`` of a run with ``[collusion] attacks``) as ``leakage.<name>``."""
+    out = dict(rec.get("metrics") or {})
+    leak = rec.get("leakage") or {}
+    for k in LEAKAGE_METRICS:
+        if k in leak:
+            out[f"leakage.{k}"] = leak[k]
+    return out
+
+
+def finite_number(v: Any) -> float | None:
+    """``v`` as a finite float, or None when missing / non-numeric / non-finite."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float | np.integer | np.floating):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    return None
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def mean_std(values: list[float]) -> tuple[float | None, float | None, int]:
+    """(mean, sample standard deviation (ddof 1; 0.0 of one value), count) of ``values``;
+    (None, None, 0) of none."""
+    if not values:
+        return None, None, 0
+    arr = np.asarray(values, dtype=float)
+    std = float(np.std(arr, ddof=1)) if len(arr) > 1 else 0.0
+    return float(np.mean(arr)), std, len(arr)
+
+
+def point_id(point: dict[str, Any]) -> str:
+    return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
+
+
+def in_value_order(values: Iterable[Any]) -> list[Any]:
+    """The distinct ``values`` in the order the figures show them (panels, lines, legends)
+    and the tables sort them: numbers by value (10 after 2, not before it as text), then
+    every other value (text, booleans, lists) in the order first seen, which is the
+    scenario's (its ``protocols`` list, a parameter's list of values). None is left out.
+
+    Examples
+    --------
+    >>> in_value_order([100, 10, "b", 50, 2.5, "a", 10, None])
+    [2.5, 10, 50, 100, 'b', 'a']
+    """
+    distinct: dict[str, Any] = {}
+    for v in values:
+        if v is not None:
+            distinct.setdefault(point_id({"v": v}), v)
+    numbers = sorted((v for v in distinct.values() if is_number(v)), key=float)
+    return numbers + [v for v in distinct.values() if not is_number(v)]
+
+
+def value_rank(values: Iterable[Any]) -> dict[str, int]:
+    """Each distinct value's place in ``in_value_order``, by its ``point_id({"v": value})``
+    (what sorts rows and lines by several settings at once)."""
+    return {point_id({"v": v}): i for i, v in enumerate(in_value_order(values))}
+
+
+def _setting(rec: dict[str, Any], key: str) -> Any:
+    section, name = key.split(".", 1)
+    table = rec.get("params_requested" if section == "params" else section) or {}
+    return table.get(name)
+
+
+def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
+    """``params.*`` (as requested) and ``data.*`` settings whose value differs between records:
+    the sweep axes, and any setting a resumed or extended sweep changed."""
+    keys: dict[str, None] = {}
+    for rec in records:
+        for section, table in (("params", rec.get("params_requested")),
+                               ("data", rec.get("data"))):
+            for k in table or {}:
+                keys.setdefault(f"{section}.{k}", None)
+    seen: dict[tuple[str, str], set[str]] = {}  # (protocol, key) -> values (one protocol's
+    for rec in records:                          # parameters differ from another's by design)
+        for key in keys:
+            seen.setdefault((str(rec.get("protocol")), key), set()).add(
+                json.dumps(jsonable(_setting(rec, key)), sort_keys=True))
+    return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
+
+
+def record_points(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Each record's parameter point: its ``point`` (the swept values) with every setting
+    whose value differs between the records (settings that differ between stored runs never
+    average together). Returns the axes (first-seen order) and the points, one per record."""
+    axes: dict[str, None] = {}
+    out: list[dict[str, Any]] = []
+    varying = _varying_settings(records)
+    for rec in records:
+        point = dict(rec.get("point") or {})
+        for k in varying:
+            if k not in point and _setting(rec, k) is not None:
+                point[k] = _setting(rec, k)
+        for a in point:
+            axes.setdefault(a, None)
+        out.append(point)
+    return list(axes), out
+
+
+def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[Point]]:
+    """Group records by their parameter point (``record_points``; first-appearance order)
+    and aggregate.
+
+    Returns the axes (first-seen order), the metric names (first-seen order), and the points.
+    """
+    metric_names: dict[str, None] = {}
+    points: dict[str, Point] = {}
+    axes, rec_points = record_points(records)
+    for rec, point in zip(records, rec_points, strict=True):
+        for m in record_metrics(rec):
+            metric_names.setdefault(m, None)
+        pid = point_id(point)
+        if pid not in points:
+            protocol = point.get("protocol", rec.get("protocol", ""))
+            points[pid] = Point(point=dict(point), protocol=str(protocol))
+        points[pid].records.append(rec)
+    for p in points.values():
+        seen: dict[str, list[float]] = {}
+        for rec in p.records:
+            for m, v in record_metrics(rec).items():
+                vals = seen.setdefault(m, [])
+                x = finite_number(v)
+                if x is not None:
+                    vals.append(x)
+        p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
+        for col, section, keys in COST_COLUMNS:
+            vals = []
+            for rec in p.records:
+                sec = rec.get(section) or {}
+                for k in keys:
+                    x = finite_number(sec.get(k)) if k in sec else None
+                    if x is not None:
+                        vals.append(x)
+                        break
+            if vals:
+                p.cost_stats[col] = mean_std(vals)
+                p.costs[col] = p.cost_stats[col][0]
+    return axes, list(metric_names), list(points.values())
+
+
+def metric_names(columns: list[str]) -> list[str]:
+    """The metrics of a :func:`summarize` column list, in its order: ``NAME`` of each
+    ``NAME_mean`` after ``repeats`` that is no cost column (``comm.*``, ``timing.*``)."""
+    start = columns.index("repeats") + 1 if "repeats" in columns else 0
+    return [c[:-5] for c in columns[start:]
+            if c.endswith("_mean") and not c.startswith(("comm.", "timing.", "virtual."))]
+
+
+def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Aggregate run records into one row per parameter point.
+
+    Parameters
+    ----------
+    records : list of dict
+        Result records (see :class:`ResultStore`); grouped by their ``point`` dict.
+
+    Returns
+    -------
+    columns : list of str
+        The axes in first-seen order (``protocol``, ``params.<name>``, ``data.<name>``), then
+        ``repeats``, then ``<metric>_mean`` and ``<metric>_std`` for each metric (first-seen
+        order), then whichever of ``comm.bytes_up_per_agent_mean``,
+        ``comm.bytes_down_per_agent_mean``, ``timing.agent_cpu_s_mean`` and ``timing.wall_s``
+        occur in the records.
+    rows : list of dict
+        One dict per distinct point, in order of first appearance, with every column as a key.
+        A point lacking an axis (a protocol without that parameter) or a metric has ``None``
+        there (an empty CSV cell). Means are over the repeats' non-missing values (None and
+        non-finite values are ignored); ``_std`` is the sample standard deviation (ddof=1),
+        0.0 when there is one value. Cost columns are means over repeats.
+    """
+    axes, metric_names, points = group_points(records)
+    cost_cols = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
+    columns = [*axes, "repeats"]
+    for m in metric_names:
+        columns += [f"{m}_mean", f"{m}_std"]
+    columns += cost_cols
+    rows: list[dict[str, Any]] = []
+    for p in points:
+        row: dict[str, Any] = {a: p.point.get(a) for a in axes}
+        row["repeats"] = len(p.records)
+        for m in metric_names:
+            mean, std, _ = p.metrics.get(m, (None, None, 0))
+            row[f"{m}_mean"], row[f"{m}_std"] = mean, std
+        for c in cost_cols:
+            row[c] = p.costs.get(c)
+        rows.append(row)
+    return columns, rows
+
+
+#: the per-round table's columns after each run's key, status, protocol, settings and repeat:
+#: the record's ``comm.per_round`` entry (``bytes_*`` over the round's agents, as stored),
+#: with the bytes per asked agent derived from it
+ROUND_COLUMNS = ("round", "asked", "reported", "invalid", "refused", "dropouts", "bytes_up",
+                 "bytes_down", "bytes_up_per_agent", "bytes_down_per_agent", "report_bits",
+                 "batch", "wall_s", "curator_cpu_s")
+#: the per-round columns of a ``[deployment]`` (``session.network``), after those: when the
+#: round started and how long it took in virtual time, its answers' completion times, its
+#: dropouts by cause and its bytes with the transport's headers
+VIRTUAL_ROUND_COLUMNS = ("virtual_start_s", "virtual_s", "completion_p50_s",
+                         "completion_p95_s", "completion_p99_s", "dropouts_offline",
+                         "dropouts_late", "wire_bytes_up", "wire_bytes_down")
+
+
+def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """One row per (run, round): what each round of each run cost.
+
+    Parameters
+    ----------
+    records : list of dict
+        Result records; those without ``comm.per_round`` (``[output] per_round = false``)
+        give no rows.
+
+    Returns
+    -------
+    columns : list of str
+        ``key``, ``status``, ``protocol``, the swept settings (the summary's axes but
+        ``protocol``, as ``record_points`` finds them), ``repeat``, then ``ROUND_COLUMNS``.
+    rows : list of dict
+        In the records' order, each run's rounds in order. From each ``comm.per_round``
+        entry: ``round`` (its number), ``asked``, ``reported``, ``invalid``, ``refused``,
+        ``dropouts`` (agents), ``bytes_up`` and ``bytes_down`` (exact envelope bytes, summed
+        over the round's agents), ``report_bits`` (the information-theoretic size of one
+        report), ``batch`` (the largest query batch), ``wall_s`` and ``curator_cpu_s`` (the
+        curator's wall and CPU time for the round); derived: ``bytes_up_per_agent`` and
+        ``bytes_down_per_agent`` (over the agents asked; None when none was). Runs with a
+        ``[deployment]`` add ``VIRTUAL_ROUND_COLUMNS``: ``virtual_start_s`` and ``virtual_s``
+        (when the round started, and its duration, in virtual seconds), the 50th, 95th and
+        99th percentiles of its online answers' completion times (``completion_p*_s``),
+        ``dropouts_offline`` and ``dropouts_late`` (``dropouts`` are those of a silent pool),
+        and ``wire_bytes_up``/``wire_bytes_down`` (with the transport's headers). A key an
+        entry lacks is None.
+    """
+    axes, points = record_points(records)
+    settings = [a for a in axes if a != "protocol"]
+    virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
+    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
+    rows: list[dict[str, Any]] = []
+    for rec, point in zip(records, points, strict=True):
+        head = {"key": rec.get("key"), "status": rec.get("status"),
+                "protocol": point.get("protocol", rec.get("protocol")),
+                **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
+        for entry in (rec.get("comm") or {}).get("per_round") or []:
+            row = {**head, **{c: entry.get(c) for c in (*ROUND_COLUMNS, *virtual)}}
+            asked = entry.get("asked")
+            for way in ("up", "down"):
+                total = finite_number(entry.get(f"bytes_{way}"))
+                row[f"bytes_{way}_per_agent"] = (total / asked if total is not None and
+                                                 isinstance(asked, int) and asked > 0 else None)
+            rows.append(row)
+    return columns, rows
+
+
+def privacy_spent(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the sweep cost the agents: per data set (the runs of one repetition share it;
+    ``seed`` tells them apart), the sum over its runs of the largest ε an agent spent in each
+    (``privacy.epsilon_spent_max``): an upper bound of any agent's total on that data set,
+    since every run's coins are its own and the runs compose. Returns the most over the data
+    sets (``epsilon_per_agent_max``), how many data sets, the most runs one served with a
+    local claim, and the most without one (``runs_without_local_max``: non-private or central
+    protocols, whose agents' answers reach the curator unnoised); None when no record kept an
+    odometer."""
+    per: dict[Any, list[float]] = {}
+    unnoised: dict[Any, int] = {}
+    for r in records:
+        priv = r.get("privacy") or {}
+        eps = priv.get("epsilon_spent_max")
+        if isinstance(eps, int | float) and math.isfinite(eps):
+            per.setdefault(r.get("seed"), []).append(float(eps))
+        elif priv.get("model") in ("central", "none"):
+            unnoised[r.get("seed")] = unnoised.get(r.get("seed"), 0) + 1
+    if not per:
+        return None
+    return {"epsilon_per_agent_max": max(sum(v) for v in per.values()),
+            "data_sets": len(per), "runs_per_data_set_max": max(len(v) for v in per.values()),
+            "runs_without_local_max": max(unnoised.values(), default=0)}
+
+
+def _csv_cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, dict | list | tuple):
+        return json.dumps(jsonable(v), separators=(",", ":"))
+    return v
+
+
+def csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """The table as the CSV text ``summary.csv`` and ``per_round.csv`` hold (what
+    ``ldpsim verify`` derives again from the records and compares)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
+    return buf.getvalue()
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+    """Replace ``path`` with the table as CSV, atomically (its directory is created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, csv_text(columns, rows).encode("utf-8"))
+    return path
+
+
+def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
+    """Write :func:`summarize` of ``records`` to ``<out_dir>/summary.csv`` atomically.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Destination directory (created if missing).
+    records : list of dict
+        Result records.
+
+    Returns
+    -------
+    Path
+        The path of ``summary.csv``.
+    """
+    return _write_csv(Path(out_dir) / SUMMARY_FILE, *summarize(records))
+
+
+def write_per_round(out_dir: str | Path, records: list[dict[str, Any]]) -> Path | None:
+    """Write :func:`per_round` of ``records`` to ``<out_dir>/per_round.csv`` atomically,
+    when they keep their rounds (``[output] per_round``, the default).
+
+    Returns
+    -------
+    Path or None
+        The path of ``per_round.csv``; None (nothing written) when no record has a round.
+    """
+    columns, rows = per_round(records)
+    return _write_csv(Path(out_dir) / PER_ROUND_FILE, columns, rows) if rows else None

@@ -1,0 +1,68 @@
+"""The summary as a plain-text table for the terminal (``ldpsim summary``, ``ldpsim audit``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ldpsim.simulator.results.summary import is_number, metric_names
+
+
+def cell_text(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float | np.floating):
+        return f"{float(v):.4g}"
+    return str(v)
+
+
+def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int | None = 50,
+                 std: bool = False) -> str:
+    """Render a :func:`summarize` result as a plain-text aligned table.
+
+    Parameters
+    ----------
+    columns, rows
+        As returned by :func:`summarize`.
+    max_rows : int or None, default 50
+        At most this many rows are shown (None: all); a final line tells how many were left out.
+    std : bool, default False
+        Show each metric as ``mean ± std`` over the repeats (column ``NAME_mean ± std``).
+
+    Returns
+    -------
+    str
+        The axes, ``repeats`` and the metrics' ``_mean`` columns (cost columns and ``_std`` are
+        left out); floats with 4 significant digits, numbers right-aligned. No trailing newline.
+    """
+    if "repeats" in columns:
+        cut = columns.index("repeats")
+        shown = columns[:cut + 1] + [f"{m}_mean" for m in metric_names(columns)]
+    else:
+        shown = list(columns)
+    if not rows:
+        return "(no results)"
+    body = rows if max_rows is None else rows[:max_rows]
+
+    def cell(r: dict[str, Any], c: str) -> str:
+        sd = r.get(c[:-5] + "_std") if std and c.endswith("_mean") else None
+        shown_sd = sd is not None and r.get(c) is not None
+        return cell_text(r.get(c)) + (f" ± {cell_text(sd)}" if shown_sd else "")
+
+    cells = [[cell(r, c) for c in shown] for r in body]
+    numeric = [all(r.get(c) is None or is_number(r.get(c)) for r in body) for c in shown]
+    shown = [c + " ± std" if std and c.endswith("_mean") else c for c in shown]
+    widths = [max([len(c)] + [len(row[j]) for row in cells]) for j, c in enumerate(shown)]
+
+    def line(vals: list[str]) -> str:
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric,
+                                                                          strict=True)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(shown), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in cells]
+    if max_rows is not None and len(rows) > max_rows:
+        out.append(f"... ({len(rows) - max_rows} more rows)")
+    return "\n".join(out)
