@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,46 @@ def test_every_environment_variable_is_named_in_one_place():
     documented = (ROOT / "docs" / "scenarios.md").read_text()
     for v in environment.VARIABLES:
         assert f"| `{v.name}` |" in documented, f"docs/scenarios.md: {v.name} not in the table"
+
+
+#: the most lines a module of the package holds (issue 48), and the exceptions, with why
+MAX_MODULE_LINES = 600
+LONG_MODULES: dict[str, str] = {}
+#: the most lines one function or method spans, its docstring included, and the exceptions
+MAX_FUNCTION_LINES = 80
+LONG_FUNCTIONS: dict[str, str] = {}
+
+
+def _too_long() -> tuple[list[str], list[str]]:
+    """The modules over ``MAX_MODULE_LINES`` and the functions over ``MAX_FUNCTION_LINES``
+    that are not listed as exceptions."""
+    modules, functions = [], []
+    for name, path in MODULES.items():
+        lines = path.read_text().count("\n")
+        if lines > MAX_MODULE_LINES and name not in LONG_MODULES:
+            modules.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        for node in _nodes(path):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                span = node.end_lineno - node.lineno + 1
+                where = f"{name}.{node.name}"
+                if span > MAX_FUNCTION_LINES and where not in LONG_FUNCTIONS:
+                    functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: "
+                                     f"{span} lines")
+    return modules, functions
+
+
+def test_no_module_over_600_lines_and_no_function_over_80():
+    """A module that outgrows 600 lines holds more than one thing, a function of more than 80
+    lines does more than one step: split them, or list them above with the reason."""
+    modules, functions = _too_long()
+    assert not modules and not functions, "\n".join(modules + functions)
+
+
+def test_the_length_rule_can_fail(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "MAX_MODULE_LINES", 10)
+    monkeypatch.setattr(sys.modules[__name__], "MAX_FUNCTION_LINES", 5)
+    modules, functions = _too_long()
+    assert modules and functions
 
 
 @pytest.mark.parametrize("rule", [test_no_import_circle,
