@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import get_protocol
-from ldpsim.protocols.queries import full as full_queries
 from ldpsim.simulator.codec import wire
+from ldpsim.simulator.session import notices
 from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
+from ldpsim.simulator.session.adversary import AdversaryView
 from ldpsim.simulator.session.common import (
     MAX_REASON,
     MAX_REJECTS_PER_FRAME,
@@ -35,21 +36,20 @@ from ldpsim.simulator.session.common import (
     RunFailed,
     out_of_memory,
     protocol_code,
-    span,
 )
 from ldpsim.simulator.session.ingest import (
     EnvelopeReader,
     Expected,
     Reports,
     decode_reports,
-    screen,
     validated,
 )
 from ldpsim.simulator.session.network import Network, deployment_model
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
-from ldpsim.simulator.session.rounds import WINDOW, Round
+from ldpsim.simulator.session.roundloop import RoundLoop, Steps
+from ldpsim.simulator.session.rounds import Round
 from ldpsim.simulator.session.runconfig import RunConfig
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
@@ -105,15 +105,11 @@ class CuratorSession:
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
         self.params: dict[str, Any] | None = None  # resolved when the rounds start
-        self.curator = None  # the protocol's curator, from the rounds on
         self.registered: np.ndarray | None = None  # the registered agents' ids, from then on
-        self.round: Round | None = None
-        self.expected: Expected | None = None  # what the current round's reports must be
         self.output: Any = None  # the released output, from DONE on
         self.rejects = Rejections(run, limits)
         self.refused = 0  # queries the agents refused (privacy odometer)
         self.refusal_reason: str | None = None
-        self.round_dropouts = 0
         #: the simulated network of a ``[deployment]`` (virtual time), from the rounds on
         self.network: Network | None = None
         self.failure: str | None = None
@@ -126,7 +122,10 @@ class CuratorSession:
             # the devices are drawn now, while the pools start and build their data
             self.network = self.deployment.network(n)
         self.record_view = record_view
-        self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
+        self.view = AdversaryView(record_view)
+        #: the rounds, one after another (the protocol's curator, the current round)
+        self.loop = RoundLoop(run, self.config, limits, self.registration, self.comm, self.view,
+                              self._touch)
 
     # -- what the drivers read --------------------------------------------------------------
     @property
@@ -142,6 +141,21 @@ class CuratorSession:
     @property
     def pools(self) -> dict[bytes, PoolSlot]:
         return self.registration.pools
+
+    @property
+    def curator(self) -> Any:
+        """The protocol's curator, from the rounds on (None before)."""
+        return self.loop.curator
+
+    @property
+    def round(self) -> Round | None:
+        """The current round (None outside the rounds)."""
+        return self.loop.round
+
+    @property
+    def expected(self) -> Expected | None:
+        """What the current round's reports must be (None outside the rounds)."""
+        return self.loop.expected
 
     def next_deadline(self) -> float:
         return self.deadline
@@ -223,7 +237,7 @@ class CuratorSession:
             reports = decode_reports(frame, rnd.pending, self.expected, peer)
             if reports is not None:
                 yield from self._on_reports(peer, reports)
-                yield from self._send_batch(rnd, peer)  # it answered: one more batch in flight
+                yield from self.loop.send_batch(rnd, peer)  # it answered: one more in flight
                 yield from self._maybe_advance()
                 return
         reader = EnvelopeReader(frame, self.expected if rnd is not None else None, registered,
@@ -254,7 +268,7 @@ class CuratorSession:
         if rest is not None and self.round is rnd:
             yield from self._on_reports(peer, rest)
         if rnd is not None and rnd is self.round and peer in self.pools:
-            yield from self._send_batch(rnd, peer)
+            yield from self.loop.send_batch(rnd, peer)
         yield from self._maybe_advance()
 
     def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
@@ -320,11 +334,7 @@ class CuratorSession:
         elif p.get("code") == "budget":
             self._on_refusal(pool, env, p)
         else:
-            error = p.get("error", "?")
-            trace = p.get("traceback", "")
-            error = error[:2000] if isinstance(error, str) else wire.quote(error)
-            trace = trace[-20000:] if isinstance(trace, str) else ""
-            self.failure = f"pool {pool.index} failed: {error}\n{trace}"
+            self.failure = notices.crash(pool.index, p)
             raise RunFailed(self.failure)
 
     def _on_done(self, peer: bytes, env: wire.Envelope) -> Out:
@@ -343,12 +353,9 @@ class CuratorSession:
     def _on_refusal(self, pool: PoolSlot, env: wire.Envelope, p: dict[str, Any]) -> None:
         """A pool's agents refused a query (their privacy budget, or a round asked twice):
         recorded, and the round stops waiting for them."""
-        agents = p.get("agents")
+        agents = notices.refused_agents(p, pool.start, pool.stop)
         rnd = self.round
-        if not isinstance(agents, np.ndarray) or agents.ndim != 1 or agents.dtype.kind not in "iu":
-            return
-        agents = agents[(agents >= pool.start) & (agents < pool.stop)].astype(np.int64)
-        if rnd is None or env.round != rnd.number or not len(agents):
+        if agents is None or rnd is None or env.round != rnd.number or not len(agents):
             return
         # only asked agents the round still waits for count (a refusal cannot undo a report)
         waited = rnd.refuse(np.unique(agents))
@@ -358,17 +365,13 @@ class CuratorSession:
         self._touch()
 
     def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
-        pool = self.pools.get(peer)
-        colluders = self.registration.colluders
-        if pool is None or not pool.start <= env.agent < pool.stop:
-            yield from self.reject(peer, f"unknown agent {env.agent} for this peer", env)
-        elif not self.config.curator_colludes or colluders is None or not colluders[env.agent]:
-            yield from self.reject(peer, f"agent {env.agent} is not in the coalition", env)
-        elif not isinstance(env.payload, dict) or "data" not in env.payload:
-            yield from self.reject(peer, "DISCLOSE payload must hold data and coins", env)
+        why = notices.disclosure_refusal(self.pools.get(peer), env, self.registration.colluders,
+                                         self.config.curator_colludes)
+        if why is not None:
+            yield from self.reject(peer, why, env)
         else:
             self.comm.disclose_bytes += env.size
-            self.view["disclosures"][int(env.agent)] = env.payload
+            self.view.disclosed(int(env.agent), env.payload)
 
     def _unknown_peer(self, peer: bytes, agents: Any, env: wire.Envelope | None = None) -> Out:
         """Reject the reports of ``agents`` from a peer that is not a registered pool: all
@@ -379,25 +382,17 @@ class CuratorSession:
         self.rejects.count += len(agents) - 1
 
     def _on_reports(self, peer: bytes, reports: Reports) -> Out:
-        """Screen a batch of decoded reports against the round and store those that count."""
-        rnd = self.round
+        """Screen a batch of decoded reports against the round and store those that count
+        (``RoundLoop.screen``, ``RoundLoop.store``)."""
         pool = self.pools.get(peer)
         if pool is None:
             yield from self._unknown_peer(peer, reports.agents)
             return
-        if reports.answers is not None:
-            rnd.answered(*reports.answers)
-        s = screen(reports, pool.start, pool.stop, pool.index, rnd.asked, rnd.reported,
-                   rnd.plan, rnd.number)
-        if len(s.invalid):
-            rnd.mark_invalid(s.invalid)
+        s = self.loop.screen(reports, pool)
         for agent, why, size in s.rejects:
-            env = wire.Envelope(wire.REPORT, self.run, rnd.number, agent, None, size)
+            env = wire.Envelope(wire.REPORT, self.run, self.round.number, agent, None, size)
             yield from self.reject(peer, why, env)
-        if len(s.store_ids):
-            rnd.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
-            self.comm.count_up(s.store_at, s.store_sizes)  # each agent at most once
-            self.comm.msgs_up += len(s.store_ids)
+        if self.loop.store(s):
             self._touch()
 
     # -- rounds -----------------------------------------------------------------------------
@@ -410,86 +405,29 @@ class CuratorSession:
         with protocol_code("set-up"):
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
-            self.curator = bound.curator(agents, self.curator_key, self.curator_coins)
-        if self.record_view:  # the agents the curator was built over (the audit replays it)
-            self.view["agents"] = agents
+            self.loop.curator = bound.curator(agents, self.curator_key, self.curator_coins)
+        self.view.built(agents)  # the agents the curator was built over (the audit replays it)
         if self.deployment is not None and (self.network is None or self.network.n != reg.n):
             self.network = self.deployment.network(reg.n)
+        self.loop.network = self.network
         self.comm.start(reg.n)
-        yield from self._begin_round(0)
+        yield from self._rounds(self.loop.begin(0))
 
-    def _begin_round(self, number: int) -> Out:
-        t_wall, t_cpu = time.perf_counter(), time.process_time()
-        with protocol_code(f"plan of round {number}"):
-            plan = self.curator.plan(number)
-        if plan is None:
+    def _rounds(self, steps: Steps) -> Out:
+        """The loop's ``steps`` (a round begun or ended, and the rounds after it that end at
+        once); once the protocol's curator plans no more rounds, the output is released."""
+        over = yield from steps
+        if over:
             yield from self._finish()
-            return
-        reg = self.registration
-        net = self.network
-        online = None if net is None else net.online(np.asarray(plan.agents, np.int64), number)
-        self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
-                                 t_wall, t_cpu, online=online,
-                                 sizes=None if net is None else net.sizes(len(plan.agents)))
-        self.expected = Expected(self.run, number, reg.n, plan.schema,
-                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
-        if self.record_view:
-            self.view["rounds"].append({"round": number, "agents": rnd.agents,
-                                        "queries": plan.queries, "broadcast": plan.broadcast,
-                                        "report_agents": None, "reports": None})
-        for pool in sorted(self.pools.values(), key=lambda q: q.index):
-            lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch,
-                                   self.limits.max_frame_bytes)
-            sent = rnd.broadcast(lo, hi)
-            if sent is not None:
-                ids, bc = sent
-                self.comm.count_down(span(ids), len(bc))  # once per receiving agent
-                yield self._send(pool.peer, bc)
-        for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
-            for peer in list(rnd.outbox):
-                yield from self._send_batch(rnd, peer)
-        self._touch()
-        if rnd.complete:  # it asks nobody, or nobody online
-            yield from self._end_round()
-
-    def _send_batch(self, rnd: Round, peer: bytes) -> Out:
-        """Send ``peer`` its next query batch of this round, if any is left (``WINDOW``)."""
-        batch = rnd.next_batch(peer)
-        if batch is None:
-            return
-        ids, frame, sizes = batch
-        self.comm.count_down(span(ids), sizes)
-        self.comm.msgs_down += len(ids)
-        yield self._send(peer, frame)
 
     def _maybe_advance(self) -> Out:
         if self.state is State.ROUNDS and self.round is not None and self.round.complete:
-            yield from self._end_round()
+            yield from self._rounds(self.loop.end())
         elif self.state is State.DONE and all(p.stats is not None for p in self.pools.values()):
             self._complete()
 
-    def _end_round(self) -> Out:
-        rnd = self.round
-        timed = None
-        if self.network is not None:  # who came too late for the round's virtual end
-            rnd.late, timed = self.network.close_round(rnd.traffic())
-        agents, reports = rnd.collect()
-        self.round_dropouts += rnd.missing
-        with protocol_code(f"absorb of round {rnd.number}"):
-            self.curator.absorb(rnd.number, agents, reports)
-        if self.record_view:  # queries drawn batch by batch are read whole by now
-            if rnd.late is not None:  # late reports reached the curator too: it keeps them
-                agents, reports = rnd.collect(late=True)
-                self.view["rounds"][-1]["late_agents"] = rnd.agents[rnd.late]
-            self.view["rounds"][-1].update(report_agents=agents, reports=reports,
-                                           queries=full_queries(rnd.plan.queries))
-        self.comm.rounds.append(rnd.record() if timed is None else {**rnd.record(), **timed})
-        yield from self._begin_round(rnd.number + 1)
-
     def _finish(self) -> Out:
-        with protocol_code("finish"):
-            self.output = self.curator.finish()
-        self.round = self.expected = None
+        self.output = self.loop.finish()
         self.state = State.DONE
         done = wire.encode(wire.DONE, self.run, wire.SETUP_ROUND, wire.NO_AGENT,
                            {"output": self.output})
@@ -508,7 +446,7 @@ class CuratorSession:
                 raise RunFailed(self.failure)
             yield from self._start()
         elif self.state is State.ROUNDS:
-            yield from self._end_round()
+            yield from self._rounds(self.loop.end())
         elif self.state is State.DONE:
             self._complete()
 
@@ -524,13 +462,11 @@ class CuratorSession:
             pool_stats=[p.stats for p in self.pools.values()],
             pools_registered=len(self.pools), rejected=self.rejects.count,
             rejections=self.rejects.records, refused=self.refused, refusal=self.refusal_reason,
-            round_dropouts=self.round_dropouts, colluders=reg.colluders,
+            round_dropouts=self.loop.dropouts, colluders=reg.colluders,
             curator_colludes=self.config.curator_colludes)
         if self.network is not None:
             self.result["virtual"] = self.network.summary()
-        if self.record_view:
-            self.view["output"] = self.output
-            self.view["public"] = reg.public
-            self.view["params"] = self.params
-            self.result["view"] = self.view
+        view = self.view.released(self.output, reg.public, self.params)
+        if view is not None:
+            self.result["view"] = view
         self.state = State.FINISHED
