@@ -29,7 +29,6 @@ from ldpsim.simulator.session import notices
 from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
 from ldpsim.simulator.session.adversary import AdversaryView
 from ldpsim.simulator.session.common import (
-    MAX_REASON,
     MAX_REJECTS_PER_FRAME,
     Bounded,
     Limits,
@@ -44,7 +43,7 @@ from ldpsim.simulator.session.ingest import (
     decode_reports,
     validated,
 )
-from ldpsim.simulator.session.network import Network, deployment_model
+from ldpsim.simulator.session.network import deployment_model
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
@@ -98,9 +97,6 @@ class CuratorSession:
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
         self.curator_coins = int(config["keys"]["coins"])
-        #: the run's deployment model (``[deployment]``; None: none), built once here
-        self.deployment = deployment_model(self.config.deployment,
-                                           config["keys"].get("network"))
         self.state = State.REGISTERING
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
@@ -108,24 +104,18 @@ class CuratorSession:
         self.registered: np.ndarray | None = None  # the registered agents' ids, from then on
         self.output: Any = None  # the released output, from DONE on
         self.rejects = Rejections(run, limits)
-        self.refused = 0  # queries the agents refused (privacy odometer)
-        self.refusal_reason: str | None = None
-        #: the simulated network of a ``[deployment]`` (virtual time), from the rounds on
-        self.network: Network | None = None
         self.failure: str | None = None
         self.result: dict[str, Any] | None = None
         self.comm = CommStats()
         self.timing = Timing()
         self.deadline = time.monotonic() + limits.timeout_s
-        n = self.config.data.get("n")
-        if self.deployment is not None and isinstance(n, int) and n > 0:
-            # the devices are drawn now, while the pools start and build their data
-            self.network = self.deployment.network(n)
         self.record_view = record_view
         self.view = AdversaryView(record_view)
-        #: the rounds, one after another (the protocol's curator, the current round)
+        #: the rounds, one after another (the protocol's curator, the current round), on the
+        #: run's deployment model (``[deployment]``; None: none), built once here
         self.loop = RoundLoop(run, self.config, limits, self.registration, self.comm, self.view,
-                              self._touch)
+                              self._touch, deployment_model(self.config.deployment,
+                                                            config["keys"].get("network")))
 
     # -- what the drivers read --------------------------------------------------------------
     @property
@@ -332,7 +322,8 @@ class CuratorSession:
         if pool is None:
             yield from self.reject(peer, "ERROR from an unregistered peer", env)
         elif p.get("code") == "budget":
-            self._on_refusal(pool, env, p)
+            if self.loop.refuse(pool, env.round, p):  # the round stops waiting for them
+                self._touch()
         else:
             self.failure = notices.crash(pool.index, p)
             raise RunFailed(self.failure)
@@ -349,20 +340,6 @@ class CuratorSession:
         else:
             pool.stats = env.payload
             self._touch()
-
-    def _on_refusal(self, pool: PoolSlot, env: wire.Envelope, p: dict[str, Any]) -> None:
-        """A pool's agents refused a query (their privacy budget, or a round asked twice):
-        recorded, and the round stops waiting for them."""
-        agents = notices.refused_agents(p, pool.start, pool.stop)
-        rnd = self.round
-        if agents is None or rnd is None or env.round != rnd.number or not len(agents):
-            return
-        # only asked agents the round still waits for count (a refusal cannot undo a report)
-        waited = rnd.refuse(np.unique(agents))
-        self.refused += waited
-        if waited and self.refusal_reason is None and isinstance(p.get("error"), str):
-            self.refusal_reason = p["error"][:MAX_REASON]
-        self._touch()
 
     def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
         why = notices.disclosure_refusal(self.pools.get(peer), env, self.registration.colluders,
@@ -405,13 +382,11 @@ class CuratorSession:
         with protocol_code("set-up"):
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
-            self.loop.curator = bound.curator(agents, self.curator_key, self.curator_coins)
+            curator = bound.curator(agents, self.curator_key, self.curator_coins)
         self.view.built(agents)  # the agents the curator was built over (the audit replays it)
-        if self.deployment is not None and (self.network is None or self.network.n != reg.n):
-            self.network = self.deployment.network(reg.n)
-        self.loop.network = self.network
+        steps = self.loop.start(curator)
         self.comm.start(reg.n)
-        yield from self._rounds(self.loop.begin(0))
+        yield from self._rounds(steps)
 
     def _rounds(self, steps: Steps) -> Out:
         """The loop's ``steps`` (a round begun or ended, and the rounds after it that end at
@@ -454,19 +429,17 @@ class CuratorSession:
         reg = self.registration
         registered = self.registered if self.registered is not None else \
             reg.registered_agents()
-        if self.network is not None:
-            self.timing.network_s = self.network.elapsed
+        net = self.loop.network
+        if net is not None:
+            self.timing.network_s = net.elapsed
         self.result = curator_result(
             output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
             registered=registered, comm=self.comm, timing=self.timing,
             pool_stats=[p.stats for p in self.pools.values()],
             pools_registered=len(self.pools), rejected=self.rejects.count,
-            rejections=self.rejects.records, refused=self.refused, refusal=self.refusal_reason,
-            round_dropouts=self.loop.dropouts, colluders=reg.colluders,
-            curator_colludes=self.config.curator_colludes)
-        if self.network is not None:
-            self.result["virtual"] = self.network.summary()
-        view = self.view.released(self.output, reg.public, self.params)
-        if view is not None:
-            self.result["view"] = view
+            rejections=self.rejects.records, refused=self.loop.refused,
+            refusal=self.loop.refusal_reason, round_dropouts=self.loop.dropouts,
+            colluders=reg.colluders, curator_colludes=self.config.curator_colludes,
+            virtual=None if net is None else net.summary(),
+            view=self.view.released(self.output, reg.public, self.params))
         self.state = State.FINISHED

@@ -18,11 +18,12 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.session import notices
 from ldpsim.simulator.session.accounting import CommStats
 from ldpsim.simulator.session.adversary import AdversaryView
-from ldpsim.simulator.session.common import Limits, protocol_code, span
+from ldpsim.simulator.session.common import MAX_REASON, Limits, protocol_code, span
 from ldpsim.simulator.session.ingest import Expected, Reports, Screened, screen
-from ldpsim.simulator.session.network import Network
+from ldpsim.simulator.session.network import DeploymentModel, Network
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rounds import WINDOW, Round
 from ldpsim.simulator.session.runconfig import RunConfig
@@ -48,10 +49,14 @@ class RoundLoop:
         Records each round.
     touch : callable
         Moves the session's inactivity deadline (a round opened is progress).
+    deployment : DeploymentModel, optional
+        The run's deployment model (``[deployment]``): the rounds then run on its simulated
+        network, in virtual time.
     """
 
     def __init__(self, run: int, config: RunConfig, limits: Limits, registration: Registration,
-                 comm: CommStats, view: AdversaryView, touch: Callable[[], None]) -> None:
+                 comm: CommStats, view: AdversaryView, touch: Callable[[], None],
+                 deployment: DeploymentModel | None = None) -> None:
         self.run = run
         self.config = config
         self.limits = limits
@@ -59,15 +64,32 @@ class RoundLoop:
         self.comm = comm
         self.view = view
         self.touch = touch
-        self.curator: Any = None  # the protocol's curator, set when the rounds start
-        self.network: Network | None = None  # the simulated network of a ``[deployment]``
+        self.curator: Any = None  # the protocol's curator, from the rounds on (``start``)
+        self.deployment = deployment
+        #: the simulated network of a ``[deployment]`` (virtual time)
+        self.network: Network | None = None
+        n = config.data.get("n")
+        if deployment is not None and isinstance(n, int) and n > 0:
+            # the devices are drawn now, while the pools start and build their data
+            self.network = deployment.network(n)
         self.round: Round | None = None
         self.expected: Expected | None = None  # what the current round's reports must be
         self.dropouts = 0  # asked agents whose reports never came, over the rounds
+        self.refused = 0  # queries the agents refused (privacy odometer)
+        self.refusal_reason: str | None = None  # the first refusal's
 
     def _send(self, peer: bytes, frame: bytes) -> tuple[bytes, bytes]:
         self.comm.sent_frame(frame)
         return peer, frame
+
+    def start(self, curator: Any) -> Steps:
+        """The rounds' steps with the protocol's ``curator``, from round 0 on (the devices are
+        drawn again if the registered agents are not those the configuration said)."""
+        n = self.registration.n
+        if self.deployment is not None and (self.network is None or self.network.n != n):
+            self.network = self.deployment.network(n)
+        self.curator = curator
+        return self.begin(0)
 
     def begin(self, number: int) -> Steps:
         """Plan and open round ``number`` and send its first frames; True once the protocol's
@@ -131,6 +153,21 @@ class RoundLoop:
         self.round.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
         self.comm.count_up(s.store_at, s.store_sizes)  # each agent at most once
         self.comm.msgs_up += len(s.store_ids)
+        return True
+
+    def refuse(self, pool: PoolSlot, number: int, payload: dict[str, Any]) -> bool:
+        """Agents of ``pool`` refused round ``number``'s queries (their privacy budget, or a
+        round asked twice; its ERROR's ``payload``): recorded, and the round stops waiting for
+        them. True if it is a refusal of the current round's."""
+        agents = notices.refused_agents(payload, pool.start, pool.stop)
+        rnd = self.round
+        if agents is None or rnd is None or number != rnd.number or not len(agents):
+            return False
+        # only asked agents the round still waits for count (a refusal cannot undo a report)
+        waited = rnd.refuse(np.unique(agents))
+        self.refused += waited
+        if waited and self.refusal_reason is None and isinstance(payload.get("error"), str):
+            self.refusal_reason = payload["error"][:MAX_REASON]
         return True
 
     def end(self) -> Steps:
