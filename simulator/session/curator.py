@@ -26,7 +26,7 @@ import numpy as np
 from ldpsim.protocols import get_protocol
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import notices
-from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
+from ldpsim.simulator.session.accounting import CommStats, Timing
 from ldpsim.simulator.session.adversary import AdversaryView
 from ldpsim.simulator.session.common import (
     MAX_REJECTS_PER_FRAME,
@@ -290,11 +290,16 @@ class CuratorSession:
                 yield from self._on_reports(peer, validated(
                     [env.agent], [env.payload], [size], self.round.plan.schema))
         elif env.kind == wire.DISCLOSE:
-            yield from self._on_disclose(peer, env)
+            yield from self._act(peer, env, notices.take_disclosure(
+                self.pools.get(peer), env, self.registration.colluders,
+                self.config.curator_colludes, self.comm, self.view))
         elif env.kind == wire.ERROR:
-            yield from self._on_error(peer, env)
+            yield from self._act(peer, env, notices.take_error(
+                self.pools.get(peer), env, self.state is State.REGISTERING, self.registration,
+                self.loop.refuse))
         elif env.kind == wire.DONE:
-            yield from self._on_done(peer, env)
+            yield from self._act(peer, env, notices.take_done(
+                self.pools.get(peer), env, self.state is State.DONE))
         else:
             yield from self.reject(peer, f"a curator does not accept "
                                          f"{wire.TYPE_NAMES[env.kind]} messages", env)
@@ -311,44 +316,16 @@ class CuratorSession:
         if self.registration.complete:
             yield from self._start()
 
-    def _on_error(self, peer: bytes, env: wire.Envelope) -> Out:
-        p = env.payload if isinstance(env.payload, dict) else {}
-        pool = self.pools.get(peer)
-        if pool is None and p.get("code") == "refused" and self.state is State.REGISTERING:
-            why = self.registration.refusal(p)  # a pool's agents refuse the run: it ends here
-            if why is not None:
-                self.failure = why
-                raise RunFailed(why)
-        if pool is None:
-            yield from self.reject(peer, "ERROR from an unregistered peer", env)
-        elif p.get("code") == "budget":
-            if self.loop.refuse(pool, env.round, p):  # the round stops waiting for them
-                self._touch()
-        else:
-            self.failure = notices.crash(pool.index, p)
-            raise RunFailed(self.failure)
-
-    def _on_done(self, peer: bytes, env: wire.Envelope) -> Out:
-        pool = self.pools.get(peer)
-        if pool is None or self.state is not State.DONE:
-            yield from self.reject(peer, "unexpected DONE", env)
-            return
-        why = check_stats(env.payload)
-        if why is not None:
-            pool.stats = {}  # answered, but its statistics are not used
+    def _act(self, peer: bytes, env: wire.Envelope, verdict: notices.Verdict) -> Out:
+        """Do what taking a pool's ERROR, DONE or DISCLOSE says (``notices``)."""
+        act, why = verdict
+        if act is notices.Act.FAIL:
+            self.failure = why
+            raise RunFailed(why)
+        if act is notices.Act.REJECT:
             yield from self.reject(peer, why, env)
-        else:
-            pool.stats = env.payload
+        elif act is notices.Act.PROGRESS:
             self._touch()
-
-    def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
-        why = notices.disclosure_refusal(self.pools.get(peer), env, self.registration.colluders,
-                                         self.config.curator_colludes)
-        if why is not None:
-            yield from self.reject(peer, why, env)
-        else:
-            self.comm.disclose_bytes += env.size
-            self.view.disclosed(int(env.agent), env.payload)
 
     def _unknown_peer(self, peer: bytes, agents: Any, env: wire.Envelope | None = None) -> Out:
         """Reject the reports of ``agents`` from a peer that is not a registered pool: all
