@@ -38,9 +38,10 @@ from ldpsim.simulator.session.common import (
 )
 from ldpsim.simulator.session.ingest import (
     EnvelopeReader,
-    Expected,
     Reports,
+    checked_envelope,
     decode_reports,
+    frame_refusal,
     validated,
 )
 from ldpsim.simulator.session.network import deployment_model
@@ -142,11 +143,6 @@ class CuratorSession:
         """The current round (None outside the rounds)."""
         return self.loop.round
 
-    @property
-    def expected(self) -> Expected | None:
-        """What the current round's reports must be (None outside the rounds)."""
-        return self.loop.expected
-
     def next_deadline(self) -> float:
         return self.deadline
 
@@ -212,25 +208,21 @@ class CuratorSession:
             return
         # The inactivity deadline moves only on progress (registrations, accepted reports,
         # DONE stats): heartbeats or garbage from a hostile peer cannot stall the curator.
-        if len(frame) > self.limits.max_frame_bytes:
-            yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
-                                         f"{self.limits.max_frame_bytes}")
-            return
         registered = peer in self.pools
-        if not registered and len(frame) > self.limits.max_envelope_bytes:
-            # an unregistered peer can only say it is ready or register: one envelope
-            yield from self.reject(peer, f"oversized frame from an unregistered peer: "
-                                         f"{len(frame)} bytes > {self.limits.max_envelope_bytes}")
+        why = frame_refusal(len(frame), registered, self.limits.max_frame_bytes,
+                            self.limits.max_envelope_bytes)
+        if why is not None:
+            yield from self.reject(peer, why)
             return
         rnd = self.round
         if rnd is not None and registered:
-            reports = decode_reports(frame, rnd.pending, self.expected, peer)
+            reports = decode_reports(frame, rnd.pending, self.loop.expected, peer)
             if reports is not None:
                 yield from self._on_reports(peer, reports)
                 yield from self.loop.send_batch(rnd, peer)  # it answered: one more in flight
                 yield from self._maybe_advance()
                 return
-        reader = EnvelopeReader(frame, self.expected if rnd is not None else None, registered,
+        reader = EnvelopeReader(frame, self.loop.expected if rnd is not None else None, registered,
                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         rejected0 = self.rejected
         try:
@@ -262,14 +254,9 @@ class CuratorSession:
         yield from self._maybe_advance()
 
     def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
-        try:
-            env = wire.check_envelope(obj, size)
-        except wire.WireError as e:
-            yield from self.reject(peer, str(e))
-            return
-        if size > self.limits.max_envelope_bytes:
-            yield from self.reject(peer, f"envelope of {size} bytes > limit "
-                                         f"{self.limits.max_envelope_bytes}", env)
+        env, why = checked_envelope(obj, size, self.limits.max_envelope_bytes)
+        if why is not None:
+            yield from self.reject(peer, why, env)
             return
         if env.kind == wire.HELLO and env.run == wire.ANY_RUN:
             yield from self.on_ready(peer)
