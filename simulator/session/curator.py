@@ -1,17 +1,18 @@
 """The curator's session: the state machine of one run, in terms of frames in and frames out.
 
 States (``State``): REGISTERING (pools register, ``registration``) -> ROUNDS (one
-``rounds.Round`` after another; reports decoded and screened by ``ingest``) -> DONE (the
-output is released; the pools answer with their statistics) -> FINISHED (``result`` holds the
-record, ``record.curator_result``). The session never sees raw data or ground truth, and never
-raises on a peer's input: anything wrong is one counted rejection, answered with an ERROR
-envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
-curator code failed, or a pool reported a crash.
+``rounds.Round`` after another, ``roundloop``; reports decoded and screened by ``ingest``) ->
+DONE (the output is released; the pools answer with their statistics) -> FINISHED (``result``
+holds the record, ``record.curator_result``). The session never sees raw data or ground
+truth, and never raises on a peer's input: anything wrong is one counted rejection, answered
+with an ERROR envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the
+protocol's own curator code failed, or a pool reported a crash.
 
-``CuratorSession`` is about 470 lines, over the house's ~250: it holds every transition of the
+``CuratorSession`` is about 400 lines, over the house's ~250: it holds every transition of the
 run (one handler per message type and per state change) so the whole state machine reads in
 one place; the work each transition does lives in the modules it calls (registration, ingest,
-rounds, accounting, rejections, record).
+roundloop and rounds, notices (a pool's ERROR, DONE and DISCLOSE), adversary (the adversary
+view), accounting, rejections, record).
 """
 
 from __future__ import annotations

@@ -16,6 +16,12 @@ An independent pool (``ldpsim agents``) keeps the runs it answered and its ledge
 file (``poolstate``), written before any report that spends leaves it: restarted, it refuses
 what it answered and charges what it spent. The curator's DONE ends a sweep; whether the pool
 then exits is the pool's own setting (``exit_on_done``), and exiting erases nothing.
+
+``PoolSession`` is about 420 lines, over the house's ~250: it holds every step of a pool's run
+(the set-up, each kind of envelope, the answer to a query batch) so the pool's side reads in
+one place; the work lives in the modules it calls (poolsetup (the set-up's checks and
+answers), poolmemory (the runs answered, the ledger, the state file), querybatches (queued
+batches answered at once), agentrows, odometer, faults, rounds.report_frames).
 """
 
 from __future__ import annotations
