@@ -27,13 +27,17 @@ Where each concern lives:
 * ``registration``: the handshake that gives authenticated pools their slots.
 * ``ingest``: decoding a frame's reports (``decode_reports`` and its reference,
   ``EnvelopeReader``) and screening them against the round.
-* ``rounds``: one round's state and the send window (``Round``, ``WINDOW``).
+* ``rounds``: one round's state and the send window (``Round``, ``WINDOW``); ``roundloop``: the
+  rounds one after another (``RoundLoop``: plan, send, screen and store, close, finish).
+* ``notices``: a pool's ERROR, DONE and DISCLOSE, taken; ``adversary``: the adversary view.
 * ``accounting``: bytes, messages and clocks (``CommStats``, ``Timing``), pools' statistics.
 * ``record``: the result record (the curator's, and the one ``results.jsonl`` stores).
 * ``network``: the deployment model of a ``[deployment]`` (``DeploymentModel``, built once per
   run) and the round's end in virtual time (``Network.close_round``).
 * ``pool``, ``odometer`` and ``agentrows``: the pool's session, its agents' privacy budgets,
-  and their rows and coin keys.
+  and their rows and coin keys; ``poolsetup`` (its checks of a set-up, its registration),
+  ``poolmemory`` (the runs answered, the ledger, the state file), ``querybatches`` (queued
+  batches answered at once), ``faults`` (injected faults).
 * ``common``: limits, ``RunFailed``, the agent layout (``block_of``).
 """
 

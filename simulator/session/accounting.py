@@ -2,10 +2,10 @@
 
 ``CommStats`` counts every frame the curator sends or receives (physical bytes as ZMTP puts
 them on the wire) and every envelope to or from a registered agent (logical bytes per agent);
-``Timing`` holds the run's clocks; ``check_stats`` vets a pool's DONE statistics, which the
-curator takes from the pools for their agents' CPU time and memory. Each turns itself into its
-part of the result record (``record.curator_result``), so the record's schema is written here
-and nowhere else.
+``Timing`` holds the run's clocks; ``pool_stats`` makes a pool's DONE statistics and
+``check_stats`` vets them, which the curator takes from the pools for their agents' CPU time
+and memory. Each turns itself into its part of the result record (``record.curator_result``),
+so the record's schema is written here and nowhere else.
 """
 
 from __future__ import annotations
@@ -249,6 +249,21 @@ class AgentClock:
         return {"agent_cpu_s": self.cpu, "agent_calls": self.calls,
                 "agent_cpu_s_max": self.cpu_max,
                 "agent_time_mode": "exact" if self.exact else "amortised"}
+
+
+def pool_stats(index: int, clock: AgentClock, cpu0: float, refused: int, agents: int,
+               odometer: Any) -> dict[str, Any]:
+    """Pool ``index``'s DONE statistics: its agents' randomizer time (``clock``), the pool's
+    CPU time since ``cpu0``, its peak memory, the queries refused, its agents and, under an
+    odometer (``odometer.Odometer``; None: none), what they spent."""
+    out = {"pool": index, **clock.stats(),
+           "pool_cpu_s": time.process_time() - cpu0, "peak_rss_mb": peak_rss_mb(),
+           "refused": refused, "agents": agents}
+    if odometer is not None and len(odometer.spent):
+        out["epsilon_spent_max"] = float(odometer.spent.max())
+        out["epsilon_spent_sum"] = float(odometer.spent.sum())
+        out["epsilon_lifetime_max"] = float(odometer.lifetime.max())
+    return out
 
 
 def check_stats(payload: Any) -> str | None:

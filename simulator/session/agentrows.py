@@ -2,7 +2,8 @@
 
 Built before any set-up when the orchestrator knows the run (``prebuild``: the processes
 backend's pools hold their data before the curator says anything, as real agents do) and taken
-if the signed set-up is that run (``take_prebuilt``); and the privacy audit's overrides: one
+if the signed set-up is that run (``take_prebuilt``), else built at the set-up (``block_rows``);
+and the privacy audit's overrides: one
 agent's row (neighbouring data sets, ``override_rows``) or its coin key (another run's coins,
 ``override_keys``), which a peer can never set.
 """
@@ -46,6 +47,19 @@ def take_prebuilt(built: Prebuilt | None, cfg: dict[str, Any]) -> Prebuilt | Non
         return None
     want = {"data": cfg["data"], "run_id": int(cfg["run_id"]), "data_id": int(cfg["data_id"])}
     return built if built[0] == want else None
+
+
+def block_rows(keys: Any, built: Prebuilt | None, cfg: dict[str, Any], dataset: Any,
+               data_keys: Any, start: int, stop: int) -> tuple[Any, np.ndarray | None, np.ndarray]:
+    """The block ``[start, stop)``'s data set, rows and coin keys in the run ``cfg``, with the
+    pool's ``keys`` (``seeding.PoolKeys``): what ``built`` holds if it is that block (the
+    rows then taken as they are), else the coin keys and the data set keyed for the block
+    (``data_keys``; the rows generated on first use, None here)."""
+    if built is not None and built[1:3] == (start, stop):
+        return dataset, built[3], built[4]
+    k = keys.agents.for_range(start, stop, coin_tag=int(cfg["run_id"]),
+                              data_tag=int(cfg["data_id"]))
+    return dataset.with_keys(data_keys.with_cache(start, k["data"])), None, k["coins"]
 
 
 def override_rows(data: Any, start: int, stop: int, over: dict[str, Any] | None) -> np.ndarray:

@@ -1,17 +1,18 @@
 """The curator's session: the state machine of one run, in terms of frames in and frames out.
 
 States (``State``): REGISTERING (pools register, ``registration``) -> ROUNDS (one
-``rounds.Round`` after another; reports decoded and screened by ``ingest``) -> DONE (the
-output is released; the pools answer with their statistics) -> FINISHED (``result`` holds the
-record, ``record.curator_result``). The session never sees raw data or ground truth, and never
-raises on a peer's input: anything wrong is one counted rejection, answered with an ERROR
-envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the protocol's own
-curator code failed, or a pool reported a crash.
+``rounds.Round`` after another, ``roundloop``; reports decoded and screened by ``ingest``) ->
+DONE (the output is released; the pools answer with their statistics) -> FINISHED (``result``
+holds the record, ``record.curator_result``). The session never sees raw data or ground
+truth, and never raises on a peer's input: anything wrong is one counted rejection, answered
+with an ERROR envelope (up to a cap per peer). Only ``RunFailed`` ends a run early: the
+protocol's own curator code failed, or a pool reported a crash.
 
-``CuratorSession`` is about 470 lines, over the house's ~250: it holds every transition of the
+``CuratorSession`` is about 400 lines, over the house's ~250: it holds every transition of the
 run (one handler per message type and per state change) so the whole state machine reads in
 one place; the work each transition does lives in the modules it calls (registration, ingest,
-rounds, accounting, rejections, record).
+roundloop and rounds, notices (a pool's ERROR, DONE and DISCLOSE), adversary (the adversary
+view), accounting, rejections, record).
 """
 
 from __future__ import annotations
@@ -24,32 +25,32 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import get_protocol
-from ldpsim.protocols.queries import full as full_queries
 from ldpsim.simulator.codec import wire
-from ldpsim.simulator.session.accounting import CommStats, Timing, check_stats
+from ldpsim.simulator.session import notices
+from ldpsim.simulator.session.accounting import CommStats, Timing
+from ldpsim.simulator.session.adversary import AdversaryView
 from ldpsim.simulator.session.common import (
-    MAX_REASON,
     MAX_REJECTS_PER_FRAME,
     Bounded,
     Limits,
     RunFailed,
     out_of_memory,
     protocol_code,
-    span,
 )
 from ldpsim.simulator.session.ingest import (
     EnvelopeReader,
-    Expected,
     Reports,
+    checked_envelope,
     decode_reports,
-    screen,
+    frame_refusal,
     validated,
 )
-from ldpsim.simulator.session.network import Network, deployment_model
+from ldpsim.simulator.session.network import deployment_model
 from ldpsim.simulator.session.record import curator_result
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rejections import Rejections
-from ldpsim.simulator.session.rounds import WINDOW, Round
+from ldpsim.simulator.session.roundloop import RoundLoop, Steps
+from ldpsim.simulator.session.rounds import Round
 from ldpsim.simulator.session.runconfig import RunConfig
 
 Out = Iterable[tuple[bytes, bytes]]  # (peer identity, frame)
@@ -98,35 +99,25 @@ class CuratorSession:
         self.protocol = get_protocol(self.config.protocol)
         self.curator_key = int(config["keys"]["curator"])
         self.curator_coins = int(config["keys"]["coins"])
-        #: the run's deployment model (``[deployment]``; None: none), built once here
-        self.deployment = deployment_model(self.config.deployment,
-                                           config["keys"].get("network"))
         self.state = State.REGISTERING
         self.registration = Registration(run, self.config, config["signed"], config["sigs"],
                                          auth, int(config["keys"]["collusion"]))
         self.params: dict[str, Any] | None = None  # resolved when the rounds start
-        self.curator = None  # the protocol's curator, from the rounds on
         self.registered: np.ndarray | None = None  # the registered agents' ids, from then on
-        self.round: Round | None = None
-        self.expected: Expected | None = None  # what the current round's reports must be
         self.output: Any = None  # the released output, from DONE on
         self.rejects = Rejections(run, limits)
-        self.refused = 0  # queries the agents refused (privacy odometer)
-        self.refusal_reason: str | None = None
-        self.round_dropouts = 0
-        #: the simulated network of a ``[deployment]`` (virtual time), from the rounds on
-        self.network: Network | None = None
         self.failure: str | None = None
         self.result: dict[str, Any] | None = None
         self.comm = CommStats()
         self.timing = Timing()
         self.deadline = time.monotonic() + limits.timeout_s
-        n = self.config.data.get("n")
-        if self.deployment is not None and isinstance(n, int) and n > 0:
-            # the devices are drawn now, while the pools start and build their data
-            self.network = self.deployment.network(n)
         self.record_view = record_view
-        self.view: dict[str, Any] = {"rounds": [], "disclosures": {}, "broadcasts": []}
+        self.view = AdversaryView(record_view)
+        #: the rounds, one after another (the protocol's curator, the current round), on the
+        #: run's deployment model (``[deployment]``; None: none), built once here
+        self.loop = RoundLoop(run, self.config, limits, self.registration, self.comm, self.view,
+                              self._touch, deployment_model(self.config.deployment,
+                                                            config["keys"].get("network")))
 
     # -- what the drivers read --------------------------------------------------------------
     @property
@@ -142,6 +133,16 @@ class CuratorSession:
     @property
     def pools(self) -> dict[bytes, PoolSlot]:
         return self.registration.pools
+
+    @property
+    def curator(self) -> Any:
+        """The protocol's curator, from the rounds on (None before)."""
+        return self.loop.curator
+
+    @property
+    def round(self) -> Round | None:
+        """The current round (None outside the rounds)."""
+        return self.loop.round
 
     def next_deadline(self) -> float:
         return self.deadline
@@ -208,25 +209,21 @@ class CuratorSession:
             return
         # The inactivity deadline moves only on progress (registrations, accepted reports,
         # DONE stats): heartbeats or garbage from a hostile peer cannot stall the curator.
-        if len(frame) > self.limits.max_frame_bytes:
-            yield from self.reject(peer, f"oversized frame: {len(frame)} bytes > limit "
-                                         f"{self.limits.max_frame_bytes}")
-            return
         registered = peer in self.pools
-        if not registered and len(frame) > self.limits.max_envelope_bytes:
-            # an unregistered peer can only say it is ready or register: one envelope
-            yield from self.reject(peer, f"oversized frame from an unregistered peer: "
-                                         f"{len(frame)} bytes > {self.limits.max_envelope_bytes}")
+        why = frame_refusal(len(frame), registered, self.limits.max_frame_bytes,
+                            self.limits.max_envelope_bytes)
+        if why is not None:
+            yield from self.reject(peer, why)
             return
         rnd = self.round
         if rnd is not None and registered:
-            reports = decode_reports(frame, rnd.pending, self.expected, peer)
+            reports = decode_reports(frame, rnd.pending, self.loop.expected, peer)
             if reports is not None:
                 yield from self._on_reports(peer, reports)
-                yield from self._send_batch(rnd, peer)  # it answered: one more batch in flight
+                yield from self.loop.send_batch(rnd, peer)  # it answered: one more in flight
                 yield from self._maybe_advance()
                 return
-        reader = EnvelopeReader(frame, self.expected if rnd is not None else None, registered,
+        reader = EnvelopeReader(frame, self.loop.expected if rnd is not None else None, registered,
                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         rejected0 = self.rejected
         try:
@@ -254,18 +251,13 @@ class CuratorSession:
         if rest is not None and self.round is rnd:
             yield from self._on_reports(peer, rest)
         if rnd is not None and rnd is self.round and peer in self.pools:
-            yield from self._send_batch(rnd, peer)
+            yield from self.loop.send_batch(rnd, peer)
         yield from self._maybe_advance()
 
     def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
-        try:
-            env = wire.check_envelope(obj, size)
-        except wire.WireError as e:
-            yield from self.reject(peer, str(e))
-            return
-        if size > self.limits.max_envelope_bytes:
-            yield from self.reject(peer, f"envelope of {size} bytes > limit "
-                                         f"{self.limits.max_envelope_bytes}", env)
+        env, why = checked_envelope(obj, size, self.limits.max_envelope_bytes)
+        if why is not None:
+            yield from self.reject(peer, why, env)
             return
         if env.kind == wire.HELLO and env.run == wire.ANY_RUN:
             yield from self.on_ready(peer)
@@ -286,11 +278,16 @@ class CuratorSession:
                 yield from self._on_reports(peer, validated(
                     [env.agent], [env.payload], [size], self.round.plan.schema))
         elif env.kind == wire.DISCLOSE:
-            yield from self._on_disclose(peer, env)
+            yield from self._act(peer, env, notices.take_disclosure(
+                self.pools.get(peer), env, self.registration.colluders,
+                self.config.curator_colludes, self.comm, self.view))
         elif env.kind == wire.ERROR:
-            yield from self._on_error(peer, env)
+            yield from self._act(peer, env, notices.take_error(
+                self.pools.get(peer), env, self.state is State.REGISTERING, self.registration,
+                self.loop.refuse))
         elif env.kind == wire.DONE:
-            yield from self._on_done(peer, env)
+            yield from self._act(peer, env, notices.take_done(
+                self.pools.get(peer), env, self.state is State.DONE))
         else:
             yield from self.reject(peer, f"a curator does not accept "
                                          f"{wire.TYPE_NAMES[env.kind]} messages", env)
@@ -307,68 +304,16 @@ class CuratorSession:
         if self.registration.complete:
             yield from self._start()
 
-    def _on_error(self, peer: bytes, env: wire.Envelope) -> Out:
-        p = env.payload if isinstance(env.payload, dict) else {}
-        pool = self.pools.get(peer)
-        if pool is None and p.get("code") == "refused" and self.state is State.REGISTERING:
-            why = self.registration.refusal(p)  # a pool's agents refuse the run: it ends here
-            if why is not None:
-                self.failure = why
-                raise RunFailed(why)
-        if pool is None:
-            yield from self.reject(peer, "ERROR from an unregistered peer", env)
-        elif p.get("code") == "budget":
-            self._on_refusal(pool, env, p)
-        else:
-            error = p.get("error", "?")
-            trace = p.get("traceback", "")
-            error = error[:2000] if isinstance(error, str) else wire.quote(error)
-            trace = trace[-20000:] if isinstance(trace, str) else ""
-            self.failure = f"pool {pool.index} failed: {error}\n{trace}"
-            raise RunFailed(self.failure)
-
-    def _on_done(self, peer: bytes, env: wire.Envelope) -> Out:
-        pool = self.pools.get(peer)
-        if pool is None or self.state is not State.DONE:
-            yield from self.reject(peer, "unexpected DONE", env)
-            return
-        why = check_stats(env.payload)
-        if why is not None:
-            pool.stats = {}  # answered, but its statistics are not used
+    def _act(self, peer: bytes, env: wire.Envelope, verdict: notices.Verdict) -> Out:
+        """Do what taking a pool's ERROR, DONE or DISCLOSE says (``notices``)."""
+        act, why = verdict
+        if act is notices.Act.FAIL:
+            self.failure = why
+            raise RunFailed(why)
+        if act is notices.Act.REJECT:
             yield from self.reject(peer, why, env)
-        else:
-            pool.stats = env.payload
+        elif act is notices.Act.PROGRESS:
             self._touch()
-
-    def _on_refusal(self, pool: PoolSlot, env: wire.Envelope, p: dict[str, Any]) -> None:
-        """A pool's agents refused a query (their privacy budget, or a round asked twice):
-        recorded, and the round stops waiting for them."""
-        agents = p.get("agents")
-        rnd = self.round
-        if not isinstance(agents, np.ndarray) or agents.ndim != 1 or agents.dtype.kind not in "iu":
-            return
-        agents = agents[(agents >= pool.start) & (agents < pool.stop)].astype(np.int64)
-        if rnd is None or env.round != rnd.number or not len(agents):
-            return
-        # only asked agents the round still waits for count (a refusal cannot undo a report)
-        waited = rnd.refuse(np.unique(agents))
-        self.refused += waited
-        if waited and self.refusal_reason is None and isinstance(p.get("error"), str):
-            self.refusal_reason = p["error"][:MAX_REASON]
-        self._touch()
-
-    def _on_disclose(self, peer: bytes, env: wire.Envelope) -> Out:
-        pool = self.pools.get(peer)
-        colluders = self.registration.colluders
-        if pool is None or not pool.start <= env.agent < pool.stop:
-            yield from self.reject(peer, f"unknown agent {env.agent} for this peer", env)
-        elif not self.config.curator_colludes or colluders is None or not colluders[env.agent]:
-            yield from self.reject(peer, f"agent {env.agent} is not in the coalition", env)
-        elif not isinstance(env.payload, dict) or "data" not in env.payload:
-            yield from self.reject(peer, "DISCLOSE payload must hold data and coins", env)
-        else:
-            self.comm.disclose_bytes += env.size
-            self.view["disclosures"][int(env.agent)] = env.payload
 
     def _unknown_peer(self, peer: bytes, agents: Any, env: wire.Envelope | None = None) -> Out:
         """Reject the reports of ``agents`` from a peer that is not a registered pool: all
@@ -379,25 +324,17 @@ class CuratorSession:
         self.rejects.count += len(agents) - 1
 
     def _on_reports(self, peer: bytes, reports: Reports) -> Out:
-        """Screen a batch of decoded reports against the round and store those that count."""
-        rnd = self.round
+        """Screen a batch of decoded reports against the round and store those that count
+        (``RoundLoop.screen``, ``RoundLoop.store``)."""
         pool = self.pools.get(peer)
         if pool is None:
             yield from self._unknown_peer(peer, reports.agents)
             return
-        if reports.answers is not None:
-            rnd.answered(*reports.answers)
-        s = screen(reports, pool.start, pool.stop, pool.index, rnd.asked, rnd.reported,
-                   rnd.plan, rnd.number)
-        if len(s.invalid):
-            rnd.mark_invalid(s.invalid)
+        s = self.loop.screen(reports, pool)
         for agent, why, size in s.rejects:
-            env = wire.Envelope(wire.REPORT, self.run, rnd.number, agent, None, size)
+            env = wire.Envelope(wire.REPORT, self.run, self.round.number, agent, None, size)
             yield from self.reject(peer, why, env)
-        if len(s.store_ids):
-            rnd.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
-            self.comm.count_up(s.store_at, s.store_sizes)  # each agent at most once
-            self.comm.msgs_up += len(s.store_ids)
+        if self.loop.store(s):
             self._touch()
 
     # -- rounds -----------------------------------------------------------------------------
@@ -410,86 +347,27 @@ class CuratorSession:
         with protocol_code("set-up"):
             bound = self.protocol.bind(dict(self.config.params), reg.public)
             self.params = bound.params
-            self.curator = bound.curator(agents, self.curator_key, self.curator_coins)
-        if self.record_view:  # the agents the curator was built over (the audit replays it)
-            self.view["agents"] = agents
-        if self.deployment is not None and (self.network is None or self.network.n != reg.n):
-            self.network = self.deployment.network(reg.n)
+            curator = bound.curator(agents, self.curator_key, self.curator_coins)
+        self.view.built(agents)  # the agents the curator was built over (the audit replays it)
+        steps = self.loop.start(curator)
         self.comm.start(reg.n)
-        yield from self._begin_round(0)
+        yield from self._rounds(steps)
 
-    def _begin_round(self, number: int) -> Out:
-        t_wall, t_cpu = time.perf_counter(), time.process_time()
-        with protocol_code(f"plan of round {number}"):
-            plan = self.curator.plan(number)
-        if plan is None:
+    def _rounds(self, steps: Steps) -> Out:
+        """The loop's ``steps`` (a round begun or ended, and the rounds after it that end at
+        once); once the protocol's curator plans no more rounds, the output is released."""
+        over = yield from steps
+        if over:
             yield from self._finish()
-            return
-        reg = self.registration
-        net = self.network
-        online = None if net is None else net.online(np.asarray(plan.agents, np.int64), number)
-        self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
-                                 t_wall, t_cpu, online=online,
-                                 sizes=None if net is None else net.sizes(len(plan.agents)))
-        self.expected = Expected(self.run, number, reg.n, plan.schema,
-                                 self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
-        if self.record_view:
-            self.view["rounds"].append({"round": number, "agents": rnd.agents,
-                                        "queries": plan.queries, "broadcast": plan.broadcast,
-                                        "report_agents": None, "reports": None})
-        for pool in sorted(self.pools.values(), key=lambda q: q.index):
-            lo, hi = rnd.open_pool(pool.peer, pool.start, pool.stop, self.config.batch,
-                                   self.limits.max_frame_bytes)
-            sent = rnd.broadcast(lo, hi)
-            if sent is not None:
-                ids, bc = sent
-                self.comm.count_down(span(ids), len(bc))  # once per receiving agent
-                yield self._send(pool.peer, bc)
-        for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
-            for peer in list(rnd.outbox):
-                yield from self._send_batch(rnd, peer)
-        self._touch()
-        if rnd.complete:  # it asks nobody, or nobody online
-            yield from self._end_round()
-
-    def _send_batch(self, rnd: Round, peer: bytes) -> Out:
-        """Send ``peer`` its next query batch of this round, if any is left (``WINDOW``)."""
-        batch = rnd.next_batch(peer)
-        if batch is None:
-            return
-        ids, frame, sizes = batch
-        self.comm.count_down(span(ids), sizes)
-        self.comm.msgs_down += len(ids)
-        yield self._send(peer, frame)
 
     def _maybe_advance(self) -> Out:
         if self.state is State.ROUNDS and self.round is not None and self.round.complete:
-            yield from self._end_round()
+            yield from self._rounds(self.loop.end())
         elif self.state is State.DONE and all(p.stats is not None for p in self.pools.values()):
             self._complete()
 
-    def _end_round(self) -> Out:
-        rnd = self.round
-        timed = None
-        if self.network is not None:  # who came too late for the round's virtual end
-            rnd.late, timed = self.network.close_round(rnd.traffic())
-        agents, reports = rnd.collect()
-        self.round_dropouts += rnd.missing
-        with protocol_code(f"absorb of round {rnd.number}"):
-            self.curator.absorb(rnd.number, agents, reports)
-        if self.record_view:  # queries drawn batch by batch are read whole by now
-            if rnd.late is not None:  # late reports reached the curator too: it keeps them
-                agents, reports = rnd.collect(late=True)
-                self.view["rounds"][-1]["late_agents"] = rnd.agents[rnd.late]
-            self.view["rounds"][-1].update(report_agents=agents, reports=reports,
-                                           queries=full_queries(rnd.plan.queries))
-        self.comm.rounds.append(rnd.record() if timed is None else {**rnd.record(), **timed})
-        yield from self._begin_round(rnd.number + 1)
-
     def _finish(self) -> Out:
-        with protocol_code("finish"):
-            self.output = self.curator.finish()
-        self.round = self.expected = None
+        self.output = self.loop.finish()
         self.state = State.DONE
         done = wire.encode(wire.DONE, self.run, wire.SETUP_ROUND, wire.NO_AGENT,
                            {"output": self.output})
@@ -508,7 +386,7 @@ class CuratorSession:
                 raise RunFailed(self.failure)
             yield from self._start()
         elif self.state is State.ROUNDS:
-            yield from self._end_round()
+            yield from self._rounds(self.loop.end())
         elif self.state is State.DONE:
             self._complete()
 
@@ -516,21 +394,17 @@ class CuratorSession:
         reg = self.registration
         registered = self.registered if self.registered is not None else \
             reg.registered_agents()
-        if self.network is not None:
-            self.timing.network_s = self.network.elapsed
+        net = self.loop.network
+        if net is not None:
+            self.timing.network_s = net.elapsed
         self.result = curator_result(
             output=self.output, params=self.params, public=reg.public, n=reg.n or 0,
             registered=registered, comm=self.comm, timing=self.timing,
             pool_stats=[p.stats for p in self.pools.values()],
             pools_registered=len(self.pools), rejected=self.rejects.count,
-            rejections=self.rejects.records, refused=self.refused, refusal=self.refusal_reason,
-            round_dropouts=self.round_dropouts, colluders=reg.colluders,
-            curator_colludes=self.config.curator_colludes)
-        if self.network is not None:
-            self.result["virtual"] = self.network.summary()
-        if self.record_view:
-            self.view["output"] = self.output
-            self.view["public"] = reg.public
-            self.view["params"] = self.params
-            self.result["view"] = self.view
+            rejections=self.rejects.records, refused=self.loop.refused,
+            refusal=self.loop.refusal_reason, round_dropouts=self.loop.dropouts,
+            colluders=reg.colluders, curator_colludes=self.config.curator_colludes,
+            virtual=None if net is None else net.summary(),
+            view=self.view.released(self.output, reg.public, self.params))
         self.state = State.FINISHED

@@ -15,7 +15,9 @@ Two readers give the same reports for the same bytes:
   decides. ``tests/simulator/test_ingest.py`` checks that whenever it answers, it answers
   what the reference reader reads.
 
-``screen`` then checks a batch of reports against the round (hosted by the sending pool,
+Before either, ``frame_refusal`` and ``checked_envelope`` say why a frame or an envelope is
+refused whatever it holds (its size, its form). ``screen`` then checks a batch of reports
+against the round (hosted by the sending pool,
 asked, not yet reported, within the plan's per-agent bound) and says why each rejected one is
 rejected. Nothing here changes a round; ``rounds.Round`` stores what ``screen`` accepts.
 """
@@ -36,6 +38,32 @@ from ldpsim.simulator.session.common import span
 REPORT_CHUNK = 4096
 #: Frames up to this size may be decoded whole by the one-call accelerator.
 FAST_DECODE_BYTES = 4 << 20
+
+
+def frame_refusal(size: int, registered: bool, max_frame_bytes: int, max_envelope_bytes: int
+                  ) -> str | None:
+    """Why a frame of ``size`` bytes is refused unread, or None: over the frame limit, or,
+    from a peer that is not a ``registered`` pool, over one envelope's (such a peer can only
+    say it is ready or register: one envelope)."""
+    if size > max_frame_bytes:
+        return f"oversized frame: {size} bytes > limit {max_frame_bytes}"
+    if not registered and size > max_envelope_bytes:
+        return (f"oversized frame from an unregistered peer: {size} bytes > "
+                f"{max_envelope_bytes}")
+    return None
+
+
+def checked_envelope(obj: Any, size: int, max_envelope_bytes: int
+                     ) -> tuple[wire.Envelope | None, str | None]:
+    """The envelope ``obj`` (of ``size`` bytes) checked (``wire.check_envelope``) and within
+    the envelope limit; and why it is refused, or None."""
+    try:
+        env = wire.check_envelope(obj, size)
+    except wire.WireError as e:
+        return None, str(e)
+    if size > max_envelope_bytes:
+        return env, f"envelope of {size} bytes > limit {max_envelope_bytes}"
+    return env, None
 
 
 @dataclass(frozen=True)

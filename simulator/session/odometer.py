@@ -92,6 +92,20 @@ class Odometer:
         return ok
 
 
+def refused_batches(ids: np.ndarray, ok: np.ndarray, firsts: list[int]
+                    ) -> list[tuple[int, np.ndarray]]:
+    """The agents of ``ids`` the odometer refused (``ok`` False, from ``Odometer.admit``), by
+    query batch: (batch, its refused agents) for each batch with any (``firsts``: the first
+    agent of each batch after the first, when ``ids`` joins several)."""
+    cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
+    out = []
+    for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        bad = ids[lo:hi][~ok[lo:hi]]
+        if len(bad):
+            out.append((b, bad))
+    return out
+
+
 def refusal_frame(run: int, rnd: int, bad: np.ndarray, why: str | None,
                   budget: float | None, lifetime_epsilon: float | None) -> bytes:
     """The ERROR (code "budget") telling the curator that agents ``bad`` refuse round

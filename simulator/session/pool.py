@@ -16,49 +16,38 @@ An independent pool (``ldpsim agents``) keeps the runs it answered and its ledge
 file (``poolstate``), written before any report that spends leaves it: restarted, it refuses
 what it answered and charges what it spent. The curator's DONE ends a sweep; whether the pool
 then exits is the pool's own setting (``exit_on_done``), and exiting erases nothing.
+
+``PoolSession`` is about 420 lines, over the house's ~250: it holds every step of a pool's run
+(the set-up, each kind of envelope, the answer to a query batch) so the pool's side reads in
+one place; the work lives in the modules it calls (poolsetup (the set-up's checks and
+answers), poolmemory (the runs answered, the ledger, the state file), querybatches (queued
+batches answered at once), agentrows, odometer, faults, rounds.report_frames).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
 
-import msgpack
 import numpy as np
 from ldpsim.protocols import build_data, get_protocol
-from ldpsim.simulator.codec import wire, wire_numpy_read
-from ldpsim.simulator.session import agentrows
-from ldpsim.simulator.session.accounting import AgentClock
-from ldpsim.simulator.session.collusion import colluder_mask
-from ldpsim.simulator.session.common import (
-    MAX_REASON,
-    Limits,
-    RunFailed,
-    block_of,
-    peak_rss_mb,
-    span,
-)
-from ldpsim.simulator.session.odometer import Odometer, refusal_frame
+from ldpsim.simulator.codec import wire
+from ldpsim.simulator.session import agentrows, faults, poolsetup, querybatches
+from ldpsim.simulator.session.accounting import AgentClock, pool_stats
+from ldpsim.simulator.session.common import MAX_REASON, Limits, RunFailed, block_of, span
+from ldpsim.simulator.session.odometer import Odometer, refusal_frame, refused_batches
 from ldpsim.simulator.session.policy import AgentPolicy, Ledger
-from ldpsim.simulator.session.poolstate import PoolState, Reservations
-from ldpsim.simulator.session.rounds import AUTO_MAX, continues, report_frames
+from ldpsim.simulator.session.poolmemory import PoolMemory
+from ldpsim.simulator.session.poolstate import PoolState
+from ldpsim.simulator.session.rounds import report_frames
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys
-from ldpsim.simulator.session.signing import registration_mac, verify
 
-#: The most agents a pool answers in one randomizer call when it joins queued query batches
-#: (``PoolSession.answer``): the largest batch "auto" makes. Joining more does not pay:
-#: every array of the call grows with it, and memory a process has not used before costs a
-#: page fault per 4 KiB on first touch (about 1.3 us each on the 2-core machine of
-#: docs/performance.md). Measured at 10^6 agents, 2 pools (batches of 31,250; without the cap up
-#: to 8 were joined), medians of seven alternating processes runs: a pool's first-touch page faults
-#: in an LDP-KwikSort round 4,600 -> 1,900; rounds LDP-KwikSort RR 55.5 -> 48.5 ms, Lap 56.5
-#: -> 49.8, rank_grr 46.1 -> 43.0; DPWeVote unchanged within the noise (136 -> 138 ms).
-GROUP_AGENTS = AUTO_MAX
+#: the most agents a pool answers in one randomizer call (``querybatches.GROUP_AGENTS``: why)
+GROUP_AGENTS = querybatches.GROUP_AGENTS
 
 
 class PoolSession:
@@ -99,19 +88,9 @@ class PoolSession:
         self.auth = auth
         self.keys = keys
         self.policy = policy or AgentPolicy()
-        #: what each agent has spent on each data set, for this pool's lifetime
-        self.ledger = Ledger(self.policy.spent)
-        #: the runs whose queries this pool's agents have answered (their coins are spent)
-        self.answered_runs: set[int] = set()
-        #: answered run id -> digest of the signed configuration answered (kept in ``state``)
-        self.answered_configs: dict[int, bytes] = {}
-        self.state = state
-        if state is not None:
-            self.answered_configs = dict(state.answered)
-            self.answered_runs = set(state.answered)
-            state.restore(self.ledger)
+        #: the runs answered and the lifetime ledger, and the state file (``poolmemory``)
+        self.memory = PoolMemory(self.policy.spent, state)
         self.exit_on_done = exit_on_done
-        self.unsettled = False  # the state file holds reservations of a run that has ended
         self.limits = limits or Limits()
         self.nonce: bytes | None = None
         self.exit = False
@@ -126,10 +105,7 @@ class PoolSession:
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
-        if getattr(self, "reservations", None) is not None and self.reservations.rounds:
-            self.unsettled = True  # the state file holds the left run's reservations
-        #: the current run's spend the state file holds in advance (``_reserve``)
-        self.reservations = Reservations()
+        self.memory.leave()
         self.run: int | None = None
         self.run_id: int | None = None
         self.config_digest = b""  # sha256 of the run's signed configuration
@@ -152,6 +128,16 @@ class PoolSession:
         self.faults: list = []
         self.cpu0 = time.process_time()
 
+    @property
+    def ledger(self) -> Ledger:
+        """What each agent has spent on each data set, for this pool's lifetime."""
+        return self.memory.ledger
+
+    @property
+    def answered_runs(self) -> set[int]:
+        """The runs whose queries this pool's agents have answered (their coins are spent)."""
+        return self.memory.answered_runs
+
     def hello(self) -> bytes:
         """The "ready" message, sent (and repeated) while the pool waits for a set-up."""
         return wire.encode(wire.HELLO, wire.ANY_RUN, wire.SETUP_ROUND, wire.NO_AGENT,
@@ -171,40 +157,22 @@ class PoolSession:
         as it is made (a driver sends it before the next batch is computed).
 
         The same as ``on_frame`` on each in turn, except that canonical query batches of one
-        round for consecutive agents (the curator's send window queues several while the pool
-        computes) are answered by one call of the randomizer over all of them, up to
-        ``GROUP_AGENTS`` agents: the protocol's per-batch fixed costs are paid once. The reports
-        are the same (every agent's coins are its own, whatever the batch), and each query
-        batch still gets its own report frame.
+        round for consecutive agents are answered by one call of the randomizer over all of
+        them (``querybatches``: the reports are the same, each batch gets its own frame).
         """
-        group: list[tuple[int, np.ndarray, np.ndarray | None]] = []
-        joined = 0  # agents in ``group``
-        for frame in frames:
-            fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
-            if fast is None:
-                yield from self._respond_group(group)
-                joined = 0
-                yield from self._on_envelopes(frame)
-                continue
-            run, rnd, ids, queries = fast
-            if self.silent or run != self.run or self.config is None:
-                continue
-            if group and (joined + len(ids) > GROUP_AGENTS
-                          or not continues(group[-1], rnd, ids, queries)):
-                yield from self._respond_group(group)
-                joined = 0
-            group.append((rnd, ids, queries))
-            joined += len(ids)
-        yield from self._respond_group(group)
+        def takes(run: int) -> bool:
+            return not (self.silent or run != self.run or self.config is None)
 
-    def _respond_group(self, group: list[tuple[int, np.ndarray, np.ndarray | None]]
-                       ) -> list[bytes]:
-        """Answer the query batches of ``group`` (one round, consecutive agents) at once, and
-        empty it."""
-        if not group:
+        for group, frame in querybatches.joined(frames, takes, GROUP_AGENTS):
+            yield from self._respond_group(group)
+            if frame is not None:
+                yield from self._on_envelopes(frame)
+
+    def _respond_group(self, parts: list[querybatches.Batch]) -> list[bytes]:
+        """Answer the query batches ``parts`` (one round, consecutive agents) at once."""
+        if not parts:
             return []
-        rnd, parts = group[0][0], list(group)
-        group.clear()
+        rnd = parts[0][0]
         if (len(parts) == 1 or parts[0][1][0] < self.start or parts[-1][1][-1] >= self.stop
                 or any(self._query_refusal(rnd, q) is not None for _, _, q in parts)):
             # one batch, agents this pool does not host (such a batch fails the run) or a
@@ -277,39 +245,29 @@ class PoolSession:
         if why is not None:
             return [self._refuse_setup(run, nonce, why)]
         run_cfg = RunConfig.of(cfg)
-        keys = self.keys
         self.run, self.run_id = run, int(cfg["run_id"])
         self.config_digest = hashlib.sha256(blob).digest()
         self.config = cfg
         self.nonce = nonce
         self.protocol = get_protocol(cfg["protocol"])
         built, self.prebuilt = agentrows.take_prebuilt(self.prebuilt, cfg), None
-        data_keys = keys.data_keys(int(cfg["data_id"]))
+        data_keys = self.keys.data_keys(int(cfg["data_id"]))
         dataset = build_data(cfg["data"], data_keys)
         self.public = dataset.public
         self.bound = self.protocol.bind(cfg["params"], self.public)
         self.params = self.bound.params
         budget = self.bound.agent_budget()
         why = self.policy.refusal(cfg["protocol"], budget)
+        if why is None:
+            self.n = dataset.n
+            self.start, self.stop = block_of(self.index, self.n_pools, self.n)
+            why = poolsetup.uncovered(self.keys, self.start, self.stop, self.n)
         if why is not None:
             self._reset()
             return [self._refuse_setup(run, nonce, why)]
-        self.n = dataset.n
-        self.start, self.stop = block_of(self.index, self.n_pools, self.n)
-        if not keys.agents.covers(self.start, self.stop):
-            why = (f"this pool's keys cover agents {keys.agents.ranges()[:4]}, not its block "
-                   f"[{self.start}, {self.stop}) of n = {self.n} (write them with `ldpsim keys "
-                   f"--agents {self.n}`)")
-            self._reset()
-            return [self._refuse_setup(run, nonce, why)]
-        if built is not None and built[1:3] == (self.start, self.stop):
-            self.rows_built, self.coins = built[3], built[4]
-        else:
-            k = keys.agents.for_range(self.start, self.stop, coin_tag=self.run_id,
-                                      data_tag=int(cfg["data_id"]))
-            self.coins = k["coins"]
-            dataset = dataset.with_keys(data_keys.with_cache(self.start, k["data"]))
-        self.dataset = dataset  # rows are generated on first use (``private_rows``)
+        # rows are generated on first use (``private_rows``), unless ``prebuild`` made them
+        self.dataset, self.rows_built, self.coins = agentrows.block_rows(
+            self.keys, built, cfg, dataset, data_keys, self.start, self.stop)
         # the privacy odometer: what each agent spends in this run, and on this data set over
         # the pool's lifetime (the ledger outlives the run)
         self.odometer = None if budget is None else Odometer(
@@ -320,70 +278,35 @@ class PoolSession:
         self.faults = run_cfg.faults_of(self.index)
         if run_cfg.data_first:  # before registering: no round's wall time holds it
             self.private_rows()
-        out = [wire.encode(wire.HELLO, run, wire.SETUP_ROUND, wire.NO_AGENT, {
-            "pool": self.index, "pools": self.n_pools, "n": self.n,
-            "agents": [self.start, self.stop], "public": self.public,
-            "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})]
+        out = [poolsetup.registration(self.auth, run, nonce, self.index, self.n_pools, self.n,
+                                      self.start, self.stop, self.public)]
         if run_cfg.curator_colludes:
-            mask = colluder_mask(self.n, dict(run_cfg.collusion), int(cfg["collusion_key"]))
-            mask = mask[self.start:self.stop]
-            ids = np.flatnonzero(mask) + self.start
-            if len(ids):
-                coins = self.coins[ids - self.start]
-                bufs, _ = wire.encode_many(
-                    wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
-                    [{"data": self.private_rows()[a - self.start], "coins": int(c)}
-                     for a, c in zip(ids.tolist(), coins.tolist(), strict=True)])
-                out.append(b"".join(bufs))
+            frame = poolsetup.disclosures(run, self.n, dict(run_cfg.collusion),
+                                          int(cfg["collusion_key"]), self.start, self.stop,
+                                          self.coins, self.private_rows)
+            if frame is not None:
+                out.append(frame)
         return out
 
     def _check_setup(self, blob: Any, sigs: Any) -> tuple[dict[str, Any] | None, str | None]:
-        """The configuration of a set-up, or why this pool's agents refuse it: not signed by
-        the orchestrator for this pool, or a run whose coins are spent (``_setup`` then checks
-        the run against the agents' policy)."""
-        if self.keys is None:
-            return None, (f"pool {self.index} has no keys (the orchestrator hands them over, or "
-                          "`ldpsim agents --keys` reads them)")
-        if self.keys.pool != self.index or self.keys.pools != self.n_pools:
-            return None, (f"these are the keys of pool {self.keys.pool} of {self.keys.pools}, "
-                          f"not of pool {self.index} of {self.n_pools}")
-        sig = sigs[self.index] if isinstance(sigs, list) and len(sigs) > self.index else None
-        if type(blob) is not bytes or not verify(self.keys.policy, blob, sig):
-            return None, ("the configuration is not signed by the orchestrator for this pool "
-                          "(altered or forged by the curator, or another deployment's keys)")
-        try:  # signed: whatever is wrong here is the orchestrator's own bug
-            cfg = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-            run_id, _, _ = (int(cfg[k]) for k in ("run_id", "data_id", "collusion_key"))
-            pools = int(cfg["pools"])
-        except Exception as e:
-            return None, f"unreadable configuration: {type(e).__name__}: {e}"
-        if run_id in self.answered_runs:
-            return None, (f"run {run_id} was answered already: its agents' coins are spent "
-                          "(a repeated run would show them under other questions)")
-        if pools != self.n_pools:
-            return None, f"the configuration is for {pools} pools, not {self.n_pools}"
-        return cfg, None
+        """The configuration of a set-up, or why this pool's agents refuse it
+        (``poolsetup.check_setup``; ``_setup`` then checks the run against their policy)."""
+        return poolsetup.check_setup(self.keys, self.index, self.n_pools, self.answered_runs,
+                                     blob, sigs)
 
     def _refuse_setup(self, run: int, nonce: bytes, why: str) -> bytes:
-        """The ERROR refusing a run's set-up, authenticated like a registration (so the
-        curator can tell a pool's refusal from an outsider's noise)."""
+        """The authenticated ERROR refusing a run's set-up (``poolsetup.setup_refusal``)."""
         self.refused_reason = why[:MAX_REASON]
-        return wire.encode(wire.ERROR, run, wire.SETUP_ROUND, wire.NO_AGENT, {
-            "code": "refused", "error": why[:MAX_REASON], "pool": self.index,
-            "pools": self.n_pools,
-            "mac": registration_mac(self.auth, nonce, run, self.index, self.n_pools)})
+        return poolsetup.setup_refusal(self.auth, run, nonce, self.index, self.n_pools, why)
 
     def prebuild(self, config: dict[str, Any]) -> None:
         """Build this pool's agents' rows and coin keys for the run ``config`` (its public
         configuration, ``seeding.public_config``) before any set-up (``agentrows.prebuild``).
 
         The processes backend's orchestrator knows the run's configuration when it starts the
-        pool, and always asks: the pool builds its agents' data before it says it is ready,
-        while the curator process starts, so that its agents hold their data before the
-        curator says anything, as real agents do, and no round's wall time holds the data
-        generation. They are used if the signed set-up that arrives is the same run and gives
-        this pool the same block; otherwise they are dropped and built as usual. They are the
-        same either way (keyed by agent).
+        pool, and always asks: its agents hold their data before the curator says anything, as
+        real agents do. They are used if the signed set-up is the same run and gives this pool
+        the same block; otherwise dropped and built as usual (the same, keyed by agent).
         """
         self.prebuilt = agentrows.prebuild(self.keys, self.index, self.n_pools, config)
 
@@ -414,25 +337,13 @@ class PoolSession:
         if self.config is not None and not self.silent:
             self.private_rows()
 
-    def _fault(self, rnd: int) -> None:
-        for f in self.faults:
-            if int(f.get("round", 0)) == rnd:
-                action = f.get("action")
-                if action == "kill" and self.can_die:
-                    os.kill(os.getpid(), 9)
-                elif action == "kill":  # in-process backend: a dead pool is a silent one
-                    self.silent = True
-                elif action == "silent":
-                    self.silent = True
-                elif action == "raise":
-                    raise RuntimeError(f"injected fault in pool {self.index}, round {rnd}")
-
     def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None,
                  batches: list[int] | None = None) -> list[bytes]:
         """The report frames answering the queries of ``ids`` in round ``rnd``: one per query
         batch (``batches``: the first agent of each batch after the first, when ``ids`` joins
         several), split further when a frame would exceed half the frame limit."""
-        self._fault(rnd)
+        if faults.inject(self.faults, rnd, self.index, self.can_die):
+            self.silent = True
         if self.silent:
             return []
         if ((ids < self.start) | (ids >= self.stop)).any():
@@ -442,21 +353,18 @@ class PoolSession:
         why = None if batches else self._query_refusal(rnd, queries)
         if why is not None:
             return [self._refusal(rnd, ids, why)]
-        changed = self.run_id not in self.answered_configs
-        self.answered_runs.add(self.run_id)  # from now on, this run's coins are spent
-        self.answered_configs.setdefault(self.run_id, self.config_digest)
+        changed = self.memory.answer(self.run_id, self.config_digest)  # its coins are spent
         firsts = batches or []
         refusals: dict[int, bytes] = {}  # by query batch: its agents' refusal
         if self.odometer is not None:
             ok = self.odometer.admit(rnd, ids)
-            if self.state is not None:
-                changed = self._reserve(rnd, ids if ok is None else ids[ok]) or changed
+            if self.memory.state is not None:
+                changed = self.memory.reserve(self.odometer, self.bound, rnd,
+                                              ids if ok is None else ids[ok], self.start,
+                                              self.stop) or changed
             if ok is not None and not ok.all():
-                cuts = [0, *np.searchsorted(ids, firsts).tolist(), len(ids)]
-                for b, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-                    bad = ids[lo:hi][~ok[lo:hi]]
-                    if len(bad):
-                        refusals[b] = self._refusal(rnd, bad)
+                for b, bad in refused_batches(ids, ok, firsts):
+                    refusals[b] = self._refusal(rnd, bad)
                 ids = ids[ok]
                 if queries is not None:
                     queries = queries[ok]
@@ -476,37 +384,18 @@ class PoolSession:
         (``Protocol.query_refusal``: not the protocol's questions), or None."""
         return self.protocol.query_refusal(self.bound, rnd, queries, self.broadcasts.get(rnd))
 
-    def _reserve(self, rnd: int, charged: np.ndarray) -> bool:
-        """Keep the state file ahead of the agents' spending in round ``rnd``, where the
-        odometer has just charged the agents ``charged`` (``poolstate.Reservations``); True:
-        the file is to be written (``settle`` writes the exact ledger once the run ends)."""
-        odo = self.odometer
-        eps = odo.round_eps.get(rnd)
-        if eps is None:
-            eps = float(self.bound.round_epsilon(rnd))
-        if rnd not in odo.answered or not 0 <= eps < np.inf:
-            return False  # a round the odometer refuses whole (past its rounds, or no ε)
-        return self.reservations.reserve(rnd, eps, charged, self.start, self.stop)
-
     def _sync(self) -> None:
         """Write the answered runs and the ledger to the pool's state file, if it has one,
-        with the current run's reserved spend (``_reserve``) on top of the ledger."""
-        if self.state is None:
-            return
-        ledger = self.ledger
-        if self.config is not None:
-            ledger = self.reservations.on(ledger, int(self.config["data_id"]), self.start,
-                                          self.stop)
-        self.state.save(self.answered_configs, ledger)
-        self.unsettled = False
+        with the current run's reserved spend on top (``PoolMemory.sync``)."""
+        data_id = None if self.config is None else int(self.config["data_id"])
+        self.memory.sync(data_id, self.start, self.stop)
 
     def settle(self) -> None:
         """Once a run with reserved spend has ended (and its last frames are sent: a driver
         calls this when the pool is idle, and before it exits), write the exact ledger: the
         reservations of the agents that did not answer are dropped. A pool killed before
         keeps them, charged: never less than was spent."""
-        if self.unsettled and self.idle and self.state is not None:
-            self._sync()
+        self.memory.settle(self.idle)
 
     def _refusal(self, rnd: int, bad: np.ndarray, why: str | None = None) -> bytes:
         """The ERROR telling the curator that agents ``bad`` refuse round ``rnd``: their
@@ -518,15 +407,9 @@ class PoolSession:
                              self.policy.lifetime_epsilon)
 
     def _stats(self) -> dict[str, Any]:
-        out = {"pool": self.index, **self.clock.stats(),
-               "pool_cpu_s": time.process_time() - self.cpu0, "peak_rss_mb": peak_rss_mb(),
-               "refused": self.refusals, "agents": self.stop - self.start}
-        odo = self.odometer
-        if odo is not None and len(odo.spent):
-            out["epsilon_spent_max"] = float(odo.spent.max())
-            out["epsilon_spent_sum"] = float(odo.spent.sum())
-            out["epsilon_lifetime_max"] = float(odo.lifetime.max())
-        return out
+        """This pool's DONE statistics (``accounting.pool_stats``)."""
+        return pool_stats(self.index, self.clock, self.cpu0, self.refusals,
+                          self.stop - self.start, self.odometer)
 
     def error(self, exc: BaseException) -> bytes:
         """An ERROR envelope describing an unhandled exception in this pool."""

@@ -22,14 +22,17 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
                    comm: CommStats, timing: Timing, pool_stats: Iterable[dict[str, Any]],
                    pools_registered: int, rejected: int, rejections: list[dict[str, Any]],
                    refused: int, refusal: str | None, round_dropouts: int,
-                   colluders: np.ndarray | None, curator_colludes: bool) -> dict[str, Any]:
+                   colluders: np.ndarray | None, curator_colludes: bool,
+                   virtual: dict[str, Any] | None = None,
+                   view: dict[str, Any] | None = None) -> dict[str, Any]:
     """The curator's result for a run: its public output, what the run cost, and what went
     wrong (rejections, refusals, dropouts). ``registered`` are the registered agents' ids;
-    ``pool_stats`` the pools' accepted DONE statistics."""
+    ``pool_stats`` the pools' accepted DONE statistics; ``virtual`` the virtual time of a
+    ``[deployment]`` (``Network.summary``) and ``view`` the adversary view, when kept."""
     # by pool, however they arrived: sums over them (the mean spend) are the same on every
     # backend
     stats = sorted((s for s in pool_stats if s), key=lambda s: int(s.get("pool", 0)))
-    return {
+    out = {
         "spent": spent(stats),
         "output": output,
         "params": params,
@@ -48,6 +51,11 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
         "colluders": int(colluders.sum()) if colluders is not None else 0,
         "curator_colludes": curator_colludes,
     }
+    if virtual is not None:
+        out["virtual"] = virtual
+    if view is not None:
+        out["view"] = view
+    return out
 
 
 def spent(stats: list[dict[str, Any]]) -> dict[str, float] | None:

@@ -7,9 +7,8 @@ gets its next batch when a frame from it arrives, so the curator checks reports 
 compute, every pool keeps a few batches queued, and a round's frames never pile up in memory.
 A pool that falls silent stops only its own batches (its agents become dropouts). Reports are
 stored by the row of the plan, so the round ends without a sort: its reports are in the plan's
-(sorted) agent order whatever the arrival order. On the pool's side: which queued batches it
-answers in one randomizer call (``continues``) and the frames of its reports
-(``report_frames``).
+(sorted) agent order whatever the arrival order. On the pool's side: the frames of its reports
+(``report_frames``; which queued batches it answers in one call: ``querybatches``).
 """
 
 from __future__ import annotations
@@ -319,18 +318,6 @@ class Round:
             "report_bits": self.plan.report_bits, "batch": self.batch,
             "wall_s": time.perf_counter() - self.t_wall,
             "curator_cpu_s": time.process_time() - self.t_cpu}
-
-
-def continues(last: tuple[int, np.ndarray, np.ndarray | None], rnd: int, ids: np.ndarray,
-               queries: np.ndarray | None) -> bool:
-    """Whether the query batch (``rnd``, ``ids``, ``queries``) continues the batch ``last``:
-    the same round, the next agents, queries of the same kind and width (or none in both)."""
-    lrnd, lids, lq = last
-    if rnd != lrnd or int(ids[0]) != int(lids[-1]) + 1:
-        return False
-    if lq is None or queries is None:
-        return lq is None and queries is None
-    return lq.dtype == queries.dtype and lq.shape[1:] == queries.shape[1:]
 
 
 def report_frames(run: int, rnd: int, ids: np.ndarray, reports: np.ndarray, firsts: list[int],
