@@ -25,6 +25,7 @@ from ldpsim.simulator.results.results import (
     summarize,
     usable,
 )
+from ldpsim.simulator.results.table import TABLE_COSTS
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.session.common import counted
 
@@ -414,12 +415,13 @@ def _clip(text: str, most: int) -> str:
 
 
 def _table_columns(columns: list[str]) -> list[str]:
-    """The summary columns a notebook shows: the settings, ``repeats`` and each metric's
-    mean (as the terminal table)."""
+    """The summary columns a notebook shows: the settings, ``repeats``, each metric's mean
+    and the wire bytes up and report bits per agent (as the terminal table)."""
     if "repeats" not in columns:
         return columns
     cut = columns.index("repeats") + 1
-    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)]
+    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)] + \
+        [c for c in TABLE_COSTS if c in columns]
 
 
 def _numeric(col: Any) -> bool:

@@ -75,6 +75,8 @@ def test_results_summary_and_the_terminal_table_carry_the_report_bits(swept) -> 
     assert head[-2:] == ["wire_bytes_up/agent", "report_bits/agent"]
     grr3 = next(ln for ln in lines if ln.startswith("rank_grr") and ln.split()[1] == "3")
     assert grr3.split()[-1] == f"{math.log2(6):.4g}"  # 2.585
+    html = res._repr_html_()  # a notebook's view shows them as the terminal does
+    assert f"<th>{BITS}</th>" in html and "<th>comm.bytes_up_per_agent_mean</th>" in html
 
 
 def test_the_figures_draw_report_bits_in_a_figure_of_their_own(swept, tmp_path) -> None:
