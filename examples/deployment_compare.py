@@ -9,7 +9,9 @@ Run the five scenarios, then this script (it reads their results directories; it
 
 Top: the virtual run time and the dropout rate (offline or late) of every family against the
 deadline. Bottom: each family's headline metric against the deadline, with its level without
-a deadline dashed; bands are 95% confidence intervals over the repeats.
+a deadline dashed; bands are 95% confidence intervals over the repeats, stopped at the
+metric's declared range as ldpsim's own figures stop them (an accuracy band never above 1 or
+below 0).
 """
 
 from __future__ import annotations
@@ -31,10 +33,35 @@ FAMILIES = {
 DEADLINE = "deployment.round_deadline_s"
 
 
+def declared_range(results: ldpsim.Results, metric: str) -> tuple[float | None, float | None]:
+    """(low, high) of ``metric`` as its protocol declares it (None: open on that side)."""
+    meaning = results.metrics().set_index("name")
+    if metric not in meaning.index:
+        return None, None
+    ends = (meaning.loc[metric, "low"], meaning.loc[metric, "high"])
+    return tuple(None if v is None or v != v else float(v) for v in ends)  # NaN: none
+
+
+def band(means: list[float], halves: list[float], low: float | None = None,
+         high: float | None = None) -> tuple[list[float], list[float]]:
+    """The band ``mean ± half`` of each point, its lower edge raised to ``low`` and its upper
+    edge lowered to ``high`` where they are given (the metric's declared range)."""
+    lo = [m - h for m, h in zip(means, halves, strict=True)]
+    hi = [m + h for m, h in zip(means, halves, strict=True)]
+    if low is not None:
+        lo = [max(v, low) for v in lo]
+    if high is not None:
+        hi = [min(v, high) for v in hi]
+    return lo, hi
+
+
 def lines(results_dir: Path, metric: str) -> dict[str, dict]:
     """Per line (protocol and its other swept settings): its points at every finite deadline
-    (sorted) and its row without a deadline."""
-    summary = ldpsim.load(results_dir).summary()
+    (sorted), their band (``lo``, ``hi``: the 95% interval within the metric's declared range)
+    and its row without a deadline."""
+    results = ldpsim.load(results_dir)
+    summary = results.summary()
+    low, high = declared_range(results, metric)
     others = [c for c in summary.columns if c.startswith("params.")]
     out: dict[str, dict] = {}
     for keys, group in summary.groupby(["protocol", *others], dropna=False, sort=False):
@@ -45,10 +72,11 @@ def lines(results_dir: Path, metric: str) -> dict[str, dict]:
         timed = group.dropna(subset=[DEADLINE]).sort_values(DEADLINE)
         half = [1.96 * sd / math.sqrt(r) if r > 1 else 0.0
                 for sd, r in zip(timed[f"{metric}_std"], timed["repeats"], strict=True)]
+        lo, hi = band(timed[f"{metric}_mean"].tolist(), half, low, high)
         out[label.strip()] = {
             "deadline": timed[DEADLINE].tolist(), "wall": timed["virtual.wall_s"].tolist(),
             "drop": timed["virtual.dropout_rate"].tolist(),
-            "metric": timed[f"{metric}_mean"].tolist(), "half": half,
+            "metric": timed[f"{metric}_mean"].tolist(), "half": half, "lo": lo, "hi": hi,
             "free": None if free.empty else float(free[f"{metric}_mean"].iloc[0]),
             "free_wall": None if free.empty else float(free["virtual.wall_s"].iloc[0])}
     return out
@@ -82,9 +110,8 @@ def main() -> None:
                 top[0].axhline(ln["free_wall"], color=f"C{i}", linestyle=":", linewidth=1)
             top[1].plot(ln["deadline"], ln["drop"], label=name_, **style)
             ax.plot(ln["deadline"], ln["metric"], label=label or None, **style)
-            lo = [m - h for m, h in zip(ln["metric"], ln["half"], strict=True)]
-            hi = [m + h for m, h in zip(ln["metric"], ln["half"], strict=True)]
-            ax.fill_between(ln["deadline"], lo, hi, color=f"C{i}", alpha=0.15, linewidth=0)
+            ax.fill_between(ln["deadline"], ln["lo"], ln["hi"], color=f"C{i}", alpha=0.15,
+                            linewidth=0)
             if ln["free"] is not None:
                 ax.axhline(ln["free"], color=f"C{i}", linestyle=":", linewidth=1)
         ax.set_title(family, fontsize="medium")

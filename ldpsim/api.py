@@ -16,6 +16,7 @@ from ldpsim.simulator.results.plots import PLOT_INSTALL
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
     cell_text,
+    cost_names,
     in_value_order,
     is_degraded,
     metric_names,
@@ -24,6 +25,7 @@ from ldpsim.simulator.results.results import (
     summarize,
     usable,
 )
+from ldpsim.simulator.results.table import TABLE_COSTS
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.session.common import counted
 
@@ -303,7 +305,13 @@ class Results:
 
     def summary(self, include_degraded: bool = False):
         """One row per parameter point: the swept settings, ``repeats``, and each metric's
-        ``_mean`` and ``_std`` with the costs, as ``summary.csv`` has them (a DataFrame)."""
+        ``_mean`` and ``_std`` with the costs, as ``summary.csv`` has them (a DataFrame).
+
+        The communication costs are two: ``comm.bytes_up_per_agent_mean`` and
+        ``comm.bytes_down_per_agent_mean``, the wire bytes (the msgpack envelopes an agent
+        sent and received, framing included), and ``comm.report_bits_per_agent_mean`` (with
+        its ``_std`` over the repeats), the report bits (the information-theoretic size of
+        one agent's reports over the run: the cost the papers count)."""
         columns, rows = summarize(usable(self.records, include_degraded))
         return _pandas().DataFrame(rows, columns=columns)
 
@@ -316,8 +324,7 @@ class Results:
 
         columns, _ = summarize(self.complete())
         protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
-        names = metric_names(columns) + [c for c in columns
-                                         if c.startswith(("comm.", "timing.", "virtual."))]
+        names = metric_names(columns) + cost_names(columns)
         return _pandas().DataFrame([describe(n, protocols).as_dict() | {"name": n}
                                     for n in names])
 
@@ -408,12 +415,13 @@ def _clip(text: str, most: int) -> str:
 
 
 def _table_columns(columns: list[str]) -> list[str]:
-    """The summary columns a notebook shows: the settings, ``repeats`` and each metric's
-    mean (as the terminal table)."""
+    """The summary columns a notebook shows: the settings, ``repeats``, each metric's mean
+    and the wire bytes up and report bits per agent (as the terminal table)."""
     if "repeats" not in columns:
         return columns
     cut = columns.index("repeats") + 1
-    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)]
+    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)] + \
+        [c for c in TABLE_COSTS if c in columns]
 
 
 def _numeric(col: Any) -> bool:

@@ -71,7 +71,7 @@ class Metric(str):
 
     @property
     def axis_label(self) -> str:
-        """The label with its unit, as an axis shows it: ``"bytes up per agent (B)"``."""
+        """The label with its unit, as an axis shows it: ``"wire bytes up per agent (B)"``."""
         return f"{self.label} ({self.unit})" if self.unit else self.label
 
     @property

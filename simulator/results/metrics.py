@@ -18,10 +18,17 @@ from ldpsim.protocols.registry import protocols as all_protocols
 
 #: the costs of ``summary.csv`` (means over repeats): lower is better for each
 COSTS: tuple[Metric, ...] = (
-    Metric("comm.bytes_up_per_agent_mean", "bytes up per agent", unit="B", low=0.0,
-           better="lower", about="what an agent sent, every round and frame overhead counted"),
-    Metric("comm.bytes_down_per_agent_mean", "bytes down per agent", unit="B", low=0.0,
-           better="lower", about="what an agent received: its queries and the run's set-up"),
+    Metric("comm.bytes_up_per_agent_mean", "wire bytes up per agent", unit="B", low=0.0,
+           better="lower", about="the msgpack envelopes an agent sent, every round and the "
+                                 "envelopes' framing counted (what the simulator moved)"),
+    Metric("comm.bytes_down_per_agent_mean", "wire bytes down per agent", unit="B", low=0.0,
+           better="lower", about="the envelopes an agent received: its queries and the run's "
+                                 "set-up"),
+    Metric("comm.report_bits_per_agent_mean", "report bits per agent", unit="bits", low=0.0,
+           better="lower", about="the information-theoretic size of an agent's reports, "
+                                 "summed over the rounds (GRR over k values: log2 k, e.g. "
+                                 "log2 d! for a ranking of d items): "
+                                 "the cost the papers count, without the envelopes' framing"),
     Metric("timing.agent_cpu_s_mean", "agent CPU time per agent", unit="s", low=0.0,
            better="lower", about="the CPU one agent's randomizer took, over all its rounds"),
     Metric("timing.wall_s", "run wall time", unit="s", low=0.0, better="lower",

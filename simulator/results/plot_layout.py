@@ -48,7 +48,7 @@ BOUND = "leakage.report_bound"
 def axis_label(name: str) -> str:
     """A readable label: a setting's (``params.epsilon`` -> ``ε (privacy budget)``,
     ``data.m`` -> ``m``), a metric's or cost's as declared (``kendall_tau`` -> ``Kendall tau
-    distance (normalised)``, ``comm.bytes_up_per_agent_mean`` -> ``bytes up per agent (B)``;
+    distance (normalised)``, ``comm.bytes_up_per_agent_mean`` -> ``wire bytes up per agent (B)``;
     ``simulator.results.metrics``), else the name in words."""
     if name in LABELS:
         return LABELS[name]

@@ -19,6 +19,7 @@ from ldpsim.simulator.results.summary import COST_COLUMNS
 #: short names a ``[plot] y`` may use for the cost columns
 COST_ALIASES = {"bytes_up": "comm.bytes_up_per_agent_mean",
                 "bytes_down": "comm.bytes_down_per_agent_mean",
+                "report_bits": "comm.report_bits_per_agent_mean",
                 "agent_cpu_s": "timing.agent_cpu_s_mean", "wall_s": "timing.wall_s",
                 "virtual_wall_s": "virtual.wall_s", "dropout_rate": "virtual.dropout_rate"}
 FORMATS = ("png", "pdf", "svg")
@@ -33,7 +34,8 @@ class PlotSpec:
     ----------
     y : tuple of str
         Metrics to plot (names ``evaluate`` returns, ``leakage.*``, or cost columns and their
-        aliases ``bytes_up``, ``bytes_down``, ``agent_cpu_s``, ``wall_s``); empty: every metric.
+        aliases ``bytes_up``, ``bytes_down`` (wire bytes), ``report_bits``, ``agent_cpu_s``,
+        ``wall_s``); empty: every metric.
     x : tuple of str
         Swept settings to plot against (``params.*``, ``data.*``, ``collusion.colluders``);
         empty: every numeric one with at least two values.
@@ -46,7 +48,7 @@ class PlotSpec:
     logx, logy : bool or None
         Logarithmic axes; None: automatic (x positive over more than a factor 50, y over 1000).
     costs : bool
-        Also plot bytes per agent and time against each x.
+        Also plot the costs against each x: wire bytes and report bits per agent, and time.
     formats : tuple of str
         File formats, among ``png``, ``pdf``, ``svg``.
     """

@@ -145,7 +145,7 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
          note: Callable[[str], Any] | None = None) -> list[Path]:
     """Draw each chosen metric's mean, with a 95% confidence band over the repeats, against
     each chosen swept setting; also the communication and time costs, likewise, and the
-    bytes per agent by round.
+    wire bytes and report bits per agent by round.
 
     Writes ``<out_dir>/plot_<metric>_vs_<axis>.<format>`` with one line per value of
     ``spec.hue`` (by default one per protocol), each with its own colour and marker, human
@@ -157,10 +157,16 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     sideways (``DODGE`` of the x range per line, centred on the true value): costs are often
     equal between protocols, and lines drawn over each other would hide all but the last.
 
+    The communication costs are two, each in figures of its own: the wire bytes
+    (``comm.bytes_up_per_agent_mean``, ``comm.bytes_down_per_agent_mean``: the msgpack
+    envelopes, in B) and the report bits (``comm.report_bits_per_agent_mean``: the
+    information-theoretic size of an agent's reports, what the papers count, in bits).
+
     When a run had more than one round and ``spec.costs``, also
-    ``plot_per_round_bytes.<format>``: the bytes each asked agent sent and received in each
-    round (``per_round.csv``), one line per protocol, its mean over the protocol's runs with
-    their 95% confidence band.
+    ``plot_per_round_bytes.<format>``: the wire bytes each asked agent sent and received in
+    each round and the report bits of one report (``per_round.csv``), one panel each (the
+    bits on an axis of their own), one line per protocol, its mean over the protocol's runs
+    with their 95% confidence band.
 
     Parameters
     ----------
@@ -217,14 +223,15 @@ def _draw(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
                        _dropout_figure(sweep, spec, mpl, metric))
 
 
-def _new_figure(mpl: tuple[Any, Any, list[str]], n: int, legend_outside: bool
-                ) -> tuple[Any, Any]:
-    """A figure of ``n`` panels (``panel_grid``), shared axes; its grid of axes."""
+def _new_figure(mpl: tuple[Any, Any, list[str]], n: int, legend_outside: bool,
+                sharey: bool = True) -> tuple[Any, Any]:
+    """A figure of ``n`` panels (``panel_grid``), a shared x axis and (``sharey``) y axis;
+    its grid of axes."""
     figure_cls, canvas, _ = mpl
     rows, cols = panel_grid(n)
     fig = figure_cls(figsize=(5.2 * cols + (1.8 if legend_outside else 0.4), 3.8 * rows))
     canvas(fig)
-    return fig, fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    return fig, fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=sharey)
 
 
 def _finish(fig: Any, grid: Any, n: int, handles: list[Any], labels: list[str],
@@ -455,44 +462,70 @@ def _dropout_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
     return fig
 
 
+#: the by-round figure's panels: (per-round column, panel title's cost column, y label); the
+#: wire bytes share a y axis, the report bits have their own
+ROUND_PANELS = (
+    ("bytes_up_per_agent", "comm.bytes_up_per_agent_mean", "wire bytes per agent (B)"),
+    ("bytes_down_per_agent", "comm.bytes_down_per_agent_mean", "wire bytes per agent (B)"),
+    ("report_bits", "comm.report_bits_per_agent_mean", "report bits per agent (bits)"),
+)
+
+
+def _round_means(rows: list[dict[str, Any]], proto: Any, column: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A protocol's rounds, and its mean of ``column`` in each (over its runs) with the 95%
+    half-width; None when no round has it."""
+    values: dict[float, list[float]] = {}
+    for r in rows:
+        if r["protocol"] == proto and r.get(column) is not None and is_number(r["round"]):
+            values.setdefault(float(r["round"]), []).append(float(r[column]))
+    if not values:
+        return None
+    xs = np.array(sorted(values))
+    stats = [mean_std(values[x]) for x in xs]
+    return (xs, np.array([m for m, _, _ in stats], dtype=float),
+            np.array([_ci_half_width(sd, c) for _, sd, c in stats]))
+
+
 def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) -> Any:
-    """Bytes per asked agent, up and down, by round: one line per protocol, its mean over
-    the protocol's runs (every point and repeat) with their 95% confidence band."""
+    """Wire bytes per asked agent, up and down (one y axis), and the report bits of one
+    agent's report (a panel and axis of their own), by round: one line per protocol, its
+    mean over the protocol's runs (every point and repeat) with their 95% confidence band."""
     from matplotlib.ticker import MaxNLocator
 
     protocols = in_value_order(r["protocol"] for r in rows)
     rounds = [r["round"] for r in rows if is_number(r["round"])]
     lo, hi = float(min(rounds)), float(max(rounds))
-    fig, grid = _new_figure(mpl, 2, legend_outside=True)
+    n = len(ROUND_PANELS)
+    fig, grid = _new_figure(mpl, n, legend_outside=False, sharey=False)
+    cols = grid.shape[1]
+    axes = [grid[i // cols][i % cols] for i in range(n)]
+    axes[1].sharey(axes[0])  # up and down in bytes, on one scale
     colors = mpl[2]
-    handles: list[Any] = []
-    for ax, way in zip(grid[0], ("up", "down"), strict=True):
-        column = f"bytes_{way}_per_agent"
+    handles: dict[str, Any] = {}
+    for ax, (column, cost, _) in zip(axes, ROUND_PANELS, strict=True):
         for i, proto in enumerate(protocols):
-            values: dict[float, list[float]] = {}
-            for r in rows:
-                if r["protocol"] == proto and r[column] is not None and is_number(r["round"]):
-                    values.setdefault(float(r["round"]), []).append(float(r[column]))
-            if not values:
+            means = _round_means(rows, proto, column)
+            if means is None:
                 continue
-            xs = np.array(sorted(values))
-            stats = [mean_std(values[x]) for x in xs]
-            ys = np.array([m for m, _, _ in stats], dtype=float)
-            hs = np.array([_ci_half_width(sd, c) for _, sd, c in stats])
+            xs, ys, hs = means
             xs = _dodge(xs, i, len(protocols), lo, hi, False)
             color = colors[i % len(colors)]
             handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color,
                               label=str(proto))
-            if way == "up":
-                handles.append(handle)
+            handles.setdefault(str(proto), handle)
             if _spread(ys, hs):
                 ax.fill_between(xs, np.maximum(ys - hs, 0.0), ys + hs, color=color, alpha=0.18,
                                 linewidth=0)
-        ax.set_title(axis_label(f"comm.bytes_{way}_per_agent_mean"), fontsize="medium")
+        ax.set_title(axis_label(cost).removesuffix(" (B)").removesuffix(" (bits)"),
+                     fontsize="medium")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
-    _finish(fig, grid, 2, handles, [h.get_label() for h in handles],
-            "protocol (band: 95% CI over runs)", axis_label("round"), "bytes per agent")
-    fig.suptitle("bytes per agent by round")
+    labels = [str(p) for p in protocols if str(p) in handles]
+    _finish(fig, grid, n, [handles[lab] for lab in labels], labels,
+            "protocol (band: 95% CI over runs)", axis_label("round"), "")
+    for ax, (_, _, ylabel) in zip(axes, ROUND_PANELS, strict=True):
+        ax.set_ylabel(ylabel)
+    fig.suptitle("wire bytes and report bits per agent by round")
     fig.tight_layout()
     return fig

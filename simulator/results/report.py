@@ -28,7 +28,14 @@ from ldpsim.simulator.results.metrics import CHANCE, describe
 from ldpsim.simulator.results.plots import axis_label, plot
 from ldpsim.simulator.results.published import check_published, compare
 from ldpsim.simulator.results.store import FINGERPRINT_FILE, RESULTS_FILE, is_degraded, usable
-from ldpsim.simulator.results.summary import metric_names, per_round, privacy_spent, summarize
+from ldpsim.simulator.results.summary import (
+    COST_STD_COLUMNS,
+    cost_names,
+    metric_names,
+    per_round,
+    privacy_spent,
+    summarize,
+)
 from ldpsim.simulator.results.table import cell_text
 
 REPORT_FILE = "report.html"
@@ -143,7 +150,7 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
     cut = columns.index("repeats") + 1
     axes = columns[:cut]
     metrics = metric_names(columns)
-    costs = [c for c in columns[cut:] if c.startswith(("comm.", "timing."))]
+    costs = [c for c in cost_names(columns[cut:]) if c.startswith(("comm.", "timing."))]
     head = [_e(axis_label(a)) if a not in ("protocol", "repeats") else a for a in axes]
     head += [_header(m, protocols) for m in metrics] + [_header(c, protocols) for c in costs]
     body = []
@@ -154,7 +161,10 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
             cells.append("" if mean is None else
                          f"{cell_text(mean)} ± {cell_text(std)}" if std is not None
                          else cell_text(mean))
-        cells += [cell_text(r.get(c)) for c in costs]
+        for c in costs:
+            sd = r.get(COST_STD_COLUMNS[c]) if c in COST_STD_COLUMNS else None
+            cells.append(cell_text(r.get(c)) + (f" ± {cell_text(sd)}" if sd is not None and
+                                                r.get(c) is not None else ""))
         body.append(cells)
     numeric = [a not in ("protocol",) for a in axes] + [True] * (len(metrics) + len(costs))
     spent = privacy_spent(records)
@@ -165,7 +175,9 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
                 f"({spent['data_sets']} data sets, up to {spent['runs_per_data_set_max']} "
                 "runs each with a local claim).</p>")
     return ("<p class=\"note\">One row per parameter point: each metric's mean ± standard "
-            "deviation over the repeats, the costs as means (bytes per agent, seconds). Hover "
+            "deviation over the repeats, the costs as means (wire bytes per agent: the msgpack "
+            "envelopes; report bits per agent ± std: the size of an agent's reports the papers "
+            "count; seconds). Hover "
             "a header for its definition.</p>" + _table(head, body, numeric) + note)
 
 

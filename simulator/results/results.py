@@ -30,10 +30,12 @@ from ldpsim.simulator.results.store import (  # noqa: F401 - re-exported
 )
 from ldpsim.simulator.results.summary import (  # noqa: F401 - re-exported
     COST_COLUMNS,
+    COST_STD_COLUMNS,
     LEAKAGE_METRICS,
     ROUND_COLUMNS,
     VIRTUAL_ROUND_COLUMNS,
     Point,
+    cost_names,
     csv_text,
     finite_number,
     group_points,

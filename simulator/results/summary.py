@@ -29,16 +29,24 @@ from ldpsim.simulator.results.store import (
 )
 
 # (column name, section of the record, source keys tried in order); each is a mean over repeats.
+# Two communication costs: the wire bytes (``bytes_*``: the msgpack envelopes an agent sent and
+# received, framing included) and the report bits (the information-theoretic size of one
+# agent's reports, summed over the rounds: the cost the papers count).
 COST_COLUMNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("comm.bytes_up_per_agent_mean", "comm", ("bytes_up_per_agent_mean", "bytes_up_per_agent")),
     ("comm.bytes_down_per_agent_mean", "comm",
      ("bytes_down_per_agent_mean", "bytes_down_per_agent")),
+    ("comm.report_bits_per_agent_mean", "comm", ("report_bits_per_agent",)),
     ("timing.agent_cpu_s_mean", "timing", ("agent_cpu_s_mean", "agent_cpu_s")),
     ("timing.wall_s", "timing", ("wall_s",)),
     # a ``[deployment]``'s virtual time (``session.network``): only records with one
     ("virtual.wall_s", "virtual", ("wall_s",)),
     ("virtual.dropout_rate", "virtual", ("dropout_rate",)),
 )
+#: cost columns the summary also gives a sample standard deviation over the repeats, in the
+#: column after the mean (the report bits: a protocol whose rounds vary between runs varies)
+COST_STD_COLUMNS: dict[str, str] = {
+    "comm.report_bits_per_agent_mean": "comm.report_bits_per_agent_std"}
 
 
 
@@ -216,6 +224,14 @@ def metric_names(columns: list[str]) -> list[str]:
             if c.endswith("_mean") and not c.startswith(("comm.", "timing.", "virtual."))]
 
 
+def cost_names(columns: list[str]) -> list[str]:
+    """The cost columns of a :func:`summarize` column list, in its order (``comm.*``,
+    ``timing.*``, ``virtual.*``; their means, not the ``COST_STD_COLUMNS``)."""
+    stds = set(COST_STD_COLUMNS.values())
+    return [c for c in columns
+            if c.startswith(("comm.", "timing.", "virtual.")) and c not in stds]
+
+
 def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """Aggregate run records into one row per parameter point.
 
@@ -229,18 +245,27 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
     columns : list of str
         The axes in first-seen order (``protocol``, ``params.<name>``, ``data.<name>``), then
         ``repeats``, then ``<metric>_mean`` and ``<metric>_std`` for each metric (first-seen
-        order), then whichever of ``comm.bytes_up_per_agent_mean``,
-        ``comm.bytes_down_per_agent_mean``, ``timing.agent_cpu_s_mean`` and ``timing.wall_s``
-        occur in the records.
+        order), then whichever of ``COST_COLUMNS`` occur in the records:
+        ``comm.bytes_up_per_agent_mean`` and ``comm.bytes_down_per_agent_mean`` (the wire
+        bytes: msgpack envelopes, framing included), ``comm.report_bits_per_agent_mean`` with
+        ``comm.report_bits_per_agent_std`` (the report bits: the information-theoretic size of
+        one agent's reports over the run, what the papers count), ``timing.agent_cpu_s_mean``,
+        ``timing.wall_s`` and a ``[deployment]``'s ``virtual.wall_s`` and
+        ``virtual.dropout_rate``.
     rows : list of dict
         One dict per distinct point, in order of first appearance, with every column as a key.
         A point lacking an axis (a protocol without that parameter) or a metric has ``None``
         there (an empty CSV cell). Means are over the repeats' non-missing values (None and
         non-finite values are ignored); ``_std`` is the sample standard deviation (ddof=1),
-        0.0 when there is one value. Cost columns are means over repeats.
+        0.0 when there is one value. Cost columns are means over repeats, the
+        ``COST_STD_COLUMNS`` their sample standard deviations.
     """
     axes, metric_names, points = group_points(records)
-    cost_cols = [c for c, _, _ in COST_COLUMNS if any(c in p.costs for p in points)]
+    cost_cols: list[str] = []
+    for c, _, _ in COST_COLUMNS:
+        if any(c in p.costs for p in points):
+            cost_cols += [c, COST_STD_COLUMNS[c]] if c in COST_STD_COLUMNS else [c]
+    stds = {s: m for m, s in COST_STD_COLUMNS.items()}
     columns = [*axes, "repeats"]
     for m in metric_names:
         columns += [f"{m}_mean", f"{m}_std"]
@@ -253,7 +278,7 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
             mean, std, _ = p.metrics.get(m, (None, None, 0))
             row[f"{m}_mean"], row[f"{m}_std"] = mean, std
         for c in cost_cols:
-            row[c] = p.costs.get(c)
+            row[c] = p.cost_stats.get(stds[c], (None, None))[1] if c in stds else p.costs.get(c)
         rows.append(row)
     return columns, rows
 

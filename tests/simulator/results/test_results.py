@@ -335,10 +335,12 @@ def test_format_table() -> None:
     text = format_table(columns, rows)
     lines = text.splitlines()
     header = lines[0].split()
-    assert header == ["protocol", "params.epsilon", "data.n", "repeats", "tau_mean", "err_mean"]
+    # the metrics' means, then the wire bytes up (the records have no report bits)
+    assert header == ["protocol", "params.epsilon", "data.n", "repeats", "tau_mean", "err_mean",
+                      "wire_bytes_up/agent"]
     assert len(lines) == 2 + 3
     assert "ldp_kwiksort_rr" in lines[2] and "0.5" in lines[2] and "100" in lines[2]
-    assert lines[3].split() == ["ldp_kwiksort_rr", "2", "100", "2", "5", "30"]
+    assert lines[3].split() == ["ldp_kwiksort_rr", "2", "100", "2", "5", "30", "150"]
     assert lines[4].split() == ["kwiksort", "100", "3", "1"]
     assert "1.414" not in text  # std columns are not shown
     assert len({len(ln) for ln in lines[:2]}) == 1
