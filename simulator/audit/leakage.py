@@ -38,6 +38,7 @@ from ldpsim.protocols.base import Protocol
 from ldpsim.protocols.data import Dataset
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit.audit import contributions, log_likelihoods, residual
+from ldpsim.simulator.results.intervals import exact_interval
 
 
 def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,19 +48,6 @@ def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarr
     decoys = g.integers(0, n - 1, size=len(chosen)) if n > 1 else np.zeros(len(chosen), int)
     decoys = decoys + (decoys >= chosen)  # uniform over the other agents
     return chosen, decoys
-
-
-def exact_interval(wins: float, trials: int, level: float = 0.95) -> list[float] | None:
-    """The Clopper–Pearson interval of a success rate from ``wins`` of ``trials`` (a tie
-    counted ½ is a half win: the beta quantiles take any real count); None without trials."""
-    if trials <= 0:
-        return None
-    from scipy.stats import beta  # only where attacks are on: start-up stays light
-
-    a = (1.0 - level) / 2.0
-    lo = 0.0 if wins <= 0 else float(beta.ppf(a, wins, trials - wins + 1))
-    hi = 1.0 if wins >= trials else float(beta.ppf(1.0 - a, wins + 1, trials - wins))
-    return [lo, hi]
 
 
 def _scored(out: dict[str, Any], name: str, scores: np.ndarray) -> None:

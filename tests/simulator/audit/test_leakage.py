@@ -126,7 +126,7 @@ def test_the_exact_interval_is_clopper_pearsons() -> None:
     """Issue 49: each attack's accuracy comes with the trials and wins it rests on and their
     exact interval: Clopper–Pearson's, pinned at its textbook values (0, 5 and 10 wins of 10)
     and at a tie's half win (between its neighbours)."""
-    from ldpsim.simulator.audit.leakage import exact_interval
+    from ldpsim.simulator.results.intervals import exact_interval
 
     assert exact_interval(0, 10) == pytest.approx([0.0, 0.30850], abs=5e-6)
     assert exact_interval(10, 10) == pytest.approx([0.69150, 1.0], abs=5e-6)

@@ -109,8 +109,9 @@ def test_every_coalition_of_a_sweep_point_analyses_one_execution(tmp_path, monke
     sweep point analyses one execution (the same keys and coins): outputs, metrics and costs are
     identical across coalition sizes by construction, the execution runs once per repetition,
     and each record is the one its run gives alone (what ``ldpsim verify`` re-executes)."""
-    import ldpsim
     from ldpsim.simulator.backends import InprocBackend
+
+    import ldpsim
 
     calls = []
     real = InprocBackend.run
