@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.rank import profile
@@ -157,3 +158,27 @@ def test_a_sweep_point_shares_its_execution_across_processes(tmp_path):
     for a, b in zip(recs, inproc, strict=True):
         assert a["output"] == b["output"]
         assert a["comm"]["disclose_bytes_total"] == b["comm"]["disclose_bytes_total"]
+
+
+def test_records_of_coalitions_keyed_coins_are_not_mixed_in(tmp_path):
+    """A directory written when a coalition keyed the coins holds other coins than its runs
+    give now: a resumed sweep refuses it, naming the keys' derivation; sweeps without colluders
+    keep their fingerprint (their coins never changed)."""
+    import json
+
+    from ldpsim.simulator.results.store import FINGERPRINT_FILE
+    from ldpsim.simulator.scenario.tables import ScenarioError
+
+    import ldpsim
+
+    out = tmp_path / "old"
+    list(ldpsim.run(_sweep(tmp_path, [0, 5], repeats=1), out=out, secret="seed"))
+    doc = json.loads((out / FINGERPRINT_FILE).read_text())
+    assert doc["fingerprint"]["keys"] == ["prf-1+shared-coins"]
+    quiet = tmp_path / "quiet"
+    list(ldpsim.run(_sweep(tmp_path, 0, repeats=1), out=quiet, secret="seed"))
+    assert json.loads((quiet / FINGERPRINT_FILE).read_text())["fingerprint"]["keys"] == ["prf-1"]
+    text = (out / FINGERPRINT_FILE).read_text().replace("prf-1+shared-coins", "prf-1")
+    (out / FINGERPRINT_FILE).write_text(text)
+    with pytest.raises(ScenarioError, match="keys"):
+        list(ldpsim.run(_sweep(tmp_path, [0, 5], repeats=2), out=out, secret="seed"))
