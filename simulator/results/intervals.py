@@ -15,9 +15,11 @@ def exact_interval(wins: float, trials: int, level: float = 0.95) -> list[float]
     counted ½ is a half win: the beta quantiles take any real count); None without trials."""
     if trials <= 0:
         return None
-    from scipy.stats import beta  # only where attacks are scored: start-up stays light
+    # the beta distribution's quantile, as scipy.stats.beta.ppf computes it, from
+    # scipy.special alone (scipy.stats would double a run's memory: about 50 MB more)
+    from scipy.special import betaincinv
 
     a = (1.0 - level) / 2.0
-    lo = 0.0 if wins <= 0 else float(beta.ppf(a, wins, trials - wins + 1))
-    hi = 1.0 if wins >= trials else float(beta.ppf(1.0 - a, wins + 1, trials - wins))
+    lo = 0.0 if wins <= 0 else float(betaincinv(wins, trials - wins + 1, a))
+    hi = 1.0 if wins >= trials else float(betaincinv(wins + 1, trials - wins, 1.0 - a))
     return [lo, hi]

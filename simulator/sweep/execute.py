@@ -214,12 +214,15 @@ def largest_coalition(spec: RunSpec) -> RunSpec:
     coalitions hold one another), so the execution's disclosures cover each of them."""
     if len(spec.coalitions) < 2:
         return spec
-    kinds = {isinstance(c, float) for c in spec.coalitions}
-    if len(kinds) == 1:
-        biggest = max(spec.coalitions)
+    some = [c for c in spec.coalitions if c]  # 0 and 0.0: nobody, the smallest coalition
+    if not some:
+        return spec
+    if len({isinstance(c, float) for c in some}) == 1:
+        biggest = max(some)
     else:  # fractions and counts: compared as counts of this data set's agents
-        n = int(public_facts(spec)["n"])
-        biggest = max(spec.coalitions, key=lambda c: n_colluders(n, c) or 0)
+        n = spec.data.get("n")
+        n = int(n) if isinstance(n, int) else int(public_facts(spec)["n"])
+        biggest = max(some, key=lambda c: n_colluders(n, c) or 0)
     return replace(spec, collusion={**spec.collusion, "colluders": biggest})
 
 
