@@ -156,30 +156,31 @@ def _identity_key(blob: str) -> tuple[int, int]:
     return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:], "little")
 
 
-def _run_identity(protocol: str, params: dict[str, Any], data: dict[str, Any],
-                  collusion: dict[str, Any] | None) -> tuple[int, int]:
-    coll = (collusion or {}).get("colluders", 0)
-    blob = json.dumps(_canon([protocol, params, data, coll]), sort_keys=True,
+def _run_identity(protocol: str, params: dict[str, Any], data: dict[str, Any]
+                  ) -> tuple[int, int]:
+    # the trailing 0 stood for the colluders, which once keyed the coins: kept, so that a run's
+    # coins are what they always were
+    blob = json.dumps(_canon([protocol, params, data, 0]), sort_keys=True,
                       separators=(",", ":"))
     return _identity_key(blob)
 
 
-def run_tags(seeds: np.ndarray, protocol: str, params: dict[str, Any], data: dict[str, Any],
-             collusion: dict[str, Any] | None = None) -> np.ndarray:
+def run_tags(seeds: np.ndarray, protocol: str, params: dict[str, Any], data: dict[str, Any]
+             ) -> np.ndarray:
     """``run_tag`` of one run's settings under many run seeds at once."""
-    key = _run_identity(protocol, params, data, collusion)
+    key = _run_identity(protocol, params, data)
     return prf(*key, _seed63(np.asarray(seeds, dtype=np.uint64))) >> np.uint64(1)
 
 
-def run_tag(seed: int, protocol: str, params: dict[str, Any], data: dict[str, Any],
-            collusion: dict[str, Any] | None = None) -> int:
+def run_tag(seed: int, protocol: str, params: dict[str, Any], data: dict[str, Any]) -> int:
     """The public id of one run, and the tag its agents' coin keys derive from: different for
-    every protocol, parameter point, data setting, set of colluders and repetition of a
-    sweep, the same on every backend and pool count. Whether the curator is in the coalition
-    leaves the agents' coins alone (the same reports, disclosed to it or not: a curator that
-    sees both learns nothing more), and no ``collusion`` is no colluders. A PRF of the seed
-    under a key of the run's settings, so a block of trials computes its tags at once."""
-    return int(run_tags(_seed63(seed), protocol, params, data, collusion)[0])
+    every protocol, parameter point, data setting and repetition of a sweep, the same on every
+    backend and pool count. The coalition leaves it alone: semi-honest colluders follow the
+    protocol, so a coalition is an analysis of one execution, and every coalition of a sweep
+    point analyses the same coins (the same reports, disclosed to the curator or not). A PRF of
+    the seed under a key of the run's settings, so a block of trials computes its tags at
+    once."""
+    return int(run_tags(_seed63(seed), protocol, params, data)[0])
 
 
 def seed_run_keys(seeds: np.ndarray, n: int, run_tags: np.ndarray

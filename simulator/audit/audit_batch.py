@@ -72,8 +72,7 @@ def trial_keys(scenario_seed: int, first: int, count: int, target: int,
     cur = stream_key(StreamKeys(seeds), "curator")
     d0, d1 = device_rows(*root_words(*master_words_of_seeds(seeds)),
                          np.full(count, target, dtype=np.int64))
-    tags = run_tags(seeds, config["protocol"], config["params"], config["data"],
-                    config.get("collusion"))
+    tags = run_tags(seeds, config["protocol"], config["params"], config["data"])
     return cur, prf(d0, d1, tags)
 
 

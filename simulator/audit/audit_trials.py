@@ -126,12 +126,11 @@ class Trials:
         """The keys of the runs of trials ``first .. first + count - 1``, computed together."""
         cfg = self.s.config
         seeds = run_seeds(self.s.scenario_seed, first, count)
-        tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"], cfg.get("collusion"))
+        tags = run_tags(seeds, cfg["protocol"], cfg["params"], cfg["data"])
         coins, data = seed_run_keys(seeds, self.s.n, tags)
         if self.coins == "fixed":  # run 0's keys but the target's coins, run t's
             seed0 = seeds[:1] if first == 0 else run_seeds(self.s.scenario_seed, 0, 1)
-            tag0 = run_tags(seed0, cfg["protocol"], cfg["params"], cfg["data"],
-                            cfg.get("collusion"))
+            tag0 = run_tags(seed0, cfg["protocol"], cfg["params"], cfg["data"])
             c0, d0 = seed_run_keys(seed0, self.s.n, tag0)
             own = coins[:, self.s.target]
             coins, data = np.repeat(c0, count, axis=0), np.repeat(d0, count, axis=0)

@@ -21,7 +21,11 @@ prior, from its view only. The harness, which knows the truth, scores the guesse
   non-private aggregate when every other agent colludes, about ½ when many agents are honest.
 
 Accuracies are means over the targets the attack could score (None when it applies to none:
-no closed-form likelihood, no reports in the view, no additive aggregate). ½ is guessing.
+no closed-form likelihood, no reports in the view, no additive aggregate). ½ is guessing. Each
+comes with what it rests on: ``*_trials`` (the targets scored) and ``*_wins`` (their summed
+scores, a tie counting ½), from which the record's exact 95% interval (``*_interval``,
+Clopper–Pearson, ``exact_interval``) and a summary's pooled one over repetitions follow. At
+n − 1 colluders a run has one honest agent: one target, one trial.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ldpsim.protocols.base import Protocol
 from ldpsim.protocols.data import Dataset
 from ldpsim.protocols.rng import party_generator, stream_key
 from ldpsim.simulator.audit.audit import contributions, log_likelihoods, residual
+from ldpsim.simulator.results.intervals import exact_interval
 
 
 def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,6 +48,15 @@ def _pick(seed: int, honest: np.ndarray, n: int, targets: int) -> tuple[np.ndarr
     decoys = g.integers(0, n - 1, size=len(chosen)) if n > 1 else np.zeros(len(chosen), int)
     decoys = decoys + (decoys >= chosen)  # uniform over the other agents
     return chosen, decoys
+
+
+def _scored(out: dict[str, Any], name: str, scores: np.ndarray) -> None:
+    """Enter an attack's ``scores`` (one per target it scored) in ``out``: its accuracy, trials,
+    wins and exact interval."""
+    wins, trials = float(scores.sum()), int(len(scores))
+    out[f"{name}_accuracy"] = float(scores.mean())
+    out[f"{name}_trials"], out[f"{name}_wins"] = trials, wins
+    out[f"{name}_interval"] = exact_interval(wins, trials)
 
 
 def _score(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -75,7 +89,8 @@ def run_leakage(protocol: Protocol, view: dict[str, Any], ds: Dataset, colluders
     Returns
     -------
     dict
-        ``targets``, ``report_accuracy``, ``differencing_accuracy``, ``report_bound`` (the LDP
+        ``targets``, ``report_accuracy``, ``differencing_accuracy`` (each with its
+        ``_trials``, ``_wins`` and exact ``_interval`` where scored), ``report_bound`` (the LDP
         ceiling e^ε/(1+e^ε) of the report attack, None unless the claim is local and finite),
         ``colluders`` (count) and ``curator``.
     """
@@ -98,7 +113,7 @@ def run_leakage(protocol: Protocol, view: dict[str, Any], ds: Dataset, colluders
         got = log_likelihoods(protocol, view, chosen, np.stack([truth, decoy], axis=1))
         if got is not None and got[1].any():
             ll, seen = got
-            out["report_accuracy"] = float(_score(ll[seen, 0], ll[seen, 1]).mean())
+            _scored(out, "report", _score(ll[seen, 0], ll[seen, 1]))
     resid = residual(protocol, view, every[colluders])
     if resid is not None:
         ok = np.isfinite(resid)
@@ -109,5 +124,5 @@ def run_leakage(protocol: Protocol, view: dict[str, Any], ds: Dataset, colluders
                 return ((resid[ok] - contrib[:, ok]) ** 2).sum(axis=1)
 
             # the closer candidate wins: score the truth's negated distance
-            out["differencing_accuracy"] = float(_score(-dist(c_truth), -dist(c_decoy)).mean())
+            _scored(out, "differencing", _score(-dist(c_truth), -dist(c_decoy)))
     return out

@@ -60,6 +60,10 @@ KEYS = "prf-1"
 #: it first (``Secrets.run_seed``): records a key file gave before that hold other data and
 #: coins than it gives now (the seed-only secret's are unchanged: ``KEYS``)
 KEYS_KEYED = "prf-1+keyed-seed"
+#: added to either for a sweep with colluders: the coins of a run with colluders are those of
+#: the same run without (a coalition is an analysis of one execution); records of such runs
+#: written before hold coins keyed by their coalition, and never mix with these
+KEYS_SHARED = "+shared-coins"
 
 
 class FingerprintMismatch(ScenarioError):
@@ -81,8 +85,9 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     (one value unless it is a sweep axis). Protocols and repeats are left out: adding them
     extends a sweep. ``salt``: the directory's, for the MAC of the secret."""
     secret = secrets_of(scenario.runtime)  # never the secret itself: a salted MAC of it
-    out: dict[str, list[Any]] = {"seed": [scenario.seed],
-                                 "keys": [KEYS if secret is None else KEYS_KEYED]}
+    keys = (KEYS if secret is None else KEYS_KEYED) + (KEYS_SHARED if _colludes(scenario)
+                                                          else "")
+    out: dict[str, list[Any]] = {"seed": [scenario.seed], "keys": [keys]}
     for section, table in (("data", scenario.data), ("params", scenario.params)):
         for k, v in table.items():
             out[f"{section}.{k}"] = _values(v)
@@ -107,6 +112,13 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     for k, v in (getattr(scenario, "deployment", None) or {}).items():  # only when set
         out[f"deployment.{k}"] = _values(v) if k in deployment_numbers else [_plain(v)]
     return out
+
+
+def _colludes(scenario: Any) -> bool:
+    """Whether any run of ``scenario`` has colluding agents."""
+    c = scenario.collusion
+    values = c.get("sweep") or [c.get("colluders")]
+    return any(v for v in values)
 
 
 def _plain(v: Any) -> Any:

@@ -39,6 +39,11 @@ class RunSpec:
     agents: dict[str, Any] = field(default_factory=dict)
     #: the run's devices and network (``[deployment]``, ``scenario.deployment``): empty without
     deployment: dict[str, Any] = field(default_factory=dict)
+    #: the key of the execution it analyses (``execution_key``): the runs of a sweep point that
+    #: differ only in their coalition share it ("" : its own key)
+    execution: str = ""
+    #: the colluders of every run sharing its execution, itself included (empty: none other)
+    coalitions: tuple[Any, ...] = ()
 
     def config(self) -> dict[str, Any]:
         """The public run configuration the curator sends to every pool."""
@@ -124,10 +129,13 @@ class Scenario:
                     if key in seen:
                         continue
                     seen.add(key)
+                    execution = execution_key(proto, p, data, r, self.seed, collusion,
+                                              self.runtime.get("faults", []), deploy)
                     specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
                                          run_seed(self.seed, r), dict(self.runtime),
-                                         collusion, point, key, dict(self.agents), deploy))
-        return specs
+                                         collusion, point, key, dict(self.agents), deploy,
+                                         execution))
+        return shared_executions(specs)
 
 
 def as_kind(spec: ParamSpec, value: Any, where: str) -> Any:
@@ -152,6 +160,30 @@ def checked_data(data: dict[str, Any]) -> dict[str, Any]:
     dk = get_data_kind(data["kind"])
     return {k: (v if k == "kind" else as_kind(dk.params[k], v, f"[data] {k}"))
             for k, v in data.items()}
+
+
+def execution_key(proto, params, data, repeat, seed, collusion, faults, deployment=None
+                  ) -> str:
+    """The key of the execution a run analyses: its ``run_key`` without its coalition (a
+    fraction or count of colluders; an explicit list of agents stays, as its coalition need not
+    hold a smaller one). Semi-honest colluders change neither the coins (``protocols.keys.
+    run_tag``) nor the transcript, so the runs of one sweep point that differ only in their
+    coalition are analyses of one execution (``sweep.execute``)."""
+    colluders = collusion["colluders"]
+    shared = {**collusion, "colluders": colluders if isinstance(colluders, list) else 0}
+    return run_key(proto, params, data, repeat, seed, shared, faults, deployment)
+
+
+def shared_executions(specs: list[RunSpec]) -> list[RunSpec]:
+    """``specs`` with each one's ``coalitions``: the colluders of every run of the list that
+    shares its execution (``execution_key``), where there is more than one."""
+    groups: dict[str, list[Any]] = {}
+    for s in specs:
+        groups.setdefault(s.execution, []).append(s.collusion["colluders"])
+    for s in specs:
+        if len(groups[s.execution]) > 1:
+            s.coalitions = tuple(groups[s.execution])
+    return specs
 
 
 def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None) -> str:

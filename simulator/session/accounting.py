@@ -53,6 +53,9 @@ class CommStats:
     frames_up: int = 0
     frames_down: int = 0
     disclose_bytes: int = 0
+    #: the bytes each colluder disclosed (their sum is ``disclose_bytes``): a smaller coalition
+    #: of the same execution discloses its members' part (``sweep.execute``)
+    disclosed: dict[int, int] = field(default_factory=dict)
     #: one record per round (``rounds.Round.record``)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     #: per direction, the most bytes any one agent can have counted so far (``_count``)

@@ -77,7 +77,9 @@ def take_disclosure(pool: PoolSlot | None, env: wire.Envelope, colluders: np.nda
     if why is not None:
         return Act.REJECT, why
     comm.disclose_bytes += env.size
-    view.disclosed(int(env.agent), env.payload)
+    agent = int(env.agent)
+    comm.disclosed[agent] = comm.disclosed.get(agent, 0) + env.size
+    view.disclosed(agent, env.payload)
     return Act.NONE, ""
 
 

@@ -50,6 +50,8 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
         "pools_reported_done": len(stats),
         "colluders": int(colluders.sum()) if colluders is not None else 0,
         "curator_colludes": curator_colludes,
+        # by colluder: what a smaller coalition of this execution disclosed (not recorded)
+        "disclosed_bytes": dict(comm.disclosed),
     }
     if virtual is not None:
         out["virtual"] = virtual

@@ -80,8 +80,7 @@ def run_secrets(config: dict[str, Any], secrets: Secrets | None = None) -> Secre
 
 def run_id(config: dict[str, Any]) -> int:
     """The run's public id: the tag of its agents' coin keys (``protocols.keys.run_tag``)."""
-    return run_tag(config["seed"], config["protocol"], config["params"], config["data"],
-                   config.get("collusion"))
+    return run_tag(config["seed"], config["protocol"], config["params"], config["data"])
 
 
 def public_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.results.store import DEGRADED
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
-from ldpsim.simulator.session.collusion import colluder_mask, save_view
+from ldpsim.simulator.session.collusion import colluder_mask, n_colluders, save_view
 from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.keyfiles import secrets_of
 from ldpsim.simulator.session.policy import AgentPolicy
@@ -183,16 +183,62 @@ class TruthCache:
         self._pending.clear()
 
 
+class Executions:
+    """Executions the runs of a sweep share (``RunSpec.execution``): the runs of a sweep point
+    that differ only in their coalition analyse one execution, run once for the largest of
+    their coalitions (``largest_coalition``); each is recorded as its own run (``execute``).
+    An execution is kept until every run sharing it has had it."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, list[Any]] = {}  # execution key -> [execution, runs left]
+
+    def take(self, spec: RunSpec) -> dict[str, Any] | None:
+        """The execution ``spec`` shares, if one of its runs has executed it."""
+        got = self._kept.get(spec.execution)
+        if got is None:
+            return None
+        got[1] -= 1
+        if got[1] <= 0:
+            del self._kept[spec.execution]
+        return got[0]
+
+    def keep(self, spec: RunSpec, execution: dict[str, Any]) -> None:
+        """Keep ``spec``'s ``execution`` for the other runs that share it."""
+        if len(spec.coalitions) > 1:
+            self._kept[spec.execution] = [execution, len(spec.coalitions) - 1]
+
+
+def largest_coalition(spec: RunSpec) -> RunSpec:
+    """The run whose execution ``spec`` analyses: ``spec`` with the largest coalition of the
+    runs sharing its execution (``RunSpec.coalitions``: fractions or counts of colluders, whose
+    coalitions hold one another), so the execution's disclosures cover each of them."""
+    if len(spec.coalitions) < 2:
+        return spec
+    some = [c for c in spec.coalitions if c]  # 0 and 0.0: nobody, the smallest coalition
+    if not some:
+        return spec
+    if len({isinstance(c, float) for c in some}) == 1:
+        biggest = max(some)
+    else:  # fractions and counts: compared as counts of this data set's agents
+        n = spec.data.get("n")
+        n = int(n) if isinstance(n, int) else int(public_facts(spec)["n"])
+        biggest = max(some, key=lambda c: n_colluders(n, c) or 0)
+    return replace(spec, collusion={**spec.collusion, "colluders": biggest})
+
+
 def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | None = None,
-            view_dir: Path | None = None, spent_before: float = 0.0) -> dict[str, Any]:
+            view_dir: Path | None = None, spent_before: float = 0.0,
+            executions: Executions | None = None) -> dict[str, Any]:
     """Run one RunSpec on ``backend`` (default: a standalone one of the spec's kind) and
     return its result record. ``spent_before``: what the agents spent on the run's data set in
     the sweep's earlier runs (their lifetime odometer, which the local backends' one-run pools
-    get from here)."""
+    get from here). ``executions``: the executions runs share (``Executions``): a run whose
+    execution another run of its sweep point has made is recorded from it, analysed for its
+    own coalition (``coalition_result``), and is the same record as if it had run alone."""
     if truth is None:
         truth = TruthCache()
         try:
-            return execute(spec, truth, backend, view_dir, spent_before)
+            return execute(spec, truth, backend, view_dir, spent_before, executions)
         finally:
             truth.close()
     # the experiment's master secret (``[runtime] secret``): with the same one every backend
@@ -200,14 +246,24 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
     # seed-only mode, None: the seed's own. With a secret the run's seed is keyed by it
     # first (``keyed_seed``): nothing a party receives is then a function of the seed
     secret = secrets_of(spec.runtime)
+    done = executions.take(spec) if executions is not None else None
+    if done is None:
+        done = _execute(largest_coalition(spec), truth, backend, spent_before, secret)
+        if executions is not None:
+            executions.keep(spec, done)
+    return _record(spec, done, truth, view_dir, secret)
+
+
+def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_before: float,
+             secret: Secrets | None) -> dict[str, Any]:
+    """Execute ``spec`` on ``backend``: the curator's result, the run's wall time and the
+    backend's name."""
     config = spec.config()
     config["seed"] = keyed_seed(spec.seed, secret)
     limits = Limits.of_runtime(spec.runtime)
     if backend is None:
         backend = get_backend(spec.runtime["backend"]).standalone()
-    save = bool(spec.collusion.get("save_view")) and view_dir is not None
-    attacks = bool(spec.collusion.get("attacks"))
-    record_view = save or attacks
+    record_view = bool(spec.collusion.get("save_view")) or bool(spec.collusion.get("attacks"))
     policy = replace(AgentPolicy.of(spec.agents), spent=spent_before)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
@@ -215,18 +271,49 @@ def execute(spec: RunSpec, truth: TruthCache | None = None, backend: Backend | N
         truth.start(spec.data, config["seed"], secret)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret, policy)
-    wall = time.perf_counter() - t0
+    return {"res": res, "wall": time.perf_counter() - t0, "backend": backend.name}
+
+
+def coalition_result(res: dict[str, Any], spec: RunSpec, secret: Secrets | None
+                     ) -> dict[str, Any]:
+    """The curator's result ``res`` of the execution ``spec`` shares, as ``spec``'s coalition
+    saw it: its colluders' count, the bytes they disclosed and, in the view, their disclosures
+    only. Everything else (output, costs, times) is the execution's. ``res`` itself when
+    ``spec`` shares its execution with no other run."""
+    if len(spec.coalitions) < 2:
+        return res
+    config = dict(spec.config(), seed=keyed_seed(spec.seed, secret))
+    mask = colluder_mask(int(res["n_agents"]), spec.collusion,
+                         public_config(config)["collusion_key"])
+    members = set(np.flatnonzero(mask).tolist())
+    out = dict(res, colluders=int(mask.sum()))
+    disclosed = res.get("disclosed_bytes") or {}
+    out["comm"] = {**res["comm"], "disclose_bytes_total": int(sum(
+        b for a, b in disclosed.items() if int(a) in members))}
+    if res.get("view") is not None:
+        view = dict(res["view"])
+        view["disclosures"] = {a: d for a, d in view.get("disclosures", {}).items()
+                               if int(a) in members}
+        out["view"] = view
+    return out
+
+
+def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Path | None,
+            secret: Secrets | None) -> dict[str, Any]:
+    """The record of ``spec`` from the execution ``done`` it analyses."""
+    res = coalition_result(done["res"], spec, secret)
+    seed = keyed_seed(spec.seed, secret)
     proto = get_protocol(spec.protocol)
     record = run_record(
-        spec=spec, res=res, backend=backend.name,
-        metrics=proto.evaluate(res["output"], truth.get(spec.data, config["seed"], secret)),
-        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=wall,
+        spec=spec, res=res, backend=done["backend"],
+        metrics=proto.evaluate(res["output"], truth.get(spec.data, seed, secret)),
+        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=done["wall"],
         versions=versions(), degraded=DEGRADED)
-    if attacks:
+    if spec.collusion.get("attacks"):
         t1 = time.perf_counter()
         record["leakage"] = _leakage(spec, res, secret)
         record["leakage"]["seconds"] = time.perf_counter() - t1
-    if save:
+    if spec.collusion.get("save_view") and view_dir is not None:
         path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
         record["view_path"] = str(path)
     return record
@@ -269,10 +356,11 @@ def failed_runs(failed: list[tuple[RunSpec, str]], total: int, out_dir: Path,
 
 
 def execute_record(spec: RunSpec, truth: TruthCache, backend: Backend | None, view_dir: Path,
-                   per_round: bool, spent_before: float = 0.0) -> dict[str, Any]:
+                   per_round: bool, spent_before: float = 0.0,
+                   executions: Executions | None = None) -> dict[str, Any]:
     """``execute``, without the per-round entries of the record's ``comm`` unless
     ``per_round`` (``[output] per_round = false`` keeps big sweeps' records small)."""
-    rec = execute(spec, truth, backend, view_dir, spent_before)
+    rec = execute(spec, truth, backend, view_dir, spent_before, executions)
     if not per_round:
         rec["comm"].pop("per_round", None)
     return rec

@@ -39,6 +39,7 @@ from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.keyfiles import keep_secret
 from ldpsim.simulator.sweep import interrupt
 from ldpsim.simulator.sweep.execute import (
+    Executions,
     TruthCache,
     data_signature,
     execute,
@@ -170,18 +171,19 @@ def _run_todo(scenario: Scenario, specs: list[RunSpec], todo: list[RunSpec],
     show_progress : bool
         Whether to show the progress bar (with ``[runtime] progress``).
     """
+    executions = Executions()  # a sweep point's coalitions analyse one execution
     with progress(len(specs), scenario.name, enabled=show_progress and
                   scenario.runtime["progress"]) as bar:
         bar.update(len(specs) - len(todo))
         finished = (workers.results(todo) if workers is not None else
                     ((spec, execute_record(spec, truth, backend, view_dir, per_round,
-                                           spent_before(spending, spec)))
+                                           spent_before(spending, spec), executions))
                      for spec in todo))
         for spec, rec in finished:
             store.append(rec, workers.lines.pop(spec.key, None)
                          if isinstance(workers, _Workers) else None)
             if lifetime:
-                note_spending(spending, rec)
+                note_spending(spending, rec, spec)
             interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
             m = rec["metrics"]
             bar.set_postfix_str(f"{spec.protocol} " + " ".join(
@@ -316,6 +318,7 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
     die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
     _forget_forkserver()
     truth = TruthCache(beside=False)
+    executions = Executions()
     backend = None
     try:
         backend = get_backend(runtime["backend"]).build(runtime, print)
@@ -324,7 +327,8 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
             if spec is None:
                 break
             try:
-                rec = execute_record(spec, truth, backend, view_dir, per_round)
+                rec = execute_record(spec, truth, backend, view_dir, per_round,
+                                     executions=executions)
                 msg = ("ok", (rec, record_line(rec)))  # the orchestrator only writes it
             except RunFailed as e:
                 msg = ("failed", str(e))
@@ -518,16 +522,18 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = F
     truth = TruthCache()
     backend = get_backend(runtime["backend"]).build(runtime, print)
     book: dict[Any, dict[str, float]] = {}
+    executions = Executions()
     try:
         for spec in specs:
             try:
                 rec = execute(spec, truth, backend,
-                              spent_before=spent_before(book, spec) if spending else 0.0)
+                              spent_before=spent_before(book, spec) if spending else 0.0,
+                              executions=executions)
             except RunFailed as e:
                 yield spec, e
                 continue
             if spending:
-                note_spending(book, rec)
+                note_spending(book, rec, spec)
             yield spec, rec
     finally:
         truth.close()

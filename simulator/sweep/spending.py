@@ -75,10 +75,10 @@ def recomputed_spending(runs: list[tuple[int, dict[str, Any], RunSpec]],
     """
     book: dict[Any, dict[str, float]] = {}
     last = {rec["key"]: line for line, rec, _ in runs}
-    for (line, rec, _), (_, again) in zip(runs, fresh, strict=True):
+    for (line, rec, spec), (_, again) in zip(runs, fresh, strict=True):
         if isinstance(again, RunFailed):
             raise again
-        note_spending(book, again)
+        note_spending(book, again, spec)
         if last[rec["key"]] == line and not is_degraded(rec):
             _check_spend(rec, again, line, path)
     return book
@@ -97,10 +97,12 @@ def _check_spend(rec: dict[str, Any], fresh: dict[str, Any], line: int, path: Pa
                 "(ldpsim verify names what else differs)")
 
 
-def note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any]) -> None:
-    """Enter a run's record in ``book`` (what its agents spent, by data set and run key); a
-    redone run replaces its earlier record, as the store does."""
-    book.setdefault(rec.get("seed"), {})[rec["key"]] = float(
+def note_spending(book: dict[Any, dict[str, float]], rec: dict[str, Any],
+                  spec: RunSpec) -> None:
+    """Enter the record ``rec`` of the run ``spec`` in ``book`` (what its agents spent, by
+    data set and execution: the runs of one execution, which differ only in their coalition,
+    spent once); a redone run replaces its earlier record, as the store does."""
+    book.setdefault(rec.get("seed"), {})[spec.execution or spec.key] = float(
         (rec.get("privacy") or {}).get("epsilon_spent_max") or 0.0)
 
 
@@ -110,4 +112,5 @@ def spent_before(book: dict[Any, dict[str, float]], spec: RunSpec) -> float:
     one-run pools), when the scenario gives them a lifetime budget; else 0."""
     if spec.agents.get("lifetime_epsilon") is None:
         return 0.0
-    return sum(v for key, v in book.get(spec.seed, {}).items() if key != spec.key)
+    own = spec.execution or spec.key
+    return sum(v for key, v in book.get(spec.seed, {}).items() if key != own)

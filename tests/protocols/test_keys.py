@@ -134,13 +134,10 @@ def test_tags_are_canonical_and_distinct():
     base = ("ldp_kwiksort_rr", {"epsilon": 1}, {"kind": "mallows", "n": 100})
     t = K.run_tag(5, *base)
     assert t == K.run_tag(5, "ldp_kwiksort_rr", {"epsilon": 1.0}, {"kind": "mallows", "n": 100.0})
-    assert t == K.run_tag(5, *base, {"colluders": 0, "curator": True})
-    assert t == K.run_tag(5, *base, {"curator": False})  # the same reports, disclosed or not
     others = {K.run_tag(6, *base), K.run_tag(5, "ldp_kwiksort_lap", *base[1:]),
               K.run_tag(5, base[0], {"epsilon": 2}, base[2]),
-              K.run_tag(5, base[0], base[1], {"kind": "mallows", "n": 101}),
-              K.run_tag(5, *base, {"colluders": 3}), K.run_tag(5, *base, {"colluders": [1, 2]})}
-    assert t not in others and len(others) == 6
+              K.run_tag(5, base[0], base[1], {"kind": "mallows", "n": 101})}
+    assert t not in others and len(others) == 4
     seeds = np.array([0, 5, 2**62, 2**63 + 7], dtype=np.uint64)
     assert K.run_tags(seeds, *base).tolist() == [K.run_tag(int(s), *base) for s in seeds]
     assert K.data_tags(seeds).tolist() == [K.data_tag(int(s)) for s in seeds]

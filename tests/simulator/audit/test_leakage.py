@@ -120,3 +120,31 @@ def test_a_claim_per_cell_sets_no_ceiling_for_whole_rows() -> None:
     se = 0.5 / math.sqrt(leak["targets"])
     assert leak["report_bound"] is None
     assert leak["report_accuracy"] > 1 / (1 + math.exp(-1.0)) + 5 * se
+
+
+def test_the_exact_interval_is_clopper_pearsons() -> None:
+    """Issue 49: each attack's accuracy comes with the trials and wins it rests on and their
+    exact interval: Clopper–Pearson's, pinned at its textbook values (0, 5 and 10 wins of 10)
+    and at a tie's half win (between its neighbours)."""
+    from ldpsim.simulator.results.intervals import exact_interval
+
+    assert exact_interval(0, 10) == pytest.approx([0.0, 0.30850], abs=5e-6)
+    assert exact_interval(10, 10) == pytest.approx([0.69150, 1.0], abs=5e-6)
+    assert exact_interval(5, 10) == pytest.approx([0.18709, 0.81291], abs=5e-6)
+    lo, hi = exact_interval(5.5, 10)
+    assert exact_interval(5, 10)[0] < lo < exact_interval(6, 10)[0]
+    assert exact_interval(5, 10)[1] < hi < exact_interval(6, 10)[1]
+    assert exact_interval(0, 0) is None
+
+
+def test_the_n_minus_1_point_says_it_rests_on_one_target() -> None:
+    """With every other agent colluding a run has one honest agent: one target, one trial, and
+    an interval as wide as one trial leaves."""
+    leak = _leak(_scenario("kwiksort", 300, 299, 50, curator=False))
+    assert leak["targets"] == 1
+    assert leak["differencing_trials"] == 1 and leak["differencing_wins"] == 1.0
+    assert leak["differencing_interval"] == pytest.approx([0.025, 1.0])
+    many = _leak(_scenario("ldp_kwiksort_rr", 600, 0.5, 200))
+    assert many["report_trials"] == 200
+    lo, hi = many["report_interval"]
+    assert lo < many["report_accuracy"] < hi and hi - lo < 0.15

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.rank import profile
@@ -77,3 +78,107 @@ def test_saved_view_reloads(tmp_path):
     assert len(view["disclosures"]) == 5
     assert view["output"]["ranking"] == rec["output"]["ranking"]
     assert len(view["rounds"][0]["report_agents"]) == 300
+
+
+#: what a record measures of its machine (never compared)
+MEASURED = ("timing", "versions", "view_path")
+#: what a coalition's analysis of the execution gives it of its own
+OWN = ("key", "point", "collusion", "leakage")
+
+
+def _sweep(tmp_path, colluders, backend="inproc", repeats=2, **top):
+    raw = {"name": "c", "protocol": "dpwevote", "repeats": repeats, "seed": 3,
+           "data": {"kind": "weighted_votes", "n": 300, "candidates": 2},
+           "params": {"epsilon": 1.0},
+           "runtime": {"backend": backend, "pools": 2, "jobs": 1, "progress": False},
+           "collusion": {"colluders": colluders, "curator": True, "attacks": True,
+                         "attack_targets": 50}, **top}
+    return raw
+
+
+def _strip(rec, drop=()):
+    out = {k: v for k, v in rec.items() if k not in MEASURED + tuple(drop)}
+    out["comm"] = {k: v for k, v in rec["comm"].items()
+                   if not k.startswith("physical_") and k not in ("per_round", *drop)}
+    if "leakage" in out:
+        out["leakage"] = {k: v for k, v in out["leakage"].items() if k != "seconds"}
+    return out
+
+
+def test_every_coalition_of_a_sweep_point_analyses_one_execution(tmp_path, monkeypatch):
+    """Issue 49: a semi-honest coalition cannot change the transcript, so every coalition of a
+    sweep point analyses one execution (the same keys and coins): outputs, metrics and costs are
+    identical across coalition sizes by construction, the execution runs once per repetition,
+    and each record is the one its run gives alone (what ``ldpsim verify`` re-executes)."""
+    from ldpsim.simulator.backends import InprocBackend
+
+    import ldpsim
+
+    calls = []
+    real = InprocBackend.run
+
+    def counting(self, config, *a, **k):
+        calls.append(config["collusion"]["colluders"])
+        return real(self, config, *a, **k)
+
+    monkeypatch.setattr(InprocBackend, "run", counting)
+    sizes = [0, 0.1, 30, 0.5, 299]
+    recs = list(ldpsim.run(_sweep(tmp_path, sizes), out=tmp_path / "sweep", secret="seed"))
+    assert len(recs) == 2 * len(sizes)
+    assert calls == [299, 299]  # one execution per repetition, for the largest coalition
+    for rep in (0, 1):
+        mine = [r for r in recs if r["repeat"] == rep]
+        base = _strip(mine[0], OWN + ("disclose_bytes_total",))
+        for r in mine[1:]:
+            assert _strip(r, OWN + ("disclose_bytes_total",)) == base
+        assert [r["collusion"]["colluders"] for r in mine] == [0, 30, 30, 150, 299]
+        disclosed = [r["comm"]["disclose_bytes_total"] for r in mine]
+        assert disclosed[0] == 0 and disclosed[1] == disclosed[2] < disclosed[3] < disclosed[4]
+        assert [r["leakage"]["colluders"] for r in mine] == [0, 30, 30, 150, 299]
+    # each record is the record of its run alone (its own, smaller, execution)
+    calls.clear()
+    for k, want in zip(sizes, [r for r in recs if r["repeat"] == 1], strict=True):
+        alone, = (r for r in ldpsim.run(_sweep(tmp_path, k), out=tmp_path / f"alone{k}",
+                                        secret="seed") if r["repeat"] == 1)
+        assert _strip(alone, ("key", "point")) == _strip(want, ("key", "point"))
+    assert calls == [k for k in sizes for _ in (0, 1)]
+
+
+def test_a_sweep_point_shares_its_execution_across_processes(tmp_path):
+    """The same on the processes backend: pools in processes, the largest coalition's
+    disclosures over the socket, each coalition's share of them in its record."""
+    import ldpsim
+
+    recs = list(ldpsim.run(_sweep(tmp_path, [0, 5, 20], backend="processes", repeats=1),
+                           out=tmp_path / "p", secret="seed"))
+    assert len({str(r["output"]) for r in recs}) == 1
+    assert [r["collusion"]["colluders"] for r in recs] == [0, 5, 20]
+    inproc = list(ldpsim.run(_sweep(tmp_path, [0, 5, 20], repeats=1), out=tmp_path / "i",
+                             secret="seed"))
+    for a, b in zip(recs, inproc, strict=True):
+        assert a["output"] == b["output"]
+        assert a["comm"]["disclose_bytes_total"] == b["comm"]["disclose_bytes_total"]
+
+
+def test_records_of_coalitions_keyed_coins_are_not_mixed_in(tmp_path):
+    """A directory written when a coalition keyed the coins holds other coins than its runs
+    give now: a resumed sweep refuses it, naming the keys' derivation; sweeps without colluders
+    keep their fingerprint (their coins never changed)."""
+    import json
+
+    from ldpsim.simulator.results.store import FINGERPRINT_FILE
+    from ldpsim.simulator.scenario.tables import ScenarioError
+
+    import ldpsim
+
+    out = tmp_path / "old"
+    list(ldpsim.run(_sweep(tmp_path, [0, 5], repeats=1), out=out, secret="seed"))
+    doc = json.loads((out / FINGERPRINT_FILE).read_text())
+    assert doc["fingerprint"]["keys"] == ["prf-1+shared-coins"]
+    quiet = tmp_path / "quiet"
+    list(ldpsim.run(_sweep(tmp_path, 0, repeats=1), out=quiet, secret="seed"))
+    assert json.loads((quiet / FINGERPRINT_FILE).read_text())["fingerprint"]["keys"] == ["prf-1"]
+    text = (out / FINGERPRINT_FILE).read_text().replace("prf-1+shared-coins", "prf-1")
+    (out / FINGERPRINT_FILE).write_text(text)
+    with pytest.raises(ScenarioError, match="keys"):
+        list(ldpsim.run(_sweep(tmp_path, [0, 5], repeats=2), out=out, secret="seed"))

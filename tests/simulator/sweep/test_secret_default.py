@@ -93,8 +93,7 @@ def curator_guesses(cfg: dict, auth: bytes, cands: np.ndarray) -> np.ndarray:
     assert isinstance(auth, bytes) and len(auth) == 32
     u = np.uint64
     hit = data_tags(cands) == u(cfg["data_id"])
-    hit |= run_tags(cands, cfg["protocol"], cfg["params"], cfg["data"],
-                    cfg.get("collusion")) == u(cfg["run_id"])
+    hit |= run_tags(cands, cfg["protocol"], cfg["params"], cfg["data"]) == u(cfg["run_id"])
     hit |= stream_key(cands, "curator") == u(cfg["keys"]["curator"])
     hit |= stream_key(cands, "collusion") == u(cfg["keys"]["collusion"])
     return np.flatnonzero(hit)
