@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpsim.simulator.results.plots import PLOT_INSTALL
+from ldpsim.simulator.results.intervals import exact_interval
+from ldpsim.simulator.results.plots import FEW_TRIALS, PLOT_INSTALL
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
     cell_text,
@@ -383,14 +384,20 @@ class Results:
                            label=f"{name} (no {_label(x)})")
                 continue
             g = part.groupby(x)[ycol].agg(["mean", "std", "count"]).reset_index()
-            t = stats.t.ppf(0.975, (g["count"] - 1).clip(lower=1))
-            half = (t * g["std"] / g["count"] ** 0.5).fillna(0.0)
-            lo, hi = g["mean"] - half, g["mean"] + half
-            if bounded:
-                lo, hi = lo.clip(0, 1), hi.clip(0, 1)
+            trials = _attack_trials(part, x, ycol)
+            if trials is not None:  # an attack: the exact interval of its pooled trials
+                lo, hi = trials["lo"], trials["hi"]
+            else:
+                t = stats.t.ppf(0.975, (g["count"] - 1).clip(lower=1))
+                half = (t * g["std"] / g["count"] ** 0.5).fillna(0.0)
+                lo, hi = g["mean"] - half, g["mean"] + half
+                if bounded:
+                    lo, hi = lo.clip(0, 1), hi.clip(0, 1)
             line, = ax.plot(g[x], g["mean"], marker=markers[i % len(markers)], color=f"C{i}",
                             label=str(name))
             ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
+            if trials is not None:
+                _label_few_trials(ax, g[x], trials, line.get_color())
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(ycol))
         if logx:
@@ -399,8 +406,37 @@ class Results:
             ax.set_yscale("log")
         if title is not None:
             ax.set_title(title)
-        ax.legend(title=f"{hue} (band: 95% CI over repeats)", fontsize="small")
+        band = ("exact 95% interval of the attack's trials over the repeats"
+                if _attack_trials(df, x, ycol) is not None else "95% CI over repeats")
+        ax.legend(title=f"{hue} (band: {band})", fontsize="small")
         return fig
+
+
+def _attack_trials(part: Any, x: str, ycol: str) -> Any:
+    """For an attack's accuracy (``leakage.<attack>_accuracy``), per value of ``x``: its
+    trials and wins summed over the repeats and their exact 95% interval (``lo``, ``hi``);
+    None for any other column, or records from before attacks counted their trials."""
+    if not (ycol.startswith("leakage.") and ycol.endswith("_accuracy")):
+        return None
+    base = ycol[: -len("accuracy")]
+    tcol, wcol = base + "trials", base + "wins"
+    if tcol not in part.columns or wcol not in part.columns:
+        return None
+    g = part.groupby(x)[[tcol, wcol]].sum(min_count=1).reset_index()
+    bounds = [exact_interval(float(w), int(t)) if t == t and t > 0 else None
+              for t, w in zip(g[tcol], g[wcol], strict=True)]
+    g["trials"] = g[tcol].fillna(0).astype(int)
+    g["lo"] = [b[0] if b else math.nan for b in bounds]
+    g["hi"] = [b[1] if b else math.nan for b in bounds]
+    return g
+
+
+def _label_few_trials(ax: Any, xs: Any, trials: Any, color: Any) -> None:
+    """Label each point of an attack that rests on fewer than ``FEW_TRIALS`` trials."""
+    for xv, t, h in zip(xs, trials["trials"], trials["hi"], strict=True):
+        if 0 < t < FEW_TRIALS:
+            ax.annotate(f"{t} trial{'s' if t != 1 else ''}", (xv, h), textcoords="offset points",
+                        xytext=(0, 3), ha="center", fontsize=7, color=color)
 
 
 #: protocols a ``Results`` repr names, in at most so many characters (the rest are counted)

@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +267,10 @@ class _Series:
     flats: dict[str, dict[str, tuple[str, list[float]]]]
     # a leakage figure's LDP bound, where the runs state one: panel -> line key -> [(x, bound)]
     bounds: dict[str, dict[str, list[tuple[float, float]]]]
+    # an attack's accuracy: panel -> line key -> [(x, trials, low, high)], the exact interval
+    # of its trials pooled over the repeats (``summary.pooled_leakage``), drawn as its band
+    exact: dict[str, dict[str, list[tuple[float, int, float, float]]]] = field(
+        default_factory=dict)
 
 
 def _series(sweep: Sweep, layout: Layout, axis: str, metric: str) -> _Series:
@@ -283,10 +287,14 @@ def _series(sweep: Sweep, layout: Layout, axis: str, metric: str) -> _Series:
         key, label = layout.line_of[id(p)]
         bound = p.metrics.get(BOUND, (None,))[0] if metric == "leakage.report_accuracy" \
             else None
+        exact = p.intervals.get(metric)
         for panel in layout.panels_of[id(p)]:
             if p.point.get(axis) is not None:
                 series.lines.setdefault(panel, {}).setdefault(key, (label, []))[1].append(
                     (float(p.point[axis]), mean, half))
+                if exact is not None:
+                    series.exact.setdefault(panel, {}).setdefault(key, []).append(
+                        (float(p.point[axis]), *exact))
                 if bound is not None:
                     series.bounds.setdefault(panel, {}).setdefault(key, []).append(
                         (float(p.point[axis]), bound))
@@ -356,11 +364,15 @@ def _draw_panel(ax: Any, look: _Look, layout: Layout, series: _Series, panel: st
                 xs = _dodge(xs, look.drawn.index(key), len(look.drawn), sc.lo, sc.hi, sc.logx)
             handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
             legend.setdefault(label, (layout.rank[key], False, handle))
-            lo_band, hi_band = _band(ys, hs, look.declared, look.bounded)
-            if sc.logy:  # a band reaching 0 or below stops at the smallest mean drawn
-                lo_band = np.maximum(lo_band, sc.floor)
-            if _spread(ys, hs):
-                ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18, linewidth=0)
+            exact = sorted(series.exact.get(panel, {}).get(key, []))
+            if len(exact) == len(xs):  # an attack: its trials' exact interval, not the repeats'
+                _exact_band(ax, xs, exact, color)
+            else:
+                lo_band, hi_band = _band(ys, hs, look.declared, look.bounded)
+                if sc.logy:  # a band reaching 0 or below stops at the smallest mean drawn
+                    lo_band = np.maximum(lo_band, sc.floor)
+                if _spread(ys, hs):
+                    ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18, linewidth=0)
         if key in series.flats.get(panel, {}):
             label, means = series.flats[panel][key]
             label = f"{label} (no {look.axis.split('.', 1)[-1]})"
@@ -406,11 +418,34 @@ def _metric_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
         grid[0][0].set_yscale("log")
     order = sorted(legend, key=lambda lab: legend[lab][:2])
     _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
-            f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(axis),
+            f"{axis_label(spec.hue)} ({_band_text(series)})", axis_label(axis),
             axis_label(metric))
     fig.suptitle(_title(metric, axis))
     fig.tight_layout()
     return fig
+
+
+def _band_text(series: _Series) -> str:
+    """What a figure's bands are: the repeats' 95% CI, or an attack's exact interval."""
+    if series.exact:
+        return "band: exact 95% interval of the attack's trials over the repeats"
+    return "band: 95% CI over repeats"
+
+
+#: a point of an attack resting on fewer trials than this is labelled with its count
+FEW_TRIALS = 30
+
+
+def _exact_band(ax: Any, xs: np.ndarray, exact: list[tuple[float, int, float, float]],
+                color: Any) -> None:
+    """An attack's band: at each point the exact 95% interval of its pooled trials; a point
+    resting on few trials (the n − 1 point: one target per run) says how many."""
+    _, trials, lo, hi = zip(*exact, strict=True)
+    ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
+    for x, t, h in zip(xs, trials, hi, strict=True):
+        if t < FEW_TRIALS:
+            ax.annotate(f"{t} trial{'s' if t != 1 else ''}", (x, h), textcoords="offset points",
+                        xytext=(0, 3), ha="center", fontsize=7, color=color)
 
 
 def _band(ys: np.ndarray, hs: np.ndarray, declared: Any, bounded: bool

@@ -33,6 +33,7 @@ from ldpsim.simulator.results.summary import (
     cost_names,
     metric_names,
     per_round,
+    pooled_leakage,
     privacy_spent,
     summarize,
 )
@@ -235,13 +236,18 @@ def _leakage_section(records: list[dict[str, Any]]) -> str:
                           for k, v in p.items())
         acc = {k: _mean_text([r["leakage"].get(k) for r in rs], "–")
                for k in ("report_accuracy", "differencing_accuracy", "report_bound")}
+        for name, (trials, lo, hi) in pooled_leakage(rs).items():
+            k = name.split(".", 1)[1]  # what it rests on: its trials and their exact interval
+            acc[k] += f" [{lo:.3g}, {hi:.3g}], {trials} trial{'s' if trials != 1 else ''}"
         body.append([where, str(len(rs)), acc["report_accuracy"], acc["differencing_accuracy"],
                      cell_text(CHANCE), acc["report_bound"]])
     head = ["point", "runs", _header("leakage.report_accuracy", []),
             _header("leakage.differencing_accuracy", []), "chance (guessing)",
             _header("leakage.report_bound", [])]
     return ("<p class=\"note\">How often the coalition told a target's row from a decoy: 0.5 "
-            "is guessing; under ε-LDP the report attack cannot beat e^ε/(1+e^ε).</p>"
+            "is guessing; under ε-LDP the report attack cannot beat e^ε/(1+e^ε). Each "
+            "accuracy: its mean over the runs, the exact 95% interval of the attack's trials "
+            "over them (Clopper–Pearson), and how many trials it rests on.</p>"
             + _table(head, body, [False] + [True] * 5))
 
 

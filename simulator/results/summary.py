@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.results.intervals import exact_interval
 from ldpsim.simulator.results.store import (
     PER_ROUND_FILE,
     SUMMARY_FILE,
@@ -63,11 +64,34 @@ class Point:
     costs: dict[str, float | None] = field(default_factory=dict)
     # cost column -> (mean, std, count), as ``metrics`` (the cost plots' bands)
     cost_stats: dict[str, tuple[float | None, float | None, int]] = field(default_factory=dict)
+    # leakage accuracy -> (trials, exact 95% interval low, high), pooled over the repeats
+    # (``pooled_leakage``): what the figures' bands and the summary's columns show for it
+    intervals: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
 
 #: what ``[collusion] attacks`` records per run (``record["leakage"]``, see
 #: ``simulator.audit.leakage``) and the summary and plots show as ``leakage.<name>``
 LEAKAGE_METRICS = ("report_accuracy", "differencing_accuracy", "report_bound")
+#: the attacks whose accuracy rests on counted trials (``leakage.<attack>_trials``, ``_wins``)
+ATTACKS = ("report", "differencing")
+
+
+def pooled_leakage(records: list[dict[str, Any]]) -> dict[str, tuple[int, float, float]]:
+    """Each attack's trials and wins summed over ``records`` (a point's repeats), with the
+    exact 95% interval of the pooled rate (``intervals.exact_interval``), by metric name
+    (``leakage.report_accuracy``...); attacks no record scored are left out."""
+    out = {}
+    for attack in ATTACKS:
+        trials = wins = 0.0
+        for rec in records:
+            leak = rec.get("leakage") or {}
+            t, w = leak.get(f"{attack}_trials"), leak.get(f"{attack}_wins")
+            if isinstance(t, int) and t > 0 and finite_number(w) is not None:
+                trials, wins = trials + t, wins + float(w)
+        if trials:
+            lo, hi = exact_interval(wins, int(trials))
+            out[f"leakage.{attack}_accuracy"] = (int(trials), lo, hi)
+    return out
 
 
 def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +225,7 @@ def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], l
                 if x is not None:
                     vals.append(x)
         p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
+        p.intervals = pooled_leakage(p.records)
         for col, section, keys in COST_COLUMNS:
             vals = []
             for rec in p.records:
@@ -245,7 +270,9 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
     columns : list of str
         The axes in first-seen order (``protocol``, ``params.<name>``, ``data.<name>``), then
         ``repeats``, then ``<metric>_mean`` and ``<metric>_std`` for each metric (first-seen
-        order), then whichever of ``COST_COLUMNS`` occur in the records:
+        order; after a coalition's attack accuracy, ``_trials``, ``_lo`` and ``_hi``: the
+        trials pooled over the repeats and their exact 95% interval, ``pooled_leakage``), then
+        whichever of ``COST_COLUMNS`` occur in the records:
         ``comm.bytes_up_per_agent_mean`` and ``comm.bytes_down_per_agent_mean`` (the wire
         bytes: msgpack envelopes, framing included), ``comm.report_bits_per_agent_mean`` with
         ``comm.report_bits_per_agent_std`` (the report bits: the information-theoretic size of
@@ -267,8 +294,11 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
             cost_cols += [c, COST_STD_COLUMNS[c]] if c in COST_STD_COLUMNS else [c]
     stds = {s: m for m, s in COST_STD_COLUMNS.items()}
     columns = [*axes, "repeats"]
+    exact = [m for m in metric_names if any(m in p.intervals for p in points)]
     for m in metric_names:
         columns += [f"{m}_mean", f"{m}_std"]
+        if m in exact:  # what it rests on: the pooled trials and their exact interval
+            columns += [f"{m}_trials", f"{m}_lo", f"{m}_hi"]
     columns += cost_cols
     rows: list[dict[str, Any]] = []
     for p in points:
@@ -277,6 +307,9 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
         for m in metric_names:
             mean, std, _ = p.metrics.get(m, (None, None, 0))
             row[f"{m}_mean"], row[f"{m}_std"] = mean, std
+            if m in exact:
+                trials, lo, hi = p.intervals.get(m, (None, None, None))
+                row[f"{m}_trials"], row[f"{m}_lo"], row[f"{m}_hi"] = trials, lo, hi
         for c in cost_cols:
             row[c] = p.cost_stats.get(stds[c], (None, None))[1] if c in stds else p.costs.get(c)
         rows.append(row)

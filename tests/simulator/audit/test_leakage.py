@@ -148,3 +148,55 @@ def test_the_n_minus_1_point_says_it_rests_on_one_target() -> None:
     assert many["report_trials"] == 200
     lo, hi = many["report_interval"]
     assert lo < many["report_accuracy"] < hi and hi - lo < 0.15
+
+
+def test_a_sweeps_leakage_rests_on_its_pooled_trials(tmp_path: Path) -> None:
+    """Issue 49: the summary gives each attack's accuracy with the trials it rests on, pooled
+    over the repeats, and their exact interval; the figure's band is that interval and the
+    n − 1 point (one target per run) says how many trials it has; the report lists them."""
+    import csv
+
+    raw = {"protocol": "kwiksort", "seed": 1, "repeats": 3,
+           "data": {"kind": "mallows", "n": 200, "m": 5, "theta": 0.5},
+           "runtime": {"backend": "inproc", "pools": 1, "progress": False, "secret": "seed"},
+           "collusion": {"colluders": [0.0, 0.5, 199], "curator": False, "attacks": True,
+                         "attack_targets": 40}}
+    records, summary = run_scenario(sc.validate(raw), tmp_path, show_progress=False,
+                                    echo=lambda *a, **k: None)
+    rows = list(csv.DictReader(summary.open()))
+    col = "leakage.differencing_accuracy"
+    trials = [int(r[f"{col}_trials"]) for r in rows]
+    assert trials == [120, 120, 3]  # 40 targets a run; at n - 1 colluders, one
+    for r in rows:
+        lo, mean, hi = float(r[f"{col}_lo"]), float(r[f"{col}_mean"]), float(r[f"{col}_hi"])
+        assert 0 <= lo <= mean <= hi <= 1
+    # every other agent colludes: one target a run, its exact interval from 3 trials (a win
+    # each, unless the decoy's ranking is the target's: a tie, half a win)
+    from ldpsim.simulator.results.intervals import exact_interval
+
+    wins = sum(r["leakage"]["differencing_wins"] for r in records
+               if r["collusion"]["colluders"] == 199)
+    last = rows[-1]
+    assert [float(last[f"{col}_lo"]), float(last[f"{col}_hi"])] == pytest.approx(
+        exact_interval(wins, 3), abs=1e-12)
+    if wins == 3:
+        assert float(last[f"{col}_lo"]) == pytest.approx(0.025 ** (1 / 3), abs=1e-9)
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import ldpsim
+
+    fig = ldpsim.load(tmp_path).plot(col)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert "3 trials" in texts
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    assert "exact 95% interval" in legend.get_title().get_text()
+    from ldpsim.simulator.results.plots import figures
+
+    drawn = dict(figures(records))  # the figures ``ldpsim run`` writes
+    fig = drawn[f"plot_{col}_vs_collusion.colluders"]
+    assert "3 trials" in [t.get_text() for ax in fig.axes for t in ax.texts]
+    titles = [lg.get_title().get_text() for lg in fig.legends] + [
+        ax.get_legend().get_title().get_text() for ax in fig.axes if ax.get_legend()]
+    assert any("exact 95% interval" in t for t in titles)
+    page = ldpsim.report(tmp_path).read_text()
+    assert "3 trials" in page and "120 trials" in page
