@@ -127,9 +127,38 @@ def test_published_numbers_beside_ours_in_standard_errors():
     assert rows[2]["ours"] is None and rows[2]["z"] is None
 
 
+def test_a_printed_gap_between_two_protocols_beside_ours():
+    """``versus`` picks the reference runs b; the default form is (b − a) / b, "a lies x%
+    below b", with the delta method's standard error; ``difference`` is a − b."""
+    recs = [{"protocol": p, "point": {"protocol": p, "data.m": 15}, "metrics": {"tau": v}}
+            for p, vals in (("rr", (0.2, 0.4)), ("lap", (0.4, 0.6))) for v in vals]
+    entry = {"source": "Sec. 6.4", "metric": "tau", "where": {"protocol": "rr"},
+             "versus": {"protocol": "lap"}, "x": "data.m", "at": [15, 30],
+             "values": [0.3, 0.1]}
+    assert check_published([entry]) == []
+    rows = compare([entry], recs)
+    a, b, sa, sb = 0.3, 0.5, 0.1, 0.1  # means and standard errors (s = 0.1414 over 2)
+    assert rows[0]["ours"] == pytest.approx((b - a) / b)
+    se = math.hypot(sa / b, a * sb / b ** 2)
+    assert rows[0]["se"] == pytest.approx(se)
+    assert rows[0]["z"] == pytest.approx((0.4 - 0.3) / se)
+    assert rows[0]["repeats"] == 2 and "lap" in rows[0]["metric"]
+    assert rows[1]["ours"] is None and rows[1]["z"] is None and rows[1]["repeats"] == 0
+    diff = compare([{**entry, "form": "difference", "values": [-0.2, 0]}], recs)[0]
+    assert diff["ours"] == pytest.approx(a - b)
+    assert diff["se"] == pytest.approx(math.hypot(sa, sb))
+    assert diff["z"] == pytest.approx(0.0, abs=1e-9)
+
+
 @pytest.mark.parametrize("bad, word", [
     ([{"source": "T", "metric": "m", "x": "params.epsilon", "at": [1], "values": [1, 2]}],
      "equal length"),
+    ([{"source": "T", "metric": "m", "x": "x", "at": [1], "values": [1], "form": "ratio",
+       "versus": {"protocol": "b"}}], "form: got 'ratio'"),
+    ([{"source": "T", "metric": "m", "x": "x", "at": [1], "values": [1],
+       "form": "difference"}], "form: needs versus"),
+    ([{"source": "T", "metric": "m", "x": "x", "at": [1], "values": [1], "versus": 3}],
+     "versus: got 3"),
     ([{"metric": "m", "x": "x", "at": [], "values": []}], "source: missing"),
     ([{"source": "T", "metric": "m", "x": "x", "at": [1], "values": [1], "colour": 1}],
      "colour: unknown key"),

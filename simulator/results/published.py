@@ -14,6 +14,24 @@ row::
 ``ldpsim report`` sets each printed number beside our mean over the repeats of the same point
 and their difference in standard errors of our mean, (ours − paper) / (s / √repeats): within
 about ±2 the paper's number is what our runs estimate; far outside it, one of the two differs.
+
+A number the paper states as a gap between two protocols ("A beats B by 8.1%") names the
+reference runs with ``versus``: settings that, laid over ``where``, pick B's runs. ``form``
+says how the two means a (``where``) and b (``versus``) combine: ``"relative"`` (the default),
+(b − a) / b, the share by which a lies below b; ``"difference"``, a − b. ``values`` are then
+such gaps (8.1% is 0.081)::
+
+    [[published]]
+    source = "Sec. 6.5"
+    metric = "kendall_tau"
+    where = { protocol = "ldp_kwiksort_rr", "data.n" = 5000 }
+    versus = { protocol = "ldp_kwiksort_lap" }
+    x = "data.theta"
+    at = [0.25, 0.5]
+    values = [0.135, 0.334]
+
+Its standard error is the delta method's over the two means' standard errors, taken as
+independent.
 """
 
 from __future__ import annotations
@@ -25,7 +43,11 @@ from ldpsim.simulator.results.store import jsonable
 from ldpsim.simulator.results.summary import finite_number, mean_std, record_metrics
 
 #: the keys of one ``[[published]]`` entry, and whether each is required
-KEYS = {"source": True, "metric": True, "where": False, "x": True, "at": True, "values": True}
+KEYS = {"source": True, "metric": True, "where": False, "versus": False, "form": False,
+        "x": True, "at": True, "values": True}
+
+#: how ``form`` combines a (the runs of ``where``) and b (those of ``versus``)
+FORMS = {"relative": "(b − a) / b", "difference": "a − b"}
 
 
 def check_published(entries: Any) -> list[str]:
@@ -47,6 +69,12 @@ def check_published(entries: Any) -> list[str]:
             errs.append(f"{at}: source, metric and x: allowed: text")
         if not isinstance(e.get("where", {}), dict):
             errs.append(f"{at}: where: got {e.get('where')!r}; allowed: a table of settings")
+        if not isinstance(e.get("versus", {}), dict):
+            errs.append(f"{at}: versus: got {e.get('versus')!r}; allowed: a table of settings")
+        if "form" in e and e["form"] not in FORMS:
+            errs.append(f"{at}: form: got {e['form']!r}; allowed: {', '.join(FORMS)}")
+        if "form" in e and "versus" not in e:
+            errs.append(f"{at}: form: needs versus (the runs the gap is taken against)")
         at_, values = e.get("at", []), e.get("values", [])
         if not isinstance(at_, list) or not isinstance(values, list) or len(at_) != len(values):
             errs.append(f"{at}: at and values: allowed: two lists of equal length")
@@ -70,25 +98,57 @@ def _matches(rec: dict[str, Any], where: dict[str, Any], x: str, value: Any) -> 
     return True
 
 
+def _mean_se(records: list[dict[str, Any]], metric: str, where: dict[str, Any], x: str,
+             value: Any) -> tuple[float | None, float | None, int]:
+    got = [finite_number(record_metrics(r).get(metric)) for r in records
+           if _matches(r, where, x, value)]
+    vals = [v for v in got if v is not None]
+    ours, std, _ = mean_std(vals)
+    se = std / math.sqrt(len(vals)) if len(vals) > 1 else None
+    return (ours if vals else None), se, len(vals)
+
+
+def _gap(form: str, a: float, sa: float | None, b: float, sb: float | None
+         ) -> tuple[float | None, float | None]:
+    """The gap ``form`` of the means a and b, and its standard error (delta method, the two
+    means independent; None without both spreads)."""
+    if form == "difference":
+        se = math.hypot(sa, sb) if sa is not None and sb is not None else None
+        return a - b, se
+    if b == 0:
+        return None, None
+    se = (math.hypot(sa / b, a * sb / (b * b)) if sa is not None and sb is not None
+          else None)
+    return (b - a) / b, se
+
+
+def _label(e: dict[str, Any]) -> str:
+    if "versus" not in e:
+        return e["metric"]
+    vs = ", ".join(f"{k} = {v}" for k, v in e["versus"].items())
+    return f"{e['metric']}: {FORMS[e.get('form', 'relative')]}, b: {vs}"
+
+
 def compare(entries: list[dict[str, Any]], records: list[dict[str, Any]]
             ) -> list[dict[str, Any]]:
-    """One row per printed number: ``source``, ``metric``, the point (``where`` and the x
-    value), ``paper``, ``ours`` (mean over the matching records; None when the results hold
-    no such run), ``se`` (standard error of our mean), ``repeats`` and ``z``
-    ((ours − paper) / se; None without a spread)."""
+    """One row per printed number: ``source``, ``metric`` (for a gap, the metric with the form
+    and the reference runs), the point (``where`` and the x value), ``paper``, ``ours`` (mean
+    over the matching records, or the gap of two such means; None when the results hold no
+    such run), ``se`` (its standard error), ``repeats`` (the fewer of the two, for a gap) and
+    ``z`` ((ours − paper) / se; None without a spread)."""
     rows = []
     for e in entries:
         where = dict(e.get("where") or {})
         for value, paper in zip(e["at"], e["values"], strict=True):
-            got = [finite_number(record_metrics(r).get(e["metric"])) for r in records
-                   if _matches(r, where, e["x"], value)]
-            vals = [v for v in got if v is not None]
-            ours, std, _ = mean_std(vals)
-            se = z = None
-            if len(vals) > 1:
-                se = std / math.sqrt(len(vals))
-                z = (ours - float(paper)) / se if se > 0 else None
-            rows.append({"source": e["source"], "metric": e["metric"], "where": where,
+            ours, se, n = _mean_se(records, e["metric"], where, e["x"], value)
+            if "versus" in e:
+                b, sb, nb = _mean_se(records, e["metric"], {**where, **e["versus"]}, e["x"],
+                                     value)
+                n = min(n, nb)
+                ours, se = ((None, None) if ours is None or b is None
+                            else _gap(e.get("form", "relative"), ours, se, b, sb))
+            z = (ours - float(paper)) / se if ours is not None and se else None
+            rows.append({"source": e["source"], "metric": _label(e), "where": where,
                          "x": e["x"], "at": value, "paper": float(paper), "ours": ours,
-                         "se": se, "repeats": len(vals), "z": z})
+                         "se": se, "repeats": n, "z": z})
     return rows
