@@ -182,3 +182,25 @@ def test_records_of_coalitions_keyed_coins_are_not_mixed_in(tmp_path):
     (out / FINGERPRINT_FILE).write_text(text)
     with pytest.raises(ScenarioError, match="keys"):
         list(ldpsim.run(_sweep(tmp_path, [0, 5], repeats=2), out=out, secret="seed"))
+
+
+def test_verify_reexecutes_a_coalition_sweep_and_finds_it_whole(tmp_path):
+    """``ldpsim verify`` re-executes each coalition's run (on the processes backend here: its
+    pools disclose over the socket) and finds every record of the sweep, whose coalitions
+    shared one execution, as its run gives it; a record edited afterwards is caught."""
+    import json
+
+    from ldpsim.simulator.results.store import RESULTS_FILE
+
+    import ldpsim
+
+    out = tmp_path / "v"
+    list(ldpsim.run(_sweep(tmp_path, [0, 5, 20], backend="processes", repeats=2), out=out))
+    report = ldpsim.verify(out)
+    assert report.ok and report.checked == 6, report
+    lines = (out / RESULTS_FILE).read_text().splitlines()
+    rec = json.loads(lines[4])
+    rec["comm"]["disclose_bytes_total"] += 1  # another coalition's share of the disclosures
+    lines[4] = json.dumps(rec)
+    (out / RESULTS_FILE).write_text("\n".join(lines) + "\n")
+    assert not ldpsim.verify(out).ok
