@@ -385,14 +385,7 @@ class Results:
                 continue
             g = part.groupby(x)[ycol].agg(["mean", "std", "count"]).reset_index()
             trials = _attack_trials(part, x, ycol)
-            if trials is not None:  # an attack: the exact interval of its pooled trials
-                lo, hi = trials["lo"], trials["hi"]
-            else:
-                t = stats.t.ppf(0.975, (g["count"] - 1).clip(lower=1))
-                half = (t * g["std"] / g["count"] ** 0.5).fillna(0.0)
-                lo, hi = g["mean"] - half, g["mean"] + half
-                if bounded:
-                    lo, hi = lo.clip(0, 1), hi.clip(0, 1)
+            lo, hi = _band_of(g, trials, bounded, stats)
             line, = ax.plot(g[x], g["mean"], marker=markers[i % len(markers)], color=f"C{i}",
                             label=str(name))
             ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
@@ -410,6 +403,18 @@ class Results:
                 if _attack_trials(df, x, ycol) is not None else "95% CI over repeats")
         ax.legend(title=f"{hue} (band: {band})", fontsize="small")
         return fig
+
+
+def _band_of(g: Any, trials: Any, bounded: bool, stats: Any) -> tuple[Any, Any]:
+    """A line's band: an attack's exact interval of its pooled ``trials``, else the 95% CI
+    of the repeats' mean (``g``: mean, std and count per point), stopped at [0, 1] for a
+    bounded metric."""
+    if trials is not None:
+        return trials["lo"], trials["hi"]
+    t = stats.t.ppf(0.975, (g["count"] - 1).clip(lower=1))
+    half = (t * g["std"] / g["count"] ** 0.5).fillna(0.0)
+    lo, hi = g["mean"] - half, g["mean"] + half
+    return (lo.clip(0, 1), hi.clip(0, 1)) if bounded else (lo, hi)
 
 
 def _attack_trials(part: Any, x: str, ycol: str) -> Any:
