@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator.results.intervals import exact_interval
+from ldpsim.simulator.results.metrics import describe, registry
 from ldpsim.simulator.results.plots import FEW_TRIALS, PLOT_INSTALL
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
@@ -28,7 +30,17 @@ from ldpsim.simulator.results.results import (
 )
 from ldpsim.simulator.results.table import TABLE_COSTS
 from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario.identity import proven_records, stored_order
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.session.keyfiles import (
+    SECRET_FILE,
+    read_host_keys,
+    secret_kind,
+    write_fresh_secret,
+)
+from ldpsim.simulator.sweep.reporting import write_report
+from ldpsim.simulator.sweep.runner import in_run_order, run_scenario
+from ldpsim.simulator.sweep.verify import verify as _verify
 
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage",
@@ -108,11 +120,8 @@ def run(scenario: str | Path | dict[str, Any] | sc.Scenario,
         fresh master secret of a run without ``out`` (None otherwise: it is in ``out``, or
         was given).
     """
-    from ldpsim.simulator.sweep.runner import run_scenario
-
     if plots and out is not None and importlib.util.find_spec("matplotlib") is None:
         raise ImportError(f"plots=True needs matplotlib: {PLOT_INSTALL}")
-    from ldpsim.simulator.session.keyfiles import SECRET_FILE, read_host_keys, secret_kind
 
     scen = _scenario(scenario, overrides, backend=backend, pools=pools, seed=seed,
                      secret=None if secret is None else str(secret))
@@ -132,9 +141,6 @@ def load(path: str | Path) -> Results:
     """The results stored in a directory written by ``ldpsim run`` or ``run(out=...)``, in the
     sweep's run order (as ``run`` returns them and ``ldpsim summary`` reads them), however the
     runs finished: parallel runs (``--jobs``, Dask) store each record when it is done."""
-    from ldpsim.simulator.scenario.identity import proven_records, stored_order
-    from ldpsim.simulator.sweep.runner import in_run_order
-
     directory = Path(path)
     if not (directory / RESULTS_FILE).is_file():
         raise FileNotFoundError(f"{path}: no {RESULTS_FILE} (not a results directory)")
@@ -148,8 +154,6 @@ def report(path: str | Path, html: str | Path | None = None) -> Path:
     ``path`` (the scenario, figures, summary with units and directions, per-round costs,
     leakage, environment, and a paper's printed numbers beside ours) to ``html`` (default
     ``path/report.html``); returns where it is."""
-    from ldpsim.simulator.sweep.reporting import write_report
-
     return write_report(path, html)
 
 
@@ -166,8 +170,6 @@ def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | 
     code version that wrote it reproduce bit for bit; timings and memory are not checked.
     ``secret``: the key file (or ``"seed"``) the runs were executed with; default the one
     each stored sweep names, else the directory's own ``secret.key``."""
-    from ldpsim.simulator.sweep.verify import verify as _verify
-
     return _verify(path, sample, jobs, backend, progress, sample_seed,
                    None if secret is None else str(secret))
 
@@ -215,9 +217,6 @@ class Results:
         """Write this sweep's fresh ``secret`` to ``path`` as ``ldpsim keys`` writes a
         ``secret.key`` (owner-only, atomically); ``run(..., secret=path)`` then runs the same
         runs again. ValueError when there is none to write (see ``secret``)."""
-        from ldpsim.protocols.keys import Secrets
-        from ldpsim.simulator.session.keyfiles import write_fresh_secret
-
         if self.secret is None:
             raise ValueError("no fresh secret held: the runs' secret is their directory's "
                              "secret.key, or the one they were given")
@@ -321,8 +320,6 @@ class Results:
         (``Protocol.metrics``): ``name``, ``label``, ``unit``, ``low``, ``high`` (its range),
         ``better`` ("lower", "higher" or None) and ``about`` (a DataFrame, one row per
         metric in the summary's order)."""
-        from ldpsim.simulator.results.metrics import describe
-
         columns, _ = summarize(self.complete())
         protocols = list(dict.fromkeys(str(r.get("protocol")) for r in self.records))
         names = metric_names(columns) + cost_names(columns)
@@ -476,8 +473,6 @@ def _label(column: str) -> str:
     """``params.epsilon`` -> ``ε``; a metric's or cost's declared label
     (``metrics.kendall_tau`` -> ``Kendall tau distance (normalised)``, ``simulator.sweep.
     metrics``); else the name in words."""
-    from ldpsim.simulator.results.metrics import registry
-
     name = column.removeprefix("metrics.")
     if name in registry():
         return registry()[name].axis_label

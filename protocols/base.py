@@ -13,6 +13,8 @@ msgpack/ZeroMQ, or directly in one process (the ``inproc`` backend).
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -254,9 +256,6 @@ class Protocol(ABC):
     def import_curator_modules(self) -> None:
         """Import ``curator_imports`` now (set-up time, not round time); a module that is
         missing is left to the round that uses it to raise."""
-        import contextlib
-        import importlib
-
         for name in self.curator_imports:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)

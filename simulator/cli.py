@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ldpsim.protocols import registry
 from ldpsim.protocols.base import ParamError
 from ldpsim.simulator import __version__, options
 from ldpsim.simulator.backends import BACKENDS
@@ -77,14 +78,14 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ldpsim.protocols import DATA_KINDS, PROTOCOLS  # the registry imports every family: lazily
+    families, kinds = registry.protocols(), registry.data_kinds()  # every family
 
     print("protocols:")
-    for name, p in sorted(PROTOCOLS.items()):
+    for name, p in sorted(families.items()):
         params = ", ".join(f"{k}={s.default!r}" for k, s in p.params.items()) or "-"
         print(f"  {name:18s} {p.summary}\n  {'':18s} params: {params}")
     print("\ndata kinds:")
-    for name, d in sorted(DATA_KINDS.items()):
+    for name, d in sorted(kinds.items()):
         args_ = ", ".join(f"{k}{'*' if s.required else ''}" for k, s in d.params.items())
         print(f"  {name:18s} {d.summary}\n  {'':18s} args: {args_}  (* required)")
     print("\nscenarios (runs; time of `ldpsim run` with --jobs 1, measured on a sample of "

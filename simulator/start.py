@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -110,8 +112,6 @@ def main(argv: list[str] | None = None) -> int:
 
     code = cli_main(argv)
     if program and where is not None and where[0] in QUICK_EXIT and where[1] == "local":
-        import logging
-
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()
@@ -128,6 +128,4 @@ def _remove_mp_directory() -> None:
     tmp = getattr(mp_process.current_process(), "_config", {}).get("tempdir") \
         if mp_process else None
     if tmp:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)

@@ -3,6 +3,7 @@ audit a sweep without the CLI or a private module. The first test is the README'
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -92,6 +93,26 @@ def test_audit_from_python():
 def test_the_package_exports():
     assert set(ldpsim.__all__) >= {"run", "load", "audit", "Results", "run_locally"}
     assert Path(ldpsim.__file__).parent.name == "ldpsim"
+
+
+def test_the_api_imports_no_audit_and_no_heavy_library():
+    """``import ldpsim.api`` (what ``ldpsim.run``, ``load`` and ``Results`` import) imports
+    nothing of the audit room (``ldpsim.audit`` imports it when it runs: with scipy's special
+    functions, about 0.13 s), no scipy, pandas or matplotlib: each where it is used. The time
+    the audit would add is measured here."""
+    unwanted = ("ldpsim.simulator.audit", "scipy", "pandas", "matplotlib")
+    code = ("import sys, time; t = time.perf_counter(); import ldpsim.api; "
+            "a = time.perf_counter() - t; "
+            f"print(sorted(m for m in sys.modules if m.startswith({unwanted!r}))); "
+            "t = time.perf_counter(); import ldpsim.simulator.audit.audit_harness; "
+            "print(f'{a:.3f} {time.perf_counter() - t:.3f}')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[-2] == "[]", res.stdout
+    api_s, audit_s = map(float, lines[-1].split())
+    print(f"the API {api_s * 1000:.0f} ms; the audit {audit_s * 1000:.0f} ms more")
 
 
 def _big() -> ldpsim.Results:

@@ -379,10 +379,12 @@ def test_result_files_are_readable_by_others(tiny_run):
 
 
 def test_version_and_help_import_no_family():
-    """``ldpsim --version`` / ``--help`` stay fast: the CLI module imports no protocol family and
-    no scipy (the registry is built on first use)."""
+    """``ldpsim --version`` / ``--help`` stay fast: the CLI module imports no protocol family, no
+    scipy and no ``importlib.metadata`` (about 13 ms, which reads the plugin families' entry
+    points: the registry is built on first use)."""
     code = ("import sys, ldpsim.simulator.cli; "
-            "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith("
+            "print(sorted(m for m in sys.modules if m in ('scipy', 'importlib.metadata') "
+            "or m.startswith("
             "('ldpsim.protocols.rank', 'ldpsim.protocols.safari', 'ldpsim.protocols.ethics', "
             "'ldpsim.protocols.truth', 'ldpsim.protocols.vote'))))")
     res = python_c(code)
@@ -419,6 +421,35 @@ def test_the_command_line_imports_a_commands_rooms_only_when_it_runs():
     cli_s, rooms_s = map(float, lines[-1].split())
     print(f"the command line {cli_s * 1000:.0f} ms; "
           f"its commands' rooms {rooms_s * 1000:.0f} ms more")
+
+
+#: the modules of ``ldpsim bench``'s parts, which ``simulator/bench/__init__.py`` imports when a
+#: part runs: ``ldpsim list`` imports the bench package for the scenarios' durations only
+BENCH_PARTS = tuple(f"ldpsim.simulator.bench.{m}" for m in (
+    "headline", "calibrate", "deployment", "audit", "hardening", "keys", "kernels", "peers",
+    "cluster"))
+
+
+def test_list_imports_no_part_of_the_bench_and_no_sweep():
+    """``ldpsim list`` reads the scenarios' durations (``bench.durations``, in the bench
+    package): it imports none of the bench's parts (``bench.audit`` alone brings scipy and the
+    audit room) and nothing of the sweep room, which ``bench.durations`` imports only to
+    measure the durations. The time they would add is measured here."""
+    parts = (*BENCH_PARTS, "ldpsim.simulator.sweep")
+    code = ("import sys, time; from ldpsim.simulator import cli; t = time.perf_counter(); "
+            "rc = cli.main(['list']); a = time.perf_counter() - t; "
+            f"print(rc, sorted(m for m in sys.modules if m.startswith({parts!r}))); "
+            "import importlib; t = time.perf_counter(); "
+            f"[importlib.import_module(m) for m in {BENCH_PARTS!r}]; "
+            "import ldpsim.simulator.sweep.execute; "
+            "print(f'{a:.3f} {time.perf_counter() - t:.3f}')")
+    res = python_c(code)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[-2] == "0 []", res.stdout[-2000:]
+    list_s, parts_s = map(float, lines[-1].split())
+    print(f"ldpsim list {list_s * 1000:.0f} ms; the bench's parts and the sweep "
+          f"{parts_s * 1000:.0f} ms more")
 
 
 HEAVY = ("matplotlib", "pandas", "scipy.stats", "scipy.special", "scipy.optimize")
@@ -570,8 +601,10 @@ def test_a_run_ends_quickly_with_everything_written_and_nothing_left_running(tmp
 
 def test_start_begins_the_fork_server_before_numpy(tmp_path):
     """``ldpsim run`` on the processes backend begins the curator's fork server before the
-    command line imports numpy (``simulator.start``): the two start-ups overlap. The fork server
-    preloads every built-in family."""
+    command line imports numpy or ZeroMQ (``simulator.start``): the two start-ups overlap. The
+    fork server preloads every built-in family. ``simulator/backends/__init__.py`` (the
+    package of ``launch``) imports each backend's modules when it is used: none is imported
+    before the fork server begins."""
     from ldpsim.protocols import BUILTIN
     from ldpsim.simulator.backends.launch import PRELOAD
 
@@ -583,12 +616,27 @@ def test_start_begins_the_fork_server_before_numpy(tmp_path):
     argv = ["run", str(scen), "--out", str(tmp_path / "out"), "--no-progress", "-q"]
     code = ("import sys; from ldpsim.simulator.backends import launch; seen = []; "
             "orig = launch.start_fork_server; "
-            "launch.start_fork_server = lambda: (seen.append('numpy' in sys.modules), orig()); "
+            "launch.start_fork_server = lambda: (seen.append(sorted("
+            "m for m in ('numpy', 'zmq') if m in sys.modules)), orig()); "
             f"from ldpsim.simulator import start; rc = start.main({argv!r}); print(rc, seen)")
     res = python_c(code)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[-1] == "0 [False]", res.stdout + res.stderr
+    assert res.stdout.splitlines()[-1] == "0 [[]]", res.stdout + res.stderr
     assert len(read_lines(tmp_path / "out")) == 1
+
+
+def test_the_fork_servers_preload_imports_no_heavy_library():
+    """The fork server imports ``launch.PRELOAD`` (the transport, every built-in family) before
+    the first curator: none of ``HEAVY`` (each family imports scipy's parts where it uses
+    them) and not ZeroMQ's authenticator (``zmq.auth.thread``, about 30 ms: only a hosts run
+    with CurveZMQ starts it, ``curve.serve_curve``)."""
+    unwanted = (*HEAVY, "zmq.auth.thread")
+    code = ("import importlib, sys; from ldpsim.simulator.backends.launch import PRELOAD; "
+            "[importlib.import_module(m) for m in PRELOAD]; "
+            f"print(sorted(m for m in sys.modules if m.startswith({unwanted!r})))")
+    res = python_c(code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "[]", res.stdout + res.stderr
 
 
 def test_start_reads_where_the_runs_execute(tmp_path):

@@ -11,8 +11,17 @@ execution, resume, executors, report, verify) < ``bench`` < the command line at 
 
 Three rules, for imports at a module's top and in its function bodies alike: a room imports
 only from itself and the rooms below; the modules' import graph has no circle (so no import sits
-in a function body to dodge one; those that remain defer a cost: an optional library, a command's
-own modules); and no module reaches for another module's private name (``_name``).
+in a function body to dodge one); and no module reaches for another module's private name
+(``_name``).
+
+A fourth for the imports in function bodies: each defers a cost that a test measures, or it
+sits at the top of its module. It is either of a library in ``LAZY_LIBRARIES`` (an optional
+extra, or a heavy library a start-up test keeps out: ``HEAVY`` in tests/test_cli.py), or of a
+project module that ``LAZY`` lists for the module importing it, with the test that asserts the
+start-up it saves (the modules a start-up imports, as
+``test_the_command_line_imports_a_commands_rooms_only_when_it_runs`` does). An import of a
+module that is loaded anyway, of the standard library or of a project module whose deferral no
+test measures belongs at the top: the rule names its file, line and module.
 """
 
 from __future__ import annotations
@@ -260,3 +269,139 @@ def test_the_rules_can_fail(rule, monkeypatch):
     monkeypatch.setitem(globals(), "_imports", imports)
     with pytest.raises(AssertionError):
         rule()
+
+
+#: the libraries a function body may import, and why: optional extras (pyproject.toml) and
+#: libraries that a measured start-up leaves out, each imported where it is used
+LAZY_LIBRARIES: dict[str, str] = {
+    "matplotlib": "the plot extra; a run with no figure to draw imports none "
+                  "(tests/test_cli.py::test_run_imports_only_what_it_uses)",
+    "pandas": "the pandas extra (Results.to_pandas); test_run_imports_only_what_it_uses",
+    "tqdm": "the progress extra",
+    "dask": "the dask extra (tests/simulator/sweep/test_dask.py::"
+            "test_importing_the_cli_does_not_import_dask)",
+    "distributed": "the dask extra, as dask",
+    "multi_freq_ldpy": "the bench extra: ldpsim bench's peers",
+    "pure_ldp": "the bench extra: ldpsim bench's peers",
+    "scipy": "its stats, special and optimize take 0.1-0.3 s to import; a protocol imports "
+             "them where it uses them (test_run_imports_only_what_it_uses, "
+             "test_version_and_help_import_no_family, "
+             "test_the_fork_servers_preload_imports_no_heavy_library)",
+    "zmq.auth": "ZeroMQ's authenticator thread, about 30 ms, for a CurveZMQ hosts run only "
+                "(test_the_fork_servers_preload_imports_no_heavy_library)",
+    "importlib.metadata": "about 13 ms, for the plugin families' entry points when the "
+                          "registry is built (test_version_and_help_import_no_family)",
+}
+
+_CLI = "tests/test_cli.py::"
+#: the project modules a function body may import: the module importing them -> (the test that
+#: measures the start-up the deferral saves, the modules or packages it defers)
+LAZY: dict[str, tuple[str, tuple[str, ...]]] = {
+    # the rooms of each command, imported when the command runs
+    "ldpsim.simulator.cli": (
+        _CLI + "test_the_command_line_imports_a_commands_rooms_only_when_it_runs",
+        ("ldpsim.simulator.scenario", "ldpsim.simulator.results", "ldpsim.simulator.sweep",
+         "ldpsim.simulator.audit", "ldpsim.simulator.bench")),
+    # the fork server begins, then the command line imports numpy
+    "ldpsim.simulator.start": (
+        _CLI + "test_start_reads_the_command_lines_own_options_before_numpy",
+        ("ldpsim.simulator.backends.launch", "ldpsim.simulator.cli")),
+    # the package of launch: the standard library only, each backend's modules when used
+    "ldpsim.simulator.backends": (
+        _CLI + "test_start_begins_the_fork_server_before_numpy",
+        ("ldpsim.simulator.backends.inproc", "ldpsim.simulator.backends.transport",
+         "ldpsim.simulator.backends.curve", "ldpsim.simulator.backends.on_dask",
+         "ldpsim.simulator.session")),
+    # ldpsim list reads the durations from the bench package: none of the bench's parts
+    "ldpsim.simulator.bench": (
+        _CLI + "test_list_imports_no_part_of_the_bench_and_no_sweep",
+        tuple(f"ldpsim.simulator.bench.{m}" for m in (
+            "headline", "calibrate", "deployment", "audit", "hardening", "keys", "kernels",
+            "peers", "cluster"))),
+    "ldpsim.simulator.bench.durations": (
+        _CLI + "test_list_imports_no_part_of_the_bench_and_no_sweep",
+        ("ldpsim.simulator.sweep",)),
+    # the leakage attacks (the audit room, scipy.special) only for a run that asks for them
+    "ldpsim.simulator.sweep.execute": (
+        _CLI + "test_run_imports_only_what_it_uses", ("ldpsim.simulator.audit.leakage",)),
+    # the audit room (scipy.special) only for ldpsim.audit
+    "ldpsim.api": ("tests/test_api.py::test_the_api_imports_no_audit_and_no_heavy_library",
+                   ("ldpsim.simulator.audit",)),
+}
+
+
+def _within(name: str, prefixes: tuple[str, ...] | list[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _function_imports(name: str) -> list[tuple[str, int]]:
+    """(module, line) of every import inside a function body of ``name``, a project module's
+    ``from package import submodule`` counted as an import of the submodule."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for func in _nodes(path):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.Import):
+                found += [(a.name, node.lineno) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                found += [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base,
+                           node.lineno) for a in node.names]
+    return sorted(set(found), key=lambda f: (f[1], f[0]))  # a nested function's, once
+
+
+def _unmeasured_lazy_imports() -> list[str]:
+    """The imports inside function bodies that neither ``LAZY_LIBRARIES`` nor ``LAZY``
+    allows."""
+    found = []
+    for name, path in MODULES.items():
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+        deferred = LAZY.get(name, ("", ()))[1]
+        for target, line in _function_imports(name):
+            if _within(target, ("ldpsim",)):
+                if not _within(target, deferred):
+                    found.append(f"{where}:{line} imports {target} inside a function, a "
+                                 "deferral no test measures (LAZY)")
+            elif not _within(target, list(LAZY_LIBRARIES)):
+                found.append(f"{where}:{line} imports {target} inside a function: not an "
+                             "optional or heavy library (LAZY_LIBRARIES)")
+    return found
+
+
+def test_an_import_sits_in_a_function_only_to_defer_a_measured_cost():
+    found = _unmeasured_lazy_imports()
+    assert not found, "\n".join(found)
+
+
+def test_each_lazy_import_names_a_test_that_measures_it_and_is_used():
+    for importer, (test, deferred) in LAZY.items():
+        file, _, function = test.partition("::")
+        assert f"def {function}(" in (ROOT / file).read_text(), f"{importer}: no test {test}"
+        targets = [t for t, _ in _function_imports(importer)]
+        unused = [d for d in deferred if not any(_within(t, (d,)) for t in targets)]
+        assert not unused, f"{importer} imports none of {unused} inside a function: drop them"
+
+
+def test_the_lazy_import_rule_can_fail(monkeypatch, tmp_path):
+    """A made-up module importing, inside functions, a standard-library module and a project
+    module that no test measures; and the tables without the command line's entry and scipy:
+    the rule names each."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    import json\n\n\ndef g():\n"
+                   "    from ldpsim.simulator.sweep import runner\n    import scipy.stats\n")
+    monkeypatch.setitem(MODULES, "ldpsim.simulator.codec.bad", bad)
+    found = [f for f in _unmeasured_lazy_imports() if "bad.py" in f]
+    assert len(found) == 2 and "bad.py:2 imports json" in found[0]
+    assert "imports ldpsim.simulator.sweep.runner" in found[1]
+    monkeypatch.delitem(MODULES, "ldpsim.simulator.codec.bad")
+    monkeypatch.delitem(LAZY, "ldpsim.simulator.cli")
+    monkeypatch.delitem(LAZY_LIBRARIES, "scipy")
+    found = _unmeasured_lazy_imports()
+    assert any(f.startswith("simulator/cli.py:") for f in found)
+    assert any(" imports scipy" in f for f in found)

@@ -16,7 +16,7 @@ baseline's AVD can exceed 1); nothing here clips them.
 from __future__ import annotations
 
 import numpy as np
-from ldpsim.protocols.safari import rules
+from ldpsim.protocols.safari import perm, rules
 
 
 def q1_counts(pos: np.ndarray) -> np.ndarray:
@@ -80,8 +80,6 @@ def truth_of(rankings_blocks, d: int) -> dict:
     the pairwise count matrix ``counts`` ([a, b] = agents ranking a above b, as the rank
     family's truth) and ``n``.
     """
-    from ldpsim.protocols.safari import perm
-
     n = 0
     c1 = np.zeros((d, d), dtype=np.int64)
     c2 = np.zeros((len(rules.pairs(d)), d, d), dtype=np.int64)

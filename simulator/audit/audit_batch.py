@@ -47,6 +47,7 @@ from ldpsim.protocols.keys import (
 )
 from ldpsim.protocols.prf import prf
 from ldpsim.protocols.rng import StreamKeys, stream_key
+from ldpsim.simulator.audit.audit import target_reports
 from ldpsim.simulator.audit.float_attack import reproducible
 
 #: trials checked against full runs before a setting uses the batch path
@@ -210,8 +211,6 @@ class BatchTrials:
               config: dict[str, Any] | None = None) -> BatchTrials:
         """From the reference run's view (trial 0): the target's rounds. Raises ValueError
         when the construction cannot apply (fresh coins: queries after the first round)."""
-        from ldpsim.simulator.audit.audit import target_reports
-
         rounds = []
         for rnd, q, bcast, _ in target_reports(reference_view, target):
             if q is not None and rnd != 0 and not fixed:

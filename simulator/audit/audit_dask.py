@@ -24,6 +24,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.audit.audit_harness import (
+    AUDIT_FILE,
+    append_audit,
+    audit_scenario,
+    stored_audits,
+)
+from ldpsim.simulator.backends.dask_client import DaskConnection
 from ldpsim.simulator.session.common import counted
 
 
@@ -44,8 +51,6 @@ class _OneSetting:
 def audit_task(scenario: Any, spec: Any, done_lines: list[str],
                kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     """On a worker: audit one setting (the stored ``done_lines`` make a done one a lookup)."""
-    from ldpsim.simulator.audit.audit_harness import AUDIT_FILE, audit_scenario
-
     with tempfile.TemporaryDirectory(prefix="ldpsim-audit-") as scratch:
         (Path(scratch) / AUDIT_FILE).write_text("".join(line + "\n" for line in done_lines))
         return audit_scenario(_OneSetting(scenario, spec), scratch, show_progress=False,
@@ -74,8 +79,6 @@ def audit_on_dask(scenario: Any, out: str | Path, address: str,
     module); ``kwargs`` are ``audit_scenario``'s (trials, target, path, jobs, ...). Returns
     the records in the scenario's order, as ``audit_scenario`` does."""
     from distributed import as_completed
-    from ldpsim.simulator.audit.audit_harness import append_audit, audit_scenario, stored_audits
-    from ldpsim.simulator.backends.dask_client import DaskConnection
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

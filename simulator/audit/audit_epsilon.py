@@ -12,6 +12,7 @@ is reached; ``expected_lower`` and ``trials_needed`` say how many trials a bound
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from ldpsim.simulator.audit.audit import (
     linear_direction,
     llr_statistic,
 )
+from ldpsim.simulator.audit.audit_batch import block_size, llr
 from ldpsim.simulator.audit.audit_trials import AuditSetting, Trials
 from ldpsim.simulator.session import Limits
 
@@ -101,8 +103,6 @@ def batch_pair_stats(batch: Any, first: int, count: int, spec: AuditSpec, use_ll
                       ) -> PairStats:
     """The batch path: every trial of the range as one block per round (``audit_batch``;
     ``reports``: keep the target's reports too, as features)."""
-    from ldpsim.simulator.audit.audit_batch import block_size, llr
-
     pair = spec.values[list(spec.pair)]
     step = block_size(pair[0])
     parts = []
@@ -232,8 +232,6 @@ def pair_stats(setting: AuditSetting, limits: Limits, batch: Any, spec: AuditSpe
                                 progress, coins)
     # the trials in ranges, each a task of the process pool or the mapper, joined in order
     if batch is not None:
-        from ldpsim.simulator.audit.audit_batch import block_size
-
         fn = _batch_pair_stats_job
         cuts = [*range(first, first + count, block_size(spec.values[spec.pair[0]])),
                 first + count]
@@ -294,7 +292,6 @@ def spread(fn: Callable[[tuple], Any], args: list[tuple], jobs: int,
     if mapper is not None:
         yield from mapper(fn, args)
         return
-    import multiprocessing as mp
 
     with mp.get_context("fork").Pool(jobs) as pool:
         yield from pool.imap(fn, args)

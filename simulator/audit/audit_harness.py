@@ -32,6 +32,7 @@ from ldpsim.simulator.audit.audit import (
     float_check,
     llr_statistic,
 )
+from ldpsim.simulator.audit.audit_batch import CHECK_TRIALS, BatchTrials, bayes_hits
 from ldpsim.simulator.audit.audit_epsilon import (  # noqa: F401 - re-exported: expected_lower
     Mapper,
     PairStats,
@@ -51,6 +52,7 @@ from ldpsim.simulator.audit.audit_trials import (  # noqa: F401 - re-exported: t
     make_setting,
     target_coins,
 )
+from ldpsim.simulator.results.progress import progress as bar
 from ldpsim.simulator.results.store import jsonable
 from ldpsim.simulator.session import Limits
 
@@ -65,8 +67,6 @@ def _choose_path(setting: AuditSetting, limits: Limits, spec: AuditSpec, path: s
     the coalition's coins fixed (where later rounds read broadcasts that change from run to
     run), and else keeps the full path with fresh coins.
     """
-    from ldpsim.simulator.audit.audit_batch import CHECK_TRIALS, BatchTrials
-
     check_coins(coins, auto=True)
     runner = Trials(setting, limits)
     protocol, target = runner.protocol, setting.target
@@ -417,8 +417,6 @@ def _same_bits(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 
 def _bayes_job(args: tuple) -> tuple[int, int]:
-    from ldpsim.simulator.audit.audit_batch import bayes_hits
-
     return bayes_hits(*args)
 
 
@@ -449,8 +447,6 @@ def audit_scenario(scenario: Any, out: str | Path, trials: int, target: int | No
     Appends one JSON line per audited setting to ``OUT/audit.jsonl`` and skips settings
     already there (an interrupted audit resumes).
     """
-    from ldpsim.simulator.results.progress import progress as bar
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     done = stored_audits(out)

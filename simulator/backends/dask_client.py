@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
+from ldpsim.simulator.backends.alloc import keep_freed_memory, tune_if_requested
 from ldpsim.simulator.backends.machine import cores
 
 from ldpsim import environment
@@ -47,8 +49,6 @@ def tune_worker_malloc() -> bool:
     tuning of ``simulator.backends.alloc`` (keep freed memory for reuse; up to 1 GB held);
     without that variable, the tuning only if ``LDPSIM_TUNE_MALLOC=1``. True if it took
     effect."""
-    from ldpsim.simulator.backends.alloc import keep_freed_memory, tune_if_requested
-
     if os.environ.get(environment.MALLOC_TRIM_THRESHOLD):
         return keep_freed_memory()
     return tune_if_requested()
@@ -63,8 +63,6 @@ def dask_setup(worker: Any) -> None:
     included, each of which would print a traceback; the orchestrator stops them itself
     (``DaskConnection.close``), cancelling the tasks under way, of each of which the worker
     would log a warning (``distributed.worker.state_machine``: its one warning)."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.getLogger("distributed.worker.state_machine").setLevel(logging.ERROR)
 

@@ -33,6 +33,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from ldpsim.simulator.backends.dask_client import DaskConnection, tune_worker_malloc
+from ldpsim.simulator.backends.poolloop import pool_loop
+from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.seeding import agents_of, local_parties
@@ -48,9 +51,6 @@ def pool_task(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Any,
               keys: Any = None, policy: Any = None) -> int:
     """On a worker: serve as pool ``index`` of ``n_pools`` until the curator closes; the exit
     code of ``poolloop.pool_loop`` (0: clean)."""
-    from ldpsim.simulator.backends.dask_client import tune_worker_malloc
-    from ldpsim.simulator.backends.poolloop import pool_loop
-
     tune_worker_malloc()
     return pool_loop(endpoint, index, n_pools, auth, limits, keys=keys, policy=policy,
                      echo=lambda *a, **k: print(*a, file=sys.stderr))
@@ -80,8 +80,6 @@ def advertised_host(scheduler_address: str) -> str:
 def connect(runtime: dict[str, Any], echo: Callable[..., Any] = print) -> tuple[Any, str]:
     """The cluster connection of ``runtime["dask_address"]`` and the address of this machine
     the workers reach the curator at; RunFailed if it has fewer workers than pools."""
-    from ldpsim.simulator.backends.dask_client import DaskConnection
-
     conn = DaskConnection(runtime["dask_address"])
     try:
         workers = sorted(conn.workers())
@@ -118,8 +116,6 @@ def run(conn: Any, host: str, config: dict[str, Any], limits: Any, record_view: 
         secrets: Any = None, policy: Any = None, n: int | None = None) -> dict[str, Any]:
     """One run: the curator here (``transport.run_processes`` without pools of its own),
     pool i a task on worker i carrying its own keys only; the curator's result record."""
-    from ldpsim.simulator.backends.transport import run_processes
-
     client = conn.client
     n_pools = int(config["pools"])
     workers = _workers(conn, n_pools)

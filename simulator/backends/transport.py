@@ -38,6 +38,8 @@ from ldpsim.simulator.session.seeding import (
     public_config,
 )
 
+from ldpsim import protocols
+
 #: the context curator processes start in, from a fork server (``simulator.backends.launch``)
 _CURATOR_CTX = CURATOR_CTX
 
@@ -63,8 +65,6 @@ def die_with_parent() -> None:
 def _use(protocol) -> None:
     """Register the orchestrator's protocol object in this fresh curator process (it may be
     one the orchestrator registered at run time: a plugin, or a test's toy protocol)."""
-    from ldpsim import protocols  # its registry: every family, built on first use
-
     protocols.PROTOCOLS[protocol.name] = protocol
 
 

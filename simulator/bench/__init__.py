@@ -29,9 +29,12 @@ the dask backend against the processes backend (``bench_dask``, ``--sweeps N``,
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -70,10 +73,6 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
     A fresh process per scenario keeps the peak-memory figures honest (a forked child would
     count the orchestrator's pages too). The scenario file chooses the backend (processes).
     """
-    import json
-    import subprocess
-    import tempfile
-
     rows = []
     for path in paths:
         with tempfile.TemporaryDirectory() as out:

@@ -23,6 +23,7 @@ import math
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,6 @@ def _peak_mb() -> float:
 def throughput_rows(trials: int, full_trials: int = 2000, jobs: int = 2,
                     scenarios_dir: Any = None) -> list[list[str]]:
     """One row per audited protocol (see the module docstring)."""
-    from pathlib import Path
-
     here = Path(scenarios_dir) if scenarios_dir else Path(__file__).resolve().parents[2] / \
         "scenarios"
     rows = []

@@ -22,11 +22,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.backends import DaskBackend
+from ldpsim.simulator.backends.dask_client import DaskConnection
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.bench import audit as bench_audit
+from ldpsim.simulator.bench.ceiling import kwiksort_config
+from ldpsim.simulator.scenario.scenario import load
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.session.runconfig import DEFAULTS
+from ldpsim.simulator.sweep.runner import run_scenario
+
 
 def _sweep(n: int, repeats: int, dask: str | None = None, **runtime: Any) -> Any:
     """A sweep of small runs; ``dask``: the cluster its runs execute on."""
-    from ldpsim.simulator.scenario.scenario import load
-
     if dask is not None:
         runtime["executor"] = "dask"
     return load(raw={
@@ -40,8 +48,6 @@ def _sweep(n: int, repeats: int, dask: str | None = None, **runtime: Any) -> Any
 
 
 def time_sweep(scenario: Any) -> float:
-    from ldpsim.simulator.sweep.runner import run_scenario
-
     out = Path(tempfile.mkdtemp(prefix="ldpsim-bench-sweep-"))
     try:
         t = time.perf_counter()
@@ -61,8 +67,6 @@ def _have_dask() -> bool:
 
 def sweep_rows(runs: int, rounds: int = 3) -> list[list[str]]:
     """The sweep-engine rows: ``runs`` runs at n = 2000 and ``runs // 5`` at n = 10^5."""
-    from ldpsim.simulator.backends.dask_client import DaskConnection
-
     rows = []
     conn = None
     if _have_dask():
@@ -98,12 +102,6 @@ def sweep_rows(runs: int, rounds: int = 3) -> list[list[str]]:
 
 def backend_rows(n: int, rounds: int = 3) -> list[list[str]]:
     """The dask backend (2 pools on 2 workers) against the processes backend at ``n``."""
-    from ldpsim.simulator.backends import DaskBackend
-    from ldpsim.simulator.backends.transport import run_processes
-    from ldpsim.simulator.bench.ceiling import kwiksort_config
-    from ldpsim.simulator.session import Limits
-    from ldpsim.simulator.session.runconfig import DEFAULTS
-
     if not _have_dask():
         return [["backend dask", "", f"n = {n:,}", "", "", "skipped: pip install "
                  "'ldpsim[dask]'"]]
@@ -135,8 +133,6 @@ def backend_rows(n: int, rounds: int = 3) -> list[list[str]]:
 
 
 def main(runs: int, agents: int) -> None:
-    from ldpsim.simulator.bench import audit as bench_audit
-
     rows = []
     if runs:
         rows += sweep_rows(runs)

@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.scenario import deployment as deploy
+from ldpsim.simulator.session.network import DeploymentModel, RoundTraffic, draw_devices
+
+import ldpsim
 
 REPEATS = 3
 #: the deployment the bench times: the mobile trace, everyone online, no deadline
@@ -54,8 +58,6 @@ def run_pair(family: str, n: int, backend: str = "processes"
     """The protocol, the best-of-``REPEATS`` ``ldpsim.run`` call without and with the
     deployment (alternating), and the model's seconds in the runs with it (the least of
     them, as every figure is the best of its runs) and their share of the best call."""
-    import ldpsim
-
     best = {False: np.inf, True: np.inf}
     protocol, model = "", np.nan
     for _ in range(REPEATS):
@@ -77,11 +79,8 @@ def model_alone(n: int) -> dict[str, float]:
     """The model's computations at ``n`` agents, timed alone (best of three): drawing every
     device, who is online in a round (availability 0.9), and one round's end (every agent's
     arrival from its bytes, the percentiles, who is late)."""
-    from ldpsim.simulator.scenario import deployment as dep
-    from ldpsim.simulator.session.network import DeploymentModel, RoundTraffic, draw_devices
-
-    table = dep.check({"trace": "mobile", "availability": 0.9, "round_deadline_s": 0.1}, None)
-    spec = dep.run_deployment(table, "ldp_kwiksort_rr", {}, {})
+    table = deploy.check({"trace": "mobile", "availability": 0.9, "round_deadline_s": 0.1}, None)
+    spec = deploy.run_deployment(table, "ldp_kwiksort_rr", {}, {})
     agents = np.arange(n, dtype=np.int64)
     out = {"devices": np.inf, "online": np.inf, "round_end": np.inf}
     for _ in range(3):

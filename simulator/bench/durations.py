@@ -28,6 +28,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ldpsim.simulator.scenario import scenario as sc
+
 #: the file ``ldpsim list`` reads, beside the shipped scenarios
 DURATIONS_FILE = "durations.json"
 #: runs timed per scenario by default (all of them for a smaller scenario)
@@ -48,7 +50,6 @@ def spread(n: int, k: int) -> list[int]:
 def measure(path: Path, sample: int = SAMPLE) -> dict[str, Any]:
     """Time ``sample`` runs of the scenario at ``path`` (module docstring); the entry the
     durations file holds for it."""
-    from ldpsim.simulator.scenario import scenario as sc
     from ldpsim.simulator.sweep.execute import TruthCache, execute
 
     with warnings.catch_warnings():

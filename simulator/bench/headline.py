@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.audit.audit_harness import audit_setting, make_setting
+from ldpsim.simulator.backends.dask_client import DaskConnection
+from ldpsim.simulator.bench.audit import ldp_audit_estimator, print_table
 from ldpsim.simulator.bench.cluster import time_sweep
+from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario.scenario import load
+
+import ldpsim
 
 #: the sweep of small runs (3,000 runs: 2 protocols x 2 n x 3 eps x 250 repeats)
 SWEEP = {"name": "bench_small_runs", "protocols": ["dpwevote", "dpwevote_laplace"],
@@ -68,8 +75,6 @@ def ldp_audit_core_loop(trials: int, seed: int = 7) -> tuple[float, float, str]:
     ldp-audit's own: one ``GRR_Client(v, 2, ε)`` call per trial and input, counting the
     reports of the first input; else the same draws restated in numpy (faster than the
     original)."""
-    from ldpsim.simulator.bench.audit import ldp_audit_estimator
-
     try:
         from multi_freq_ldpy.pure_frequency_oracles.GRR import GRR_Client
     except ImportError:
@@ -93,9 +98,6 @@ def ldp_audit_core_loop(trials: int, seed: int = 7) -> tuple[float, float, str]:
 
 
 def audit_row(trials: int, tries: int = 3) -> list[str]:
-    from ldpsim.simulator.audit.audit_harness import audit_setting, make_setting
-    from ldpsim.simulator.scenario import scenario as sc
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         s = sc.load(sc.find("audit_rank"), ['protocols=["ldp_kwiksort_rr"]'])
@@ -119,8 +121,6 @@ def audit_row(trials: int, tries: int = 3) -> list[str]:
 
 
 def _sweep_time(jobs: int | None, dask: str | None = None, repeats: int = 250) -> float:
-    from ldpsim.simulator.scenario.scenario import load
-
     raw = {**SWEEP, "repeats": repeats, "runtime": {**SWEEP["runtime"]}}
     if dask is not None:
         raw["runtime"]["executor"] = "dask"
@@ -134,8 +134,6 @@ def sweep_row(tries: int = 2, repeats: int = 250, dask: bool = True) -> list[str
     conn, startup = None, 0.0
     if dask:
         try:
-            from ldpsim.simulator.backends.dask_client import DaskConnection
-
             t0 = time.perf_counter()
             conn = DaskConnection("local:2")
             startup = time.perf_counter() - t0
@@ -183,8 +181,6 @@ def start_row(tries: int = 7) -> list[str]:
 
         # bytecode compiled, as a user's second run finds it (even where the environment
         # says not to write it: PYTHONDONTWRITEBYTECODE)
-        import ldpsim
-
         subprocess.run([sys.executable, "-m", "compileall", "-q", *ldpsim.__path__],
                        check=False, capture_output=True)
         ours()
@@ -200,8 +196,6 @@ def start_row(tries: int = 7) -> list[str]:
 
 def main(audit_trials: int = 10**6, quick: bool = False) -> None:
     """Print the headline table."""
-    from ldpsim.simulator.bench.audit import print_table
-
     rows = [audit_row(200 if quick else audit_trials, tries=1 if quick else 3),
             sweep_row(tries=1 if quick else 2, repeats=2 if quick else 250, dask=not quick),
             start_row(tries=2 if quick else 7)]

@@ -38,6 +38,11 @@ import numpy as np
 from ldpsim.protocols import PROTOCOLS, ParamError, build_data
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.local import example_data, local_rounds
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.bench.audit import print_table
+from ldpsim.simulator.bench.ceiling import transport_ceiling
+from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
+from ldpsim.simulator.session import Limits
 
 #: protocols that cannot run at the requested size: name -> (largest n, why)
 CAPS: dict[str, tuple[int, str]] = {}
@@ -100,8 +105,6 @@ def batch_codec(rnd: int, plan: Any, agents: np.ndarray, reports: np.ndarray,
     """Whether the runtime's vectorised batch codec carries these reports (else the pools and
     the curator encode and decode one msgpack envelope per agent), judged on the first
     ``sample`` reports: their frame must read back through ``wire_numpy_read.match_batch``."""
-    from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
-
     m = min(sample, len(agents))
     if m == 0:
         return True
@@ -116,9 +119,6 @@ def processes_rounds(name: str, n: int, pools: int, batch: int | str,
     """One processes-backend run (on ``data``, by default the protocol's example data with n
     agents, and ``params``, by default the protocol's): its rounds' summed wall time and the
     run's record."""
-    from ldpsim.simulator.backends.transport import run_processes
-    from ldpsim.simulator.session import Limits
-
     cfg = {"protocol": name, "params": params or {}, "data": data or data_table(name, n),
            "seed": SEED,
            "pools": pools, "agent_mode": "batched", "batch": batch,
@@ -176,8 +176,6 @@ def envelope_floor(res: dict[str, Any], pools: int) -> float:
     (``bench.ceiling.transport_ceiling`` "batch": one small integer per query and report, no
     protocol logic; each round's batches as large as the run's), summed over the rounds: a
     floor for any round that keeps one envelope per agent, whatever its kernel."""
-    from ldpsim.simulator.bench.ceiling import transport_ceiling
-
     return sum(transport_ceiling(r["asked"], pools, r["batch"], 1, 1, "batch")[0]
                for r in res["comm"]["per_round"] if r["asked"])
 
@@ -193,8 +191,6 @@ HEAD = ["protocol", "agents", "rounds s", "kernel s", "respond s", "plan+absorb 
 
 def main(n: int, pools: int = 2, batch: int | str = "auto", names: list[str] | None = None) -> None:
     """Print the table."""
-    from ldpsim.simulator.bench.audit import print_table
-
     print(f"\nprotocol rounds (processes backend, {pools} pools, batch {batch}) / the protocol's "
           "own kernel in one process (plan + respond over all rows + absorb; finish apart)")
     print_table(HEAD, rows(n, pools, batch, names))

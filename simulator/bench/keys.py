@@ -28,7 +28,7 @@ from typing import Any
 from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import Secrets
 from ldpsim.protocols.prf import SIPHASH
-from ldpsim.simulator.session import Limits, PoolSession, block_of
+from ldpsim.simulator.session import Limits, PoolSession, block_of, seeding
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.seeding import local_parties, public_config
 
@@ -60,8 +60,6 @@ def measure(config: dict[str, Any], n: int) -> dict[str, float]:
     secret (the seed's keys: each pool derives its agents' device keys too) and with the
     experiment's own secret (the orchestrator derives every device key once per sweep,
     ``first_parties``, and hands each pool its block's)."""
-    from ldpsim.simulator.session import seeding
-
     out: dict[str, float] = {}
     seeded = local_parties(config, n)
     out["parties_seed"] = _best(lambda: local_parties(config, n))

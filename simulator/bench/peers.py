@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
+from ldpsim.simulator.bench.audit import print_table
+from ldpsim.simulator.bench.kernels import processes_rounds
 
 EPSILON = 1.0
 DOMAINS = (10, 24, 720, 1000)
@@ -213,8 +215,6 @@ def round_rows(n: int, peer_rows: list[list[str]], domains: tuple[int, ...] = DO
     processes backend, its one round's wall time (queries out, the pools' randomizers, reports
     back and validated, the estimate; best of ``repeats``), next to the fastest installed
     peer's scaled time for the same oracle and k in ``peer_rows`` (``rows``)."""
-    from ldpsim.simulator.bench.kernels import processes_rounds
-
     out = []
     for name, proto in ROUND_PROTOCOLS.items():
         for k in domains:
@@ -249,8 +249,6 @@ ROUND_HEAD = ["protocol", "k = d!", "users", "round s", "fastest peer", "peer s 
 def main(n: int, peer_users: int = 10**5, domains: tuple[int, ...] = DOMAINS,
          repeats: int = 3) -> None:
     """Print the two tables (``repeats``: processes runs per round row)."""
-    from ldpsim.simulator.bench.audit import print_table
-
     print(f"\nfrequency oracles against peers on equal work (eps = {EPSILON:g}, perturb {n:,} "
           "values + estimate all k frequencies; ldpsim: best of 3; peers: one run on a "
           "subsample, scaled linearly)")

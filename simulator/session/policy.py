@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols import registry
 from ldpsim.simulator.session.common import written_zeros
 
 
@@ -59,13 +60,12 @@ class AgentPolicy:
             if v is not None and not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
                 raise ValueError(f"{name}: got {v!r}; allowed: a number > 0")
         if self.protocols is not None:
-            from ldpsim.protocols import PROTOCOLS
-
+            known = registry.protocols()  # every family: imported on first use
             object.__setattr__(self, "protocols", tuple(self.protocols))
-            unknown = [p for p in self.protocols if p not in PROTOCOLS]
+            unknown = [p for p in self.protocols if p not in known]
             if unknown:
                 raise ValueError(f"protocols: unknown protocol {unknown[0]!r}; allowed: "
-                                 f"{', '.join(sorted(PROTOCOLS))}")
+                                 f"{', '.join(sorted(known))}")
 
     @classmethod
     def of(cls, table: dict[str, Any] | None) -> AgentPolicy:

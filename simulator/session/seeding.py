@@ -46,6 +46,7 @@ import numpy as np
 from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import AgentKeys, DataKeys, Secrets, data_tag, run_tag
 from ldpsim.protocols.rng import stream_key
+from ldpsim.simulator.session.common import block_of
 from ldpsim.simulator.session.signing import auth_key, policy_key, sign
 
 
@@ -173,8 +174,6 @@ def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None
     secret of the experiment's own, its agents' device keys are derived once for the sweep and
     each pool's block of them comes with its keys (a pool then derives only its agents' coin
     and data keys of the run)."""
-    from ldpsim.simulator.session.common import block_of
-
     sec = run_secrets(config, secrets)
     pools = int(config["pools"])
     out = []

@@ -37,9 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import get_backend
+from ldpsim.simulator.backends.dask_client import DaskConnection, quiet_logs, tune_worker_malloc
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
+from ldpsim.simulator.sweep.execute import (
+    TruthCache,
+    data_signature,
+    execute_record,
+    failed_runs,
+    record_failure,
+)
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
 WINDOW_PER_THREAD = 2
@@ -61,12 +69,8 @@ def _worker_address() -> str:
 
 def _state(runtime: dict[str, Any]) -> tuple[Any, Any]:
     """This worker process's backend and truth cache for ``runtime`` (built at its first run)."""
-    from ldpsim.simulator.sweep.execute import TruthCache
-
     sig = json.dumps(runtime, sort_keys=True, default=str)
     if not _WORKER_STATE:  # this worker's first run
-        from ldpsim.simulator.backends.dask_client import tune_worker_malloc
-
         tune_worker_malloc()
     if sig not in _WORKER_STATE:
         # no truth beside the run: the worker's other threads (or workers) hold the cores
@@ -79,8 +83,6 @@ def run_one(spec: RunSpec, runtime: dict[str, Any], view_dir: Path,
             per_round: bool) -> tuple[str, Any]:
     """One run on a worker: ("ok", record), ("failed", message) or ("error", traceback), the
     answers of a ``--jobs`` worker, each failure naming the worker."""
-    from ldpsim.simulator.sweep.execute import execute_record
-
     try:
         backend, truth = _state(runtime)
         return "ok", execute_record(spec, truth, backend, view_dir, per_round)
@@ -102,8 +104,6 @@ def batches(specs: list[RunSpec], threads: int) -> list[list[RunSpec]]:
     computes its ground truth, once), about ``TASKS_PER_THREAD`` tasks per worker thread (a
     task costs the scheduler a few ms: tiny runs go several to a task), no task larger than
     that share, so the cluster stays busy to the end."""
-    from ldpsim.simulator.sweep.execute import data_signature
-
     size = max(1, math.ceil(len(specs) / (max(1, threads) * TASKS_PER_THREAD)))
     groups: dict[str, list[RunSpec]] = {}
     for s in specs:
@@ -164,8 +164,6 @@ class DaskSweep:
 
     def __init__(self, runtime: dict[str, Any], view_dir: Path, per_round: bool,
                  out_dir: Path, echo: Callable[..., Any] = print) -> None:
-        from ldpsim.simulator.backends.dask_client import DaskConnection
-
         self.runtime = runtime
         self.view_dir = view_dir
         self.per_round = per_round
@@ -206,7 +204,6 @@ class DaskSweep:
         """Yield (spec, record) as the tasks finish; at the end, RunFailed naming the runs
         that failed (recorded in ``failed.jsonl``, not in the results)."""
         from distributed import as_completed
-        from ldpsim.simulator.sweep.execute import failed_runs, record_failure
 
         self.check_data(specs)
         threads = self.conn.threads()
@@ -250,8 +247,6 @@ class DaskSweep:
         """Cancel the tasks still under way (Ctrl-C, a failure) and close the client; a sweep
         so abandoned is closed without a word from Dask's loggers (a LocalCluster's scheduler
         and nannies would log every task and worker they stop)."""
-        from ldpsim.simulator.backends.dask_client import quiet_logs
-
         abandoned = bool(self._futures)
         with quiet_logs(abandoned):
             try:

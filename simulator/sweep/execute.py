@@ -23,6 +23,7 @@ from ldpsim.protocols import build_data, get_protocol
 from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator.backends import Backend, get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
+from ldpsim.simulator.backends.transport import die_with_parent, start_child
 from ldpsim.simulator.results.store import DEGRADED
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
@@ -91,8 +92,6 @@ def _truth(data: dict[str, Any], seed: int, secret: Secrets | None) -> dict[str,
 
 
 def _truth_child(data: dict[str, Any], seed: int, secret: Secrets | None, conn) -> None:
-    from ldpsim.simulator.backends.transport import die_with_parent
-
     die_with_parent()  # no Ctrl-C traceback; gone with the orchestrator
     try:
         conn.send(("ok", _truth(data, seed, secret)))
@@ -129,7 +128,6 @@ class TruthCache:
         if not self.beside or sig in self._cache or sig in self._pending \
                 or not isinstance(n, int) or n < TRUTH_BESIDE_N:
             return False
-        from ldpsim.simulator.backends.transport import start_child
 
         ctx = mp.get_context("fork")
         rx, tx = ctx.Pipe(duplex=False)

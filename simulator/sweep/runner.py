@@ -15,11 +15,14 @@ import os
 import sys
 import tempfile
 import traceback
+from multiprocessing import forkserver
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
+from ldpsim.simulator.backends.transport import die_with_parent, start_child
 from ldpsim.simulator.results.metrics import legend
 from ldpsim.simulator.results.plots import plot
 from ldpsim.simulator.results.progress import progress
@@ -38,6 +41,7 @@ from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.keyfiles import keep_secret
 from ldpsim.simulator.sweep import interrupt
+from ldpsim.simulator.sweep.engine_dask import DaskSweep
 from ldpsim.simulator.sweep.execute import (
     Executions,
     TruthCache,
@@ -127,8 +131,6 @@ def _start_workers(scenario: Scenario, todo: list[RunSpec], jobs: int, view_dir:
         The workers (``_Workers`` or ``engine_dask.DaskSweep``) and the backend, either None.
     """
     if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
-        from ldpsim.simulator.sweep.engine_dask import DaskSweep
-
         return DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo), None
     if jobs > 1:  # forked before the progress bar exists (it may run a thread)
         return _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir)), None
@@ -313,8 +315,6 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
     """A ``--jobs`` worker: its own backend and truth cache; runs the specs ``conn`` sends
     (None: stop), answering each with ("ok", record), ("failed", message) or ("error",
     traceback)."""
-    from ldpsim.simulator.backends.transport import die_with_parent
-
     die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
     _forget_forkserver()
     truth = TruthCache(beside=False)
@@ -347,8 +347,6 @@ def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) 
 def _forget_forkserver() -> None:
     """In a forked worker: drop the parent's fork server (not this process's child, so
     unusable here); the worker's own starts at its first ``processes`` run."""
-    from multiprocessing import forkserver
-
     fs = forkserver._forkserver
     if fs._forkserver_alive_fd is not None:
         with contextlib.suppress(OSError):
@@ -397,8 +395,6 @@ class _Workers:
 
     def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
                  per_round: bool, out_dir: Path) -> None:
-        from ldpsim.simulator.backends.transport import start_child
-
         ctx = mp.get_context("fork")
         self.out_dir = out_dir  # where failed runs are recorded (``failed.jsonl``)
         self._ok = False  # whether every spec finished (then ``close`` lets them exit)
@@ -425,8 +421,6 @@ class _Workers:
         ``failed.jsonl`` and the others go on; at the end ``RunFailed`` names every failed
         run. A worker process that dies raises ``RunFailed`` at once (the caller's ``close``
         then stops the others; finished runs are stored, the same command resumes)."""
-        from multiprocessing.connection import wait
-
         pending = _ByData(specs)
         failed: list[tuple[RunSpec, str]] = []
         # each worker holds up to AHEAD runs: the next waits in its pipe while it runs one,
