@@ -185,7 +185,12 @@ class Executions:
     """Executions the runs of a sweep share (``RunSpec.execution``): the runs of a sweep point
     that differ only in their coalition analyse one execution, run once for the largest of
     their coalitions (``largest_coalition``); each is recorded as its own run (``execute``).
-    An execution is kept until every run sharing it has had it."""
+    An execution is kept until every run sharing it has had it, and at most ``KEPT`` at once
+    (a ``--jobs`` worker that gets some of a point's coalitions only, the others going to
+    another worker, drops the oldest; a run that misses it executes it again, the same)."""
+
+    #: the most executions kept at once
+    KEPT = 4
 
     def __init__(self) -> None:
         self._kept: dict[str, list[Any]] = {}  # execution key -> [execution, runs left]
@@ -204,6 +209,8 @@ class Executions:
         """Keep ``spec``'s ``execution`` for the other runs that share it."""
         if len(spec.coalitions) > 1:
             self._kept[spec.execution] = [execution, len(spec.coalitions) - 1]
+            while len(self._kept) > self.KEPT:  # the oldest first (dicts keep their order)
+                del self._kept[next(iter(self._kept))]
 
 
 def largest_coalition(spec: RunSpec) -> RunSpec:

@@ -204,3 +204,29 @@ def test_verify_reexecutes_a_coalition_sweep_and_finds_it_whole(tmp_path):
     lines[4] = json.dumps(rec)
     (out / RESULTS_FILE).write_text("\n".join(lines) + "\n")
     assert not ldpsim.verify(out).ok
+
+
+def test_a_worker_keeps_few_executions_and_a_missed_one_runs_again(tmp_path):
+    """A ``--jobs`` worker may get some of a point's coalitions only: it keeps at most
+    ``Executions.KEPT`` executions, and a run whose execution was dropped executes it again,
+    with the same record."""
+    from ldpsim.simulator.sweep.execute import Executions
+
+    raw = _sweep(tmp_path, [0, 5], repeats=6)
+    raw["runtime"]["secret"] = "seed"  # the two executions below: the same keys
+    specs = sc.validate(raw).runs()
+    kept = Executions()
+    firsts = [s for s in specs if s.collusion["colluders"] == 0]
+    for s in firsts:
+        kept.keep(s, {"run": s.key})
+    assert len(kept._kept) == Executions.KEPT  # the oldest two dropped
+    seconds = [s for s in specs if s.collusion["colluders"] == 5]
+    assert [kept.take(s) is not None for s in seconds] == [False, False] + [True] * 4
+    assert kept._kept == {}
+    alone = execute(seconds[0])
+    shared = execute(seconds[0], executions=Executions())
+    for rec in (alone, shared):
+        rec.pop("timing"), rec["leakage"].pop("seconds")
+        rec["comm"] = {k: v for k, v in rec["comm"].items()
+                       if not k.startswith("physical_") and k != "per_round"}
+    assert alone == shared
