@@ -34,6 +34,9 @@ ORDERED = "LDPSIM_ORDERED"
 TUNE_MALLOC = "LDPSIM_TUNE_MALLOC"
 #: the address Dask workers reach this machine at (``simulator.backends.on_dask``)
 DASK_ADVERTISE = "LDPSIM_DASK_ADVERTISE"
+#: the data folder the scenarios' named data sets (``data:NAME/FILE``) are read from
+#: (``protocols.datasets``); ``ldpsim run --data-dir`` sets it
+DATA = "LDPSIM_DATA"
 #: set by a Dask nanny started with its defaults; read to undo what it does to every run
 #: (``simulator.backends.dask_client``)
 MALLOC_TRIM_THRESHOLD = "MALLOC_TRIM_THRESHOLD_"
@@ -56,6 +59,9 @@ VARIABLES = (
     Variable(DASK_ADVERTISE, "a host name or IP address",
              "the address of this machine the Dask workers connect to for the dask backend's "
              "curator (default: the one this machine uses towards the scheduler)"),
+    Variable(DATA, "a folder (unset: shared/data beside the checkout)",
+             "where the real data sets a scenario names (data:NAME/FILE) are read from; "
+             "`ldpsim run --data-dir DIR` sets it, `ldpsim data` lists what it holds"),
     Variable(MALLOC_TRIM_THRESHOLD, "set by a Dask nanny, not by you",
              "read on a Dask worker: where a nanny set it, ldpsim applies the same memory "
              "tuning as with LDPSIM_TUNE_MALLOC=1"),

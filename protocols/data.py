@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ParamError, ParamSpec
+from ldpsim.protocols.datasets import resolve
 from ldpsim.protocols.keys import DataKeys, as_data_keys
 
 
@@ -84,8 +85,10 @@ class DataKind:
 
 
 def resolve_path(path: str) -> Path:
-    """A data file path, with a clear error when it is missing."""
-    p = Path(path).expanduser()
+    """A data file's path: ``data:NAME/FILE`` in the data folder (``datasets.resolve``; one
+    line naming what is missing and where to get it), else the path, with a clear error when
+    it is missing."""
+    p = resolve(path)
     if not p.is_file():
         raise ParamError(f"[data] path: file not found: {path!r}")
     return p

@@ -34,6 +34,8 @@ from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.poolstate import PoolState, StateFileError, lock, state_path
 from ldpsim.simulator.session.runconfig import EXECUTORS
 
+from ldpsim import environment
+
 
 def _scenario_files() -> list[Path]:
     from ldpsim.simulator.scenario.scenario import SCENARIO_DIRS
@@ -93,6 +95,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     for f, runs, took, first in _scenario_rows():
         name = str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else str(f)
         print(f"  {name}\n  {'':4s}{runs:>7} runs  {took:>9}  {first}")
+    from ldpsim.simulator.scenario.datasets import presence_lines
+
+    print("\n" + "\n".join(presence_lines()))
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    """``ldpsim data``: the real data sets, where each comes from and whether it is here."""
+    from ldpsim.simulator.scenario.datasets import catalogue_lines
+
+    print("\n".join(catalogue_lines()))
     return 0
 
 
@@ -488,8 +501,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: each command's function
 HANDLERS = {"run": cmd_run, "curator": cmd_curator, "agents": cmd_agents, "audit": cmd_audit,
-            "keys": cmd_keys, "list": cmd_list, "summary": cmd_summary, "report": cmd_report,
-            "verify": cmd_verify, "bench": cmd_bench}
+            "keys": cmd_keys, "list": cmd_list, "data": cmd_data, "summary": cmd_summary,
+            "report": cmd_report, "verify": cmd_verify, "bench": cmd_bench}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -546,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
         _flush_stdout()
         raise
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
+    if getattr(args, "data_dir", None):  # for this process and every one it starts
+        os.environ[environment.DATA] = str(Path(args.data_dir).expanduser().resolve())
     tune_if_requested()  # opt-in (LDPSIM_TUNE_MALLOC=1); ``bench`` turns it on itself
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning

@@ -62,6 +62,28 @@ def _sizes(text: str) -> str:
                                      "e.g. 100000,1000000")
 
 
+#: where the named data sets (``data:NAME/FILE``) are read from: ``LDPSIM_DATA`` for this
+#: process and every one it starts (``data_dir_of``)
+DATA_DIR: Option = opt("--data-dir", metavar="DIR",
+                       help="the folder of the real data sets the scenarios name "
+                            "(data:NAME/FILE; sets LDPSIM_DATA; default: shared/data beside "
+                            "the checkout; `ldpsim data` lists them)")
+
+
+def data_dir_of(argv: list[str]) -> str | None:
+    """The value of ``--data-dir`` in ``argv`` (the last one), None without one: read before
+    anything starts a process (``start.py``'s fork server), so that every process has it."""
+    value = None
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a == "--data-dir" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith("--data-dir="):
+            value = a.partition("=")[2]
+    return value
+
+
 #: the options of a command that runs a scenario (``run``, ``curator``)
 SCENARIO_RUN: tuple[Option, ...] = (
     opt("scenario", help="scenario TOML file (or a name in scenarios/)"),
@@ -81,6 +103,7 @@ SCENARIO_RUN: tuple[Option, ...] = (
     opt("--beside", action="store_true",
         help="if the results directory holds runs with other settings, write to "
              "the first free DIR-2, DIR-3, ... instead of refusing"),
+    DATA_DIR,
 )
 
 #: ``ldpsim run``
@@ -142,6 +165,7 @@ AGENTS: tuple[Option, ...] = (
     opt("--timeout", type=float, default=30.0, help="round timeout (s)"),
     opt("--idle-timeout", type=float, default=600.0,
         help="exit after this long without hearing from the curator (s)"),
+    DATA_DIR,
 )
 
 #: ``ldpsim audit``
@@ -173,6 +197,7 @@ AUDIT: tuple[Option, ...] = (
              "tcp://HOST:PORT, or local / local:N (pip install 'ldpsim[dask]')"),
     opt("--out", help="directory for audit.jsonl (default results/NAME-audit)"),
     opt("--no-progress", action="store_true", help="no progress bar"),
+    DATA_DIR,
 )
 
 #: ``ldpsim keys``
@@ -218,7 +243,11 @@ VERIFY: tuple[Option, ...] = (
         help="the secret the runs were executed with (default: the one each stored "
              "sweep names, or the directory's own secret.key)"),
     opt("--no-progress", action="store_true", help="no progress bar"),
+    DATA_DIR,
 )
+
+#: ``ldpsim data``
+DATA: tuple[Option, ...] = (DATA_DIR,)
 
 #: ``ldpsim bench``
 BENCH: tuple[Option, ...] = (
@@ -292,6 +321,8 @@ COMMANDS: tuple[tuple[str, dict[str, str], tuple[Option, ...]], ...] = (
     ("keys", {"help": "create a deployment's keys: the master secret, a token, "
                       "each pool's agent keys, CURVE keys"}, KEYS),
     ("list", {"help": "protocols, data kinds and scenarios"}, ()),
+    ("data", {"help": "the real data sets the scenarios name: where each comes from, its "
+                      "licence, how to get it, and whether the data folder holds it"}, DATA),
     ("summary", {"help": "reload a results directory: table, CSV and plots"}, SUMMARY),
     ("report", {"help": "one self-contained HTML page of a results directory: "
                         "scenario, figures, table, costs, leakage, paper"}, REPORT),

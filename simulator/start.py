@@ -28,6 +28,8 @@ from typing import Any
 from ldpsim.simulator import options
 from ldpsim.simulator.scenario.catalogue import find
 
+from ldpsim import environment
+
 #: the backends whose runs start a curator process on this machine
 CURATOR_BACKENDS = ("processes", "hosts", "dask")
 #: the backends after whose ``ldpsim run`` nothing of this process's is left running (no
@@ -101,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     the fork server exits as its parent's pipe closes."""
     program = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
+    data_dir = options.data_dir_of(argv)
+    if data_dir:  # before the fork server begins: every process it starts reads it
+        os.environ[environment.DATA] = str(Path(data_dir).expanduser().resolve())
     where = where_runs(argv)
     if _starts_curator(where):
         from ldpsim.simulator.backends.launch import start_fork_server

@@ -192,7 +192,7 @@ def test_every_environment_variable_is_named_in_one_place():
 
     declared = {v.name for v in environment.VARIABLES}
     assert {environment.CODEC, environment.RNG, environment.NETWORK, environment.ORDERED,
-            environment.TUNE_MALLOC, environment.DASK_ADVERTISE,
+            environment.TUNE_MALLOC, environment.DASK_ADVERTISE, environment.DATA,
             environment.MALLOC_TRIM_THRESHOLD} == declared
     spelled = []
     for name, path in MODULES.items():

@@ -17,6 +17,7 @@ import numpy as np
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.datasets import resolve
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.truth.inference import infer_truth, mae
 
@@ -147,7 +148,7 @@ class TableAnswers(AnswerData):
 
 
 def _dir(path: str, names: tuple[str, ...]) -> Path:
-    p = Path(path).expanduser()
+    p = resolve(path, directory=True)
     if not p.is_dir() or not all((p / f).is_file() for f in names):
         raise ParamError(f"[data] path: got {path!r}; allowed: a directory holding "
                          f"{', '.join(names)}")
@@ -220,7 +221,7 @@ def load_adultcontent(path: str) -> tuple[list[tuple[str, str, int]], dict[str, 
     ``path`` is a directory holding one of the two forms, or a parent directory with a
     ``zheng2017`` or ``ipeirotis_gal`` subdirectory.
     """
-    p = Path(path).expanduser()
+    p = resolve(path, directory=True)
     for d in (p, p / "zheng2017", p / "ipeirotis_gal"):
         if (d / "answer.csv").is_file() and (d / "truth.csv").is_file():
             with open(d / "answer.csv", newline="") as fh:

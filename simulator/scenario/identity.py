@@ -31,6 +31,7 @@ from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ldpsim.protocols.datasets import key_form
 from ldpsim.simulator.results.plot_spec import PlotSpec
 from ldpsim.simulator.results.store import (
     FINGERPRINT_FILE,
@@ -88,9 +89,11 @@ def fingerprint(scenario: Any, salt: bytes = b"") -> dict[str, list[Any]]:
     keys = (KEYS if secret is None else KEYS_KEYED) + (KEYS_SHARED if _colludes(scenario)
                                                           else "")
     out: dict[str, list[Any]] = {"seed": [scenario.seed], "keys": [keys]}
-    for section, table in (("data", scenario.data), ("params", scenario.params)):
-        for k, v in table.items():
-            out[f"{section}.{k}"] = _values(v)
+    for k, v in scenario.data.items():  # a named data file as run keys hash it
+        out[f"data.{k}"] = _values([key_form(x) for x in v] if isinstance(v, list)
+                                   else key_form(v))
+    for k, v in scenario.params.items():
+        out[f"params.{k}"] = _values(v)
     for k in RUNTIME_KEYS:
         out[f"runtime.{k}"] = [_plain(scenario.runtime.get(k))]
     out["runtime.secret"] = ["" if secret is None else fingerprint_mac(secret, salt)]

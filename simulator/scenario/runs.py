@@ -14,6 +14,7 @@ from typing import Any
 
 from ldpsim.protocols import PROTOCOLS, get_data_kind
 from ldpsim.protocols.base import ParamSpec
+from ldpsim.protocols.datasets import key_form
 from ldpsim.protocols.keys import run_seed
 from ldpsim.simulator.results.plot_spec import PlotSpec
 from ldpsim.simulator.scenario import deployment as dep
@@ -188,7 +189,10 @@ def shared_executions(specs: list[RunSpec]) -> list[RunSpec]:
 
 def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None) -> str:
     """A run's key: a hash of what identifies its output (``RunSpec.key``); a deployment
-    only when there is one (the keys of runs without stay as they were)."""
+    only when there is one (the keys of runs without stay as they were). A named data file
+    (``data:NAME/FILE``) is hashed as the scenarios spelled it before (``datasets.key_form``):
+    their runs' keys stay as they were, whichever folder holds the data."""
+    data = {k: key_form(v) for k, v in data.items()}
     blob = json.dumps([proto, params, data, repeat, seed,
                        {k: collusion[k] for k in ("colluders", "curator")}, faults,
                        *([deployment] if deployment else [])],

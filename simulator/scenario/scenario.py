@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.protocols import PROTOCOLS, ParamError, build_data, get_protocol
+from ldpsim.protocols.datasets import MissingData
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.plot_spec import PlotSpec, check_table, default_metrics
 from ldpsim.simulator.results.summary import LEAKAGE_METRICS
@@ -286,6 +287,8 @@ def check_runs(specs: list[RunSpec]) -> None:
             if s.runtime["pools"] > ds.n:
                 raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "
                                  f"the number of agents ({ds.n})")
+        except MissingData as e:  # one line: the data set, not a protocol's, is at fault
+            raise ScenarioError(str(e)) from None
         except ParamError as e:
             raise ScenarioError(f"{e} (protocol {s.protocol}, point {s.point})") from None
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ldpsim.protocols.datasets import data_dir, named
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.dask_client import DaskConnection, quiet_logs, tune_worker_malloc
 from ldpsim.simulator.scenario.scenario import RunSpec
@@ -48,6 +49,8 @@ from ldpsim.simulator.sweep.execute import (
     failed_runs,
     record_failure,
 )
+
+from ldpsim import environment
 
 #: tasks in flight per worker thread (the rest are submitted as results come back)
 WINDOW_PER_THREAD = 2
@@ -123,11 +126,13 @@ def batches(specs: list[RunSpec], threads: int) -> list[list[RunSpec]]:
 
 
 def _readable(path: str) -> str:
-    """On a worker: "" if ``path`` is a readable file there, else why not."""
-    p = Path(path)
+    """On a worker: "" if ``path`` is a readable file there, else why not (a named data set,
+    ``data:NAME/...``, in the worker's own data folder: its ``LDPSIM_DATA``)."""
+    rel = named(path)
+    p = data_dir() / rel if rel is not None else Path(path)
     if not p.exists():
-        return "no such file"
-    if not p.is_file():
+        return "no such file" if rel is None else f"no {p} (set {environment.DATA} on it)"
+    if not p.is_file() and rel is None:
         return "not a file"
     if not os.access(p, os.R_OK):
         return "not readable (permissions)"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from ldpsim.protocols import DATA_KINDS, PROTOCOLS
+from ldpsim.protocols.datasets import data_dir, dataset_of, named
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.scenario.tables import ScenarioError, ScenarioWarning
 
@@ -120,10 +121,14 @@ def expected_point(spec: sc.RunSpec, raw: dict) -> dict:
 
 
 def missing_data_file(raw: dict) -> str | None:
-    """The data path (relative to the repository root) when the file is absent, else None."""
+    """The data path (a named data set's, in the data folder) when the file is absent, else
+    None."""
     data = raw["data"]
-    if data.get("kind") in FILE_DATA_KINDS and not (ROOT / data["path"]).exists():
-        return data["path"]
+    if data.get("kind") in FILE_DATA_KINDS:
+        rel = named(data["path"])
+        where = data_dir() / rel if rel is not None else ROOT / data["path"]
+        if not where.exists():
+            return str(where)
     return None
 
 
@@ -196,7 +201,7 @@ def test_scenario_file_check_runs(path, monkeypatch):
     missing = missing_data_file(raw)
     if missing:
         pytest.skip(f"data file {missing} not present (loading is tested without it)")
-    monkeypatch.chdir(ROOT)  # data paths are relative to the repository root
+    monkeypatch.chdir(ROOT)  # a plain data path is relative to the working directory
     sc.check_runs(thin(sc.load(path).runs()))
 
 
@@ -215,7 +220,8 @@ def test_paper_file_descriptions(path):
     assert CITATIONS[paper] in desc and any(w in desc for w in ("Fig.", "Figs.", "Table", "Sec."))
     if raw["data"]["kind"] in FILE_DATA_KINDS:
         assert "--set data.path=" in desc
-        assert raw["data"]["path"].startswith("../shared/data/")
+        assert raw["data"]["path"].startswith("data:")  # a data set of the catalogue
+        assert dataset_of(raw["data"]["path"]) is not None
 
 
 def test_paper_files_use_the_papers_settings():
