@@ -113,8 +113,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 def _scenario_rows() -> list[tuple[Path, str, str, str]]:
     """Each scenario file with its run count, its measured duration (``scenarios/
     durations.json``, when measured at the file's current run count) and its description."""
-    from ldpsim.simulator.bench.durations import duration_text, load_durations
     from ldpsim.simulator.scenario import scenario as sc
+    from ldpsim.simulator.scenario.measured import duration_text, load_durations
 
     measured: dict[Path, dict] = {}
     rows = []
