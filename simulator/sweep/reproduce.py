@@ -162,7 +162,7 @@ class _Overall(ProgressBar):
             self._done += n * self._per_run
 
     def set_postfix_str(self, s: str) -> None:
-        self._bar.set_postfix_str(f"{self._name} {s}; {self.eta()}")
+        self._bar.set_postfix_str(f"{self.eta()}; {self._name} {s}")
 
     def close(self) -> None:
         self._bar.close()
