@@ -96,8 +96,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         name = str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else str(f)
         print(f"  {name}\n  {'':4s}{runs:>7} runs  {took:>9}  {first}")
     from ldpsim.simulator.scenario.datasets import presence_lines
+    from ldpsim.simulator.scenario.measured import paper_lines
 
-    print("\n" + "\n".join(presence_lines()))
+    print("\n" + "\n".join(paper_lines()) + "\n\n" + "\n".join(presence_lines()))
     return 0
 
 
@@ -112,8 +113,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 def _scenario_rows() -> list[tuple[Path, str, str, str]]:
     """Each scenario file with its run count, its measured duration (``scenarios/
     durations.json``, when measured at the file's current run count) and its description."""
-    from ldpsim.simulator.bench.durations import duration_text, load_durations
     from ldpsim.simulator.scenario import scenario as sc
+    from ldpsim.simulator.scenario.measured import duration_text, load_durations
 
     measured: dict[Path, dict] = {}
     rows = []
@@ -493,6 +494,12 @@ def _agent_counts(text: str) -> list[int] | None:
     return sizes if sizes and all(1 <= n <= 10**8 for n in sizes) else None
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from ldpsim.simulator.sweep.reproduce import main as reproduce_main
+
+    return reproduce_main(args, echo=_info, err=_err)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ldpsim.simulator.bench import main as bench_main
 
@@ -502,7 +509,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 #: each command's function
 HANDLERS = {"run": cmd_run, "curator": cmd_curator, "agents": cmd_agents, "audit": cmd_audit,
             "keys": cmd_keys, "list": cmd_list, "data": cmd_data, "summary": cmd_summary,
-            "report": cmd_report, "verify": cmd_verify, "bench": cmd_bench}
+            "report": cmd_report, "verify": cmd_verify, "bench": cmd_bench,
+            "reproduce": cmd_reproduce}
 
 
 def build_parser() -> argparse.ArgumentParser:

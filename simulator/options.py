@@ -246,6 +246,22 @@ VERIFY: tuple[Option, ...] = (
     DATA_DIR,
 )
 
+#: ``ldpsim reproduce``
+REPRODUCE: tuple[Option, ...] = (
+    opt("papers", nargs="*", metavar="PAPER",
+        help="the papers: 000 to 004 (or paper000 ...); `ldpsim list` gives each one's time"),
+    opt("--all", action="store_true", help="every paper"),
+    opt("--out", default="results/reproduce", metavar="DIR",
+        help="where to write: DIR/paperNNN/NAME per scenario, DIR/paperNNN/index.html per "
+             "paper, DIR/index.html (default results/reproduce)"),
+    opt("--set", action="append", metavar="KEY=VALUE",
+        help="override a key of every scenario, e.g. repeats=2 for a quick look"),
+    opt("--jobs", type=_jobs, dest="run_jobs", metavar="N",
+        help="runs executed at once (runtime.jobs; default: each scenario's)"),
+    opt("--no-progress", action="store_true", help="no progress bar"),
+    DATA_DIR,
+)
+
 #: ``ldpsim data``
 DATA: tuple[Option, ...] = (DATA_DIR,)
 
@@ -323,6 +339,9 @@ COMMANDS: tuple[tuple[str, dict[str, str], tuple[Option, ...]], ...] = (
     ("list", {"help": "protocols, data kinds and scenarios"}, ()),
     ("data", {"help": "the real data sets the scenarios name: where each comes from, its "
                       "licence, how to get it, and whether the data folder holds it"}, DATA),
+    ("reproduce", {"help": "run every scenario of a paper at its settings (resumably) and "
+                           "write a report per scenario, a page per paper and an index"},
+     REPRODUCE),
     ("summary", {"help": "reload a results directory: table, CSV and plots"}, SUMMARY),
     ("report", {"help": "one self-contained HTML page of a results directory: "
                         "scenario, figures, table, costs, leakage, paper"}, REPORT),

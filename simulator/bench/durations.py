@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.scenario.measured import DURATIONS_FILE, duration_text, load_durations
 
-#: the file ``ldpsim list`` reads, beside the shipped scenarios
-DURATIONS_FILE = "durations.json"
 #: runs timed per scenario by default (all of them for a smaller scenario)
 SAMPLE = 24
 #: the shipped scenarios' directory
@@ -69,25 +68,6 @@ def measure(path: Path, sample: int = SAMPLE) -> dict[str, Any]:
     total = sum(took) / len(took) * len(runs)
     return {"runs": len(runs), "seconds": round(total, 1 if total < 100 else None),
             "sampled": len(picked), "cores": os.cpu_count() or 1}
-
-
-def load_durations(directory: Path = SCENARIOS) -> dict[str, dict[str, Any]]:
-    """The durations file of ``directory`` ({} when there is none)."""
-    path = directory / DURATIONS_FILE
-    if not path.is_file():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def duration_text(seconds: float) -> str:
-    """``"8 s"``, ``"75 s"``, ``"12 min"``, ``"3.5 h"``."""
-    if seconds < 1:
-        return "< 1 s"
-    if seconds < 100:
-        return f"{seconds:.0f} s"
-    if seconds < 100 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.backends.transport import die_with_parent, start_child
 from ldpsim.simulator.results.metrics import legend
 from ldpsim.simulator.results.plots import plot
-from ldpsim.simulator.results.progress import progress
+from ldpsim.simulator.results.progress import ProgressBar, progress
 from ldpsim.simulator.results.store import RESULTS_FILE, ResultStore, record_line, usable
 from ldpsim.simulator.results.summary import (
     metric_names,
@@ -142,7 +142,7 @@ def _start_workers(scenario: Scenario, todo: list[RunSpec], jobs: int, view_dir:
 def _run_todo(scenario: Scenario, specs: list[RunSpec], todo: list[RunSpec],
               store: ResultStore, workers: Any, backend: Any, truth: TruthCache,
               view_dir: Path, per_round: Any, spending: dict[Any, dict[str, float]],
-              lifetime: bool, show_progress: bool) -> None:
+              lifetime: bool, show_progress: bool, bar: ProgressBar | None = None) -> None:
     """Run the runs ``todo`` (on the workers, else here on the backend), storing each record
     as it comes, behind a progress bar.
 
@@ -172,10 +172,14 @@ def _run_todo(scenario: Scenario, specs: list[RunSpec], todo: list[RunSpec],
         Whether the agents have a lifetime budget.
     show_progress : bool
         Whether to show the progress bar (with ``[runtime] progress``).
+    bar : ProgressBar | None
+        A bar of the caller's to advance instead (left open): told first, in one ``update``,
+        the runs already done, then each run as it finishes.
     """
     executions = Executions()  # a sweep point's coalitions analyse one execution
-    with progress(len(specs), scenario.name, enabled=show_progress and
-                  scenario.runtime["progress"]) as bar:
+    with (contextlib.nullcontext(bar) if bar is not None else
+          progress(len(specs), scenario.name, enabled=show_progress and
+                   scenario.runtime["progress"])) as bar:
         bar.update(len(specs) - len(todo))
         finished = (workers.results(todo) if workers is not None else
                     ((spec, execute_record(spec, truth, backend, view_dir, per_round,
@@ -221,7 +225,7 @@ def _close_sweep(truth: TruthCache, store: ResultStore, workers: Any, backend: A
 
 
 def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = True,
-                 echo=print, include_degraded: bool = False
+                 echo=print, include_degraded: bool = False, bar: ProgressBar | None = None
                  ) -> tuple[list[dict[str, Any]], Path]:
     """Run (or resume) every run of a scenario; write results.jsonl, summary.csv,
     per_round.csv and plots (without matplotlib, ``echo`` is told so in one line).
@@ -233,6 +237,10 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     With no secret given (``[runtime] secret``), the sweep's runs share a fresh master secret
     kept in ``out_dir`` as ``secret.key`` (``identity.with_secret``), drawn by the first sweep
     into it and read by those that resume it; ``scenario`` itself is left as it is.
+
+    ``bar``, a progress bar of the caller's spanning more than this sweep (``ldpsim
+    reproduce``), is advanced in place of the sweep's own: first by the runs already done, in
+    one ``update``, then by each run as it finishes.
     """
     scenario, specs, store, numbered, todo = _open_sweep(scenario, out_dir, echo)
     jobs = resolve_jobs(scenario.runtime, len(todo))
@@ -252,7 +260,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         workers, backend = _start_workers(scenario, todo, jobs, view_dir, per_round, out_dir,
                                           echo)
         _run_todo(scenario, specs, todo, store, workers, backend, truth, view_dir, per_round,
-                  spending, lifetime, show_progress)
+                  spending, lifetime, show_progress, bar)
     finally:
         _close_sweep(truth, store, workers, backend)
         # in the sweep's run order, however the runs finished (--jobs): the summary's rows
