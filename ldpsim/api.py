@@ -15,7 +15,7 @@ from typing import Any
 from ldpsim.protocols.keys import Secrets
 from ldpsim.simulator.results.intervals import exact_interval
 from ldpsim.simulator.results.metrics import describe, registry
-from ldpsim.simulator.results.plots import FEW_TRIALS, PLOT_INSTALL
+from ldpsim.simulator.results.plots import PLOT_INSTALL, label_few_trials
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
     cell_text,
@@ -387,7 +387,7 @@ class Results:
                             label=str(name))
             ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
             if trials is not None:
-                _label_few_trials(ax, g[x], trials, line.get_color())
+                label_few_trials(ax, g[x], trials["trials"], trials["hi"], line.get_color())
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(ycol))
         if logx:
@@ -431,14 +431,6 @@ def _attack_trials(part: Any, x: str, ycol: str) -> Any:
     g["lo"] = [b[0] if b else math.nan for b in bounds]
     g["hi"] = [b[1] if b else math.nan for b in bounds]
     return g
-
-
-def _label_few_trials(ax: Any, xs: Any, trials: Any, color: Any) -> None:
-    """Label each point of an attack that rests on fewer than ``FEW_TRIALS`` trials."""
-    for xv, t, h in zip(xs, trials["trials"], trials["hi"], strict=True):
-        if 0 < t < FEW_TRIALS:
-            ax.annotate(f"{t} trial{'s' if t != 1 else ''}", (xv, h), textcoords="offset points",
-                        xytext=(0, 3), ha="center", fontsize=7, color=color)
 
 
 #: protocols a ``Results`` repr names, in at most so many characters (the rest are counted)

@@ -442,8 +442,14 @@ def _exact_band(ax: Any, xs: np.ndarray, exact: list[tuple[float, int, float, fl
     resting on few trials (the n − 1 point: one target per run) says how many."""
     _, trials, lo, hi = zip(*exact, strict=True)
     ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-    for x, t, h in zip(xs, trials, hi, strict=True):
-        if t < FEW_TRIALS:
+    label_few_trials(ax, xs, trials, hi, color)
+
+
+def label_few_trials(ax: Any, xs: Any, trials: Any, highs: Any, color: Any) -> None:
+    """Label each point of an attack that rests on fewer than ``FEW_TRIALS`` trials with
+    their count, above its band's top ``highs`` (these figures and ``Results.plot``)."""
+    for x, t, h in zip(xs, trials, highs, strict=True):
+        if 0 < t < FEW_TRIALS:
             ax.annotate(f"{t} trial{'s' if t != 1 else ''}", (x, h), textcoords="offset points",
                         xytext=(0, 3), ha="center", fontsize=7, color=color)
 
