@@ -11,6 +11,7 @@ beyond what the population's shared draws do).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,61 @@ class DataKind:
                                      f"allowed: {spec.describe()}")
                 if spec.default is not None:
                     checked[name] = spec.default
-        return self.factory(keys=as_data_keys(keys), **checked)
+        stamp = file_stamp(checked["path"]) if isinstance(checked.get("path"), str) else None
+        if stamp is None:
+            return self.factory(keys=as_data_keys(keys), **checked)
+        key = (self.name, repr(sorted(checked.items())), stamp)
+        if key not in _READ:
+            _READ[key] = frozen(self.factory(keys=as_data_keys(keys), **checked))
+            while len(_READ) > READ_CACHE_SIZE:
+                _READ.popitem(last=False)
+        _READ.move_to_end(key)
+        return _READ[key]
+
+
+#: how many data sets read from files a process keeps built (``DataKind.build``)
+READ_CACHE_SIZE = 8
+#: (kind, checked arguments, the file's stamp) -> the data set built from the file
+_READ: OrderedDict[tuple[str, str, tuple], Dataset] = OrderedDict()
+
+
+def file_stamp(path: str) -> tuple | None:
+    """What identifies the contents of the data file (or folder of files) ``path`` names,
+    without reading it: each file's path, size and modification time. None when there is no
+    such file or folder (the kind's loader then reports it).
+
+    A data set read from a file takes no coins: its runs differ only in the protocols' coins,
+    so ``DataKind.build`` reads and parses it once per process and hands every run the same
+    (read-only) data set while this stamp is unchanged."""
+    p = None
+    for directory in (False, True):
+        try:
+            p = resolve(path, directory)
+            break
+        except (OSError, ValueError):
+            continue
+    if p is None:
+        return None
+    try:
+        if p.is_file():
+            st = p.stat()
+            return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+        if p.is_dir():
+            return tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns)
+                         for f in sorted(p.rglob("*")) if f.is_file())
+    except OSError:
+        return None
+    return None
+
+
+def frozen(ds: Dataset) -> Dataset:
+    """``ds`` with its arrays made read-only: a data set shared by the runs of a process
+    (``DataKind.build``) cannot be changed by one of them."""
+    for f in fields(ds):
+        value = getattr(ds, f.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return ds
 
 
 def resolve_path(path: str) -> Path:

@@ -90,8 +90,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, d in sorted(kinds.items()):
         args_ = ", ".join(f"{k}{'*' if s.required else ''}" for k, s in d.params.items())
         print(f"  {name:18s} {d.summary}\n  {'':18s} args: {args_}  (* required)")
-    print("\nscenarios (runs; time of `ldpsim run` with --jobs 1, measured on a sample of "
-          "runs: python -m ldpsim.simulator.bench.durations):")
+    print("\nscenarios (runs; time of `ldpsim run`, figures included: -j2 measured whole with "
+          "--jobs 2 by `ldpsim reproduce`, else with --jobs 1 on a sample of runs; python -m "
+          "ldpsim.simulator.bench.durations):")
     for f, runs, took, first in _scenario_rows():
         name = str(f.relative_to(f.parents[1])) if len(f.parents) > 1 else str(f)
         print(f"  {name}\n  {'':4s}{runs:>7} runs  {took:>9}  {first}")
@@ -128,6 +129,8 @@ def _scenario_rows() -> list[tuple[Path, str, str, str]]:
             first = "(not a valid TOML file)"
         if entry is not None:
             runs, took = str(entry["runs"]), "~" + duration_text(entry["seconds"])
+            if entry.get("whole"):
+                took += f" -j{entry.get('jobs', 1)}"
         else:  # a scenario of one's own: counted here, never measured
             try:
                 with warnings.catch_warnings():

@@ -792,3 +792,26 @@ def test_the_fork_servers_import_path_is_the_parents_with_the_implicit_directory
     assert path[1:] == ["/lib/python", "/site-packages", str(tmp_path)]
     monkeypatch.setattr(sys, "path", ["/bin", "/lib/python", "/site-packages"])
     assert str(tmp_path) not in launch.import_path()
+
+
+def test_durations_measured_whole_come_from_what_reproduce_wrote(tmp_path):
+    """``durations --from DIR``: a scenario ``ldpsim reproduce`` finished at its shipped
+    settings is timed whole, with the jobs it ran with; one run with other settings, failed or
+    unknown is not taken."""
+    import json
+
+    from ldpsim.simulator.bench.durations import from_reproduce
+
+    runs = len(sc.load(ROOT / "scenarios" / "paper000_theta.toml").runs())
+    paper = tmp_path / "paper000"
+    paper.mkdir()
+    (paper / "reproduce.json").write_text(json.dumps([
+        {"name": "paper000_theta", "status": "done", "runs": runs, "seconds": 12.34},
+        {"name": "paper000_fig5_epsilon", "status": "done", "runs": 3, "seconds": 1.0},
+        {"name": "paper000_turkdots", "status": "failed", "runs": 5430, "seconds": 2.0},
+        {"name": "paper000_nonesuch", "status": "done", "runs": 1, "seconds": 1.0}]))
+    got = from_reproduce(tmp_path, 2)
+    assert list(got) == ["paper000_theta"]
+    assert got["paper000_theta"] == {"runs": runs, "seconds": 12.3, "sampled": runs,
+                                     "cores": got["paper000_theta"]["cores"], "jobs": 2,
+                                     "whole": True}

@@ -58,12 +58,19 @@ def answers(pos: np.ndarray, pair_idx: np.ndarray) -> np.ndarray:
 
 
 def count_matrix(pos: np.ndarray) -> np.ndarray:
-    """C[a, b] = number of agents ranking a above b (int64, m x m), from positions rows."""
+    """C[a, b] = number of agents ranking a above b (int64, m x m), from positions rows.
+
+    One pass per pair over the item's column of positions (the rows transposed once), an exact
+    count: no sum whose order could matter.
+    """
     pos = np.asarray(pos)
     m = pos.shape[1]
+    cols = np.ascontiguousarray(pos.T)  # row a: every agent's position of item a
     c = np.zeros((m, m), dtype=np.int64)
     for a in range(m):
-        c[a] = (pos[:, a : a + 1] < pos).sum(axis=0)
+        for b in range(a + 1, m):
+            c[a, b] = np.count_nonzero(cols[a] < cols[b])
+            c[b, a] = np.count_nonzero(cols[b] < cols[a])
     return c
 
 

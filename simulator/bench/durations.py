@@ -5,6 +5,12 @@
 
     python -m ldpsim.simulator.bench.durations --write    # every shipped scenario
     python -m ldpsim.simulator.bench.durations demo paper000_fig5_epsilon --sample 40
+    python -m ldpsim.simulator.bench.durations --from results/reproduce --jobs 2 --write
+
+The last form takes the papers' scenarios' times, measured whole, from what ``ldpsim reproduce
+--all --jobs 2`` wrote (each paper's ``reproduce.json``: the seconds its sweep took, figures
+included): those entries say ``"whole": true`` and the ``jobs`` they ran with, and they are
+what ``ldpsim list`` and the ETA of ``ldpsim reproduce`` use for those scenarios.
 
 A scenario of a few runs is timed whole; a larger one on an evenly spaced sample of its runs
 (every ``len/sample``-th of the sweep's run order, so each axis's range is covered), each
@@ -70,15 +76,56 @@ def measure(path: Path, sample: int = SAMPLE) -> dict[str, Any]:
             "sampled": len(picked), "cores": os.cpu_count() or 1}
 
 
+def from_reproduce(out_dir: Path, jobs: int) -> dict[str, dict[str, Any]]:
+    """The entries of every scenario ``ldpsim reproduce`` finished into ``out_dir`` (its
+    ``paper*/reproduce.json``), timed whole at ``--jobs jobs``: only those that ran at the
+    shipped settings (the run count of their scenario file); a scenario resumed over several
+    calls counts the sum of their times."""
+    out: dict[str, dict[str, Any]] = {}
+    for status in sorted(Path(out_dir).glob("paper*/reproduce.json")):
+        for o in json.loads(status.read_text(encoding="utf-8")):
+            path = SCENARIOS / f"{o['name']}.toml"
+            if o.get("status") != "done" or not path.is_file() or not o.get("seconds"):
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                runs = len(sc.load(path).runs())
+            if int(o.get("runs") or 0) != runs:
+                continue
+            total = float(o["seconds"])
+            out[o["name"]] = {"runs": runs, "seconds": round(total, 1 if total < 100 else None),
+                              "sampled": runs, "cores": os.cpu_count() or 1, "jobs": jobs,
+                              "whole": True}
+    return out
+
+
+def _write(out: dict[str, dict[str, Any]]) -> None:
+    text = json.dumps(dict(sorted(out.items())), indent=1) + "\n"
+    (SCENARIOS / DURATIONS_FILE).write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ldpsim.simulator.bench.durations",
                                  description="measure the shipped scenarios' durations into "
                                              f"scenarios/{DURATIONS_FILE}")
     ap.add_argument("names", nargs="*", help="scenarios to measure (default: all)")
     ap.add_argument("--sample", type=int, default=SAMPLE, help="runs timed per scenario")
+    ap.add_argument("--from", dest="source", metavar="DIR",
+                    help="take the papers' scenarios' times from DIR, where `ldpsim reproduce` "
+                         "wrote (timed whole)")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="with --from: the --jobs that reproduce ran with (default 2)")
     ap.add_argument("--write", action="store_true",
                     help=f"store the figures in scenarios/{DURATIONS_FILE} (else only print)")
     args = ap.parse_args(argv)
+    if args.source:
+        out = {**load_durations(), **from_reproduce(Path(args.source), args.jobs)}
+        for name, entry in sorted(from_reproduce(Path(args.source), args.jobs).items()):
+            print(f"{name}: {entry['runs']} runs, {duration_text(entry['seconds'])} (whole, "
+                  f"--jobs {entry['jobs']})")
+        if args.write:
+            _write(out)
+        return 0
     files = sorted(SCENARIOS.glob("*.toml"))
     if args.names:
         files = [f for f in files if f.stem in set(args.names)]
@@ -93,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{f.stem}: {entry['runs']} runs, about {duration_text(entry['seconds'])} "
               f"({entry['sampled']} timed)", flush=True)
         if args.write:  # after each: an interrupted measurement keeps what it measured
-            text = json.dumps(dict(sorted(out.items())), indent=1) + "\n"
-            (SCENARIOS / DURATIONS_FILE).write_text(text, encoding="utf-8")
+            _write(out)
     return 0
 
 

@@ -26,8 +26,8 @@ def load_durations(directory: Path = SCENARIOS) -> dict[str, dict[str, Any]]:
 
 def paper_totals(directory: Path = SCENARIOS) -> dict[str, tuple[int, int, float]]:
     """Each paper's scenarios measured in ``directory``'s durations file: their number, their
-    runs and the sum of their measured seconds (what ``ldpsim reproduce PAPER`` takes with
-    ``--jobs 1``)."""
+    runs and the sum of their measured seconds (what ``ldpsim reproduce PAPER`` takes, with the
+    ``--jobs`` its entries were measured with: ``durations --from``)."""
     out: dict[str, tuple[int, int, float]] = {}
     for name, entry in sorted(load_durations(directory).items()):
         paper = paper_of(name)
@@ -39,7 +39,8 @@ def paper_totals(directory: Path = SCENARIOS) -> dict[str, tuple[int, int, float
 
 def paper_lines(directory: Path = SCENARIOS) -> list[str]:
     """``ldpsim list``'s papers section: each paper's scenarios, runs and measured time."""
-    lines = ["papers (ldpsim reproduce PAPER runs all its scenarios; the sum of their times):"]
+    lines = ["papers (ldpsim reproduce PAPER runs all its scenarios; the sum of their times, "
+             "as measured above):"]
     for paper, (n, runs, seconds) in paper_totals(directory).items():
         lines.append(f"  {paper}  {n:>2} scenarios  {runs:>7} runs  ~{duration_text(seconds)}")
     return lines
