@@ -70,13 +70,28 @@ class PoolKeys:
 def pool_keys(secrets: Secrets, pool: int, pools: int,
               ranges: list[tuple[int, int]]) -> PoolKeys:
     """What pool ``pool`` of ``pools`` receives: the keys of the agents in ``ranges`` only."""
+    return _pool_keys(secrets, int(pool), int(pools),
+                      tuple((int(a), int(b)) for a, b in ranges))
+
+
+@functools.lru_cache(maxsize=8192)
+def _pool_keys(secrets: Secrets, pool: int, pools: int,
+               ranges: tuple[tuple[int, int], ...]) -> PoolKeys:
+    """``pool_keys``, derived once per secrets and block: a sweep's runs of one repetition
+    share the seed's secrets, and all its runs the experiment's (the keys are immutable)."""
     return PoolKeys(pool, pools, secrets.agents.restrict(ranges), secrets.population_secret,
                     policy_key(secrets.master, pool, pools))
 
 
 def run_secrets(config: dict[str, Any], secrets: Secrets | None = None) -> Secrets:
     """The run's secrets: ``secrets``, or those of its seed alone."""
-    return secrets if secrets is not None else Secrets.of_seed(config["seed"])
+    return secrets if secrets is not None else _seed_secrets(int(config["seed"]))
+
+
+@functools.lru_cache(maxsize=8192)
+def _seed_secrets(seed: int) -> Secrets:
+    """``Secrets.of_seed``, once per seed (a sweep's points share a repetition's seed)."""
+    return Secrets.of_seed(seed)
 
 
 def run_id(config: dict[str, Any]) -> int:
@@ -191,4 +206,17 @@ def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None
 def agents_of(config: dict[str, Any]) -> int:
     """How many agents the run's data set holds (built lazily: generated rows are not drawn;
     a file is read)."""
-    return build_data(config["data"], 0).n
+    data = config["data"]
+    if any(isinstance(v, str) for k, v in data.items() if k != "kind"):
+        return build_data(data, 0).n  # a file, say: read each time
+    try:
+        packed = msgpack.packb(data, use_bin_type=True)
+    except (TypeError, ValueError):
+        return build_data(data, 0).n
+    return _generated_size(packed)
+
+
+@functools.lru_cache(maxsize=256)
+def _generated_size(data: bytes) -> int:
+    """The size of a generated data set, by its packed ``[data]`` table (``agents_of``)."""
+    return build_data(msgpack.unpackb(data, raw=False), 0).n

@@ -112,12 +112,18 @@ class TruthCache:
     computations nobody collected (a failed or interrupted run).
     """
 
+    #: data sets of fewer agents than this are kept apart, up to ``SMALL_KEPT`` of them: a
+    #: sweep of many repetitions of small data sets meets each again at its next point
+    SMALL_N = 10_000
+    SMALL_KEPT = 8192
+
     def __init__(self, size: int = 64, beside: bool = True) -> None:
         self.size = size
         #: whether ``start`` may compute a truth beside the run (not in a ``--jobs`` worker:
         #: the other workers hold the cores it would use)
         self.beside = beside
         self._cache: dict[str, dict[str, Any]] = {}
+        self._small: dict[str, dict[str, Any]] = {}  # the truths of small data sets
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
     def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
@@ -125,7 +131,7 @@ class TruthCache:
         process of its own, unless it is known or under way; whether one was started."""
         sig = data_signature(data, seed, secret)
         n = data.get("n")
-        if not self.beside or sig in self._cache or sig in self._pending \
+        if not self.beside or sig in self._cache or sig in self._small or sig in self._pending \
                 or not isinstance(n, int) or n < TRUTH_BESIDE_N:
             return False
 
@@ -143,16 +149,19 @@ class TruthCache:
     def get(self, data: dict[str, Any], seed: int, secret: Secrets | None = None
             ) -> dict[str, Any]:
         sig = data_signature(data, seed, secret)
-        if sig in self._cache:
-            self._cache[sig] = self._cache.pop(sig)  # most recently used last
+        n = data.get("n")
+        small = isinstance(n, int) and n < self.SMALL_N
+        cache, size = (self._small, self.SMALL_KEPT) if small else (self._cache, self.size)
+        if sig in cache:
+            cache[sig] = cache.pop(sig)  # most recently used last
         else:
             truth = self._collect(sig)
             if truth is None:
                 truth = _truth(data, seed, secret)
-            if len(self._cache) >= self.size:
-                self._cache.pop(next(iter(self._cache)))  # least recently used
-            self._cache[sig] = truth
-        return self._cache[sig]
+            if len(cache) >= size:
+                cache.pop(next(iter(cache)))  # least recently used
+            cache[sig] = truth
+        return cache[sig]
 
     def _collect(self, sig: str) -> dict[str, Any] | None:
         """The truth a ``start`` process computed (None: none started, or it failed)."""
