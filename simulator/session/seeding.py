@@ -61,6 +61,16 @@ class PoolKeys:
     population: bytes
     policy: bytes
 
+    @functools.cached_property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        """The agents whose keys this pool holds, as disjoint ranges (``AgentKeys.ranges``),
+        found once (the keys are immutable)."""
+        return tuple(self.agents.ranges())
+
+    def covers(self, start: int, stop: int) -> bool:
+        """Whether this pool holds the keys of every agent of ``[start, stop)``."""
+        return start >= stop or any(a <= start and stop <= b for a, b in self.ranges)
+
     def data_keys(self, tag: int) -> DataKeys:
         """The data keys of the data set tagged ``tag`` that this pool can compute: its own
         agents' and the population's."""
@@ -182,6 +192,64 @@ def device_keys(master: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     return got["device0"], got["device1"]
 
 
+class _KeptShares:
+    """The pools' keys of the runs met last (``_shares``), kept while they hold at most
+    ``AGENTS`` agents in all: a sweep's points meet the same secrets again (its repetitions'
+    seeds, or the experiment's secret), and a small run's key tree costs more than its
+    protocol. The keys are immutable."""
+
+    AGENTS = 1 << 20
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Secrets, int, int], tuple[PoolKeys, ...]] = {}
+        self._agents = 0
+
+    def get(self, sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
+        """The keys of each of ``pools`` pools of a run of ``n`` agents under ``sec``."""
+        key = (sec, pools, n)
+        got = self._kept.pop(key, None)
+        if got is None:
+            got = _shares(sec, pools, n)
+            if n > self.AGENTS // 64:
+                return got
+            self._agents += n
+            while self._kept and self._agents > self.AGENTS:
+                oldest = next(iter(self._kept))  # the least recently used
+                del self._kept[oldest]
+                self._agents -= oldest[2]
+        self._kept[key] = got  # the most recently used last
+        return got
+
+
+_KEPT = _KeptShares()
+
+
+def _shares(sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
+    """Pool i's keys for each i: those of its block (``block_of``) only. With a secret of the
+    experiment's own, its agents' device keys are derived once for the sweep and each pool's
+    block of them comes with its keys (a pool then derives only its agents' coin and data keys
+    of the run); a seed's, for a small run."""
+    devices = (device_keys(sec.master, n) if not sec.from_seed
+               else _seed_device_keys(sec.master, n) if n <= _KeptShares.AGENTS // 64 else None)
+    out = []
+    for i in range(pools):
+        keys = pool_keys(sec, i, pools, [block_of(i, pools, n)])
+        if devices is not None:
+            a, b = block_of(i, pools, n)
+            d0, d1 = devices
+            keys = replace(keys, agents=keys.agents.with_devices(a, d0[a:b], d1[a:b]))
+        out.append(keys)
+    return tuple(out)
+
+
+def _seed_device_keys(master: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``device_keys`` of a seed's secrets, not cached apart (``_KeptShares`` keeps them)."""
+    got = Secrets(master).agents.for_range(0, n, device=True)
+    for a in (got["device0"], got["device1"]):
+        a.setflags(write=False)
+    return got["device0"], got["device1"]
+
+
 def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None,
                   auth: bytes | None = None) -> Parties:
     """The keys of a run of ``n`` agents on a local backend: pool i gets the keys of its block
@@ -190,17 +258,9 @@ def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None
     each pool's block of them comes with its keys (a pool then derives only its agents' coin
     and data keys of the run)."""
     sec = run_secrets(config, secrets)
-    pools = int(config["pools"])
-    out = []
-    for i in range(pools):
-        keys = pool_keys(sec, i, pools, [block_of(i, pools, n)])
-        if not sec.from_seed:  # a seed's secrets change with every repetition: nothing kept
-            a, b = block_of(i, pools, n)
-            d0, d1 = device_keys(sec.master, n)
-            keys = replace(keys, agents=keys.agents.with_devices(a, d0[a:b], d1[a:b]))
-        out.append(keys)
+    out = _KEPT.get(sec, int(config["pools"]), int(n))
     return Parties(curator_config(config, sec), auth if auth is not None else auth_key(),
-                   tuple(out))
+                   out)
 
 
 def agents_of(config: dict[str, Any]) -> int:
