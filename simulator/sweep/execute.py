@@ -6,9 +6,11 @@ in a process of its own while the run runs) and builds its record. The serial lo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing as mp
+import pickle
 import platform
 import time
 import traceback
@@ -39,7 +41,12 @@ from ldpsim import __version__
 
 
 def versions() -> dict[str, str]:
-    """Versions of ldpsim and everything that can change a result."""
+    """Versions of ldpsim and everything that can change a result (a fresh dict each call)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
     import scipy  # its version only: the protocols import its submodules where they use them
 
     return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
@@ -129,10 +136,11 @@ class TruthCache:
     def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
         process of its own, unless it is known or under way; whether one was started."""
-        sig = data_signature(data, seed, secret)
         n = data.get("n")
-        if not self.beside or sig in self._cache or sig in self._small or sig in self._pending \
-                or not isinstance(n, int) or n < TRUTH_BESIDE_N:
+        if not self.beside or not isinstance(n, int) or n < TRUTH_BESIDE_N:
+            return False
+        sig = data_signature(data, seed, secret)
+        if sig in self._cache or sig in self._small or sig in self._pending:
             return False
 
         ctx = mp.get_context("fork")
@@ -321,7 +329,7 @@ def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Pa
     record = run_record(
         spec=spec, res=res, backend=done["backend"],
         metrics=proto.evaluate(res["output"], truth.get(spec.data, seed, secret)),
-        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=done["wall"],
+        privacy=_claim(spec.protocol, res["params"], res["public"]), run_wall_s=done["wall"],
         versions=versions(), degraded=DEGRADED)
     if spec.collusion.get("attacks"):
         t1 = time.perf_counter()
@@ -331,6 +339,28 @@ def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Pa
         path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
         record["view_path"] = str(path)
     return record
+
+
+#: the privacy claims of the parameters and public facts met last (``_claim``)
+_CLAIMS: dict[tuple[str, bytes], dict[str, Any]] = {}
+CLAIMS_KEPT = 1024
+
+
+def _claim(protocol: str, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
+    """``get_protocol(protocol).claim(params, public).as_dict()``: a claim is a function of
+    the bound parameters and the public facts alone, so the runs of a sweep point (which
+    share them) have it made once; a copy each call."""
+    try:
+        key = (protocol, pickle.dumps((params, public), protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # something that does not pickle: made afresh
+        return get_protocol(protocol).claim(params, public).as_dict()
+    got = _CLAIMS.get(key)
+    if got is None:
+        got = get_protocol(protocol).claim(params, public).as_dict()
+        if len(_CLAIMS) >= CLAIMS_KEPT:
+            _CLAIMS.pop(next(iter(_CLAIMS)))  # the oldest
+        _CLAIMS[key] = got
+    return dict(got)
 
 
 def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict[str, Any]:
