@@ -38,6 +38,7 @@ The same seed and secrets give bit-identical outputs on every backend and pool c
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -203,21 +204,27 @@ class _KeptShares:
     def __init__(self) -> None:
         self._kept: dict[tuple[Secrets, int, int], tuple[PoolKeys, ...]] = {}
         self._agents = 0
+        self._lock = threading.Lock()  # runs may be made in threads (a Dask worker's)
 
     def get(self, sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
         """The keys of each of ``pools`` pools of a run of ``n`` agents under ``sec``."""
         key = (sec, pools, n)
-        got = self._kept.pop(key, None)
-        if got is None:
-            got = _shares(sec, pools, n)
-            if n > self.AGENTS // 64:
+        with self._lock:
+            got = self._kept.pop(key, None)
+            if got is not None:
+                self._kept[key] = got  # the most recently used last
                 return got
-            self._agents += n
+        got = _shares(sec, pools, n)
+        if n > self.AGENTS // 64:
+            return got
+        with self._lock:
+            if key not in self._kept:
+                self._agents += n
+            self._kept[key] = got
             while self._kept and self._agents > self.AGENTS:
                 oldest = next(iter(self._kept))  # the least recently used
                 del self._kept[oldest]
                 self._agents -= oldest[2]
-        self._kept[key] = got  # the most recently used last
         return got
 
 

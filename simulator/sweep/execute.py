@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import pickle
 import platform
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -344,6 +345,7 @@ def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Pa
 #: the privacy claims of the parameters and public facts met last (``_claim``)
 _CLAIMS: dict[tuple[str, bytes], dict[str, Any]] = {}
 CLAIMS_KEPT = 1024
+_CLAIMS_LOCK = threading.Lock()
 
 
 def _claim(protocol: str, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
@@ -357,9 +359,10 @@ def _claim(protocol: str, params: dict[str, Any], public: dict[str, Any]) -> dic
     got = _CLAIMS.get(key)
     if got is None:
         got = get_protocol(protocol).claim(params, public).as_dict()
-        if len(_CLAIMS) >= CLAIMS_KEPT:
-            _CLAIMS.pop(next(iter(_CLAIMS)))  # the oldest
-        _CLAIMS[key] = got
+        with _CLAIMS_LOCK:  # runs may be made in threads (a Dask worker's)
+            while len(_CLAIMS) >= CLAIMS_KEPT:
+                _CLAIMS.pop(next(iter(_CLAIMS)))  # the oldest
+            _CLAIMS[key] = got
     return dict(got)
 
 
