@@ -71,7 +71,21 @@ def jsonable(obj: Any) -> Any:
         ``None`` so that ``json.dumps(..., allow_nan=False)`` accepts the result. Other objects
         are returned unchanged.
     """
-    if obj is None or isinstance(obj, str | bool | int):
+    kind = type(obj)  # the plain types first, exactly: most of a record
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind is dict:
+        return {(k if type(k) is str else str(k)): jsonable(v) for k, v in obj.items()}
+    if kind is list or kind is tuple:
+        return [jsonable(v) for v in obj]
+    return _jsonable_other(obj)
+
+
+def _jsonable_other(obj: Any) -> Any:
+    """``jsonable`` of anything but the plain types: subclasses, numpy, sets, paths."""
+    if isinstance(obj, str | bool | int):
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

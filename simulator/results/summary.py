@@ -174,11 +174,24 @@ def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
             for k in table or {}:
                 keys.setdefault(f"{section}.{k}", None)
     seen: dict[tuple[str, str], set[str]] = {}  # (protocol, key) -> values (one protocol's
-    for rec in records:                          # parameters differ from another's by design)
+    memo: dict[tuple[type, Any], str] = {}       # parameters differ from another's by design)
+    for rec in records:
         for key in keys:
             seen.setdefault((str(rec.get("protocol")), key), set()).add(
-                json.dumps(jsonable(_setting(rec, key)), sort_keys=True))
+                _value_json(_setting(rec, key), memo))
     return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
+
+
+def _value_json(value: Any, memo: dict[tuple[type, Any], str]) -> str:
+    """``value`` as JSON (sorted keys), a plain scalar's found once in ``memo`` (by its type
+    and value; a float 0 or nan apart: -0.0 equals 0.0, and nan no nan)."""
+    kind = type(value)
+    if kind in (str, int, bool) or (kind is float and value == value and value != 0):
+        got = memo.get((kind, value))
+        if got is None:
+            got = memo[(kind, value)] = json.dumps(jsonable(value), sort_keys=True)
+        return got
+    return json.dumps(jsonable(value), sort_keys=True)
 
 
 def record_points(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:

@@ -54,9 +54,9 @@ def check_setup(keys: Any, index: int, n_pools: int, answered: set[int], blob: A
 def uncovered(keys: Any, start: int, stop: int, n: int) -> str | None:
     """Why ``keys`` (``seeding.PoolKeys``) cannot serve the block ``[start, stop)`` of ``n``
     agents (they do not cover it), or None."""
-    if keys.agents.covers(start, stop):
+    if keys.covers(start, stop):
         return None
-    return (f"this pool's keys cover agents {keys.agents.ranges()[:4]}, not its block "
+    return (f"this pool's keys cover agents {list(keys.ranges[:4])}, not its block "
             f"[{start}, {stop}) of n = {n} (write them with `ldpsim keys --agents {n}`)")
 
 

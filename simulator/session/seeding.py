@@ -38,6 +38,7 @@ The same seed and secrets give bit-identical outputs on every backend and pool c
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +62,16 @@ class PoolKeys:
     population: bytes
     policy: bytes
 
+    @functools.cached_property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        """The agents whose keys this pool holds, as disjoint ranges (``AgentKeys.ranges``),
+        found once (the keys are immutable)."""
+        return tuple(self.agents.ranges())
+
+    def covers(self, start: int, stop: int) -> bool:
+        """Whether this pool holds the keys of every agent of ``[start, stop)``."""
+        return start >= stop or any(a <= start and stop <= b for a, b in self.ranges)
+
     def data_keys(self, tag: int) -> DataKeys:
         """The data keys of the data set tagged ``tag`` that this pool can compute: its own
         agents' and the population's."""
@@ -70,13 +81,28 @@ class PoolKeys:
 def pool_keys(secrets: Secrets, pool: int, pools: int,
               ranges: list[tuple[int, int]]) -> PoolKeys:
     """What pool ``pool`` of ``pools`` receives: the keys of the agents in ``ranges`` only."""
+    return _pool_keys(secrets, int(pool), int(pools),
+                      tuple((int(a), int(b)) for a, b in ranges))
+
+
+@functools.lru_cache(maxsize=8192)
+def _pool_keys(secrets: Secrets, pool: int, pools: int,
+               ranges: tuple[tuple[int, int], ...]) -> PoolKeys:
+    """``pool_keys``, derived once per secrets and block: a sweep's runs of one repetition
+    share the seed's secrets, and all its runs the experiment's (the keys are immutable)."""
     return PoolKeys(pool, pools, secrets.agents.restrict(ranges), secrets.population_secret,
                     policy_key(secrets.master, pool, pools))
 
 
 def run_secrets(config: dict[str, Any], secrets: Secrets | None = None) -> Secrets:
     """The run's secrets: ``secrets``, or those of its seed alone."""
-    return secrets if secrets is not None else Secrets.of_seed(config["seed"])
+    return secrets if secrets is not None else _seed_secrets(int(config["seed"]))
+
+
+@functools.lru_cache(maxsize=8192)
+def _seed_secrets(seed: int) -> Secrets:
+    """``Secrets.of_seed``, once per seed (a sweep's points share a repetition's seed)."""
+    return Secrets.of_seed(seed)
 
 
 def run_id(config: dict[str, Any]) -> int:
@@ -167,6 +193,70 @@ def device_keys(master: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
     return got["device0"], got["device1"]
 
 
+class _KeptShares:
+    """The pools' keys of the runs met last (``_shares``), kept while they hold at most
+    ``AGENTS`` agents in all: a sweep's points meet the same secrets again (its repetitions'
+    seeds, or the experiment's secret), and a small run's key tree costs more than its
+    protocol. The keys are immutable."""
+
+    AGENTS = 1 << 20
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Secrets, int, int], tuple[PoolKeys, ...]] = {}
+        self._agents = 0
+        self._lock = threading.Lock()  # runs may be made in threads (a Dask worker's)
+
+    def get(self, sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
+        """The keys of each of ``pools`` pools of a run of ``n`` agents under ``sec``."""
+        key = (sec, pools, n)
+        with self._lock:
+            got = self._kept.pop(key, None)
+            if got is not None:
+                self._kept[key] = got  # the most recently used last
+                return got
+        got = _shares(sec, pools, n)
+        if n > self.AGENTS // 64:
+            return got
+        with self._lock:
+            if key not in self._kept:
+                self._agents += n
+            self._kept[key] = got
+            while self._kept and self._agents > self.AGENTS:
+                oldest = next(iter(self._kept))  # the least recently used
+                del self._kept[oldest]
+                self._agents -= oldest[2]
+        return got
+
+
+_KEPT = _KeptShares()
+
+
+def _shares(sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
+    """Pool i's keys for each i: those of its block (``block_of``) only. With a secret of the
+    experiment's own, its agents' device keys are derived once for the sweep and each pool's
+    block of them comes with its keys (a pool then derives only its agents' coin and data keys
+    of the run); a seed's, for a small run."""
+    devices = (device_keys(sec.master, n) if not sec.from_seed
+               else _seed_device_keys(sec.master, n) if n <= _KeptShares.AGENTS // 64 else None)
+    out = []
+    for i in range(pools):
+        keys = pool_keys(sec, i, pools, [block_of(i, pools, n)])
+        if devices is not None:
+            a, b = block_of(i, pools, n)
+            d0, d1 = devices
+            keys = replace(keys, agents=keys.agents.with_devices(a, d0[a:b], d1[a:b]))
+        out.append(keys)
+    return tuple(out)
+
+
+def _seed_device_keys(master: bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``device_keys`` of a seed's secrets, not cached apart (``_KeptShares`` keeps them)."""
+    got = Secrets(master).agents.for_range(0, n, device=True)
+    for a in (got["device0"], got["device1"]):
+        a.setflags(write=False)
+    return got["device0"], got["device1"]
+
+
 def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None,
                   auth: bytes | None = None) -> Parties:
     """The keys of a run of ``n`` agents on a local backend: pool i gets the keys of its block
@@ -175,20 +265,25 @@ def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None
     each pool's block of them comes with its keys (a pool then derives only its agents' coin
     and data keys of the run)."""
     sec = run_secrets(config, secrets)
-    pools = int(config["pools"])
-    out = []
-    for i in range(pools):
-        keys = pool_keys(sec, i, pools, [block_of(i, pools, n)])
-        if not sec.from_seed:  # a seed's secrets change with every repetition: nothing kept
-            a, b = block_of(i, pools, n)
-            d0, d1 = device_keys(sec.master, n)
-            keys = replace(keys, agents=keys.agents.with_devices(a, d0[a:b], d1[a:b]))
-        out.append(keys)
+    out = _KEPT.get(sec, int(config["pools"]), int(n))
     return Parties(curator_config(config, sec), auth if auth is not None else auth_key(),
-                   tuple(out))
+                   out)
 
 
 def agents_of(config: dict[str, Any]) -> int:
     """How many agents the run's data set holds (built lazily: generated rows are not drawn;
     a file is read)."""
-    return build_data(config["data"], 0).n
+    data = config["data"]
+    if any(isinstance(v, str) for k, v in data.items() if k != "kind"):
+        return build_data(data, 0).n  # a file, say: read each time
+    try:
+        packed = msgpack.packb(data, use_bin_type=True)
+    except (TypeError, ValueError):
+        return build_data(data, 0).n
+    return _generated_size(packed)
+
+
+@functools.lru_cache(maxsize=256)
+def _generated_size(data: bytes) -> int:
+    """The size of a generated data set, by its packed ``[data]`` table (``agents_of``)."""
+    return build_data(msgpack.unpackb(data, raw=False), 0).n

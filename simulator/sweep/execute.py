@@ -6,10 +6,13 @@ in a process of its own while the run runs) and builds its record. The serial lo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing as mp
+import pickle
 import platform
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -39,7 +42,12 @@ from ldpsim import __version__
 
 
 def versions() -> dict[str, str]:
-    """Versions of ldpsim and everything that can change a result."""
+    """Versions of ldpsim and everything that can change a result (a fresh dict each call)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
     import scipy  # its version only: the protocols import its submodules where they use them
 
     return {"ldpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
@@ -112,21 +120,28 @@ class TruthCache:
     computations nobody collected (a failed or interrupted run).
     """
 
+    #: data sets of fewer agents than this are kept apart, up to ``SMALL_KEPT`` of them: a
+    #: sweep of many repetitions of small data sets meets each again at its next point
+    SMALL_N = 10_000
+    SMALL_KEPT = 8192
+
     def __init__(self, size: int = 64, beside: bool = True) -> None:
         self.size = size
         #: whether ``start`` may compute a truth beside the run (not in a ``--jobs`` worker:
         #: the other workers hold the cores it would use)
         self.beside = beside
         self._cache: dict[str, dict[str, Any]] = {}
+        self._small: dict[str, dict[str, Any]] = {}  # the truths of small data sets
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
     def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
         process of its own, unless it is known or under way; whether one was started."""
-        sig = data_signature(data, seed, secret)
         n = data.get("n")
-        if not self.beside or sig in self._cache or sig in self._pending \
-                or not isinstance(n, int) or n < TRUTH_BESIDE_N:
+        if not self.beside or not isinstance(n, int) or n < TRUTH_BESIDE_N:
+            return False
+        sig = data_signature(data, seed, secret)
+        if sig in self._cache or sig in self._small or sig in self._pending:
             return False
 
         ctx = mp.get_context("fork")
@@ -143,16 +158,19 @@ class TruthCache:
     def get(self, data: dict[str, Any], seed: int, secret: Secrets | None = None
             ) -> dict[str, Any]:
         sig = data_signature(data, seed, secret)
-        if sig in self._cache:
-            self._cache[sig] = self._cache.pop(sig)  # most recently used last
+        n = data.get("n")
+        small = isinstance(n, int) and n < self.SMALL_N
+        cache, size = (self._small, self.SMALL_KEPT) if small else (self._cache, self.size)
+        if sig in cache:
+            cache[sig] = cache.pop(sig)  # most recently used last
         else:
             truth = self._collect(sig)
             if truth is None:
                 truth = _truth(data, seed, secret)
-            if len(self._cache) >= self.size:
-                self._cache.pop(next(iter(self._cache)))  # least recently used
-            self._cache[sig] = truth
-        return self._cache[sig]
+            if len(cache) >= size:
+                cache.pop(next(iter(cache)))  # least recently used
+            cache[sig] = truth
+        return cache[sig]
 
     def _collect(self, sig: str) -> dict[str, Any] | None:
         """The truth a ``start`` process computed (None: none started, or it failed)."""
@@ -312,7 +330,7 @@ def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Pa
     record = run_record(
         spec=spec, res=res, backend=done["backend"],
         metrics=proto.evaluate(res["output"], truth.get(spec.data, seed, secret)),
-        privacy=proto.claim(res["params"], res["public"]).as_dict(), run_wall_s=done["wall"],
+        privacy=_claim(spec.protocol, res["params"], res["public"]), run_wall_s=done["wall"],
         versions=versions(), degraded=DEGRADED)
     if spec.collusion.get("attacks"):
         t1 = time.perf_counter()
@@ -322,6 +340,30 @@ def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Pa
         path = save_view(view_dir / f"{spec.key}.msgpack", res["view"])
         record["view_path"] = str(path)
     return record
+
+
+#: the privacy claims of the parameters and public facts met last (``_claim``)
+_CLAIMS: dict[tuple[str, bytes], dict[str, Any]] = {}
+CLAIMS_KEPT = 1024
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _claim(protocol: str, params: dict[str, Any], public: dict[str, Any]) -> dict[str, Any]:
+    """``get_protocol(protocol).claim(params, public).as_dict()``: a claim is a function of
+    the bound parameters and the public facts alone, so the runs of a sweep point (which
+    share them) have it made once; a copy each call."""
+    try:
+        key = (protocol, pickle.dumps((params, public), protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # something that does not pickle: made afresh
+        return get_protocol(protocol).claim(params, public).as_dict()
+    got = _CLAIMS.get(key)
+    if got is None:
+        got = get_protocol(protocol).claim(params, public).as_dict()
+        with _CLAIMS_LOCK:  # runs may be made in threads (a Dask worker's)
+            while len(_CLAIMS) >= CLAIMS_KEPT:
+                _CLAIMS.pop(next(iter(_CLAIMS)))  # the oldest
+            _CLAIMS[key] = got
+    return dict(got)
 
 
 def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict[str, Any]:

@@ -8,25 +8,18 @@ process of its own while the run runs (``TruthCache.start``).
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import multiprocessing as mp
-import os
 import sys
 import tempfile
-import traceback
-from multiprocessing import forkserver
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
-from ldpsim.simulator.backends.transport import die_with_parent, start_child
 from ldpsim.simulator.results.metrics import legend
 from ldpsim.simulator.results.plots import plot
 from ldpsim.simulator.results.progress import ProgressBar, progress
-from ldpsim.simulator.results.store import RESULTS_FILE, ResultStore, record_line, usable
+from ldpsim.simulator.results.store import RESULTS_FILE, ResultStore, usable
 from ldpsim.simulator.results.summary import (
     metric_names,
     privacy_spent,
@@ -45,11 +38,8 @@ from ldpsim.simulator.sweep.engine_dask import DaskSweep
 from ldpsim.simulator.sweep.execute import (
     Executions,
     TruthCache,
-    data_signature,
     execute,
     execute_record,
-    failed_runs,
-    record_failure,
 )
 from ldpsim.simulator.sweep.spending import (
     note_spending,
@@ -57,9 +47,10 @@ from ldpsim.simulator.sweep.spending import (
     spent_before,
     stored_runs,
 )
+from ldpsim.simulator.sweep.workers import ByData, Workers
 
-#: runs a ``--jobs`` worker holds at once: one running, the next waiting in its pipe
-AHEAD = 2
+#: the sweep's ``--jobs`` workers, and the order they are handed runs in (``workers``)
+_Workers, _ByData = Workers, ByData
 
 
 def _open_sweep(scenario: Scenario, out_dir: str | Path, echo: Any
@@ -133,7 +124,8 @@ def _start_workers(scenario: Scenario, todo: list[RunSpec], jobs: int, view_dir:
     if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
         return DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo), None
     if jobs > 1:  # forked before the progress bar exists (it may run a thread)
-        return _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir)), None
+        return _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir),
+                        full=False), None
     if todo:  # e.g. the hosts backend binds its endpoint: not to resume a finished sweep
         return None, get_backend(scenario.runtime["backend"]).build(scenario.runtime, echo)
     return None, None
@@ -317,177 +309,6 @@ def resolve_jobs(runtime: dict[str, Any], runs: int) -> int:
     """The worker processes a local sweep of ``runs`` runs uses (``[runtime] jobs``)."""
     jobs = runtime["jobs"]
     return auto_jobs(runtime, runs) if jobs == "auto" else min(int(jobs), max(runs, 1))
-
-
-def _job_worker(conn, runtime: dict[str, Any], view_dir: Path, per_round: bool) -> None:
-    """A ``--jobs`` worker: its own backend and truth cache; runs the specs ``conn`` sends
-    (None: stop), answering each with ("ok", record), ("failed", message) or ("error",
-    traceback)."""
-    die_with_parent()  # no Ctrl-C traceback: the orchestrator stops the workers
-    _forget_forkserver()
-    truth = TruthCache(beside=False)
-    executions = Executions()
-    backend = None
-    try:
-        backend = get_backend(runtime["backend"]).build(runtime, print)
-        while True:
-            spec = conn.recv()
-            if spec is None:
-                break
-            try:
-                rec = execute_record(spec, truth, backend, view_dir, per_round,
-                                     executions=executions)
-                msg = ("ok", (rec, record_line(rec)))  # the orchestrator only writes it
-            except RunFailed as e:
-                msg = ("failed", str(e))
-            except BaseException:
-                msg = ("error", traceback.format_exc())
-            conn.send(msg)
-    except (EOFError, OSError):  # the orchestrator is gone
-        pass
-    finally:
-        truth.close()
-        if backend is not None:
-            backend.close()
-        conn.close()
-
-
-def _forget_forkserver() -> None:
-    """In a forked worker: drop the parent's fork server (not this process's child, so
-    unusable here); the worker's own starts at its first ``processes`` run."""
-    fs = forkserver._forkserver
-    if fs._forkserver_alive_fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(fs._forkserver_alive_fd)
-    fs._forkserver_address = fs._forkserver_alive_fd = fs._forkserver_pid = None
-
-
-class _ByData:
-    """The runs still to hand out, each worker given runs of the data sets it has built.
-
-    Runs that share a data set (the protocols and parameter points of one repetition) share
-    its ground truth, which a worker's ``TruthCache`` computes once; handed out in run order,
-    two workers would each compute most truths (at n = 10^5 a truth costs about as much as an
-    inproc run). ``take`` prefers, among the next ``LOOKAHEAD`` runs, one whose data set the
-    worker has built, then one no other worker has, then the next in order. Only the order
-    in which runs start changes: records, and the summary (in run order), do not.
-    """
-
-    LOOKAHEAD = 64
-
-    def __init__(self, specs: list[RunSpec]) -> None:
-        self.specs = specs
-        self.sigs = [data_signature(s.data, s.seed) for s in specs]
-        self.taken = [False] * len(specs)
-        self.head = 0  # every run before it is taken
-        self.owner: dict[str, Any] = {}  # data set -> the worker that built it first
-
-    def take(self, worker: Any) -> RunSpec | None:
-        """The next run for ``worker`` (None: all taken)."""
-        while self.head < len(self.specs) and self.taken[self.head]:
-            self.head += 1
-        if self.head == len(self.specs):
-            return None
-        window = [i for i in range(self.head, min(len(self.specs), self.head + self.LOOKAHEAD))
-                  if not self.taken[i]]
-        owner = self.owner
-        pick = next((i for i in window if owner.get(self.sigs[i]) is worker),
-                    next((i for i in window if self.sigs[i] not in owner), self.head))
-        self.taken[pick] = True
-        owner.setdefault(self.sigs[pick], worker)
-        return self.specs[pick]
-
-
-class _Workers:
-    """``jobs`` forked worker processes, each running one spec at a time (``_job_worker``)."""
-
-    def __init__(self, jobs: int, runtime: dict[str, Any], view_dir: Path,
-                 per_round: bool, out_dir: Path) -> None:
-        ctx = mp.get_context("fork")
-        self.out_dir = out_dir  # where failed runs are recorded (``failed.jsonl``)
-        self._ok = False  # whether every spec finished (then ``close`` lets them exit)
-        self.lines: dict[str, str] = {}  # each record's results.jsonl line, by run key
-        self.procs: list[Any] = []
-        self.conns: list[Any] = []
-        try:
-            for _ in range(jobs):
-                here, there = ctx.Pipe()
-                proc = ctx.Process(target=_job_worker, name="ldpsim-job",
-                                   args=(there, runtime, view_dir, per_round))
-                try:
-                    start_child(proc)  # SIGINT blocked across the fork
-                finally:
-                    there.close()
-                self.procs.append(proc)
-                self.conns.append(here)
-        except BaseException:
-            self.close(kill=True)
-            raise
-
-    def results(self, specs: list[RunSpec]):
-        """Yield (spec, record) as the workers finish them. A run that fails is recorded in
-        ``failed.jsonl`` and the others go on; at the end ``RunFailed`` names every failed
-        run. A worker process that dies raises ``RunFailed`` at once (the caller's ``close``
-        then stops the others; finished runs are stored, the same command resumes)."""
-        pending = _ByData(specs)
-        failed: list[tuple[RunSpec, str]] = []
-        # each worker holds up to AHEAD runs: the next waits in its pipe while it runs one,
-        # so it never idles while this process (sharing the cores) stores a record
-        busy: dict[Any, collections.deque[RunSpec]] = {}
-        for _ in range(AHEAD):
-            for conn in self.conns:
-                spec = pending.take(conn)
-                if spec is None:
-                    break
-                conn.send(spec)
-                busy.setdefault(conn, collections.deque()).append(spec)
-        while busy:
-            for conn in wait(list(busy)):
-                spec = busy[conn].popleft()
-                try:
-                    status, payload = conn.recv()
-                except (EOFError, OSError):
-                    proc = self.procs[self.conns.index(conn)]
-                    proc.join(1)
-                    raise RunFailed(f"run {spec.key}: worker process died (exit code "
-                                    f"{proc.exitcode})") from None
-                nxt = pending.take(conn)
-                if nxt is not None:
-                    conn.send(nxt)
-                    busy[conn].append(nxt)
-                if not busy[conn]:
-                    del busy[conn]
-                if status == "ok":
-                    rec, self.lines[spec.key] = payload
-                    yield spec, rec
-                    continue
-                why = payload if status == "failed" else (
-                    f"run {spec.key} failed in a worker process:\n{payload}")
-                failed.append((spec, why))
-                record_failure(self.out_dir, spec, why)
-        self._ok = True  # every worker is alive and idle: ``close`` lets them exit
-        if failed:
-            where = counted(len(self.conns), "worker process", "worker processes")
-            raise failed_runs(failed, len(specs), self.out_dir, f"in {where}")
-
-    def close(self, kill: bool | None = None) -> None:
-        """Stop the workers: ask them to exit after a complete sweep, else kill them (Ctrl-C, a
-        failed run: runs under way are abandoned, finished ones are stored)."""
-        kill = not self._ok if kill is None else kill
-        for conn in self.conns:
-            if not kill:
-                try:
-                    conn.send(None)
-                except OSError:
-                    pass
-        for proc, conn in zip(self.procs, self.conns, strict=True):
-            if kill:
-                proc.kill()
-            proc.join(None if kill else 10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-            conn.close()
 
 
 def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = False):
