@@ -19,6 +19,15 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
+
+from ldpsim import environment
+
+#: the passes over all d! rankings (CALM's maximum-entropy fit, a weight vector's marginals):
+#: compiled (``protocols/_safaric.c``) or numpy, the same bits; ``LDPSIM_ORDERED=numpy`` chooses
+#: numpy
+RANKINGS = Accelerator.load("passes over all rankings", "ldpsim.protocols._safaric",
+                            environment.ORDERED, "protocols/_safaric.c")
 
 
 def positions(rankings: np.ndarray) -> np.ndarray:
