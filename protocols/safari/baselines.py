@@ -59,7 +59,7 @@ def release(f: np.ndarray, d: int, how: str, n: int, key: int,
     included (what the paper's Fig. 3 evidently plots: "AVD ... larger than 1").
     """
     if how == "estimate":
-        q1, q2 = metrics.distribution_marginals(f, perm.all_positions(d))
+        q1, q2 = metrics.distribution_marginals(f, perm.all_positions_shared(d))
         return {"marginals": {"source": "estimate", "n": 1, "q1": round_list(q1),
                               "q2": round_list(q2)}}
     p = lade.project_simplex(f)
@@ -232,7 +232,7 @@ class _CalmCurator(Curator):
     def finish(self):
         d = int(self.public["d"])
         joints = calm.make_consistent(lade.joint_to_square(np.asarray(self.z), d))
-        f, collapsed = calm.maxent_rankings(joints, perm.all_positions(d),
+        f, collapsed = calm.maxent_rankings(joints, perm.all_positions_shared(d),
                                             self.params["ipf_iters"])
         self.stats["maxent_collapsed"] = collapsed
         out = release(f, d, self.params["release"], len(self.agents), self.key,

@@ -59,7 +59,7 @@ def test_olh_support_counts_at_the_edges_of_the_buckets():
     h = hash_values(seeds[:, None], values[None, :], o.g)
     for shift in (-1, 0, 1):
         ys = np.clip(h[:, 0] + shift, -1, o.g)
-        fast, slow = _both(olh.SUPPORT, lambda: o.support_counts(seeds, ys, len(values)))
+        fast, slow = _both(olh.SUPPORT, lambda ys=ys: o.support_counts(seeds, ys, len(values)))
         assert _same_bits(fast, slow)
 
 
@@ -76,7 +76,7 @@ def test_maxent_rankings_compiled_equal_numpy(d, noise):
     joints = calm.make_consistent(q2 + gen.normal(0.0, noise, q2.shape)) if noise else q2
     for iters in (1, 20):
         (fa, ca), (fb, cb) = _both(perm.RANKINGS,
-                                   lambda: calm.maxent_rankings(joints, pos, iters))
+                                   lambda it=iters: calm.maxent_rankings(joints, pos, it))
         assert ca == cb and _same_bits(fa, fb)
 
 
@@ -87,3 +87,10 @@ def test_distribution_marginals_compiled_equal_numpy(d):
     (q1a, q2a), (q1b, q2b) = _both(perm.RANKINGS,
                                    lambda: metrics.distribution_marginals(f, pos))
     assert _same_bits(q1a, q1b) and _same_bits(q2a, q2b)
+
+
+def test_all_positions_shared_is_all_positions_read_only():
+    for k in (1, 4, 6, 4):
+        shared = perm.all_positions_shared(k)
+        assert _same_bits(shared, perm.all_positions(k)) and not shared.flags.writeable
+        assert perm.all_positions_shared(k) is shared
