@@ -94,3 +94,16 @@ def test_all_positions_shared_is_all_positions_read_only():
         shared = perm.all_positions_shared(k)
         assert _same_bits(shared, perm.all_positions(k)) and not shared.flags.writeable
         assert perm.all_positions_shared(k) is shared
+
+
+def test_read_jester_parses_a_file_once_and_again_when_it_changes(tmp_path):
+    from ldpsim.protocols.safari import data
+
+    f = tmp_path / "jester.csv"
+    f.write_text("userId,jokeId,rating\n1,5,2.0\n1,7,-1.5\n2,5,0.5\n2,7,3.0\n3,5,1.0\n")
+    first = data.read_jester(str(f), 2)
+    assert first[0].tolist() == [[0, 1], [1, 0]] and first[1] == [5, 7]
+    first[0][0, 0] = 9  # the caller's copy: the next read is unchanged
+    assert data.read_jester(str(f), 2)[0].tolist() == [[0, 1], [1, 0]]
+    f.write_text("userId,jokeId,rating\n1,5,2.0\n1,7,-1.5\n2,5,0.5\n2,7,3.0\n3,5,1.0\n3,7,9.5\n")
+    assert data.read_jester(str(f), 2)[0].tolist() == [[0, 1], [1, 0], [1, 0]]
