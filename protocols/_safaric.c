@@ -10,10 +10,13 @@
  * (bincount adds the weights in index order), so the results are the same bits; built without
  * fused multiply-add (pyproject's extra-compile-args). ``marginals`` makes the first- and
  * second-order marginals of a weight vector over the rankings (protocols/safari/metrics.py,
- * ``distribution_marginals``) in one pass, each cell's sum in numpy's order.
+ * ``distribution_marginals``) in one pass, each cell's sum in numpy's order; ``ipf_triple`` fits
+ * a 3-D marginal to three 2-D ones (``calm.ipf_triple``) with numpy's products, quotients and
+ * sums (its sum over a contiguous axis is numpy's pairwise sum: ``sum_contiguous``).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 static void pass(const int8_t *pos, Py_ssize_t d, Py_ssize_t n, double *f, const double *ratio,
@@ -179,6 +182,155 @@ static PyObject *marginals(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* numpy's sum of n contiguous float64 (``add.reduce`` over a contiguous axis, as numpy 2 makes
+ * it): 0 + the pairwise sum, which below 8 terms adds them in order and from 8 to 128 adds
+ * eight running sums, then ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest in
+ * order. n <= 127 here (d <= 127). */
+static double sum_contiguous(const double *a, Py_ssize_t n)
+{
+    double res;
+    if (n < 8) {
+        res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++)
+            res += a[i];
+    } else {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+    }
+    return 0. + res;
+}
+
+/* The three marginals' sums of a (d, d, d) table, as numpy's T.sum(axis=2) (contiguous),
+ * T.sum(axis=1) and T.sum(axis=0) (terms added in order along the reduced axis). */
+static void sum_axis(const double *t, Py_ssize_t d, int axis, double *out)
+{
+    Py_ssize_t dd = d * d;
+    if (axis == 2) {
+        for (Py_ssize_t i = 0; i < dd; i++)
+            out[i] = sum_contiguous(t + i * d, d);
+    } else if (axis == 1) {
+        for (Py_ssize_t a = 0; a < d; a++)
+            for (Py_ssize_t c = 0; c < d; c++) {
+                double r = 0.;
+                for (Py_ssize_t b = 0; b < d; b++)
+                    r += t[a * dd + b * d + c];
+                out[a * d + c] = r;
+            }
+    } else {
+        for (Py_ssize_t i = 0; i < dd; i++) {
+            double r = 0.;
+            for (Py_ssize_t a = 0; a < d; a++)
+                r += t[a * dd + i];
+            out[i] = r;
+        }
+    }
+}
+
+/* np.where(cur > 0, target / cur, 0.0) in place of cur */
+static void fit(double *cur, const double *target, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        cur[i] = cur[i] > 0 ? target[i] / cur[i] : 0.0;
+}
+
+/* max |s - p| as numpy's np.abs(s - p).max(): a NaN wins */
+static double max_abs_diff(const double *s, const double *p, Py_ssize_t n)
+{
+    double m = fabs(s[0] - p[0]);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        double v = fabs(s[i] - p[i]);
+        if (isnan(m))
+            break;
+        if (isnan(v) || v > m)
+            m = v;
+    }
+    return m;
+}
+
+/* CALM's iterative proportional fitting of a (d, d, d) table to three 2-D marginals, each step
+ * as protocols/safari/calm.py's ``ipf_triple`` makes it in numpy (the same products, quotients
+ * and sums in the same order); ``work`` holds 2 d^2 doubles. */
+static void ipf3(double *t, const double *pab, const double *pac, const double *pbc,
+                 Py_ssize_t d, Py_ssize_t iters, double tol, double *work)
+{
+    Py_ssize_t dd = d * d;
+    double *cur = work, *cur2 = work + dd;
+    for (Py_ssize_t it = 0; it < iters; it++) {
+        sum_axis(t, d, 2, cur);
+        fit(cur, pab, dd);
+        for (Py_ssize_t i = 0; i < dd; i++)
+            for (Py_ssize_t c = 0; c < d; c++)
+                t[i * d + c] = t[i * d + c] * cur[i];
+        sum_axis(t, d, 1, cur);
+        fit(cur, pac, dd);
+        for (Py_ssize_t a = 0; a < d; a++)
+            for (Py_ssize_t b = 0; b < d; b++)
+                for (Py_ssize_t c = 0; c < d; c++)
+                    t[a * dd + b * d + c] = t[a * dd + b * d + c] * cur[a * d + c];
+        sum_axis(t, d, 0, cur);
+        fit(cur, pbc, dd);
+        for (Py_ssize_t a = 0; a < d; a++)
+            for (Py_ssize_t i = 0; i < dd; i++)
+                t[a * dd + i] = t[a * dd + i] * cur[i];
+        sum_axis(t, d, 2, cur);
+        sum_axis(t, d, 1, cur2);
+        double m1 = max_abs_diff(cur, pab, dd), m2 = max_abs_diff(cur2, pac, dd);
+        double m = m2 > m1 ? m2 : m1; /* Python's max(m1, m2) */
+        if (m < tol)
+            break;
+    }
+}
+
+static PyObject *ipf_triple(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *objs[4];
+    Py_ssize_t d, iters;
+    double tol;
+    if (!PyArg_ParseTuple(args, "OOOOnnd", &objs[0], &objs[1], &objs[2], &objs[3], &d, &iters,
+                          &tol))
+        return NULL;
+    if (d < 1 || d > 127) {
+        PyErr_SetString(PyExc_ValueError, "ipf_triple: d in [1, 127]");
+        return NULL;
+    }
+    Py_buffer b[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (objs[got] == Py_None || get(objs[got], &b[got], got == 0, 8) < 0)
+            break;
+    double *work = NULL;
+    if (got == 4) {
+        Py_ssize_t dd = d * d * 8;
+        if (b[0].len != dd * d || b[1].len != dd || b[2].len != dd || b[3].len != dd) {
+            PyErr_SetString(PyExc_ValueError, "ipf_triple: t (d, d, d) and three (d, d) float64");
+        } else if ((work = PyMem_Malloc((size_t)dd * 2)) == NULL) {
+            PyErr_NoMemory();
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            ipf3((double *)b[0].buf, (const double *)b[1].buf, (const double *)b[2].buf,
+                 (const double *)b[3].buf, d, iters, tol, work);
+            Py_END_ALLOW_THREADS
+        }
+    } else if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "ipf_triple: None for an array");
+    }
+    PyMem_Free(work);
+    for (int i = 0; i < got; i++)
+        release(&b[i]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"ipf_pass", ipf_pass, METH_VARARGS,
      "ipf_pass(pos, d, f, ratio, ra, rb, cur, ca, cb): f[k] *= ratio[pos[k, ra] d + pos[k, rb]] "
@@ -186,6 +338,9 @@ static PyMethodDef methods[] = {
     {"marginals", marginals, METH_VARARGS,
      "marginals(pos, d, f, pairs, q1, q2): q1[i, pos[k, i]] += f[k] and q2[j, pos[k, a_j], "
      "pos[k, b_j]] += f[k] for k in order (q1, q2 zeroed by the caller)."},
+    {"ipf_triple", ipf_triple, METH_VARARGS,
+     "ipf_triple(t, p_ab, p_ac, p_bc, d, iters, tol): CALM's IPF sweeps of the (d, d, d) table t "
+     "in place, as calm.ipf_triple makes them in numpy."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -57,12 +57,19 @@ def ipf_triple(p_ab: np.ndarray, p_ac: np.ndarray, p_bc: np.ndarray, iters: int 
                tol: float = 1e-9) -> np.ndarray:
     """Maximum-entropy 3-D table T[a, b, c] over distinct ranks with the three given 2-D
     marginals, by iterative proportional fitting from the uniform table (stops when every
-    marginal is within ``tol`` or after ``iters`` sweeps)."""
+    marginal is within ``tol`` or after ``iters`` sweeps). The sweeps run compiled where they
+    were built (``perm.RANKINGS``: numpy's products, quotients and sums in numpy's order)."""
     d = len(p_ab)
     idx = np.arange(d)
     valid = ((idx[:, None, None] != idx[None, :, None]) & (idx[:, None, None] != idx[None, None, :])
              & (idx[None, :, None] != idx[None, None, :]))
     T = valid / valid.sum()
+    if perm.RANKINGS.module is not None:
+        T = np.ascontiguousarray(T)
+        perm.RANKINGS.module.ipf_triple(T, *(np.ascontiguousarray(p, dtype=np.float64)
+                                             for p in (p_ab, p_ac, p_bc)), d, iters, tol)
+        s = T.sum()
+        return T / s if s > 0 else valid / valid.sum()
 
     def fit(cur: np.ndarray, target: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):

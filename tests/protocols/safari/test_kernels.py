@@ -107,3 +107,30 @@ def test_read_jester_parses_a_file_once_and_again_when_it_changes(tmp_path):
     assert data.read_jester(str(f), 2)[0].tolist() == [[0, 1], [1, 0]]
     f.write_text("userId,jokeId,rating\n1,5,2.0\n1,7,-1.5\n2,5,0.5\n2,7,3.0\n3,5,1.0\n3,7,9.5\n")
     assert data.read_jester(str(f), 2)[0].tolist() == [[0, 1], [1, 0], [1, 0]]
+
+
+@pytest.mark.parametrize("d", [3, 4, 7, 8, 9, 10])
+def test_ipf_triple_compiled_equal_numpy(d):
+    """Every sweep's sums (numpy's pairwise sum along the contiguous axis from 8 terms on),
+    quotients and products as numpy makes them: the same table bit for bit, from consistent
+    marginals (it converges) and from noisy ones (it runs all sweeps, or loses its mass)."""
+    gen = rngm.party_generator(d)
+    idx = np.arange(d)
+    valid = ((idx[:, None, None] != idx[None, :, None]) & (idx[:, None, None] != idx[None, None, :])
+             & (idx[None, :, None] != idx[None, None, :]))
+    for trial in range(6):
+        t0 = gen.random((d, d, d)) ** (1 + trial) * valid
+        t0 /= t0.sum()
+        margs = [t0.sum(axis=2), t0.sum(axis=1), t0.sum(axis=0)]
+        if trial % 2:
+            margs = [np.clip(m + gen.normal(0.0, 0.3 / d**2, m.shape), 0.0, None) for m in margs]
+        if trial == 5:
+            margs[0][0, :] = 0.0  # zero cells: the fit drops mass
+        for iters, tol in ((1, 1e-9), (500, 1e-9), (50, 0.0)):
+            fast, slow = _both(perm.RANKINGS,
+                               lambda it=iters, tl=tol, m=margs: calm.ipf_triple(*m, it, tl))
+            assert _same_bits(fast, slow), (trial, iters)
+    s3 = _both(perm.RANKINGS, lambda: calm.s3_from_joints(
+        metrics.distribution_marginals(np.full(math.factorial(min(d, 6)), 1.0),
+                                       perm.all_positions(min(d, 6)))[1], 30))
+    assert _same_bits(*s3)
