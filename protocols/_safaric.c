@@ -12,7 +12,8 @@
  * second-order marginals of a weight vector over the rankings (protocols/safari/metrics.py,
  * ``distribution_marginals``) in one pass, each cell's sum in numpy's order; ``ipf_triple`` fits
  * a 3-D marginal to three 2-D ones (``calm.ipf_triple``) with numpy's products, quotients and
- * sums (its sum over a contiguous axis is numpy's pairwise sum: ``sum_contiguous``).
+ * sums (its sum over a contiguous axis is numpy's pairwise sum: ``sum_contiguous``); ``fwht`` is
+ * the Hadamard oracle's transform (protocols/mechanisms/hadamard.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -331,6 +332,53 @@ static PyObject *ipf_triple(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The unnormalised fast Walsh-Hadamard transform (Sylvester order) of x, in place: at each
+ * level h = 1, 2, 4, ... every pair (x[j], x[j + h]) of a block of 2h becomes (sum, difference),
+ * the sums and differences protocols/mechanisms/hadamard.py's numpy ``fwht`` makes. The levels
+ * below FWHT_BLOCK run block by block (in cache); a value's sums are the same in any order of
+ * the independent pairs. */
+#define FWHT_BLOCK 4096
+static void fwht_levels(double *x, Py_ssize_t n, Py_ssize_t h0, Py_ssize_t h1)
+{
+    for (Py_ssize_t h = h0; h < h1; h *= 2)
+        for (Py_ssize_t i = 0; i < n; i += 2 * h)
+            for (Py_ssize_t j = i; j < i + h; j++) {
+                double a = x[j], b = x[j + h];
+                x[j] = a + b;
+                x[j + h] = a - b;
+            }
+}
+
+static PyObject *fwht(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *x_o;
+    if (!PyArg_ParseTuple(args, "O", &x_o))
+        return NULL;
+    Py_buffer x;
+    if (x_o == Py_None || get(x_o, &x, 1, 8) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "fwht: None for an array");
+        return NULL;
+    }
+    Py_ssize_t n = x.len / 8;
+    if (n & (n - 1)) {
+        PyErr_Format(PyExc_ValueError, "fwht: the length must be a power of two, got %zd", n);
+    } else {
+        double *b = (double *)x.buf;
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t blk = n < FWHT_BLOCK ? n : FWHT_BLOCK;
+        for (Py_ssize_t s = 0; s < n; s += blk)
+            fwht_levels(b + s, blk, 1, blk);
+        fwht_levels(b, n, blk, n);
+        Py_END_ALLOW_THREADS
+    }
+    release(&x);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"ipf_pass", ipf_pass, METH_VARARGS,
      "ipf_pass(pos, d, f, ratio, ra, rb, cur, ca, cb): f[k] *= ratio[pos[k, ra] d + pos[k, rb]] "
@@ -341,6 +389,9 @@ static PyMethodDef methods[] = {
     {"ipf_triple", ipf_triple, METH_VARARGS,
      "ipf_triple(t, p_ab, p_ac, p_bc, d, iters, tol): CALM's IPF sweeps of the (d, d, d) table t "
      "in place, as calm.ipf_triple makes them in numpy."},
+    {"fwht", fwht, METH_VARARGS,
+     "fwht(x): the unnormalised fast Walsh-Hadamard transform of the float64 power-of-two "
+     "vector x, in place, as hadamard.fwht makes it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -189,10 +189,11 @@ def comb_rank(subsets: np.ndarray, n_slots: int) -> np.ndarray:
     return idx
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=12)
 def all_positions_shared(k: int) -> np.ndarray:
-    """:func:`all_positions`, made once per process for the last two ``k`` and read-only (the
-    full-domain baselines read it in every run: 36 MB and about 0.1 s to make for k = 10)."""
+    """:func:`all_positions`, made once per process and read-only (the full-domain baselines
+    read it in every run, a sweep over d in turn: 40 MB in all for k <= 10, about 0.1 s to make
+    for k = 10)."""
     out = all_positions(k)
     out.setflags(write=False)
     return out
