@@ -96,10 +96,22 @@ def _take(table: np.ndarray, n: int | None) -> np.ndarray:
 
 
 def _sushi_subset(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:
-    full = read_soc(path) if path.endswith(".soc") else read_order(path)
+    file = resolve_path(path)
+    st = file.stat()
+    full = _read_rankings(path, str(file), st.st_size, st.st_mtime_ns)
     table = _take(subset_items(full, d), n)
     return TableRankings(kind="sushi_subset", n=len(table), d=d, table=table,
                          public=public_of(d, len(table)))
+
+
+@lru_cache(maxsize=4)
+def _read_rankings(path: str, file: str, size: int, mtime_ns: int) -> np.ndarray:
+    """The full rankings of a SUSHI file (``.soc`` or ``.order``), read-only: parsed once per
+    process for the same file (``size`` and ``mtime_ns`` key the cache), as a sweep's runs
+    each build their data set from it."""
+    full = read_soc(path) if path.endswith(".soc") else read_order(path)
+    full.setflags(write=False)
+    return full
 
 
 def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:

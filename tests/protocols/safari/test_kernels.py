@@ -147,3 +147,15 @@ def test_fwht_compiled_equal_numpy(n):
     assert _same_bits(fast, slow)
     assert _same_bits(a, rngm.party_generator(n).normal(0.0, 1.0, n) * 10.0 ** rngm.party_generator(
         1).integers(-8, 8, n))  # the input is not changed
+
+
+def test_sushi_subset_parses_a_file_once_and_again_when_it_changes(tmp_path):
+    from ldpsim.protocols.safari import data
+
+    f = tmp_path / "s.order"
+    f.write_text("4 1\n0 4 3 1 0 2\n0 4 0 1 2 3\n")
+    first = data._sushi_subset(None, str(f), 3)
+    assert first.table.tolist() == [[1, 0, 2], [0, 1, 2]]
+    assert data._sushi_subset(None, str(f), 3).table.tolist() == first.table.tolist()
+    f.write_text("4 1\n0 4 3 1 0 2\n0 4 0 1 2 3\n0 4 2 1 0 3\n")
+    assert data._sushi_subset(None, str(f), 3).table.tolist() == [[1, 0, 2], [0, 1, 2], [2, 1, 0]]
