@@ -6,6 +6,9 @@
  * 8-byte message m[i] (little-endian): the same bits as protocols/prf.py's numpy ``prf``.
  * SipHash: Aumasson & Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 2012.
  *
+ * ``olh_support(a, b, buckets, g, out)`` counts, for every value, the OLH reports whose hash of
+ * it is their bucket (protocols/mechanisms/olh.py's ``support_counts``, the same counts).
+ *
  * The loop over rows has no dependence between rows; where the compiler offers function
  * multi-versioning (GCC or Clang on x86-64 Linux) it is built for AVX-512, AVX2 and the base
  * instruction set, and the loader picks the best the CPU has.

@@ -203,8 +203,9 @@ class RankOLH(_FullDomain):
         if work > out["max_work"]:
             raise ParamError(f"[params] max_work: OLH decoding needs n · d! = {n} · "
                              f"{math.factorial(d)} = {work:.3g} hash evaluations, above "
-                             f"max_work = {out['max_work']:.3g} (about 10 s per 1e9); allowed: "
-                             "fewer agents or items, or a larger max_work")
+                             f"max_work = {out['max_work']:.3g} (about 0.2 s per 1e9 compiled, "
+                             "5 s with numpy); allowed: fewer agents or items, or a larger "
+                             "max_work")
         return out
 
 
