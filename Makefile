@@ -12,7 +12,8 @@ CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_
 .PHONY: demo test test-slow bench docs lint fmt clean
 
 $(STAMP): pyproject.toml simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
-		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c
+		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c \
+		protocols/_safaric.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,dask]'

@@ -6,6 +6,9 @@
  * 8-byte message m[i] (little-endian): the same bits as protocols/prf.py's numpy ``prf``.
  * SipHash: Aumasson & Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 2012.
  *
+ * ``olh_support(a, b, buckets, g, out)`` counts, for every value, the OLH reports whose hash of
+ * it is their bucket (protocols/mechanisms/olh.py's ``support_counts``, the same counts).
+ *
  * The loop over rows has no dependence between rows; where the compiler offers function
  * multi-versioning (GCC or Clang on x86-64 Linux) it is built for AVX-512, AVX2 and the base
  * instruction set, and the loader picks the best the CPU has.
@@ -257,6 +260,99 @@ static PyObject *keyed_rows(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* OLH's support counts (protocols/mechanisms/olh.py, ``OLH.support_counts``): for every value v
+ * in [0, domain), how many reports i have H_i(v) = y_i, where H_i(v) = ((((a_i v + b_i) mod 2^64)
+ * >> 32) g) >> 32. For X = x >> 32 < 2^32, (X g) >> 32 = y exactly when ceil(y 2^32 / g) <= X <
+ * ceil((y + 1) 2^32 / g), i.e. when (x - lo_i) mod 2^64 < wd_i with lo_i = ceil(y 2^32 / g) << 32
+ * and wd_i = (ceil((y + 1) 2^32 / g) - ceil(y 2^32 / g)) << 32 (wd_i = 0 for a bucket outside
+ * [0, g): it matches nothing). x_i steps by a_i from one value to the next (mod 2^64, the same
+ * number as the product). Counts are integers: the order of the sums does not matter. OLH_VALS
+ * values share one pass over the reports, whose loop the compiler vectorises. */
+#define OLH_VALS 8
+CLONES static void olh_counts(const uint64_t *a, uint64_t *x, const uint64_t *lo,
+                              const uint64_t *wd, Py_ssize_t n, Py_ssize_t domain,
+                              int64_t *counts)
+{
+    Py_ssize_t v = 0;
+    for (; v + OLH_VALS <= domain; v += OLH_VALS) {
+        uint64_t c[OLH_VALS] = {0};
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t xi = x[i], ai = a[i], li = lo[i], wi = wd[i];
+            for (int j = 0; j < OLH_VALS; j++) {
+                c[j] += (xi - li) < wi;
+                xi += ai;
+            }
+            x[i] = xi;
+        }
+        for (int j = 0; j < OLH_VALS; j++)
+            counts[v + j] = (int64_t)c[j];
+    }
+    for (; v < domain; v++) {
+        uint64_t c = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            c += (x[i] - lo[i]) < wd[i];
+            x[i] += a[i];
+        }
+        counts[v] = (int64_t)c;
+    }
+}
+
+static PyObject *olh_support(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *a_o, *b_o, *y_o, *out_o;
+    unsigned long long g;
+    if (!PyArg_ParseTuple(args, "OOOKO", &a_o, &b_o, &y_o, &g, &out_o))
+        return NULL;
+    if (g < 2 || g > (1ULL << 31)) {
+        PyErr_Format(PyExc_ValueError, "olh_support: g must be in [2, 2^31], got %llu", g);
+        return NULL;
+    }
+    Py_buffer b[4];
+    PyObject *objs[4] = {a_o, b_o, y_o, out_o};
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &b[got],
+                               PyBUF_C_CONTIGUOUS | (got == 3 ? PyBUF_WRITABLE : 0)) < 0)
+            break;
+    uint64_t *work = NULL;
+    if (got == 4) {
+        Py_ssize_t n = b[0].len / 8;
+        if (b[0].len % 8 || b[1].len != b[0].len || b[2].len != b[0].len || b[3].len % 8
+                || !aligned8(&b[0]) || !aligned8(&b[1]) || !aligned8(&b[2]) || !aligned8(&b[3])) {
+            PyErr_SetString(PyExc_ValueError, "olh_support: a, b, buckets (one length) and out "
+                            "must be aligned 64-bit arrays");
+        } else if ((work = PyMem_Malloc((size_t)(n > 0 ? n : 1) * 24)) == NULL) {
+            PyErr_NoMemory();
+        } else {
+            const uint64_t *ab = b[0].buf, *bb = b[1].buf;
+            const int64_t *yb = b[2].buf;
+            uint64_t *x = work, *lo = work + n, *wd = work + 2 * n;
+            Py_BEGIN_ALLOW_THREADS
+            for (Py_ssize_t i = 0; i < n; i++) {
+                x[i] = bb[i];
+                if (yb[i] < 0 || (uint64_t)yb[i] >= g) {
+                    lo[i] = 0;
+                    wd[i] = 0;
+                } else {
+                    uint64_t y = (uint64_t)yb[i];
+                    uint64_t l = ((y << 32) + g - 1) / g, h = (((y + 1) << 32) + g - 1) / g;
+                    lo[i] = l << 32;
+                    wd[i] = (h - l) << 32;
+                }
+            }
+            olh_counts(ab, x, lo, wd, n, b[3].len / 8, (int64_t *)b[3].buf);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    PyMem_Free(work);
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"keyed_rows", keyed_rows, METH_VARARGS,
      "keyed_rows(k0, k1, tag, out): out[i] = SipHash-2-4 under key (k0[i], k1[i]) of the "
@@ -268,6 +364,10 @@ static PyMethodDef methods[] = {
     {"siphash_words", siphash_words, METH_VARARGS,
      "siphash_words(k0, k1, m, out): out[i] = SipHash-2-4 under key (k0[i], k1[i]) of the "
      "8-byte word m[i], for uint64 buffers (k0, k1 of length 1: one key for every row)."},
+    {"olh_support", olh_support, METH_VARARGS,
+     "olh_support(a, b, buckets, g, out): out[v] = #{i: ((((a[i] v + b[i]) mod 2^64) >> 32) g) "
+     ">> 32 = buckets[i]} for v in [0, len(out)): OLH's support counts (protocols/mechanisms/"
+     "olh.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,8 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.mechanisms.grr import GRR
 from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
+
+from ldpsim import environment
+
+#: the transform in use: compiled (``protocols/_safaric.c``) or numpy, the same bits;
+#: ``LDPSIM_ORDERED=numpy`` chooses numpy
+FWHT = Accelerator.load("Walsh-Hadamard transform", "ldpsim.protocols._safaric",
+                        environment.ORDERED, "protocols/_safaric.c")
 
 
 def order(k: int) -> int:
@@ -47,9 +55,14 @@ def entry(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def fwht(a: np.ndarray) -> np.ndarray:
-    """Unnormalised fast Walsh–Hadamard transform (Sylvester order) of a power-of-two vector."""
+    """Unnormalised fast Walsh–Hadamard transform (Sylvester order) of a power-of-two vector
+    (Harmony's decoding, Nguyen et al., 2016): compiled where it was built (``FWHT``, in place,
+    the same sums and differences), else level by level in numpy."""
     x = np.array(a, dtype=float)
     n = len(x)
+    if FWHT.module is not None and x.ndim == 1 and n and not n & (n - 1):
+        FWHT.module.fwht(x)
+        return x
     h = 1
     while h < n:
         y = x.reshape(-1, 2, h)

@@ -14,8 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.mechanisms.grr import GRR
 from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy, largest
+
+from ldpsim import environment
+
+#: the support counts in use: compiled (``protocols/_prfc.c``, ``olh_support``: one pass over
+#: the reports for a few values at a time) or numpy, the same counts; ``LDPSIM_RNG=numpy``
+#: chooses numpy
+SUPPORT = Accelerator.load("OLH support counts", "ldpsim.protocols._prfc", environment.RNG,
+                           "protocols/_prfc.c")
 
 SEED_BITS = 32
 _S32 = np.uint64(32)
@@ -89,10 +98,13 @@ class OLH:
 
     def support_counts(self, seeds: np.ndarray, buckets: np.ndarray, domain: int,
                        chunk: int = 1 << 16) -> np.ndarray:
-        """C(v) = #{reports with H_seed(v) = bucket} for every v in [0, domain):
-        O(n · domain) work in cache-sized blocks of about ``chunk`` hashes (rows of reports
+        """C(v) = #{reports with H_seed(v) = bucket} for every v in [0, domain) (the support
+        of Wang et al., 2017, §4.4): O(n · domain) work. Compiled where it was built (the
+        same counts); else in cache-sized blocks of about ``chunk`` hashes (rows of reports
         times values), each hashed in place (``hash_values``' arithmetic, its multipliers
         computed once per report)."""
+        if SUPPORT.module is not None:
+            return _support_compiled(seeds, buckets, domain, self.g)
         g = np.uint64(self.g)
         s = np.asarray(seeds, dtype=np.uint64)
         # a bucket outside [0, g) matches nothing (a negative one wraps above g)
@@ -136,3 +148,20 @@ class OLH:
         p, q = self.p, self.q
         f = np.asarray(f, dtype=float)
         return (f * p * (1 - p) + (1 - f) * q * (1 - q)) / (n * (p - q) ** 2)
+
+
+def _support_compiled(seeds: np.ndarray, buckets: np.ndarray, domain: int, g: int
+                      ) -> np.ndarray:
+    """``OLH.support_counts`` by the compiled kernel (``_prfc.olh_support``): the same counts."""
+    s = np.asarray(seeds, dtype=np.uint64)
+    ys = np.ascontiguousarray(buckets, dtype=np.int64)
+    if ys.shape != s.shape or s.ndim != 1:
+        raise ValueError(f"OLH support: seeds and buckets must be two vectors of one length, "
+                         f"got {s.shape} and {ys.shape}")
+    counts = np.zeros(domain, dtype=np.int64)
+    if len(s) == 0 or domain == 0:
+        return counts
+    mul = np.ascontiguousarray(rngm.mix(s ^ _HA) | np.uint64(1))
+    add = np.ascontiguousarray(rngm.mix(s ^ _HB))
+    SUPPORT.module.olh_support(mul, add, ys, g, counts)
+    return counts

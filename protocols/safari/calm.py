@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from ldpsim.protocols.safari import rules
+from ldpsim.protocols.safari import perm, rules
 from ldpsim.protocols.safari.lade import joint_to_square, project_simplex
 
 
@@ -57,12 +57,19 @@ def ipf_triple(p_ab: np.ndarray, p_ac: np.ndarray, p_bc: np.ndarray, iters: int 
                tol: float = 1e-9) -> np.ndarray:
     """Maximum-entropy 3-D table T[a, b, c] over distinct ranks with the three given 2-D
     marginals, by iterative proportional fitting from the uniform table (stops when every
-    marginal is within ``tol`` or after ``iters`` sweeps)."""
+    marginal is within ``tol`` or after ``iters`` sweeps). The sweeps run compiled where they
+    were built (``perm.RANKINGS``: numpy's products, quotients and sums in numpy's order)."""
     d = len(p_ab)
     idx = np.arange(d)
     valid = ((idx[:, None, None] != idx[None, :, None]) & (idx[:, None, None] != idx[None, None, :])
              & (idx[None, :, None] != idx[None, None, :]))
     T = valid / valid.sum()
+    if perm.RANKINGS.module is not None:
+        T = np.ascontiguousarray(T)
+        perm.RANKINGS.module.ipf_triple(T, *(np.ascontiguousarray(p, dtype=np.float64)
+                                             for p in (p_ab, p_ac, p_bc)), d, iters, tol)
+        s = T.sum()
+        return T / s if s > 0 else valid / valid.sum()
 
     def fit(cur: np.ndarray, target: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -126,11 +133,15 @@ def maxent_rankings(joints: np.ndarray, perm_pos: np.ndarray, iters: int = 20,
     Returns (distribution, collapsed). Noisy marginals projected onto the simplex have zero
     cells; IPF zeroes every ranking that uses one, and when the zero cells of different pairs
     cover all rankings no distribution fits: IPF then loses all mass and we return the uniform
-    distribution with ``collapsed = True``.
+    distribution with ``collapsed = True``. Compiled where it was built (``perm.RANKINGS``:
+    one pass per pair that applies the previous pair's ratio and sums the next marginal, each
+    product and sum as numpy makes it, in the same order).
     """
     n_pairs, d, _ = joints.shape
     pr = rules.pairs(d)
     f = np.full(len(perm_pos), 1.0 / len(perm_pos))
+    if perm.RANKINGS.module is not None and perm_pos.dtype == np.int8:
+        return _maxent_compiled(joints, np.ascontiguousarray(perm_pos), f, iters, tol)
     for _ in range(iters):
         change = 0.0
         for i, (a, b) in enumerate(pr):
@@ -141,6 +152,33 @@ def maxent_rankings(joints: np.ndarray, perm_pos: np.ndarray, iters: int = 20,
                 ratio = np.where(cur > 0, target / cur, 0.0)
             change = max(change, float(np.abs(cur - target).max()))
             f *= ratio[idx]
+        if not f.sum() > 0:
+            return np.full(len(f), 1.0 / len(f)), True
+        if change < tol:
+            break
+    return f / f.sum(), False
+
+
+def _maxent_compiled(joints: np.ndarray, pos: np.ndarray, f: np.ndarray, iters: int,
+                     tol: float) -> tuple[np.ndarray, bool]:
+    """``maxent_rankings`` by the compiled pass (``_safaric.ipf_pass``), the same bits: the
+    scaling by one pair's ratio and the next pair's marginal share a pass over the rankings."""
+    kernel = perm.RANKINGS.module
+    d = joints.shape[1]
+    pr = [(int(a), int(b)) for a, b in rules.pairs(d)]
+    for _ in range(iters):
+        change = 0.0
+        cur = np.zeros(d * d)
+        kernel.ipf_pass(pos, d, f, None, 0, 0, cur, *pr[0])
+        for i, (a, b) in enumerate(pr):
+            target = joints[i].ravel()
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.ascontiguousarray(np.where(cur > 0, target / cur, 0.0))
+            change = max(change, float(np.abs(cur - target).max()))
+            nxt = np.zeros(d * d) if i + 1 < len(pr) else None
+            kernel.ipf_pass(pos, d, f, ratio, a, b, nxt, *(pr[i + 1] if nxt is not None
+                                                           else (0, 0)))
+            cur = nxt
         if not f.sum() > 0:
             return np.full(len(f), 1.0 / len(f)), True
         if change < tol:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
@@ -95,19 +96,43 @@ def _take(table: np.ndarray, n: int | None) -> np.ndarray:
 
 
 def _sushi_subset(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:
-    full = read_soc(path) if path.endswith(".soc") else read_order(path)
+    file = resolve_path(path)
+    st = file.stat()
+    full = _read_rankings(path, str(file), st.st_size, st.st_mtime_ns)
     table = _take(subset_items(full, d), n)
     return TableRankings(kind="sushi_subset", n=len(table), d=d, table=table,
                          public=public_of(d, len(table)))
 
 
+@lru_cache(maxsize=4)
+def _read_rankings(path: str, file: str, size: int, mtime_ns: int) -> np.ndarray:
+    """The full rankings of a SUSHI file (``.soc`` or ``.order``), read-only: parsed once per
+    process for the same file (``size`` and ``mtime_ns`` key the cache), as a sweep's runs
+    each build their data set from it."""
+    full = read_soc(path) if path.endswith(".soc") else read_order(path)
+    full.setflags(write=False)
+    return full
+
+
 def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:
     """(rankings (n, d) of item indices 0..d-1, the d joke ids) from a Jester ratings CSV.
 
-    Accepts the long ``userId,jokeId,rating`` layout (header optional).
+    Accepts the long ``userId,jokeId,rating`` layout (header optional). A file read before in
+    this process (the same path, size and modification time) is not parsed again: a sweep's
+    runs share the parse.
     """
+    file = resolve_path(path)
+    st = file.stat()
+    table, jokes = _read_jester(path, str(file), st.st_size, st.st_mtime_ns, d)
+    return table.copy(), list(jokes)
+
+
+@lru_cache(maxsize=16)
+def _read_jester(path: str, file: str, size: int, mtime_ns: int, d: int
+                 ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``read_jester`` of the resolved ``file`` (``size`` and ``mtime_ns`` key the cache)."""
     ratings: dict[int, dict[int, float]] = defaultdict(dict)
-    with resolve_path(path).open(newline="") as fh:
+    with open(file, newline="") as fh:
         for no, row in enumerate(csv.reader(fh), start=1):
             if not row or (no == 1 and not row[0].strip().lstrip("-").isdigit()):
                 continue
@@ -128,7 +153,7 @@ def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:
             rows.append(sorted(range(d), key=lambda i: (-r[jokes[i]], i)))
     if not rows:
         raise ParamError(f"[data] d: no user rated all of the {d} most-rated jokes")
-    return np.asarray(rows, dtype=np.int16), jokes
+    return np.asarray(rows, dtype=np.int16), tuple(jokes)
 
 
 def _jester(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:

@@ -48,9 +48,16 @@ def s3_counts(pos: np.ndarray) -> np.ndarray:
 
 def distribution_marginals(f: np.ndarray, perm_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Q1, Q2) of a (possibly signed) weight vector f over the rankings whose positions are
-    ``perm_pos`` (all d! of them for the full-domain baselines)."""
+    ``perm_pos`` (all d! of them for the full-domain baselines). Compiled where it was built
+    (``perm.RANKINGS``: one pass, each cell summed in the same order as ``np.bincount``)."""
     d = perm_pos.shape[1]
     f = np.asarray(f, dtype=float)
+    kernel = perm.RANKINGS.module
+    if kernel is not None and perm_pos.dtype == np.int8 and len(f) == len(perm_pos):
+        pr = np.ascontiguousarray(rules.pairs(d), dtype=np.int64)
+        q1, q2 = np.zeros((d, d)), np.zeros((len(pr), d, d))
+        kernel.marginals(np.ascontiguousarray(perm_pos), d, np.ascontiguousarray(f), pr, q1, q2)
+        return q1, q2
     q1 = np.stack([np.bincount(perm_pos[:, i], weights=f, minlength=d) for i in range(d)])
     pr = rules.pairs(d)
     q2 = np.stack([np.bincount(perm_pos[:, a].astype(np.int64) * d + perm_pos[:, b], weights=f,
