@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.simulator.results.metrics import CHANCE, registry
+from ldpsim.simulator.results.plot_cache import figures_key, forget, kept, remember
 from ldpsim.simulator.results.plot_layout import (  # noqa: F401 - re-exported: plots.axis_label
     BOUND,
     Layout,
@@ -190,23 +191,36 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     list of Path
         The files written; ``[]`` when matplotlib is not installed or there is nothing to
         draw (no numeric setting with two values or more, e.g. a sweep of one point: then
-        matplotlib is not even imported).
+        matplotlib is not even imported). Figures this function already wrote into
+        ``out_dir`` from the same numbers, labels and spec, and left unchanged, are kept,
+        not drawn again (``plot_cache``: its ``FIGURES_FILE`` beside them says what they
+        were drawn from).
     """
     spec = spec or PlotSpec()
+    sweep = sweep_of(records, spec)
+    if sweep is None:
+        return []
+    out = Path(out_dir)
+    key = figures_key(sweep, spec)
+    paths = kept(out, key, spec.formats)
+    if paths is not None:  # already drawn from the same numbers, and intact
+        return paths
     try:
-        drawn = figures(records, spec)
+        mpl = _matplotlib()
     except PlotLibraryMissing:
         if note is not None:
             note(NO_MATPLOTLIB)
         return []
-    out = Path(out_dir)
-    paths: list[Path] = []
-    for stem, fig in drawn:
+    forget(out)
+    paths = []
+    for stem, fig in _draw(sweep, spec, mpl):
         out.mkdir(parents=True, exist_ok=True)
         for fmt in spec.formats:
             path = out / f"{stem}.{fmt}"
             fig.savefig(path, dpi=100 if fmt == "png" else "figure")
             paths.append(path)
+    if paths:
+        remember(out, key, spec.formats, paths)
     return paths
 
 
