@@ -190,7 +190,8 @@ def lay_out(fig: Any, title: str) -> None:
     title to the figure; a legend drawn beside the panels (``Figure.legend`` anchored at the
     figure's right edge) then gets a strip of its own: the figure is widened by the legend's
     width (and made taller, the panels centred, when the legend is taller than it), the
-    panels keeping their size and place.
+    panels keeping their size and place. The figure is left without a layout engine: saving
+    it draws it once.
 
     Parameters
     ----------
@@ -199,8 +200,12 @@ def lay_out(fig: Any, title: str) -> None:
     title : str
         The figure's title (``Figure.suptitle``), above the panels.
     """
+    from matplotlib.layout_engine import TightLayoutEngine
+
     text = fig.suptitle(title)
-    fig.tight_layout()
+    # tight_layout's placement, the engine left off the figure: ``Figure.tight_layout`` leaves
+    # a placeholder engine on it, and saving a figure with an engine draws it twice
+    TightLayoutEngine().execute(fig)
     if not fig.legends:
         return
     legend = fig.legends[0]
