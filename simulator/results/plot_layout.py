@@ -177,3 +177,47 @@ def layout_of(sweep: Sweep, spec: PlotSpec, axis: str) -> Layout:
                                      for a in label_keys) for p in points}
     return Layout(facet, panels, {id(p): _panels(p, facet_keys, panel_sets) if facet
                                    else [""] for p in points}, line_of, rank)
+
+
+#: the space kept between the panels and a legend drawn beside them, and around the legend
+#: where it reaches past the figure (inches)
+LEGEND_PAD = 0.1
+
+
+def lay_out(fig: Any, title: str) -> None:
+    """Place a figure's panels once, before it is saved as it is (no second, "tight" pass
+    when saving): ``tight_layout`` fits the panels, their labels, titles and the figure's
+    title to the figure; a legend drawn beside the panels (``Figure.legend`` anchored at the
+    figure's right edge) then gets a strip of its own: the figure is widened by the legend's
+    width (and made taller, the panels centred, when the legend is taller than it), the
+    panels keeping their size and place. The figure is left without a layout engine: saving
+    it draws it once.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        A figure with an Agg canvas, its panels drawn.
+    title : str
+        The figure's title (``Figure.suptitle``), above the panels.
+    """
+    from matplotlib.layout_engine import TightLayoutEngine
+
+    text = fig.suptitle(title)
+    # tight_layout's placement, the engine left off the figure: ``Figure.tight_layout`` leaves
+    # a placeholder engine on it, and saving a figure with an engine draws it twice
+    TightLayoutEngine().execute(fig)
+    if not fig.legends:
+        return
+    legend = fig.legends[0]
+    box = legend.get_window_extent(fig.canvas.get_renderer())
+    w, h = fig.get_size_inches()
+    need_w = box.width / fig.dpi + 2 * LEGEND_PAD
+    need_h = max(h, box.height / fig.dpi + 2 * LEGEND_PAD)
+    new_w, lift = w + need_w, (need_h - h) / 2
+    sp = fig.subplotpars
+    fig.set_size_inches(new_w, need_h)
+    fig.subplots_adjust(left=sp.left * w / new_w, right=sp.right * w / new_w,
+                        bottom=(sp.bottom * h + lift) / need_h, top=(sp.top * h + lift) / need_h)
+    legend.set_bbox_to_anchor((w / new_w, 0.5), transform=fig.transFigure)
+    x, y = text.get_position()  # centred over the panels, not the panels and the legend
+    text.set_position((x * w / new_w, 1.0 - (1.0 - y) * h / need_h))

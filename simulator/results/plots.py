@@ -24,11 +24,13 @@ from typing import Any
 
 import numpy as np
 from ldpsim.simulator.results.metrics import CHANCE, registry
+from ldpsim.simulator.results.plot_cache import figures_key, forget, kept, remember
 from ldpsim.simulator.results.plot_layout import (  # noqa: F401 - re-exported: plots.axis_label
     BOUND,
     Layout,
     Sweep,
     axis_label,
+    lay_out,
     layout_of,
     point_line,
     sweep_of,
@@ -50,6 +52,9 @@ CHANCE_LABEL = "chance: guessing (dotted)"
 MARKERS = "osD^vP*Xh<>p"
 #: how far the cost figures move each line sideways, as a fraction of the x range (``_dodge``)
 DODGE = 0.012
+#: where a panel's title sits: on its top edge (given, so matplotlib does not look for
+#: decorations above each panel, which none has, every time the figure is measured or drawn)
+TITLE_Y = 1.0
 #: what installs the figures' library (pyproject.toml's extra)
 PLOT_INSTALL = "pip install 'ldpsim[plot]'"
 #: the one line ``ldpsim run`` and ``ldpsim summary --plots`` print without it
@@ -186,23 +191,36 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     list of Path
         The files written; ``[]`` when matplotlib is not installed or there is nothing to
         draw (no numeric setting with two values or more, e.g. a sweep of one point: then
-        matplotlib is not even imported).
+        matplotlib is not even imported). Figures this function already wrote into
+        ``out_dir`` from the same numbers, labels and spec, and left unchanged, are kept,
+        not drawn again (``plot_cache``: its ``FIGURES_FILE`` beside them says what they
+        were drawn from).
     """
     spec = spec or PlotSpec()
+    sweep = sweep_of(records, spec)
+    if sweep is None:
+        return []
+    out = Path(out_dir)
+    key = figures_key(sweep, spec)
+    paths = kept(out, key, spec.formats)
+    if paths is not None:  # already drawn from the same numbers, and intact
+        return paths
     try:
-        drawn = figures(records, spec)
+        mpl = _matplotlib()
     except PlotLibraryMissing:
         if note is not None:
             note(NO_MATPLOTLIB)
         return []
-    out = Path(out_dir)
-    paths: list[Path] = []
-    for stem, fig in drawn:
+    forget(out)
+    paths = []
+    for stem, fig in _draw(sweep, spec, mpl):
         out.mkdir(parents=True, exist_ok=True)
         for fmt in spec.formats:
             path = out / f"{stem}.{fmt}"
-            fig.savefig(path, dpi=100 if fmt == "png" else "figure", bbox_inches="tight")
+            fig.savefig(path, dpi=100 if fmt == "png" else "figure")
             paths.append(path)
+    if paths:
+        remember(out, key, spec.formats, paths)
     return paths
 
 
@@ -387,7 +405,7 @@ def _draw_panel(ax: Any, look: _Look, layout: Layout, series: _Series, panel: st
         handle = ax.axhline(CHANCE, linestyle=":", color="0.4", linewidth=1)
         legend.setdefault(CHANCE_LABEL, ((10**6 + 1,), True, handle))
     if layout.facet:
-        ax.set_title(_panel_title(panel), fontsize="medium")
+        ax.set_title(_panel_title(panel), fontsize="medium", y=TITLE_Y)
     ax.grid(True, alpha=0.3)
 
 
@@ -420,8 +438,7 @@ def _metric_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
     _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
             f"{axis_label(spec.hue)} ({_band_text(series)})", axis_label(axis),
             axis_label(metric))
-    fig.suptitle(_title(metric, axis))
-    fig.tight_layout()
+    lay_out(fig, _title(metric, axis))
     return fig
 
 
@@ -498,8 +515,7 @@ def _dropout_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]
     _finish(fig, grid, 1, handles, [h.get_label() for h in handles],
             f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(DROPOUT),
             axis_label(metric))
-    fig.suptitle(_title(metric, DROPOUT))
-    fig.tight_layout()
+    lay_out(fig, _title(metric, DROPOUT))
     return fig
 
 
@@ -559,7 +575,7 @@ def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) 
                 ax.fill_between(xs, np.maximum(ys - hs, 0.0), ys + hs, color=color, alpha=0.18,
                                 linewidth=0)
         ax.set_title(axis_label(cost).removesuffix(" (B)").removesuffix(" (bits)"),
-                     fontsize="medium")
+                     fontsize="medium", y=TITLE_Y)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
     labels = [str(p) for p in protocols if str(p) in handles]
@@ -567,6 +583,5 @@ def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) 
             "protocol (band: 95% CI over runs)", axis_label("round"), "")
     for ax, (_, _, ylabel) in zip(axes, ROUND_PANELS, strict=True):
         ax.set_ylabel(ylabel)
-    fig.suptitle("wire bytes and report bits per agent by round")
-    fig.tight_layout()
+    lay_out(fig, "wire bytes and report bits per agent by round")
     return fig

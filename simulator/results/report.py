@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.results.metrics import CHANCE, describe
+from ldpsim.simulator.results.plot_cache import figures_key, kept
+from ldpsim.simulator.results.plot_layout import sweep_of
+from ldpsim.simulator.results.plot_spec import PlotSpec
 from ldpsim.simulator.results.plots import axis_label, plot
 from ldpsim.simulator.results.published import check_published, compare
 from ldpsim.simulator.results.store import FINGERPRINT_FILE, RESULTS_FILE, is_degraded, usable
@@ -182,11 +185,15 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
             "a header for its definition.</p>" + _table(head, body, numeric) + note)
 
 
-def _figures_section(spec: Any, records: list[dict[str, Any]]) -> str:
+def _figures_section(out: Path, spec: Any, records: list[dict[str, Any]]) -> str:
+    """The figures, embedded: the PNGs ``ldpsim run`` wrote into ``out`` when they were drawn
+    from these records' numbers (``plot_cache``), else drawn here."""
+    spec = replace(spec or PlotSpec(), formats=("png",))
+    sweep = sweep_of(records, spec)
     with tempfile.TemporaryDirectory(prefix="ldpsim-report-") as tmp:
-        if spec is not None:
-            spec = replace(spec, formats=("png",))
-        paths = plot(tmp, records, spec)
+        paths = [] if sweep is None else kept(out, figures_key(sweep, spec), spec.formats)
+        if paths is None:
+            paths = plot(tmp, records, spec)
         out = []
         for p in paths:
             data = base64.b64encode(p.read_bytes()).decode("ascii")
@@ -324,7 +331,7 @@ def page(out_dir: str | Path, every: list[dict[str, Any]], name: str,
     sections = [
         ("Scenario", scenario),
         ("Summary", _summary_section(records, protocols)),
-        ("Figures", _figures_section(spec, records) if figures else NO_FIGURES),
+        ("Figures", _figures_section(out, spec, records) if figures else NO_FIGURES),
         ("Cost per round", _per_round_section(records)),
         ("What the coalition learned", _leakage_section(records)),
     ]
