@@ -39,12 +39,17 @@ class Accelerator:
         self.module = None if os.environ.get(env) == "numpy" else built
 
     @classmethod
-    def load(cls, what: str, module: str, env: str, source: str) -> Accelerator:
+    def load(cls, what: str, module: str, env: str, source: str,
+             needs: tuple[str, ...] = ()) -> Accelerator:
         """The accelerator of the extension ``module`` (dotted name), None inside where the
-        install did not build it."""
+        install did not build it, or built it from an older source that lacks one of the
+        functions ``needs`` (a checkout updated without installing again: numpy does the
+        work, the same bits, until it is)."""
         try:
             built = importlib.import_module(module)
         except ImportError:  # pragma: no cover - depends on the install
+            built = None
+        if built is not None and not all(hasattr(built, f) for f in needs):
             built = None
         return cls(what, built, env, source)
 

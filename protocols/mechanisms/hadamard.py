@@ -22,7 +22,7 @@ from ldpsim import environment
 #: the transform in use: compiled (``protocols/_safaric.c``) or numpy, the same bits;
 #: ``LDPSIM_ORDERED=numpy`` chooses numpy
 FWHT = Accelerator.load("Walsh-Hadamard transform", "ldpsim.protocols._safaric",
-                        environment.ORDERED, "protocols/_safaric.c")
+                        environment.ORDERED, "protocols/_safaric.c", needs=("fwht",))
 
 
 def order(k: int) -> int:

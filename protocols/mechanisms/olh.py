@@ -24,7 +24,7 @@ from ldpsim import environment
 #: the reports for a few values at a time) or numpy, the same counts; ``LDPSIM_RNG=numpy``
 #: chooses numpy
 SUPPORT = Accelerator.load("OLH support counts", "ldpsim.protocols._prfc", environment.RNG,
-                           "protocols/_prfc.c")
+                           "protocols/_prfc.c", needs=("olh_support",))
 
 SEED_BITS = 32
 _S32 = np.uint64(32)

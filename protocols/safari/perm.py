@@ -27,7 +27,8 @@ from ldpsim import environment
 #: compiled (``protocols/_safaric.c``) or numpy, the same bits; ``LDPSIM_ORDERED=numpy`` chooses
 #: numpy
 RANKINGS = Accelerator.load("passes over all rankings", "ldpsim.protocols._safaric",
-                            environment.ORDERED, "protocols/_safaric.c")
+                            environment.ORDERED, "protocols/_safaric.c",
+                            needs=("ipf_triple", "ipf_pass", "marginals"))
 
 
 def positions(rankings: np.ndarray) -> np.ndarray:

@@ -33,3 +33,19 @@ def test_the_environment_variable_chooses_numpy(monkeypatch):
     monkeypatch.setenv("LDPSIM_TEST_ACCEL", "compiled")
     assert accel.Accelerator("mixer", rng, "LDPSIM_TEST_ACCEL", "x.c").module is rng
     assert accel.Accelerator.load("mixer", "ldpsim.no_such_module", "X", "x.c").built is None
+
+
+def test_a_build_older_than_its_source_is_not_used(monkeypatch):
+    """An extension built from an older source (a checkout updated without installing again)
+    lacks a function the code now calls: it is not used, numpy does the work."""
+    import types
+
+    from ldpsim.protocols import accel
+
+    old = types.ModuleType("old_build")
+    old.siphash = lambda *a: None
+    monkeypatch.setattr(accel.importlib, "import_module", lambda name: old)
+    stale = accel.Accelerator.load("support", "x", "LDPSIM_NONE", "x.c", needs=("olh_support",))
+    assert stale.built is None and stale.name() == "numpy"
+    fresh = accel.Accelerator.load("hash", "x", "LDPSIM_NONE", "x.c", needs=("siphash",))
+    assert fresh.built is old and fresh.name() == "compiled"
