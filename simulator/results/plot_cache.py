@@ -6,6 +6,11 @@ matplotlib version that drew them) and each file with its SHA-256. Whoever needs
 figures again (``ldpsim report``, ``ldpsim summary --plots``, a resumed ``ldpsim reproduce``)
 takes the files (``kept``) when the key is theirs and every file is intact, and draws them
 anew otherwise: a figure is never reused for other numbers, nor after its file was changed.
+
+The report shows only what a directory's proven records say, and ``figures.json`` proves
+nothing (whoever can write the directory can swap a figure and its digest): it embeds only the
+files this process drew itself (``kept(..., drawn_here=True)``), as ``ldpsim reproduce`` writes
+each scenario's report right after its runs and figures. ``ldpsim report DIR`` draws anew.
 """
 
 from __future__ import annotations
@@ -73,14 +78,20 @@ def figures_key(sweep: Sweep, spec: PlotSpec) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: the figures this process drew (``remember``): file -> its SHA-256
+_DRAWN: dict[str, str] = {}
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def kept(out_dir: str | Path, key: str, formats: tuple[str, ...]) -> list[Path] | None:
+def kept(out_dir: str | Path, key: str, formats: tuple[str, ...], drawn_here: bool = False
+         ) -> list[Path] | None:
     """The figures in ``formats`` that ``plots.plot`` wrote into ``out_dir`` from what
     ``key`` stands for, in the order it wrote them; None when it wrote none for that key or
-    not in every one of the formats, or when a file is missing or was changed since."""
+    not in every one of the formats, or when a file is missing or was changed since. With
+    ``drawn_here``, only files this process drew, unchanged since, count."""
     out = Path(out_dir)
     try:
         stored = json.loads((out / FIGURES_FILE).read_text(encoding="utf-8"))
@@ -96,6 +107,8 @@ def kept(out_dir: str | Path, key: str, formats: tuple[str, ...]) -> list[Path] 
             continue
         if not path.is_file() or _digest(path) != digest:
             return None
+        if drawn_here and _DRAWN.get(str(path.resolve())) != digest:
+            return None
         paths.append(path)
     return paths
 
@@ -109,6 +122,8 @@ def remember(out_dir: str | Path, key: str, formats: tuple[str, ...], paths: lis
              ) -> None:
     """Record that ``paths`` (in ``out_dir``) are the figures of ``key`` in ``formats``."""
     files: list[Any] = [[p.name, _digest(p)] for p in paths]
+    for p, (_, digest) in zip(paths, files, strict=True):
+        _DRAWN[str(p.resolve())] = digest
     record = {"key": key, "formats": list(formats), "files": files}
     (Path(out_dir) / FIGURES_FILE).write_text(json.dumps(record, indent=1) + "\n",
                                               encoding="utf-8")

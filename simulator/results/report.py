@@ -186,12 +186,13 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
 
 
 def _figures_section(out: Path, spec: Any, records: list[dict[str, Any]]) -> str:
-    """The figures, embedded: the PNGs ``ldpsim run`` wrote into ``out`` when they were drawn
-    from these records' numbers (``plot_cache``), else drawn here."""
+    """The figures, embedded: the PNGs this process drew into ``out`` from these records'
+    numbers (``plot_cache``: ``ldpsim reproduce``'s run then report), else drawn here."""
     spec = replace(spec or PlotSpec(), formats=("png",))
     sweep = sweep_of(records, spec)
     with tempfile.TemporaryDirectory(prefix="ldpsim-report-") as tmp:
-        paths = [] if sweep is None else kept(out, figures_key(sweep, spec), spec.formats)
+        paths = [] if sweep is None else kept(out, figures_key(sweep, spec), spec.formats,
+                                              drawn_here=True)
         if paths is None:
             paths = plot(tmp, records, spec)
         out = []

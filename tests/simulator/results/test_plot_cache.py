@@ -1,6 +1,6 @@
-"""Figures drawn once: ``ldpsim report`` embeds the PNGs ``ldpsim run`` wrote (not drawn again)
-when they were drawn from the same numbers, and draws anew when the numbers, the spec or a file
-changed; each figure laid out in one pass keeps its panels, titles, labels and legend."""
+"""Figures drawn once: a report embeds the PNGs its own process drew (not drawn again) from the
+same numbers, and draws anew when the numbers, the spec or a file changed, or when another
+process wrote them; each figure laid out in one pass keeps its panels, titles, labels and legend."""
 
 from __future__ import annotations
 
@@ -97,16 +97,18 @@ def test_the_report_embeds_the_figures_plot_wrote(tmp_path: Path,
     assert len(drawn) == 2 and _embedded(text)[0] != paths[0].read_bytes()
 
 
-def test_ldpsim_report_reuses_the_figures_of_ldpsim_run(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch
-                                                        ) -> None:
-    """The records ``ldpsim run`` draws from and those its report reads give one key: the
-    report of a run's directory draws nothing."""
+def test_the_report_reuses_the_figures_its_own_process_drew(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The records a run draws from and those its report reads give one key: a report written
+    by the process that ran the sweep (``ldpsim reproduce``) draws nothing; ``ldpsim report``
+    of a directory another process wrote draws its figures anew (the forgery test)."""
     pytest.importorskip("matplotlib")
+    from ldpsim.simulator.cli import main
+
     out = tmp_path / "r"
-    subprocess.run([sys.executable, "-m", "ldpsim", "run", "demo", "--out", str(out), "-q",
-                    "--no-progress", "--set", "runtime.backend=inproc", "--set", "data.n=60",
-                    "--set", "repeats=2"], check=True, capture_output=True, timeout=300)
+    assert main(["run", "demo", "--out", str(out), "-q", "--no-progress", "--set",
+                 "runtime.backend=inproc", "--set", "data.n=60", "--set", "repeats=2"]) == 0
     files = json.loads((out / FIGURES_FILE).read_text())["files"]
     assert files and all((out / name).is_file() for name, _ in files)
     drawn = _counting(monkeypatch)
@@ -145,3 +147,27 @@ def test_a_figure_laid_out_once_keeps_its_panels_labels_and_legend(tmp_path: Pat
 
     rows, cols = imread(path).shape[:2]  # saved as laid out: not cropped, not grown
     assert abs(rows - height * 100) <= 1 and abs(cols - width * 100) <= 1
+
+
+def test_attack_a_forged_figure_with_its_record_is_not_embedded(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """Whoever can write a results directory swaps a figure and updates ``figures.json`` to
+    match: the report, which shows only what the directory's proven records say, draws its
+    figures from those records and embeds none of the directory's files."""
+    pytest.importorskip("matplotlib")
+    from ldpsim.simulator.results import plot_cache
+
+    out = tmp_path / "r"
+    subprocess.run([sys.executable, "-m", "ldpsim", "run", "demo", "--out", str(out), "-q",
+                    "--no-progress", "--set", "runtime.backend=inproc", "--set", "data.n=60",
+                    "--set", "repeats=2"], check=True, capture_output=True, timeout=300)
+    stored = json.loads((out / FIGURES_FILE).read_text())
+    name = stored["files"][0][0]
+    forged = (out / name).read_bytes()[:-16] + b"FORGED-FIGURE..."
+    (out / name).write_bytes(forged)
+    stored["files"][0][1] = plot_cache._digest(out / name)
+    (out / FIGURES_FILE).write_text(json.dumps(stored))
+    drawn = _counting(monkeypatch)
+    text = reporting.page(out)
+    assert drawn and b"FORGED-FIGURE" not in b"".join(_embedded(text))
