@@ -105,15 +105,17 @@ class SyntheticAnswers(AnswerData):
             # per-worker draws: which tasks (the k smallest of n uniforms), and the noise
             mine = own[s:s + step]
             pick = rngm.uniform(mine, blk, 0, self.tasks)
-            z = special.ndtri(rngm.uniform(mine, blk, 1, self.tasks))
+            u = rngm.uniform(mine, blk, 1, self.tasks)
             chosen = np.argpartition(pick, k - 1, axis=1)[:, :k] if k < self.tasks else None
-            vals = np.clip(np.rint(mu[None, :] + sigma[s:s + len(blk), None] * z), 0,
-                           self.levels - 1)
+            # the answer model on the answered cells only (elementwise: the same values)
+            z = special.ndtri(u if chosen is None else np.take_along_axis(u, chosen, axis=1))
+            m = mu[None, :] if chosen is None else mu[chosen]
+            vals = np.clip(np.rint(m + sigma[s:s + len(blk), None] * z), 0, self.levels - 1)
             if chosen is None:
                 out[s:s + len(blk)] = vals
             else:
                 r = np.arange(len(blk))[:, None]
-                out[s + r, chosen] = vals[r, chosen]
+                out[s + r, chosen] = vals
         return out
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols import ordered
-from ldpsim.protocols.truth.sparse import SPARSE_FILL, SparseAnswers, _Dense
+from ldpsim.protocols.truth.sparse import SPARSE_FILL, DenseAnswers, SparseAnswers
 
 #: Default convergence tolerance on max_j |mu_j(t) - mu_j(t-1)| (answer units).
 TOL = 1e-6
@@ -112,7 +112,7 @@ def truths(x0: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
     return _finish_truths(ordered.matmul(q, x0), ordered.matmul(q, w))
 
 
-def _truths(ops: _Dense | SparseAnswers, q: np.ndarray) -> np.ndarray:
+def _truths(ops: DenseAnswers | SparseAnswers, q: np.ndarray) -> np.ndarray:
     """``truths`` on the operands of ``_operands`` (the same sums, the same bits)."""
     return _finish_truths(ops.quality_times_answers(q), ops.quality_times_mask(q))
 
@@ -125,7 +125,7 @@ def _finish_truths(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), fallback)
 
 
-def _operands(answers: np.ndarray | SparseAnswers) -> _Dense | SparseAnswers:
+def _operands(answers: np.ndarray | SparseAnswers) -> DenseAnswers | SparseAnswers:
     """The answers in the form Algorithm 1 runs on fastest: their answered cells when at most
     ``SPARSE_FILL`` of the cells are answered, else the dense matrix."""
     if isinstance(answers, SparseAnswers):
@@ -134,7 +134,7 @@ def _operands(answers: np.ndarray | SparseAnswers) -> _Dense | SparseAnswers:
     mask = np.isfinite(x)
     if x.size and np.count_nonzero(mask) <= SPARSE_FILL * x.size:
         return SparseAnswers.from_dense(x, mask)
-    return _Dense(x, mask)
+    return DenseAnswers(x, mask)
 
 
 def mae(estimate: np.ndarray, truth: np.ndarray) -> float:

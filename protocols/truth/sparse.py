@@ -1,5 +1,6 @@
 """Answer matrices as Algorithm 1 (Sun et al., 2018, §II-B, Eq. 1-2) reads them: the answered
-cells only (``SparseAnswers``), or the dense matrix (``_Dense``) when most cells are answered.
+cells only (``SparseAnswers``), or the dense matrix (``DenseAnswers``) when most cells are
+answered.
 
 Crowdsourcing answers are sparse (AdultContent: 825 workers × 11,040 tasks, 1% answered), and
 every round of Algorithm 1 is four sums over each worker's or each task's answers. On the
@@ -111,16 +112,28 @@ def _starts(keys: np.ndarray, segments: int) -> np.ndarray:
         np.int64)
 
 
-class _Dense:
-    """The dense operands of Algorithm 1: answers with NULL as 0 (``x0``) and the 0/1 mask
-    ``w``; a fully answered matrix (LP's and MF's reports) sums its mask once."""
+class DenseAnswers:
+    """The dense operands of Algorithm 1 (Eq. 1-2): answers with NULL as 0 (``x0``) and the
+    0/1 mask ``w``; a fully answered matrix (LP's and MF's reports) sums its mask once.
+
+    Parameters
+    ----------
+    x : ndarray, shape (m, n)
+        The answers.
+    mask : ndarray of bool, shape (m, n)
+        Their answered (finite) cells.
+    """
 
     def __init__(self, x: np.ndarray, mask: np.ndarray) -> None:
         self.shape = x.shape
         self.full = bool(mask.all())
-        self.x0 = np.where(mask, x, 0.0)
-        self.w = mask.astype(np.float64)
-        self.counts = self.w.sum(axis=1)
+        if self.full:  # no NULL: x itself, and n answers per worker (w.sum's exact count)
+            self.x0, self.w = x, None
+            self.counts = np.full(x.shape[0], float(x.shape[1]))
+        else:
+            self.x0 = np.where(mask, x, 0.0)
+            self.w = mask.astype(np.float64)
+            self.counts = self.w.sum(axis=1)
 
     def squares(self) -> np.ndarray:
         return (self.x0 * self.x0).sum(axis=1)
