@@ -164,3 +164,89 @@ def test_segment_sums_rejects_bad_layout():
         ordered.segment_sums(np.ones(2), np.array([0, 5]), np.array([0, 2]), 5)
     with pytest.raises(ValueError):
         ordered.segment_sums(np.ones(2), np.array([0, 1]), np.array([0, 1]), 5)
+
+
+# --------------------------------------------------------------------------- the protocols' inputs
+
+
+def _sparse_rows(rng: np.random.Generator, m: int, n: int, levels: int, fill: float):
+    x = np.where(rng.random((m, n)) < fill, rng.integers(0, levels, (m, n)), np.nan)
+    x[0] = np.nan  # a worker without answers
+    x[:, 1] = np.nan  # a task nobody answered
+    return x
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 3.0, 8.0])
+def test_rr_and_two_layer_reports(epsilon):
+    """RR and the 2-Layer mechanism report NULL for most NULLs at a large ε: sparse input."""
+    from ldpsim.protocols.truth import mechanisms as tm
+
+    rng = np.random.default_rng(int(epsilon * 10))
+    levels, m, n = 4, 300, 700
+    codes = tm.to_codes(_sparse_rows(rng, m, n, levels, 0.02), levels)
+    for reports in (tm.rr_perturb(codes, rng.random((m, n)), levels, epsilon),
+                    tm.TwoLayer(levels, epsilon, 0.5).perturb(codes, rng.random(m),
+                                                              rng.random((m, n)))):
+        x = tm.from_codes(reports, levels)
+        want = _dense_reference(x, max_iter=200)
+        _same(infer_truth(x, max_iter=200), want)
+        _same(infer_truth(SparseAnswers.from_dense(x), max_iter=200), want)
+
+
+def test_mf_and_lp_reports_dense():
+    """MF's reports u_i V and LP's are finite in every cell: the dense form, mask summed once."""
+    from ldpsim.protocols.truth import mf
+
+    rng = np.random.default_rng(4)
+    levels, m, n, d = 5, 150, 260, 6
+    rows = _sparse_rows(rng, m, n, levels, 0.05)
+    v = mf.task_profiles(rng, d, n)
+    eta = rng.laplace(0.0, levels / 1.0, (m, d))
+    uv = mf.reconstruct(mf.solve_profiles(rows, v, eta, 1.0), v)
+    lp = np.where(np.isnan(rows), rng.integers(0, levels, (m, n)), rows) + rng.laplace(
+        0.0, 5.0, (m, n))
+    for x in (uv, lp):
+        assert np.isfinite(x).all()
+        want = _dense_reference(x, max_iter=100)
+        _same(infer_truth(x, max_iter=100), want)
+        _same(infer_truth(SparseAnswers.from_dense(x), max_iter=100), want)
+
+
+def test_codes_round_trip_as_before():
+    from ldpsim.protocols.truth import mechanisms as tm
+
+    rng = np.random.default_rng(9)
+    rows = _sparse_rows(rng, 40, 60, 7, 0.3)
+    old = np.where(np.isnan(rows), 7, np.nan_to_num(rows)).astype(np.int64)
+    codes = tm.to_codes(rows, 7)
+    assert codes.dtype == np.int64 and np.array_equal(codes, old)
+    back = tm.from_codes(codes, 7)
+    assert np.array_equal(back, np.where(old == 7, np.nan, old).astype(np.float64),
+                          equal_nan=True)
+
+
+def test_synthetic_rows_as_the_dense_answer_model():
+    """The answer model on the chosen cells only gives the rows the model on every cell did."""
+    from ldpsim.protocols import DATA_KINDS
+    from ldpsim.protocols import rng as rngm
+    from scipy import special
+
+    for sparsity in (0.0, 0.5, 0.97):
+        ds = DATA_KINDS["crowd_synthetic"].build(
+            {"n": 300, "tasks": 90, "sparsity": sparsity}, keys=rngm.stream_key(3, "data"))
+        start, stop = 17, 300
+        ids = np.arange(start, stop)
+        own = ds.keys.range(start, stop)
+        k = ds.answered()
+        pick = rngm.uniform(own, ids, 0, ds.tasks)
+        z = special.ndtri(rngm.uniform(own, ids, 1, ds.tasks))
+        vals = np.clip(np.rint(ds.ground_truth()[None, :] + ds.sigmas()[start:stop, None] * z),
+                       0, ds.levels - 1)
+        want = vals.copy()
+        if k < ds.tasks:
+            chosen = np.argpartition(pick, k - 1, axis=1)[:, :k]
+            want = np.full(vals.shape, np.nan)
+            r = np.arange(len(ids))[:, None]
+            want[r, chosen] = vals[r, chosen]
+        got = ds.rows(start, stop)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
