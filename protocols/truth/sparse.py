@@ -45,8 +45,24 @@ class SparseAnswers:
         """The answered cells of ``x`` (``mask``: its finite cells by default)."""
         x = np.asarray(x, dtype=np.float64)
         mask = np.isfinite(x) if mask is None else mask
-        rows, cols = np.nonzero(mask)
-        return cls.from_cells(x.shape, rows, cols, x[rows, cols])
+        rows, cols = np.nonzero(mask)  # row-major: sorted by worker, then task
+        return cls((int(x.shape[0]), int(x.shape[1])), rows.astype(np.int64),
+                   cols.astype(np.int64), x[rows, cols])
+
+    @classmethod
+    def from_codes(cls, codes: np.ndarray, levels: int) -> SparseAnswers:
+        """The answered cells of integer reports (``levels`` = NULL, as ``mechanisms.to_codes``
+        writes them)."""
+        c = np.asarray(codes)
+        rows, cols = np.nonzero(c != levels)
+        return cls((int(c.shape[0]), int(c.shape[1])), rows.astype(np.int64),
+                   cols.astype(np.int64), c[rows, cols].astype(np.float64))
+
+    @property
+    def null_fraction(self) -> float:
+        """The fraction of unanswered cells (as ``np.isnan(dense).mean()``)."""
+        size = self.shape[0] * self.shape[1]
+        return float(np.float64(size - len(self.values)) / np.float64(size))
 
     @classmethod
     def from_cells(cls, shape: tuple[int, int], workers: np.ndarray, tasks: np.ndarray,
@@ -106,6 +122,17 @@ class SparseAnswers:
         return ordered.segment_sums(terms, self._col_workers, self._col_starts, self.shape[0])
 
 
+def answers_of_codes(codes: np.ndarray, levels: int) -> np.ndarray | SparseAnswers:
+    """Integer reports (``levels`` = NULL) as Algorithm 1's input: their answered cells when
+    at most ``SPARSE_FILL`` of the cells are answered, else the dense matrix (NaN = NULL)."""
+    c = np.asarray(codes)
+    if c.ndim == 2 and c.size and np.count_nonzero(c != levels) <= SPARSE_FILL * c.size:
+        return SparseAnswers.from_codes(c, levels)
+    out = c.astype(np.float64)
+    out[c == levels] = np.nan
+    return out
+
+
 def _starts(keys: np.ndarray, segments: int) -> np.ndarray:
     """Segment starts (``segments + 1``) of ascending ``keys`` in [0, segments)."""
     return np.concatenate(([0], np.cumsum(np.bincount(keys, minlength=segments)))).astype(
@@ -136,7 +163,8 @@ class DenseAnswers:
             self.counts = self.w.sum(axis=1)
 
     def squares(self) -> np.ndarray:
-        return (self.x0 * self.x0).sum(axis=1)
+        # numpy's row sum of the squares, in its own tree (``ordered.dot``: the same bits)
+        return ordered.dot(self.x0, self.x0)
 
     def answers_times(self, y: np.ndarray) -> np.ndarray:
         return ordered.matmul(self.x0, y)

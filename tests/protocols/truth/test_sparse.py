@@ -250,3 +250,25 @@ def test_synthetic_rows_as_the_dense_answer_model():
             want[r, chosen] = vals[r, chosen]
         got = ds.rows(start, stop)
         assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+@pytest.mark.parametrize("fill", [0.0, 0.01, 0.2, 0.3, 1.0])
+def test_curator_input_of_integer_reports(fill):
+    """The curator's input from integer reports: the answered cells (few answers) or the dense
+    matrix, the same inference and the same NULL fraction as the decoded matrix."""
+    from ldpsim.protocols.truth import mechanisms as tm
+    from ldpsim.protocols.truth.sparse import answers_of_codes
+
+    rng = np.random.default_rng(int(fill * 100))
+    levels = 5
+    rows = np.where(rng.random((120, 90)) < fill, rng.integers(0, levels, (120, 90)), np.nan)
+    codes = tm.to_codes(rows, levels)
+    dense = tm.from_codes(codes, levels)
+    got = answers_of_codes(codes, levels)
+    assert isinstance(got, SparseAnswers) == (np.isfinite(dense).sum() <= 0.25 * dense.size)
+    if isinstance(got, SparseAnswers):
+        assert np.array_equal(got.dense(), dense, equal_nan=True)
+        assert got.null_fraction == float(np.isnan(dense).mean())
+    else:
+        assert np.array_equal(got, dense, equal_nan=True)
+    _same(infer_truth(got, max_iter=80), _dense_reference(dense, max_iter=80))
