@@ -10,7 +10,7 @@ of Algorithm 1 on the original answers (MAE_O), so that ``mae_change`` = MAE_P -
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -186,39 +186,6 @@ def _table(triples: list[tuple[str, str, int]], gold: dict[str, int], levels: in
                         public=_public(len(tasks), levels), table=table, gold=mu, stats=stats)
 
 
-#: The last answer table read, per process (a sweep builds the same data set for every run and
-#: every pool): its key names the files' sizes and modification times, so an edited file is
-#: read again. Its arrays are read-only; each build gets its own ``TableAnswers`` around them.
-_READ: dict[tuple, TableAnswers] = {}
-
-
-def _stamp(path: Path) -> tuple:
-    """(name, size, mtime) of every file under ``path``: what a cached read depends on."""
-    if not path.is_dir():
-        return ()
-    return tuple((str(f), st.st_size, st.st_mtime_ns) for f in sorted(path.rglob("*"))
-                 if f.is_file() and (st := f.stat()))
-
-
-def _read_table(kind: str, path: str, levels: int | None, load, what: str,
-                worker_key=str, task_key=str) -> TableAnswers:
-    """``_table`` of ``load(path)``'s triples (``levels`` checked against ``what``), read once
-    per process while the files stay the same."""
-    p = resolve(path, directory=True)
-    key = (kind, str(p), levels, _stamp(p))
-    hit = _READ.get(key)
-    if hit is None:
-        triples, gold = load(path)
-        found = max(a for _, _, a in triples) + 1
-        hit = _table(triples, gold, _check_levels(levels, found, what), kind,
-                     worker_key=worker_key, task_key=task_key)
-        hit.table.flags.writeable = False
-        hit.gold.flags.writeable = False
-        _READ.clear()
-        _READ[key] = hit
-    return replace(hit, public=dict(hit.public), stats=dict(hit.stats))
-
-
 def _check_levels(levels: int | None, found: int, what: str) -> int:
     if levels is None:
         return found
@@ -283,12 +250,17 @@ def load_adultcontent(path: str) -> tuple[list[tuple[str, str, int]], dict[str, 
 
 
 def _web(keys: DataKeys, path: str, levels: int | None = None) -> TableAnswers:
-    return _read_table("crowd_web", path, levels, load_web, "web", worker_key=int,
-                       task_key=int)
+    triples, gold = load_web(path)
+    found = max(a for _, _, a in triples) + 1
+    return _table(triples, gold, _check_levels(levels, found, "web"), "crowd_web",
+                  worker_key=int, task_key=int)
 
 
 def _adult(keys: DataKeys, path: str, levels: int | None = None) -> TableAnswers:
-    return _read_table("crowd_adultcontent", path, levels, load_adultcontent, "AdultContent")
+    triples, gold = load_adultcontent(path)
+    found = max(a for _, _, a in triples) + 1
+    return _table(triples, gold, _check_levels(levels, found, "AdultContent"),
+                  "crowd_adultcontent")
 
 
 LEVELS_REAL = ParamSpec("levels", "int", low=2, high=1000,

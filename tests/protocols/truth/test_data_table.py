@@ -1,14 +1,9 @@
 """The answer table of the real data sets: built from (worker, task, answer) triples as the
-per-triple loop it replaced did (first answer of a repeated pair kept, the same counts), and
-read once per process while its files stay the same."""
+per-triple loop it replaced did (first answer of a repeated pair kept, the same counts)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pytest
-from ldpsim.protocols import DATA_KINDS
 from ldpsim.protocols.truth import data as tdata
 
 
@@ -45,25 +40,3 @@ def test_table_matches_the_loop_on_repeats_and_conflicts():
         assert got.stats["repeated_dropped"] == repeated
         assert got.stats["repeated_conflicting"] == conflicting
         assert got.stats["answers"] == int(np.isfinite(table).sum())
-
-
-def _write_web(d, rows, truth):
-    (d / "web_crowd.txt").write_text("".join(f"{t} {w} {a}\n" for t, w, a in rows))
-    (d / "web_truth.txt").write_text("".join(f"{t} {a}\n" for t, a in truth))
-
-
-def test_read_once_per_process_and_again_when_a_file_changes(tmp_path):
-    _write_web(tmp_path, [(1, 1, 2), (2, 1, 3), (1, 2, 1)], [(1, 2)])
-    kind = DATA_KINDS["crowd_web"]
-    a = kind.build({"path": str(tmp_path)}, keys=0)
-    b = kind.build({"path": str(tmp_path)}, keys=0)
-    assert a is not b and a.table is b.table  # the same read, each build its own object
-    assert a.stats == b.stats and a.stats is not b.stats
-    with pytest.raises(ValueError):
-        a.table[0, 0] = 0.0  # the shared table is read-only
-    assert kind.build({"path": str(tmp_path), "levels": 6}, keys=0).levels == 6
-    _write_web(tmp_path, [(1, 1, 2), (2, 1, 3), (1, 2, 1), (2, 2, 4), (3, 2, 0)], [(1, 2)])
-    st = (tmp_path / "web_crowd.txt").stat()
-    os.utime(tmp_path / "web_crowd.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    c = kind.build({"path": str(tmp_path)}, keys=0)
-    assert c.table.shape == (2, 3) and c.stats["answers"] == 5
