@@ -368,6 +368,88 @@ release:
     return result;
 }
 
+/* The tree of ``tree`` over n positions (off .. off + n - 1), of which only the terms
+ * v[a .. b - 1] at the ascending positions pos[a .. b - 1] are present, the others being zero:
+ * the same additions in the same nesting, a sum over no term being the identity 0.0 (an exact
+ * zero added to any sum changes it at most in the sign of a zero result, which the caller's
+ * final 0.0 + ... makes +0.0 as the dense sum does). */
+static double sparse_tree_of(const double *v, const int64_t *pos, Py_ssize_t a, Py_ssize_t b,
+                             int64_t off, Py_ssize_t n)
+{
+    if (a == b)
+        return 0.0;
+    if (n < 8) {
+        double res = 0.0;
+        for (Py_ssize_t i = a; i < b; i++)
+            res += v[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        int64_t full = off + (int64_t)(n - n % 8);
+        Py_ssize_t i = a;
+        for (; i < b && pos[i] < full; i++)
+            r[(pos[i] - off) % 8] += v[i];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < b; i++)
+            res += v[i];
+        return res;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    Py_ssize_t c = a;
+    while (c < b && pos[c] < off + (int64_t)n2)
+        c++;
+    return sparse_tree_of(v, pos, a, c, off, n2)
+           + sparse_tree_of(v, pos, c, b, off + (int64_t)n2, n - n2);
+}
+
+/* sparse_tree(v, pos, starts, out, segments, n): out[s] = 0.0 + the tree over n positions of
+ * segment s, whose present terms are v[starts[s] .. starts[s + 1] - 1] at the ascending
+ * positions pos[...] in [0, n) (the sparse form of ``matmul``'s sums over a row with zeros). */
+static PyObject *sparse_tree(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer v, pos, starts, out;
+    Py_ssize_t segs, n;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*nn", &v, &pos, &starts, &out, &segs, &n))
+        return NULL;
+    PyObject *result = NULL;
+    const int64_t *ps = (const int64_t *)starts.buf, *pp = (const int64_t *)pos.buf;
+    Py_ssize_t nnz = v.len / 8;
+    if (segs < 0 || n < 0 || starts.len != (segs + 1) * 8 || out.len != segs * 8
+        || pos.len != v.len || ps[0] != 0 || ps[segs] != nnz) {
+        PyErr_SetString(PyExc_ValueError, "sparse_tree: buffers of inconsistent sizes");
+        goto release;
+    }
+    for (Py_ssize_t s = 0; s < segs; s++)
+        if (ps[s + 1] < ps[s]) {
+            PyErr_SetString(PyExc_ValueError, "sparse_tree: segment starts must not decrease");
+            goto release;
+        }
+    for (Py_ssize_t s = 0; s < segs; s++)
+        for (Py_ssize_t i = ps[s]; i < ps[s + 1]; i++)
+            if (pp[i] < 0 || pp[i] >= n || (i > ps[s] && pp[i] <= pp[i - 1])) {
+                PyErr_SetString(PyExc_ValueError,
+                                "sparse_tree: positions must ascend within [0, n)");
+                goto release;
+            }
+    double *po = (double *)out.buf;
+    const double *pv = (const double *)v.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t s = 0; s < segs; s++)
+        po[s] = 0.0 + sparse_tree_of(pv, pp, ps[s], ps[s + 1], 0, n);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+release:
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"matmul", matmul, METH_VARARGS,
      "The fixed-order matrix product of protocols/ordered.py (see the module's source)."},
@@ -377,6 +459,8 @@ static PyMethodDef methods[] = {
      "The Gaussian elimination of ordered.solve on each system of a batch (see the source)."},
     {"vecmat", vecmat, METH_VARARGS,
      "A vector times a C-contiguous matrix in the same tree, row by row (see the source)."},
+    {"sparse_tree", sparse_tree, METH_VARARGS,
+     "The same tree over the present terms of sparse segments (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

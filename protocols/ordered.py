@@ -150,6 +150,49 @@ def _compiled(kernel, a: np.ndarray, bt: np.ndarray, batch: tuple[int, ...], n: 
     return out
 
 
+def segment_sums(values: np.ndarray, positions: np.ndarray, starts: np.ndarray,
+                 n: int) -> np.ndarray:
+    """Sums of sparse segments, each as ``matmul`` sums a dense row of length ``n`` whose other
+    entries are zero: the same tree (``_tree_sum``), the same bits.
+
+    Parameters
+    ----------
+    values : ndarray, shape (nnz,)
+        The present terms, segment after segment.
+    positions : ndarray of int, shape (nnz,)
+        Each term's position in its dense row, in [0, n) and ascending within a segment.
+    starts : ndarray of int, shape (segments + 1,)
+        Segment s holds ``values[starts[s]:starts[s + 1]]`` (``starts[0] = 0``, the last is nnz).
+    n : int
+        Length of the dense rows.
+
+    Returns
+    -------
+    ndarray, shape (segments,)
+        ``0.0 + tree`` of each dense row: an absent term is an exact zero, which changes no sum
+        of the tree except in the sign of a zero, and the final ``0.0 +`` makes that +0.0 as
+        the dense sum does.
+    """
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    st = np.ascontiguousarray(starts, dtype=np.int64)
+    segs = len(st) - 1
+    out = np.empty(max(segs, 0))
+    if KERNEL.module is not None:
+        KERNEL.module.sparse_tree(v, pos, st, out, segs, int(n))
+        return out
+    # numpy: the segments scattered into dense rows, a block of rows at a time
+    rows = max(1, BLOCK // max(int(n), 1))
+    for s in range(0, segs, rows):
+        e = min(segs, s + rows)
+        dense = np.zeros((e - s, int(n)))
+        lo, hi = st[s], st[e]
+        seg = np.repeat(np.arange(e - s), np.diff(st[s:e + 1]))
+        dense[seg, pos[lo:hi]] = v[lo:hi]
+        out[s:e] = _tree_sum(dense)
+    return out
+
+
 def dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``Σ_i x_i y_i`` along the last axis (broadcast), summed in ``matmul``'s tree."""
     x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))

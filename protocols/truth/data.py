@@ -105,15 +105,17 @@ class SyntheticAnswers(AnswerData):
             # per-worker draws: which tasks (the k smallest of n uniforms), and the noise
             mine = own[s:s + step]
             pick = rngm.uniform(mine, blk, 0, self.tasks)
-            z = special.ndtri(rngm.uniform(mine, blk, 1, self.tasks))
+            u = rngm.uniform(mine, blk, 1, self.tasks)
             chosen = np.argpartition(pick, k - 1, axis=1)[:, :k] if k < self.tasks else None
-            vals = np.clip(np.rint(mu[None, :] + sigma[s:s + len(blk), None] * z), 0,
-                           self.levels - 1)
+            # the answer model on the answered cells only (elementwise: the same values)
+            z = special.ndtri(u if chosen is None else np.take_along_axis(u, chosen, axis=1))
+            m = mu[None, :] if chosen is None else mu[chosen]
+            vals = np.clip(np.rint(m + sigma[s:s + len(blk), None] * z), 0, self.levels - 1)
             if chosen is None:
                 out[s:s + len(blk)] = vals
             else:
                 r = np.arange(len(blk))[:, None]
-                out[s + r, chosen] = vals[r, chosen]
+                out[s + r, chosen] = vals
         return out
 
 
@@ -163,15 +165,15 @@ def _table(triples: list[tuple[str, str, int]], gold: dict[str, int], levels: in
     tasks = sorted({t for _, t, _ in triples}, key=task_key)
     wi = {w: i for i, w in enumerate(workers)}
     ti = {t: j for j, t in enumerate(tasks)}
+    i = np.fromiter((wi[w] for w, _, _ in triples), np.int64, len(triples))
+    j = np.fromiter((ti[t] for _, t, _ in triples), np.int64, len(triples))
+    a = np.fromiter((x for _, _, x in triples), np.float64, len(triples))
+    # the first answer of each (worker, task) pair, in file order
+    _, first, pair = np.unique(i * len(tasks) + j, return_index=True, return_inverse=True)
     table = np.full((len(workers), len(tasks)), np.nan)
-    repeated = conflicting = 0
-    for w, t, a in triples:
-        i, j = wi[w], ti[t]
-        if np.isnan(table[i, j]):
-            table[i, j] = a
-        else:
-            repeated += 1
-            conflicting += int(table[i, j] != a)
+    table[i[first], j[first]] = a[first]
+    repeated = len(triples) - len(first)
+    conflicting = int(np.count_nonzero(a != a[first][pair]))
     mu = np.array([gold.get(t, np.nan) for t in tasks], dtype=np.float64)
     answered = np.isfinite(table).sum(axis=1)
     sparsity = 1.0 - answered / len(tasks)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from ldpsim.protocols import ordered
+from ldpsim.protocols.truth.sparse import SPARSE_FILL, DenseAnswers, SparseAnswers
 
 #: Default convergence tolerance on max_j |mu_j(t) - mu_j(t-1)| (answer units).
 TOL = 1e-6
@@ -55,13 +56,16 @@ class Inference:
     converged: bool
 
 
-def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER) -> Inference:
+def infer_truth(answers: np.ndarray | SparseAnswers, tol: float = TOL,
+                max_iter: int = MAX_ITER) -> Inference:
     """Algorithm 1 of Sun et al., 2018: alternate Eq. (1) and Eq. (2) until the truths converge.
 
     Parameters
     ----------
-    answers : ndarray, shape (m, n)
-        One row per worker; NaN marks NULL.
+    answers : ndarray of shape (m, n), or SparseAnswers
+        One row per worker; NaN (any non-finite value) marks NULL. A dense matrix with few
+        answers is run on its answered cells only (``SparseAnswers``); the result has the same
+        bits either way.
     tol : float
         Stop when ``max_j |mu_j(t) - mu_j(t-1)| < tol``.
     max_iter : int
@@ -71,24 +75,21 @@ def infer_truth(answers: np.ndarray, tol: float = TOL, max_iter: int = MAX_ITER)
     -------
     Inference
     """
-    x = np.asarray(answers, dtype=np.float64)
-    m, n = x.shape
-    mask = np.isfinite(x)
-    w = mask.astype(np.float64)
-    x0 = np.where(mask, x, 0.0)
-    counts = w.sum(axis=1)
+    ops = _operands(answers)
+    m, n = ops.shape
+    counts = ops.counts
     has = counts > 0
-    sq = (x0 * x0).sum(axis=1)
+    sq = ops.squares()
     q = np.where(has, 1.0 / max(int(has.sum()), 1), 0.0)  # line 1: q_i = 1/m
     mu = np.zeros(n)
     sigma = np.full(m, np.nan)
     converged = False
     it = 0
     for it in range(1, max(1, int(max_iter)) + 1):
-        new = truths(x0, w, q)
+        new = _truths(ops, q)
         # Eq. (2): sum_j (a_ij - mu_j)^2 over T_i, expanded so each round is four mat-vecs
-        # (each summed in a fixed order: ``ordered.matmul``).
-        ss = np.maximum(sq - 2.0 * ordered.matmul(x0, new) + ordered.matmul(w, new * new), 0.0)
+        # (each summed in a fixed order: ``ordered.matmul``, or its sparse form).
+        ss = np.maximum(sq - 2.0 * ops.answers_times(new) + ops.mask_times(new * new), 0.0)
         sigma = np.where(has, np.sqrt(ss / np.maximum(counts, 1.0)), np.nan)
         q = np.where(has, 1.0 / np.maximum(np.nan_to_num(sigma, nan=1.0), SIGMA_FLOOR), 0.0)
         q = q / q.sum() if q.sum() > 0 else q
@@ -108,12 +109,32 @@ def truths(x0: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray:
     into NULL) gets the weighted mean of all answers, so the output is always finite. The sums
     over the workers run in ``ordered.matmul``'s fixed tree.
     """
-    num = ordered.matmul(q, x0)
-    den = ordered.matmul(q, w)
+    return _finish_truths(ordered.matmul(q, x0), ordered.matmul(q, w))
+
+
+def _truths(ops: DenseAnswers | SparseAnswers, q: np.ndarray) -> np.ndarray:
+    """``truths`` on the operands of ``_operands`` (the same sums, the same bits)."""
+    return _finish_truths(ops.quality_times_answers(q), ops.quality_times_mask(q))
+
+
+def _finish_truths(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Eq. (1) from the weighted sums of each task's answers and of its workers' qualities."""
     total = den.sum()
     fallback = num.sum() / total if total > 0 else 0.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), fallback)
+
+
+def _operands(answers: np.ndarray | SparseAnswers) -> DenseAnswers | SparseAnswers:
+    """The answers in the form Algorithm 1 runs on fastest: their answered cells when at most
+    ``SPARSE_FILL`` of the cells are answered, else the dense matrix."""
+    if isinstance(answers, SparseAnswers):
+        return answers
+    x = np.asarray(answers, dtype=np.float64)
+    mask = np.isfinite(x)
+    if x.size and np.count_nonzero(mask) <= SPARSE_FILL * x.size:
+        return SparseAnswers.from_dense(x, mask)
+    return DenseAnswers(x, mask)
 
 
 def mae(estimate: np.ndarray, truth: np.ndarray) -> float:

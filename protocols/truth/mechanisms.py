@@ -28,13 +28,19 @@ from ldpsim.protocols.words import WordSource
 def to_codes(rows: np.ndarray, levels: int) -> np.ndarray:
     """Answer rows (float, NaN = NULL) to integer codes: the answer itself, ``levels`` for NULL."""
     r = np.asarray(rows, dtype=np.float64)
-    return np.where(np.isnan(r), levels, np.nan_to_num(r)).astype(np.int64)
+    null = np.isnan(r)
+    with np.errstate(invalid="ignore"):  # the NaN cells' casts are overwritten
+        codes = r.astype(np.int64)
+    codes[null] = levels
+    return codes
 
 
 def from_codes(codes: np.ndarray, levels: int) -> np.ndarray:
     """Integer codes back to answer rows (float, NaN = NULL)."""
     c = np.asarray(codes)
-    return np.where(c == levels, np.nan, c).astype(np.float64)
+    out = c.astype(np.float64)
+    out[c == levels] = np.nan
+    return out
 
 
 # --------------------------------------------------------------------------- LP (Eq. 6-7)

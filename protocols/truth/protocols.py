@@ -36,6 +36,7 @@ from ldpsim.protocols.truth import mechanisms as tm
 from ldpsim.protocols.truth import mf
 from ldpsim.protocols.truth.data import DATA_TYPE
 from ldpsim.protocols.truth.inference import MAX_ITER, TOL, infer_truth, mae
+from ldpsim.protocols.truth.sparse import SparseAnswers, answers_of_codes
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1000,
                     help="privacy budget ε per cell (ε-cell LDP, Definition II.1)")
@@ -66,7 +67,7 @@ class TruthCurator(Curator):
         super().__init__(protocol, bound, agents, key)
         self.tasks = int(self.public["tasks"])
         self.levels = int(self.public["levels"])
-        self.answers: np.ndarray | None = None
+        self.answers: np.ndarray | SparseAnswers | None = None
         self.broadcast: Any = None
 
     def plan(self, rnd: int) -> RoundPlan | None:
@@ -77,14 +78,18 @@ class TruthCurator(Curator):
         return RoundPlan(rnd, self.agents, None, self.broadcast, schema, report_bits=bits)
 
     def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
-        self.answers = self.protocol.decode(reports, self.broadcast, self.params, self.public)
+        self.answers = self.protocol.answers(reports, self.broadcast, self.params, self.public)
 
     def finish(self) -> dict[str, Any]:
         x = self.answers if self.answers is not None else np.full((0, self.tasks), np.nan)
         res = infer_truth(x, self.params["tol"], self.params["max_iter"])
+        if isinstance(x, SparseAnswers):
+            workers, null = x.shape[0], x.null_fraction
+        else:
+            workers, null = len(x), float(np.isnan(x).mean()) if x.size else 1.0
         return {"mu_hat": res.mu.tolist(), "iterations": int(res.iterations),
-                "converged": bool(res.converged), "workers": int(len(x)),
-                "null_fraction": float(np.isnan(x).mean()) if x.size else 1.0}
+                "converged": bool(res.converged), "workers": int(workers),
+                "null_fraction": null}
 
 
 class _TruthProtocol(Protocol):
@@ -131,6 +136,12 @@ class _TruthProtocol(Protocol):
                public: dict[str, Any]) -> np.ndarray:
         """Reports to the answer matrix Algorithm 1 runs on (float, NaN = NULL)."""
         return tm.from_codes(reports, int(public["levels"]))
+
+    def answers(self, reports: np.ndarray, broadcast: Any, params: dict[str, Any],
+                public: dict[str, Any]) -> np.ndarray | SparseAnswers:
+        """``decode``'s matrix as Algorithm 1 reads it: integer reports with few answers as
+        their answered cells only (``sparse.answers_of_codes``; the same result)."""
+        return answers_of_codes(reports, int(public["levels"]))
 
     # -- agent side ------------------------------------------------------------------------
     def respond(self, block: Block) -> np.ndarray:
@@ -255,6 +266,10 @@ class TruthLP(_TruthProtocol):
 
     def decode(self, reports, broadcast, params, public):
         return np.asarray(reports, dtype=np.float64)
+
+    def answers(self, reports, broadcast, params, public):
+        """Every cell is reported (Eq. 7): the dense matrix."""
+        return self.decode(reports, broadcast, params, public)
 
     def _respond_block(self, block: Block) -> np.ndarray:
         n, levels = int(block.public["tasks"]), int(block.public["levels"])
@@ -407,6 +422,10 @@ class TruthMF(_TruthProtocol):
     def decode(self, reports, broadcast, params, public):
         r = np.asarray(reports, dtype=np.float64)
         return r if params["send"] == "uv" else mf.reconstruct(r, broadcast)
+
+    def answers(self, reports, broadcast, params, public):
+        """Every cell of u_i V is a number: the dense matrix."""
+        return self.decode(reports, broadcast, params, public)
 
     def _profiles(self, broadcast, params, public) -> np.ndarray:
         v = np.asarray(broadcast, dtype=np.float64)
