@@ -22,13 +22,14 @@ class Variable:
 
 #: the compiled batch codec (``simulator/codec/_wirec.c``) or numpy's: the same bytes
 CODEC = "LDPSIM_CODEC"
-#: the compiled random-stream helpers (``protocols/_rngc.c``, ``_prfc.c``, ``_dlapc.c``) or
-#: numpy's: the same bits
+#: the compiled random-stream helpers (``protocols/_rngc.c``, ``_prfc.c``, ``_dlapc.c``, ``_b2c.c``)
+#: and OLH's support counts (``_prfc.c``) or numpy's: the same bits
 RNG = "LDPSIM_RNG"
 #: the compiled arrival times of a ``[deployment]`` (``simulator/session/_netc.c``) or numpy's:
 #: the same bits
 NETWORK = "LDPSIM_NETWORK"
-#: the compiled fixed-order matrix product (``protocols/_orderedc.c``) or numpy's: the same bits
+#: the compiled fixed-order sums (``protocols/_orderedc.c``) and SAFARI's passes over all d!
+#: rankings and Walsh-Hadamard transform (``protocols/_safaric.c``) or numpy's: the same bits
 ORDERED = "LDPSIM_ORDERED"
 #: keep freed memory for reuse in every ldpsim process (``simulator.backends.alloc``)
 TUNE_MALLOC = "LDPSIM_TUNE_MALLOC"
