@@ -28,7 +28,8 @@ from ldpsim import environment
 
 #: the compiled matrix product (``_orderedc.c``: the same tree, the same bits) or numpy's
 KERNEL = Accelerator.load("ordered matmul", "ldpsim.protocols._orderedc", environment.ORDERED,
-                          "protocols/_orderedc.c")
+                          "protocols/_orderedc.c",
+                          needs=("vecmat", "solve", "jacobi", "sparse_tree"))
 #: Elements of the largest temporary product numpy's ``matmul`` forms at once (rows and columns
 #: are processed in blocks below it; an entry's result does not depend on its block).
 BLOCK = 1 << 20
