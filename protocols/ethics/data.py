@@ -48,7 +48,8 @@ from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
-from ldpsim.protocols.ethics.mle import constrained_mle
+from ldpsim.protocols.ethics import memo
+from ldpsim.protocols.ethics.estimates import memo_mle
 from ldpsim.protocols.ethics.model import NORMS, norm_of
 from ldpsim.protocols.keys import DataKeys
 
@@ -183,8 +184,19 @@ class PairwiseChoices(Dataset):
         out = np.empty((max(stop - start, 0), 1 + self.records * self.d))
         for s in range(start, stop, BLOCK):
             e = min(stop, s + BLOCK)
-            out[s - start:e - start] = self._generate(np.arange(s, e))[0]
+            ids = np.arange(s, e)
+            out[s - start:e - start] = memo.ROWS.get(self._block_key(ids),
+                                                     lambda ids=ids: self._generate(ids)[0])
         return out
+
+    def _block_key(self, ids: np.ndarray) -> bytes:
+        """What the rows of agents ``ids`` are a function of: their data keys and ids, and the
+        generator's settings (the key of ``memo.ROWS``)."""
+        keys = np.ascontiguousarray(self.keys.of(ids), dtype=np.uint64)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        settings = repr((self.d, self.records, self.beta_sd, self.alt_sd, self.eps,
+                         self.mean.tobytes(), self.draws)).encode()
+        return memo.digest(settings + memo.digest(keys) + memo.digest(ids))
 
     def test_set(self) -> np.ndarray:
         """Held-out test instances (T, k, d): k alternatives ~ N(0, alt_sd^2 I) each."""
@@ -201,7 +213,7 @@ class PairwiseChoices(Dataset):
             e = min(self.n, s + BLOCK)
             row, beta = self._generate(np.arange(s, e))
             z = row[:, 1:].reshape(e - s, self.records, self.d)
-            est = constrained_mle(z, self.bound, self.norm)
+            est = memo_mle(z, self.bound, self.norm)
             tot_mle += est.sum(axis=0)
             tot_gen += beta.sum(axis=0)
             on += int((norm_of(est, self.norm) >= self.bound * (1 - 1e-9)).sum())

@@ -1,0 +1,173 @@
+"""A process's memory of results that depend on one voter's records only (Wang et al., 2019).
+
+A voter's Eq. (3) estimate is a deterministic function of her records, the ball (C, norm) and
+the solver's settings, and it is bit-identical whether she is solved alone or inside any block
+of voters (``mle``'s batch invariance). A sweep asks for the same estimate many times: the
+ground truth of a data set solves every voter, and each run of Algorithms 1-2 on that data set
+(one per protocol and parameter point) solves them again. ``VoterMemo`` keeps each voter's
+result beside a copy of her records and the settings (found by the records' CRC-32, then
+compared bit for bit), so every repetition after the first is a look-up, and the result
+returned is the one a new solve would give, bit for bit. Records that differ in any bit (the
+privacy audit's neighbouring rows) are solved.
+
+The data generator's rows are kept too (``RowMemo``): every run of one repetition draws the
+same rows, a deterministic function of the agents' data keys and ids and the generator's
+public settings, which is what they are kept under (a BLAKE2b digest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+
+#: bytes of voters' records (kept beside their results) one process keeps
+VOTER_BYTES = 512 << 20
+#: bytes of generated rows one process keeps
+ROW_BYTES = 256 << 20
+
+
+def digest(data: bytes | memoryview) -> bytes:
+    """The 128-bit BLAKE2b digest of ``data``."""
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+class VoterMemo:
+    """Per-voter results of a function of each voter's records, least recently used dropped.
+
+    A voter's records are found by their CRC-32 and then compared bit for bit with the records
+    kept beside the result, so a result is only ever returned for exactly the same records.
+
+    Parameters
+    ----------
+    budget : int
+        Bytes of records (and results) kept.
+    """
+
+    def __init__(self, budget: int = VOTER_BYTES) -> None:
+        self.budget = budget
+        self._store: OrderedDict[tuple, list[tuple[np.ndarray, np.ndarray]]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every result."""
+        with self._lock:
+            self._store.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._store.values())
+
+    def _find(self, key: tuple, bits: np.ndarray) -> np.ndarray | None:
+        """The result kept for exactly the records ``bits`` (their bytes as uint64)."""
+        for kept, result in self._store.get(key, ()):
+            if np.array_equal(kept, bits):
+                self._store.move_to_end(key)
+                return result
+        return None
+
+    def _keep(self, key: tuple, bits: np.ndarray, result: np.ndarray) -> None:
+        self._store.setdefault(key, []).append((bits, result))
+        self._store.move_to_end(key)
+        self._bytes += bits.nbytes + result.nbytes
+        while self._bytes > self.budget and self._store:
+            _, old = self._store.popitem(last=False)
+            self._bytes -= sum(b.nbytes + r.nbytes for b, r in old)
+
+    def results(self, tag: str, z: np.ndarray, width: int,
+                compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``compute(z)`` (one row of ``width`` float64 per voter), computed only for the
+        voters whose result under ``tag`` is not kept.
+
+        ``compute`` must treat voters independently (a voter's row the same, bit for bit, in
+        any block), which is what makes a block of the voters not kept equal to the whole.
+
+        Parameters
+        ----------
+        tag : str
+            The settings ``compute`` depends on besides the records (and their shape).
+        z : ndarray, shape (B, ...)
+            Each voter's records.
+        width : int
+            The length of a voter's result.
+        compute : callable
+            ``(b, ...) -> (b, width)`` for any block of voters.
+
+        Returns
+        -------
+        ndarray, shape (B, width)
+        """
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        bits = z.reshape(len(z), -1).view(np.uint64)
+        head = (tag, z.shape[1:])
+        keys = [head + (zlib.crc32(row),) for row in bits]
+        out = np.empty((len(z), width))
+        miss = []
+        with self._lock:
+            for i, key in enumerate(keys):
+                got = self._find(key, bits[i])
+                if got is None:
+                    miss.append(i)
+                else:
+                    out[i] = got
+        if miss:
+            new = np.asarray(compute(z[miss]), dtype=np.float64).reshape(len(miss), width)
+            out[miss] = new
+            with self._lock:
+                for i, row in zip(miss, new):
+                    if self._find(keys[i], bits[i]) is None:
+                        self._keep(keys[i], bits[i].copy(), row.copy())
+        return out
+
+
+class RowMemo:
+    """Generated blocks of rows under a key, least recently used dropped beyond a byte budget.
+
+    Parameters
+    ----------
+    budget : int
+        Bytes of rows kept; a block larger than it is not kept.
+    """
+
+    def __init__(self, budget: int = ROW_BYTES) -> None:
+        self.budget = budget
+        self._store: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every block."""
+        with self._lock:
+            self._store.clear()
+            self._bytes = 0
+
+    def get(self, key: bytes, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """The block kept under ``key``, made by ``make`` first (read-only: copy it to change
+        it)."""
+        with self._lock:
+            rows = self._store.get(key)
+            if rows is not None:
+                self._store.move_to_end(key)
+                return rows
+        rows = np.asarray(make(), dtype=np.float64)
+        rows.setflags(write=False)
+        if rows.nbytes <= self.budget:
+            with self._lock:
+                if key not in self._store:
+                    self._store[key] = rows
+                    self._bytes += rows.nbytes
+                while self._bytes > self.budget:
+                    _, old = self._store.popitem(last=False)
+                    self._bytes -= old.nbytes
+        return rows
+
+
+#: the process's voters' Eq. (3) estimates
+MLE = VoterMemo()
+#: the process's generated rows of synthetic voters
+ROWS = RowMemo()
