@@ -184,19 +184,16 @@ class PairwiseChoices(Dataset):
         out = np.empty((max(stop - start, 0), 1 + self.records * self.d))
         for s in range(start, stop, BLOCK):
             e = min(stop, s + BLOCK)
-            ids = np.arange(s, e)
-            out[s - start:e - start] = memo.ROWS.get(self._block_key(ids),
-                                                     lambda ids=ids: self._generate(ids)[0])
+            out[s - start:e - start] = self._block(np.arange(s, e))[0]
         return out
 
-    def _block_key(self, ids: np.ndarray) -> bytes:
-        """What the rows of agents ``ids`` are a function of: their data keys and ids, and the
-        generator's settings (the key of ``memo.ROWS``)."""
+    def _block(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_generate(ids)`` for consecutive agents ``ids``, read-only, from ``memo.ROWS``
+        when a block generated before holds them (the same keys and settings)."""
         keys = np.ascontiguousarray(self.keys.of(ids), dtype=np.uint64)
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
         settings = repr((self.d, self.records, self.beta_sd, self.alt_sd, self.eps,
                          self.mean.tobytes(), self.draws)).encode()
-        return memo.digest(settings + memo.digest(keys) + memo.digest(ids))
+        return memo.ROWS.block(settings, int(ids[0]), keys, lambda: self._generate(ids))
 
     def test_set(self) -> np.ndarray:
         """Held-out test instances (T, k, d): k alternatives ~ N(0, alt_sd^2 I) each."""
@@ -211,7 +208,7 @@ class PairwiseChoices(Dataset):
         on = 0
         for s in range(0, self.n, BLOCK):
             e = min(self.n, s + BLOCK)
-            row, beta = self._generate(np.arange(s, e))
+            row, beta = self._block(np.arange(s, e))
             z = row[:, 1:].reshape(e - s, self.records, self.d)
             est = memo_mle(z, self.bound, self.norm)
             tot_mle += est.sum(axis=0)

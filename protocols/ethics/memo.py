@@ -12,12 +12,12 @@ privacy audit's neighbouring rows) are solved.
 
 The data generator's rows are kept too (``RowMemo``): every run of one repetition draws the
 same rows, a deterministic function of the agents' data keys and ids and the generator's
-public settings, which is what they are kept under (a BLAKE2b digest).
+public settings: a range of agents inside a kept block (the ground truth draws every agent,
+each pool its own range) is a slice of it when their keys are the same.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import zlib
 from collections import OrderedDict
@@ -29,11 +29,6 @@ import numpy as np
 VOTER_BYTES = 512 << 20
 #: bytes of generated rows one process keeps
 ROW_BYTES = 256 << 20
-
-
-def digest(data: bytes | memoryview) -> bytes:
-    """The 128-bit BLAKE2b digest of ``data``."""
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class VoterMemo:
@@ -119,14 +114,19 @@ class VoterMemo:
             new = np.asarray(compute(z[miss]), dtype=np.float64).reshape(len(miss), width)
             out[miss] = new
             with self._lock:
-                for i, row in zip(miss, new):
+                for i, row in zip(miss, new, strict=True):
                     if self._find(keys[i], bits[i]) is None:
                         self._keep(keys[i], bits[i].copy(), row.copy())
         return out
 
 
 class RowMemo:
-    """Generated blocks of rows under a key, least recently used dropped beyond a byte budget.
+    """Generated blocks of rows (and each agent's generating parameter), least recently used
+    dropped beyond a byte budget.
+
+    A block is kept with its generator's settings, its first agent and its agents' data keys;
+    any range of agents covered by kept blocks with the same settings and the same keys is made
+    of slices of them (an agent's row depends on her key, her id and the settings only).
 
     Parameters
     ----------
@@ -136,8 +136,10 @@ class RowMemo:
 
     def __init__(self, budget: int = ROW_BYTES) -> None:
         self.budget = budget
-        self._store: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._store: OrderedDict[int, tuple[bytes, int, np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict())
         self._bytes = 0
+        self._next = 0
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -146,25 +148,68 @@ class RowMemo:
             self._store.clear()
             self._bytes = 0
 
-    def get(self, key: bytes, make: Callable[[], np.ndarray]) -> np.ndarray:
-        """The block kept under ``key``, made by ``make`` first (read-only: copy it to change
-        it)."""
-        with self._lock:
-            rows = self._store.get(key)
-            if rows is not None:
-                self._store.move_to_end(key)
-                return rows
-        rows = np.asarray(make(), dtype=np.float64)
+    def _find(self, settings: bytes, start: int, keys: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The agents ``start .. start + len(keys) - 1`` from kept blocks (slices of one, or
+        pieces of several joined), or None where one of them is in none."""
+        pieces: list[tuple[np.ndarray, np.ndarray]] = []
+        pos, stop = start, start + len(keys)
+        while pos < stop:
+            for ident, (sett, first, kept, rows, extra) in self._store.items():
+                off = pos - first
+                end = min(stop, first + len(kept))
+                if sett == settings and 0 <= off < len(kept) and np.array_equal(
+                        kept[off:end - first], keys[pos - start:end - start]):
+                    self._store.move_to_end(ident)
+                    pieces.append((rows[off:end - first], extra[off:end - first]))
+                    pos = end
+                    break
+            else:
+                return None
+        if len(pieces) == 1:
+            return pieces[0]
+        rows = np.concatenate([p[0] for p in pieces])
+        extra = np.concatenate([p[1] for p in pieces])
         rows.setflags(write=False)
-        if rows.nbytes <= self.budget:
+        extra.setflags(write=False)
+        return rows, extra
+
+    def block(self, settings: bytes, start: int, keys: np.ndarray,
+              make: Callable[[], tuple[np.ndarray, np.ndarray]]
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and generating parameters of the agents ``start ..`` whose data keys are
+        ``keys``, made by ``make`` unless a kept block holds them (read-only: copy them to
+        change them).
+
+        Parameters
+        ----------
+        settings : bytes
+            The generator's public settings (rows of other settings are never returned).
+        start : int
+            The first agent's id (the agents are consecutive).
+        keys : ndarray of uint64
+            The agents' data keys.
+        make : callable
+            ``() -> (rows, parameters)``, one row each per agent.
+        """
+        keys = np.array(keys, dtype=np.uint64)
+        with self._lock:
+            got = self._find(settings, start, keys)
+        if got is not None:
+            return got
+        rows, extra = (np.asarray(a, dtype=np.float64) for a in make())
+        rows.setflags(write=False)
+        extra.setflags(write=False)
+        size = rows.nbytes + extra.nbytes + keys.nbytes
+        if size <= self.budget:
             with self._lock:
-                if key not in self._store:
-                    self._store[key] = rows
-                    self._bytes += rows.nbytes
+                self._store[self._next] = (settings, start, keys, rows, extra)
+                self._next += 1
+                self._bytes += size
                 while self._bytes > self.budget:
-                    _, old = self._store.popitem(last=False)
-                    self._bytes -= old.nbytes
-        return rows
+                    _, (_, _, k, r, e) = self._store.popitem(last=False)
+                    self._bytes -= r.nbytes + e.nbytes + k.nbytes
+        return rows, extra
 
 
 #: the process's voters' Eq. (3) estimates
