@@ -39,6 +39,7 @@ scenario protects and estimates the same quantity. C and the norm are public.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,7 @@ EPS_MODES = ("none", "constant", "uniform", "list", "groups")
 BLOCK = 16384  # voters generated (and solved, for the truth) at a time
 
 
+@functools.lru_cache(maxsize=64)
 def suggested_clip(d: int, alt_sd: float, coverage: float = 0.99) -> float:
     """A public radius R with P(||z||_2 <= R) = coverage for z ~ N(0, 2 alt_sd^2 I_d).
 

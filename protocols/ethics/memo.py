@@ -214,5 +214,7 @@ class RowMemo:
 
 #: the process's voters' Eq. (3) estimates
 MLE = VoterMemo()
+#: the process's voters' exact functional-mechanism coefficients (Algorithm 3)
+FM = VoterMemo()
 #: the process's generated rows of synthetic voters
 ROWS = RowMemo()

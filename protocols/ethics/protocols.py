@@ -427,9 +427,8 @@ class RLDPFunctional(VLDP):
         """(noisy coefficient vector, eps_i) of each voter (Algorithm 3, lines 1-3)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
-        alpha, m = fm.coefficients(zp)
-        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        vec = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                    block.params["noise"])
         return self.mechanism_for(eps, vec, block).perturb(vec, block.words()), eps
 
     def laplace_release(self, block: Block):
@@ -440,8 +439,8 @@ class RLDPFunctional(VLDP):
             return None
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        alpha, m = fm.coefficients(fm.preprocess(z, block.params["clip"], block.params["domain"]))
-        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        vec = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                    block.params["noise"])
         return _with_eps_column(*self.mechanism_for(eps, vec, block).release_spec(vec))
 
     def solve(self, a_t, m_t, eps, params, public) -> np.ndarray:
@@ -512,9 +511,8 @@ class RLDPFunctional(VLDP):
             return None
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
-        alpha, m = fm.coefficients(zp)
-        exact = fm.coefficient_vector(alpha, m, block.params["noise"])
+        exact = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                      block.params["noise"])
         reports = np.asarray(reports)
         lap = self.mechanism_for(eps, exact, block)
         ll = lap.log_likelihood(reports[:, :-1], exact).sum(axis=1)
