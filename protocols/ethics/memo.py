@@ -26,9 +26,9 @@ from collections.abc import Callable
 import numpy as np
 
 #: bytes of voters' records (kept beside their results) one process keeps
-VOTER_BYTES = 512 << 20
+VOTER_BYTES = 128 << 20
 #: bytes of generated rows one process keeps
-ROW_BYTES = 256 << 20
+ROW_BYTES = 160 << 20
 
 
 class VoterMemo:
