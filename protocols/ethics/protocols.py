@@ -69,7 +69,7 @@ from ldpsim.protocols.ethics.estimates import (
     split_rows,
     voter_mle,
 )
-from ldpsim.protocols.ethics.model import PersonalLaplace, agreement
+from ldpsim.protocols.ethics.model import PersonalLaplace, decide
 from ldpsim.protocols.metrics import Metric, fraction
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
@@ -146,9 +146,10 @@ class _EthicsProtocol(Protocol):
         test = truth["test"]
         diff = est - ref
         den = float(ordered.norm(est) * ordered.norm(ref))
-        return {"accuracy": agreement(est, ref, test),
-                "accuracy_generating": agreement(est, gen, test),
-                "accuracy_reference": agreement(ref, gen, test),
+        c_est, c_ref, c_gen = (decide(b, test) for b in (est, ref, gen))
+        return {"accuracy": float(np.mean(c_est == c_ref)),
+                "accuracy_generating": float(np.mean(c_est == c_gen)),
+                "accuracy_reference": float(np.mean(c_ref == c_gen)),
                 "err_l1": float(np.abs(diff).sum()),
                 "err_l2": float(np.sqrt((diff * diff).sum())),
                 "err_linf": float(np.abs(diff).max()),

@@ -142,3 +142,18 @@ def test_the_truth_with_kept_rows_and_estimates_equals_the_direct_computation():
     same_bits(truth["beta_generating"], beta.sum(axis=0) / 40)
     assert truth["mle_on_boundary"] == (norm_of(est, "l2") >= ds.bound * (1 - 1e-9)).mean()
     same_bits(ds.truth()["beta_bar"], truth["beta_bar"])
+
+
+def test_evaluate_decides_each_parameter_once_with_the_same_accuracies():
+    from ldpsim.protocols import PROTOCOLS
+    from ldpsim.protocols.ethics.model import agreement
+
+    rng = np.random.default_rng(9)
+    test = rng.normal(size=(500, 3, 4))
+    est, ref, gen = rng.normal(size=(3, 4))
+    got = PROTOCOLS["ethics_vldp"].evaluate({"beta": est}, {"beta_bar": ref,
+                                                            "beta_generating": gen,
+                                                            "test": test})
+    assert got["accuracy"] == agreement(est, ref, test)
+    assert got["accuracy_generating"] == agreement(est, gen, test)
+    assert got["accuracy_reference"] == agreement(ref, gen, test)
