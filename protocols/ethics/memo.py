@@ -31,48 +31,67 @@ VOTER_BYTES = 128 << 20
 ROW_BYTES = 160 << 20
 
 
+class _Kept:
+    """Arrays of records (as uint64) with their results under a key (a CRC-32 and settings),
+    compared bit for bit on look-up; least recently used dropped beyond ``budget`` bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.store: OrderedDict[tuple, list[tuple[np.ndarray, np.ndarray]]] = OrderedDict()
+        self.bytes = 0
+
+    def clear(self) -> None:
+        self.store.clear()
+        self.bytes = 0
+
+    def find(self, key: tuple, bits: np.ndarray) -> np.ndarray | None:
+        """The result kept for exactly the records ``bits``."""
+        for kept, result in self.store.get(key, ()):
+            if np.array_equal(kept, bits):
+                self.store.move_to_end(key)
+                return result
+        return None
+
+    def keep(self, key: tuple, bits: np.ndarray, result: np.ndarray) -> None:
+        size = bits.nbytes + result.nbytes
+        if size > self.budget or self.find(key, bits) is not None:
+            return
+        self.store.setdefault(key, []).append((bits, result))
+        self.store.move_to_end(key)
+        self.bytes += size
+        while self.bytes > self.budget and self.store:
+            _, old = self.store.popitem(last=False)
+            self.bytes -= sum(b.nbytes + r.nbytes for b, r in old)
+
+
 class VoterMemo:
     """Per-voter results of a function of each voter's records, least recently used dropped.
 
     A voter's records are found by their CRC-32 and then compared bit for bit with the records
     kept beside the result, so a result is only ever returned for exactly the same records.
+    Whole blocks of voters are kept the same way (a pool asks for the same block in every run
+    on a data set: one comparison instead of one per voter).
 
     Parameters
     ----------
     budget : int
-        Bytes of records (and results) kept.
+        Bytes of records (and results) kept per voter, and again as whole blocks.
     """
 
     def __init__(self, budget: int = VOTER_BYTES) -> None:
-        self.budget = budget
-        self._store: OrderedDict[tuple, list[tuple[np.ndarray, np.ndarray]]] = OrderedDict()
-        self._bytes = 0
+        self._voters = _Kept(budget)
+        self._blocks = _Kept(budget)
         self._lock = threading.Lock()
 
     def clear(self) -> None:
         """Forget every result."""
         with self._lock:
-            self._store.clear()
-            self._bytes = 0
+            self._voters.clear()
+            self._blocks.clear()
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._store.values())
-
-    def _find(self, key: tuple, bits: np.ndarray) -> np.ndarray | None:
-        """The result kept for exactly the records ``bits`` (their bytes as uint64)."""
-        for kept, result in self._store.get(key, ()):
-            if np.array_equal(kept, bits):
-                self._store.move_to_end(key)
-                return result
-        return None
-
-    def _keep(self, key: tuple, bits: np.ndarray, result: np.ndarray) -> None:
-        self._store.setdefault(key, []).append((bits, result))
-        self._store.move_to_end(key)
-        self._bytes += bits.nbytes + result.nbytes
-        while self._bytes > self.budget and self._store:
-            _, old = self._store.popitem(last=False)
-            self._bytes -= sum(b.nbytes + r.nbytes for b, r in old)
+        """How many voters' results are kept."""
+        return sum(len(v) for v in self._voters.store.values())
 
     def results(self, tag: str, z: np.ndarray, width: int,
                 compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -99,13 +118,18 @@ class VoterMemo:
         """
         z = np.ascontiguousarray(z, dtype=np.float64)
         bits = z.reshape(len(z), -1).view(np.uint64)
+        whole = (tag, z.shape, zlib.crc32(bits))
+        with self._lock:
+            got = self._blocks.find(whole, bits)
+        if got is not None:
+            return got.copy()
         head = (tag, z.shape[1:])
         keys = [head + (zlib.crc32(row),) for row in bits]
         out = np.empty((len(z), width))
         miss = []
         with self._lock:
             for i, key in enumerate(keys):
-                got = self._find(key, bits[i])
+                got = self._voters.find(key, bits[i])
                 if got is None:
                     miss.append(i)
                 else:
@@ -115,8 +139,9 @@ class VoterMemo:
             out[miss] = new
             with self._lock:
                 for i, row in zip(miss, new, strict=True):
-                    if self._find(keys[i], bits[i]) is None:
-                        self._keep(keys[i], bits[i].copy(), row.copy())
+                    self._voters.keep(keys[i], bits[i].copy(), row.copy())
+        with self._lock:
+            self._blocks.keep(whole, bits.copy(), out.copy())
         return out
 
 

@@ -157,3 +157,14 @@ def test_evaluate_decides_each_parameter_once_with_the_same_accuracies():
     assert got["accuracy"] == agreement(est, ref, test)
     assert got["accuracy_generating"] == agreement(est, gen, test)
     assert got["accuracy_reference"] == agreement(ref, gen, test)
+
+
+def test_a_kept_block_is_returned_as_a_copy():
+    z = records(10, voters=5)
+    first = memo_mle(z, 3.0, "l2")
+    ref = first.copy()
+    first[:] = 0.0  # the caller's to change
+    same_bits(memo_mle(z, 3.0, "l2"), ref)
+    again = memo_mle(z, 3.0, "l2")
+    again[0, 0] = 99.0
+    same_bits(memo_mle(z, 3.0, "l2"), ref)
