@@ -168,3 +168,14 @@ def test_a_kept_block_is_returned_as_a_copy():
     again = memo_mle(z, 3.0, "l2")
     again[0, 0] = 99.0
     same_bits(memo_mle(z, 3.0, "l2"), ref)
+
+
+def test_the_suggested_clip_is_scipys_chi_square_quantile_bit_for_bit():
+    from ldpsim.protocols.ethics.data import suggested_clip
+    from scipy import stats
+
+    for d in range(1, 201):
+        for alt_sd in (0.5, 1.0, 3.0):
+            for coverage in (0.5, 0.95, 0.99):
+                ref = float(alt_sd * math.sqrt(2.0 * stats.chi2.ppf(coverage, d)))
+                assert suggested_clip(d, alt_sd, coverage) == ref
