@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 #: bytes of voters' records (kept beside their results) one process keeps
-VOTER_BYTES = 128 << 20
+VOTER_BYTES = 96 << 20
 #: bytes of generated rows one process keeps
 ROW_BYTES = 160 << 20
 
@@ -75,12 +75,14 @@ class VoterMemo:
     Parameters
     ----------
     budget : int
-        Bytes of records (and results) kept per voter, and again as whole blocks.
+        Bytes of records (and results) kept per voter (0: whole blocks only).
+    blocks : int
+        Bytes of records (and results) kept as whole blocks.
     """
 
-    def __init__(self, budget: int = VOTER_BYTES) -> None:
+    def __init__(self, budget: int = VOTER_BYTES, blocks: int = VOTER_BYTES) -> None:
         self._voters = _Kept(budget)
-        self._blocks = _Kept(budget)
+        self._blocks = _Kept(blocks)
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -117,6 +119,8 @@ class VoterMemo:
         ndarray, shape (B, width)
         """
         z = np.ascontiguousarray(z, dtype=np.float64)
+        if len(z) == 0 or z.size == 0:
+            return np.asarray(compute(z), dtype=np.float64).reshape(len(z), width)
         bits = z.reshape(len(z), -1).view(np.uint64)
         whole = (tag, z.shape, zlib.crc32(bits))
         with self._lock:
@@ -124,9 +128,10 @@ class VoterMemo:
         if got is not None:
             return got.copy()
         head = (tag, z.shape[1:])
-        keys = [head + (zlib.crc32(row),) for row in bits]
+        per_voter = self._voters.budget > 0
+        keys = [head + (zlib.crc32(row),) for row in bits] if per_voter else []
         out = np.empty((len(z), width))
-        miss = []
+        miss = [] if per_voter else list(range(len(z)))
         with self._lock:
             for i, key in enumerate(keys):
                 got = self._voters.find(key, bits[i])
@@ -137,9 +142,10 @@ class VoterMemo:
         if miss:
             new = np.asarray(compute(z[miss]), dtype=np.float64).reshape(len(miss), width)
             out[miss] = new
-            with self._lock:
-                for i, row in zip(miss, new, strict=True):
-                    self._voters.keep(keys[i], bits[i].copy(), row.copy())
+            if per_voter:
+                with self._lock:
+                    for i, row in zip(miss, new, strict=True):
+                        self._voters.keep(keys[i], bits[i].copy(), row.copy())
         with self._lock:
             self._blocks.keep(whole, bits.copy(), out.copy())
         return out
@@ -239,7 +245,8 @@ class RowMemo:
 
 #: the process's voters' Eq. (3) estimates
 MLE = VoterMemo()
-#: the process's voters' exact functional-mechanism coefficients (Algorithm 3)
-FM = VoterMemo()
+#: the process's voters' exact functional-mechanism coefficients (Algorithm 3): whole blocks
+#: only (no ground truth asks for them, so a pool's block is what comes back)
+FM = VoterMemo(budget=0)
 #: the process's generated rows of synthetic voters
 ROWS = RowMemo()

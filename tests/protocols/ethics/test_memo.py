@@ -179,3 +179,20 @@ def test_the_suggested_clip_is_scipys_chi_square_quantile_bit_for_bit():
             for coverage in (0.5, 0.95, 0.99):
                 ref = float(alt_sd * math.sqrt(2.0 * stats.chi2.ppf(coverage, d)))
                 assert suggested_clip(d, alt_sd, coverage) == ref
+
+
+def test_a_memory_of_whole_blocks_only_is_exact():
+    blocks = memo.VoterMemo(budget=0)
+    z = records(11, voters=9)
+    ref = constrained_mle(z, 3.0, "l2")
+    solve = lambda b: constrained_mle(b, 3.0, "l2")  # noqa: E731
+    same_bits(blocks.results("t", z[:4], 5, solve), ref[:4])
+    same_bits(blocks.results("t", z, 5, solve), ref)
+    same_bits(blocks.results("t", z, 5, solve), ref)
+    assert len(blocks) == 0
+
+
+def test_no_voters_and_no_records():
+    same_bits(memo_mle(np.zeros((0, 13, 5)), 3.0, "l2"), constrained_mle(np.zeros((0, 13, 5)),
+                                                                         3.0, "l2"))
+    same_bits(fm.voter_coefficients(np.zeros((0, 4, 3)), 2.0), np.zeros((0, 9)))
