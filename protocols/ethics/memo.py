@@ -4,11 +4,12 @@ A voter's Eq. (3) estimate is a deterministic function of her records, the ball 
 the solver's settings, and it is bit-identical whether she is solved alone or inside any block
 of voters (``mle``'s batch invariance). A sweep asks for the same estimate many times: the
 ground truth of a data set solves every voter, and each run of Algorithms 1-2 on that data set
-(one per protocol and parameter point) solves them again. ``VoterMemo`` keeps each voter's
-result beside a copy of her records and the settings (found by the records' CRC-32, then
-compared bit for bit), so every repetition after the first is a look-up, and the result
-returned is the one a new solve would give, bit for bit. Records that differ in any bit (the
-privacy audit's neighbouring rows) are solved.
+(one per protocol and parameter point) solves them again. ``VoterMemo`` keeps the results of
+each computed block of voters beside a copy of their records and the settings; a block asked
+for again, or a range of voters of a kept block (a pool's voters inside the ground truth's),
+or a few such ranges joined, is found (by a fingerprint, then compared bit for bit) and its
+kept results are returned: the ones a new solve would give, bit for bit. Records that differ
+in any bit (the privacy audit's neighbouring rows) are solved.
 
 The data generator's rows are kept too (``RowMemo``): every run of one repetition draws the
 same rows, a deterministic function of the agents' data keys and ids and the generator's
@@ -19,89 +20,109 @@ each pool its own range) is a slice of it when their keys are the same.
 from __future__ import annotations
 
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 
 #: bytes of voters' records (kept beside their results) one process keeps
-VOTER_BYTES = 96 << 20
+VOTER_BYTES = 128 << 20
 #: bytes of generated rows one process keeps
 ROW_BYTES = 160 << 20
 
 
-class _Kept:
-    """Arrays of records (as uint64) with their results under a key (a CRC-32 and settings),
-    compared bit for bit on look-up; least recently used dropped beyond ``budget`` bytes."""
+def _fingerprints(bits: np.ndarray) -> np.ndarray:
+    """One uint64 per row of ``bits`` (B, L): sum_k bits[:, k] (2k + 1) phi mod 2^64, phi the
+    golden-ratio constant (only to find candidate rows; every match is compared bit for bit)."""
+    mix = (np.arange(bits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)) * _PHI
+    return (bits * mix).sum(axis=1, dtype=np.uint64)
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.store: OrderedDict[tuple, list[tuple[np.ndarray, np.ndarray]]] = OrderedDict()
-        self.bytes = 0
 
-    def clear(self) -> None:
-        self.store.clear()
-        self.bytes = 0
-
-    def find(self, key: tuple, bits: np.ndarray) -> np.ndarray | None:
-        """The result kept for exactly the records ``bits``."""
-        for kept, result in self.store.get(key, ()):
-            if np.array_equal(kept, bits):
-                self.store.move_to_end(key)
-                return result
-        return None
-
-    def keep(self, key: tuple, bits: np.ndarray, result: np.ndarray) -> None:
-        size = bits.nbytes + result.nbytes
-        if size > self.budget or self.find(key, bits) is not None:
-            return
-        self.store.setdefault(key, []).append((bits, result))
-        self.store.move_to_end(key)
-        self.bytes += size
-        while self.bytes > self.budget and self.store:
-            _, old = self.store.popitem(last=False)
-            self.bytes -= sum(b.nbytes + r.nbytes for b, r in old)
+_PHI = np.uint64(0x9E3779B97F4A7C15)
+#: a block found in more pieces than this (or through more candidate rows per piece) is
+#: computed instead: the look-up stays a few vectorised steps whatever the block's size
+PIECES = 16
+CANDIDATES = 8
 
 
 class VoterMemo:
-    """Per-voter results of a function of each voter's records, least recently used dropped.
+    """Results of a function of each voter's records, kept per computed block of voters and
+    least recently used dropped beyond a byte budget.
 
-    A voter's records are found by their CRC-32 and then compared bit for bit with the records
-    kept beside the result, so a result is only ever returned for exactly the same records.
-    Whole blocks of voters are kept the same way (a pool asks for the same block in every run
-    on a data set: one comparison instead of one per voter).
+    A block asked for is looked up as consecutive runs of voters inside kept blocks (a pool's
+    voters are a range of the ground truth's, or the same block as in the run before): each
+    run is found by a fingerprint of its first voter's records, then compared bit for bit, all
+    vectorised. A block not covered so is computed whole and kept.
 
     Parameters
     ----------
     budget : int
-        Bytes of records (and results) kept per voter (0: whole blocks only).
-    blocks : int
-        Bytes of records (and results) kept as whole blocks.
+        Bytes of records (and results) kept.
     """
 
-    def __init__(self, budget: int = VOTER_BYTES, blocks: int = VOTER_BYTES) -> None:
-        self._voters = _Kept(budget)
-        self._blocks = _Kept(blocks)
+    def __init__(self, budget: int = VOTER_BYTES) -> None:
+        self.budget = budget
+        self._store: OrderedDict[int, tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict())
+        self._bytes = 0
+        self._next = 0
         self._lock = threading.Lock()
 
     def clear(self) -> None:
         """Forget every result."""
         with self._lock:
-            self._voters.clear()
-            self._blocks.clear()
+            self._store.clear()
+            self._bytes = 0
 
     def __len__(self) -> int:
         """How many voters' results are kept."""
-        return sum(len(v) for v in self._voters.store.values())
+        return sum(len(v[1]) for v in self._store.values())
+
+    def _piece(self, head: tuple, bits: np.ndarray, fps: np.ndarray
+               ) -> tuple[int, np.ndarray] | None:
+        """(length, results) of the longest run of ``bits``' first voters found in one kept
+        block, or None."""
+        for ident, (h, kfp, kbits, kres) in self._store.items():
+            if h != head:
+                continue
+            for j in np.flatnonzero(kfp == fps[0])[:CANDIDATES]:
+                k = min(len(kfp) - j, len(fps))
+                same = (kfp[j:j + k] == fps[:k]) & (kbits[j:j + k] == bits[:k]).all(axis=1)
+                bad = np.flatnonzero(~same)
+                k = int(bad[0]) if len(bad) else k
+                if k > 0:
+                    self._store.move_to_end(ident)
+                    return k, kres[j:j + k]
+        return None
+
+    def _find(self, head: tuple, bits: np.ndarray, fps: np.ndarray) -> np.ndarray | None:
+        pieces, pos = [], 0
+        while pos < len(bits) and len(pieces) < PIECES:
+            got = self._piece(head, bits[pos:], fps[pos:])
+            if got is None:
+                return None
+            pieces.append(got[1])
+            pos += got[0]
+        return np.concatenate(pieces) if pos == len(bits) else None
+
+    def _keep(self, head: tuple, fps: np.ndarray, bits: np.ndarray, res: np.ndarray) -> None:
+        size = fps.nbytes + bits.nbytes + res.nbytes
+        if size > self.budget:
+            return
+        self._store[self._next] = (head, fps, bits, res)
+        self._next += 1
+        self._bytes += size
+        while self._bytes > self.budget:
+            _, (_, f, b, r) = self._store.popitem(last=False)
+            self._bytes -= f.nbytes + b.nbytes + r.nbytes
 
     def results(self, tag: str, z: np.ndarray, width: int,
                 compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """``compute(z)`` (one row of ``width`` float64 per voter), computed only for the
-        voters whose result under ``tag`` is not kept.
+        """``compute(z)`` (one row of ``width`` float64 per voter), or the kept results when
+        every voter's records (bit for bit) and ``tag`` are kept.
 
         ``compute`` must treat voters independently (a voter's row the same, bit for bit, in
-        any block), which is what makes a block of the voters not kept equal to the whole.
+        any block), which is what makes kept results of other blocks equal to ``compute(z)``.
 
         Parameters
         ----------
@@ -122,32 +143,15 @@ class VoterMemo:
         if len(z) == 0 or z.size == 0:
             return np.asarray(compute(z), dtype=np.float64).reshape(len(z), width)
         bits = z.reshape(len(z), -1).view(np.uint64)
-        whole = (tag, z.shape, zlib.crc32(bits))
+        fps = _fingerprints(bits)
+        head = (tag, z.shape[1:])
         with self._lock:
-            got = self._blocks.find(whole, bits)
+            got = self._find(head, bits, fps)
         if got is not None:
             return got.copy()
-        head = (tag, z.shape[1:])
-        per_voter = self._voters.budget > 0
-        keys = [head + (zlib.crc32(row),) for row in bits] if per_voter else []
-        out = np.empty((len(z), width))
-        miss = [] if per_voter else list(range(len(z)))
+        out = np.asarray(compute(z), dtype=np.float64).reshape(len(z), width)
         with self._lock:
-            for i, key in enumerate(keys):
-                got = self._voters.find(key, bits[i])
-                if got is None:
-                    miss.append(i)
-                else:
-                    out[i] = got
-        if miss:
-            new = np.asarray(compute(z[miss]), dtype=np.float64).reshape(len(miss), width)
-            out[miss] = new
-            if per_voter:
-                with self._lock:
-                    for i, row in zip(miss, new, strict=True):
-                        self._voters.keep(keys[i], bits[i].copy(), row.copy())
-        with self._lock:
-            self._blocks.keep(whole, bits.copy(), out.copy())
+            self._keep(head, fps, bits.copy(), out.copy())
         return out
 
 
@@ -245,8 +249,7 @@ class RowMemo:
 
 #: the process's voters' Eq. (3) estimates
 MLE = VoterMemo()
-#: the process's voters' exact functional-mechanism coefficients (Algorithm 3): whole blocks
-#: only (no ground truth asks for them, so a pool's block is what comes back)
-FM = VoterMemo(budget=0)
+#: the process's voters' exact functional-mechanism coefficients (Algorithm 3)
+FM = VoterMemo()
 #: the process's generated rows of synthetic voters
 ROWS = RowMemo()

@@ -181,15 +181,49 @@ def test_the_suggested_clip_is_scipys_chi_square_quantile_bit_for_bit():
                 assert suggested_clip(d, alt_sd, coverage) == ref
 
 
-def test_a_memory_of_whole_blocks_only_is_exact():
-    blocks = memo.VoterMemo(budget=0)
+def test_a_memory_without_budget_keeps_nothing_and_is_exact():
+    none = memo.VoterMemo(budget=0)
     z = records(11, voters=9)
     ref = constrained_mle(z, 3.0, "l2")
     solve = lambda b: constrained_mle(b, 3.0, "l2")  # noqa: E731
-    same_bits(blocks.results("t", z[:4], 5, solve), ref[:4])
-    same_bits(blocks.results("t", z, 5, solve), ref)
-    same_bits(blocks.results("t", z, 5, solve), ref)
-    assert len(blocks) == 0
+    same_bits(none.results("t", z[:4], 5, solve), ref[:4])
+    same_bits(none.results("t", z, 5, solve), ref)
+    assert len(none) == 0
+
+
+def test_ranges_of_kept_blocks_are_found_and_joined():
+    z = records(12, voters=30)
+    ref = constrained_mle(z, 3.0, "l2")
+    calls = []
+
+    def solve(b):
+        calls.append(len(b))
+        return constrained_mle(b, 3.0, "l2")
+
+    kept = memo.VoterMemo()
+    same_bits(kept.results("t", z[:12], 5, solve), ref[:12])
+    same_bits(kept.results("t", z[12:], 5, solve), ref[12:])
+    same_bits(kept.results("t", z, 5, solve), ref)            # two kept blocks joined
+    same_bits(kept.results("t", z[5:20], 5, solve), ref[5:20])  # across both
+    same_bits(kept.results("t", z[12:], 5, solve), ref[12:])
+    assert calls == [12, 18]
+    other = z[5:20].copy()
+    other[3, 0, 0] = np.nextafter(other[3, 0, 0], np.inf)  # one bit of one voter
+    same_bits(kept.results("t", other, 5, solve), constrained_mle(other, 3.0, "l2"))
+    assert calls == [12, 18, 15]
+    same_bits(kept.results("u", z[:12], 5, solve), ref[:12])  # another tag: computed
+    assert calls == [12, 18, 15, 12]
+    same_bits(kept.results("t", z[::-1], 5, solve), ref[::-1])  # 30 pieces: computed
+    assert calls == [12, 18, 15, 12, 30]
+
+
+def test_duplicate_voters_are_found():
+    z = records(13, voters=6)
+    z[2:5] = z[1]  # four equal voters
+    ref = constrained_mle(z, 3.0, "l2")
+    kept = memo.VoterMemo()
+    same_bits(kept.results("t", z, 5, lambda b: constrained_mle(b, 3.0, "l2")), ref)
+    same_bits(kept.results("t", z[3:], 5, lambda b: constrained_mle(b, 3.0, "l2")), ref[3:])
 
 
 def test_no_voters_and_no_records():
