@@ -39,6 +39,7 @@ scenario protects and estimates the same quantity. C and the norm are public.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,8 @@ from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
-from ldpsim.protocols.ethics.mle import constrained_mle
+from ldpsim.protocols.ethics import memo
+from ldpsim.protocols.ethics.estimates import memo_mle
 from ldpsim.protocols.ethics.model import NORMS, norm_of
 from ldpsim.protocols.keys import DataKeys
 
@@ -56,15 +58,18 @@ EPS_MODES = ("none", "constant", "uniform", "list", "groups")
 BLOCK = 16384  # voters generated (and solved, for the truth) at a time
 
 
+@functools.lru_cache(maxsize=64)
 def suggested_clip(d: int, alt_sd: float, coverage: float = 0.99) -> float:
     """A public radius R with P(||z||_2 <= R) = coverage for z ~ N(0, 2 alt_sd^2 I_d).
 
     Used as the default preprocessing scale of the functional mechanism (records are divided by
-    R and clipped into the unit ball). It depends on public generator parameters only.
+    R and clipped into the unit ball). It depends on public generator parameters only. The
+    chi-square quantile is ``2 gammaincinv(d / 2, coverage)``, what ``scipy.stats.chi2.ppf``
+    computes, without importing ``scipy.stats`` (seconds on a busy machine).
     """
-    from scipy import stats  # ~0.5 s to import: only when a default clip is computed
+    from scipy import special  # on first use: the registry imports every family
 
-    return float(alt_sd * math.sqrt(2.0 * stats.chi2.ppf(coverage, d)))
+    return float(alt_sd * math.sqrt(2.0 * (2 * special.gammaincinv(d / 2, coverage))))
 
 
 def parse_eps_list(text: str) -> list[float]:
@@ -183,8 +188,16 @@ class PairwiseChoices(Dataset):
         out = np.empty((max(stop - start, 0), 1 + self.records * self.d))
         for s in range(start, stop, BLOCK):
             e = min(stop, s + BLOCK)
-            out[s - start:e - start] = self._generate(np.arange(s, e))[0]
+            out[s - start:e - start] = self._block(np.arange(s, e))[0]
         return out
+
+    def _block(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_generate(ids)`` for consecutive agents ``ids``, read-only, from ``memo.ROWS``
+        when a block generated before holds them (the same keys and settings)."""
+        keys = np.ascontiguousarray(self.keys.of(ids), dtype=np.uint64)
+        settings = repr((self.d, self.records, self.beta_sd, self.alt_sd, self.eps,
+                         self.mean.tobytes(), self.draws)).encode()
+        return memo.ROWS.block(settings, int(ids[0]), keys, lambda: self._generate(ids))
 
     def test_set(self) -> np.ndarray:
         """Held-out test instances (T, k, d): k alternatives ~ N(0, alt_sd^2 I) each."""
@@ -199,9 +212,9 @@ class PairwiseChoices(Dataset):
         on = 0
         for s in range(0, self.n, BLOCK):
             e = min(self.n, s + BLOCK)
-            row, beta = self._generate(np.arange(s, e))
+            row, beta = self._block(np.arange(s, e))
             z = row[:, 1:].reshape(e - s, self.records, self.d)
-            est = constrained_mle(z, self.bound, self.norm)
+            est = memo_mle(z, self.bound, self.norm)
             tot_mle += est.sum(axis=0)
             tot_gen += beta.sum(axis=0)
             on += int((norm_of(est, self.norm) >= self.bound * (1 - 1e-9)).sum())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.ethics import memo
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import ball_diameter_l1
 
@@ -41,4 +42,14 @@ def split_rows(data: np.ndarray, public: dict[str, Any]) -> tuple[np.ndarray, np
 def voter_mle(z: np.ndarray, public: dict[str, Any]) -> np.ndarray:
     """Each voter's Eq. (3) estimate from its records ``z`` (B, n, d), in the data set's
     C-ball (``public["bound"]``, ``public["norm"]``)."""
-    return constrained_mle(z, float(public["bound"]), public["norm"])
+    return memo_mle(z, float(public["bound"]), public["norm"])
+
+
+def memo_mle(z: np.ndarray, bound: float, norm: str) -> np.ndarray:
+    """``constrained_mle(z, bound, norm)`` (Eq. 3), each voter solved once per process: a
+    voter's estimate depends on her records alone, bit for bit, so it is kept
+    (``memo.MLE``) for the ground truth and every run on the same data set."""
+    z = np.asarray(z, dtype=np.float64)
+    tag = f"eq3:{float(bound)!r}:{norm}"
+    return memo.MLE.results(tag, z, z.shape[-1],
+                            lambda block: constrained_mle(block, bound, norm))

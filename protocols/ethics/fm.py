@@ -53,6 +53,7 @@ import math
 
 import numpy as np
 from ldpsim.protocols import ordered
+from ldpsim.protocols.ethics import memo
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 DOMAINS = ("l2", "linf")
@@ -120,6 +121,25 @@ def monomial_vector(alpha: np.ndarray, m: np.ndarray) -> np.ndarray:
     iu, ju = np.triu_indices(d)
     quad = m[:, iu, ju] * np.where(iu == ju, 1.0, 2.0)
     return np.concatenate([-alpha, quad], axis=1)
+
+
+def voter_coefficients(z: np.ndarray, radius: float, domain: str = "l2",
+                       noise: str = "monomials") -> np.ndarray:
+    """Each voter's exact coefficient vector (Algorithm 3, lines 1-2): her records ``z``
+    (B, n, d) preprocessed (``preprocess``), the coefficients of Eq. (14) (``coefficients``)
+    in the form the noise is added to (``coefficient_vector``).
+
+    A voter's vector depends on her records alone, bit for bit, so it is computed once per
+    process and kept (``memo.FM``) for every run on the same data set.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    tag = f"fm:{float(radius)!r}:{domain}:{noise}"
+
+    def exact(block: np.ndarray) -> np.ndarray:
+        alpha, m = coefficients(preprocess(block, radius, domain))
+        return coefficient_vector(alpha, m, noise)
+
+    return memo.FM.results(tag, z, n_coefficients(z.shape[-1], noise), exact)
 
 
 def from_monomials(vec: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:

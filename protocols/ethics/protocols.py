@@ -69,7 +69,7 @@ from ldpsim.protocols.ethics.estimates import (
     split_rows,
     voter_mle,
 )
-from ldpsim.protocols.ethics.model import PersonalLaplace, agreement
+from ldpsim.protocols.ethics.model import PersonalLaplace, decide
 from ldpsim.protocols.metrics import Metric, fraction
 
 EPSILON = ParamSpec("epsilon", "float", default=1.0, low=0, low_open=True, high=1e6,
@@ -146,9 +146,10 @@ class _EthicsProtocol(Protocol):
         test = truth["test"]
         diff = est - ref
         den = float(ordered.norm(est) * ordered.norm(ref))
-        return {"accuracy": agreement(est, ref, test),
-                "accuracy_generating": agreement(est, gen, test),
-                "accuracy_reference": agreement(ref, gen, test),
+        c_est, c_ref, c_gen = (decide(b, test) for b in (est, ref, gen))
+        return {"accuracy": float(np.mean(c_est == c_ref)),
+                "accuracy_generating": float(np.mean(c_est == c_gen)),
+                "accuracy_reference": float(np.mean(c_ref == c_gen)),
                 "err_l1": float(np.abs(diff).sum()),
                 "err_l2": float(np.sqrt((diff * diff).sum())),
                 "err_linf": float(np.abs(diff).max()),
@@ -427,9 +428,8 @@ class RLDPFunctional(VLDP):
         """(noisy coefficient vector, eps_i) of each voter (Algorithm 3, lines 1-3)."""
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
-        alpha, m = fm.coefficients(zp)
-        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        vec = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                    block.params["noise"])
         return self.mechanism_for(eps, vec, block).perturb(vec, block.words()), eps
 
     def laplace_release(self, block: Block):
@@ -440,8 +440,8 @@ class RLDPFunctional(VLDP):
             return None
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        alpha, m = fm.coefficients(fm.preprocess(z, block.params["clip"], block.params["domain"]))
-        vec = fm.coefficient_vector(alpha, m, block.params["noise"])
+        vec = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                    block.params["noise"])
         return _with_eps_column(*self.mechanism_for(eps, vec, block).release_spec(vec))
 
     def solve(self, a_t, m_t, eps, params, public) -> np.ndarray:
@@ -512,9 +512,8 @@ class RLDPFunctional(VLDP):
             return None
         eps_col, z = split_rows(block.rows, block.public)
         eps = block.mechanism.voter_epsilon(eps_col)
-        zp = fm.preprocess(z, block.params["clip"], block.params["domain"])
-        alpha, m = fm.coefficients(zp)
-        exact = fm.coefficient_vector(alpha, m, block.params["noise"])
+        exact = fm.voter_coefficients(z, block.params["clip"], block.params["domain"],
+                                      block.params["noise"])
         reports = np.asarray(reports)
         lap = self.mechanism_for(eps, exact, block)
         ll = lap.log_likelihood(reports[:, :-1], exact).sum(axis=1)
