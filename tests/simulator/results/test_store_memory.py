@@ -44,3 +44,16 @@ def test_a_new_directorys_records_are_kept_from_the_first_append(tmp_path):
         store.append(_record(i))
     assert store.records() == ResultStore(tmp_path / "b").records()
     assert len(store.records()) == 5
+
+
+def test_the_tables_written_together_are_those_written_apart(tmp_path):
+    from ldpsim.simulator.results.summary import write_per_round, write_summary, write_tables
+
+    from tests.simulator.results.test_results import round_records
+
+    recs = round_records() + [_record(i) for i in range(3)]
+    write_tables(tmp_path / "both", recs)
+    write_summary(tmp_path / "apart", recs)
+    write_per_round(tmp_path / "apart", recs)
+    for name in ("summary.csv", "per_round.csv"):
+        assert (tmp_path / "both" / name).read_bytes() == (tmp_path / "apart" / name).read_bytes()
