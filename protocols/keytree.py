@@ -12,6 +12,7 @@ built so, and the tags and secrets they derive from, is in ``protocols.keys``.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -116,16 +117,30 @@ class AgentKeys:
                                                               compare=False)
     _starts: np.ndarray = field(init=False, repr=False, compare=False)
     _stops: np.ndarray = field(init=False, repr=False, compare=False)
+    #: the covered ranges (``ranges``), joined once when the keys are built
+    _ranges: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    #: the ranges' first agents, for ``covers``'s bisection
+    _range_starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         nodes = tuple(sorted(self.nodes, key=lambda n: n.start))
-        for a, b in zip(nodes, nodes[1:], strict=False):
-            if b.start < a.stop:
-                raise ValueError(f"overlapping key nodes: [{a.start}, {a.stop}) and "
-                                 f"[{b.start}, {b.stop})")
+        starts = [n.index << _shift(n.level) for n in nodes]
+        stops = [(n.index + 1) << _shift(n.level) for n in nodes]
+        for i in range(1, len(nodes)):
+            if starts[i] < stops[i - 1]:
+                raise ValueError(f"overlapping key nodes: [{starts[i - 1]}, {stops[i - 1]}) "
+                                 f"and [{starts[i]}, {stops[i]})")
+        joined: list[list[int]] = []
+        for a, b in zip(starts, stops, strict=True):
+            if joined and joined[-1][1] == a:
+                joined[-1][1] = b
+            else:
+                joined.append([a, b])
         object.__setattr__(self, "nodes", nodes)
-        object.__setattr__(self, "_starts", np.array([n.start for n in nodes], dtype=np.int64))
-        object.__setattr__(self, "_stops", np.array([n.stop for n in nodes], dtype=np.int64))
+        object.__setattr__(self, "_starts", np.array(starts, dtype=np.int64))
+        object.__setattr__(self, "_stops", np.array(stops, dtype=np.int64))
+        object.__setattr__(self, "_ranges", tuple((a, b) for a, b in joined))
+        object.__setattr__(self, "_range_starts", tuple(a for a, _ in joined))
 
     def with_devices(self, start: int, d0: np.ndarray, d1: np.ndarray) -> AgentKeys:
         """The same keys, with agents ``start ..``'s device keys ``(d0, d1)`` already computed
@@ -150,17 +165,14 @@ class AgentKeys:
 
     def ranges(self) -> list[tuple[int, int]]:
         """The agents covered, as disjoint ranges [start, stop) (adjacent nodes joined)."""
-        out: list[list[int]] = []
-        for n in self.nodes:
-            if out and out[-1][1] == n.start:
-                out[-1][1] = n.stop
-            else:
-                out.append([n.start, n.stop])
-        return [(a, b) for a, b in out]
+        return list(self._ranges)
 
     def covers(self, start: int, stop: int) -> bool:
         """Whether every agent of ``[start, stop)`` is covered."""
-        return start >= stop or any(a <= start and stop <= b for a, b in self.ranges())
+        if start >= stop:
+            return True
+        i = bisect_right(self._range_starts, start) - 1  # the last range starting by ``start``
+        return i >= 0 and stop <= self._ranges[i][1]
 
     def restrict(self, ranges: Iterable[tuple[int, int]]) -> AgentKeys:
         """The keys of exactly the agents in ``ranges`` (each inside what this covers): the

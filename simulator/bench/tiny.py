@@ -9,7 +9,8 @@ rounds' plan, respond and absorb, the output scored; no sessions, messages or re
 
 Per run: the sweep's wall time and CPU time (this process and its workers), the protocol's
 CPU time alone, and their difference, the sweep's overhead per run (key and session set-up,
-messages, scoring, the record, the summary at the end).
+messages, scoring, the record, the summary at the end); and the orchestrator's own CPU time
+(with ``--jobs``, the serial part: storing the records, the summary at the end).
 """
 
 from __future__ import annotations
@@ -28,14 +29,14 @@ from ldpsim.simulator.sweep.runner import run_scenario
 SCENARIO = "paper002_fig4"
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children (a sweep's ``--jobs`` workers)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+def _cpu(who: int = resource.RUSAGE_SELF) -> float:
+    """CPU seconds of this process (``RUSAGE_SELF``) or of its finished children
+    (``RUSAGE_CHILDREN``: a sweep's ``--jobs`` workers)."""
+    use = resource.getrusage(who)
+    return use.ru_utime + use.ru_stime
 
 
-def sweep(repeats: int, jobs: int) -> tuple[int, float, float]:
+def sweep(repeats: int, jobs: int) -> tuple[int, float, float, float]:
     """The runs of the scenario at ``repeats`` and ``jobs``, and its wall and CPU seconds.
 
     Parameters
@@ -47,16 +48,18 @@ def sweep(repeats: int, jobs: int) -> tuple[int, float, float]:
 
     Returns
     -------
-    tuple[int, float, float]
-        Runs, wall seconds, CPU seconds (this process and its workers).
+    tuple[int, float, float, float]
+        Runs, wall seconds, CPU seconds (this process and its workers), this process's CPU
+        seconds (the orchestrator's).
     """
     scenario = sc.load(sc.find(SCENARIO), [f"repeats={repeats}", f"runtime.jobs={jobs}",
                                            "runtime.secret='seed'", "output.plots=false"])
     with tempfile.TemporaryDirectory(prefix="ldpsim-tiny-") as out:
-        t0, c0 = time.perf_counter(), _cpu()
+        t0, me0, kids0 = time.perf_counter(), _cpu(), _cpu(resource.RUSAGE_CHILDREN)
         run_scenario(scenario, Path(out) / "out", show_progress=False,
                      echo=lambda *a, **k: None)
-        return len(scenario.runs()), time.perf_counter() - t0, _cpu() - c0
+        wall, me = time.perf_counter() - t0, _cpu() - me0
+        return (len(scenario.runs()), wall, me + _cpu(resource.RUSAGE_CHILDREN) - kids0, me)
 
 
 def protocol_alone(repeats: int) -> float:
@@ -72,15 +75,16 @@ def protocol_alone(repeats: int) -> float:
 
 def main(repeats: int = 20, jobs: tuple[int, ...] = (1, 2)) -> None:
     """Print, per ``jobs``, the sweep's runs per second, its wall and CPU ms per run, the
-    protocol's own ms per run and the overhead per run (CPU ms of the sweep minus the
-    protocol's)."""
+    protocol's own ms per run, the overhead per run (CPU ms of the sweep minus the
+    protocol's) and the orchestrator's CPU ms per run."""
     alone = protocol_alone(repeats)
     print(f"{SCENARIO} at repeats = {repeats}; the protocol alone: {alone * 1e3:.3f} ms/run")
     for j in jobs:
-        runs, wall, cpu = sweep(repeats, j)
+        runs, wall, cpu, own = sweep(repeats, j)
         print(f"jobs {j}: {runs} runs, {runs / wall:.0f} runs/s, wall {wall / runs * 1e3:.3f} "
               f"ms/run, CPU {cpu / runs * 1e3:.3f} ms/run, overhead "
-              f"{(cpu / runs - alone) * 1e3:.3f} ms/run")
+              f"{(cpu / runs - alone) * 1e3:.3f} ms/run, orchestrator "
+              f"{own / runs * 1e3:.3f} ms/run")
 
 
 if __name__ == "__main__":

@@ -199,6 +199,9 @@ class ResultStore:
         self.path = self.out_dir / RESULTS_FILE
         self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
         self._lines: list[int] = []  # the file's line number of each record ``_load`` read
+        #: every record of the file as ``_load`` parsed it, then each appended line parsed
+        #: (what reading the file again gives); None until the file is read
+        self._records: list[dict[str, Any]] | None = None
         self.sync_interval_s = sync_interval_s
         self.sync_records = sync_records
         self._unsynced = 0  # records written since the last fsync
@@ -220,13 +223,19 @@ class ResultStore:
 
     def records(self) -> list[dict[str, Any]]:
         """The stored records, in file order, only the latest one of each key (a redone
-        degraded run supersedes the earlier record). Reads, and if needed repairs, the file.
+        degraded run supersedes the earlier record). Reads, and if needed repairs, the file;
+        after it was read and appended to here, the records it would give are kept instead
+        (each appended line parsed as it was written) and handed out, the next call reading
+        the file again.
 
         Returns
         -------
         list of dict
         """
-        return latest(self._load())
+        if self._records is None:
+            return latest(self._load())
+        kept, self._records = self._records, None  # handed out once: a later call reads again
+        return latest(kept)
 
     def numbered(self) -> list[tuple[int, dict[str, Any]]]:
         """Every record in the file with its line number (1-based), superseded ones included:
@@ -276,6 +285,8 @@ class ResultStore:
                 self._fsync(f.fileno())
         if not is_degraded(record):
             self._keys.add(key)
+        if self._records is not None:  # the record as reading the file gives it back
+            self._records.append(json.loads(line))
 
     def sync(self) -> None:
         """fsync the records appended since the last fsync (and the new file's directory
@@ -295,7 +306,7 @@ class ResultStore:
     def _load(self) -> list[dict[str, Any]]:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""
         if not self.path.exists():
-            self._keys, self._lines = set(), []
+            self._keys, self._lines, self._records = set(), [], []
             return []
         data = self.path.read_bytes()
         raw_lines = data.split(b"\n")
@@ -331,5 +342,6 @@ class ResultStore:
             atomic_write_bytes(self.path, repaired)
         self._keys = {r["key"] for r in records if not is_degraded(r)}
         self._lines = lines
+        self._records = list(records)
         return records
 

@@ -212,27 +212,34 @@ def record_points(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[s
     return list(axes), out
 
 
-def group_points(records: list[dict[str, Any]]) -> tuple[list[str], list[str], list[Point]]:
+def group_points(records: list[dict[str, Any]],
+                 found: tuple[list[str], list[dict[str, Any]]] | None = None
+                 ) -> tuple[list[str], list[str], list[Point]]:
     """Group records by their parameter point (``record_points``; first-appearance order)
-    and aggregate.
+    and aggregate. ``found``: ``record_points(records)``, when the caller has it.
 
     Returns the axes (first-seen order), the metric names (first-seen order), and the points.
     """
     metric_names: dict[str, None] = {}
     points: dict[str, Point] = {}
-    axes, rec_points = record_points(records)
-    for rec, point in zip(records, rec_points, strict=True):
-        for m in record_metrics(rec):
+    axes, rec_points = record_points(records) if found is None else found
+    metrics: dict[int, dict[str, Any]] = {}  # each record's, by its place in ``records``
+    members: dict[str, list[int]] = {}
+    for i, (rec, point) in enumerate(zip(records, rec_points, strict=True)):
+        metrics[i] = record_metrics(rec)
+        for m in metrics[i]:
             metric_names.setdefault(m, None)
         pid = point_id(point)
         if pid not in points:
             protocol = point.get("protocol", rec.get("protocol", ""))
             points[pid] = Point(point=dict(point), protocol=str(protocol))
+            members[pid] = []
         points[pid].records.append(rec)
-    for p in points.values():
+        members[pid].append(i)
+    for pid, p in points.items():
         seen: dict[str, list[float]] = {}
-        for rec in p.records:
-            for m, v in record_metrics(rec).items():
+        for i in members[pid]:
+            for m, v in metrics[i].items():
                 vals = seen.setdefault(m, [])
                 x = finite_number(v)
                 if x is not None:
@@ -270,13 +277,17 @@ def cost_names(columns: list[str]) -> list[str]:
             if c.startswith(("comm.", "timing.", "virtual.")) and c not in stds]
 
 
-def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+def summarize(records: list[dict[str, Any]],
+              found: tuple[list[str], list[dict[str, Any]]] | None = None
+              ) -> tuple[list[str], list[dict[str, Any]]]:
     """Aggregate run records into one row per parameter point.
 
     Parameters
     ----------
     records : list of dict
         Result records (see :class:`ResultStore`); grouped by their ``point`` dict.
+    found : tuple, optional
+        ``record_points(records)``, when the caller has it (the same table either way).
 
     Returns
     -------
@@ -300,7 +311,7 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
         0.0 when there is one value. Cost columns are means over repeats, the
         ``COST_STD_COLUMNS`` their sample standard deviations.
     """
-    axes, metric_names, points = group_points(records)
+    axes, metric_names, points = group_points(records, found)
     cost_cols: list[str] = []
     for c, _, _ in COST_COLUMNS:
         if any(c in p.costs for p in points):
@@ -343,7 +354,9 @@ VIRTUAL_ROUND_COLUMNS = ("virtual_start_s", "virtual_s", "completion_p50_s",
                          "dropouts_late", "wire_bytes_up", "wire_bytes_down")
 
 
-def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+def per_round(records: list[dict[str, Any]],
+              found: tuple[list[str], list[dict[str, Any]]] | None = None
+              ) -> tuple[list[str], list[dict[str, Any]]]:
     """One row per (run, round): what each round of each run cost.
 
     Parameters
@@ -351,6 +364,8 @@ def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
     records : list of dict
         Result records; those without ``comm.per_round`` (``[output] per_round = false``)
         give no rows.
+    found : tuple, optional
+        ``record_points(records)``, when the caller has it.
 
     Returns
     -------
@@ -372,7 +387,7 @@ def per_round(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, 
         and ``wire_bytes_up``/``wire_bytes_down`` (with the transport's headers). A key an
         entry lacks is None.
     """
-    axes, points = record_points(records)
+    axes, points = record_points(records) if found is None else found
     settings = [a for a in axes if a != "protocol"]
     virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
     columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
@@ -443,7 +458,8 @@ def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Pa
     return path
 
 
-def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
+def write_summary(out_dir: str | Path, records: list[dict[str, Any]],
+                  found: tuple[list[str], list[dict[str, Any]]] | None = None) -> Path:
     """Write :func:`summarize` of ``records`` to ``<out_dir>/summary.csv`` atomically.
 
     Parameters
@@ -452,23 +468,36 @@ def write_summary(out_dir: str | Path, records: list[dict[str, Any]]) -> Path:
         Destination directory (created if missing).
     records : list of dict
         Result records.
+    found : tuple, optional
+        ``record_points(records)``, when the caller has it (``write_tables``).
 
     Returns
     -------
     Path
         The path of ``summary.csv``.
     """
-    return _write_csv(Path(out_dir) / SUMMARY_FILE, *summarize(records))
+    return _write_csv(Path(out_dir) / SUMMARY_FILE, *summarize(records, found))
 
 
-def write_per_round(out_dir: str | Path, records: list[dict[str, Any]]) -> Path | None:
+def write_per_round(out_dir: str | Path, records: list[dict[str, Any]],
+                    found: tuple[list[str], list[dict[str, Any]]] | None = None
+                    ) -> Path | None:
     """Write :func:`per_round` of ``records`` to ``<out_dir>/per_round.csv`` atomically,
-    when they keep their rounds (``[output] per_round``, the default).
+    when they keep their rounds (``[output] per_round``, the default). ``found``:
+    ``record_points(records)``, when the caller has it.
 
     Returns
     -------
     Path or None
         The path of ``per_round.csv``; None (nothing written) when no record has a round.
     """
-    columns, rows = per_round(records)
+    columns, rows = per_round(records, found)
     return _write_csv(Path(out_dir) / PER_ROUND_FILE, columns, rows) if rows else None
+
+
+def write_tables(out_dir: str | Path, records: list[dict[str, Any]]) -> None:
+    """``write_summary`` and ``write_per_round`` of ``records``, their parameter points
+    (``record_points``) found once for both: the same files as each alone writes."""
+    found = record_points(records)
+    write_summary(out_dir, records, found)
+    write_per_round(out_dir, records, found)

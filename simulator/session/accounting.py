@@ -33,6 +33,8 @@ def zmtp_bytes(frame_len: int) -> int:
 #: the per-agent byte counters' dtypes, narrowest first: a counter widens to the next one that
 #: holds the most bytes any agent can have counted in its direction (``CommStats._count``)
 COUNTERS = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.int64))
+#: the largest count each counter type holds
+_COUNTER_MAX = {d: int(np.iinfo(d).max) for d in COUNTERS}
 
 
 @dataclass
@@ -104,10 +106,14 @@ class CommStats:
 
     def _count(self, way: str, at: slice | np.ndarray, sizes: np.ndarray | int) -> None:
         counter = getattr(self, way)
-        most = int(np.max(sizes)) if np.size(sizes) else 0
+        if type(sizes) is int:  # one number for every agent: its own largest
+            most = sizes
+        else:
+            most = int(np.max(sizes)) if np.size(sizes) else 0
         self._most[way] += most  # no agent has more bytes counted this way than this
-        if self._most[way] > np.iinfo(counter.dtype).max:
-            wide = next(d for d in COUNTERS if self._most[way] <= np.iinfo(d).max)
+        top = _COUNTER_MAX.get(counter.dtype)
+        if self._most[way] > (np.iinfo(counter.dtype).max if top is None else top):
+            wide = next(d for d in COUNTERS if self._most[way] <= _COUNTER_MAX[d])
             counter = counter.astype(wide)
             setattr(self, way, counter)
         counter[at] += sizes

@@ -24,8 +24,7 @@ from ldpsim.simulator.results.summary import (
     metric_names,
     privacy_spent,
     summarize,
-    write_per_round,
-    write_summary,
+    write_tables,
 )
 from ldpsim.simulator.results.table import format_table
 from ldpsim.simulator.scenario import identity
@@ -259,8 +258,7 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
         # and its means do not depend on which worker was first
         records = in_run_order(store.records(), specs)
         if records:
-            write_summary(out_dir, usable(records, include_degraded))
-            write_per_round(out_dir, usable(records, include_degraded))
+            write_tables(out_dir, usable(records, include_degraded))
     summary = Path(out_dir) / "summary.csv"
     if scenario.output["plots"]:
         # once, after the last run (never between runs), here: a sweep's figures are what its

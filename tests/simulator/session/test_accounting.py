@@ -118,3 +118,19 @@ def test_a_pool_that_never_registers_leaves_its_block_out():
     res = cur.result
     assert res["dropouts_registration"] == gap[1] - gap[0] and res["pools_registered"] == 2
     assert res["comm"]["per_round"][0]["asked"] == len(expect)
+
+
+def test_one_size_for_every_agent_counts_and_widens_as_an_array_of_it():
+    """``count_down(at, size)`` with one plain number: the same counts and the same widening
+    as with an array holding that number once per agent."""
+    one, each = CommStats(), CommStats()
+    one.start(4)
+    each.start(4)
+    for at, size in ((slice(0, 3), 30_000), (np.array([1, 3]), 5_000), (slice(0, 4), 0),
+                     (np.array([2]), 2**31 - 40_000), (slice(2, 4), 50_000)):
+        one.count_down(at, size)
+        n = len(range(4)[at]) if isinstance(at, slice) else len(at)
+        each.count_down(at, np.full(n, size, dtype=np.int64))
+        assert one.down.dtype == each.down.dtype
+        assert one.down.tolist() == each.down.tolist()
+    assert one.down.dtype == np.int64
