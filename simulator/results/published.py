@@ -36,6 +36,7 @@ independent.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -99,13 +100,41 @@ def _matches(rec: dict[str, Any], where: dict[str, Any], x: str, value: Any) -> 
 
 
 def _mean_se(records: list[dict[str, Any]], metric: str, where: dict[str, Any], x: str,
-             value: Any) -> tuple[float | None, float | None, int]:
-    got = [finite_number(record_metrics(r).get(metric)) for r in records
-           if _matches(r, where, x, value)]
+             value: Any, groups: list[tuple[dict[str, Any], list[int]]] | None = None
+             ) -> tuple[float | None, float | None, int]:
+    """The mean of ``metric`` over the records that match (``_matches``), in the records'
+    order, its standard error and their number. With ``groups`` (``_grouped``), each group's
+    first record decides for the whole group."""
+    if groups is None:
+        chosen = [r for r in records if _matches(r, where, x, value)]
+    else:
+        at = sorted(i for rep, idx in groups if _matches(rep, where, x, value) for i in idx)
+        chosen = [records[i] for i in at]
+    got = [finite_number(record_metrics(r).get(metric)) for r in chosen]
     vals = [v for v in got if v is not None]
     ours, std, _ = mean_std(vals)
     se = std / math.sqrt(len(vals)) if len(vals) > 1 else None
     return (ours if vals else None), se, len(vals)
+
+
+def _grouped(entries: list[dict[str, Any]], records: list[dict[str, Any]]
+             ) -> list[tuple[dict[str, Any], list[int]]]:
+    """The records in groups that every entry's settings match alike: the same point,
+    protocol and sections the entries name (``_matches`` reads nothing else), each group as
+    its first record and the indices of its records. A sweep's repeats of a point then cost
+    one match per printed number, not one per record."""
+    sections = {k.split(".", 1)[0] for e in entries
+                for k in [*(e.get("where") or {}), *(e.get("versus") or {}), e["x"]]}
+    sections = {"params_requested" if s == "params" else s for s in sections}
+    groups: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for i, r in enumerate(records):
+        sig = json.dumps([r.get("point"), r.get("protocol"),
+                          [r.get(s) for s in sorted(sections)]], sort_keys=True, default=repr)
+        if sig in groups:
+            groups[sig][1].append(i)
+        else:
+            groups[sig] = (r, [i])
+    return list(groups.values())
 
 
 def _gap(form: str, a: float, sa: float | None, b: float, sb: float | None
@@ -137,13 +166,14 @@ def compare(entries: list[dict[str, Any]], records: list[dict[str, Any]]
     such run), ``se`` (its standard error), ``repeats`` (the fewer of the two, for a gap) and
     ``z`` ((ours − paper) / se; None without a spread)."""
     rows = []
+    groups = _grouped(entries, records)
     for e in entries:
         where = dict(e.get("where") or {})
         for value, paper in zip(e["at"], e["values"], strict=True):
-            ours, se, n = _mean_se(records, e["metric"], where, e["x"], value)
+            ours, se, n = _mean_se(records, e["metric"], where, e["x"], value, groups)
             if "versus" in e:
                 b, sb, nb = _mean_se(records, e["metric"], {**where, **e["versus"]}, e["x"],
-                                     value)
+                                     value, groups)
                 n = min(n, nb)
                 ours, se = ((None, None) if ours is None or b is None
                             else _gap(e.get("form", "relative"), ours, se, b, sb))

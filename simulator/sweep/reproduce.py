@@ -224,7 +224,7 @@ def _run_one(out: Outcome, scenario: Any, paper_dir: Path, bar: _Overall,
     target = paper_dir / out.name
     bar.begin(out.name, out.runs, _per_run(out.name, durations))
     echo(f"{out.name}: {counted(out.runs, 'run')} -> {target}; {bar.eta()} for the whole set")
-    start = time.monotonic()
+    start, records = time.monotonic(), None
     try:
         with remembered():
             records, _ = run_scenario(scenario, target, show_progress=False, echo=echo,
@@ -237,7 +237,8 @@ def _run_one(out: Outcome, scenario: Any, paper_dir: Path, bar: _Overall,
         bar.end()
     if (target / RESULTS_FILE).is_file():
         try:
-            out.report = str(write_report(target).relative_to(paper_dir).as_posix())
+            out.report = str(write_report(target, records=records)
+                             .relative_to(paper_dir).as_posix())
         except Exception as e:  # noqa: BLE001 - the runs are kept; the page says why
             out.reason = (out.reason + "; " if out.reason else "") + f"no report: {e}"
 

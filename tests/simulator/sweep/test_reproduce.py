@@ -8,6 +8,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ldpsim.simulator import cli
@@ -26,9 +27,10 @@ QUICK = ["--set", "repeats=2", "--set", "data.n=[10,50]", "--set", "output.plots
 @pytest.fixture(autouse=True)
 def _no_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reports without their figures (drawing them is ``ldpsim report``'s tests' business)."""
-    def write(out_dir: str | Path) -> Path:
+    def write(out_dir: str | Path, records: Any = None) -> Path:
         target = Path(out_dir) / "report.html"
-        target.write_text(reporting.page(out_dir, figures=False), encoding="utf-8")
+        target.write_text(reporting.page(out_dir, figures=False, records=records),
+                          encoding="utf-8")
         return target
 
     monkeypatch.setattr(reproduce, "write_report", write)
