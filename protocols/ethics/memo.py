@@ -45,7 +45,25 @@ PIECES = 16
 CANDIDATES = 8
 
 
-class VoterMemo:
+class _Budgeted:
+    """Kept entries by insertion number, least recently used dropped beyond ``budget`` bytes
+    (under a lock: a process's threads share them)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._store: OrderedDict[int, tuple] = OrderedDict()
+        self._bytes = 0
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._store.clear()
+            self._bytes = 0
+
+
+class VoterMemo(_Budgeted):
     """Results of a function of each voter's records, kept per computed block of voters and
     least recently used dropped beyond a byte budget.
 
@@ -61,18 +79,7 @@ class VoterMemo:
     """
 
     def __init__(self, budget: int = VOTER_BYTES) -> None:
-        self.budget = budget
-        self._store: OrderedDict[int, tuple[tuple, np.ndarray, np.ndarray, np.ndarray]] = (
-            OrderedDict())
-        self._bytes = 0
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        """Forget every result."""
-        with self._lock:
-            self._store.clear()
-            self._bytes = 0
+        super().__init__(budget)
 
     def __len__(self) -> int:
         """How many voters' results are kept."""
@@ -155,7 +162,7 @@ class VoterMemo:
         return out
 
 
-class RowMemo:
+class RowMemo(_Budgeted):
     """Generated blocks of rows (and each agent's generating parameter), least recently used
     dropped beyond a byte budget.
 
@@ -170,18 +177,7 @@ class RowMemo:
     """
 
     def __init__(self, budget: int = ROW_BYTES) -> None:
-        self.budget = budget
-        self._store: OrderedDict[int, tuple[bytes, int, np.ndarray, np.ndarray, np.ndarray]] = (
-            OrderedDict())
-        self._bytes = 0
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def clear(self) -> None:
-        """Forget every block."""
-        with self._lock:
-            self._store.clear()
-            self._bytes = 0
+        super().__init__(budget)
 
     def _find(self, settings: bytes, start: int, keys: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray] | None:
