@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.data import DataKind, Dataset, file_stamp, resolve_path
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows
 from ldpsim.protocols.rank.data import THETA_CONVENTION, read_order, read_soc
@@ -96,19 +96,17 @@ def _take(table: np.ndarray, n: int | None) -> np.ndarray:
 
 
 def _sushi_subset(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:
-    file = resolve_path(path)
-    st = file.stat()
-    full = _read_rankings(path, str(file), st.st_size, st.st_mtime_ns)
+    full = _read_rankings(path, file_stamp(path))
     table = _take(subset_items(full, d), n)
     return TableRankings(kind="sushi_subset", n=len(table), d=d, table=table,
                          public=public_of(d, len(table)))
 
 
 @lru_cache(maxsize=4)
-def _read_rankings(path: str, file: str, size: int, mtime_ns: int) -> np.ndarray:
+def _read_rankings(path: str, stamp: tuple | None) -> np.ndarray:
     """The full rankings of a SUSHI file (``.soc`` or ``.order``), read-only: parsed once per
-    process for the same file (``size`` and ``mtime_ns`` key the cache), as a sweep's runs
-    each build their data set from it."""
+    process for the same file (its ``data.file_stamp`` keys the cache), as the runs of a sweep
+    over d each build their subset from it (``DataKind.build`` keeps a built data set per d)."""
     full = read_soc(path) if path.endswith(".soc") else read_order(path)
     full.setflags(write=False)
     return full
@@ -117,22 +115,11 @@ def _read_rankings(path: str, file: str, size: int, mtime_ns: int) -> np.ndarray
 def read_jester(path: str, d: int) -> tuple[np.ndarray, list[int]]:
     """(rankings (n, d) of item indices 0..d-1, the d joke ids) from a Jester ratings CSV.
 
-    Accepts the long ``userId,jokeId,rating`` layout (header optional). A file read before in
-    this process (the same path, size and modification time) is not parsed again: a sweep's
-    runs share the parse.
+    Accepts the long ``userId,jokeId,rating`` layout (header optional). A sweep's runs share
+    one parse: ``DataKind.build`` keeps the data set built from a file while it is unchanged.
     """
-    file = resolve_path(path)
-    st = file.stat()
-    table, jokes = _read_jester(path, str(file), st.st_size, st.st_mtime_ns, d)
-    return table.copy(), list(jokes)
-
-
-@lru_cache(maxsize=16)
-def _read_jester(path: str, file: str, size: int, mtime_ns: int, d: int
-                 ) -> tuple[np.ndarray, tuple[int, ...]]:
-    """``read_jester`` of the resolved ``file`` (``size`` and ``mtime_ns`` key the cache)."""
     ratings: dict[int, dict[int, float]] = defaultdict(dict)
-    with open(file, newline="") as fh:
+    with resolve_path(path).open(newline="") as fh:
         for no, row in enumerate(csv.reader(fh), start=1):
             if not row or (no == 1 and not row[0].strip().lstrip("-").isdigit()):
                 continue
@@ -153,7 +140,7 @@ def _read_jester(path: str, file: str, size: int, mtime_ns: int, d: int
             rows.append(sorted(range(d), key=lambda i: (-r[jokes[i]], i)))
     if not rows:
         raise ParamError(f"[data] d: no user rated all of the {d} most-rated jokes")
-    return np.asarray(rows, dtype=np.int16), tuple(jokes)
+    return np.asarray(rows, dtype=np.int16), jokes
 
 
 def _jester(keys: DataKeys, path: str, d: int = 10, n: int | None = None) -> TableRankings:

@@ -96,7 +96,7 @@ def test_all_positions_shared_is_all_positions_read_only():
         assert perm.all_positions_shared(k) is shared
 
 
-def test_read_jester_parses_a_file_once_and_again_when_it_changes(tmp_path):
+def test_read_jester_reads_a_file_and_again_when_it_changes(tmp_path):
     from ldpsim.protocols.safari import data
 
     f = tmp_path / "jester.csv"
