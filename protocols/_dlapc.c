@@ -178,17 +178,29 @@ ALWAYS_INLINE Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z, const in
 
 /* ------------------------------------------------------------------ a job, by the stream engine */
 
-/* A run of many streams: the agents' (h their keys; stream (r, j) reads word c as
- * mix(h[r] ^ mix(base + j region + c)), the word ``word_at`` makes) or given words (h NULL; row
- * r's word c is words[r limit + c]). Stream (r, j) writes z[r cols + j] (and used[r], given
- * words only); ``failed`` counts the streams that went past their limit (their z is 0). */
+/* A run of many streams: the agents' (stream (r, j) reads word c as mix(h ^ mix(base + j region
+ * + c)), the word ``word_at`` makes, h the agent's key: h[r], or with ``keyed``
+ * mix(key + h[r] GOLDEN), h[r] the agent's id, as protocols/rng.py's ``agent_keys``) or given
+ * words (h NULL; row r's word c is words[r limit + c]). Stream (r, j) writes z[r cols + j] (and
+ * used[r], given words only); ``failed`` counts the streams that went past their limit (their z
+ * is 0). */
 typedef struct {
     const uint64_t *h, *words;
     Py_ssize_t rows, cols, limit;
     uint64_t base, region, t;
     int64_t *z, *used;
     Py_ssize_t failed;
+    int keyed;
+    uint64_t key;
 } job;
+
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+/* The key of the agent of row r. */
+static inline uint64_t agent_key(const job *jb, Py_ssize_t r)
+{
+    return jb->keyed ? mix(jb->key + jb->h[r] * GOLDEN) : jb->h[r];
+}
 
 /* The stream engine over a whole job; -1 when out of memory. */
 static int run_streams(job *jb)
@@ -214,11 +226,14 @@ static int run_streams(job *jb)
             ctr[j * CACHED + c] = mix(jb->base + (uint64_t)j * jb->region + (uint64_t)c);
     for (Py_ssize_t r0 = 0; r0 < jb->rows; r0 += BLOCK) {
         Py_ssize_t nb = jb->rows - r0 < BLOCK ? jb->rows - r0 : BLOCK;
+        uint64_t keys[BLOCK];
+        for (Py_ssize_t r = 0; r < nb; r++)
+            keys[r] = agent_key(jb, r0 + r);
         for (Py_ssize_t j = 0; j < cols; j++) {
-            premake(jb->h + r0, nb, ctr + j * CACHED, npre, pre, BLOCK);
+            premake(keys, nb, ctr + j * CACHED, npre, pre, BLOCK);
             for (Py_ssize_t r = r0; r < r0 + nb; r++) {
-                stream s = {jb->h[r], jb->base + (uint64_t)j * jb->region, ctr + j * CACHED, 0,
-                            jb->limit, NULL, pre + (r - r0), npre, BLOCK};
+                stream s = {keys[r - r0], jb->base + (uint64_t)j * jb->region, ctr + j * CACHED,
+                            0, jb->limit, NULL, pre + (r - r0), npre, BLOCK};
                 zr = 0;
                 if (dlap_stream(&s, jb->t, &zr, 0) < 0) {
                     jb->failed++;
@@ -340,7 +355,10 @@ LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize
             qu->a[QSLOT][q] = SINK;
         }
     }
-    if (jb->h) { /* a loop the compiler vectorises */
+    if (jb->h && jb->keyed) /* loops the compiler vectorises */
+        for (Py_ssize_t q = keep; q < STAGE; q++)
+            h[q] = mix(jb->key + h[q] * GOLDEN);
+    if (jb->h) {
         for (Py_ssize_t q = keep; q < STAGE; q++) {
             x0[q] = mix(h[q] ^ mix(base[q])) & tms;
             w1[q] = mix(h[q] ^ mix(base[q] + 1));
@@ -675,7 +693,7 @@ static PyObject *dlap(PyObject *self, PyObject *args)
                      "(%zd bytes), used as many as z", rows, width, words.len);
     } else {
         job jb = {NULL, (const uint64_t *)words.buf, rows, 1, width, 0, 0, (uint64_t)t,
-                  (int64_t *)z.buf, (int64_t *)used.buf, 0};
+                  (int64_t *)z.buf, (int64_t *)used.buf, 0, 0, 0};
         int rc;
         Py_BEGIN_ALLOW_THREADS
         rc = run_job(&jb, scalar);
@@ -697,10 +715,17 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
     PyObject *h_o, *z_o;
     unsigned long long rnd, first, region, t;
     Py_ssize_t cols;
+    PyObject *key_o = Py_None;
     int scalar = 0;
-    if (!PyArg_ParseTuple(args, "OKKnKKO|p", &h_o, &rnd, &first, &cols, &region, &t, &z_o,
-                          &scalar))
+    if (!PyArg_ParseTuple(args, "OKKnKKO|pO", &h_o, &rnd, &first, &cols, &region, &t, &z_o,
+                          &scalar, &key_o))
         return NULL;
+    unsigned long long key = 0;
+    if (key_o != Py_None) {
+        key = PyLong_AsUnsignedLongLong(key_o);
+        if (PyErr_Occurred())
+            return NULL;
+    }
     if (t == 0 || (t & (t - 1)) != 0 || cols < 1 || region < 1 || rnd >= (1ULL << 32)) {
         PyErr_SetString(PyExc_ValueError, "dlap_agents: t a power of two, cols >= 1, region "
                         ">= 1, rnd < 2^32");
@@ -715,7 +740,8 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
     }
     Py_ssize_t rows = h.len / 8;
     job jb = {(const uint64_t *)h.buf, NULL, rows, cols, (Py_ssize_t)region,
-              (rnd << 32) + first + 0xD1B54A32D192ED03ULL, region, t, (int64_t *)z.buf, NULL, 0};
+              (rnd << 32) + first + 0xD1B54A32D192ED03ULL, region, t, (int64_t *)z.buf, NULL, 0,
+              key_o != Py_None, key};
     if (z.len != h.len * cols) {
         PyErr_Format(PyExc_ValueError, "dlap_agents: z must hold rows x cols = %zd x %zd values",
                      rows, cols);
@@ -742,10 +768,12 @@ static PyObject *engine(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"dlap_agents", dlap_agents, METH_VARARGS,
-     "dlap_agents(h, rnd, first, cols, region, t, z, scalar=False): exact discrete Laplace of "
-     "scale t for every agent key h[i] and column j, from the agent's words first + j region + "
-     "0, 1, ... of round rnd (made here, as rng.bits_at gives them); returns how many streams "
-     "went past their region (their z is 0). scalar: the stream engine, whatever the CPU."},
+     "dlap_agents(h, rnd, first, cols, region, t, z, scalar=False, key=None): exact discrete "
+     "Laplace of scale t for every agent key h[i] and column j, from the agent's words first + "
+     "j region + 0, 1, ... of round rnd (made here, as rng.bits_at gives them); with a stream "
+     "key, h[i] is agent i's id and its key mix(key + h[i] GOLDEN) (rng.agent_keys). Returns "
+     "how many streams went past their region (their z is 0). scalar: the stream engine, "
+     "whatever the CPU."},
     {"dlap", dlap, METH_VARARGS,
      "dlap(words, width, t, z, used, scalar=False): exact discrete Laplace of scale t per row "
      "of words. scalar: the stream engine, whatever the CPU."},

@@ -150,3 +150,21 @@ def test_negative_zeros_alike():
     out = _given(words, 1)
     _same(out)
     assert (out["lanes"][0] == 0).any() and (out["lanes"][1] > 3).any()
+
+
+@pytest.mark.parametrize("key", [0, 12345, (1 << 64) - 5])
+def test_keys_made_inside_are_the_agents_keys(key):
+    """Given one stream key, the sampler makes each agent's key mix(key + id GOLDEN) from its
+    id (``rng.agent_keys``) itself: the same values as from the keys made beforehand, by both
+    engines, ids not in order and not from 0."""
+    agents = np.random.default_rng(5).permutation(np.arange(7, 60_007, 3, dtype=np.int64))
+    keys = np.ascontiguousarray(rng.agent_keys(key, agents), dtype=np.uint64)
+    for cols in (1, 3):
+        for scalar in (False, True):
+            a = np.full((len(agents), cols), UNSET, dtype=np.int64)
+            b = a.copy()
+            fa = dlap.DLAP.built.dlap_agents(keys, 4, WORD_BASE, cols, REGION, 1 << 20, a,
+                                             scalar)
+            fb = dlap.DLAP.built.dlap_agents(agents.view(np.uint64), 4, WORD_BASE, cols, REGION,
+                                             1 << 20, b, scalar, key)
+            assert fa == fb == 0 and np.array_equal(a, b)
