@@ -264,8 +264,8 @@ def sample(source: WordSource, rows: int, cols: int, t: int) -> np.ndarray:
     source hands out each word once; the value is a function of the word sequence). Raises
     RuntimeError when a stream would need more than ``source.limit`` words (probability below
     10^-6000). The agents' own words (``AgentWords``) are made inside the compiled sampler
-    where it was built: the first 16 words of 128 streams in one vectorised pass, any further
-    ones as a stream needs them; the same words, the same values.
+    where it was built, each as its stream needs it (and with one stream key, the agents' keys
+    from their ids too); the same words, the same values.
     """
     t = check_scale(t)
     out = np.empty((rows, cols), dtype=np.int64)
