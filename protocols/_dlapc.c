@@ -21,7 +21,7 @@
  * runs one stream after the other, and each step ends in a branch on a coin flip. The lane
  * engine (x86-64 with AVX-512, chosen at run time) runs 16 streams side by side, one word per
  * step each, with masks instead of branches, and gives a lane whose stream has finished the
- * next one. It decides Bernoulli(n/d) without dividing: in the phase of U, d = t K (t = 2^s)
+ * next one, its first two steps (which never reject a word) already taken. It decides Bernoulli(n/d) without dividing: in the phase of U, d = t K (t = 2^s)
  * and n = U < t, and w mod tK = (w & (t - 1)) + t ((w >> s) mod K), so the bit is
  * [(w >> s) mod K = 0 and (w & (t - 1)) < U]; in the phase of V, d = K and n = 1, and the bit
  * is [w mod K = 0]. For K = 2^a b (b odd), x mod K = 0 exactly when rotr(x inv(b), a) <=
@@ -309,9 +309,9 @@ static inline int64_t value_of(uint64_t x)
 #define SINK UINT64_MAX /* the slot of a stream beyond the job's: its value is dropped */
 #define TABLE 8         /* K below which the divisibility test has its constants */
 
-/* a queue's rows: key (or first word's offset), word base, slot, X after the stream's first
- * word, its second word */
-enum { QH, QBASE, QSLOT, QX0, QW1, QROWS };
+/* a queue's rows: key (or first word's offset), word base, slot, the stream's K and X after its
+ * first two words (``restage``), its third word */
+enum { QH, QBASE, QSLOT, QK2, QX2, QW2, QROWS };
 typedef struct {
     uint64_t a[QROWS][STAGE];
 } queue;
@@ -332,12 +332,15 @@ typedef struct {
 } results;
 
 /* Moves the streams of queue qu from ``from`` on to its front and fills the rest with the next
- * streams of the job, then with streams of slot SINK (row 0's words, or key 0's). */
+ * streams of the job, then with streams of slot SINK (row 0's words, or key 0's), each with its
+ * first two steps taken: a fresh U and sign from word 0, and Bernoulli(U / t) from word 1
+ * (d = t, a power of two: nothing is rejected), which keeps U (phase 2, K = 2) on a 0 and goes
+ * on in phase 1 at K = 2 on a 1; its third word. The lanes need limit >= 3. */
 LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
 {
     Py_ssize_t keep = STAGE - from, total = jb->rows * jb->cols;
-    uint64_t tms = (jb->t - 1) | SIGN, *h = qu->a[QH], *base = qu->a[QBASE];
-    uint64_t *x0 = qu->a[QX0], *w1 = qu->a[QW1];
+    uint64_t tm = jb->t - 1, tms = tm | SIGN, *h = qu->a[QH], *base = qu->a[QBASE];
+    uint64_t *k2 = qu->a[QK2], *x2 = qu->a[QX2], *w2 = qu->a[QW2];
     for (int a = 0; a < QROWS; a++)
         memmove(qu->a[a], qu->a[a] + from, (size_t)keep * 8);
     for (Py_ssize_t q = keep; q < STAGE; q++) {
@@ -360,13 +363,17 @@ LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize
             h[q] = mix(jb->key + h[q] * GOLDEN);
     if (jb->h) {
         for (Py_ssize_t q = keep; q < STAGE; q++) {
-            x0[q] = mix(h[q] ^ mix(base[q])) & tms;
-            w1[q] = mix(h[q] ^ mix(base[q] + 1));
+            uint64_t w0 = mix(h[q] ^ mix(base[q])), w1 = mix(h[q] ^ mix(base[q] + 1));
+            x2[q] = w0 & tms;
+            k2[q] = (w1 & tm) < (w0 & tm) ? 2 : 2 | P2;
+            w2[q] = mix(h[q] ^ mix(base[q] + 2));
         }
     } else {
         for (Py_ssize_t q = keep; q < STAGE; q++) {
-            x0[q] = jb->words[h[q]] & tms;
-            w1[q] = jb->limit > 1 ? jb->words[h[q] + 1] : 0;
+            uint64_t w0 = jb->words[h[q]], w1 = jb->words[h[q] + 1];
+            x2[q] = w0 & tms;
+            k2[q] = (w1 & tm) < (w0 & tm) ? 2 : 2 | P2;
+            w2[q] = jb->words[h[q] + 2];
         }
     }
 }
@@ -420,7 +427,8 @@ typedef struct {
 } lanes;
 
 typedef struct {
-    __m512i zero, one, two2, rarek, thr, tm, tms, sign, flag, t, limit, total, inv, rot, lim;
+    __m512i zero, one, two, two2, rarek, thr, tm, tms, sign, flag, t, limit, total, inv, rot,
+        lim;
     __m128i s;
     uint64_t tt, m1, m2;
     const uint64_t *words;
@@ -436,8 +444,8 @@ LANES_INLINE __m512i vmix(__m512i x, const consts *c)
     return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
 }
 
-/* The lanes in m take the next streams of queue qu, in order, their first word taken (phase 1,
- * K = 1) and their second next (``onecol``: every stream has the same word base). */
+/* The lanes in m take the next streams of queue qu, in order, their first two words taken
+ * (``restage``) and their third next (``onecol``: every stream has the same word base). */
 LANES_INLINE void refill(lanes *L, __mmask8 m, const queue *qu, Py_ssize_t *next,
                          const consts *c, const int onecol)
 {
@@ -446,10 +454,10 @@ LANES_INLINE void refill(lanes *L, __mmask8 m, const queue *qu, Py_ssize_t *next
     if (!onecol)
         L->base = _mm512_mask_expand_epi64(L->base, m, _mm512_loadu_si512(p + QBASE * STAGE));
     L->slot = _mm512_mask_expand_epi64(L->slot, m, _mm512_loadu_si512(p + QSLOT * STAGE));
-    L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(p + QW1 * STAGE));
-    L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(p + QX0 * STAGE));
-    L->i = _mm512_mask_mov_epi64(L->i, m, c->one);
-    L->k = _mm512_mask_mov_epi64(L->k, m, c->one);
+    L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(p + QW2 * STAGE));
+    L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(p + QX2 * STAGE));
+    L->k = _mm512_mask_expand_epi64(L->k, m, _mm512_loadu_si512(p + QK2 * STAGE));
+    L->i = _mm512_mask_mov_epi64(L->i, m, c->two);
     *next += __builtin_popcount(m);
 }
 
@@ -543,6 +551,7 @@ LANES_INLINE void consts_of(consts *c, const job *jb)
 {
     int s = __builtin_ctzll(jb->t);
     c->zero = _mm512_setzero_si512(), c->one = _mm512_set1_epi64(1);
+    c->two = _mm512_set1_epi64(2);
     c->two2 = _mm512_set1_epi64((long long)(2 | P2));
     c->rarek = _mm512_set1_epi64((long long)~(uint64_t)((TABLE - 1) | P2));
     c->thr = _mm512_set1_epi64((long long)(0 - ((uint64_t)TABLE << s)));
@@ -632,7 +641,7 @@ static int have_lanes(void)
 static int run_job(job *jb, int scalar)
 {
 #ifdef HAVE_LANES
-    if (!scalar && have_lanes()) {
+    if (!scalar && jb->limit >= 3 && have_lanes()) {
         staging *sb = PyMem_RawMalloc(sizeof(staging));
         results *out = PyMem_RawMalloc(sizeof(results));
         int ok = sb != NULL && out != NULL;

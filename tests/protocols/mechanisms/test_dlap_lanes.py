@@ -5,8 +5,8 @@ after stream (the stream engine, ``scalar=True``: the reference) or 16 streams s
 with masks instead of branches and Bernoulli draws decided without dividing (the lane engine,
 on CPUs with AVX-512). Every test is exact: the same z, the same words used, the same count of
 streams past their limit, element for element, on fixed seeds; and for given words the numpy
-state machine as well. Where the CPU has no AVX-512 both calls run the stream engine and the
-tests hold trivially.
+state machine as well. Where the CPU has no AVX-512, and for streams limited to fewer than
+3 words, both calls run the stream engine and the tests hold trivially.
 """
 
 from __future__ import annotations
