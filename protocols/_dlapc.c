@@ -14,7 +14,22 @@
  * Bernoulli(n/d) from a word w: accepted when w <= 2^64 - 1 - ((2^64 - d) mod d), then
  * [w mod d < n]; a rejected word is spent. It writes z[i] and used[i] (the words row i used,
  * -1 when it did not finish within its words): the same results as the numpy state machine
- * (``dlap._kernel_numpy``), which runs where the extension was not built.
+ * (``dlap._kernel_numpy``), which runs where the extension was not built. ``dlap_agents`` does
+ * the same for the agents' words, which it makes itself.
+ *
+ * Two engines give the same values from the same words. The stream engine (``dlap_stream``)
+ * runs one stream after the other, and each step ends in a branch on a coin flip. The lane
+ * engine (x86-64 with AVX-512, chosen at run time) runs 16 streams side by side, one word per
+ * step each, with masks instead of branches, and gives a lane whose stream has finished the
+ * next one, its first two steps (which never reject a word) already taken. It decides Bernoulli(n/d) without dividing: in the phase of U, d = t K (t = 2^s)
+ * and n = U < t, and w mod tK = (w & (t - 1)) + t ((w >> s) mod K), so the bit is
+ * [(w >> s) mod K = 0 and (w & (t - 1)) < U]; in the phase of V, d = K and n = 1, and the bit
+ * is [w mod K = 0]. For K = 2^a b (b odd), x mod K = 0 exactly when rotr(x inv(b), a) <=
+ * (2^64 - 1) / K, inv(b) the inverse of b modulo 2^64 (Granlund & Montgomery 1994, as compilers
+ * divide by constants). A word that could be rejected (w >= 2^64 - d, which needs w >= 2^64 - 8t
+ * here) and K >= 8 are rare (below 10^-3 per value) and take ``step_one``, the stream engine's
+ * step, exactly. ``dlap(..., scalar=True)`` and ``dlap_agents(..., scalar=True)`` run the stream
+ * engine on any CPU; ``engine()`` names the one the others use.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -161,6 +176,486 @@ ALWAYS_INLINE Py_ssize_t dlap_stream(stream *s, uint64_t t, int64_t *z, const in
     }
 }
 
+/* ------------------------------------------------------------------ a job, by the stream engine */
+
+/* A run of many streams: the agents' (stream (r, j) reads word c as mix(h ^ mix(base + j region
+ * + c)), the word ``word_at`` makes, h the agent's key: h[r], or with ``keyed``
+ * mix(key + h[r] GOLDEN), h[r] the agent's id, as protocols/rng.py's ``agent_keys``) or given
+ * words (h NULL; row r's word c is words[r limit + c]). Stream (r, j) writes z[r cols + j] (and
+ * used[r], given words only); ``failed`` counts the streams that went past their limit (their z
+ * is 0). */
+typedef struct {
+    const uint64_t *h, *words;
+    Py_ssize_t rows, cols, limit;
+    uint64_t base, region, t;
+    int64_t *z, *used;
+    Py_ssize_t failed;
+    int keyed;
+    uint64_t key;
+} job;
+
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+/* The key of the agent of row r. */
+static inline uint64_t agent_key(const job *jb, Py_ssize_t r)
+{
+    return jb->keyed ? mix(jb->key + jb->h[r] * GOLDEN) : jb->h[r];
+}
+
+/* The stream engine over a whole job; -1 when out of memory. */
+static int run_streams(job *jb)
+{
+    int64_t zr;
+    if (!jb->h) {
+        for (Py_ssize_t r = 0; r < jb->rows; r++) {
+            stream s = {0, 0, NULL, 0, jb->limit, jb->words + r * jb->limit, NULL, 0, 0};
+            Py_ssize_t n = dlap_stream(&s, jb->t, &zr, 1);
+            jb->z[r] = n < 0 ? 0 : zr;
+            jb->used[r] = (int64_t)n;
+            jb->failed += n < 0;
+        }
+        return 0;
+    }
+    Py_ssize_t cols = jb->cols, npre = jb->limit < PRE ? jb->limit : PRE;
+    uint64_t *ctr = PyMem_RawMalloc((size_t)cols * CACHED * 8 + BLOCK * PRE * 8), *pre;
+    if (ctr == NULL)
+        return -1;
+    pre = ctr + cols * CACHED;
+    for (Py_ssize_t j = 0; j < cols; j++)
+        for (Py_ssize_t c = 0; c < CACHED; c++)
+            ctr[j * CACHED + c] = mix(jb->base + (uint64_t)j * jb->region + (uint64_t)c);
+    for (Py_ssize_t r0 = 0; r0 < jb->rows; r0 += BLOCK) {
+        Py_ssize_t nb = jb->rows - r0 < BLOCK ? jb->rows - r0 : BLOCK;
+        uint64_t keys[BLOCK];
+        for (Py_ssize_t r = 0; r < nb; r++)
+            keys[r] = agent_key(jb, r0 + r);
+        for (Py_ssize_t j = 0; j < cols; j++) {
+            premake(keys, nb, ctr + j * CACHED, npre, pre, BLOCK);
+            for (Py_ssize_t r = r0; r < r0 + nb; r++) {
+                stream s = {keys[r - r0], jb->base + (uint64_t)j * jb->region, ctr + j * CACHED,
+                            0, jb->limit, NULL, pre + (r - r0), npre, BLOCK};
+                zr = 0;
+                if (dlap_stream(&s, jb->t, &zr, 0) < 0) {
+                    jb->failed++;
+                    zr = 0;
+                }
+                jb->z[r * cols + j] = zr;
+            }
+        }
+    }
+    PyMem_RawFree(ctr);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the lane engine */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) \
+    && !defined(LDPSIM_NO_CLONES)
+#define HAVE_LANES 1
+#include <immintrin.h>
+#define LANES_TARGET __attribute__((target("avx512f,avx512dq,popcnt")))
+#define LANES_INLINE LANES_TARGET static inline __attribute__((always_inline))
+
+/* A stream's state between words, in two numbers. K: 0 in phase 0 (a fresh U next), K in
+ * phase 1 (Algorithm 1 at U/t), K | P2 in phase 2 (Algorithm 1 at 1, from K = 2). X: the sign in
+ * bit 63, below it U in phase 1, U + t V in phase 2 (V the Bernoulli(exp(-1)) successes so
+ * far); a finished stream's value is X. */
+#define SIGN (1ULL << 63)
+#define P2 (1ULL << 40)
+
+/* One word's step of one stream, the step ``dlap_stream`` takes with that word (the lane
+ * engine's step for the rare words its masks leave out). Returns 1 when the stream has
+ * finished. */
+static int step_one(uint64_t *kp, uint64_t *x, uint64_t w, uint64_t t)
+{
+    uint64_t k = *kp & ~P2;
+    if (k == 0) {
+        *x = w & ((t - 1) | SIGN);
+        *kp = 1;
+        return 0;
+    }
+    int in_u = !(*kp & P2);
+    int a = bernoulli(w, in_u ? *x & ~SIGN : 1, (in_u ? t : 1) * k);
+    if (a < 0)
+        return 0;
+    if (a) {
+        (*kp)++;
+        return 0;
+    }
+    if (k & 1) { /* U kept (phase 1), or one more success (phase 2): V's Algorithm 1 again */
+        *x += in_u ? 0 : t;
+        *kp = 2 | P2;
+        return 0;
+    }
+    if (in_u || *x == SIGN) { /* U redrawn, or a negative zero: a fresh U */
+        *kp = 0;
+        return 0;
+    }
+    return 1;
+}
+
+/* Z of a finished stream's X (no branch on the sign, a coin flip). */
+static inline int64_t value_of(uint64_t x)
+{
+    uint64_t neg = (uint64_t)((int64_t)x >> 63);
+    return (int64_t)(((x & ~SIGN) ^ neg) - neg);
+}
+
+/* GROUPS vectors of 8 lanes side by side, each with its own queue of the next STAGE streams;
+ * every step's lanes are logged, and the log written out every LOG steps. */
+#define GROUPS 2
+#define STAGE 128
+#define LOG 32
+#define SINK UINT64_MAX /* the slot of a stream beyond the job's: its value is dropped */
+#define TABLE 8         /* K below which the divisibility test has its constants */
+
+/* a queue's rows: key (or first word's offset), word base, slot, the stream's K and X after its
+ * first two words (``restage``), its third word */
+enum { QH, QBASE, QSLOT, QK2, QX2, QW2, QROWS };
+typedef struct {
+    uint64_t a[QROWS][STAGE];
+} queue;
+
+typedef struct {
+    queue q[GROUPS];
+    Py_ssize_t s, r, j; /* the next stream of the job: its index, row and column */
+} staging;
+
+/* each lane's slot, X and words used at every step, the lanes that finished, and the log's
+ * finished streams gathered (``flush``) */
+typedef struct {
+    uint64_t slot[LOG * GROUPS][8], x[LOG * GROUPS][8];
+    int64_t used[LOG * GROUPS][8];
+    __mmask8 fin[LOG * GROUPS];
+    uint64_t cslot[LOG * GROUPS * 8 + 8], cx[LOG * GROUPS * 8 + 8];
+    int64_t cused[LOG * GROUPS * 8 + 8];
+} results;
+
+/* Moves the streams of queue qu from ``from`` on to its front and fills the rest with the next
+ * streams of the job, then with streams of slot SINK (row 0's words, or key 0's), each with its
+ * first two steps taken: a fresh U and sign from word 0, and Bernoulli(U / t) from word 1
+ * (d = t, a power of two: nothing is rejected), which keeps U (phase 2, K = 2) on a 0 and goes
+ * on in phase 1 at K = 2 on a 1; its third word. The lanes need limit >= 3. */
+LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
+{
+    Py_ssize_t keep = STAGE - from, total = jb->rows * jb->cols;
+    uint64_t tm = jb->t - 1, tms = tm | SIGN, *h = qu->a[QH], *base = qu->a[QBASE];
+    uint64_t *k2 = qu->a[QK2], *x2 = qu->a[QX2], *w2 = qu->a[QW2];
+    for (int a = 0; a < QROWS; a++)
+        memmove(qu->a[a], qu->a[a] + from, (size_t)keep * 8);
+    for (Py_ssize_t q = keep; q < STAGE; q++) {
+        if (sb->s < total) {
+            h[q] = jb->h ? jb->h[sb->r] : (uint64_t)sb->r * (uint64_t)jb->limit;
+            base[q] = jb->base + (uint64_t)sb->j * jb->region;
+            qu->a[QSLOT][q] = (uint64_t)sb->s++;
+            if (++sb->j == jb->cols) {
+                sb->j = 0;
+                sb->r++;
+            }
+        } else {
+            h[q] = 0;
+            base[q] = jb->base;
+            qu->a[QSLOT][q] = SINK;
+        }
+    }
+    if (jb->h && jb->keyed) /* loops the compiler vectorises */
+        for (Py_ssize_t q = keep; q < STAGE; q++)
+            h[q] = mix(jb->key + h[q] * GOLDEN);
+    if (jb->h) {
+        for (Py_ssize_t q = keep; q < STAGE; q++) {
+            uint64_t w0 = mix(h[q] ^ mix(base[q])), w1 = mix(h[q] ^ mix(base[q] + 1));
+            x2[q] = w0 & tms;
+            k2[q] = (w1 & tm) < (w0 & tm) ? 2 : 2 | P2;
+            w2[q] = mix(h[q] ^ mix(base[q] + 2));
+        }
+    } else {
+        for (Py_ssize_t q = keep; q < STAGE; q++) {
+            uint64_t w0 = jb->words[h[q]], w1 = jb->words[h[q] + 1];
+            x2[q] = w0 & tms;
+            k2[q] = (w1 & tm) < (w0 & tm) ? 2 : 2 | P2;
+            w2[q] = jb->words[h[q] + 2];
+        }
+    }
+}
+
+/* Writes out the finished streams of the log's first ``blocks`` steps. */
+LANES_TARGET static void flush(job *jb, results *out, Py_ssize_t blocks)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        __mmask8 f = out->fin[b];
+        _mm512_storeu_si512(out->cslot + n,
+                            _mm512_maskz_compress_epi64(f, _mm512_loadu_si512(out->slot[b])));
+        _mm512_storeu_si512(out->cx + n,
+                            _mm512_maskz_compress_epi64(f, _mm512_loadu_si512(out->x[b])));
+        if (jb->used)
+            _mm512_storeu_si512(out->cused + n, _mm512_maskz_compress_epi64(
+                f, _mm512_loadu_si512(out->used[b])));
+        n += __builtin_popcount(f);
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        jb->z[out->cslot[q]] = value_of(out->cx[q]);
+    if (jb->used)
+        for (Py_ssize_t q = 0; q < n; q++)
+            jb->used[out->cslot[q]] = out->cused[q];
+}
+
+/* Divisibility by K = 2^a b (b odd, 0 < K < TABLE): inv(b) mod 2^64, a, (2^64 - 1) / K. */
+static uint64_t div_inv[TABLE], div_rot[TABLE], div_lim[TABLE];
+
+static void div_tables(void)
+{
+    for (uint64_t k = 1; k < TABLE; k++) {
+        uint64_t a = 0, b = k, x;
+        while (!(b & 1)) {
+            b >>= 1;
+            a++;
+        }
+        x = b; /* Newton's iteration: each step doubles the low bits of b x that are right */
+        for (int i = 0; i < 6; i++)
+            x *= 2 - b * x;
+        div_inv[k] = x;
+        div_rot[k] = a;
+        div_lim[k] = UINT64_MAX / k;
+    }
+}
+
+/* 8 lanes' streams: key (or first word's offset), word base, output slot, the index i of the
+ * word w each reads next, and their state K and X */
+typedef struct {
+    __m512i h, base, slot, i, w, k, x;
+} lanes;
+
+typedef struct {
+    __m512i zero, one, two, two2, rarek, thr, tm, tms, sign, flag, t, limit, total, inv, rot,
+        lim;
+    __m128i s;
+    uint64_t tt, m1, m2;
+    const uint64_t *words;
+} consts;
+
+/* SplitMix64's finaliser (``mix``) of 8 words */
+LANES_INLINE __m512i vmix(__m512i x, const consts *c)
+{
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 30));
+    x = _mm512_mullo_epi64(x, _mm512_set1_epi64((long long)c->m1));
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 27));
+    x = _mm512_mullo_epi64(x, _mm512_set1_epi64((long long)c->m2));
+    return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+}
+
+/* The lanes in m take the next streams of queue qu, in order, their first two words taken
+ * (``restage``) and their third next (``onecol``: every stream has the same word base). */
+LANES_INLINE void refill(lanes *L, __mmask8 m, const queue *qu, Py_ssize_t *next,
+                         const consts *c, const int onecol)
+{
+    const uint64_t *p = qu->a[0] + *next;
+    L->h = _mm512_mask_expand_epi64(L->h, m, _mm512_loadu_si512(p + QH * STAGE));
+    if (!onecol)
+        L->base = _mm512_mask_expand_epi64(L->base, m, _mm512_loadu_si512(p + QBASE * STAGE));
+    L->slot = _mm512_mask_expand_epi64(L->slot, m, _mm512_loadu_si512(p + QSLOT * STAGE));
+    L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(p + QW2 * STAGE));
+    L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(p + QX2 * STAGE));
+    L->k = _mm512_mask_expand_epi64(L->k, m, _mm512_loadu_si512(p + QK2 * STAGE));
+    L->i = _mm512_mask_mov_epi64(L->i, m, c->two);
+    *next += __builtin_popcount(m);
+}
+
+/* The lanes in ``rare`` take their step by ``step_one`` from the state before it (ko, xo); kn
+ * and xn hold the vector step's new state; returns the lanes that finished. */
+__attribute__((noinline)) static unsigned rare_steps(unsigned rare, unsigned done,
+                                                     const uint64_t *w, const uint64_t *ko,
+                                                     const uint64_t *xo, uint64_t *kn,
+                                                     uint64_t *xn, uint64_t t)
+{
+    for (int l = 0; l < 8; l++) {
+        if (!(rare >> l & 1))
+            continue;
+        kn[l] = ko[l], xn[l] = xo[l];
+        int fin = step_one(kn + l, xn + l, w[l], t);
+        done = fin ? done | 1u << l : done & ~(1u << l);
+    }
+    return done;
+}
+
+/* One step of the 8 lanes of L, a word each: ``step_one`` with masks (for K < TABLE and words
+ * below 2^64 - TABLE t, which no rejection reaches; any other lane takes ``step_one``), then
+ * each lane's next word made. The lanes go to step b of the log; returns the lanes to refill
+ * (finished, or past their limit: counted in *failed when they ran a stream of the job). What
+ * a 0 would decide is prepared from K and X beforehand: the Bernoulli bit is the last thing a
+ * step waits for. */
+LANES_INLINE __mmask8 vstep(lanes *L, const consts *c, results *out, Py_ssize_t b,
+                            Py_ssize_t *failed, const int given)
+{
+    __m512i w = L->w, k = L->k, x = L->x;
+    __mmask8 fail = _mm512_cmpge_epu64_mask(L->i, c->limit);
+    __mmask8 f0 = _mm512_testn_epi64_mask(k, k), act = _knot_mask8(f0);
+    __mmask8 p1 = _mm512_mask_testn_epi64_mask(act, k, c->flag), p2 = _kandn_mask8(p1, act);
+    __mmask8 oddk = _mm512_test_epi64_mask(k, c->one);
+    __mmask8 neg0 = _mm512_mask_cmpeq_epu64_mask(p2, x, c->sign); /* a negative zero so far */
+    __mmask8 fin_if0 = _kandn_mask8(_kor_mask8(oddk, neg0), p2);  /* a 0 finishes the stream */
+    __mmask8 to0_if0 = _kandn_mask8(oddk, _kor_mask8(p1, neg0));  /* a 0 goes to phase 0 */
+    /* Bernoulli(U / (t K)) in phase 1, Bernoulli(1 / K) in phase 2 */
+    __m512i q = _mm512_mullo_epi64(_mm512_mask_srl_epi64(w, p1, w, c->s),
+                                   _mm512_permutexvar_epi64(k, c->inv));
+    q = _mm512_rorv_epi64(q, _mm512_permutexvar_epi64(k, c->rot));
+    __mmask8 a = _kand_mask8(
+        _mm512_mask_cmple_epu64_mask(act, q, _mm512_permutexvar_epi64(k, c->lim)),
+        _mm512_cmplt_epu64_mask(_mm512_maskz_and_epi64(p1, w, c->tm),
+                                _mm512_mask_andnot_epi64(c->one, p1, c->sign, x)));
+    __mmask8 rare_w = _mm512_mask_cmpge_epu64_mask(act, w, c->thr);
+    __mmask8 rare_k = _mm512_mask_test_epi64_mask(act, k, c->rarek);
+    /* a 1 raises K; a 0 ends Algorithm 1 at K: U kept (phase 1, K odd) or one more success
+     * (phase 2, K odd) go on in phase 2 at K = 2; U redrawn (phase 1, K even) or a negative
+     * zero go to phase 0; otherwise the stream has finished */
+    __mmask8 end = _kandn_mask8(a, act);
+    __mmask8 done = _kandn_mask8(a, fin_if0);
+    __mmask8 odd = _kand_mask8(end, oddk);
+    __m512i kn = _mm512_mask_mov_epi64(k, f0, c->one);
+    kn = _mm512_mask_add_epi64(kn, a, kn, c->one);
+    kn = _mm512_mask_mov_epi64(kn, odd, c->two2);
+    kn = _mm512_mask_mov_epi64(kn, _kand_mask8(end, to0_if0), c->zero);
+    __m512i xn = _mm512_mask_and_epi64(x, f0, w, c->tms);
+    xn = _mm512_mask_add_epi64(xn, _kand_mask8(odd, p2), xn, c->t);
+    if (__builtin_expect(!_kortestz_mask8_u8(rare_w, rare_k), 0)) {
+        uint64_t ws[8], ko[8], xo[8], kk[8], xx[8];
+        _mm512_storeu_si512(ws, w), _mm512_storeu_si512(ko, k), _mm512_storeu_si512(xo, x);
+        _mm512_storeu_si512(kk, kn), _mm512_storeu_si512(xx, xn);
+        done = (__mmask8)rare_steps(_kor_mask8(rare_w, rare_k), done, ws, ko, xo, kk, xx,
+                                    c->tt);
+        kn = _mm512_loadu_si512(kk), xn = _mm512_loadu_si512(xx);
+    }
+    done = _kor_mask8(done, fail);
+    __m512i used = L->i = _mm512_add_epi64(L->i, c->one);
+    if (__builtin_expect(!_kortestz_mask8_u8(fail, fail), 0)) {
+        xn = _mm512_mask_mov_epi64(xn, fail, c->zero);
+        used = _mm512_mask_mov_epi64(used, fail, _mm512_set1_epi64(-1));
+        *failed += __builtin_popcount(_mm512_mask_cmplt_epu64_mask(fail, L->slot, c->total));
+    }
+    L->k = kn, L->x = xn;
+    if (given)
+        L->w = _mm512_mask_i64gather_epi64(c->zero, _mm512_cmplt_epu64_mask(L->i, c->limit),
+                                           _mm512_add_epi64(L->h, L->i),
+                                           (const void *)c->words, 8);
+    else
+        L->w = vmix(_mm512_xor_si512(L->h, vmix(_mm512_add_epi64(L->base, L->i), c)), c);
+    out->fin[b] = _mm512_mask_cmplt_epu64_mask(done, L->slot, c->total);
+    _mm512_storeu_si512(out->slot[b], L->slot);
+    _mm512_storeu_si512(out->x[b], xn);
+    if (given)
+        _mm512_storeu_si512(out->used[b], used);
+    return done;
+}
+
+LANES_INLINE void consts_of(consts *c, const job *jb)
+{
+    int s = __builtin_ctzll(jb->t);
+    c->zero = _mm512_setzero_si512(), c->one = _mm512_set1_epi64(1);
+    c->two = _mm512_set1_epi64(2);
+    c->two2 = _mm512_set1_epi64((long long)(2 | P2));
+    c->rarek = _mm512_set1_epi64((long long)~(uint64_t)((TABLE - 1) | P2));
+    c->thr = _mm512_set1_epi64((long long)(0 - ((uint64_t)TABLE << s)));
+    c->tm = _mm512_set1_epi64((long long)(jb->t - 1));
+    c->tms = _mm512_set1_epi64((long long)((jb->t - 1) | SIGN));
+    c->sign = _mm512_set1_epi64((long long)SIGN), c->flag = _mm512_set1_epi64((long long)P2);
+    c->s = _mm_cvtsi64_si128(s), c->t = _mm512_set1_epi64((long long)jb->t);
+    c->limit = _mm512_set1_epi64(jb->limit), c->total = _mm512_set1_epi64(jb->rows * jb->cols);
+    c->inv = _mm512_loadu_si512(div_inv), c->rot = _mm512_loadu_si512(div_rot);
+    c->lim = _mm512_loadu_si512(div_lim);
+    c->m1 = 0xBF58476D1CE4E5B9ULL, c->m2 = 0x94D049BB133111EBULL;
+    __asm__("" : "+r"(c->m1), "+r"(c->m2)); /* values, not constants: read from memory */
+    c->tt = jb->t;
+    c->words = jb->words;
+}
+
+/* The lane engine over a whole job (``given``: given words; ``onecol``: one column). */
+LANES_INLINE void run_lanes_as(job *jb, staging *sb, results *out, const int given,
+                               const int onecol)
+{
+    consts c;
+    Py_ssize_t total = jb->rows * jb->cols, next[GROUPS], e = 0, failed = 0;
+    lanes L[GROUPS];
+    __mmask8 m[GROUPS];
+    consts_of(&c, jb);
+    sb->s = sb->r = sb->j = 0;
+    for (int g = 0; g < GROUPS; g++) {
+        L[g].h = L[g].slot = L[g].i = L[g].w = L[g].k = L[g].x = c.zero;
+        L[g].base = _mm512_set1_epi64((long long)jb->base);
+        m[g] = 0xFF;
+        next[g] = STAGE;
+    }
+    for (;;) {
+#pragma GCC unroll 8
+        for (int g = 0; g < GROUPS; g++) {
+            if (next[g] + 8 > STAGE) {
+                restage(jb, sb, &sb->q[g], next[g]);
+                next[g] = 0;
+            }
+            refill(&L[g], m[g], &sb->q[g], &next[g], &c, onecol);
+        }
+        if (sb->s == total) { /* every stream queued: done when none is queued or running */
+            __mmask8 running = 0;
+            for (int g = 0; g < GROUPS; g++)
+                running |= _mm512_cmplt_epu64_mask(L[g].slot, c.total)
+                    | (next[g] == STAGE || sb->q[g].a[QSLOT][next[g]] != SINK);
+            if (!running)
+                break;
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < GROUPS; g++)
+            m[g] = vstep(&L[g], &c, out, e * GROUPS + g, &failed, given);
+        if (++e == LOG) {
+            flush(jb, out, LOG * GROUPS);
+            e = 0;
+        }
+    }
+    flush(jb, out, e * GROUPS);
+    jb->failed += failed;
+}
+
+LANES_TARGET static void run_lanes(job *jb, staging *sb, results *out)
+{
+    if (!jb->h)
+        run_lanes_as(jb, sb, out, 1, 1);
+    else if (jb->cols == 1)
+        run_lanes_as(jb, sb, out, 0, 1);
+    else
+        run_lanes_as(jb, sb, out, 0, 0);
+}
+
+static int have_lanes(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+#else
+static int have_lanes(void)
+{
+    return 0;
+}
+#endif
+
+/* ------------------------------------------------------------------ Python */
+
+/* The job by the lane engine where this CPU has it (and ``scalar`` is 0), else by the stream
+ * engine; -1 when out of memory. Runs without the interpreter's lock. */
+static int run_job(job *jb, int scalar)
+{
+#ifdef HAVE_LANES
+    if (!scalar && jb->limit >= 3 && have_lanes()) {
+        staging *sb = PyMem_RawMalloc(sizeof(staging));
+        results *out = PyMem_RawMalloc(sizeof(results));
+        int ok = sb != NULL && out != NULL;
+        if (ok && jb->rows * jb->cols > 0)
+            run_lanes(jb, sb, out);
+        PyMem_RawFree(out);
+        PyMem_RawFree(sb);
+        return ok ? 0 : -1;
+    }
+#endif
+    (void)scalar;
+    return run_streams(jb);
+}
+
 static int get(PyObject *o, Py_buffer *view, int writable, const char *name)
 {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
@@ -181,7 +676,8 @@ static PyObject *dlap(PyObject *self, PyObject *args)
     PyObject *words_o, *z_o, *used_o;
     Py_ssize_t width;
     unsigned long long t;
-    if (!PyArg_ParseTuple(args, "OnKOO", &words_o, &width, &t, &z_o, &used_o))
+    int scalar = 0;
+    if (!PyArg_ParseTuple(args, "OnKOO|p", &words_o, &width, &t, &z_o, &used_o, &scalar))
         return NULL;
     if (t == 0 || (t & (t - 1)) != 0 || width < 1) {
         PyErr_Format(PyExc_ValueError, "dlap: t must be a power of two and width >= 1, got "
@@ -205,17 +701,14 @@ static PyObject *dlap(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "dlap: words must hold rows x width = %zd x %zd values "
                      "(%zd bytes), used as many as z", rows, width, words.len);
     } else {
-        const uint64_t *wb = (const uint64_t *)words.buf;
-        int64_t *zb = (int64_t *)z.buf, *ub = (int64_t *)used.buf;
+        job jb = {NULL, (const uint64_t *)words.buf, rows, 1, width, 0, 0, (uint64_t)t,
+                  (int64_t *)z.buf, (int64_t *)used.buf, 0, 0, 0};
+        int rc;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t r = 0; r < rows; r++) {
-            stream s = {0, 0, NULL, 0, width, wb + r * width, NULL, 0, 0};
-            int64_t zr = 0;
-            Py_ssize_t n = dlap_stream(&s, (uint64_t)t, &zr, 1);
-            zb[r] = n < 0 ? 0 : zr;
-            ub[r] = (int64_t)n;
-        }
+        rc = run_job(&jb, scalar);
         Py_END_ALLOW_THREADS
+        if (rc < 0)
+            PyErr_NoMemory();
     }
     PyBuffer_Release(&used);
     PyBuffer_Release(&z);
@@ -231,8 +724,17 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
     PyObject *h_o, *z_o;
     unsigned long long rnd, first, region, t;
     Py_ssize_t cols;
-    if (!PyArg_ParseTuple(args, "OKKnKKO", &h_o, &rnd, &first, &cols, &region, &t, &z_o))
+    PyObject *key_o = Py_None;
+    int scalar = 0;
+    if (!PyArg_ParseTuple(args, "OKKnKKO|pO", &h_o, &rnd, &first, &cols, &region, &t, &z_o,
+                          &scalar, &key_o))
         return NULL;
+    unsigned long long key = 0;
+    if (key_o != Py_None) {
+        key = PyLong_AsUnsignedLongLong(key_o);
+        if (PyErr_Occurred())
+            return NULL;
+    }
     if (t == 0 || (t & (t - 1)) != 0 || cols < 1 || region < 1 || rnd >= (1ULL << 32)) {
         PyErr_SetString(PyExc_ValueError, "dlap_agents: t a power of two, cols >= 1, region "
                         ">= 1, rnd < 2^32");
@@ -246,59 +748,46 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t rows = h.len / 8;
-    Py_ssize_t failed = 0;
-    uint64_t *ctr = NULL;
+    job jb = {(const uint64_t *)h.buf, NULL, rows, cols, (Py_ssize_t)region,
+              (rnd << 32) + first + 0xD1B54A32D192ED03ULL, region, t, (int64_t *)z.buf, NULL, 0,
+              key_o != Py_None, key};
     if (z.len != h.len * cols) {
         PyErr_Format(PyExc_ValueError, "dlap_agents: z must hold rows x cols = %zd x %zd values",
                      rows, cols);
-    } else if ((ctr = PyMem_Malloc((size_t)cols * CACHED * 8 + BLOCK * PRE * 8)) == NULL) {
-        PyErr_NoMemory();
     } else {
-        const uint64_t C = 0xD1B54A32D192ED03ULL;
-        const uint64_t *hb = (const uint64_t *)h.buf;
-        int64_t *zb = (int64_t *)z.buf;
-        uint64_t *pre = ctr + cols * CACHED;
+        int rc;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t j = 0; j < cols; j++)
-            for (Py_ssize_t c = 0; c < CACHED; c++)
-                ctr[j * CACHED + c] = mix((rnd << 32) + first + (uint64_t)j * region
-                                          + (uint64_t)c + C);
-        Py_ssize_t npre = (Py_ssize_t)region < PRE ? (Py_ssize_t)region : PRE;
-        for (Py_ssize_t r0 = 0; r0 < rows; r0 += BLOCK) {
-            Py_ssize_t nb = rows - r0 < BLOCK ? rows - r0 : BLOCK;
-            for (Py_ssize_t j = 0; j < cols; j++) {
-                premake(hb + r0, nb, ctr + j * CACHED, npre, pre, BLOCK);
-                for (Py_ssize_t r = r0; r < r0 + nb; r++) {
-                    stream s = {hb[r], (rnd << 32) + first + (uint64_t)j * region + C,
-                                ctr + j * CACHED, 0, (Py_ssize_t)region, NULL, pre + (r - r0),
-                                npre, BLOCK};
-                    int64_t zr = 0;
-                    if (dlap_stream(&s, t, &zr, 0) < 0) {
-                        failed++;
-                        zr = 0;
-                    }
-                    zb[r * cols + j] = zr;
-                }
-            }
-        }
+        rc = run_job(&jb, scalar);
         Py_END_ALLOW_THREADS
+        if (rc < 0)
+            PyErr_NoMemory();
     }
-    PyMem_Free(ctr);
     PyBuffer_Release(&z);
     PyBuffer_Release(&h);
     if (PyErr_Occurred())
         return NULL;
-    return PyLong_FromSsize_t(failed);
+    return PyLong_FromSsize_t(jb.failed);
+}
+
+static PyObject *engine(PyObject *self, PyObject *args)
+{
+    (void)self, (void)args;
+    return PyUnicode_FromString(have_lanes() ? "lanes" : "streams");
 }
 
 static PyMethodDef methods[] = {
     {"dlap_agents", dlap_agents, METH_VARARGS,
-     "dlap_agents(h, rnd, first, cols, region, t, z): exact discrete Laplace of scale t for "
-     "every agent key h[i] and column j, from the agent's words first + j region + 0, 1, ... "
-     "of round rnd (made here, as rng.bits_at gives them); returns how many streams went past "
-     "their region (their z is 0)."},
+     "dlap_agents(h, rnd, first, cols, region, t, z, scalar=False, key=None): exact discrete "
+     "Laplace of scale t for every agent key h[i] and column j, from the agent's words first + "
+     "j region + 0, 1, ... of round rnd (made here, as rng.bits_at gives them); with a stream "
+     "key, h[i] is agent i's id and its key mix(key + h[i] GOLDEN) (rng.agent_keys). Returns "
+     "how many streams went past their region (their z is 0). scalar: the stream engine, "
+     "whatever the CPU."},
     {"dlap", dlap, METH_VARARGS,
-     "dlap(words, width, t, z, used): exact discrete Laplace of scale t per row of words."},
+     "dlap(words, width, t, z, used, scalar=False): exact discrete Laplace of scale t per row "
+     "of words. scalar: the stream engine, whatever the CPU."},
+    {"engine", engine, METH_NOARGS,
+     "engine(): 'lanes' where this CPU runs the lane engine (AVX-512), else 'streams'."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -310,5 +799,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__dlapc(void)
 {
+#ifdef HAVE_LANES
+    __builtin_cpu_init();
+    div_tables();
+#endif
     return PyModule_Create(&module);
 }

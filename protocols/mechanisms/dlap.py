@@ -41,7 +41,13 @@ E[1.25^N] (``words_tail_bound``), that has probability below 10^-6000, and it de
 the words, never on the value the noise is added to.
 
 The state machine runs in C (``protocols/_dlapc.c``, built at install where a compiler exists)
-or in numpy, with the same words and the same result; ``LDPSIM_RNG=numpy`` chooses numpy.
+or in numpy, with the same words and the same result; ``LDPSIM_RNG=numpy`` chooses numpy. On
+CPUs with AVX-512 the C code runs 16 streams side by side, one word per step each, with masks
+instead of branches (every Bernoulli outcome is a coin flip that a branch predictor cannot
+guess) and each Bernoulli(n/d) decided without dividing (d = tK or K, t a power of two: a
+divisibility test by K's odd part, Granlund & Montgomery 1994); the rare words that could be
+rejected (w >= 2^64 - d) and K >= 8 take the one-stream step exactly. The same words give the
+same values on any CPU.
 """
 
 from __future__ import annotations
@@ -258,8 +264,8 @@ def sample(source: WordSource, rows: int, cols: int, t: int) -> np.ndarray:
     source hands out each word once; the value is a function of the word sequence). Raises
     RuntimeError when a stream would need more than ``source.limit`` words (probability below
     10^-6000). The agents' own words (``AgentWords``) are made inside the compiled sampler
-    where it was built: the first 16 words of 128 streams in one vectorised pass, any further
-    ones as a stream needs them; the same words, the same values.
+    where it was built, each as its stream needs it (and with one stream key, the agents' keys
+    from their ids too); the same words, the same values.
     """
     t = check_scale(t)
     out = np.empty((rows, cols), dtype=np.int64)
@@ -278,17 +284,31 @@ def sample(source: WordSource, rows: int, cols: int, t: int) -> np.ndarray:
 
 def _sample_agents(source: AgentWords, rows: int, cols: int, t: int, out: np.ndarray
                    ) -> np.ndarray:
-    """``sample`` of the agents' words in one compiled pass (``_dlapc.dlap_agents``)."""
-    h = np.ascontiguousarray(rngm.agent_keys(source.key, np.asarray(source.agents)),
-                             dtype=np.uint64)
+    """``sample`` of the agents' words in one compiled pass (``_dlapc.dlap_agents``). With one
+    stream key for the block, the agents' own keys (``rng.agent_keys``) are made inside it
+    too, from their ids."""
+    agents = np.asarray(source.agents)
+    if isinstance(source.key, np.ndarray):  # one key per agent, or a StreamKeys
+        h, key = np.ascontiguousarray(rngm.agent_keys(source.key, agents), dtype=np.uint64), None
+    else:  # the ids as uint64 (as agent_keys casts them), and the key
+        h, key = _as_words(agents), int(np.uint64(source.key))
     if len(h) != rows:
         raise ValueError(f"discrete Laplace: {rows} rows of values for {len(h)} agents")
     source.check_columns(cols)
     first = WORD_BASE + source.column * REGION
-    failed = DLAP.module.dlap_agents(h, int(source.rnd), first, cols, REGION, t, out)
+    failed = DLAP.module.dlap_agents(h, int(source.rnd), first, cols, REGION, t, out, False,
+                                     key)
     if failed:
         raise _too_many_words(failed, REGION)
     return out
+
+
+def _as_words(a: np.ndarray) -> np.ndarray:
+    """A contiguous uint64 array of the integers ``a`` (a view where they are 64-bit)."""
+    a = np.ascontiguousarray(a).reshape(-1)
+    if a.dtype in (np.int64, np.uint64):
+        return a.view(np.uint64)
+    return a.astype(np.uint64)
 
 
 def _too_many_words(count: int, limit: int) -> RuntimeError:
