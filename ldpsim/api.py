@@ -27,7 +27,7 @@ from ldpsim.simulator.results.results import (
     summarize,
     usable,
 )
-from ldpsim.simulator.results.table import table_cell, table_columns
+from ldpsim.simulator.results.table import MISSING, is_deployment, table_cell, table_columns
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.scenario.identity import proven_records, stored_order
 from ldpsim.simulator.session.common import counted
@@ -247,13 +247,15 @@ class Results:
         return f"Results({', '.join(parts)})"
 
     def _repr_html_(self) -> str:
-        """The notebook's view: the counts, and the summary's first ``HTML_ROWS`` rows (its
-        settings, ``repeats`` and each metric's mean) with how many more there are."""
+        """The notebook's view: the counts, and the summary's first ``HTML_ROWS`` rows (the
+        terminal table's columns and cells: its settings, ``repeats``, each metric's mean and
+        the costs, a deployment's virtual time and dropouts) with how many more there are."""
         columns, rows = summarize(self.complete())
-        shown = table_columns(columns)
+        shown, missing = table_columns(columns), MISSING if is_deployment(columns) else ""
         cells = "".join(f"<th>{html.escape(c)}</th>" for c in shown)
         body = "".join("<tr>" + "".join(
-            f"<td>{html.escape(table_cell(r, c))}</td>" for c in shown) + "</tr>"
+            f"<td>{html.escape(table_cell(r, c, missing=missing))}</td>" for c in shown)
+            + "</tr>"
             for r in rows[:HTML_ROWS])
         more = (f"<p>... {counted(len(rows) - HTML_ROWS, 'more row')} (<code>.summary()</code> "
                 "has them all)</p>" if len(rows) > HTML_ROWS else "")

@@ -215,3 +215,13 @@ def test_a_deployment_run_prints_its_virtual_time_dropouts_and_inf_on_a_terminal
     assert max(len(ln) for ln in table.splitlines()) <= 80
     assert tables(table) == 2 and "inf" in table
     assert "virtual." in table and "dropout_" in table
+
+
+def test_a_notebooks_view_shows_the_deployments_columns_as_the_terminal_does():
+    import ldpsim
+
+    view = ldpsim.Results(deployment_records(), None)._repr_html_()
+    heads = re.findall(r"<th>([^<]*)</th>", view)
+    assert heads == table_columns(summarize(deployment_records())[0])
+    assert heads[-2:] == ["virtual.wall_s", "virtual.dropout_rate"]
+    assert "<td>inf</td>" in view and "<td>n/a</td>" in view
