@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+# the install's output goes to a log, shown only when a step fails
+LOG := $(VENV)/install.log
+SHOW_LOG = { cat $(LOG); echo "install failed: the log above is $(LOG)"; exit 1; }
 # the checkout on the interpreter's path as well (a .pth entry; the editable install's import
 # hook alone comes after the current directory): a folder named ldpsim in the directory Python
 # starts from (a clone beside a notebook) cannot shadow the package
@@ -11,19 +14,20 @@ CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_
 
 .PHONY: demo test test-slow bench docs lint fmt clean
 
-$(STAMP): pyproject.toml simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
+$(STAMP): pyproject.toml setup.py simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c \
 		protocols/_safaric.c
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,dask]'
-	$(CHECKOUT_PTH)
-	touch $(STAMP)
+	@echo "installing ldpsim and its tools into $(VENV) (log: $(LOG))"
+	@$(PY) -m pip install --quiet --upgrade pip 'setuptools>=77' > $(LOG) 2>&1 || $(SHOW_LOG)
+	@$(PY) -m pip install --quiet -e '.[dev,dask]' >> $(LOG) 2>&1 || $(SHOW_LOG)
+	@$(CHECKOUT_PTH)
+	@touch $(STAMP)
 
 # the benchmark's peers (pyproject's "bench" extra), for ``make bench`` only
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[bench]'
-	touch $(BENCH_STAMP)
+	@$(PY) -m pip install --quiet -e '.[bench]' > $(LOG) 2>&1 || $(SHOW_LOG)
+	@touch $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/ldpsim run scenarios/demo.toml --out results/demo

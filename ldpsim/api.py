@@ -18,7 +18,6 @@ from ldpsim.simulator.results.metrics import describe, registry
 from ldpsim.simulator.results.plots import PLOT_INSTALL, label_few_trials
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
-    cell_text,
     cost_names,
     in_value_order,
     is_degraded,
@@ -28,7 +27,7 @@ from ldpsim.simulator.results.results import (
     summarize,
     usable,
 )
-from ldpsim.simulator.results.table import TABLE_COSTS
+from ldpsim.simulator.results.table import MISSING, is_deployment, table_cell, table_columns
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.scenario.identity import proven_records, stored_order
 from ldpsim.simulator.session.common import counted
@@ -248,13 +247,15 @@ class Results:
         return f"Results({', '.join(parts)})"
 
     def _repr_html_(self) -> str:
-        """The notebook's view: the counts, and the summary's first ``HTML_ROWS`` rows (its
-        settings, ``repeats`` and each metric's mean) with how many more there are."""
+        """The notebook's view: the counts, and the summary's first ``HTML_ROWS`` rows (the
+        terminal table's columns and cells: its settings, ``repeats``, each metric's mean and
+        the costs, a deployment's virtual time and dropouts) with how many more there are."""
         columns, rows = summarize(self.complete())
-        shown = _table_columns(columns)
+        shown, missing = table_columns(columns), MISSING if is_deployment(columns) else ""
         cells = "".join(f"<th>{html.escape(c)}</th>" for c in shown)
         body = "".join("<tr>" + "".join(
-            f"<td>{html.escape(cell_text(r.get(c)))}</td>" for c in shown) + "</tr>"
+            f"<td>{html.escape(table_cell(r, c, missing=missing))}</td>" for c in shown)
+            + "</tr>"
             for r in rows[:HTML_ROWS])
         more = (f"<p>... {counted(len(rows) - HTML_ROWS, 'more row')} (<code>.summary()</code> "
                 "has them all)</p>" if len(rows) > HTML_ROWS else "")
@@ -444,14 +445,6 @@ def _clip(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
-def _table_columns(columns: list[str]) -> list[str]:
-    """The summary columns a notebook shows: the settings, ``repeats``, each metric's mean
-    and the wire bytes up and report bits per agent (as the terminal table)."""
-    if "repeats" not in columns:
-        return columns
-    cut = columns.index("repeats") + 1
-    return columns[:cut] + [f"{m}_mean" for m in metric_names(columns)] + \
-        [c for c in TABLE_COSTS if c in columns]
 
 
 def _numeric(col: Any) -> bool:

@@ -8,7 +8,7 @@
  * cur[pos[k, ca] d + pos[k, cb]] (the next pair's marginal). Each product and each sum is the
  * one numpy's ``f *= ratio[idx]`` and ``np.bincount(idx, weights=f)`` make, in the same order
  * (bincount adds the weights in index order), so the results are the same bits; built without
- * fused multiply-add (pyproject's extra-compile-args). ``marginals`` makes the first- and
+ * fused multiply-add (setup.py's extra_compile_args). ``marginals`` makes the first- and
  * second-order marginals of a weight vector over the rankings (protocols/safari/metrics.py,
  * ``distribution_marginals``) in one pass, each cell's sum in numpy's order; ``ipf_triple`` fits
  * a 3-D marginal to three 2-D ones (``calm.ipf_triple``) with numpy's products, quotients and

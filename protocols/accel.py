@@ -1,6 +1,6 @@
 """Optional compiled accelerators: which implementation a module uses, and the switch.
 
-Small C extensions are built at install where a C compiler exists (pyproject's ext-modules,
+Small C extensions are built at install where a C compiler exists (setup.py's extensions,
 ``optional``): among them the wire format's batch codec (``simulator/codec/_wirec.c``), the
 random streams' SplitMix64 finaliser (``protocols/_rngc.c``) and their stream keys of many seeds
 at once (BLAKE2b-64, ``protocols/_b2c.c``). Each does exactly what numpy (or hashlib) does in the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ldpsim.simulator.results.summary import (
     summarize,
     write_tables,
 )
-from ldpsim.simulator.results.table import format_table
+from ldpsim.simulator.results.table import format_table, table_columns, terminal_width
 from ldpsim.simulator.scenario import identity
 from ldpsim.simulator.scenario.scenario import RunSpec, Scenario, check_runs
 from ldpsim.simulator.session import RunFailed
@@ -362,22 +363,36 @@ def rerun(specs: list[RunSpec], scratch: Path, jobs: int = 1, spending: bool = F
 
 
 def print_summary(records: list[dict[str, Any]], echo=print,
-                  include_degraded: bool = False, max_rows: int | None = None) -> None:
+                  include_degraded: bool = False, max_rows: int | None = None,
+                  width: int | None | str = "auto") -> None:
     """Print the sweep's summary table, every row (or ``max_rows``), each metric as mean ± std
-    over the repeats (degraded runs left out unless ``include_degraded``)."""
+    over the repeats (degraded runs left out unless ``include_degraded``), grouped into tables
+    and its legend wrapped to ``width`` characters (None: one table; "auto": the terminal's
+    width when ``echo`` is ``print`` to a terminal, ``table.terminal_width``)."""
+    if width == "auto":
+        width = terminal_width() if echo is print else None
     shown = usable(records, include_degraded)
     cols, rows = summarize(shown)
-    echo(format_table(cols, rows, max_rows=max_rows, std=True))
+    echo(format_table(cols, rows, max_rows=max_rows, std=True, width=width))
     protocols = list(dict.fromkeys(str(r.get("protocol")) for r in shown))
-    for line in legend(metric_names(cols), protocols):  # what each column means; which way
-        echo(f"  {line}")
+    described = metric_names(cols) + [c for c in table_columns(cols) if c.startswith("virtual.")]
+    for line in legend(described, protocols):  # what each column means; which way
+        for part in _wrapped(line, width - 2 if width else None):
+            echo(f"  {part}")
     spent = privacy_spent(shown)
     if spent is not None:
         raw = spent["runs_without_local_max"]
-        echo(f"privacy: each repetition's data set served up to "
-             f"{counted(spent['runs_per_data_set_max'], 'run')} of this sweep with a local claim, "
-             f"each with coins of its own; over them an agent spent at most epsilon = "
-             f"{spent['epsilon_per_agent_max']:.4g} on its data "
-             f"({counted(spent['data_sets'], 'data set')})"
-             + (f"; and up to {counted(raw, 'run')} without one sent its "
-                "answers to the curator unnoised" if raw else ""))
+        text = (f"privacy: each repetition's data set served up to "
+                f"{counted(spent['runs_per_data_set_max'], 'run')} of this sweep with a local "
+                f"claim, each with coins of its own; over them an agent spent at most epsilon = "
+                f"{spent['epsilon_per_agent_max']:.4g} on its data "
+                f"({counted(spent['data_sets'], 'data set')})"
+                + (f"; and up to {counted(raw, 'run')} without one sent its "
+                   "answers to the curator unnoised" if raw else ""))
+        echo("\n".join(_wrapped(text, width)))
+
+
+def _wrapped(text: str, width: int | None) -> list[str]:
+    """``text`` over lines of at most ``width`` characters, the later ones indented by two
+    (None: one line)."""
+    return (textwrap.wrap(text, width, subsequent_indent="  ") or [text]) if width else [text]

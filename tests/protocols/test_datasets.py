@@ -7,6 +7,7 @@ folder lacks them; the rest use an empty folder of ``tmp_path``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -141,13 +142,18 @@ def test_ldpsim_data_lists_each_data_set_and_whether_it_is_present(tmp_path):
 
 
 def catalogue_table() -> str:
-    """The catalogue as docs/getting-started.md's table shows it."""
+    """The catalogue as docs/getting-started.md's table shows it (each address a link, which
+    the site's stylesheet lets break where its column is narrow)."""
     rows = ["| data set | files (in the data folder) | where it comes from | licence | "
             "how to get it |", "|---|---|---|---|---|"]
+
+    def linked(text: str) -> str:
+        return re.sub(r"(https?://[^\s,;()]+)", r"<\1>", text)
+
     for d in DATASETS.values():
         files = ", ".join(f"`{f}`" for f in d.files)
-        rows.append(f"| `{d.name}` | {files} | {d.source}; cite {d.citation} | {d.licence} | "
-                    f"{d.obtain} |")
+        rows.append(f"| `{d.name}` | {files} | {linked(d.source)}; cite {d.citation} | "
+                    f"{d.licence} | {linked(d.obtain)} |")
     return "\n".join(rows)
 
 
