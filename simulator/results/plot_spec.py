@@ -116,6 +116,16 @@ class PlotSpec:
         return cls(**kw)
 
 
+def styled(spec: PlotSpec | None, style: str | None) -> PlotSpec | None:
+    """``spec`` drawn in ``style`` (``--style``; None: as it is): a paper style asked of a
+    notebook spec writes the vector files too (``PAPER_FORMATS``)."""
+    if style is None or (spec is not None and spec.style == style):
+        return spec
+    spec = spec or PlotSpec()
+    formats = PAPER_FORMATS if style == "paper" else spec.formats
+    return replace(spec, style=style, formats=formats)
+
+
 def check_table(table: dict[str, Any], axes: list[str], metrics: list[str] | None
                 ) -> list[str]:
     """Every problem of a ``[plot]`` table, each naming the key and the allowed values.

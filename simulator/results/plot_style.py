@@ -69,7 +69,8 @@ SETTINGS = {"params.epsilon": "privacy budget ε", "data.n": "agents n",
             "deployment.round_deadline_s": "round deadline (s)",
             "deployment.availability": "availability (chance online per round)",
             "deployment.quota": "quota (share of asked agents)",
-            "deployment.latency_ms": "one-way latency (ms)", "round": "round"}
+            "deployment.latency_ms": "one-way latency (ms)", "round": "round",
+            "collusion.colluders": "colluding agents"}
 #: the settings' symbols, in a panel's title
 SYMBOLS = {"params.epsilon": "ε", "data.theta": "θ", "data.n": "n", "data.m": "m",
            "data.d": "d", "params.K": "K", "params.queries": "K",

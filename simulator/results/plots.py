@@ -60,6 +60,7 @@ from ldpsim.simulator.results.plot_spec import (  # noqa: F401 - re-exported: pl
     PlotSpec,
     check_table,
     default_metrics,
+    styled,
 )
 from ldpsim.simulator.results.table import cell_text
 

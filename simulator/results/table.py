@@ -24,6 +24,12 @@ def cell_text(v: Any) -> str:
     return str(v)
 
 
+def spread_text(std: Any, count: Any) -> str:
+    """A standard deviation over ``count`` repeats as a table prints it: ``n/a`` when there
+    is one repeat (no spread to tell), else ``cell_text``."""
+    return "n/a" if isinstance(count, int) and count < 2 else cell_text(std)
+
+
 def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int | None = 50,
                  std: bool = False) -> str:
     """Render a :func:`summarize` result as a plain-text aligned table.
@@ -59,7 +65,8 @@ def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int |
         sd = r.get(c[:-5] + "_std") if std and c.endswith("_mean") and c not in TABLE_COSTS \
             else None
         shown_sd = sd is not None and r.get(c) is not None
-        return cell_text(r.get(c)) + (f" ± {cell_text(sd)}" if shown_sd else "")
+        return cell_text(r.get(c)) + (f" ± {spread_text(sd, r.get('repeats'))}" if shown_sd
+                                      else "")
 
     cells = [[cell(r, c) for c in shown] for r in body]
     numeric = [all(r.get(c) is None or is_number(r.get(c)) for r in body) for c in shown]
