@@ -45,7 +45,7 @@ def dropout_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
         rate = p.costs.get(DROPOUT)
         if mean is None or rate is None:
             continue
-        key, label = point_line(p, label_keys)
+        key, label = point_line(p, label_keys, spec.paper)
         lines.setdefault(key, (label, []))[1].append(
             (rate, mean, draw.ci_half_width(std, count)))
     fig, grid = paper.frame(spec, mpl, 1, legend_outside=True)

@@ -253,8 +253,12 @@ def check_report(table: dict[str, Any], axes: list[str], metrics: list[str] | No
     return errs
 
 
+#: what a deployment is about: its report shows these beside the [plot] figures
+DEPLOYMENT_FIGURES = ("virtual_wall_s", "dropout_rate")
+
+
 def report_spec(spec: PlotSpec, plot_table: dict[str, Any], report_table: dict[str, Any],
-                metrics: list[str] | None) -> PlotSpec:
+                metrics: list[str] | None, deployment: bool = False) -> PlotSpec:
     """The figures a scenario's report shows (``results.report``), from its ``[plot]`` spec
     ``spec`` (resolved), its raw ``[plot]`` table and its ``[report]`` table (both checked).
 
@@ -264,10 +268,13 @@ def report_spec(spec: PlotSpec, plot_table: dict[str, Any], report_table: dict[s
     its looks) gives every figure ``ldpsim run`` draws. ``[report] figures`` adds: ``costs``
     (the cost figures), ``all`` (every figure ``ldpsim run`` draws), a swept setting (every
     figure against it too) or a metric or cost (its figure against the report's axes).
-    ``metrics``: every metric the protocols declare (None: unknown).
+    ``metrics``: every metric the protocols declare (None: unknown). A ``[deployment]``'s
+    report shows its virtual run time and dropout rate too (``DEPLOYMENT_FIGURES``).
     """
     asked = report_table.get("figures", [])
     asked = [asked] if isinstance(asked, str) else list(asked)
+    if deployment and any(k in plot_table for k in WHAT_KEYS):
+        asked += [f for f in DEPLOYMENT_FIGURES if f not in asked]
     if "all" in asked or not any(k in plot_table for k in WHAT_KEYS):
         base = spec
     else:

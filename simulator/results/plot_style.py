@@ -30,9 +30,8 @@ from ldpsim.simulator.results import plot_draw as draw
 from ldpsim.simulator.results import plot_layout
 from ldpsim.simulator.results.metrics import registry
 from ldpsim.simulator.results.plot_draw import panel_grid
-from ldpsim.simulator.results.plot_layout import axis_label
+from ldpsim.simulator.results.plot_layout import axis_label, value_label
 from ldpsim.simulator.results.plot_spec import PlotSpec
-from ldpsim.simulator.results.table import cell_text
 
 #: the text and line sizes of a paper's figure (points)
 PAPER_RC: dict[str, Any] = {
@@ -57,6 +56,8 @@ BOUND_KW: dict[str, Any] = {"linestyle": (0, (5, 1, 1, 1, 1, 1)), "linewidth": 0
 PAPER_DPI = 200
 #: the narrowest a panel gets (inches): a figure this much narrower holds fewer columns
 MIN_PANEL = 1.6
+#: the most panels side by side
+MAX_COLUMNS = 4
 #: a panel's height against its width, and the lowest and tallest it gets (inches)
 ASPECT, MIN_PANEL_HEIGHT, MAX_PANEL_HEIGHT = 0.72, 1.5, 2.6
 #: the space kept around the legend below the panels (inches)
@@ -71,12 +72,6 @@ SETTINGS = {"params.epsilon": "privacy budget ε", "data.n": "agents n",
             "deployment.quota": "quota (share of asked agents)",
             "deployment.latency_ms": "one-way latency (ms)", "round": "round",
             "collusion.colluders": "colluding agents"}
-#: the settings' symbols, in a panel's title
-SYMBOLS = {"params.epsilon": "ε", "data.theta": "θ", "data.n": "n", "data.m": "m",
-           "data.d": "d", "params.K": "K", "params.queries": "K",
-           "collusion.colluders": "colluders", "deployment.round_deadline_s": "deadline",
-           "deployment.availability": "availability", "deployment.quota": "quota",
-           "deployment.latency_ms": "latency"}
 #: a flat line's dash (a point without the axis, drawn at its mean): none of a line's
 FLAT_DASH = (0, (7, 2))
 #: a unit as a paper's axis spells it
@@ -129,10 +124,12 @@ def seconds_scale(metric: str, top: float) -> tuple[float, str | None]:
 
 
 def grid_of(n: int, width: float) -> tuple[int, int]:
-    """(rows, columns) of ``n`` panels in a figure ``width`` inches wide: ``panel_grid``'s,
-    with no panel narrower than ``MIN_PANEL``."""
-    _, cols = panel_grid(n)
-    cols = max(1, min(cols, int(width // MIN_PANEL)))
+    """(rows, columns) of ``n`` panels in a figure ``width`` inches wide: as many columns as
+    the width holds panels of ``MIN_PANEL`` (up to ``MAX_COLUMNS``), then rows; three or
+    four panels in a column's width make a 2 x 2 grid (``panel_grid``)."""
+    cols = max(1, min(n, MAX_COLUMNS, int(width // MIN_PANEL)))
+    if cols == 2 and n in (3, 4):
+        cols = panel_grid(n)[1]
     return -(-n // cols), cols
 
 
@@ -144,8 +141,7 @@ def panel_height(width: float, cols: int) -> float:
 def panel_title(values: dict[str, Any]) -> str:
     """A paper panel's title: each facet setting's symbol and value (``ε = 0.5``), a
     protocol by its name."""
-    return ", ".join(str(v) if k == "protocol" else f"{SYMBOLS.get(k, axis_label(k))} = "
-                     f"{cell_text(v)}" for k, v in values.items() if v is not None)
+    return ", ".join(value_label(k, v, True) for k, v in values.items() if v is not None)
 
 
 def new_figure(mpl: tuple[Any, Any, list[str]], n: int, width: float, sharey: bool = True
@@ -226,9 +222,10 @@ def lay_out(fig: Any) -> None:
                       ).execute(fig)
 
 
-def number(v: float) -> str:
-    """A tick label: a plain number within ``PLAIN_RANGE``, else m×10^k (10^k for m = 1)."""
-    if v == 0 or PLAIN_RANGE[0] <= abs(v) < PLAIN_RANGE[1]:
+def number(v: float, powers: bool = False) -> str:
+    """A tick label: a plain number within ``PLAIN_RANGE``, else (or with ``powers``: every
+    label of an axis that reaches beyond it) m×10^k, 10^k for m = 1."""
+    if v == 0 or (not powers and PLAIN_RANGE[0] <= abs(v) < PLAIN_RANGE[1]):
         return f"{v:g}"
     k = math.floor(math.log10(abs(v)) + 1e-9)
     m = round(v / 10 ** k, 6)
@@ -244,9 +241,12 @@ def readable_log(axis: Any, lo: float, hi: float, factor: float = 1.0) -> None:
 
     decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
     subs = (1.0,) if decades >= 2 else (1.0, 2.0, 5.0)
+    # decades reaching beyond plain numbers: every one as a power of ten, alike
+    powers = decades >= 2 and not (PLAIN_RANGE[0] <= lo * factor and
+                                   hi * factor < PLAIN_RANGE[1])
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10)), numticks=12))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: number(v * factor)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: number(v * factor, powers)))
     axis.set_minor_formatter(NullFormatter())
 
 

@@ -48,6 +48,7 @@ from ldpsim.simulator.results.plot_draw import (  # noqa: F401 - re-exported: pl
 )
 from ldpsim.simulator.results.plot_layout import (  # noqa: F401 - re-exported: plots.axis_label
     BOUND,
+    SYMBOLS,
     Layout,
     Sweep,
     axis_label,
@@ -369,7 +370,7 @@ def _draw_panel(ax: Any, look: _Look, layout: Layout, series: _Series, panel: st
             label, means = series.flats[panel][key]
             setting = look.axis.split(".", 1)[-1]
             if look.paper:
-                setting = paper.SYMBOLS.get(look.axis, setting)
+                setting = SYMBOLS.get(look.axis, setting)
             label = f"{label} (no {setting})"
             handle = ax.axhline(float(np.mean(means)), color=color, label=label,
                                 linestyle=paper.FLAT_DASH if look.paper else "--")

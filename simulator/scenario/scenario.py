@@ -258,7 +258,7 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> tuple[PlotSpec, PlotSpec]:
         spec = dataclasses.replace(spec, y=y)
     if spec.paper and "formats" not in table:
         spec = dataclasses.replace(spec, formats=PAPER_FORMATS)
-    return spec, report_spec(spec, table, report, declared)
+    return spec, report_spec(spec, table, report, declared, bool(scen.deployment))
 
 
 def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],

@@ -181,6 +181,9 @@ def test_the_reports_figures_are_the_scenarios_own() -> None:
     assert more.report.costs and more.report.x == ("params.epsilon", "data.theta")
     assert more.report.y == (*fig5.plot.y, "bytes_up")
     assert report_spec(PlotSpec(), {}, {"figures": ["all"]}, None) == PlotSpec()
+    deployment = sc.load("scenarios/deployment_vote.toml")  # what it is about, beside [plot]
+    assert deployment.report.y[-2:] == ("virtual_wall_s", "dropout_rate")
+    assert not deployment.report.costs
 
 
 def test_results_plot_in_the_paper_style(tmp_path: Path) -> None:
