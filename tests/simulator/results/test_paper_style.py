@@ -76,7 +76,7 @@ def test_paper_files_are_the_same_each_time(tmp_path: Path) -> None:
     assert a and [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
 
 
-def test_no_drawn_x_is_shifted() -> None:
+def test_no_drawn_x_is_shifted(tmp_path: Path) -> None:
     """Four protocols at 200 B per agent: the notebook moves their lines sideways, the paper
     draws every point at its swept value and tells the lines apart by marker and dash."""
     pytest.importorskip("matplotlib")
@@ -89,6 +89,10 @@ def test_no_drawn_x_is_shifted() -> None:
     # told apart by marker and dash instead: four of each
     assert len({line.get_marker() for line in lines}) == 4
     assert len({str(line._unscaled_dash_pattern) for line in lines}) == 4
+    # in the SVG: the four lines' markers stand in three columns, one per swept value
+    svg = [p for p in plot(tmp_path, _cost_records(), PlotSpec(style="paper", formats=("svg",)))
+           if p.stem == "plot_comm.bytes_up_per_agent_mean_vs_params.epsilon"]
+    assert [len(xs) for xs in _marker_columns(svg[0])] == [3]
     # the rounds figure: every point at its round
     rounds = dict(figures(round_records(), PAPER))["plot_per_round_bytes"]
     assert _drawn_xs(rounds) <= {0.0, 1.0}
@@ -206,3 +210,44 @@ def test_results_plot_in_the_paper_style(tmp_path: Path) -> None:
     fig.savefig(pdf)
     assert _media_box(pdf.read_bytes()) == pytest.approx((252, 189), abs=0.01)
     assert np.isfinite(ax.get_ylim()).all()
+
+
+def _marker_columns(svg: Path) -> list[set[float]]:
+    """Per panel of a matplotlib SVG, the x positions (points) of the markers its lines draw
+    (``line2d`` groups clipped to the panel: not the tick marks, not the bands)."""
+    root = ET.parse(svg).getroot()
+    href = "{http://www.w3.org/1999/xlink}href"
+    panels = []
+    for ax in root.iter(f"{SVG}g"):
+        if not (ax.get("id") or "").startswith("axes_"):
+            continue
+        xs = {round(float(u.get("x")), 2)
+              for line in ax.iter(f"{SVG}g") if (line.get("id") or "").startswith("line2d_")
+              for clip in line.iter(f"{SVG}g") if clip.get("clip-path")
+              for u in clip.iter(f"{SVG}use") if u.get(href, "").startswith("#m")}
+        if xs:
+            panels.append(xs)
+    return panels
+
+
+def test_the_docs_figures_are_vector_of_their_width_and_unshifted() -> None:
+    """Each family's headline figure in docs/img (``make figures``): an SVG of vector paths
+    and no raster image, as wide as declared, and in each panel its lines' markers stand in
+    as many columns as the axis has swept values: every line's points at the same x, none
+    moved sideways (four lines moved apart would stand in four times as many)."""
+    from ldpsim.simulator.bench.figures import DOCS_IMG, HEADLINES
+
+    for family, h in HEADLINES.items():
+        svg = DOCS_IMG / h.image
+        assert svg.is_file(), f"{family}: {svg} missing: make figures"
+        root = ET.parse(svg).getroot()
+        assert next(root.iter(f"{SVG}path"), None) is not None
+        assert next(root.iter(f"{SVG}image"), None) is None
+        width, height = _svg_size(svg)
+        assert width == pytest.approx(72 * h.width) and 72 <= height <= 72 * h.width
+        axis = h.stem.rpartition("_vs_")[2]
+        section, _, key = axis.partition(".")
+        values = getattr(sc.load(f"scenarios/{h.scenario}.toml"), section)[key]
+        panels = _marker_columns(svg)
+        assert panels, family
+        assert all(2 <= len(xs) <= len(set(values)) for xs in panels), (family, panels)
