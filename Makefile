@@ -12,7 +12,7 @@ SHOW_LOG = { cat $(LOG); echo "install failed: the log above is $(LOG)"; exit 1;
 # starts from (a clone beside a notebook) cannot shadow the package
 CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'ldpsim-checkout.pth').write_text('$(CURDIR)\n')"
 
-.PHONY: demo test test-slow bench docs lint fmt clean
+.PHONY: demo test test-slow bench docs figures lint fmt clean
 
 $(STAMP): pyproject.toml setup.py simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c \
@@ -40,6 +40,11 @@ test-slow: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/ldpsim bench
+
+# each family's headline figure in the paper style, into docs/img/*.svg (about 5 min at
+# --jobs 2; the SAFARI figure reads SUSHI from the data folder: ldpsim data)
+figures: $(STAMP)
+	$(PY) -m ldpsim.simulator.bench.figures
 
 # the documentation site (mkdocs.yml, docs/) into site/; warnings are errors
 docs: $(STAMP)

@@ -8,13 +8,16 @@ import importlib.util
 import math
 import tempfile
 import tomllib
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ldpsim.protocols.keys import Secrets
+from ldpsim.simulator.results import plot_style
 from ldpsim.simulator.results.intervals import exact_interval
-from ldpsim.simulator.results.metrics import describe, registry
+from ldpsim.simulator.results.metrics import COSTS, describe, registry
+from ldpsim.simulator.results.plot_spec import PAPER_WIDTH, STYLES
 from ldpsim.simulator.results.plots import PLOT_INSTALL, label_few_trials
 from ldpsim.simulator.results.results import (
     RESULTS_FILE,
@@ -44,6 +47,8 @@ from ldpsim.simulator.sweep.verify import verify as _verify
 #: record sections flattened into ``section.key`` columns by ``Results.to_pandas``
 SECTIONS = ("params", "data", "metrics", "comm", "timing", "privacy", "collusion", "leakage",
             "deployment", "virtual")
+#: the cost columns (a paper's axis of them starts at 0)
+COST_NAMES = frozenset(str(m) for m in COSTS)
 #: top-level record fields kept as columns
 FIELDS = ("key", "status", "scenario", "protocol", "repeat", "seed", "backend", "pools",
           "n_agents", "rejected", "dropouts", "refused", "lost_agents")
@@ -148,12 +153,14 @@ def load(path: str | Path) -> Results:
     return Results(records, directory)
 
 
-def report(path: str | Path, html: str | Path | None = None) -> Path:
+def report(path: str | Path, html: str | Path | None = None, style: str | None = None
+           ) -> Path:
     """``ldpsim report``: write one self-contained HTML page of the results directory
-    ``path`` (the scenario, figures, summary with units and directions, per-round costs,
-    leakage, environment, and a paper's printed numbers beside ours) to ``html`` (default
-    ``path/report.html``); returns where it is."""
-    return write_report(path, html)
+    ``path`` (the scenario's figures, the summary with units and directions, a paper's
+    printed numbers beside ours, per-round costs, leakage, the scenario as written, the
+    environment) to ``html`` (default ``path/report.html``); returns where it is. ``style``:
+    the figures' (``notebook`` or ``paper``; default: the stored ``[plot]`` style)."""
+    return write_report(path, html, style=style)
 
 
 def verify(path: str | Path, sample: float = 1.0, jobs: int = 1, backend: str | None = None,
@@ -329,11 +336,12 @@ class Results:
 
     def plot(self, y: str, x: str | None = None, hue: str = "protocol", ax: Any = None,
              include_degraded: bool = False, logx: bool = False, logy: bool = False,
-             title: str | None = None):
+             title: str | None = None, style: str = "notebook", width: float | None = None):
         """Mean of ``y`` (a metric name, or any column of ``to_pandas``) against ``x`` (default:
         the first swept numeric setting), one line per ``hue`` value (in the order of the
         values: numbers by value, then the sweep's order), with a 95% confidence band over
-        the repeats (t quantile; clipped to [0, 1] for metrics that live there).
+        the repeats (t quantile; clipped to [0, 1] for metrics that live there; none with
+        one repeat, and then the legend promises none).
 
         Parameters
         ----------
@@ -347,6 +355,13 @@ class Results:
             Logarithmic axes.
         title : str, optional
             The axes' title.
+        style : str
+            ``notebook`` (default) or ``paper`` (``simulator.results.plot_style``: a new
+            figure ``width`` inches wide, default 3.5, one column of a paper; the units and
+            which direction is better in the axis labels, lines told apart by marker and dash,
+            readable log ticks, a cost's axis from 0; save it as PDF or SVG).
+        width : float, optional
+            The paper style's width in inches.
 
         Returns
         -------
@@ -354,53 +369,99 @@ class Results:
             Needs matplotlib (``pip install 'ldpsim[plot]'``) and pandas
             (``pip install 'ldpsim[pandas]'``); ImportError naming them otherwise.
         """
+        if style not in STYLES:
+            raise ValueError(f"style: got {style!r}; allowed: "
+                             + ", ".join(f'"{s}"' for s in STYLES))
         plt = _pyplot()
-        from scipy import stats
-
         df = self.to_pandas(include_degraded)
         ycol = y if y in df.columns else f"metrics.{y}"
         if ycol not in df.columns:
             raise KeyError(f"{y!r}: not a metric or column; metrics: "
                            f"{', '.join(c[8:] for c in df.columns if c.startswith('metrics.'))}")
-        if x is None:
-            swept = [c for c in df.columns
-                     if (c.startswith(("params.", "data.")) or c == "collusion.colluders")
-                     and df[c].nunique(dropna=True) > 1 and _numeric(df[c])]
-            if not swept:
-                raise ValueError("nothing is swept: give x=")
-            x = swept[0]
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
-        else:
-            fig = ax.figure
-        bounded = df[ycol].dropna().between(0, 1).all()
-        markers = "osD^vP*Xh<>p"
-        for i, name in enumerate(in_value_order(df[hue].dropna().tolist())):
-            part = df[df[hue] == name]
-            if part[x].isna().all():  # no such setting (kwiksort has no ε): its level, dashed
-                ax.axhline(part[ycol].mean(), linestyle="--", color=f"C{i}",
-                           label=f"{name} (no {_label(x)})")
-                continue
-            g = part.groupby(x)[ycol].agg(["mean", "std", "count"]).reset_index()
-            trials = _attack_trials(part, x, ycol)
-            lo, hi = _band_of(g, trials, bounded, stats)
-            line, = ax.plot(g[x], g["mean"], marker=markers[i % len(markers)], color=f"C{i}",
-                            label=str(name))
-            ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
-            if trials is not None:
-                label_few_trials(ax, g[x], trials["trials"], trials["hi"], line.get_color())
-        ax.set_xlabel(_label(x))
-        ax.set_ylabel(_label(ycol))
-        if logx:
-            ax.set_xscale("log")
-        if logy:
-            ax.set_yscale("log")
-        if title is not None:
-            ax.set_title(title)
-        band = ("exact 95% interval of the attack's trials over the repeats"
-                if _attack_trials(df, x, ycol) is not None else "95% CI over repeats")
-        ax.legend(title=f"{hue} (band: {band})", fontsize="small")
+        x = x or _first_swept(df)
+        paper = style == "paper"
+        with plot_style.paper_context() if paper else nullcontext():
+            if ax is None:
+                size = (6, 4) if not paper else (width or PAPER_WIDTH,
+                                                  0.75 * (width or PAPER_WIDTH))
+                fig, ax = plt.subplots(figsize=size, constrained_layout=True)
+            else:
+                fig = ax.figure
+            banded = _lines(ax, df, x, ycol, hue, paper)
+            _axes(ax, df, x, ycol, (logx, logy), paper)
+            if title is not None:
+                ax.set_title(title)
+            band = ("exact 95% interval of the attack's trials over the repeats"
+                    if _attack_trials(df, x, ycol) is not None else "95% CI over repeats")
+            if paper:
+                ax.legend(title=None if hue == "protocol" else _label(hue), frameon=False)
+                fig.draw_without_rendering()  # the ticks made at the paper's sizes
+            else:
+                ax.legend(title=f"{hue} (band: {band})" if banded else hue, fontsize="small")
         return fig
+
+
+def _first_swept(df: Any) -> str:
+    """The first swept numeric setting of ``df`` (``Results.plot``'s default x)."""
+    swept = [c for c in df.columns
+             if (c.startswith(("params.", "data.")) or c == "collusion.colluders")
+             and df[c].nunique(dropna=True) > 1 and _numeric(df[c])]
+    if not swept:
+        raise ValueError("nothing is swept: give x=")
+    return swept[0]
+
+
+def _lines(ax: Any, df: Any, x: str, ycol: str, hue: str, paper: bool) -> bool:
+    """``Results.plot``'s lines, one per ``hue`` value, each with its band (an attack's exact
+    interval, else the repeats' 95% CI); a paper's told apart by dash and hollow marker,
+    with no band where there is one repeat. Whether a band was drawn."""
+    from scipy import stats
+
+    bounded = df[ycol].dropna().between(0, 1).all()
+    markers = "osD^vP*Xh<>p"
+    banded = False
+    for i, name in enumerate(in_value_order(df[hue].dropna().tolist())):
+        part = df[df[hue] == name]
+        if part[x].isna().all():  # no such setting (kwiksort has no ε): its level, dashed
+            ax.axhline(part[ycol].mean(), color=f"C{i}", label=f"{name} (no {_label(x)})",
+                       linestyle=plot_style.FLAT_DASH if paper else "--")
+            continue
+        g = part.groupby(x)[ycol].agg(["mean", "std", "count"]).reset_index()
+        trials = _attack_trials(part, x, ycol)
+        lo, hi = _band_of(g, trials, bounded, stats)
+        line, = ax.plot(g[x], g["mean"], marker=markers[i % len(markers)], color=f"C{i}",
+                        label=str(name), **(plot_style.line_kw(i) if paper else {}))
+        wide = trials is not None or bool((hi - lo).gt(0).any())
+        if wide or not paper:
+            ax.fill_between(g[x], lo, hi, alpha=0.2, color=line.get_color(), linewidth=0)
+        banded = banded or wide
+        if trials is not None:
+            label_few_trials(ax, g[x], trials["trials"], trials["hi"], line.get_color())
+    return banded
+
+
+def _axes(ax: Any, df: Any, x: str, ycol: str, logs: tuple[bool, bool], paper: bool) -> None:
+    """``Results.plot``'s axis labels and scales: a paper's with units and which direction
+    is better, readable log ticks and a cost's axis from 0."""
+    logx, logy = logs
+    metric = ycol.removeprefix("metrics.")
+    xs = [float(v) for v in df[x].dropna().unique()] if _numeric(df[x]) else []
+    ax.set_xlabel(plot_style.x_label(x, xs) if paper else _label(x))
+    ax.set_ylabel(plot_style.y_label(metric, chars=40) if paper else _label(ycol))
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if not paper:
+        return
+    ys = df[ycol].dropna()
+    if logx and xs:
+        plot_style.readable_log(ax.xaxis, min(xs), max(xs))
+    if logy and len(ys):
+        plot_style.readable_log(ax.yaxis, float(ys.min()), float(ys.max()))
+    elif metric in COST_NAMES or ycol in COST_NAMES:
+        ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
 
 
 def _band_of(g: Any, trials: Any, bounded: bool, stats: Any) -> tuple[Any, Any]:

@@ -148,7 +148,7 @@ OPTION_KEYS = (("backend", "runtime.backend"), ("pools", "runtime.pools"), ("see
                ("bind", "runtime.endpoint"), ("token", "runtime.token"),
                ("curve", "runtime.curve"), ("secret", "runtime.secret"),
                ("run_jobs", "runtime.jobs"), ("executor", "runtime.executor"),
-               ("dask", "dask.address"))
+               ("dask", "dask.address"), ("style", "plot.style"))
 
 
 def _load(args: argparse.Namespace, options: tuple[tuple[str, str], ...] = OPTION_KEYS):
@@ -293,7 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ldpsim.simulator.sweep.reporting import write_report
 
     try:
-        path = write_report(args.out, args.html)
+        path = write_report(args.out, args.html, style=args.style)
     except (FileNotFoundError, ResultsCorruptError) as e:
         _err(f"error: {e}")
         return 1
@@ -302,7 +302,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from ldpsim.simulator.results.plots import plot
+    from ldpsim.simulator.results.plots import plot, styled
     from ldpsim.simulator.results.store import RESULTS_FILE, ResultsCorruptError, usable
     from ldpsim.simulator.results.summary import write_per_round, write_summary
     from ldpsim.simulator.scenario.identity import proven_records, stored_order, stored_plot
@@ -325,7 +325,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     write_summary(args.out, shown)
     write_per_round(args.out, shown)
     if args.plots:
-        for p in plot(args.out, shown, stored_plot(args.out), note=_err):
+        for p in plot(args.out, shown, styled(stored_plot(args.out), args.style), note=_err):
             print(p)
     return 0
 

@@ -84,6 +84,18 @@ def data_dir_of(argv: list[str]) -> str | None:
     return value
 
 
+#: the figures' styles (``plot_spec.STYLES``): a notebook's, or a paper's column
+STYLES = ("notebook", "paper")
+
+
+def _style(what: str) -> Option:
+    """``--style``: the figures' style for ``what``."""
+    return opt("--style", choices=STYLES,
+               help=f"the figures' style for {what}: notebook (a title, the legend beside) or "
+                    "paper (vector PDF and SVG at a column's width, [plot] width, default 3.5 "
+                    "in; no title, lines told apart by marker and dash)")
+
+
 #: the options of a command that runs a scenario (``run``, ``curator``)
 SCENARIO_RUN: tuple[Option, ...] = (
     opt("scenario", help="scenario TOML file (or a name in scenarios/)"),
@@ -121,6 +133,7 @@ RUN: tuple[Option, ...] = (
              "runs on, or --backend dask one run's pools: tcp://HOST:PORT, or "
              "local / local:N for a LocalCluster of N workers here. Needs pip "
              "install 'ldpsim[dask]'"),
+    _style("the run's figures (plot.style)"),
 )
 
 #: ``ldpsim curator``
@@ -217,12 +230,14 @@ SUMMARY: tuple[Option, ...] = (
         help="keep degraded runs (that lost agents) in the table, CSV and plots"),
     opt("--rows", type=int, metavar="N",
         help="show at most N rows of the table (default: all)"),
+    _style("--plots (default: the sweep's [plot] style)"),
 )
 
 #: ``ldpsim report``
 REPORT: tuple[Option, ...] = (
     opt("out", help="results directory"),
     opt("--html", metavar="FILE", help="where to write it (default DIR/report.html)"),
+    _style("the report's figures (default: the sweep's [plot] style)"),
 )
 
 #: ``ldpsim verify``

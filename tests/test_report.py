@@ -183,3 +183,91 @@ def test_dpwevotes_tables_3_and_4_sit_beside_ours(tmp_path):
     assert len(ours) == 40 and all(r.count("<td") == 8 for r in ours)
     # n = 50 and 100 were not run here: their numbers stand alone
     assert all('<td class="num">0</td>' in r for r in rows if "data.n = 10," not in r)
+
+
+# -- the report of a collusion sweep: a results section, at 1280 px
+
+
+@pytest.fixture(scope="module")
+def collusion_dir(tmp_path_factory) -> Path:
+    """``collusion_leakage`` (a list of colluders, [plot] x = colluders), tiny: one repeat."""
+    out = tmp_path_factory.mktemp("report") / "collusion"
+    res = _ldpsim("run", "collusion_leakage", "--set", "repeats=1", "--set", "data.n=200",
+                  "--set", "collusion.attack_targets=20", "--jobs", "1", "--out", str(out),
+                  "--no-progress", "-q")
+    assert res.returncode == 0, res.stderr
+    res = _ldpsim("report", str(out), "--style", "paper")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def _sections(text: str) -> list[str]:
+    return re.findall(r"<h2>([^<]+)</h2>", text)
+
+
+def test_a_collusion_sweeps_report_opens_with_its_own_figures(collusion_dir):
+    import html
+    import tomllib
+
+    text = (collusion_dir / REPORT_FILE).read_text(encoding="utf-8")
+    assert _sections(text)[0] == "Figures"
+    figures = text.partition("<h2>Figures</h2>")[2].partition("<h2>")[0]
+    captions = re.findall(r"<figcaption>([^<]+)</figcaption>", figures)
+    # the scenario's [plot]: its three metrics against the colluders, nothing against ε,
+    # no cost (it says costs = false)
+    assert [html.unescape(c).rpartition(" against ")[0] for c in captions] == [
+        "coalition's accuracy from the reports", "coalition's accuracy by differencing",
+        "error rate (pairs against the majority)"]
+    assert all("against colluding agents" in c for c in captions)
+    # one repeat: n/a for the spread, never "± 0"
+    summary = text.partition("<h2>Summary</h2>")[2].partition("<h2>")[0]
+    assert "± n/a" in summary and not re.search(r"± 0<", summary)
+    # the scenario as written: TOML, each value in the file's syntax, colluders a list
+    written = html.unescape(re.search(r'<pre class="toml">([^<]+)</pre>', text).group(1))
+    doc = tomllib.loads(written)
+    assert doc["collusion"]["colluders"] == [0.0, 0.1, 0.3, 0.5, 0.7, 0.9]
+    assert "sweep" not in doc["collusion"] and doc["data"]["kind"] == "mallows"
+    assert doc["repeats"] == 1 and doc["data"]["n"] == 200
+    marked = [ln for ln in written.splitlines() if ln.endswith("# set on the command line")]
+    assert sorted(ln.split(" = ")[0] for ln in marked) == ["attack_targets", "jobs", "n",
+                                                           "repeats"]
+
+
+def _overflow(page: Path, tmp_path: Path) -> dict[str, str]:
+    """The page at a 1280 px wide viewport in the browser: the document's width and every
+    table, pre and figure wider than its box, as a script on the page measures them."""
+    probe = """<script>window.addEventListener("load", function () {
+      var bad = [], els = document.querySelectorAll("table, pre, div.wide, figure");
+      for (var i = 0; i < els.length; i++) {
+        var e = els[i], r = e.getBoundingClientRect();
+        if (e.scrollWidth > e.clientWidth || r.right > window.innerWidth)
+          bad.push(e.tagName + " " + e.scrollWidth + ">" + e.clientWidth);
+      }
+      document.body.setAttribute("data-page-width", document.documentElement.scrollWidth);
+      document.body.setAttribute("data-viewport", window.innerWidth);
+      document.body.setAttribute("data-tables", document.querySelectorAll("table").length);
+      document.body.setAttribute("data-overflow", bad.join("; "));
+    });</script>"""
+    copy = tmp_path / page.name
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"),
+                    encoding="utf-8")
+    dom = _browser("--dump-dom", "--window-size=1280,1000", page=copy)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    return {k: re.search(f'data-{k}="([^"]*)"', dom.stdout).group(1)
+            for k in ("page-width", "viewport", "tables", "overflow")}
+
+
+@needs_browser
+def test_the_collusion_report_fits_a_1280_px_page(collusion_dir, tmp_path):
+    got = _overflow(collusion_dir / REPORT_FILE, tmp_path)
+    assert got["viewport"] == "1280" and int(got["tables"]) >= 3
+    assert int(got["page-width"]) <= 1280 and got["overflow"] == "", got
+
+
+@needs_browser
+def test_a_report_of_many_columns_fits_a_1280_px_page(demo_dir, tmp_path):
+    """The demo with attacks: 6 metrics and 5 costs beside 4 settings, in column groups."""
+    page = write_report(demo_dir, tmp_path / "report.html")
+    assert page.read_text(encoding="utf-8").count("<caption>metrics") >= 1
+    got = _overflow(page, tmp_path)
+    assert int(got["page-width"]) <= 1280 and got["overflow"] == "", got

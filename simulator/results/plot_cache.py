@@ -29,7 +29,8 @@ from ldpsim.simulator.results.plot_spec import PlotSpec
 #: what ``plots.plot`` writes beside its figures
 FIGURES_FILE = "figures.json"
 #: the modules whose code draws the figures: a change to any draws them anew
-SOURCES = ("plots.py", "plot_layout.py", "plot_spec.py", "plot_cache.py", "table.py")
+SOURCES = ("plots.py", "plot_layout.py", "plot_spec.py", "plot_cache.py", "plot_draw.py",
+           "plot_style.py", "plot_rounds.py", "table.py")
 
 
 @cache

@@ -41,6 +41,13 @@ LABELS = {"params.epsilon": "ε (privacy budget)", "data.n": "n (agents)",
           "deployment.availability": "availability (chance online per round)",
           "deployment.quota": "quota (share of asked agents)",
           "deployment.latency_ms": "one-way latency (ms)"}
+#: the settings' symbols, in a paper figure's panel titles and line labels (``ε = 0.5``)
+SYMBOLS = {"params.epsilon": "ε", "data.theta": "θ", "data.n": "n", "data.m": "m",
+           "data.d": "d", "params.K": "K", "params.queries": "K",
+           "data.sparsity": "sparsity", "collusion.colluders": "colluders",
+           "deployment.round_deadline_s": "deadline",
+           "deployment.availability": "availability", "deployment.quota": "quota",
+           "deployment.latency_ms": "latency"}
 #: what a leakage figure draws beside the attacks' accuracies
 BOUND = "leakage.report_bound"
 
@@ -59,15 +66,22 @@ def axis_label(name: str) -> str:
     return name.split(".", 1)[-1].replace("_", " ")
 
 
-def _value_label(key: str, value: Any) -> str:
-    return str(value) if key == "protocol" else f"{axis_label(key)}={cell_text(value)}"
+def value_label(key: str, value: Any, paper: bool = False) -> str:
+    """A setting's value as a line's label or a panel's title names it: a protocol by its
+    name, a setting by its label (a paper's: by its symbol, ``SYMBOLS``) and value."""
+    if key == "protocol":
+        return str(value)
+    if paper:
+        return f"{SYMBOLS.get(key, axis_label(key))} = {cell_text(value)}"
+    return f"{axis_label(key)}={cell_text(value)}"
 
 
-def point_line(p: Any, label_keys: list[str]) -> tuple[str, str]:
+def point_line(p: Any, label_keys: list[str], paper: bool = False) -> tuple[str, str]:
     """A point's line: its key (the values of ``label_keys``) and its label, the first value
-    with the others in parentheses, e.g. ``ldp_kwiksort_rr (theta=0.5)``."""
+    with the others in parentheses, e.g. ``ldp_kwiksort_rr (theta=0.5)`` (a paper's:
+    ``ldp_kwiksort_rr (θ = 0.5)``)."""
     values = {a: (p.protocol if a == "protocol" else p.point.get(a)) for a in label_keys}
-    parts = [_value_label(a, v) for a, v in values.items() if v is not None]
+    parts = [value_label(a, v, paper) for a, v in values.items() if v is not None]
     label = parts[0] + (f" ({', '.join(parts[1:])})" if parts[1:] else "") if parts else ""
     return point_id(values), label
 
@@ -172,7 +186,7 @@ def layout_of(sweep: Sweep, spec: PlotSpec, axis: str) -> Layout:
         return p.protocol if a == "protocol" else p.point.get(a)
 
     ranks = {a: value_rank(value(p, a) for p in points) for a in label_keys}
-    line_of = {id(p): point_line(p, label_keys) for p in points}
+    line_of = {id(p): point_line(p, label_keys, spec.style == "paper") for p in points}
     rank = {line_of[id(p)][0]: tuple(ranks[a].get(point_id({"v": value(p, a)}), len(ranks[a]))
                                      for a in label_keys) for p in points}
     return Layout(facet, panels, {id(p): _panels(p, facet_keys, panel_sets) if facet

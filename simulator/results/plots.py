@@ -15,57 +15,63 @@ by value, then the sweep's order); ``figures`` yields each figure, ``plot`` writ
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.results import plot_style as paper
 from ldpsim.simulator.results.metrics import CHANCE, registry
 from ldpsim.simulator.results.plot_cache import figures_key, forget, kept, remember
+from ldpsim.simulator.results.plot_draw import (  # noqa: F401 - re-exported: plots.DODGE, ...
+    BAND_ALPHA,
+    BAND_TEXT,
+    DODGE,
+    EXACT_BAND_TEXT,
+    MARKERS,
+    NO_MATPLOTLIB,
+    PLOT_INSTALL,
+    TITLE_Y,
+    PlotLibraryMissing,
+    band,
+    ci_half_width,
+    dodge,
+    exact_band,
+    label_few_trials,
+    load_matplotlib,
+    panel_grid,
+    spread,
+    title,
+)
 from ldpsim.simulator.results.plot_layout import (  # noqa: F401 - re-exported: plots.axis_label
     BOUND,
+    SYMBOLS,
     Layout,
     Sweep,
     axis_label,
-    lay_out,
     layout_of,
-    point_line,
     sweep_of,
 )
+from ldpsim.simulator.results.plot_rounds import DROPOUT, dropout_figure, rounds_figure
 from ldpsim.simulator.results.plot_spec import (  # noqa: F401 - re-exported: plots.check_table, ...
     COST_ALIASES,
     PlotSpec,
     check_table,
     default_metrics,
+    styled,
 )
-from ldpsim.simulator.results.summary import in_value_order, is_number, mean_std
 from ldpsim.simulator.results.table import cell_text
 
-#: the cost column a deployment's dropout figure puts on its x axis
-DROPOUT = "virtual.dropout_rate"
 BOUND_LABEL = "LDP bound e^ε/(1+e^ε) (dash-dot)"
 CHANCE_LABEL = "chance: guessing (dotted)"
-#: each line's marker (with its colour: the two cycle together)
-MARKERS = "osD^vP*Xh<>p"
-#: how far the cost figures move each line sideways, as a fraction of the x range (``_dodge``)
-DODGE = 0.012
-#: where a panel's title sits: on its top edge (given, so matplotlib does not look for
-#: decorations above each panel, which none has, every time the figure is measured or drawn)
-TITLE_Y = 1.0
-#: what installs the figures' library (pyproject.toml's extra)
-PLOT_INSTALL = "pip install 'ldpsim[plot]'"
-#: the one line ``ldpsim run`` and ``ldpsim summary --plots`` print without it
-NO_MATPLOTLIB = f"note: no plots: matplotlib is not installed ({PLOT_INSTALL})"
-
-
-def _title(metric: str, axis: str) -> str:
-    """A figure's title: what is drawn against what, and which direction is better."""
-    better = registry().get(metric)
-    return f"{axis_label(metric)} vs {axis_label(axis)}" + (
-        f" ({better.direction})" if better is not None and better.better else "")
+#: the paper's legend says what each line is; its handle shows how it is drawn
+PAPER_LABELS = {BOUND_LABEL: r"LDP bound $e^\varepsilon/(1+e^\varepsilon)$",
+                CHANCE_LABEL: "chance (guessing)"}
+#: the half-width of a mean's 95% interval (kept under its former name)
+_ci_half_width = ci_half_width
 
 
 def _safe(name: str) -> str:
@@ -76,56 +82,6 @@ def _panel_title(panel_id: str) -> str:
     values = json.loads(panel_id)
     return ", ".join(f"{axis_label(k)} = {cell_text(v)}" for k, v in values.items()
                      if v is not None)
-
-
-def _ci_half_width(std: float | None, count: int) -> float:
-    """Half-width of the 95% confidence interval of a mean of ``count`` repeats (t quantile)."""
-    if std is None or count < 2:
-        return 0.0
-    # the t quantile, as scipy.stats.t.ppf computes it, without importing scipy.stats (~0.5 s)
-    from scipy.special import stdtrit
-
-    return float(stdtrit(count - 1, 0.975) * std / math.sqrt(count))
-
-
-def _spread(ys: np.ndarray, hs: np.ndarray) -> bool:
-    """Whether a line's band has a width to draw: some half-width beyond the rounding of
-    equal repeats (the mean of three equal costs may differ from them in the last bit)."""
-    return bool(np.any(hs > 1e-9 * np.abs(ys)))
-
-
-def _dodge(xs: np.ndarray, i: int, k: int, lo: float, hi: float, log: bool) -> np.ndarray:
-    """Line ``i`` of ``k`` moved sideways by ``DODGE`` of the x range (``lo`` .. ``hi``) per
-    line, the lines centred on the true x: equal values stay visible as ``k`` markers side by
-    side. On a log axis the move is a factor, the same at every x."""
-    shift = (i - (k - 1) / 2) * DODGE
-    if log and lo > 0:
-        return xs * (hi / lo) ** shift if hi > lo else xs * 10.0 ** shift
-    return xs + shift * ((hi - lo) or 1.0)
-
-
-class PlotLibraryMissing(ImportError):
-    """matplotlib is not installed: no figure can be drawn (``NO_MATPLOTLIB`` says so)."""
-
-
-def _matplotlib() -> tuple[Any, Any, list[str]]:
-    """matplotlib's Figure, its Agg canvas and its colour cycle (~0.6 s to import: only once
-    there is a figure to draw); ``PlotLibraryMissing`` naming the extra without it."""
-    try:
-        from matplotlib import rcParams
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise PlotLibraryMissing(f"matplotlib is not installed ({PLOT_INSTALL})") from None
-    return Figure, FigureCanvasAgg, list(rcParams["axes.prop_cycle"].by_key().get("color")
-                                         or ["C0"])
-
-
-def panel_grid(n: int) -> tuple[int, int]:
-    """(rows, columns) of ``n`` panels: one row of up to two, two columns for three or four
-    (a 2 x 2 grid, not a thin strip of three), then three columns."""
-    cols = n if n <= 2 else 2 if n <= 4 else 3
-    return -(-n // cols), cols
 
 
 def figures(records: list[dict[str, Any]], spec: PlotSpec | None = None
@@ -143,7 +99,7 @@ def figures(records: list[dict[str, Any]], spec: PlotSpec | None = None
     sweep = sweep_of(records, spec)
     if sweep is None:
         return iter(())
-    return _draw(sweep, spec, _matplotlib())
+    return _draw(sweep, spec, load_matplotlib())
 
 
 def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | None = None,
@@ -158,9 +114,11 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     legend follow the settings' values, numbers by value (``in_value_order``). Bands of
     metrics that live in [0, 1] are clipped to it, those of costs at 0. Points without that
     axis (a protocol lacking the parameter, e.g. plain kwiksort has no epsilon) are drawn as
-    horizontal dashed lines at their mean. The cost figures move their lines a little
-    sideways (``DODGE`` of the x range per line, centred on the true value): costs are often
-    equal between protocols, and lines drawn over each other would hide all but the last.
+    horizontal dashed lines at their mean. The notebook's cost figures move their lines a
+    little sideways (``DODGE`` of the x range per line, centred on the true value): costs are
+    often equal between protocols, and lines drawn over each other would hide all but the
+    last. The paper style (``spec.style``, ``plot_style``) draws every point at its value,
+    the lines told apart by marker and dash, at the declared width, as vector files.
 
     The communication costs are two, each in figures of its own: the wire bytes
     (``comm.bytes_up_per_agent_mean``, ``comm.bytes_down_per_agent_mean``: the msgpack
@@ -206,7 +164,7 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
     if paths is not None:  # already drawn from the same numbers, and intact
         return paths
     try:
-        mpl = _matplotlib()
+        mpl = load_matplotlib()
     except PlotLibraryMissing:
         if note is not None:
             note(NO_MATPLOTLIB)
@@ -217,62 +175,65 @@ def plot(out_dir: str | Path, records: list[dict[str, Any]], spec: PlotSpec | No
         out.mkdir(parents=True, exist_ok=True)
         for fmt in spec.formats:
             path = out / f"{stem}.{fmt}"
-            fig.savefig(path, dpi=100 if fmt == "png" else "figure")
+            _save(fig, path, fmt, spec)
             paths.append(path)
     if paths:
         remember(out, key, spec.formats, paths)
     return paths
 
 
+def _save(fig: Any, path: Path, fmt: str, spec: PlotSpec) -> None:
+    """Write ``fig`` as it was laid out: a notebook PNG at 100 dpi; a paper figure at its
+    size, its PNG at ``plot_style.PAPER_DPI``, its PDF and SVG the same from the same figure
+    (no date in them)."""
+    if not spec.paper:
+        fig.savefig(path, dpi=100 if fmt == "png" else "figure")
+        return
+    with paper.paper_context():
+        fig.savefig(path, dpi=paper.PAPER_DPI if fmt == "png" else "figure",
+                    metadata=None if fmt == "png" else {"Date": None} if fmt == "svg"
+                    else {"CreationDate": None})
+
+
 def _draw(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
           ) -> Iterator[tuple[str, Any]]:
+    """Each figure of ``sweep`` as (file stem, Figure), drawn as the iterator is read (a
+    paper figure inside ``plot_style.paper_context``)."""
+    style = paper.paper_context if spec.paper else nullcontext
+    for stem, _, draw_one in _planned(sweep, spec, mpl):
+        with style():
+            fig = draw_one()
+        if fig is not None:
+            yield stem, fig
+
+
+def _planned(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
+             ) -> Iterator[tuple[str, tuple[str, Layout, str] | None, Callable[[], Any]]]:
+    """Each figure ``_draw`` may draw: its stem, the (axis, layout, metric) of a metric's
+    figure (None for the others), and what draws it (None when no point has its metric)."""
     for axis in sweep.axes:
         layout = layout_of(sweep, spec, axis)
         for metric in sweep.chosen:
-            fig = _metric_figure(sweep, spec, mpl, axis, layout, metric)
-            if fig is not None:
-                yield f"plot_{_safe(metric)}_vs_{_safe(axis)}", fig
+            yield (f"plot_{_safe(metric)}_vs_{_safe(axis)}", (axis, layout, metric),
+                   lambda a=axis, lay=layout, m=metric: _metric_figure(sweep, spec, mpl, a,
+                                                                      lay, m))
     if sweep.rounds:
-        yield "plot_per_round_bytes", _rounds_figure(sweep.rounds, mpl)
+        yield "plot_per_round_bytes", None, lambda: rounds_figure(sweep.rounds, spec, mpl)
     if DROPOUT in sweep.costs and len({p.costs.get(DROPOUT) for p in sweep.points}) > 1:
         for metric in sweep.chosen:
             if metric not in sweep.costs:
-                yield (f"plot_{_safe(metric)}_vs_dropout_rate",
-                       _dropout_figure(sweep, spec, mpl, metric))
+                yield (f"plot_{_safe(metric)}_vs_dropout_rate", None,
+                       lambda m=metric: dropout_figure(sweep, spec, mpl, m))
 
 
-def _new_figure(mpl: tuple[Any, Any, list[str]], n: int, legend_outside: bool,
-                sharey: bool = True) -> tuple[Any, Any]:
-    """A figure of ``n`` panels (``panel_grid``), a shared x axis and (``sharey``) y axis;
-    its grid of axes."""
-    figure_cls, canvas, _ = mpl
-    rows, cols = panel_grid(n)
-    fig = figure_cls(figsize=(5.2 * cols + (1.8 if legend_outside else 0.4), 3.8 * rows))
-    canvas(fig)
-    return fig, fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=sharey)
-
-
-def _finish(fig: Any, grid: Any, n: int, handles: list[Any], labels: list[str],
-            title: str, xlabel: str, ylabel: str) -> None:
-    """Axis labels, the legend (in a spare cell of the grid if there is one, else to the
-    right) and the title; the spare cells hidden."""
-    rows, cols = grid.shape
-    for j in range(n, rows * cols):
-        grid[j // cols][j % cols].axis("off")
-        above = grid[j // cols - 1][j % cols]  # the lowest panel of that column
-        above.xaxis.set_tick_params(labelbottom=True)
-        above.set_xlabel(xlabel)
-    for ax in grid[-1][: n - (rows - 1) * cols]:
-        ax.set_xlabel(xlabel)
-    for r in grid:
-        r[0].set_ylabel(ylabel)
-    where = dict(loc="center", bbox_to_anchor=None) if n < rows * cols else \
-        dict(loc="center left", bbox_to_anchor=(1.0, 0.5))
-    kw = dict(fontsize="small", title=title, title_fontsize="small", **where)
-    if n < rows * cols:
-        grid[-1][-1].legend(handles, labels, **kw)
-    else:
-        fig.legend(handles, labels, **kw)
+def stems(records: list[dict[str, Any]], spec: PlotSpec) -> list[str]:
+    """The file stems of the figures ``plot`` draws of ``records`` for ``spec``, in order,
+    found without drawing them (nor importing matplotlib)."""
+    sweep = sweep_of(records, spec)
+    if sweep is None:
+        return []
+    return [stem for stem, of, _ in _planned(sweep, spec, (None, None, []))
+            if of is None or _series(sweep, of[1], of[0], of[2]).lines]
 
 
 @dataclass
@@ -301,7 +262,7 @@ def _series(sweep: Sweep, layout: Layout, axis: str, metric: str) -> _Series:
         mean, std, count = stats.get(metric, (None, None, 0))
         if mean is None:
             continue
-        half = _ci_half_width(std, count)
+        half = ci_half_width(std, count)
         key, label = layout.line_of[id(p)]
         bound = p.metrics.get(BOUND, (None,))[0] if metric == "leakage.report_accuracy" \
             else None
@@ -352,61 +313,83 @@ def _scales(spec: PlotSpec, series: _Series) -> _Scales:
 
 @dataclass
 class _Look:
-    """What every panel of one metric's figure shares: its lines in order, their colours and
-    markers, the axes and the metric's range."""
+    """What every panel of one metric's figure shares: its lines in order, their colours,
+    markers and dashes, the axes, the metric's range and the style."""
 
     metric: str
     axis: str
-    is_cost: bool  # a cost: its lines are moved sideways (``_dodge``)
+    is_cost: bool  # a cost: the notebook moves its lines sideways (``plot_draw.dodge``)
     declared: Any  # the metric's declared range (``simulator.results.metrics``), or None
     bounded: bool  # an undeclared metric whose values all lie in [0, 1]
     keys: list[str]  # every line's key, in order
     drawn: list[str]  # the keys with a line (not only flat points)
-    style: dict[str, tuple[str, str]]  # line key -> (colour, marker)
+    style: dict[str, tuple[str, str, dict[str, Any]]]  # key -> (colour, marker, its kwargs)
     scales: _Scales
+    paper: bool = False  # the paper style: no move sideways, the legend's own labels
+
+
+def _line(ax: Any, look: _Look, key: str, xs: np.ndarray, ys: np.ndarray, hs: np.ndarray,
+          exact: list[tuple[float, int, float, float]], label: str) -> tuple[Any, bool]:
+    """One line of a panel with its band (an attack's exact interval, else the repeats'
+    95% CI where it has a width); its handle, and whether a band was drawn."""
+    color, marker, kw = look.style[key]
+    sc = look.scales
+    if look.is_cost and not look.paper:
+        xs = dodge(xs, look.drawn.index(key), len(look.drawn), sc.lo, sc.hi, sc.logx)
+    handle, = ax.plot(xs, ys, marker=marker, color=color, label=label, **kw)
+    if len(exact) == len(xs):  # an attack: its trials' exact interval, not the repeats'
+        exact_band(ax, xs, exact, color)
+        return handle, True
+    lo_band, hi_band = band(ys, hs, look.declared, look.bounded)
+    if sc.logy:  # a band reaching 0 or below stops at the smallest mean drawn
+        lo_band = np.maximum(lo_band, sc.floor)
+    if not spread(ys, hs):
+        return handle, False
+    ax.fill_between(xs, lo_band, hi_band, color=color, alpha=BAND_ALPHA, linewidth=0)
+    return handle, True
 
 
 def _draw_panel(ax: Any, look: _Look, layout: Layout, series: _Series, panel: str,
-                legend: dict[str, tuple[tuple[int, ...], bool, Any]]) -> None:
+                legend: dict[str, tuple[tuple[int, ...], bool, Any]]) -> bool:
     """One panel: each line with its band, the flat lines of points without the axis, the
     LDP bound and chance of a leakage figure; their handles added to ``legend`` (label ->
-    (rank, flat, handle))."""
-    sc = look.scales
+    (rank, flat, handle)). Whether a band was drawn."""
+    banded = False
+    name = (lambda lab: PAPER_LABELS.get(lab, lab)) if look.paper else (lambda lab: lab)
     for key in look.keys:
-        color, marker = look.style[key]
+        color = look.style[key][0]
         if key in series.lines.get(panel, {}):
             label, pts = series.lines[panel][key]
             pts.sort()
             xs, ys, hs = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
-            if look.is_cost:
-                xs = _dodge(xs, look.drawn.index(key), len(look.drawn), sc.lo, sc.hi, sc.logx)
-            handle, = ax.plot(xs, ys, marker=marker, color=color, label=label)
-            legend.setdefault(label, (layout.rank[key], False, handle))
             exact = sorted(series.exact.get(panel, {}).get(key, []))
-            if len(exact) == len(xs):  # an attack: its trials' exact interval, not the repeats'
-                _exact_band(ax, xs, exact, color)
-            else:
-                lo_band, hi_band = _band(ys, hs, look.declared, look.bounded)
-                if sc.logy:  # a band reaching 0 or below stops at the smallest mean drawn
-                    lo_band = np.maximum(lo_band, sc.floor)
-                if _spread(ys, hs):
-                    ax.fill_between(xs, lo_band, hi_band, color=color, alpha=0.18, linewidth=0)
+            handle, drew = _line(ax, look, key, xs, ys, hs, exact, label)
+            legend.setdefault(label, (layout.rank[key], False, handle))
+            banded = banded or drew
         if key in series.flats.get(panel, {}):
             label, means = series.flats[panel][key]
-            label = f"{label} (no {look.axis.split('.', 1)[-1]})"
-            handle = ax.axhline(float(np.mean(means)), linestyle="--", color=color, label=label)
+            setting = look.axis.split(".", 1)[-1]
+            if look.paper:
+                setting = SYMBOLS.get(look.axis, setting)
+            label = f"{label} (no {setting})"
+            handle = ax.axhline(float(np.mean(means)), color=color, label=label,
+                                linestyle=paper.FLAT_DASH if look.paper else "--")
             legend.setdefault(label, (layout.rank[key], True, handle))
         if key in series.bounds.get(panel, {}):
             bx, by = (np.array(v, dtype=float) for v in zip(*sorted(series.bounds[panel][key]),
                                                             strict=True))
-            handle, = ax.plot(bx, by, linestyle="-.", linewidth=1, color=color)
-            legend.setdefault(BOUND_LABEL, ((10**6,), True, handle))
+            handle, = ax.plot(bx, by, color=color, **(paper.BOUND_KW if look.paper else
+                                                      {"linestyle": "-.", "linewidth": 1}))
+            legend.setdefault(name(BOUND_LABEL), ((10**6,), True, handle))
     if look.metric.startswith("leakage.") and look.metric != BOUND:
         handle = ax.axhline(CHANCE, linestyle=":", color="0.4", linewidth=1)
-        legend.setdefault(CHANCE_LABEL, ((10**6 + 1,), True, handle))
+        legend.setdefault(name(CHANCE_LABEL), ((10**6 + 1,), True, handle))
     if layout.facet:
-        ax.set_title(_panel_title(panel), fontsize="medium", y=TITLE_Y)
-    ax.grid(True, alpha=0.3)
+        ax.set_title(paper.panel_title(json.loads(panel)) if look.paper else
+                     _panel_title(panel), fontsize="medium", y=TITLE_Y)
+    if not look.paper:
+        ax.grid(True, alpha=0.3)
+    return banded
 
 
 def _metric_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]], axis: str,
@@ -423,165 +406,36 @@ def _metric_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]]
     look = _Look(metric, axis, metric in sweep.costs, registry().get(metric),
                  sweep.bounded.get(metric, False), keys,
                  [k for k in keys if any(k in d for d in series.lines.values())],
-                 {k: (colors[i % len(colors)], MARKERS[i % len(MARKERS)])
-                  for i, k in enumerate(keys)}, _scales(spec, series))
-    rows, cols = panel_grid(len(names))
-    fig, grid = _new_figure(mpl, len(names), legend_outside=len(names) == rows * cols)
+                 {k: (colors[i % len(colors)], MARKERS[i % len(MARKERS)],
+                      paper.line_kw(i) if spec.paper else {}) for i, k in enumerate(keys)},
+                 _scales(spec, series), spec.paper)
+    rows, cols = paper.grid_of(len(names), spec.inches) if spec.paper else \
+        panel_grid(len(names))
+    fig, grid = paper.frame(spec, mpl, len(names), legend_outside=len(names) == rows * cols)
     legend: dict[str, tuple[tuple[int, ...], bool, Any]] = {}  # label -> (rank, flat, handle)
+    banded = False
     for i, panel in enumerate(names):
-        _draw_panel(grid[i // cols][i % cols], look, layout, series, panel, legend)
-    if look.scales.logx:
-        grid[0][0].set_xscale("log")
-    if look.scales.logy:
-        grid[0][0].set_yscale("log")
+        banded = _draw_panel(grid[i // cols][i % cols], look, layout, series, panel,
+                             legend) or banded
+    xs = sorted({x for d in series.lines.values() for _, pts in d.values() for x, _, _ in pts})
+    factor, unit = 1.0, None
+    if spec.paper:
+        ys = [m for d in series.lines.values() for _, pts in d.values() for _, m, _ in pts]
+        factor, unit = paper.seconds_scale(metric, max(ys))
+        paper.axes_look(grid, len(names), xs, look.scales.logx, look.scales.logy,
+                        min(ys), max(ys), look.is_cost, factor)
+    else:
+        if look.scales.logx:
+            grid[0][0].set_xscale("log")
+        if look.scales.logy:
+            grid[0][0].set_yscale("log")
     order = sorted(legend, key=lambda lab: legend[lab][:2])
-    _finish(fig, grid, len(names), [legend[lab][2] for lab in order], order,
-            f"{axis_label(spec.hue)} ({_band_text(series)})", axis_label(axis),
-            axis_label(metric))
-    lay_out(fig, _title(metric, axis))
-    return fig
-
-
-def _band_text(series: _Series) -> str:
-    """What a figure's bands are: the repeats' 95% CI, or an attack's exact interval."""
-    if series.exact:
-        return "band: exact 95% interval of the attack's trials over the repeats"
-    return "band: 95% CI over repeats"
-
-
-#: a point of an attack resting on fewer trials than this is labelled with its count
-FEW_TRIALS = 30
-
-
-def _exact_band(ax: Any, xs: np.ndarray, exact: list[tuple[float, int, float, float]],
-                color: Any) -> None:
-    """An attack's band: at each point the exact 95% interval of its pooled trials; a point
-    resting on few trials (the n − 1 point: one target per run) says how many."""
-    _, trials, lo, hi = zip(*exact, strict=True)
-    ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-    label_few_trials(ax, xs, trials, hi, color)
-
-
-def label_few_trials(ax: Any, xs: Any, trials: Any, highs: Any, color: Any) -> None:
-    """Label each point of an attack that rests on fewer than ``FEW_TRIALS`` trials with
-    their count, above its band's top ``highs`` (these figures and ``Results.plot``)."""
-    for x, t, h in zip(xs, trials, highs, strict=True):
-        if 0 < t < FEW_TRIALS:
-            ax.annotate(f"{t} trial{'s' if t != 1 else ''}", (x, h), textcoords="offset points",
-                        xytext=(0, 3), ha="center", fontsize=7, color=color)
-
-
-def _band(ys: np.ndarray, hs: np.ndarray, declared: Any, bounded: bool
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """A line's 95% band, ``ys`` ± ``hs``, stopped at the metric's declared range (bytes and
-    seconds at 0), or at [0, 1] for an undeclared metric whose values all lie there."""
-    lo, hi = ys - hs, ys + hs
-    if declared is not None and (declared.low, declared.high) != (None, None):
-        lo = lo if declared.low is None else np.maximum(lo, declared.low)
-        hi = hi if declared.high is None else np.minimum(hi, declared.high)
-    elif bounded:
-        lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
-    return lo, hi
-
-
-def _dropout_figure(sweep: Sweep, spec: PlotSpec, mpl: tuple[Any, Any, list[str]],
-                    metric: str) -> Any:
-    """A metric against the dropout rate the points measured (``virtual.dropout_rate``, the
-    mean over their repeats): one line per hue value and setting that no deployment key
-    sweeps, through its points in order of their rate, with the metric's 95% band."""
-    label_keys = [spec.hue] + [a for a in sweep.varying if a != spec.hue
-                               and not a.startswith("deployment.")]
-    lines: dict[str, tuple[str, list[tuple[float, float, float]]]] = {}
-    for p in sweep.points:
-        mean, std, count = p.metrics.get(metric, (None, None, 0))
-        rate = p.costs.get(DROPOUT)
-        if mean is None or rate is None:
-            continue
-        key, label = point_line(p, label_keys)
-        lines.setdefault(key, (label, []))[1].append((rate, mean, _ci_half_width(std, count)))
-    fig, grid = _new_figure(mpl, 1, legend_outside=True)
-    ax = grid[0][0]
-    colors = mpl[2]
-    handles = []
-    for i, (label, pts) in enumerate(lines.values()):
-        xs, ys, hs = (np.array(v, dtype=float) for v in zip(*sorted(pts), strict=True))
-        color = colors[i % len(colors)]
-        handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color, label=label)
-        handles.append(handle)
-        if _spread(ys, hs):
-            lo, hi = _band(ys, hs, registry().get(metric), sweep.bounded.get(metric, False))
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-    ax.grid(True, alpha=0.3)
-    _finish(fig, grid, 1, handles, [h.get_label() for h in handles],
-            f"{axis_label(spec.hue)} (band: 95% CI over repeats)", axis_label(DROPOUT),
-            axis_label(metric))
-    lay_out(fig, _title(metric, DROPOUT))
-    return fig
-
-
-#: the by-round figure's panels: (per-round column, panel title's cost column, y label); the
-#: wire bytes share a y axis, the report bits have their own
-ROUND_PANELS = (
-    ("bytes_up_per_agent", "comm.bytes_up_per_agent_mean", "wire bytes per agent (B)"),
-    ("bytes_down_per_agent", "comm.bytes_down_per_agent_mean", "wire bytes per agent (B)"),
-    ("report_bits", "comm.report_bits_per_agent_mean", "report bits per agent (bits)"),
-)
-
-
-def _round_means(rows: list[dict[str, Any]], proto: Any, column: str
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """A protocol's rounds, and its mean of ``column`` in each (over its runs) with the 95%
-    half-width; None when no round has it."""
-    values: dict[float, list[float]] = {}
-    for r in rows:
-        if r["protocol"] == proto and r.get(column) is not None and is_number(r["round"]):
-            values.setdefault(float(r["round"]), []).append(float(r[column]))
-    if not values:
-        return None
-    xs = np.array(sorted(values))
-    stats = [mean_std(values[x]) for x in xs]
-    return (xs, np.array([m for m, _, _ in stats], dtype=float),
-            np.array([_ci_half_width(sd, c) for _, sd, c in stats]))
-
-
-def _rounds_figure(rows: list[dict[str, Any]], mpl: tuple[Any, Any, list[str]]) -> Any:
-    """Wire bytes per asked agent, up and down (one y axis), and the report bits of one
-    agent's report (a panel and axis of their own), by round: one line per protocol, its
-    mean over the protocol's runs (every point and repeat) with their 95% confidence band."""
-    from matplotlib.ticker import MaxNLocator
-
-    protocols = in_value_order(r["protocol"] for r in rows)
-    rounds = [r["round"] for r in rows if is_number(r["round"])]
-    lo, hi = float(min(rounds)), float(max(rounds))
-    n = len(ROUND_PANELS)
-    fig, grid = _new_figure(mpl, n, legend_outside=False, sharey=False)
-    cols = grid.shape[1]
-    axes = [grid[i // cols][i % cols] for i in range(n)]
-    axes[1].sharey(axes[0])  # up and down in bytes, on one scale
-    colors = mpl[2]
-    handles: dict[str, Any] = {}
-    for ax, (column, cost, _) in zip(axes, ROUND_PANELS, strict=True):
-        for i, proto in enumerate(protocols):
-            means = _round_means(rows, proto, column)
-            if means is None:
-                continue
-            xs, ys, hs = means
-            xs = _dodge(xs, i, len(protocols), lo, hi, False)
-            color = colors[i % len(colors)]
-            handle, = ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=color,
-                              label=str(proto))
-            handles.setdefault(str(proto), handle)
-            if _spread(ys, hs):
-                ax.fill_between(xs, np.maximum(ys - hs, 0.0), ys + hs, color=color, alpha=0.18,
-                                linewidth=0)
-        ax.set_title(axis_label(cost).removesuffix(" (B)").removesuffix(" (bits)"),
-                     fontsize="medium", y=TITLE_Y)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(True, alpha=0.3)
-    labels = [str(p) for p in protocols if str(p) in handles]
-    _finish(fig, grid, n, [handles[lab] for lab in labels], labels,
-            "protocol (band: 95% CI over runs)", axis_label("round"), "")
-    for ax, (_, _, ylabel) in zip(axes, ROUND_PANELS, strict=True):
-        ax.set_ylabel(ylabel)
-    lay_out(fig, "wire bytes and report bits per agent by round")
+    band_text = None if not banded else EXACT_BAND_TEXT if series.exact else BAND_TEXT
+    hue = paper.SETTINGS.get(spec.hue, axis_label(spec.hue)) if spec.paper else \
+        axis_label(spec.hue)
+    paper.complete(spec, fig, grid, len(names), ([legend[lab][2] for lab in order], order),
+                   hue, band_text, title(metric, axis),
+                   paper.x_label(axis, xs) if spec.paper else axis_label(axis),
+                   paper.y_label(metric, unit=unit) if spec.paper else axis_label(metric),
+                   (xs, look.scales.logx))
     return fig

@@ -28,9 +28,11 @@ from ldpsim.simulator.results.metrics import CHANCE, describe
 from ldpsim.simulator.results.plot_cache import figures_key, kept
 from ldpsim.simulator.results.plot_layout import sweep_of
 from ldpsim.simulator.results.plot_spec import PlotSpec
-from ldpsim.simulator.results.plots import axis_label, plot
-from ldpsim.simulator.results.published import check_published, compare
-from ldpsim.simulator.results.store import FINGERPRINT_FILE, RESULTS_FILE, is_degraded, usable
+from ldpsim.simulator.results.plot_style import SETTINGS
+from ldpsim.simulator.results.plots import axis_label, plot, stems
+from ldpsim.simulator.results.published import compare
+from ldpsim.simulator.results.report_scenario import scenario_section
+from ldpsim.simulator.results.store import RESULTS_FILE, is_degraded, usable
 from ldpsim.simulator.results.summary import (
     COST_STD_COLUMNS,
     cost_names,
@@ -40,25 +42,32 @@ from ldpsim.simulator.results.summary import (
     privacy_spent,
     summarize,
 )
-from ldpsim.simulator.results.table import cell_text
+from ldpsim.simulator.results.table import cell_text, spread_text
 
 REPORT_FILE = "report.html"
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
        line-height: 1.4; padding: 0 1em; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+h1 { font-size: 1.6em; overflow-wrap: anywhere; }
+h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; max-width: 100%; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; }
 th { background: #f4f4f4; vertical-align: bottom; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-th { min-width: 5em; } .wide { overflow-x: auto; }
+th { min-width: 4em; } .wide { overflow-x: auto; }
+th code { word-break: break-all; }
+caption { text-align: left; font-size: 0.9em; color: #555; padding: 0.2em 0; }
 details summary { cursor: pointer; color: #555; }
 .better { font-weight: normal; font-size: 0.8em; color: #555; display: block; }
 .far { background: #fde2e2; } .near { background: #e6f4e6; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+.figures { display: flex; flex-wrap: wrap; gap: 1em 2em; }
+figure { margin: 1em 0; max-width: 100%; }
+figure img { max-width: 100%; border: 1px solid #eee; box-sizing: border-box; }
+.figures.paper figure { flex: 0 1 560px; } .figures.paper figure img { width: 100%; }
 figcaption { font-size: 0.9em; color: #555; }
-pre { background: #f8f8f8; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+pre { background: #f8f8f8; padding: 0.8em; font-size: 0.85em; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
 .note { color: #555; font-size: 0.9em; }
 """
 
@@ -82,11 +91,12 @@ def _e(v: Any) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], numeric: list[bool] | None = None,
-           classes: list[str] | None = None) -> str:
-    """An HTML table; ``head`` cells are HTML, body cells are escaped text."""
+           classes: list[str] | None = None, caption: str = "") -> str:
+    """An HTML table; ``head`` cells are HTML, body cells and ``caption`` escaped text."""
     numeric = numeric or [False] * len(head)
     cells = "".join(f"<th>{h}</th>" for h in head)
-    out = [f'<div class="wide"><table><thead><tr>{cells}</tr></thead>', "<tbody>"]
+    top = f"<caption>{_e(caption)}</caption>" if caption else ""
+    out = [f'<div class="wide"><table>{top}<thead><tr>{cells}</tr></thead>', "<tbody>"]
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
         cells = "".join(f'<td class="num">{_e(c)}</td>' if num else f"<td>{_e(c)}</td>"
@@ -112,65 +122,81 @@ def _header(name: str, protocols: list[str]) -> str:
             + (f'<span class="better">{better}</span>' if better else ""))
 
 
-def _shown(tables: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """The description and the printed numbers (``[[published]]``) of the stored sweeps'
-    ``tables``: as they were when the sweeps ran, never those of a scenario file that has
-    their name today (a sweep named after a paper's scenario is not that paper's)."""
-    description = next((str(t["description"]) for t in tables if t.get("description")), "")
-    published: list[dict[str, Any]] = []
-    for t in tables:
-        got = t.get("published")
-        for entry in got if isinstance(got, list) else []:
-            if isinstance(entry, dict) and entry not in published:
-                published.append(entry)
-    return description, [e for e in published if not check_published([e])]
+#: what a summary table may fill: the page's text column (px), one character of its cells
+#: and headers (px, a generous estimate at the tables' 0.9em) and a cell's padding and border
+PAGE_PX, CHAR_PX, CELL_PX = 1150, 8.0, 22
+#: the narrowest a header is (characters): ``th { min-width }``
+HEADER_CHARS = 7
 
 
-def _scenario_section(name: str, tables: list[dict[str, Any]]
-                      ) -> tuple[str, str, list[dict[str, Any]]]:
-    """The page's title, the scenario section and its published numbers (those stored with
-    the sweeps ``tables``: ``_shown``)."""
-    description, published = _shown(tables)
-    body = [f"<p>{_e(description)}</p>" if description else ""]
-    for i, t in enumerate(tables):
-        rows = [["protocols", ", ".join(map(str, t.get("protocols", [])))],
-                ["repeats, seed", f"{t.get('repeats')}, {t.get('seed')}"]]
-        for section in ("data", "params", "collusion"):
-            rows += [[f"{section}.{k}", json.dumps(v)] for k, v in (t.get(section) or {}).items()]
-        rt = t.get("runtime") or {}
-        rows.append(["runtime", ", ".join(f"{k} = {rt[k]}" for k in ("backend", "pools",
-                                                                    "executor", "jobs")
-                                          if k in rt)])
-        head = [f"sweep {i + 1} of {len(tables)}" if len(tables) > 1 else "setting", "value"]
-        body.append(_table(head, rows))
-        body.append(f"<details><summary>every setting, as stored in {FINGERPRINT_FILE}"
-                    f"</summary><pre>{_e(json.dumps(t, indent=1, sort_keys=True))}</pre>"
-                    "</details>")
-    return name, "\n".join(body), published
+def _column_px(cells: list[str], header_words: str) -> float:
+    """A column's width on the page, estimated: its widest cell (never wrapped) or its
+    header's longest word (headers wrap between words), plus its padding."""
+    widest = max([len(c) for c in cells] + [HEADER_CHARS] +
+                 [len(w) for w in header_words.split()])
+    return widest * CHAR_PX + CELL_PX
+
+
+def _groups(widths: list[float], room: float) -> list[list[int]]:
+    """The columns ``0 .. len(widths) - 1`` in order, in groups each of which fits
+    ``room`` (a column wider than it alone)."""
+    groups: list[list[int]] = []
+    used = room
+    for i, w in enumerate(widths):
+        if used + w > room:
+            groups.append([])
+            used = 0.0
+        groups[-1].append(i)
+        used += w
+    return groups
+
+
+def _summary_columns(rows: list[dict[str, Any]], metrics: list[str], costs: list[str],
+                     protocols: list[str]) -> list[tuple[str, str, list[str]]]:
+    """Each metric's and cost's column of the summary: its header (HTML), its header's
+    words, its cells (mean ± standard deviation over the repeats; ``n/a`` with one)."""
+    out = []
+    for m in metrics:
+        cells = []
+        for r in rows:
+            mean, std = r.get(f"{m}_mean"), r.get(f"{m}_std")
+            cells.append("" if mean is None else cell_text(mean) if std is None
+                         else f"{cell_text(mean)} ± {spread_text(std, r.get('repeats', 2))}")
+        out.append((m, cells))
+    for c in costs:
+        cells = []
+        for r in rows:
+            sd = r.get(COST_STD_COLUMNS[c]) if c in COST_STD_COLUMNS else None
+            cells.append(cell_text(r.get(c)) + (
+                f" ± {spread_text(sd, r.get('repeats', 2))}"
+                if sd is not None and r.get(c) is not None else ""))
+        out.append((c, cells))
+    return [(_header(name, protocols), describe(name, protocols).axis_label, cells)
+            for name, cells in out]
 
 
 def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str:
+    """The summary table, its columns in groups that each fit the page beside the settings
+    (every group repeats them): the metrics, then the costs."""
     columns, rows = summarize(records)
     cut = columns.index("repeats") + 1
     axes = columns[:cut]
     metrics = metric_names(columns)
     costs = [c for c in cost_names(columns[cut:]) if c.startswith(("comm.", "timing."))]
     head = [_e(axis_label(a)) if a not in ("protocol", "repeats") else a for a in axes]
-    head += [_header(m, protocols) for m in metrics] + [_header(c, protocols) for c in costs]
-    body = []
-    for r in rows:
-        cells = [cell_text(r.get(a)) for a in axes]
-        for m in metrics:
-            mean, std = r.get(f"{m}_mean"), r.get(f"{m}_std")
-            cells.append("" if mean is None else
-                         f"{cell_text(mean)} ± {cell_text(std)}" if std is not None
-                         else cell_text(mean))
-        for c in costs:
-            sd = r.get(COST_STD_COLUMNS[c]) if c in COST_STD_COLUMNS else None
-            cells.append(cell_text(r.get(c)) + (f" ± {cell_text(sd)}" if sd is not None and
-                                                r.get(c) is not None else ""))
-        body.append(cells)
-    numeric = [a not in ("protocol",) for a in axes] + [True] * (len(metrics) + len(costs))
+    left = [[cell_text(r.get(a)) for a in axes] for r in rows]
+    room = PAGE_PX - sum(_column_px([row[j] for row in left], axis_label(a))
+                         for j, a in enumerate(axes))
+    values = _summary_columns(rows, metrics, costs, protocols)
+    tables = []
+    for kind, part in (("metrics", values[:len(metrics)]), ("costs", values[len(metrics):])):
+        groups = _groups([_column_px(cells, words) for _, words, cells in part], room)
+        for g, group in enumerate(groups):
+            caption = kind + (f" ({g + 1} of {len(groups)})" if len(groups) > 1 else "")
+            body = [left[i] + [part[j][2][i] for j in group] for i in range(len(rows))]
+            numeric = [a != "protocol" for a in axes] + [True] * len(group)
+            tables.append(_table(head + [part[j][0] for j in group], body, numeric,
+                                 caption=caption))
     spent = privacy_spent(records)
     note = ""
     if spent is not None:
@@ -179,33 +205,71 @@ def _summary_section(records: list[dict[str, Any]], protocols: list[str]) -> str
                 f"({spent['data_sets']} data sets, up to {spent['runs_per_data_set_max']} "
                 "runs each with a local claim).</p>")
     return ("<p class=\"note\">One row per parameter point: each metric's mean ± standard "
-            "deviation over the repeats, the costs as means (wire bytes per agent: the msgpack "
-            "envelopes; report bits per agent ± std: the size of an agent's reports the papers "
-            "count; seconds). Hover "
-            "a header for its definition.</p>" + _table(head, body, numeric) + note)
+            "deviation over the repeats (n/a: one repeat), the costs as means (wire bytes per "
+            "agent: the msgpack envelopes; report bits per agent ± std: the size of an agent's "
+            "reports the papers count; seconds). Hover a header for its definition.</p>"
+            + "\n".join(tables) + note)
 
 
-def _figures_section(out: Path, spec: Any, records: list[dict[str, Any]]) -> str:
-    """The figures, embedded: the PNGs this process drew into ``out`` from these records'
-    numbers (``plot_cache``: ``ldpsim reproduce``'s run then report), else drawn here."""
+def _caption(stem: str) -> str:
+    """A figure's caption, from its file's stem: what is drawn against what, and which
+    direction is better."""
+    if stem == "plot_per_round_bytes":
+        return "Wire bytes and report bits per agent, by round."
+    metric, _, axis = stem.removeprefix("plot_").partition("_vs_")
+    m = describe(metric)
+    against = "the dropout rate measured" if axis == "dropout_rate" else \
+        SETTINGS.get(axis, axis_label(axis))
+    return f"{m.axis_label} against {against}" + (f"; {m.direction}." if m.better else ".")
+
+
+def _from_run(out: Path, spec: PlotSpec, run_spec: Any, records: list[dict[str, Any]]
+              ) -> list[Path] | None:
+    """The report's figures among those the run drew into ``out`` in this process: the
+    run's figures (``run_spec``) in the report's looks include each of the report's, drawn
+    alike (a figure depends on its own metric and axis only), else None."""
+    if run_spec is None or replace(run_spec, x=spec.x, y=spec.y, costs=spec.costs,
+                                   formats=spec.formats) != spec:
+        return None
+    run_spec = replace(run_spec, formats=("png",))
+    sweep = sweep_of(records, run_spec)
+    drawn = None if sweep is None else kept(out, figures_key(sweep, run_spec), ("png",),
+                                            drawn_here=True)
+    files = {p.stem: p for p in drawn or []}
+    wanted = stems(records, spec)
+    return [files[s] for s in wanted] if all(s in files for s in wanted) else None
+
+
+def _figures_section(out: Path, spec: Any, records: list[dict[str, Any]],
+                     run_spec: Any = None) -> str:
+    """The figures of ``spec`` (the report's), embedded: the PNGs this process drew into
+    ``out`` from these records' numbers (``plot_cache``: ``ldpsim reproduce``'s run then
+    report; those of the run's own figures ``run_spec`` among them), else drawn here."""
     spec = replace(spec or PlotSpec(), formats=("png",))
     sweep = sweep_of(records, spec)
+    paths = None
+    if sweep is not None:
+        paths = kept(out, figures_key(sweep, spec), spec.formats, drawn_here=True) or \
+            _from_run(out, spec, run_spec, records)
+    parts = []
     with tempfile.TemporaryDirectory(prefix="ldpsim-report-") as tmp:
-        paths = [] if sweep is None else kept(out, figures_key(sweep, spec), spec.formats,
-                                              drawn_here=True)
         if paths is None:
             paths = plot(tmp, records, spec)
-        out = []
         for p in paths:
             data = base64.b64encode(p.read_bytes()).decode("ascii")
-            caption = p.stem.removeprefix("plot_").replace("_vs_", " against ")
-            out.append(f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
-                       f"<figcaption>{_e(caption)}</figcaption></figure>")
-    if not out:
+            caption = _caption(p.stem)
+            parts.append(f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{_e(caption)}</figcaption></figure>")
+    if not parts:
         return ("<p class=\"note\">No figure: nothing numeric is swept, or matplotlib is not "
                 "installed (pip install 'ldpsim[plot]').</p>")
-    return ("<p class=\"note\">Means with 95% confidence bands over the repeats.</p>"
-            + "\n".join(out))
+    ones = all(len(p.records) < 2 for p in sweep.points)
+    band = ("One repeat per point: no confidence band; an attack's band is the exact 95% "
+            "interval of its trials." if ones else "Each line: the mean over the repeats with "
+            "its 95% confidence band (an attack's: the exact 95% interval of its trials).")
+    looks = " paper" if spec.paper else ""
+    return (f'<p class="note">{band}</p><div class="figures{looks}">' + "\n".join(parts)
+            + "</div>")
 
 
 def _per_round_section(records: list[dict[str, Any]]) -> str:
@@ -319,31 +383,44 @@ def comparable(page_text: str) -> str:
 
 
 def page(out_dir: str | Path, every: list[dict[str, Any]], name: str,
-         tables: list[dict[str, Any]], spec: Any = None, figures: bool = True) -> str:
+         tables: list[dict[str, Any]], spec: Any = None, figures: bool = True,
+         run_spec: Any = None, written: dict[str, Any] | None = None) -> str:
     """The report page of the results directory ``out_dir``: its records ``every`` (each
     proven to be one of its runs, in run order), the ``name`` and stored ``tables`` of its
-    sweeps and their ``PlotSpec`` (``spec``; None: the default figures), its figures drawn or,
-    without ``figures``, left out (``NO_FIGURES``). ``simulator.sweep.reporting`` reads them
-    from the directory."""
+    sweeps, the ``PlotSpec`` of its figures (``spec``; None: the default figures; those the
+    run drew, ``run_spec``, are reused where they are the report's), its figures drawn or,
+    without ``figures``, left out (``NO_FIGURES``), and the scenario as written (``written``:
+    ``report_scenario.scenario_section``). ``simulator.sweep.reporting`` reads them from the
+    directory.
+
+    The page reads as a paper's results section: the scenario's description, its figures,
+    the summary table (its columns in groups that fit the page), the paper's printed numbers
+    beside ours, the cost per round, what a coalition learned; then the scenario as written
+    and the environment.
+    """
     out = Path(out_dir)
     records = usable(every, False)
     protocols = list(dict.fromkeys(str(r.get("protocol")) for r in records))
-    name, scenario, published = _scenario_section(name, tables)
-    sections = [
-        ("Scenario", scenario),
-        ("Summary", _summary_section(records, protocols)),
-        ("Figures", _figures_section(out, spec, records) if figures else NO_FIGURES),
-        ("Cost per round", _per_round_section(records)),
-        ("What the coalition learned", _leakage_section(records)),
-    ]
+    name, description, scenario, published = scenario_section(name, tables, written or {})
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
-            f"<title>ldpsim report: {_e(name)}</title><style>{CSS}</style></head><body>",
-            f"<h1>ldpsim report: {_e(name)}</h1>",
-            f"<p class=\"note\">{len(records)} runs of {', '.join(map(_e, protocols))}; "
-            f"results in <code>{_e(out.name)}/{RESULTS_FILE}</code>.</p>"]
+             f"<title>ldpsim report: {_e(name)}</title><style>{CSS}</style></head><body>",
+             f"<h1>ldpsim report: {_e(name)}</h1>",
+             f"<p class=\"note\">{len(records)} runs of {', '.join(map(_e, protocols))}; "
+             f"results in <code>{_e(out.name)}/{RESULTS_FILE}</code>.</p>"]
+    if description:
+        parts.append(f"<p>{_e(description)}</p>")
+    sections = [
+        ("Figures", _figures_section(out, spec, records, run_spec) if figures
+         else NO_FIGURES),
+        ("Summary", _summary_section(records, protocols)),
+    ]
     for title, body in sections:
         parts.append(f"<h2>{_e(title)}</h2>\n{body}")
     parts.append(_published_section(published, records))
-    parts.append(f"<h2>Environment</h2>\n{_environment_section(every)}")
+    for title, body in (("Cost per round", _per_round_section(records)),
+                        ("What the coalition learned", _leakage_section(records)),
+                        ("Scenario", scenario),
+                        ("Environment", _environment_section(every))):
+        parts.append(f"<h2>{_e(title)}</h2>\n{body}")
     parts.append(CHECK + "</body></html>")
     return "\n".join(parts)

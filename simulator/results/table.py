@@ -85,7 +85,8 @@ def table_cell(row: dict[str, Any], column: str, std: bool = False, missing: str
                                                   or column in DEPLOYMENT_COSTS else "")
     sd = row.get(column[:-5] + "_std") if std and column.endswith("_mean") and \
         column not in TABLE_COSTS and column not in DEPLOYMENT_COSTS else None
-    return cell_text(v) + (f" ± {cell_text(sd)}" if sd is not None else "")
+    return cell_text(v) + (f" ± {spread_text(sd, row.get('repeats'))}" if sd is not None
+                            else "")
 
 
 def header_text(column: str, std: bool = False) -> str:
@@ -102,6 +103,12 @@ def terminal_width() -> int | None:
     pipe."""
     isatty = getattr(sys.stdout, "isatty", None)
     return shutil.get_terminal_size().columns if isatty is not None and isatty() else None
+
+
+def spread_text(std: Any, count: Any) -> str:
+    """A standard deviation over ``count`` repeats as a table prints it: ``n/a`` when there
+    is one repeat (no spread to tell), else ``cell_text``."""
+    return "n/a" if isinstance(count, int) and count < 2 else cell_text(std)
 
 
 def format_table(columns: list[str], rows: list[dict[str, Any]], max_rows: int | None = 50,

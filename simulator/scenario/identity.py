@@ -193,6 +193,12 @@ def check(out_dir: str | Path, scenario: Any, has_records: bool,
     plot = getattr(scenario, "plot", None)
     if plot is not None:  # what `ldpsim summary DIR --plots` redraws
         stored_doc["plot"] = plot.as_table()
+    report = getattr(scenario, "report", None)
+    if report is not None:  # the figures `ldpsim report DIR` shows
+        stored_doc["report"] = report.as_table()
+    written = _written(scenario) if isinstance(scenario, Scenario) else {}
+    if written:  # the scenario as its file and command line wrote it, for `ldpsim report`
+        stored_doc["written"] = written
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(stored_doc, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, path)
@@ -249,9 +255,33 @@ def _tables(scenario: Any, kind: str = "file") -> dict[str, Any] | None:
     return out
 
 
+#: what the report shows of a scenario as written leaves out: what it shows elsewhere (the
+#: description, the printed numbers, the figures' tables)
+_NOT_WRITTEN = ("description", "published", "plot", "report")
+
+
+def _written(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as its file says, with the command line's ``--set`` (and options) applied
+    (``tables``) and the keys those set (``set``), for ``ldpsim report``; never a typed
+    token. Empty for a scenario of no file or table (a stored sweep's)."""
+    tables = {k: v for k, v in scenario.raw.items() if k not in _NOT_WRITTEN}
+    if not tables:
+        return {}
+    if isinstance(tables.get("runtime"), dict):
+        tables["runtime"] = {k: v for k, v in tables["runtime"].items() if k not in _UNSTORED}
+    return {"tables": _plain(tables), "set": list(scenario.overridden)}
+
+
 #: what ``ldpsim report`` shows of a stored sweep beside its settings: its description, and
 #: the numbers a paper printed (``[[published]]``) that its runs reproduce
 _SHOWN = ("description", "published")
+
+
+def stored_written(out_dir: str | Path) -> dict[str, Any]:
+    """The last sweep written to ``out_dir`` as its file and command line wrote it
+    (``tables``, and the keys the command line ``set``); empty: not stored."""
+    got = _document(Path(out_dir) / FINGERPRINT_FILE).get("written")
+    return got if isinstance(got, dict) else {}
 
 
 def stored_tables(out_dir: str | Path) -> list[dict[str, Any]]:
@@ -357,12 +387,14 @@ def stored_order(out_dir: str | Path) -> list[str]:
     return _stored_order(Path(out_dir) / FINGERPRINT_FILE)
 
 
-def stored_plot(out_dir: str | Path) -> Any:
+def stored_plot(out_dir: str | Path, name: str = "plot") -> Any:
     """The ``PlotSpec`` stored beside the results in ``out_dir``, or None (none stored, or
-    unreadable: the default figures are drawn)."""
+    unreadable: the default figures are drawn). ``name="report"``: the report's figures
+    (``Scenario.report``), else (a directory written before they were stored) the
+    ``[plot]`` figures."""
     try:
-        table = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())["plot"]
-        return PlotSpec.from_table(table)
+        doc = json.loads((Path(out_dir) / FINGERPRINT_FILE).read_text())
+        return PlotSpec.from_table(doc[name] if name in doc else doc["plot"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

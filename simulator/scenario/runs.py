@@ -74,6 +74,10 @@ class Scenario:
     output: dict[str, Any]
     #: the figures to draw (``[plot]``, defaults filled from the protocols' papers)
     plot: PlotSpec = PlotSpec()
+    #: the figures of its report (``[report]`` and ``[plot]``: ``plot_spec.report_spec``)
+    report: PlotSpec | None = None
+    #: the keys the command line set (``--set``, and options such as ``--backend``)
+    overridden: list[str] = field(default_factory=list)
     #: the agents' own limits (``[agents]``: max_epsilon, protocols, lifetime_epsilon)
     agents: dict[str, Any] = field(default_factory=dict)
     #: groups of swept settings that vary together (``[sweep] paired``), each one axis

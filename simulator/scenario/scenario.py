@@ -31,7 +31,14 @@ from typing import Any
 from ldpsim.protocols import PROTOCOLS, ParamError, build_data, get_protocol
 from ldpsim.protocols.datasets import MissingData
 from ldpsim.simulator.results.hint import hint
-from ldpsim.simulator.results.plot_spec import PlotSpec, check_table, default_metrics
+from ldpsim.simulator.results.plot_spec import (
+    PAPER_FORMATS,
+    PlotSpec,
+    check_report,
+    check_table,
+    default_metrics,
+    report_spec,
+)
 from ldpsim.simulator.results.summary import LEAKAGE_METRICS
 from ldpsim.simulator.scenario import deployment as dep
 from ldpsim.simulator.scenario.axes import check_sweep
@@ -165,9 +172,12 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None,
     narrowed = _narrowed(raw, overrides or [])
     raw = apply_overrides(raw, overrides or [])
     try:
-        return validate(raw, str(path) if path else None, narrowed)
+        scen = validate(raw, str(path) if path else None, narrowed)
     except ParamError as e:
         raise ScenarioError(str(e)) from None
+    scen.overridden = list(dict.fromkeys(".".join(parse_override(t)[0])
+                                         for t in overrides or []))
+    return scen
 
 
 def validate(raw: dict[str, Any], path: str | None = None,
@@ -214,15 +224,18 @@ def validate(raw: dict[str, Any], path: str | None = None,
     scen = Scenario(name, path, raw, protos, repeats, seed, data, params, runtime, collusion,
                     output, agents=agents, paired=paired or [], deployment=deployment or {},
                     data_checked=data_checked, params_checked=params_checked)
-    scen.plot = _plot(raw, scen)
+    scen.plot, scen.report = _plot(raw, scen)
     return scen
 
 
-def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
+def _plot(raw: dict[str, Any], scen: Scenario) -> tuple[PlotSpec, PlotSpec]:
     """The ``[plot]`` table, checked against the scenario's axes and its protocols' metrics;
     ``y`` defaults to the metrics the protocols' papers plot (``Protocol.figure_metrics``) and
-    what the coalition learned when ``[collusion] attacks`` is on."""
+    what the coalition learned when ``[collusion] attacks`` is on; a paper-style figure is
+    written as PNG, PDF and SVG unless ``formats`` says otherwise. With it, the figures of the
+    report (``[report]``, checked likewise: ``plot_spec.report_spec``)."""
     table = dict(table_of(raw, "plot"))
+    report = dict(table_of(raw, "report"))
     protos = [PROTOCOLS[p] for p in scen.protocols]
     declared: list[str] | None = [] if all(p.metrics for p in protos) else None
     if declared is not None:
@@ -231,6 +244,7 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
         if scen.collusion.get("attacks"):
             declared += [f"leakage.{m}" for m in LEAKAGE_METRICS]
     errors = check_table(table, scen.axes(), declared)
+    errors += check_report(report, scen.axes(), declared)
     if errors:
         _errors = Errors()
         for e in errors:
@@ -242,7 +256,9 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> PlotSpec:
         if y and scen.collusion.get("attacks"):
             y += tuple(f"leakage.{m}" for m in LEAKAGE_METRICS)
         spec = dataclasses.replace(spec, y=y)
-    return spec
+    if spec.paper and "formats" not in table:
+        spec = dataclasses.replace(spec, formats=PAPER_FORMATS)
+    return spec, report_spec(spec, table, report, declared, bool(scen.deployment))
 
 
 def _paired(raw: dict[str, Any], data: dict[str, Any], params: dict[str, Any],

@@ -53,7 +53,7 @@ MAX_BATCH = 1 << 20
 MAX_JOBS = 256
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
             "runtime", "dask", "agents", "collusion", "output", "plot", "sweep", "published",
-            "deployment"}
+            "deployment", "report"}
 
 #: settings by scope: ``[runtime] backend`` says where one run's agents live, ``[runtime]
 #: executor`` where a sweep's runs execute, and ``[dask]`` the one cluster either may use.

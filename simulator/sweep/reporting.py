@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpsim.simulator.results import report
+from ldpsim.simulator.results.plot_spec import styled
 from ldpsim.simulator.results.report import REPORT_FILE
 from ldpsim.simulator.results.store import RESULTS_FILE, latest
 from ldpsim.simulator.scenario.identity import (
@@ -18,16 +19,19 @@ from ldpsim.simulator.scenario.identity import (
     stored_plot,
     stored_scenarios,
     stored_tables,
+    stored_written,
 )
 from ldpsim.simulator.sweep.runner import in_run_order
 
 
 def write_report(out_dir: str | Path, path: str | Path | None = None,
-                 records: list[dict[str, Any]] | None = None) -> Path:
+                 records: list[dict[str, Any]] | None = None, style: str | None = None
+                 ) -> Path:
     """Write the report of the results directory ``out_dir`` (``results.report``) to ``path``
     (default ``out_dir/report.html``) and return its path. ``records``: the directory's
     records as the sweep that just wrote them holds them (``run_scenario``'s), checked here as
     those read from the file would be, so that a sweep of 10^5 runs is not read back.
+    ``style``: the figures' (``notebook`` or ``paper``; None: the stored ``[plot]`` style).
 
     Raises
     ------
@@ -36,15 +40,15 @@ def write_report(out_dir: str | Path, path: str | Path | None = None,
     """
     out = Path(out_dir)
     target = Path(path) if path is not None else out / REPORT_FILE
-    target.write_text(page(out, records=records), encoding="utf-8")
+    target.write_text(page(out, records=records, style=style), encoding="utf-8")
     return target
 
 
 def page(out_dir: str | Path, figures: bool = True,
-         records: list[dict[str, Any]] | None = None) -> str:
+         records: list[dict[str, Any]] | None = None, style: str | None = None) -> str:
     """The report page of the results directory ``out_dir`` (``write_report``), its figures
-    drawn or, without ``figures``, left out (``report.NO_FIGURES``); ``records`` as in
-    ``write_report``.
+    (those stored for the report: ``Scenario.report``) drawn or, without ``figures``, left
+    out (``report.NO_FIGURES``); ``records`` and ``style`` as in ``write_report``.
 
     Raises
     ------
@@ -62,4 +66,6 @@ def page(out_dir: str | Path, figures: bool = True,
     every = in_run_order(proven, stored_order(out))
     stored = stored_scenarios(out)
     name = stored[0].name if stored else out.name
-    return report.page(out, every, name, stored_tables(out), stored_plot(out), figures)
+    return report.page(out, every, name, stored_tables(out),
+                       styled(stored_plot(out, "report"), style), figures,
+                       run_spec=stored_plot(out), written=stored_written(out))

@@ -171,3 +171,28 @@ def test_attack_a_forged_figure_with_its_record_is_not_embedded(tmp_path: Path,
     drawn = _counting(monkeypatch)
     text = reporting.page(out)
     assert drawn and b"FORGED-FIGURE" not in b"".join(_embedded(text))
+
+
+def test_the_report_takes_its_figures_among_those_the_run_drew(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """A [plot] table that names its axis: the run draws the metrics and the costs, the report
+    shows the metrics only, and takes them from the run's files (drawn in this process): one
+    figure depends on its own metric and axis only. In another style, it draws its own."""
+    pytest.importorskip("matplotlib")
+    from ldpsim.simulator.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", "demo", "--out", str(out), "-q", "--no-progress", "--set",
+                 "runtime.backend=inproc", "--set", "data.n=60", "--set", "repeats=2",
+                 "--set", 'plot.x="params.epsilon"']) == 0
+    files = {name: (out / name).read_bytes()
+             for name, _ in json.loads((out / FIGURES_FILE).read_text())["files"]}
+    metrics = ["plot_error_rate_vs_params.epsilon.png", "plot_kendall_tau_vs_params.epsilon.png"]
+    assert set(metrics) < set(files)  # and the costs'
+    drawn = _counting(monkeypatch)
+    text = reporting.page(out)
+    assert drawn == [] and _embedded(text) == [files[m] for m in metrics]
+    text = reporting.page(out, style="paper")
+    assert drawn == [m.removesuffix(".png") for m in metrics]
+    assert not set(_embedded(text)) & set(files.values())

@@ -544,7 +544,7 @@ def test_keys_do_not_depend_on_number_spelling():
 
 
 ALLOWED_TOP = "allowed: agents, collusion, dask, data, deployment, description, name, output, " \
-              "params, plot, protocol, protocols, published, repeats, runtime, seed, sweep"
+              "params, plot, protocol, protocols, published, repeats, report, runtime, seed, sweep"
 
 
 @pytest.mark.parametrize("overrides, needles", [
