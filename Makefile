@@ -13,7 +13,7 @@ CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_
 
 $(STAMP): pyproject.toml simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c \
-		protocols/_safaric.c
+		protocols/_safaric.c simulator/session/_netc.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,dask]'

@@ -1,18 +1,18 @@
 /*
  * ldpsim.simulator.session._netc: a round's arrival times in one pass, in C (optional).
  *
- * ``arrivals(cls, wide, link, factors, levels, down, up, down_per_byte, up_per_byte, latency2,
- * compute, extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
+ * ``arrival_times(cls, wide, factor, down, up, down_per_byte, up_per_byte, latency2, compute,
+ * extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
  * ``completion_times``):
  *
  *     out[i] = ((wire(down[i]) + extra) * down_per_byte[c] + wire(up[i]) * up_per_byte[c]
- *               + latency2[c]) * factors[c * levels + link[i]] + compute[c]   with c = cls[i]
+ *               + latency2[c]) * factor[i] + compute[c]   with c = cls[i]
  *
  * evaluated in exactly numpy's order of operations there (each step one IEEE double
  * operation, no fused multiply-add: built with -ffp-contract=off), so that the compiled and
- * the numpy path give the same bits; ``extra`` is added only when non-zero, the factor (link
- * None: 1) and ``compute`` (None: 0) only when given, as numpy does. ``link`` holds uint16
- * levels, ``factors`` a (classes, levels) table of doubles. ``wire(e)`` is
+ * the numpy path give the same bits; ``extra`` is added only when non-zero, the factor (None:
+ * 1) and ``compute`` (None: 0) only when given, as numpy does. ``factor`` holds each agent's
+ * link factor (a double: exp(spread z), drawn in numpy). ``wire(e)`` is
  * ``network.wire_bytes``: e plus a ZMTP frame header (2 bytes up to 255, else 9) plus 40
  * bytes of TCP/IPv4 headers per 1460-byte segment, 0 for e = 0. ``cls`` holds uint8 (``wide``
  * 0) or uint16 (``wide`` 1) class numbers, ``down``/``up`` int32 envelope sizes. Returns the
@@ -31,38 +31,34 @@ static inline int64_t wire(int64_t e)
     return framed + 40 * ((framed + 1459) / 1460);
 }
 
-static PyObject *arrivals(PyObject *self, PyObject *args)
+static PyObject *arrival_times(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_buffer cls, link = {0}, factors = {0}, down, up, dpb, upb, lat2, comp = {0}, out;
-    PyObject *link_obj, *factors_obj, *comp_obj;
+    Py_buffer cls, factors = {0}, down, up, dpb, upb, lat2, comp = {0}, out;
+    PyObject *factors_obj, *comp_obj;
     int wide;
-    Py_ssize_t levels;
     double extra;
-    if (!PyArg_ParseTuple(args, "y*pOOny*y*y*y*y*Odw*", &cls, &wide, &link_obj, &factors_obj,
-                          &levels, &down, &up, &dpb, &upb, &lat2, &comp_obj, &extra, &out))
+    if (!PyArg_ParseTuple(args, "y*pOy*y*y*y*y*Odw*", &cls, &wide, &factors_obj, &down, &up,
+                          &dpb, &upb, &lat2, &comp_obj, &extra, &out))
         return NULL;
     PyObject *result = NULL;
-    int has_factor = link_obj != Py_None, has_comp = comp_obj != Py_None;
-    if (has_factor && (PyObject_GetBuffer(link_obj, &link, PyBUF_SIMPLE) < 0
-                       || PyObject_GetBuffer(factors_obj, &factors, PyBUF_SIMPLE) < 0))
+    int has_factor = factors_obj != Py_None, has_comp = comp_obj != Py_None;
+    if (has_factor && PyObject_GetBuffer(factors_obj, &factors, PyBUF_SIMPLE) < 0)
         goto release;
     if (has_comp && PyObject_GetBuffer(comp_obj, &comp, PyBUF_SIMPLE) < 0)
         goto release;
     Py_ssize_t n = down.len / 4;
     Py_ssize_t classes = dpb.len / 8;
     if (up.len != down.len || cls.len != n * (wide ? 2 : 1) || out.len < n * 8
-        || (has_factor && (link.len != n * 2 || levels <= 0
-                           || factors.len != classes * levels * 8))
+        || (has_factor && factors.len != n * 8)
         || upb.len != dpb.len || lat2.len != dpb.len
         || (has_comp && comp.len != dpb.len)) {
-        PyErr_SetString(PyExc_ValueError, "arrivals: arrays of inconsistent lengths");
+        PyErr_SetString(PyExc_ValueError, "arrival_times: arrays of inconsistent lengths");
         goto release;
     }
     {
         const uint8_t *c8 = (const uint8_t *)cls.buf;
         const uint16_t *c16 = (const uint16_t *)cls.buf;
-        const uint16_t *lk = (const uint16_t *)link.buf;
         const double *f = (const double *)factors.buf, *dp = (const double *)dpb.buf;
         const double *upp = (const double *)upb.buf, *l2 = (const double *)lat2.buf;
         const double *cp = (const double *)comp.buf;
@@ -74,7 +70,7 @@ static PyObject *arrivals(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_ssize_t c = wide ? c16[i] : c8[i];
-            if (c >= classes || (has_factor && lk[i] >= levels)) {
+            if (c >= classes) {
                 bad = 1;
                 break;
             }
@@ -90,7 +86,7 @@ static PyObject *arrivals(PyObject *self, PyObject *args)
             t += v;
             t += l2[c];
             if (has_factor)
-                t *= f[c * levels + lk[i]];
+                t *= f[i];
             if (has_comp)
                 t += cp[c];
             o[i] = t;
@@ -99,7 +95,7 @@ static PyObject *arrivals(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
         if (bad) {
-            PyErr_SetString(PyExc_ValueError, "arrivals: a class or level beyond the tables");
+            PyErr_SetString(PyExc_ValueError, "arrival_times: a class beyond the tables");
             goto release;
         }
         result = Py_BuildValue("LLd", (long long)sum_down, (long long)sum_up, top);
@@ -112,8 +108,6 @@ release:
     PyBuffer_Release(&upb);
     PyBuffer_Release(&lat2);
     PyBuffer_Release(&out);
-    if (link.obj != NULL)
-        PyBuffer_Release(&link);
     if (factors.obj != NULL)
         PyBuffer_Release(&factors);
     if (comp.obj != NULL)
@@ -122,7 +116,7 @@ release:
 }
 
 static PyMethodDef methods[] = {
-    {"arrivals", arrivals, METH_VARARGS,
+    {"arrival_times", arrival_times, METH_VARARGS,
      "A round's arrival times and its wire bytes each way (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
