@@ -19,10 +19,12 @@ have crossed its link, at ``S_i = 8 (bytes before i and i's) / capacity``: its q
 it no earlier than that (and no earlier than its own link delivers it), which shifts its
 report by ``max(0, S_i - D_i)``, ``D_i`` the time its own link takes for the query. The
 reports then land in the order they would at an unlimited curator, one at a time: a report
-lands at ``F_k = max(A_k, F_(k-1) + 8 w_k / capacity)``, its own arrival ``A_k`` or, when
-the link is busy, once the reports before it and its own ``w_k`` wire bytes have crossed it
-(``F = P + cummax(A - P)`` with P the link's cumulative transfer times: exact integer sums of
-bytes, one product, a running maximum, the same on every machine). With both capacities
+lands at ``F_k = max(A_k, F_(k-1) + 8 w_k / capacity)`` (``F_0 = 0``, the round's start):
+its own arrival ``A_k`` or, when the link is busy, once the reports before it and its own
+``w_k`` wire bytes have crossed it (``F = P + max(0, cummax(A - P))`` with P the link's
+cumulative transfer times: exact integer sums of bytes, one product, a running maximum, the
+same on every machine). A report on an idle link is taken to cross it while it uploads (the
+curator's link is far faster than any one phone's). With both capacities
 unlimited neither step runs: the arrival times are those of the agents' links alone.
 """
 
@@ -102,13 +104,14 @@ def report_landings(arrivals: np.ndarray, wire_up: np.ndarray,
     """When each report lands at a curator whose link takes ``capacity_s_per_byte`` seconds a
     byte: ``arrivals`` their landing at an unlimited curator, ``wire_up`` their wire bytes.
     In the order of ``arrivals`` (ties in row order), ``F_k = max(A_k, F_(k-1) + 8 w_k / C)``
-    (see the module docstring), computed as ``P + cummax(A - P)`` with P the link's
-    cumulative transfer time. Returned in the rows' order."""
+    with ``F_0 = 0`` (see the module docstring), computed as ``P + max(0, cummax(A - P))``
+    with P the link's cumulative transfer time. Returned in the rows' order."""
     order = np.argsort(arrivals, kind="stable")
     sent = np.cumsum(np.asarray(wire_up, dtype=np.int64)[order])
     busy = sent.astype(np.float64) * capacity_s_per_byte
     land = arrivals[order] - busy
     np.maximum.accumulate(land, out=land)
+    np.maximum(land, 0.0, out=land)  # F_0 = 0: the link is free when the round starts
     land += busy
     np.maximum(land, arrivals[order], out=land)  # never before its own arrival (rounding)
     out = np.empty_like(land)

@@ -18,6 +18,10 @@ never slept:
   header per 1460-byte segment, as if each agent had a connection of its own), ``compute`` the
   protocol's calibrated cost of the round (``ldpsim bench --calibrate``, scaled by the report's
   numbers) -- never a live timing, so who is late is the same on every backend and machine.
+* **through the curator's own link** (``curator_down_mbps``, ``curator_up_mbps``; unlimited
+  by default, and then nothing changes): the curator sends the queries one after the other in
+  agent order and receives the reports one at a time, and an answer lands no earlier than the
+  curator's link lets it (``links``).
 * **when the round ends.** At the earliest of: the deadline (``round_deadline_s``); the
   arrival that completes the quota (``quota`` of the asked agents); the last online agent's
   arrival (the curator knows who is connected). Answers after the end are dropouts (cause
@@ -47,7 +51,12 @@ from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.rng import bits, uniform, uniform_of
 from ldpsim.simulator.session.accounting import ZMTP_LONG, ZMTP_SHORT, ZMTP_SHORT_MAX
 from ldpsim.simulator.session.common import span
-from ldpsim.simulator.session.links import link_z, normal_quantile  # noqa: F401
+from ldpsim.simulator.session.links import (  # noqa: F401 (normal_quantile: as before)
+    link_z,
+    normal_quantile,
+    query_departures,
+    report_landings,
+)
 
 from ldpsim import environment
 
@@ -62,10 +71,12 @@ TCPIP_HEADERS, MSS = 40, 1460
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
 #: every default of a deployment, the one place one is spelled (``scenario.deployment``'s table
 #: reads them): no latency, no bandwidth limit (None), no spread, speed 1, always online, no
-#: deadline, the whole round answering, availability drawn each round
+#: deadline, the whole round answering, availability drawn each round, and no limit on the
+#: curator's own link either way
 DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "latency_ms": 0.0, "down_mbps": None, "up_mbps": None, "spread": 0.0, "speed": 1.0,
-    "availability": 1.0, "round_deadline_s": None, "quota": 1.0, "availability_per": "round"})
+    "availability": 1.0, "round_deadline_s": None, "quota": 1.0, "availability_per": "round",
+    "curator_down_mbps": None, "curator_up_mbps": None})
 #: the stream round of the device draws (fixed for a run; availability uses the round's)
 DEVICE_ROUND = 0
 
@@ -345,6 +356,10 @@ class DeploymentModel:
     quota: float
     #: availability drawn once per run (else each round)
     per_run: bool
+    #: the curator's link: seconds per byte of what it sends (the queries and broadcasts)
+    #: and of what it receives (the reports); 0: no limit (``links``)
+    curator_down_s: float = 0.0
+    curator_up_s: float = 0.0
 
     @classmethod
     def of(cls, spec: Mapping[str, Any], keys: tuple[int, int]) -> DeploymentModel:
@@ -352,11 +367,18 @@ class DeploymentModel:
         return cls(spec=spec, keys=(int(keys[0]), int(keys[1])),
                    deadline=spec.get("round_deadline_s"),
                    quota=float(spec.get("quota", DEFAULTS["quota"])),
-                   per_run=spec.get("availability_per", DEFAULTS["availability_per"]) == "run")
+                   per_run=spec.get("availability_per", DEFAULTS["availability_per"]) == "run",
+                   curator_down_s=_seconds_per_byte(spec.get("curator_down_mbps")),
+                   curator_up_s=_seconds_per_byte(spec.get("curator_up_mbps")))
 
     def network(self, n: int) -> Network:
         """The network of a run of ``n`` agents under this model."""
         return Network(self, n)
+
+
+def _seconds_per_byte(mbps: float | None) -> float:
+    """The seconds a byte takes on a link of ``mbps`` Mbit/s (None or inf: 0, no limit)."""
+    return 0.0 if mbps is None or math.isinf(mbps) else 8e-6 / float(mbps)
 
 
 def deployment_model(spec: Mapping[str, Any], keys: Any) -> DeploymentModel | None:
@@ -459,6 +481,8 @@ class Network:
         every = completion_times(self.devices, span(agents), rnd.down, rnd.broadcast, rnd.up,
                                  compute_seconds(model.spec, rnd.number, rnd.numbers),
                                  self._times, wire)
+        if model.curator_down_s or model.curator_up_s:
+            wire[2] = self._through_curator(rnd, every)
         times = every if everyone_reported else every[reported]
         n_online = len(agents) if online is None else int(online.sum())
         everyone = everyone_reported or rnd.answered >= n_online
@@ -489,6 +513,34 @@ class Network:
         self.late += n_late
         self.elapsed += time.perf_counter() - t0
         return late, record
+
+    def _through_curator(self, rnd: RoundTraffic, times: np.ndarray) -> float:
+        """Shift the round's arrival ``times`` (per row, in place) by the curator's own link
+        (``links``): each query leaves it in agent order, each report lands no faster than
+        its link takes them. Returns the latest time (-inf: none)."""
+        model, dev, at = self.model, self.devices, span(rnd.agents)
+        if model.curator_down_s:
+            sent = wire_bytes(rnd.down)
+            if rnd.broadcast:  # to every online agent, a message of its own
+                bc = wire_bytes(rnd.broadcast)
+                sent += bc if rnd.online is None else np.where(rnd.online, bc, 0)
+            # its own link's time for the query (``completion_times``'s first term)
+            own = wire_bytes(rnd.down).astype(np.float64)
+            if rnd.broadcast:
+                own += float(wire_bytes(rnd.broadcast))
+            own *= np.take(dev.down_per_byte, dev.cls[at])
+            f = dev.factor(at)
+            if f is not None:
+                own *= f
+            wait = query_departures(sent, model.curator_down_s)
+            wait -= own
+            np.maximum(wait, 0.0, out=wait)
+            times += wait
+        if model.curator_up_s:
+            rows = np.flatnonzero(rnd.up > 0)
+            times[rows] = report_landings(times[rows], wire_bytes(rnd.up[rows]),
+                                          model.curator_up_s)
+        return float(times.max()) if len(times) else -math.inf
 
     def summary(self) -> dict[str, Any]:
         """The run's virtual totals: its wall time, dropouts by cause, and the share of the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from ldpsim.protocols.rng import bits
 from ldpsim.simulator.session import links
 from ldpsim.simulator.session import network as net
@@ -79,3 +80,105 @@ def test_a_devices_factor_is_exp_spread_z_of_its_own_draw():
     # the class is the first draw's, as before the link had a draw of its own
     one = bits(31, agents, net.DEVICE_ROUND, 1)[:, 0]
     assert np.array_equal(dev.cls, (one >= np.uint64(net._draw_threshold(0.4))).astype(np.uint8))
+
+
+# -- the curator's own link ----------------------------------------------------------------
+def _records(deployment: dict, n: int = 100, protocol: str = "safari") -> dict:
+    from tests.simulator.session.test_deployment import raw, records
+
+    (rec,) = records(raw(protocol, n=n, deployment=deployment))
+    return rec
+
+
+#: the hand-computed link of ``test_deployment``: every answer lands 0.0232 s after round 0
+#: starts, its query's 50 wire bytes taking 0.4 ms on the agent's 1 Mbit/s
+LINK = {"latency_ms": 10.0, "down_mbps": 1.0, "up_mbps": 0.5, "speed": 0.5, "compute": 0.001}
+#: 50 wire bytes over a 5 Mbit/s curator link
+STEP = 8 * 50 / 5e6
+
+
+def test_the_curators_link_serialises_the_queries_it_sends_in_agent_order():
+    """Agent i's query leaves the curator at (i + 1) 80 us and reaches it no earlier: the last
+    of 100 lands 8 ms - 0.4 ms later than at an unlimited curator; a deadline of 25 ms then
+    drops the agents whose query left after 2.2 ms + 0.4 ms (i >= 27)."""
+    r0 = _records({**LINK, "curator_down_mbps": 5.0})["comm"]["per_round"][0]
+    assert r0["virtual_s"] == pytest.approx(0.0232 + 100 * STEP - 0.0004, rel=1e-12)
+    assert r0["completion_p50_s"] > 0.0232
+    late = _records({**LINK, "curator_down_mbps": 5.0, "round_deadline_s": 0.025})
+    r0 = late["comm"]["per_round"][0]
+    assert (r0["dropouts_late"], r0["reported"], r0["virtual_s"]) == (73, 27, 0.025)
+
+
+def test_the_curators_link_takes_the_reports_one_after_the_other():
+    """Every report would land at 0.0232 s; through a 5 Mbit/s link, one every 80 us."""
+    r0 = _records({**LINK, "curator_up_mbps": 5.0})["comm"]["per_round"][0]
+    assert r0["virtual_s"] == pytest.approx(0.0232 + 99 * STEP, rel=1e-12)
+    both = _records({**LINK, "curator_up_mbps": 5.0, "curator_down_mbps": 5.0})
+    assert both["comm"]["per_round"][0]["virtual_s"] == pytest.approx(0.0232 + 99 * STEP,
+                                                                      rel=1e-12)
+
+
+def test_report_landings_follow_the_queue_recursion():
+    rng = np.random.default_rng(4)
+    a = rng.exponential(0.01, 2000)
+    w = rng.integers(1, 3000, 2000)
+    c = 8 / 2e8
+    got = links.report_landings(a, w, c)
+    order = np.argsort(a, kind="stable")
+    want, last = np.empty_like(a), 0.0
+    for k in order:
+        last = max(a[k], last + w[k] * c)
+        want[k] = last
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-15)
+    assert (got >= a).all()
+    assert np.array_equal(links.query_departures(w, c), np.cumsum(w) * c)
+
+
+def test_an_unlimited_curator_link_is_the_model_without_one_bit_for_bit():
+    """inf each way (the default) gives the records of a deployment that does not state it,
+    and the rounds' times of the agents' links alone."""
+    dep = {"trace": "mobile", "round_deadline_s": 0.08}
+    plain = _records(dep, n=600)
+    stated = _records({**dep, "curator_down_mbps": math.inf, "curator_up_mbps": math.inf},
+                      n=600)
+    assert plain["deployment"]["curator_down_mbps"] is None
+    for k in ("output", "metrics", "virtual", "deployment", "key"):
+        assert stated[k] == plain[k], k
+    assert _untimed(stated["comm"]["per_round"]) == _untimed(plain["comm"]["per_round"])
+    assert plain["virtual"]["dropouts_late"] > 0
+    # the network alone: close_round's times are completion_times' when the link is unlimited
+    spec = {"classes": {"share": [1.0], "latency_ms": [20.0], "up_mbps": [1.0],
+                        "spread": [0.6]}}
+    model = net.DeploymentModel.of({**spec, "curator_up_mbps": None}, (3, 4))
+    assert (model.curator_down_s, model.curator_up_s) == (0.0, 0.0)
+    network = model.network(1000)
+    agents = np.arange(1000)
+    down, up = network.sizes(1000)
+    down[:], up[:] = 30, 40
+    network.close_round(net.RoundTraffic(0, agents, 1000, np.ones(1000, bool), None, down,
+                                         0, up, 1))
+    alone = net.completion_times(network.devices, slice(0, 1000), down, 0, up, 0.0)
+    assert np.array_equal(network._times[:1000], alone)
+
+
+def _untimed(rounds: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("wall_s", "curator_cpu_s")}
+            for r in rounds]
+
+
+@pytest.mark.parametrize("deployment, needle", [
+    ({"curator_up_mbps": 0}, "[deployment] curator_up_mbps: got 0"),
+    ({"curator_down_mbps": -1.0}, "[deployment] curator_down_mbps: got -1.0"),
+    ({"curator_down_mbps": "fast"}, "[deployment] curator_down_mbps: got 'fast'"),
+    ({"curator_mbps": 10}, "did you mean"),
+])
+def test_a_bad_curator_capacity_is_one_line_naming_the_key(deployment, needle):
+    from ldpsim.simulator.scenario import scenario as sc
+
+    from tests.simulator.session.test_deployment import raw
+
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.load(raw=raw("ldp_kwiksort_rr", deployment=deployment))
+    assert needle in str(e.value) and len(str(e.value).splitlines()) == 1
+    if "got" in needle:
+        assert "or inf (no limit)" in str(e.value)
