@@ -173,7 +173,7 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
     k = len(cols["share"])
     small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
     spread = cols["spread"]
-    b = bits(key, agents, DEVICE_ROUND, 2 if spread.any() else 1)
+    b = bits(key, agents, DEVICE_ROUND, 1)
     if spec.get("replay"):
         cls = (agents % k).astype(small)
     else:  # the class whose share interval holds the draw's uniform (``rng.uniform_of``),
@@ -182,18 +182,27 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
         edges = np.cumsum(cols["share"])
         edges /= edges[-1]
         cls = np.zeros(len(agents), dtype=small)
-        first = b[:, 0]
         for e in edges[:-1]:
-            cls += first >= np.uint64(_draw_threshold(float(e)))
-    factors = None
-    if spread.any():
-        factors = link_z(b[:, 1])
-        factors *= np.take(spread, cls)
-        np.exp(factors, out=factors)
+            cls += b[:, 0] >= np.uint64(_draw_threshold(float(e)))
+    factors = _link_factors(key, agents, spread, cls) if spread.any() else None
     avail = cols["availability"]
     return Devices(cls, factors, cols["latency_ms"] / 1e3,
                    8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
                    1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+
+
+def _link_factors(key: int, agents: np.ndarray, spread: np.ndarray, cls: np.ndarray
+                  ) -> np.ndarray:
+    """exp(spread z) of each agent: its class's ``spread`` and its link quality z
+    (``links.link_z`` of its second draw on the device stream ``key``), a cache-sized chunk
+    at a time (each step is elementwise: the chunks change no bit)."""
+    out = np.empty(len(agents))
+    for s in range(0, len(agents), CHUNK):
+        e = min(len(agents), s + CHUNK)
+        z = link_z(bits(key, agents[s:e], DEVICE_ROUND, 1, offset=1)[:, 0])
+        z *= np.take(spread, cls[s:e])
+        np.exp(z, out=out[s:e])
+    return out
 
 
 def _draw_threshold(e: float) -> int:

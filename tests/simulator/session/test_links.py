@@ -69,14 +69,14 @@ def test_the_tails_reach_8_sigma_and_are_exactly_symmetric():
 
 def test_a_devices_factor_is_exp_spread_z_of_its_own_draw():
     spec = {"classes": {"share": [0.4, 0.6], "latency_ms": [10.0, 40.0], "spread": [0.5, 0.0]}}
-    agents = np.arange(10_000, dtype=np.int64)
+    agents = np.arange(3 * net.CHUNK + 5, dtype=np.int64)  # drawn a chunk at a time
     dev = net.draw_devices(spec, 31, agents)
     z = links.link_z(bits(31, agents, net.DEVICE_ROUND, 2)[:, 1])
     want = np.exp(np.array([0.5, 0.0])[dev.cls] * z)
     assert np.array_equal(dev.factors, want)
     assert (dev.factors[dev.cls == 1] == 1.0).all()  # no spread: the median exactly
     part = net.draw_devices(spec, 31, agents[5000:])
-    assert np.array_equal(part.factors, dev.factors[5000:])
+    assert np.array_equal(part.factors, dev.factors[5000:])  # chunks elsewhere
     # the class is the first draw's, as before the link had a draw of its own
     one = bits(31, agents, net.DEVICE_ROUND, 1)[:, 0]
     assert np.array_equal(dev.cls, (one >= np.uint64(net._draw_threshold(0.4))).astype(np.uint8))
