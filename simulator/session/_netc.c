@@ -1,5 +1,6 @@
 /*
- * ldpsim.simulator.session._netc: a round's arrival times in one pass, in C (optional).
+ * ldpsim.simulator.session._netc: a round's arrival times in one pass, and the agents' link
+ * qualities (``link_z``, at the end), in C (optional).
  *
  * ``arrival_times(cls, wide, factor, down, up, down_per_byte, up_per_byte, latency2, compute,
  * extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
@@ -22,6 +23,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline int64_t wire(int64_t e)
 {
@@ -115,7 +117,76 @@ release:
     return result;
 }
 
+/*
+ * ``link_z(b, tails)``: each agent's link quality z from its 64-bit draw b, written over b in
+ * place (the uint64 array then holds doubles), as simulator/session/links.py's ``link_z``
+ * computes it where that takes no logarithm: p = ((b >> 11) & (2^52 - 1) + 0.5) 2^-53, and for
+ * p in the central region (|p - 0.5| <= 0.5 - 0.02425) z = q A(r) / B(r) with q = p - 0.5,
+ * r = q q (Acklam's coefficients, Horner's rule, each step one IEEE double operation in numpy's
+ * order), negated where b's top bit is set. A tail element (p < 0.02425: about 4.85% of them)
+ * keeps its draw, and its index goes to ``tails`` (int64, as long as b), for numpy to fill (its
+ * logarithm is numpy's), so the two paths give the same bits. Returns the number of tails.
+ */
+static const double LA[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                             -2.759285104469687e+02, 1.383577518672690e+02,
+                             -3.066479806614716e+01, 2.506628277459239e+00};
+static const double LB[6] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                             -1.556989798598866e+02, 6.680131188771972e+01,
+                             -1.328068155288572e+01, 1.0};
+
+static PyObject *link_z(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer b, tails;
+    if (!PyArg_ParseTuple(args, "w*w*", &b, &tails))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = b.len / 8;
+    if (b.len % 8 || tails.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "link_z: arrays of inconsistent lengths");
+        goto release;
+    }
+    {
+        uint64_t *d = (uint64_t *)b.buf;
+        int64_t *t = (int64_t *)tails.buf;
+        const double edge = 0.5 - 0.02425;
+        Py_ssize_t k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t bits = d[i];
+            double p = (double)(int64_t)((bits >> 11) & ((UINT64_C(1) << 52) - 1));
+            p += 0.5;
+            p *= 0x1p-53;
+            double q = p - 0.5;
+            if (fabs(q) > edge) {
+                t[k++] = (int64_t)i;
+                continue;
+            }
+            double r = q * q;
+            double num = LA[0], den = LB[0];
+            for (int j = 1; j < 6; j++) {
+                num *= r;
+                num += LA[j];
+                den *= r;
+                den += LB[j];
+            }
+            num *= q;
+            num /= den;
+            double z = (bits >> 63) ? -num : num;
+            memcpy(&d[i], &z, 8);
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(k);
+    }
+release:
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&tails);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"link_z", link_z, METH_VARARGS,
+     "Each draw's link quality z outside the tails; tails NaN (see the module's source)."},
     {"arrival_times", arrival_times, METH_VARARGS,
      "A round's arrival times and its wire bytes each way (see the module's source)."},
     {NULL, NULL, 0, NULL},
@@ -123,7 +194,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_netc",
-    "A round's arrival times in one pass (simulator/session/network.py).", -1, methods,
+    "A round's arrival times in one pass and the agents' link qualities "
+    "(simulator/session/network.py, links.py).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__netc(void)

@@ -31,6 +31,14 @@ unlimited neither step runs: the arrival times are those of the agents' links al
 from __future__ import annotations
 
 import numpy as np
+from ldpsim.protocols.accel import Accelerator
+
+from ldpsim import environment
+
+#: the compiled link qualities (``_netc.c``'s ``link_z``: the same bits outside the tails,
+#: which numpy fills), or numpy's
+LINKS = Accelerator.load("link qualities", "ldpsim.simulator.session._netc", environment.NETWORK,
+                         "simulator/session/_netc.c", needs=("link_z",))
 
 #: Acklam's rational approximation of the normal quantile (relative error below 1.2e-9):
 #: the central region's numerator and denominator, the tails'
@@ -45,6 +53,8 @@ _D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
 _P_LOW = 0.02425
 #: the 52 bits of a draw that make the uniform's magnitude on its half (bits 11 .. 62)
 _HALF_MASK = np.uint64((1 << 52) - 1)
+#: the draw's top bit: the side of z
+_TOP = np.uint64(1 << 63)
 
 
 def _poly(coefs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
@@ -74,19 +84,32 @@ def normal_quantile(u: np.ndarray) -> np.ndarray:
     return out
 
 
-def link_z(b: np.ndarray) -> np.ndarray:
+def link_z(b: np.ndarray, overwrite: bool = False) -> np.ndarray:
     """A standard normal z of each 64-bit draw ``b``, from the distribution itself (see the
     module docstring): ``p = (k + 1/2) 2^-53`` in (0, 1/2) from the draw's bits 11 .. 62 (k,
     exact in a double), z the normal quantile of p (negative), negated where the top bit is
     set. So z is the quantile of a uniform on the 2^53 midpoints of (0, 1), evaluated on its
     nearer tail: no rounding near 1, both tails reach 8.29 sigma, and z(-) = -z(+) exactly.
-    """
-    b = np.asarray(b, dtype=np.uint64)
+    ``overwrite``: z may be written over ``b`` (a contiguous uint64 array), saving an array."""
+    if LINKS.module is None:
+        return _link_z(np.asarray(b, dtype=np.uint64))
+    b = (np.ascontiguousarray if overwrite else np.array)(b, dtype=np.uint64)  # a copy, or not
+    tails = np.empty(len(b), dtype=np.int64)  # only the pages written are ever touched
+    k = LINKS.module.link_z(b, tails)
+    z = b.view(np.float64)
+    if k:  # the tails kept their draws: their logarithms are numpy's
+        at = tails[:k]
+        z[at] = _link_z(b[at])
+    return z
+
+
+def _link_z(b: np.ndarray) -> np.ndarray:
+    """``link_z`` in numpy."""
     p = ((b >> np.uint64(11)) & _HALF_MASK).astype(np.float64)  # below 2^52: exact
     p += 0.5
     p *= 2.0 ** -53
     z = normal_quantile(p)
-    np.negative(z, out=z, where=(b >> np.uint64(63)).astype(bool))
+    z.view(np.uint64)[...] ^= b & _TOP  # the top bit flips z's sign bit: exactly -z
     return z
 
 

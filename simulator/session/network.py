@@ -194,15 +194,10 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
 def _link_factors(key: int, agents: np.ndarray, spread: np.ndarray, cls: np.ndarray
                   ) -> np.ndarray:
     """exp(spread z) of each agent: its class's ``spread`` and its link quality z
-    (``links.link_z`` of its second draw on the device stream ``key``), a cache-sized chunk
-    at a time (each step is elementwise: the chunks change no bit)."""
-    out = np.empty(len(agents))
-    for s in range(0, len(agents), CHUNK):
-        e = min(len(agents), s + CHUNK)
-        z = link_z(bits(key, agents[s:e], DEVICE_ROUND, 1, offset=1)[:, 0])
-        z *= np.take(spread, cls[s:e])
-        np.exp(z, out=out[s:e])
-    return out
+    (``links.link_z`` of its second draw on the device stream ``key``)."""
+    out = link_z(bits(key, agents, DEVICE_ROUND, 1, offset=1).reshape(-1), overwrite=True)
+    out *= np.take(spread, cls)
+    return np.exp(out, out=out)
 
 
 def _draw_threshold(e: float) -> int:

@@ -182,3 +182,26 @@ def test_a_bad_curator_capacity_is_one_line_naming_the_key(deployment, needle):
     assert needle in str(e.value) and len(str(e.value).splitlines()) == 1
     if "got" in needle:
         assert "or inf (no limit)" in str(e.value)
+
+
+@pytest.mark.skipif(links.LINKS.built is None, reason="the compiled kernel was not built")
+def test_the_compiled_link_qualities_are_numpys_bit_for_bit():
+    """10^6 draws and the edges of every region: the compiled pass leaves the tails to numpy
+    and computes the rest in numpy's order of operations."""
+    b = bits(5, np.arange(N, dtype=np.int64), net.DEVICE_ROUND, 1, offset=1)[:, 0]
+    edges = [0, 2047, ((1 << 52) - 1) << 11, 1 << 63, 2 ** 64 - 1]
+    for p in (0.02425, 0.5 - 0.47575):  # around the tails' edge, both sides
+        k = int(p * 2.0 ** 53)
+        edges += [(k + d) << 11 for d in range(-3, 4)] + [((k + d) << 11) | 1 << 63
+                                                         for d in range(-3, 4)]
+    b = np.concatenate([b, np.array(edges, dtype=np.uint64)])
+    got = {}
+    before = links.LINKS.name()
+    try:
+        for mode in ("compiled", "numpy"):
+            links.LINKS.use(mode)
+            got[mode] = links.link_z(b)
+    finally:
+        links.LINKS.use(before)
+    assert np.array_equal(got["compiled"].view(np.uint64), got["numpy"].view(np.uint64))
+    assert not np.isnan(got["compiled"]).any()
