@@ -1,6 +1,6 @@
 /*
  * ldpsim.simulator.session._netc: a round's arrival times in one pass, and the agents' link
- * qualities (``link_z``, at the end), in C (optional).
+ * factors (``link_factors``, at the end), in C (optional).
  *
  * ``arrival_times(cls, wide, factor, down, up, down_per_byte, up_per_byte, latency2, compute,
  * extra, out)`` writes, for every agent i of a round (simulator/session/network.py,
@@ -118,14 +118,21 @@ release:
 }
 
 /*
- * ``link_z(b, tails)``: each agent's link quality z from its 64-bit draw b, written over b in
- * place (the uint64 array then holds doubles), as simulator/session/links.py's ``link_z``
- * computes it where that takes no logarithm: p = ((b >> 11) & (2^52 - 1) + 0.5) 2^-53, and for
- * p in the central region (|p - 0.5| <= 0.5 - 0.02425) z = q A(r) / B(r) with q = p - 0.5,
- * r = q q (Acklam's coefficients, Horner's rule, each step one IEEE double operation in numpy's
- * order), negated where b's top bit is set. A tail element (p < 0.02425: about 4.85% of them)
- * keeps its draw, and its index goes to ``tails`` (int64, as long as b), for numpy to fill (its
- * logarithm is numpy's), so the two paths give the same bits. Returns the number of tails.
+ * ``link_factors(b, cls, wide, spread, tails)``: each agent's link factor exp(spread[c] z),
+ * c = cls[i] (uint8, or uint16 with ``wide``), z its link quality from its 64-bit draw b, written
+ * over b in place (the uint64 array then holds doubles), as simulator/session/links.py's
+ * ``link_factors`` computes it where that takes no logarithm:
+ *
+ *   p = ((b >> 11) & (2^52 - 1) + 0.5) 2^-53, and for p in the central region (|p - 0.5| <=
+ *   0.5 - 0.02425) z = q A(r) / B(r) with q = p - 0.5, r = q q (Acklam's coefficients), negated
+ *   where b's top bit is set; x = z spread[c]; exp(x) = 2^k e^r with k = rint(x / ln2),
+ *   r = (x - k ln2_hi) - k ln2_lo and e^r by its Taylor series to 1/13!.
+ *
+ * Each polynomial by Horner's rule, each step one IEEE double operation in numpy's order (no
+ * fused multiply-add: built with -ffp-contract=off), the scaling exact. A tail element (p <
+ * 0.02425: about 4.85% of them) keeps its draw and its index goes to ``tails`` (int64, as long
+ * as b), for numpy to fill (with links.py's ``log``), so the two paths give the same bits.
+ * Returns the number of tails.
  */
 static const double LA[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
                              -2.759285104469687e+02, 1.383577518672690e+02,
@@ -133,26 +140,58 @@ static const double LA[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
 static const double LB[6] = {-5.447609879822406e+01, 1.615858368580409e+02,
                              -1.556989798598866e+02, 6.680131188771972e+01,
                              -1.328068155288572e+01, 1.0};
+/* 1/k! for k = 13 .. 0 (links.py's _EXP_C, the same doubles) */
+static const double EXPC[14] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
+                                0x1.ae64567f544e4p-26, 0x1.27e4fb7789f5cp-22,
+                                0x1.71de3a556c734p-19, 0x1.a01a01a01a01ap-16,
+                                0x1.a01a01a01a01ap-13, 0x1.6c16c16c16c17p-10,
+                                0x1.1111111111111p-7, 0x1.5555555555555p-5,
+                                0x1.5555555555555p-3, 0x1.0p-1, 0x1.0p+0, 0x1.0p+0};
+static const double LN2_HI = 0x1.62e42fee00000p-1, LN2_LO = 0x1.a39ef35793c76p-33;
+static const double INV_LN2 = 0x1.71547652b82fep+0;
 
-static PyObject *link_z(PyObject *self, PyObject *args)
+static double exp_fixed(double x)
+{
+    double k = rint(x * INV_LN2);
+    double r = x - k * LN2_HI;
+    r -= k * LN2_LO;
+    double e = EXPC[0];
+    for (int j = 1; j < 14; j++) {
+        e *= r;
+        e += EXPC[j];
+    }
+    return ldexp(e, (int)k);
+}
+
+static PyObject *link_factors(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_buffer b, tails;
-    if (!PyArg_ParseTuple(args, "w*w*", &b, &tails))
+    Py_buffer b, cls, spread, tails;
+    int wide;
+    if (!PyArg_ParseTuple(args, "w*y*py*w*", &b, &cls, &wide, &spread, &tails))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = b.len / 8;
-    if (b.len % 8 || tails.len != n * 8) {
-        PyErr_SetString(PyExc_ValueError, "link_z: arrays of inconsistent lengths");
+    Py_ssize_t n = b.len / 8, classes = spread.len / 8;
+    if (b.len % 8 || tails.len != n * 8 || cls.len != n * (wide ? 2 : 1)) {
+        PyErr_SetString(PyExc_ValueError, "link_factors: arrays of inconsistent lengths");
         goto release;
     }
     {
         uint64_t *d = (uint64_t *)b.buf;
+        const uint8_t *c8 = (const uint8_t *)cls.buf;
+        const uint16_t *c16 = (const uint16_t *)cls.buf;
+        const double *sp = (const double *)spread.buf;
         int64_t *t = (int64_t *)tails.buf;
         const double edge = 0.5 - 0.02425;
         Py_ssize_t k = 0;
+        int bad = 0;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t c = wide ? c16[i] : c8[i];
+            if (c >= classes) {
+                bad = 1;
+                break;
+            }
             uint64_t bits = d[i];
             double p = (double)(int64_t)((bits >> 11) & ((UINT64_C(1) << 52) - 1));
             p += 0.5;
@@ -173,20 +212,27 @@ static PyObject *link_z(PyObject *self, PyObject *args)
             num *= q;
             num /= den;
             double z = (bits >> 63) ? -num : num;
-            memcpy(&d[i], &z, 8);
+            z *= sp[c];
+            double f = exp_fixed(z);
+            memcpy(&d[i], &f, 8);
         }
         Py_END_ALLOW_THREADS
-        result = PyLong_FromSsize_t(k);
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "link_factors: a class beyond the spreads");
+        else
+            result = PyLong_FromSsize_t(k);
     }
 release:
     PyBuffer_Release(&b);
+    PyBuffer_Release(&cls);
+    PyBuffer_Release(&spread);
     PyBuffer_Release(&tails);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"link_z", link_z, METH_VARARGS,
-     "Each draw's link quality z outside the tails; tails NaN (see the module's source)."},
+    {"link_factors", link_factors, METH_VARARGS,
+     "Each agent's link factor outside the tails, over its draw (see the module's source)."},
     {"arrival_times", arrival_times, METH_VARARGS,
      "A round's arrival times and its wire bytes each way (see the module's source)."},
     {NULL, NULL, 0, NULL},

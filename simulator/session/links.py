@@ -30,15 +30,17 @@ unlimited neither step runs: the arrival times are those of the agents' links al
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ldpsim.protocols.accel import Accelerator
 
 from ldpsim import environment
 
-#: the compiled link qualities (``_netc.c``'s ``link_z``: the same bits outside the tails,
+#: the compiled link factors (``_netc.c``'s ``link_factors``: the same bits outside the tails,
 #: which numpy fills), or numpy's
-LINKS = Accelerator.load("link qualities", "ldpsim.simulator.session._netc", environment.NETWORK,
-                         "simulator/session/_netc.c", needs=("link_z",))
+LINKS = Accelerator.load("link factors", "ldpsim.simulator.session._netc", environment.NETWORK,
+                         "simulator/session/_netc.c", needs=("link_factors",))
 
 #: Acklam's rational approximation of the normal quantile (relative error below 1.2e-9):
 #: the central region's numerator and denominator, the tails'
@@ -55,6 +57,16 @@ _P_LOW = 0.02425
 _HALF_MASK = np.uint64((1 << 52) - 1)
 #: the draw's top bit: the side of z
 _TOP = np.uint64(1 << 63)
+#: ln 2 in two parts (fdlibm's: the high part's low 21 bits are zero, so k ln2_hi is exact for
+#: |k| < 2^20), 1 / ln 2 and sqrt(1/2), for ``exp`` and ``log``
+_LN2_HI, _LN2_LO = float.fromhex("0x1.62e42fee00000p-1"), float.fromhex("0x1.a39ef35793c76p-33")
+_INV_LN2 = float.fromhex("0x1.71547652b82fep+0")
+_SQRT_HALF = float.fromhex("0x1.6a09e667f3bcdp-1")
+#: exp(r) for |r| <= ln2 / 2: Taylor's 1/k! for k = 13 .. 0 (the rest below 4e-18 relative)
+_EXP_C = tuple(1.0 / math.factorial(k) for k in range(13, -1, -1))
+#: log(m) = 2 s (1 + w/3 + ... + w^11/23), s = (m - 1)/(m + 1), w = s^2 <= 0.0295: 1/(2k+1)
+#: for k = 11 .. 0 (the rest below 1e-18 relative)
+_LOG_C = tuple(1.0 / (2 * k + 1) for k in range(11, -1, -1))
 
 
 def _poly(coefs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
@@ -63,6 +75,36 @@ def _poly(coefs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
     for c in coefs[1:]:
         out *= x
         out += c
+    return out
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    """e^x of each element, from IEEE additions, products and an exact scaling only (numpy's
+    own ``exp`` rounds differently on processors of other kinds): x = k ln2 + r with k the
+    nearest integer to x / ln2 and r in two steps (Cody and Waite), e^r by Horner's rule on
+    its Taylor series, times 2^k. Relative error below 1e-15 for |x| < 700."""
+    x = np.asarray(x, dtype=np.float64)
+    k = np.rint(x * _INV_LN2)
+    r = x - k * _LN2_HI
+    r -= k * _LN2_LO
+    return np.ldexp(_poly(_EXP_C, r), k.astype(np.int32))
+
+
+def log(p: np.ndarray) -> np.ndarray:
+    """The natural logarithm of each positive normal p, from IEEE operations only (as
+    ``exp``): p = m 2^e with m in [sqrt(1/2), sqrt(2)) (exact), log m = 2 atanh((m - 1)/(m + 1))
+    by its series, plus e ln 2 in two parts. Relative error below 1e-15."""
+    m, e = np.frexp(np.asarray(p, dtype=np.float64))
+    low = m < _SQRT_HALF
+    m[low] *= 2.0  # exact
+    e = (e - low).astype(np.float64)
+    s = m - 1.0  # exact
+    s /= m + 1.0
+    out = _poly(_LOG_C, s * s)
+    out *= s
+    out *= 2.0
+    out += e * _LN2_LO
+    out += e * _LN2_HI
     return out
 
 
@@ -78,39 +120,51 @@ def normal_quantile(u: np.ndarray) -> np.ndarray:
     tail = np.flatnonzero(np.abs(q) > 0.5 - _P_LOW)
     if len(tail):
         p = np.minimum(u[tail], 1.0 - u[tail])
-        t = np.sqrt(-2.0 * np.log(p))
+        t = np.sqrt(-2.0 * log(p))  # ``log``: the same bits on every processor
         x = _poly(_C, t) / _poly(_D, t)
         out[tail] = np.where(u[tail] < 0.5, x, -x)
     return out
 
 
-def link_z(b: np.ndarray, overwrite: bool = False) -> np.ndarray:
+def link_z(b: np.ndarray) -> np.ndarray:
     """A standard normal z of each 64-bit draw ``b``, from the distribution itself (see the
     module docstring): ``p = (k + 1/2) 2^-53`` in (0, 1/2) from the draw's bits 11 .. 62 (k,
     exact in a double), z the normal quantile of p (negative), negated where the top bit is
     set. So z is the quantile of a uniform on the 2^53 midpoints of (0, 1), evaluated on its
-    nearer tail: no rounding near 1, both tails reach 8.29 sigma, and z(-) = -z(+) exactly.
-    ``overwrite``: z may be written over ``b`` (a contiguous uint64 array), saving an array."""
-    if LINKS.module is None:
-        return _link_z(np.asarray(b, dtype=np.uint64))
-    b = (np.ascontiguousarray if overwrite else np.array)(b, dtype=np.uint64)  # a copy, or not
-    tails = np.empty(len(b), dtype=np.int64)  # only the pages written are ever touched
-    k = LINKS.module.link_z(b, tails)
-    z = b.view(np.float64)
-    if k:  # the tails kept their draws: their logarithms are numpy's
-        at = tails[:k]
-        z[at] = _link_z(b[at])
-    return z
-
-
-def _link_z(b: np.ndarray) -> np.ndarray:
-    """``link_z`` in numpy."""
+    nearer tail: no rounding near 1, both tails reach 8.29 sigma, and z(-) = -z(+) exactly."""
+    b = np.asarray(b, dtype=np.uint64)
     p = ((b >> np.uint64(11)) & _HALF_MASK).astype(np.float64)  # below 2^52: exact
     p += 0.5
     p *= 2.0 ** -53
     z = normal_quantile(p)
     z.view(np.uint64)[...] ^= b & _TOP  # the top bit flips z's sign bit: exactly -z
     return z
+
+
+def link_factors(b: np.ndarray, cls: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Each agent's link factor exp(spread z): ``b`` its draw (``link_z``), ``cls`` its class
+    (uint8 or uint16), ``spread`` each class's sigma; with this module's ``exp`` and ``log``,
+    so the same bits on every processor. The compiled pass (``LINKS``) writes them over ``b``
+    (a contiguous uint64 array it may overwrite), leaving the tails' 4.85% to numpy."""
+    spread = np.ascontiguousarray(spread, dtype=np.float64)
+    if LINKS.module is None or cls.dtype not in (np.uint8, np.uint16):
+        return _factors(b, np.take(spread, cls))
+    b = np.ascontiguousarray(b, dtype=np.uint64)
+    tails = np.empty(len(b), dtype=np.int64)  # only the pages written are ever touched
+    k = LINKS.module.link_factors(b, np.ascontiguousarray(cls), cls.dtype == np.uint16,
+                                  spread, tails)
+    out = b.view(np.float64)
+    if k:  # the tails kept their draws: their logarithms are numpy's
+        at = tails[:k]
+        out[at] = _factors(b[at], np.take(spread, cls[at]))
+    return out
+
+
+def _factors(b: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """``link_factors`` in numpy: ``spread`` per agent."""
+    z = link_z(b)
+    z *= spread
+    return exp(z)
 
 
 def query_departures(wire_down: np.ndarray, capacity_s_per_byte: float) -> np.ndarray:

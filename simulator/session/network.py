@@ -52,7 +52,7 @@ from ldpsim.protocols.rng import bits, uniform, uniform_of
 from ldpsim.simulator.session.accounting import ZMTP_LONG, ZMTP_SHORT, ZMTP_SHORT_MAX
 from ldpsim.simulator.session.common import span
 from ldpsim.simulator.session.links import (  # noqa: F401 (normal_quantile: as before)
-    link_z,
+    link_factors,
     normal_quantile,
     query_departures,
     report_landings,
@@ -194,10 +194,8 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
 def _link_factors(key: int, agents: np.ndarray, spread: np.ndarray, cls: np.ndarray
                   ) -> np.ndarray:
     """exp(spread z) of each agent: its class's ``spread`` and its link quality z
-    (``links.link_z`` of its second draw on the device stream ``key``)."""
-    out = link_z(bits(key, agents, DEVICE_ROUND, 1, offset=1).reshape(-1), overwrite=True)
-    out *= np.take(spread, cls)
-    return np.exp(out, out=out)
+    (``links.link_factors`` of its second draw on the device stream ``key``)."""
+    return link_factors(bits(key, agents, DEVICE_ROUND, 1, offset=1).reshape(-1), cls, spread)
 
 
 def _draw_threshold(e: float) -> int:

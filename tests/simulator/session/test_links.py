@@ -72,8 +72,9 @@ def test_a_devices_factor_is_exp_spread_z_of_its_own_draw():
     agents = np.arange(3 * net.CHUNK + 5, dtype=np.int64)  # drawn a chunk at a time
     dev = net.draw_devices(spec, 31, agents)
     z = links.link_z(bits(31, agents, net.DEVICE_ROUND, 2)[:, 1])
-    want = np.exp(np.array([0.5, 0.0])[dev.cls] * z)
+    want = links.exp(np.array([0.5, 0.0])[dev.cls] * z)
     assert np.array_equal(dev.factors, want)
+    assert np.allclose(dev.factors, np.exp(np.array([0.5, 0.0])[dev.cls] * z), rtol=1e-15)
     assert (dev.factors[dev.cls == 1] == 1.0).all()  # no spread: the median exactly
     part = net.draw_devices(spec, 31, agents[5000:])
     assert np.array_equal(part.factors, dev.factors[5000:])  # chunks elsewhere
@@ -184,24 +185,79 @@ def test_a_bad_curator_capacity_is_one_line_naming_the_key(deployment, needle):
         assert "or inf (no limit)" in str(e.value)
 
 
-@pytest.mark.skipif(links.LINKS.built is None, reason="the compiled kernel was not built")
-def test_the_compiled_link_qualities_are_numpys_bit_for_bit():
-    """10^6 draws and the edges of every region: the compiled pass leaves the tails to numpy
-    and computes the rest in numpy's order of operations."""
+def _draws_and_edges() -> tuple[np.ndarray, np.ndarray]:
+    """10^6 draws and the edges of every region (the farthest tails, the middle, both sides
+    of the tails' edge), with classes of spreads 0 .. 3 (3: the largest a table allows)."""
     b = bits(5, np.arange(N, dtype=np.int64), net.DEVICE_ROUND, 1, offset=1)[:, 0]
     edges = [0, 2047, ((1 << 52) - 1) << 11, 1 << 63, 2 ** 64 - 1]
-    for p in (0.02425, 0.5 - 0.47575):  # around the tails' edge, both sides
+    for p in (0.02425, 0.5 - 0.47575):
         k = int(p * 2.0 ** 53)
         edges += [(k + d) << 11 for d in range(-3, 4)] + [((k + d) << 11) | 1 << 63
                                                          for d in range(-3, 4)]
     b = np.concatenate([b, np.array(edges, dtype=np.uint64)])
+    return b, (np.arange(len(b)) % 4).astype(np.uint8)
+
+
+SPREADS = np.array([0.0, 0.55, 1.0, 3.0])
+
+
+@pytest.mark.skipif(links.LINKS.built is None, reason="the compiled kernel was not built")
+def test_the_compiled_link_factors_are_numpys_bit_for_bit():
+    """The compiled pass leaves the tails to numpy and computes the rest in numpy's order of
+    operations: the same bits."""
+    b, cls = _draws_and_edges()
     got = {}
     before = links.LINKS.name()
     try:
         for mode in ("compiled", "numpy"):
             links.LINKS.use(mode)
-            got[mode] = links.link_z(b)
+            got[mode] = links.link_factors(b.copy(), cls, SPREADS)
     finally:
         links.LINKS.use(before)
     assert np.array_equal(got["compiled"].view(np.uint64), got["numpy"].view(np.uint64))
-    assert not np.isnan(got["compiled"]).any()
+    assert (got["numpy"][cls == 0] == 1.0).all()
+    assert np.isfinite(got["numpy"]).all()
+
+
+def test_exp_and_log_are_the_maths_librarys_to_1e_15():
+    x = np.concatenate([np.linspace(-30, 30, 100_001), [0.0, -0.0, 0.5 * math.log(2)]])
+    ref = np.array([math.exp(v) for v in x])
+    assert np.max(np.abs(links.exp(x) - ref) / ref) < 1e-15
+    p = np.concatenate([np.geomspace(2.0 ** -54, 0.999, 100_001), [0.5, 2 ** -0.5]])
+    ref = np.array([math.log(v) for v in p])
+    assert np.max(np.abs(links.log(p) - ref) / np.abs(ref)) < 1e-15
+    assert links.exp(np.array([0.0]))[0] == 1.0 and links.log(np.array([1.0]))[0] == 0.0
+
+
+PROBE = """
+import hashlib, sys
+import numpy as np
+from ldpsim.simulator.session import links
+from tests.simulator.session.test_links import SPREADS, _draws_and_edges
+b, cls = _draws_and_edges()
+out = []
+for mode in ("compiled", "numpy") if links.LINKS.built is not None else ("numpy",):
+    links.LINKS.use(mode)
+    f = links.link_factors(b.copy(), cls, SPREADS)
+    out.append(hashlib.sha256(f.tobytes()).hexdigest())
+print(" ".join(out))
+"""
+
+
+def test_the_link_factors_are_the_same_bits_at_numpys_baseline_simd():
+    """numpy's own exp and log round differently at its baseline and with AVX-512: the
+    factors use neither (``links.exp``, ``links.log``), so they are the same bits whatever
+    numpy dispatches (``tests/test_machines.py``'s environment)."""
+    import subprocess
+    import sys
+
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    from tests.conftest import ROOT
+
+    runs = []
+    for env in ({}, {"NPY_DISABLE_CPU_FEATURES": " ".join(__cpu_dispatch__)}):
+        res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                             env={**__import__("os").environ, **env}, cwd=ROOT, check=True)
+        runs.append(res.stdout.split())
+    assert runs[0] == runs[1] and len(set(runs[0])) == 1
