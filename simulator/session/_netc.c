@@ -150,9 +150,14 @@ static const double EXPC[14] = {0x1.6124613a86d09p-33, 0x1.1eed8eff8d898p-29,
 static const double LN2_HI = 0x1.62e42fee00000p-1, LN2_LO = 0x1.a39ef35793c76p-33;
 static const double INV_LN2 = 0x1.71547652b82fep+0;
 
-static double exp_fixed(double x)
+/* e^x as links.py's ``exp`` (|x| < 700): k the nearest integer to x / ln2, ties to even (as
+ * numpy's rint: adding and taking away 1.5 2^52 rounds so, exactly, for |x / ln2| < 2^51), the
+ * scaling by 2^k exact (as numpy's ldexp) */
+static inline double exp_fixed(double x)
 {
-    double k = rint(x * INV_LN2);
+    double k = x * INV_LN2;
+    k += 0x1.8p52;
+    k -= 0x1.8p52;
     double r = x - k * LN2_HI;
     r -= k * LN2_LO;
     double e = EXPC[0];
@@ -160,7 +165,10 @@ static double exp_fixed(double x)
         e *= r;
         e += EXPC[j];
     }
-    return ldexp(e, (int)k);
+    uint64_t scale_bits = (uint64_t)((int64_t)k + 1023) << 52;
+    double scale;
+    memcpy(&scale, &scale_bits, 8);
+    return e * scale;
 }
 
 static PyObject *link_factors(PyObject *self, PyObject *args)
