@@ -8,12 +8,15 @@ models what they do to a round)::
     availability = 0.95         # a number replaces that column in every class
     round_deadline_s = [0.2, 0.5, 1, 2]   # a list is a sweep axis
     quota = 1.0                 # a round also ends once this share of its agents answered
+    curator_down_mbps = 1000    # the curator's own link, what it sends and what it receives
+    curator_up_mbps = 1000      #   (default inf: no limit)
 
 Without a trace the numbers make one class (defaults: no latency, unlimited bandwidth, speed
-1, always online). ``inf`` is allowed for a bandwidth and the deadline: no limit. The compute
-cost of each protocol's rounds comes from ``compute_costs.json`` beside the shipped scenarios
-(written by ``ldpsim bench --calibrate --write``), or ``compute`` (seconds per agent and round
-on a speed-1 device, or a JSON file of that form). Everything a run reads is resolved here,
+1, always online, no limit on the curator's link). ``inf`` is allowed for a bandwidth and
+the deadline: no limit. The compute cost of each protocol's rounds comes from
+``compute_costs.json`` beside the shipped scenarios (written by ``ldpsim bench --calibrate
+--write``), or ``compute`` (seconds per agent and round on a speed-1 device, or a JSON file of
+that form). Everything a run reads is resolved here,
 into its ``RunSpec.deployment``: the trace's rows and the protocol's costs travel with the run
 (a curator on another machine reads no file) and are part of the run's key.
 """
