@@ -184,7 +184,7 @@ class Timing:
         "agent_time_mode": "exact or amortised",
         "agent_alone_cpu_s_mean": "one agent's randomizer called alone, as a phone computes "
                                   "its own report: mean over the agents timed so (amortised: "
-                                  "the first 4 of each round's first call in each pool; exact: "
+                                  "the first 2 of each round's first call in each pool; exact: "
                                   "every agent; 0: none)",
         "agent_alone_cpu_s_std": "... their standard deviation (the per-agent spread)",
         "agent_alone_cpu_s_max": "... and max",
@@ -261,7 +261,7 @@ class AgentClock:
     reports are the same bits."""
 
     #: agents timed alone per round (amortised mode), from the round's first call
-    ALONE = 4
+    ALONE = 2
 
     def __init__(self, exact: bool = False) -> None:
         self.exact = exact
