@@ -7,9 +7,11 @@ network's device stream (``link_z``): the draw's 53 low bits above its 11 lowest
 uniform u = (k + 1/2) 2^-53 on the nearer half, its top bit the side, and z is the normal
 quantile of u (Acklam's rational approximation, relative error below 1.2e-9). It reaches
 +-8.29 sigma (u = 2^-54), far beyond the largest of 10^6 or 10^9 agents (about 4.9 and 6.1
-sigma), and both tails are exactly symmetric. Every step is one IEEE operation on one
-element (numpy's elementwise ``log``, ``sqrt``, products and sums), so z is an exact function
-of the seed, on any machine and BLAS.
+sigma), and both tails are exactly symmetric. The factor exp(spread z) follows from IEEE
+additions, products, divisions, square roots and exact scalings alone (this module's ``exp``
+and ``log``: numpy's own round differently with and without AVX-512), so every factor is an
+exact function of the seed, on any machine and BLAS; ``_netc.c``'s ``link_factors`` computes
+them in the same order, leaving the tails' logarithms to numpy.
 
 **The curator's link** has a stated capacity each way (``curator_down_mbps``: what it sends,
 the queries and broadcasts of a round; ``curator_up_mbps``: what it receives, the reports),
@@ -24,8 +26,8 @@ its own arrival ``A_k`` or, when the link is busy, once the reports before it an
 ``w_k`` wire bytes have crossed it (``F = P + max(0, cummax(A - P))`` with P the link's
 cumulative transfer times: exact integer sums of bytes, one product, a running maximum, the
 same on every machine). A report on an idle link is taken to cross it while it uploads (the
-curator's link is far faster than any one phone's). With both capacities
-unlimited neither step runs: the arrival times are those of the agents' links alone.
+curator's link is far faster than any one phone's). With both capacities unlimited neither
+step runs: the arrival times are those of the agents' links alone.
 """
 
 from __future__ import annotations
