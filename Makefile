@@ -16,7 +16,7 @@ CHECKOUT_PTH := $(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_
 
 $(STAMP): pyproject.toml setup.py simulator/codec/_wirec.c protocols/_rngc.c protocols/_prfc.c \
 		protocols/_dlapc.c protocols/_b2c.c protocols/_orderedc.c \
-		protocols/_safaric.c
+		protocols/_safaric.c simulator/session/_netc.c
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing ldpsim and its tools into $(VENV) (log: $(LOG))"
 	@$(PY) -m pip install --quiet --upgrade pip 'setuptools>=77' > $(LOG) 2>&1 || $(SHOW_LOG)

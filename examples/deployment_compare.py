@@ -7,6 +7,10 @@ Run the five scenarios, then this script (it reads their results directories; it
     for f in rank vote safari truth ethics; do ldpsim run deployment_$f; done
     python examples/deployment_compare.py --out deployment_compare.png
 
+With ``--curator-out``, also the figure of ``deployment_curator_link`` (run it first): the
+virtual run time, the dropout rate and the error rate against the curator's link capacity
+(each way), without a deadline and with a 0.2 s one.
+
 Top: the virtual run time and the dropout rate (offline or late) of every family against the
 deadline. Bottom: each family's headline metric against the deadline, with its level without
 a deadline dashed; bands are 95% confidence intervals over the repeats, stopped at the
@@ -82,15 +86,84 @@ def lines(results_dir: Path, metric: str) -> dict[str, dict]:
     return out
 
 
+#: the curator-link scenario's results directory, swept axis, and where its "no limit" is drawn
+CURATOR = "deployment_curator_link"
+CAPACITY = "deployment.curator_down_mbps"
+UNLIMITED_AT = 1e5
+
+
+def curator_lines(results_dir: Path) -> tuple[dict[str, dict], float]:
+    """Per deadline (its label): the capacities (no limit drawn at ``UNLIMITED_AT``) and the
+    run time, dropout rate and error rate (mean, 95% band) at each; and the wire bytes the
+    curator sends in a round (the mean over the runs of the first round's)."""
+    results = ldpsim.load(results_dir)
+    summary = results.summary()
+    low, high = declared_range(results, "error_rate")
+    out: dict[str, dict] = {}
+    for deadline, group in summary.groupby(DEADLINE, dropna=False, sort=True):
+        group = group.assign(cap=group[CAPACITY].fillna(UNLIMITED_AT)).sort_values("cap")
+        half = [1.96 * sd / math.sqrt(r) if r > 1 else 0.0
+                for sd, r in zip(group["error_rate_std"], group["repeats"], strict=True)]
+        lo, hi = band(group["error_rate_mean"].tolist(), half, low, high)
+        label = "no deadline" if deadline != deadline else f"deadline {deadline:g} s"
+        out[label] = {"cap": group["cap"].tolist(), "wall": group["virtual.wall_s"].tolist(),
+                      "drop": group["virtual.dropout_rate"].tolist(),
+                      "metric": group["error_rate_mean"].tolist(), "lo": lo, "hi": hi}
+    sent = [r["comm"]["per_round"][0]["wire_bytes_down"] for r in results]
+    return out, sum(sent) / len(sent)
+
+
+def curator_figure(results_dir: Path, out: str) -> None:
+    """The curator-link figure (see the module docstring) into ``out``."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    drawn, sent = curator_lines(results_dir)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    for j, (label, ln) in enumerate(drawn.items()):
+        style = dict(color=f"C{j}", marker="os"[j % 2], label=label)
+        axes[0].plot(ln["cap"], ln["wall"], **style)
+        axes[1].plot(ln["cap"], ln["drop"], **style)
+        axes[2].plot(ln["cap"], ln["metric"], **style)
+        axes[2].fill_between(ln["cap"], ln["lo"], ln["hi"], color=f"C{j}", alpha=0.15,
+                             linewidth=0)
+    caps = sorted({c for ln in drawn.values() for c in ln["cap"] if c < UNLIMITED_AT})
+    axes[0].plot(caps, [8e-6 * sent / c for c in caps], color="grey", linestyle=":",
+                 label=f"sending a round's {sent / 1e6:.0f} MB of queries")
+    ticks = [*caps, UNLIMITED_AT]
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f"{t:g}" for t in caps] + ["no limit"])
+        ax.set_xlabel("curator's link each way (Mbit/s)")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("virtual run time (s)")
+    axes[1].set_ylabel("dropout rate (offline or late)")
+    axes[2].set_ylabel("error_rate")
+    axes[0].legend(fontsize="small")
+    fig.suptitle("10^6 phones of the mobile trace, LDP-KwikSort:RR: when the curator's own "
+                 "link binds")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    print(f"wrote {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default="results", help="where the five directories are")
     ap.add_argument("--out", default="deployment_compare.png")
+    ap.add_argument("--curator-out", default=None,
+                    help=f"also draw {CURATOR}'s figure into this file")
     args = ap.parse_args()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    if args.curator_out:
+        curator_figure(Path(args.results) / CURATOR, args.curator_out)
 
     fig = plt.figure(figsize=(17, 8.5))
     grid = fig.add_gridspec(2, 10)

@@ -92,7 +92,9 @@ def scenario_rows(paths: list[Path]) -> list[list[str]]:
             rows.append([f"{path.stem} {rec['protocol']}", f"{rec['n_agents']:,}",
                          f"{t['wall_s']:.2f}", f"{t['curator_cpu_s'] + t['pools_cpu_s']:.2f}",
                          f"{rec['n_agents'] / t['wall_s']:,.0f}", "", "",
-                         f"agent {1e6 * t['agent_cpu_s_mean']:.1f} us ({t['agent_time_mode']}),"
+                         f"agent {1e6 * t['agent_cpu_s_mean']:.1f} us mean per agent, batch "
+                         f"({t['agent_time_mode']}; alone "
+                         f"{1e6 * t.get('agent_alone_cpu_s_mean', 0.0):.0f} us),"
                          f" up {c['bytes_up_per_agent_mean']:,.0f} B / down "
                          f"{c['bytes_down_per_agent_mean']:,.0f} B per agent, curator "
                          f"{t['curator_peak_rss_mb']:.0f} MB, pool "

@@ -29,8 +29,12 @@ COSTS: tuple[Metric, ...] = (
                                  "summed over the rounds (GRR over k values: log2 k, e.g. "
                                  "log2 d! for a ranking of d items): "
                                  "the cost the papers count, without the envelopes' framing"),
-    Metric("timing.agent_cpu_s_mean", "agent CPU time per agent", unit="s", low=0.0,
-           better="lower", about="the CPU one agent's randomizer took, over all its rounds"),
+    Metric("timing.agent_cpu_s_mean", "mean CPU per agent, batch", unit="s", low=0.0,
+           better="lower", about="the randomizer's CPU time over every agent it answered, "
+                                 "each batch's time shared by its agents (the vectorised "
+                                 "kernel's cost per agent, not what one phone spends; "
+                                 "timing.agent_alone_cpu_s_mean and _std: agents timed "
+                                 "alone)"),
     Metric("timing.wall_s", "run wall time", unit="s", low=0.0, better="lower",
            about="the whole run, from the curator's set-up to its output"),
     Metric("virtual.wall_s", "virtual run time", unit="s", low=0.0, better="lower",

@@ -8,12 +8,15 @@ models what they do to a round)::
     availability = 0.95         # a number replaces that column in every class
     round_deadline_s = [0.2, 0.5, 1, 2]   # a list is a sweep axis
     quota = 1.0                 # a round also ends once this share of its agents answered
+    curator_down_mbps = 1000    # the curator's own link, what it sends and what it receives
+    curator_up_mbps = 1000      #   (default inf: no limit)
 
 Without a trace the numbers make one class (defaults: no latency, unlimited bandwidth, speed
-1, always online). ``inf`` is allowed for a bandwidth and the deadline: no limit. The compute
-cost of each protocol's rounds comes from ``compute_costs.json`` beside the shipped scenarios
-(written by ``ldpsim bench --calibrate --write``), or ``compute`` (seconds per agent and round
-on a speed-1 device, or a JSON file of that form). Everything a run reads is resolved here,
+1, always online, no limit on the curator's link). ``inf`` is allowed for a bandwidth and
+the deadline: no limit. The compute cost of each protocol's rounds comes from
+``compute_costs.json`` beside the shipped scenarios (written by ``ldpsim bench --calibrate
+--write``), or ``compute`` (seconds per agent and round on a speed-1 device, or a JSON file of
+that form). Everything a run reads is resolved here,
 into its ``RunSpec.deployment``: the trace's rows and the protocol's costs travel with the run
 (a curator on another machine reads no file) and are part of the run's key.
 """
@@ -72,7 +75,18 @@ NUMBERS = {
                                     "inf: none"),
     "quota": _float("quota", low=0, low_open=True, high=1,
                     help="a round ends once this share of its asked agents answered"),
+    "curator_down_mbps": _float("curator_down_mbps", low=0.001, high=1e7,
+                                help="the curator's link for what it sends (every query and "
+                                     "broadcast of a round, one after the other), 1 kbit/s to "
+                                     "10 Tbit/s; inf: no limit"),
+    "curator_up_mbps": _float("curator_up_mbps", low=0.001, high=1e7,
+                              help="the curator's link for what it receives (every report of "
+                                   "a round), 1 kbit/s to 10 Tbit/s; inf: no limit"),
 }
+#: the curator's link: in every checked table (None: no limit), so that the runs of a
+#: deployment never share a key with those of the model before it had one (whose agents'
+#: links were drawn from a grid cut at 3.5 sigma)
+CURATOR = ("curator_down_mbps", "curator_up_mbps")
 #: a class's share of the agents (a trace's ``share`` column)
 SHARE = ParamSpec("share", "float", 1.0, low=0, high=1)
 #: seconds of compute per agent and round on a speed-1 device (``compute``, ``round_s``)
@@ -80,7 +94,7 @@ ROUND_S = ParamSpec("round_s", "float", 0.0, low=0, high=MAX_ROUND_S)
 #: a round's report numbers at calibration (a cost file's ``numbers``)
 CAL_NUMBERS = ParamSpec("numbers", "int", 0, low=0, high=MAX_NUMBERS)
 #: numbers that may be infinite (stored as None: no limit)
-UNBOUNDED = ("down_mbps", "up_mbps", "round_deadline_s")
+UNBOUNDED = ("down_mbps", "up_mbps", "round_deadline_s", *CURATOR)
 OTHER = {
     "trace": ParamSpec("trace", "str", "",
                        help="device classes: a CSV (class,share,<columns>) or a per-agent "
@@ -114,6 +128,8 @@ def check(table: Any, scenario_path: str | None) -> dict[str, Any]:
             v = table[k]
             out[k] = ([_number(spec, x) for x in _nonempty(k, v)] if isinstance(v, list)
                       else _number(spec, v))
+        elif k in CURATOR:
+            out[k] = None
     for k, spec in OTHER.items():
         if k in table:
             spec.check(table[k], f"[deployment] {k}")

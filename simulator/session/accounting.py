@@ -175,10 +175,20 @@ class Timing:
         "pools_ready_s": "of which: until every pool had connected and said it is ready",
         "curator_cpu_s": "the curator's CPU for the run",
         "pools_cpu_s": "all pools' CPU for the run: data generation, randomizers, codec",
-        "agent_cpu_s_mean": "one agent's CPU (exact mode: each call timed; amortised: a "
-                            "block's time over its agents), mean",
-        "agent_cpu_s_max": "... and max",
+        "agent_cpu_s_mean": "mean CPU per agent, batch: the randomizer's time over the "
+                            "agents it answered (amortised: each batch's time shared by its "
+                            "agents, the vectorised kernel's cost, not what one phone spends; "
+                            "exact: each agent's call timed alone)",
+        "agent_cpu_s_max": "amortised: the largest batch's mean per agent; exact: the most one "
+                           "agent's call took",
         "agent_time_mode": "exact or amortised",
+        "agent_alone_cpu_s_mean": "one agent's randomizer called alone, as a phone computes "
+                                  "its own report: mean over the agents timed so (amortised: "
+                                  "the first 2 of each round's first call in each pool; exact: "
+                                  "every agent; 0: none)",
+        "agent_alone_cpu_s_std": "... their standard deviation (the per-agent spread)",
+        "agent_alone_cpu_s_max": "... and max",
+        "agent_alone_samples": "how many agents were timed alone",
         "curator_peak_rss_mb": "the curator process's peak memory",
         "pool_peak_rss_mb": "the largest pool process's peak memory",
         "run_wall_s": "orchestrator, including process start",
@@ -205,16 +215,34 @@ class Timing:
             "agent_cpu_s_mean": cpu / calls if calls else 0.0,
             "agent_cpu_s_max": max((s.get("agent_cpu_s_max", 0.0) for s in stats), default=0.0),
             "agent_time_mode": "exact" if modes == {"exact"} else "amortised",
+            **alone_time(stats),
             "curator_peak_rss_mb": peak_rss_mb(),
             "pool_peak_rss_mb": max((s.get("peak_rss_mb", 0.0) for s in stats), default=0.0),
             **({} if self.network_s is None else {"network_s": self.network_s}),
         }
 
 
+def alone_time(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``timing`` entries of the agents timed alone (``AgentClock``), from the pools'
+    DONE ``stats``: their mean, standard deviation (of the sample) and largest seconds, and
+    how many."""
+    k = sum(s.get("agent_alone_calls", 0) for s in stats)
+    total = math.fsum(s.get("agent_alone_cpu_s", 0.0) for s in stats)
+    squares = math.fsum(s.get("agent_alone_cpu_s2", 0.0) for s in stats)
+    mean = total / k if k else 0.0
+    var = (squares - k * mean * mean) / (k - 1) if k > 1 else 0.0
+    return {"agent_alone_cpu_s_mean": mean, "agent_alone_cpu_s_std": math.sqrt(max(var, 0.0)),
+            "agent_alone_cpu_s_max": max((s.get("agent_alone_cpu_s_max", 0.0) for s in stats),
+                                         default=0.0),
+            "agent_alone_samples": k}
+
+
 #: A pool's DONE statistics: name -> (allowed types, whether it must be >= 0). Checked like
 #: reports; anything else rejects the whole DONE (the pool's agents still count).
 STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls": (int, True),
-         "agent_cpu_s_max": ((int, float), True), "pool_cpu_s": ((int, float), True),
+         "agent_cpu_s_max": ((int, float), True), "agent_alone_cpu_s": ((int, float), True),
+         "agent_alone_cpu_s2": ((int, float), True), "agent_alone_cpu_s_max": ((int, float), True),
+         "agent_alone_calls": (int, True), "pool_cpu_s": ((int, float), True),
          "peak_rss_mb": ((int, float), True), "refused": (int, True), "agents": (int, True),
          "epsilon_spent_max": ((int, float), True), "epsilon_spent_sum": ((int, float), True),
          "epsilon_lifetime_max": ((int, float), True)}
@@ -223,41 +251,71 @@ STATS = {"pool": (int, True), "agent_cpu_s": ((int, float), True), "agent_calls"
 class AgentClock:
     """The time a pool's agents take in the protocol's randomizer in one run
     (``PoolSession``): each call over a batch, its time shared by the batch's agents
-    (amortised), or each agent's call on its own (``exact``, ``agent_mode = "exact"``)."""
+    (amortised: the mean CPU per agent of a batch, not what one phone spends), or each
+    agent's call on its own (``exact``, ``agent_mode = "exact"``).
+
+    Amortised, the first ``ALONE`` agents of each round's first call are answered one at a
+    time, each call timed (``alone``): what one agent's randomizer takes when it computes
+    its own report alone, as a phone does, a sample of it per round and pool. Each agent is
+    still answered once, by the same randomizer (exact mode answers them all so): the
+    reports are the same bits."""
+
+    #: agents timed alone per round (amortised mode), from the round's first call
+    ALONE = 2
 
     def __init__(self, exact: bool = False) -> None:
         self.exact = exact
         self.cpu = 0.0  # seconds, summed over the calls
         self.cpu_max = 0.0  # the most one agent took (amortised: its share of a call)
         self.calls = 0  # agents answered
+        # the agents timed alone: their seconds, summed and squared, the most, how many
+        self.alone = [0.0, 0.0, 0.0, 0]
+        self._sampled: set[int] = set()  # the rounds whose sample is taken
 
-    def respond(self, respond: Any, block: Any, n: int) -> np.ndarray:
+    def respond(self, respond: Any, block: Any, n: int, rnd: int | None = None) -> np.ndarray:
         """The reports ``respond`` (the protocol's randomizer) makes for the ``n`` agents of
-        ``block``, timed."""
+        ``block``, timed; in round ``rnd`` (None: no sample alone)."""
+        k = 0
+        if not self.exact and rnd is not None and rnd not in self._sampled and n > 1:
+            self._sampled.add(rnd)
+            k = min(self.ALONE, n - 1)
         if self.exact:
-            parts = []
-            for i in range(n):
-                t = time.perf_counter()
-                r = respond(block.take(slice(i, i + 1)))
-                dt = time.perf_counter() - t
-                self.cpu += dt
-                self.cpu_max = max(self.cpu_max, dt)
-                parts.append(r)
-            reports = np.concatenate(parts)
-        else:
+            k = n
+        parts = [self._alone(respond, block.take(slice(i, i + 1))) for i in range(k)]
+        if k < n:
+            rest = block if k == 0 else block.take(slice(k, n))
             t = time.perf_counter()
-            reports = respond(block)
+            reports = respond(rest)
             dt = time.perf_counter() - t
             self.cpu += dt
-            self.cpu_max = max(self.cpu_max, dt / n)
-        self.calls += n
-        return np.asarray(reports)
+            self.cpu_max = max(self.cpu_max, dt / (n - k))
+            self.calls += n - k
+            parts.append(reports)
+        return np.asarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+    def _alone(self, respond: Any, one: Any) -> Any:
+        """One agent's report, its call timed on its own."""
+        t = time.perf_counter()
+        r = respond(one)
+        dt = time.perf_counter() - t
+        a = self.alone
+        a[0] += dt
+        a[1] += dt * dt
+        a[2] = max(a[2], dt)
+        a[3] += 1
+        if self.exact:
+            self.cpu += dt
+            self.cpu_max = max(self.cpu_max, dt)
+            self.calls += 1
+        return r
 
     def stats(self) -> dict[str, Any]:
         """The pool statistics' entries of the agents' time."""
         return {"agent_cpu_s": self.cpu, "agent_calls": self.calls,
                 "agent_cpu_s_max": self.cpu_max,
-                "agent_time_mode": "exact" if self.exact else "amortised"}
+                "agent_time_mode": "exact" if self.exact else "amortised",
+                "agent_alone_cpu_s": self.alone[0], "agent_alone_cpu_s2": self.alone[1],
+                "agent_alone_cpu_s_max": self.alone[2], "agent_alone_calls": self.alone[3]}
 
 
 def pool_stats(index: int, clock: AgentClock, cpu0: float, refused: int, agents: int,

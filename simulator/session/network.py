@@ -18,6 +18,10 @@ never slept:
   header per 1460-byte segment, as if each agent had a connection of its own), ``compute`` the
   protocol's calibrated cost of the round (``ldpsim bench --calibrate``, scaled by the report's
   numbers) -- never a live timing, so who is late is the same on every backend and machine.
+* **through the curator's own link** (``curator_down_mbps``, ``curator_up_mbps``; unlimited
+  by default, and then nothing changes): the curator sends the queries one after the other in
+  agent order and receives the reports one at a time, and an answer lands no earlier than the
+  curator's link lets it (``links``).
 * **when the round ends.** At the earliest of: the deadline (``round_deadline_s``); the
   arrival that completes the quota (``quota`` of the asked agents); the last online agent's
   arrival (the curator knows who is connected). Answers after the end are dropouts (cause
@@ -47,12 +51,18 @@ from ldpsim.protocols.accel import Accelerator
 from ldpsim.protocols.rng import bits, uniform, uniform_of
 from ldpsim.simulator.session.accounting import ZMTP_LONG, ZMTP_SHORT, ZMTP_SHORT_MAX
 from ldpsim.simulator.session.common import span
+from ldpsim.simulator.session.links import (  # noqa: F401 (normal_quantile: as before)
+    link_factors,
+    normal_quantile,
+    query_departures,
+    report_landings,
+)
 
 from ldpsim import environment
 
 #: the compiled arrival times (``_netc.c``: one pass, the same bits), or numpy's chunks
 ARRIVALS = Accelerator.load("arrivals", "ldpsim.simulator.session._netc", environment.NETWORK,
-                            "simulator/session/_netc.c")
+                            "simulator/session/_netc.c", needs=("arrival_times",))
 
 #: the transport's headers besides the ZMTP frame's (``accounting.zmtp_bytes``): TCP/IPv4
 #: headers (20 + 20 bytes) per segment of at most ``MSS`` payload bytes (``wire_bytes``)
@@ -61,10 +71,12 @@ TCPIP_HEADERS, MSS = 40, 1460
 COLUMNS = ("latency_ms", "down_mbps", "up_mbps", "spread", "speed", "availability")
 #: every default of a deployment, the one place one is spelled (``scenario.deployment``'s table
 #: reads them): no latency, no bandwidth limit (None), no spread, speed 1, always online, no
-#: deadline, the whole round answering, availability drawn each round
+#: deadline, the whole round answering, availability drawn each round, and no limit on the
+#: curator's own link either way
 DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "latency_ms": 0.0, "down_mbps": None, "up_mbps": None, "spread": 0.0, "speed": 1.0,
-    "availability": 1.0, "round_deadline_s": None, "quota": 1.0, "availability_per": "round"})
+    "availability": 1.0, "round_deadline_s": None, "quota": 1.0, "availability_per": "round",
+    "curator_down_mbps": None, "curator_up_mbps": None})
 #: the stream round of the device draws (fixed for a run; availability uses the round's)
 DEVICE_ROUND = 0
 
@@ -78,69 +90,21 @@ def wire_bytes(envelope: np.ndarray | int) -> np.ndarray | int:
     return int(out) if out.ndim == 0 else out
 
 
-#: Acklam's rational approximation of the normal quantile (relative error below 1.2e-9):
-#: the central region's numerator and denominator, the tails'
-_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
-      1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00)
-_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-      6.680131188771972e+01, -1.328068155288572e+01, 1.0)
-_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-      -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00)
-_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-      3.754408661907416e+00, 1.0)
-_P_LOW = 0.02425
-
-
 #: elements per pass of the arrival times' numpy path (its scratch arrays stay in cache)
 CHUNK = 1 << 15
-
-
-def _poly(coefs: tuple[float, ...], x: np.ndarray) -> np.ndarray:
-    """Horner's rule."""
-    out = np.full_like(x, coefs[0])
-    for c in coefs[1:]:
-        out *= x
-        out += c
-    return out
-
-
-def normal_quantile(u: np.ndarray) -> np.ndarray:
-    """The standard normal quantile of each u in (0, 1), by Acklam's rational approximation
-    (relative error below 1.2e-9): numpy only, so that the curator imports no SciPy."""
-    u = np.asarray(u, dtype=np.float64)
-    q = u - 0.5
-    r = q * q
-    out = _poly(_A, r)
-    out *= q
-    out /= _poly(_B, r)
-    tail = np.flatnonzero(np.abs(q) > 0.5 - _P_LOW)
-    if len(tail):
-        p = np.minimum(u[tail], 1.0 - u[tail])
-        t = np.sqrt(-2.0 * np.log(p))
-        x = _poly(_C, t) / _poly(_D, t)
-        out[tail] = np.where(u[tail] < 0.5, x, -x)
-    return out
-
-
-#: the levels of an agent's link quality: z is the standard normal quantile at the midpoint
-#: of one of this many equally likely bins (beyond +-3.4 sigma, the last bins hold it)
-LEVELS = 2048
-#: z of each level (``normal_quantile`` of the bins' midpoints)
-Z_LEVELS = normal_quantile((np.arange(LEVELS) + 0.5) / LEVELS)
 
 
 @dataclass(frozen=True)
 class Devices:
     """Every agent's device (agent ids 0 .. n - 1), held compactly: its class (``cls``) and
-    its link's quality level (``link``, None: every link at its class's median), and per
-    class the one-way latency, the seconds each byte takes down and up (0: no limit), the
-    compute time per second of the calibrated cost (1 / speed), the availability (None:
-    every agent always online) and ``factors``, exp(spread z) of each quality level. An
+    its link's factor (``factors``, exp(spread z) of its class's spread and its link quality
+    z; None: every link at its class's median), and per class the one-way latency, the
+    seconds each byte takes down and up (0: no limit), the compute time per second of the
+    calibrated cost (1 / speed) and the availability (None: every agent always online). An
     agent's latency and seconds per byte are its class's times its factor."""
 
     cls: np.ndarray
-    link: np.ndarray | None
-    factors: np.ndarray | None  # (classes, LEVELS), C order
+    factors: np.ndarray | None  # float64, one per agent
     latency: np.ndarray
     down_per_byte: np.ndarray
     up_per_byte: np.ndarray
@@ -149,12 +113,7 @@ class Devices:
 
     def factor(self, at: slice | np.ndarray) -> np.ndarray | None:
         """The link factors of the agents ``at`` selects (None: every one 1)."""
-        if self.link is None:
-            return None
-        flat = self.cls[at].astype(np.intp)
-        flat *= LEVELS
-        flat += self.link[at]
-        return np.take(self.factors.reshape(-1), flat)
+        return None if self.factors is None else self.factors[at]
 
     @property
     def latency_s(self) -> np.ndarray:
@@ -196,26 +155,25 @@ def _devices(fields: str, key: int, n: int) -> Devices:
     spec = {"classes": classes, "replay": replay, **dict(zip(COLUMNS, columns, strict=True))}
     dev = draw_devices({k: v for k, v in spec.items() if v is not None}, key,
                        np.arange(n, dtype=np.int64))
-    for a in (dev.cls, dev.link, dev.factors):
+    for a in (dev.cls, dev.factors):
         if a is not None:
             a.setflags(write=False)
     return dev
 
 
 def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devices:
-    """The devices of ``agents`` (ids) under ``spec``, from one 64-bit draw each of the
-    network's device stream ``key``: a class by share from its uniform (or agent id modulo the
-    rows of a per-agent trace, ``replay``), and from its low 11 bits, which that uniform
-    does not use, a link-quality level: z ~ N(0, 1) at one of ``LEVELS`` equally likely
-    levels. The agent's latency is its class's median times exp(spread z), its bandwidths the
-    medians divided by it (a poor link is poor every way)."""
+    """The devices of ``agents`` (ids) under ``spec``, from the first two 64-bit draws of
+    each on the network's device stream ``key``: a class by share from the first's uniform
+    (or agent id modulo the rows of a per-agent trace, ``replay``), and from the second a
+    link quality z ~ N(0, 1) drawn from the distribution itself (``links.link_z``). The
+    agent's latency is its class's median times exp(spread z), its bandwidths the medians
+    divided by it (a poor link is poor every way)."""
     cols = class_columns(spec)
     agents = np.asarray(agents, dtype=np.int64)
     k = len(cols["share"])
     small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
-    b = bits(key, agents, DEVICE_ROUND, 1)[:, 0]
     spread = cols["spread"]
-    link = (b & np.uint64(LEVELS - 1)).astype(np.uint16) if spread.any() else None
+    b = bits(key, agents, DEVICE_ROUND, 1)
     if spec.get("replay"):
         cls = (agents % k).astype(small)
     else:  # the class whose share interval holds the draw's uniform (``rng.uniform_of``),
@@ -225,13 +183,19 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
         edges /= edges[-1]
         cls = np.zeros(len(agents), dtype=small)
         for e in edges[:-1]:
-            cls += b >= np.uint64(_draw_threshold(float(e)))
-    factors = None if link is None else np.ascontiguousarray(np.exp(np.outer(spread,
-                                                                             Z_LEVELS)))
+            cls += b[:, 0] >= np.uint64(_draw_threshold(float(e)))
+    factors = _link_factors(key, agents, spread, cls) if spread.any() else None
     avail = cols["availability"]
-    return Devices(cls, link, factors, cols["latency_ms"] / 1e3,
+    return Devices(cls, factors, cols["latency_ms"] / 1e3,
                    8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
                    1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+
+
+def _link_factors(key: int, agents: np.ndarray, spread: np.ndarray, cls: np.ndarray
+                  ) -> np.ndarray:
+    """exp(spread z) of each agent: its class's ``spread`` and its link quality z
+    (``links.link_factors`` of its second draw on the device stream ``key``)."""
+    return link_factors(bits(key, agents, DEVICE_ROUND, 1, offset=1).reshape(-1), cls, spread)
 
 
 def _draw_threshold(e: float) -> int:
@@ -278,9 +242,8 @@ def completion_times(dev: Devices, at: slice | np.ndarray, down: np.ndarray, bro
     out = np.empty(n) if out is None else out[:n]
     if ARRIVALS.module is not None and isinstance(at, slice) and down.dtype == np.int32 \
             and up.dtype == np.int32 and dev.cls.dtype in (np.uint8, np.uint16):
-        sums = ARRIVALS.module.arrivals(
-            dev.cls[at], dev.cls.dtype == np.uint16,
-            None if dev.link is None else dev.link[at], dev.factors, LEVELS, down, up,
+        sums = ARRIVALS.module.arrival_times(
+            dev.cls[at], dev.cls.dtype == np.uint16, dev.factor(at), down, up,
             np.ascontiguousarray(dev.down_per_byte), np.ascontiguousarray(dev.up_per_byte),
             2.0 * dev.latency, compute_s * dev.slowness if compute_s else None,
             float(wire_bytes(broadcast)) if broadcast else 0.0, out)
@@ -395,6 +358,10 @@ class DeploymentModel:
     quota: float
     #: availability drawn once per run (else each round)
     per_run: bool
+    #: the curator's link: seconds per byte of what it sends (the queries and broadcasts)
+    #: and of what it receives (the reports); 0: no limit (``links``)
+    curator_down_s: float = 0.0
+    curator_up_s: float = 0.0
 
     @classmethod
     def of(cls, spec: Mapping[str, Any], keys: tuple[int, int]) -> DeploymentModel:
@@ -402,11 +369,18 @@ class DeploymentModel:
         return cls(spec=spec, keys=(int(keys[0]), int(keys[1])),
                    deadline=spec.get("round_deadline_s"),
                    quota=float(spec.get("quota", DEFAULTS["quota"])),
-                   per_run=spec.get("availability_per", DEFAULTS["availability_per"]) == "run")
+                   per_run=spec.get("availability_per", DEFAULTS["availability_per"]) == "run",
+                   curator_down_s=_seconds_per_byte(spec.get("curator_down_mbps")),
+                   curator_up_s=_seconds_per_byte(spec.get("curator_up_mbps")))
 
     def network(self, n: int) -> Network:
         """The network of a run of ``n`` agents under this model."""
         return Network(self, n)
+
+
+def _seconds_per_byte(mbps: float | None) -> float:
+    """The seconds a byte takes on a link of ``mbps`` Mbit/s (None or inf: 0, no limit)."""
+    return 0.0 if mbps is None or math.isinf(mbps) else 8e-6 / float(mbps)
 
 
 def deployment_model(spec: Mapping[str, Any], keys: Any) -> DeploymentModel | None:
@@ -509,6 +483,8 @@ class Network:
         every = completion_times(self.devices, span(agents), rnd.down, rnd.broadcast, rnd.up,
                                  compute_seconds(model.spec, rnd.number, rnd.numbers),
                                  self._times, wire)
+        if model.curator_down_s or model.curator_up_s:
+            wire[2] = self._through_curator(rnd, every)
         times = every if everyone_reported else every[reported]
         n_online = len(agents) if online is None else int(online.sum())
         everyone = everyone_reported or rnd.answered >= n_online
@@ -539,6 +515,34 @@ class Network:
         self.late += n_late
         self.elapsed += time.perf_counter() - t0
         return late, record
+
+    def _through_curator(self, rnd: RoundTraffic, times: np.ndarray) -> float:
+        """Shift the round's arrival ``times`` (per row, in place) by the curator's own link
+        (``links``): each query leaves it in agent order, each report lands no faster than
+        its link takes them. Returns the latest time (-inf: none)."""
+        model, dev, at = self.model, self.devices, span(rnd.agents)
+        if model.curator_down_s:
+            sent = wire_bytes(rnd.down)
+            if rnd.broadcast:  # to every online agent, a message of its own
+                bc = wire_bytes(rnd.broadcast)
+                sent += bc if rnd.online is None else np.where(rnd.online, bc, 0)
+            # its own link's time for the query (``completion_times``'s first term)
+            own = wire_bytes(rnd.down).astype(np.float64)
+            if rnd.broadcast:
+                own += float(wire_bytes(rnd.broadcast))
+            own *= np.take(dev.down_per_byte, dev.cls[at])
+            f = dev.factor(at)
+            if f is not None:
+                own *= f
+            wait = query_departures(sent, model.curator_down_s)
+            wait -= own
+            np.maximum(wait, 0.0, out=wait)
+            times += wait
+        if model.curator_up_s:
+            rows = np.flatnonzero(rnd.up > 0)
+            times[rows] = report_landings(times[rows], wire_bytes(rnd.up[rows]),
+                                          model.curator_up_s)
+        return float(times.max()) if len(times) else -math.inf
 
     def summary(self) -> dict[str, Any]:
         """The run's virtual totals: its wall time, dropouts by cause, and the share of the

@@ -375,7 +375,7 @@ class PoolSession:
         rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
         bcast = self.broadcasts.get(rnd)
         block = self.bound.block(rnd, rows, ids, self._agent_keys(ids), queries, bcast)
-        reports = self.clock.respond(self.protocol.respond, block, len(ids))
+        reports = self.clock.respond(self.protocol.respond, block, len(ids), rnd)
         return report_frames(self.run, rnd, ids, reports, firsts, refusals,
                              self.limits.max_frame_bytes)
 

@@ -89,16 +89,24 @@ def protocols_of(raw: dict) -> list[str]:
 
 def expected_run_count(raw: dict) -> int:
     """protocols × data grid × (the protocol's own) params grid × colluders sweep × repeats,
-    computed from raw."""
-    data_axes = [len(v) for v in raw["data"].values() if isinstance(v, list)]
+    computed from raw; the keys of a ``[sweep] paired`` group are one axis."""
+    groups = raw.get("sweep", {}).get("paired", [])
+    paired = {k for g in groups for k in g}
+    data_axes = [len(v) for k, v in raw["data"].items()
+                 if isinstance(v, list) and f"data.{k}" not in paired]
     colluders = raw.get("collusion", {}).get("colluders")
     data_axes += [len(colluders) if isinstance(colluders, list) else 1]
-    data_axes += [len(v) for v in raw.get("deployment", {}).values() if isinstance(v, list)]
+    data_axes += [len(v) for k, v in raw.get("deployment", {}).items()
+                  if isinstance(v, list) and f"deployment.{k}" not in paired]
+    section = {f"{t}.{k}": v for t in ("data", "params", "deployment")
+               for k, v in raw.get(t, {}).items()}
+    data_axes += [len(section[g[0]]) for g in groups]
     total = 0
     for p in protocols_of(raw):
         accepted = PROTOCOLS[p].params
         axes = data_axes + [len(v) for k, v in raw.get("params", {}).items()
-                            if k in accepted and isinstance(v, list)]
+                            if k in accepted and isinstance(v, list)
+                            and f"params.{k}" not in paired]
         total += math.prod(axes) * raw.get("repeats", 1)
     return total
 

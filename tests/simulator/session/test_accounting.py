@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from ldpsim.protocols.local import example_data
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import CommStats, Limits, Timing
@@ -134,3 +135,67 @@ def test_one_size_for_every_agent_counts_and_widens_as_an_array_of_it():
         assert one.down.dtype == each.down.dtype
         assert one.down.tolist() == each.down.tolist()
     assert one.down.dtype == np.int64
+
+
+class _Block:
+    """A stand-in for a bound block of agents: ``take`` keeps a slice of its ids."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+
+    def take(self, sl: slice) -> _Block:
+        return _Block(self.ids[sl])
+
+
+def test_the_clock_times_a_sample_alone_per_round_and_answers_every_agent_once():
+    """Amortised: the first ``ALONE`` agents of a round's first call are answered one at a
+    time, the rest as one batch (later calls of the round: one batch); each agent once, in
+    order. Exact: every agent alone."""
+    from ldpsim.simulator.session.accounting import AgentClock, alone_time
+
+    seen = []
+
+    def respond(block):
+        seen.append(len(block.ids))
+        return block.ids * 10
+
+    clock = AgentClock()
+    ids = np.arange(100, 110)
+    assert clock.respond(respond, _Block(ids), 10, rnd=0).tolist() == (ids * 10).tolist()
+    assert seen == [1] * AgentClock.ALONE + [10 - AgentClock.ALONE]
+    seen.clear()
+    assert clock.respond(respond, _Block(ids), 10, rnd=0).tolist() == (ids * 10).tolist()
+    assert seen == [10]  # the round's sample is taken
+    seen.clear()
+    clock.respond(respond, _Block(ids[:2]), 2, rnd=1)
+    assert seen == [1, 1]  # a call of 2: one alone, the rest (one) as the batch
+    st = clock.stats()
+    assert st["agent_alone_calls"] == AgentClock.ALONE + 1
+    assert st["agent_calls"] == 10 - AgentClock.ALONE + 10 + 1
+    assert st["agent_alone_cpu_s_max"] <= st["agent_alone_cpu_s"]
+    exact = AgentClock(exact=True)
+    seen.clear()
+    assert exact.respond(respond, _Block(ids), 10, rnd=0).tolist() == (ids * 10).tolist()
+    assert seen == [1] * 10
+    st = exact.stats()
+    assert st["agent_alone_calls"] == st["agent_calls"] == 10
+    assert st["agent_alone_cpu_s"] == st["agent_cpu_s"]
+    both = alone_time([{"agent_alone_calls": 2, "agent_alone_cpu_s": 3.0,
+                        "agent_alone_cpu_s2": 5.0, "agent_alone_cpu_s_max": 2.0},
+                       {"agent_alone_calls": 1, "agent_alone_cpu_s": 3.0,
+                        "agent_alone_cpu_s2": 9.0, "agent_alone_cpu_s_max": 3.0}])
+    assert both["agent_alone_samples"] == 3 and both["agent_alone_cpu_s_mean"] == 2.0
+    assert both["agent_alone_cpu_s_std"] == pytest.approx(1.0)  # the sample 1, 2, 3
+    assert both["agent_alone_cpu_s_max"] == 3.0
+
+
+def test_a_run_times_a_sample_of_agents_alone_in_every_round_and_pool():
+    res = _run()
+    t = res["timing"]
+    rounds, pools = len(res["comm"]["per_round"]), 2
+    from ldpsim.simulator.session.accounting import AgentClock
+
+    assert t["agent_time_mode"] == "amortised"
+    assert t["agent_alone_samples"] == AgentClock.ALONE * rounds * pools
+    assert 0 < t["agent_alone_cpu_s_mean"] <= t["agent_alone_cpu_s_max"]
+    assert t["agent_alone_cpu_s_std"] >= 0
