@@ -254,17 +254,23 @@ class AgentClock:
     (amortised: the mean CPU per agent of a batch, not what one phone spends), or each
     agent's call on its own (``exact``, ``agent_mode = "exact"``).
 
-    Amortised, the first ``ALONE`` agents of each round's first call are answered one at a
-    time, each call timed (``alone``): what one agent's randomizer takes when it computes
-    its own report alone, as a phone does, a sample of it per round and pool. Each agent is
-    still answered once, by the same randomizer (exact mode answers them all so): the
-    reports are the same bits."""
+    Amortised, the first ``ALONE`` agents of each round's first call of at least
+    ``alone_min`` agents are answered one at a time, each call timed (``alone``): what one
+    agent's randomizer takes when it computes its own report alone, as a phone does, a sample
+    of it per round and pool. A smaller call is not sampled: there the randomizer's fixed cost
+    per call is most of the batch's, so two more calls would add a large share to the run
+    (tiny runs: 2-3x the randomizer's time) for a figure that the batch mean already gives
+    within that fixed cost. Each agent is still answered once, by the same randomizer (exact
+    mode answers them all so): the reports are the same bits."""
 
     #: agents timed alone per round (amortised mode), from the round's first call
     ALONE = 2
+    #: the fewest agents a call must answer to be sampled alone (amortised mode)
+    ALONE_MIN = 256
 
-    def __init__(self, exact: bool = False) -> None:
+    def __init__(self, exact: bool = False, alone_min: int = ALONE_MIN) -> None:
         self.exact = exact
+        self.alone_min = alone_min
         self.cpu = 0.0  # seconds, summed over the calls
         self.cpu_max = 0.0  # the most one agent took (amortised: its share of a call)
         self.calls = 0  # agents answered
@@ -276,7 +282,8 @@ class AgentClock:
         """The reports ``respond`` (the protocol's randomizer) makes for the ``n`` agents of
         ``block``, timed; in round ``rnd`` (None: no sample alone)."""
         k = 0
-        if not self.exact and rnd is not None and rnd not in self._sampled and n > 1:
+        if (not self.exact and rnd is not None and rnd not in self._sampled and n > 1
+                and n >= self.alone_min):
             self._sampled.add(rnd)
             k = min(self.ALONE, n - 1)
         if self.exact:

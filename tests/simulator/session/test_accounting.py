@@ -18,9 +18,12 @@ from tests.conftest import ROOT
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 
 
-def _run() -> dict:
-    cfg = {"protocol": "ldp_kwiksort_rr", "params": {}, "data": example_data("ldp_kwiksort_rr"),
-           "seed": 3, "pools": 2, "batch": 16, "collusion": {"colluders": 0, "curator": True},
+def _run(n: int | None = None) -> dict:
+    data = example_data("ldp_kwiksort_rr")
+    if n is not None:
+        data = {**data, "n": n}
+    cfg = {"protocol": "ldp_kwiksort_rr", "params": {}, "data": data, "seed": 3, "pools": 2,
+           "batch": 16 if n is None else n, "collusion": {"colluders": 0, "curator": True},
            "faults": []}
     return run_inproc(cfg, Limits(timeout_s=20))
 
@@ -159,8 +162,12 @@ def test_the_clock_times_a_sample_alone_per_round_and_answers_every_agent_once()
         seen.append(len(block.ids))
         return block.ids * 10
 
-    clock = AgentClock()
     ids = np.arange(100, 110)
+    small = AgentClock()  # a call below ALONE_MIN agents: nobody alone
+    assert small.respond(respond, _Block(ids), 10, rnd=0).tolist() == (ids * 10).tolist()
+    assert seen == [10] and small.stats()["agent_alone_calls"] == 0
+    seen.clear()
+    clock = AgentClock(alone_min=2)
     assert clock.respond(respond, _Block(ids), 10, rnd=0).tolist() == (ids * 10).tolist()
     assert seen == [1] * AgentClock.ALONE + [10 - AgentClock.ALONE]
     seen.clear()
@@ -190,11 +197,11 @@ def test_the_clock_times_a_sample_alone_per_round_and_answers_every_agent_once()
 
 
 def test_a_run_times_a_sample_of_agents_alone_in_every_round_and_pool():
-    res = _run()
-    t = res["timing"]
-    rounds, pools = len(res["comm"]["per_round"]), 2
     from ldpsim.simulator.session.accounting import AgentClock
 
+    res = _run(n=4 * AgentClock.ALONE_MIN)  # two pools' calls of at least ALONE_MIN agents
+    t = res["timing"]
+    rounds, pools = len(res["comm"]["per_round"]), 2
     assert t["agent_time_mode"] == "amortised"
     assert t["agent_alone_samples"] == AgentClock.ALONE * rounds * pools
     assert 0 < t["agent_alone_cpu_s_mean"] <= t["agent_alone_cpu_s_max"]
