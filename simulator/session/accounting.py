@@ -266,7 +266,7 @@ class AgentClock:
     #: agents timed alone per round (amortised mode), from the round's first call
     ALONE = 2
     #: the fewest agents a call must answer to be sampled alone (amortised mode)
-    ALONE_MIN = 256
+    ALONE_MIN = 1000
 
     def __init__(self, exact: bool = False, alone_min: int = ALONE_MIN) -> None:
         self.exact = exact
