@@ -273,6 +273,9 @@ REPRODUCE: tuple[Option, ...] = (
         help="override a key of every scenario, e.g. repeats=2 for a quick look"),
     opt("--jobs", type=_jobs, dest="run_jobs", metavar="N",
         help="runs executed at once (runtime.jobs; default: each scenario's)"),
+    opt("--style", choices=STYLES, default="paper",
+        help="the figures' style (plot.style of every scenario): paper (default: vector PDF "
+             "and SVG at a column's width, as a paper prints them) or notebook"),
     opt("--no-progress", action="store_true", help="no progress bar"),
     DATA_DIR,
 )

@@ -126,3 +126,20 @@ def test_list_gives_each_papers_measured_time(capsys: pytest.CaptureFixture[str]
         assert lines[at + 1 + i].split() == [
             paper, str(len(mine)), "scenarios", str(sum(v["runs"] for v in mine)), "runs",
             *("~" + duration_text(sum(v["seconds"] for v in mine))).split()], lines[at + 1 + i]
+
+
+def _plot_style(scenario_dir: Path) -> Any:
+    stored = json.loads((scenario_dir / "scenario.json").read_text(encoding="utf-8"))
+    return stored["plot"]["style"]
+
+
+@pytest.mark.parametrize("style", [None, "notebook"])
+def test_a_paper_is_reproduced_in_the_paper_style_unless_told(tmp_path: Path,
+                                                               style: str | None) -> None:
+    """``ldpsim reproduce`` draws a paper's figures as a paper prints them (``plot.style =
+    "paper"``) unless ``--style notebook`` says otherwise."""
+    out = tmp_path / "rep"
+    extra = [] if style is None else ["--style", style]
+    assert cli.main(["reproduce", "002", "--out", str(out), *QUICK, *extra]) == 0
+    for name in papers()["paper002"]:
+        assert _plot_style(out / "paper002" / name) == (style or "paper")
