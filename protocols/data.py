@@ -43,6 +43,13 @@ class Dataset(ABC):
     def truth(self) -> dict[str, Any]:
         """The ground truth the orchestrator scores an output against (never the curator)."""
 
+    def truth_from_run(self, protocol: Any) -> bool:
+        """Whether a run of ``protocol`` on this data set leaves, in the memory of the process
+        its agents run in, the costly part of ``truth`` (a per-agent result both compute, kept
+        by the family): computed in that process after the run, the truth then costs little,
+        and computed beside the run it would repeat the run's work. Default: False."""
+        return False
+
     def with_keys(self, keys: DataKeys) -> Dataset:
         """The same data set drawing its rows with ``keys`` (the keys it was built with, a
         block's data keys computed already: ``DataKeys.with_cache``), without building it

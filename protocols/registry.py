@@ -10,15 +10,15 @@ from typing import Any
 
 from ldpsim.protocols.base import ParamError, Protocol
 from ldpsim.protocols.data import DataKind, Dataset
+from ldpsim.protocols.families import BUILTIN, family_of_kind, family_of_protocol
 from ldpsim.protocols.keys import DataKeys
 
-#: The built-in families, each a package exposing ``PROTOCOLS`` and ``KINDS``.
-BUILTIN = ("ldpsim.protocols.rank", "ldpsim.protocols.truth", "ldpsim.protocols.vote",
-           "ldpsim.protocols.safari", "ldpsim.protocols.ethics")
 #: The entry-point group third-party families register under.
 ENTRY_POINT_GROUP = "ldpsim.families"
 
 _REGISTRY: tuple[dict[str, Protocol], dict[str, DataKind]] | None = None
+#: the protocols handed to this process (``use``), ahead of the built-in ones of their names
+_USED: dict[str, Protocol] = {}
 
 
 def _add(origin: str, family: Any, protocols: dict[str, Protocol],
@@ -73,6 +73,7 @@ def _registry() -> tuple[dict[str, Protocol], dict[str, DataKind]]:
             _add(name, import_module(name), protocols, kinds, builtin=True)
         for origin, family in _plugins():
             _add(origin, family, protocols, kinds, builtin=False)
+        protocols.update(_USED)
         _REGISTRY = (protocols, kinds)
     return _REGISTRY
 
@@ -89,6 +90,15 @@ def register_family(family: Any, origin: str = "") -> None:
             _add(origin or repr(family), family, protocols, kinds, builtin=False)
         except RuntimeWarning as exc:
             raise ParamError(str(exc)) from None
+
+
+def use(protocol: Protocol) -> None:
+    """Make ``get_protocol(protocol.name)`` give ``protocol`` in this process, without building
+    the registry: a curator process is handed its orchestrator's protocol object (a plugin's,
+    or one registered at run time) and looks up no other."""
+    _USED[protocol.name] = protocol
+    if _REGISTRY is not None:
+        _REGISTRY[0][protocol.name] = protocol
 
 
 def protocols() -> dict[str, Protocol]:
@@ -109,14 +119,48 @@ def _named(table: dict[str, Any], name: str, where: str) -> Any:
         raise ParamError(f"{where} {name!r}; allowed: {', '.join(sorted(table))}") from None
 
 
+def _builtin(name: str, which: int) -> Any:
+    """The protocol (``which`` 0) or data kind (1) named ``name`` before the registry is built:
+    one handed to this process (``use``), else a built-in one from its family alone; None when
+    ``name`` is neither or the registry is built (it answers then, with anything registered in
+    it since)."""
+    if _REGISTRY is not None:
+        return None
+    if not which and name in _USED:
+        return _USED[name]
+    family = family_of_kind(name) if which else family_of_protocol(name)
+    if family is None:
+        return None
+    module = import_module(family)
+    if which:
+        return module.KINDS.get(name)
+    return next((p for p in module.PROTOCOLS if p.name == name), None)
+
+
 def get_protocol(name: str) -> Protocol:
     """The protocol registered under ``name``, or a ParamError listing the allowed names."""
-    return _named(_registry()[0], name, "protocol: unknown protocol")
+    found = _builtin(name, 0)
+    return found if found is not None else _named(_registry()[0], name,
+                                                  "protocol: unknown protocol")
 
 
 def get_data_kind(name: str) -> DataKind:
     """The data kind registered under ``name``, or a ParamError listing the allowed kinds."""
-    return _named(_registry()[1], name, "[data] kind: unknown data kind")
+    found = _builtin(name, 1)
+    return found if found is not None else _named(_registry()[1], name,
+                                                  "[data] kind: unknown data kind")
+
+
+def is_protocol(name: str) -> bool:
+    """Whether a protocol is registered under ``name`` (a built-in name: its family alone
+    imported)."""
+    return _builtin(name, 0) is not None or name in _registry()[0]
+
+
+def is_data_kind(name: str) -> bool:
+    """Whether a data kind is registered under ``name`` (a built-in kind: its family alone
+    imported)."""
+    return _builtin(name, 1) is not None or name in _registry()[1]
 
 
 def build_data(section: dict[str, Any], keys: DataKeys | int) -> Dataset:

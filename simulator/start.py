@@ -82,6 +82,20 @@ def _starts_curator(where: tuple[str, str] | None) -> bool:
 
 def where_runs(argv: list[str]) -> tuple[str, str] | None:
     """(backend, executor) of an ``ldpsim run`` ``argv``, None when it is no run or in doubt."""
+    hint = _run_hint(argv)
+    return None if hint is None else hint[:2]
+
+
+def run_protocols(argv: list[str]) -> list[str] | None:
+    """The protocols of an ``ldpsim run`` ``argv`` (the scenario's ``protocol`` or
+    ``protocols``, after the ``--set`` overrides), None when it is no run or in doubt."""
+    hint = _run_hint(argv)
+    return None if hint is None else hint[2]
+
+
+def _run_hint(argv: list[str]) -> tuple[str, str, list[str] | None] | None:
+    """(backend, executor, protocols or None) of an ``ldpsim run`` ``argv``, None when it is
+    no run or in doubt."""
     if not argv or argv[0] != "run":
         return None
     try:
@@ -91,7 +105,23 @@ def where_runs(argv: list[str]) -> tuple[str, str] | None:
         executor = args.executor or _setting(raw, args.set, "runtime", "executor")
     except (Exception, SystemExit):  # argparse exits on what it cannot parse
         return None
-    return str(backend or DEFAULT_BACKEND), str(executor or "local")
+    return str(backend or DEFAULT_BACKEND), str(executor or "local"), _protocols(raw, args.set)
+
+
+def _protocols(raw: dict[str, Any], overrides: list[str]) -> list[str] | None:
+    """The scenario's protocol names after the ``--set`` overrides (the last one wins), None
+    when they are not a name or a list of names."""
+    names = raw.get("protocols", raw.get("protocol"))
+    for text in overrides:
+        k, _, v = text.partition("=")
+        if k.strip() in ("protocol", "protocols"):
+            try:
+                names = tomllib.loads(f"v = {v.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                names = v.strip()  # a bare word, as the scenario's reader takes it
+    names = [names] if isinstance(names, str) else names
+    ok = isinstance(names, list) and names and all(isinstance(n, str) for n in names)
+    return list(names) if ok else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = options.data_dir_of(argv)
     if data_dir:  # before the fork server begins: every process it starts reads it
         os.environ[environment.DATA] = str(Path(data_dir).expanduser().resolve())
-    where = where_runs(argv)
+    hint = _run_hint(argv)
+    where = None if hint is None else hint[:2]
     if _starts_curator(where):
-        from ldpsim.simulator.backends.launch import start_fork_server
+        from ldpsim.simulator.backends.launch import preload_for, start_fork_server
 
         with contextlib.suppress(Exception):  # it starts with the first curator otherwise
+            preload_for(hint[2])  # the run's own families, not every one
             start_fork_server()
     # the command line imports numpy and the simulator: after the fork server has begun
     from ldpsim.simulator.cli import main as cli_main

@@ -324,6 +324,10 @@ LAZY: dict[str, tuple[str, tuple[str, ...]]] = {
     # the leakage attacks (the audit room, scipy.special) only for a run that asks for them
     "ldpsim.simulator.sweep.execute": (
         _CLI + "test_run_imports_only_what_it_uses", ("ldpsim.simulator.audit.leakage",)),
+    # a sweep's figures' modules when it draws figures, the Dask executor's on Dask only
+    "ldpsim.simulator.sweep.runner": (
+        "tests/test_startup.py::test_a_run_imports_its_own_family_and_no_figure_or_dask_module",
+        ("ldpsim.simulator.results.plots", "ldpsim.simulator.sweep.engine_dask")),
     # the audit room (scipy.special) only for ldpsim.audit
     "ldpsim.api": ("tests/test_api.py::test_the_api_imports_no_audit_and_no_heavy_library",
                    ("ldpsim.simulator.audit",)),

@@ -205,6 +205,13 @@ class PairwiseChoices(Dataset):
         return self.alt_sd * g.standard_normal((self.test_instances, self.test_alternatives,
                                                 self.d))
 
+    def truth_from_run(self, protocol: Any) -> bool:
+        """A run that solves every voter's Eq. (3) (``solves_eq3``) keeps the estimates in
+        ``memo.MLE`` beside the voters' records, all of them when they fit its budget: then
+        ``truth`` reads them there instead of solving again."""
+        kept = 8 * (1 + self.records * self.d + self.d)  # a voter's fingerprint, records, result
+        return bool(getattr(protocol, "solves_eq3", False)) and self.n * kept <= memo.VOTER_BYTES
+
     def truth(self) -> dict[str, Any]:
         """beta_bar (average Eq. 3 estimate), the generating mean, the test set, diagnostics."""
         tot_mle = np.zeros(self.d)

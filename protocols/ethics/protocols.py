@@ -125,6 +125,9 @@ class _EthicsProtocol(Protocol):
                about="Theorem 2's quantity in the max norm"))
     #: Figs. 4-5 show the accuracy of the learned model on held-out decisions
     figure_metrics = ("accuracy",)
+    #: whether a run solves every voter's Eq. (3) estimate (``voter_mle``), as the ground
+    #: truth does (``PairwiseChoices.truth_from_run``)
+    solves_eq3 = True
 
     @property
     def unit(self) -> str:
@@ -394,6 +397,7 @@ class RLDPFunctional(VLDP):
                                   help="voters release the solution or the noisy coefficients")}
     level = "record"
     mechanism = "functional_mechanism"
+    solves_eq3 = False  # the voters solve their noisy objectives, never Eq. (3)
 
     def resolve(self, params, public):
         out = super().resolve(params, public)

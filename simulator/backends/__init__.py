@@ -41,6 +41,9 @@ class Backend(ABC):
     #: odometer across a sweep (``AgentPolicy.spent``); not the hosts backend's long-lived
     #: pools, whose own ledger spans their whole life
     one_run_pools: bool = True
+    #: whether a run's agents compute in this process (what they keep stays here: the
+    #: orchestrator computes a ground truth the run leaves here after it, not beside it)
+    agents_here: bool = False
 
     @classmethod
     def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> Backend:
@@ -89,6 +92,7 @@ class InprocBackend(Backend):
     """Curator and pools in this process (``simulator.backends.inproc``)."""
 
     name = "inproc"
+    agents_here = True
 
     def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.backends.inproc import run_inproc

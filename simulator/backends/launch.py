@@ -14,8 +14,9 @@ it begins earlier: ``start_fork_server`` begins it without waiting for it, and `
 calls it before it imports the simulator when the run's backend starts a curator process
 (``simulator.start``), so the fork server imports while the command line does.
 
-This module imports nothing heavy (the standard library only), so that the command line can
-start the fork server before numpy is imported.
+This module imports nothing heavy (the standard library and the built-in families' names,
+``protocols.families``), so that the command line can start the fork server before numpy is
+imported, preloading the families of the run's protocols only (``preload_for``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ import signal
 import sys
 from pathlib import Path
 
+from ldpsim.protocols.families import family_of_protocol
+
 #: What the fork server imports once, so that each curator process it forks starts with them:
-#: the curator's loop, the protocol families (the curator looks its protocol up in the
-#: registry; ``protocols.registry.BUILTIN``, named here so that this module imports no numpy),
+#: the curator's loop, the protocol families (``protocols.families.BUILTIN``, named here;
+#: ``ldpsim run`` narrows them to its scenario's own with ``preload_for``),
 #: the entry points of plugin families, and ``numpy.random``, which numpy 2 imports on first
 #: use (a curator's own Generator, ``protocols.rng.party_generator``: about 10 ms of every
 #: run's curator otherwise).
@@ -43,6 +46,28 @@ PRELOAD = ("ldpsim.simulator.backends.transport",
 #: the context curator processes start in (``simulator.backends.transport``)
 CURATOR_CTX = mp.get_context("forkserver")
 CURATOR_CTX.set_forkserver_preload(list(PRELOAD))
+
+
+def preload_for(protocols: list[str] | None) -> list[str]:
+    """Have the fork server, when it starts, preload only what curators of ``protocols`` use:
+    the transport, the families of those built-in protocols and ``numpy.random``, not the
+    other families nor ``importlib.metadata`` (a curator is handed its protocol object,
+    ``registry.use``, and builds no registry). None, or a name that is no built-in protocol's
+    (a plugin's), keeps ``PRELOAD``. A curator of another protocol still runs: it imports its
+    family when it starts. Returns the modules it will preload.
+
+    Parameters
+    ----------
+    protocols : list of str or None
+        The protocols of the runs about to start (``ldpsim run``'s scenario).
+    """
+    families = [family_of_protocol(p) for p in protocols or ()]
+    modules = list(PRELOAD)
+    if families and None not in families:
+        modules = ["ldpsim.simulator.backends.transport", *dict.fromkeys(families),
+                   "numpy.random"]
+    CURATOR_CTX.set_forkserver_preload(modules)
+    return modules
 
 
 @contextlib.contextmanager

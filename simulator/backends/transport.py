@@ -21,7 +21,7 @@ import time
 import traceback
 from typing import Any
 
-from ldpsim.protocols import get_protocol
+from ldpsim.protocols import get_protocol, registry
 from ldpsim.simulator.backends.alloc import tune_if_requested
 from ldpsim.simulator.backends.launch import CURATOR_CTX, start_child
 from ldpsim.simulator.backends.poolloop import POOL_SOCKET_OPTIONS as POOL_SOCKET_OPTIONS
@@ -37,8 +37,6 @@ from ldpsim.simulator.session.seeding import (
     local_parties,
     public_config,
 )
-
-from ldpsim import protocols
 
 #: the context curator processes start in, from a fork server (``simulator.backends.launch``)
 _CURATOR_CTX = CURATOR_CTX
@@ -64,8 +62,9 @@ def die_with_parent() -> None:
 
 def _use(protocol) -> None:
     """Register the orchestrator's protocol object in this fresh curator process (it may be
-    one the orchestrator registered at run time: a plugin, or a test's toy protocol)."""
-    protocols.PROTOCOLS[protocol.name] = protocol
+    one the orchestrator registered at run time: a plugin, or a test's toy protocol), without
+    building the registry: no family but its own is imported."""
+    registry.use(protocol)
 
 
 def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, record_view: bool,

@@ -65,11 +65,12 @@ _MEMO: dict[tuple, Mapping[str, Metric]] = {}
 def registry(protocols: list[str] | tuple[str, ...] | None = None) -> Mapping[str, Metric]:
     """Every described metric: of ``protocols`` (names; None: every registered protocol),
     the costs and the leakage, by name (read-only: built once, shared by every caller)."""
-    memo = (None if protocols is None else tuple(protocols), len(all_protocols()))
+    protos = _protocols(protocols)  # named ones: their families alone imported
+    memo = (None if protocols is None else tuple(protocols), tuple(map(id, protos)))
     if memo in _MEMO:  # the figures ask for labels often; a new family changes the key
         return _MEMO[memo]
     out: dict[str, Metric] = {}
-    for proto in _protocols(protocols):
+    for proto in protos:
         for m in proto.metrics:
             if isinstance(m, Metric):
                 out.setdefault(str(m), m)

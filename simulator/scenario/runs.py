@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpsim.protocols import PROTOCOLS, get_data_kind
+from ldpsim.protocols import get_data_kind, get_protocol
 from ldpsim.protocols.base import ParamSpec
 from ldpsim.protocols.datasets import key_form
 from ldpsim.protocols.keys import run_seed
@@ -155,7 +155,7 @@ def as_kind(spec: ParamSpec, value: Any, where: str) -> Any:
 def checked_params(proto: str, params: dict[str, Any]) -> dict[str, Any]:
     """The scenario's ``[params]`` that protocol ``proto`` takes, each checked (``as_kind``);
     the keys it does not take are left out."""
-    accepted = PROTOCOLS[proto].params
+    accepted = get_protocol(proto).params
     return {k: as_kind(accepted[k], v, f"[params] {k}") for k, v in params.items()
             if k in accepted}
 

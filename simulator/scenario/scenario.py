@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ldpsim.protocols import PROTOCOLS, ParamError, build_data, get_protocol
+from ldpsim.protocols import ParamError, build_data, get_protocol, is_protocol
 from ldpsim.protocols.datasets import MissingData
 from ldpsim.simulator.results.hint import hint
 from ldpsim.simulator.results.plot_spec import (
@@ -147,7 +147,7 @@ def _narrowed(raw: dict[str, Any], overrides: list[str]) -> frozenset[str]:
     protos = protos if isinstance(protos, list) else [protos]
     params = raw.get("params") if isinstance(raw.get("params"), dict) else {}
     taken = {k for k in params for p in protos
-             if isinstance(p, str) and p in PROTOCOLS and k in PROTOCOLS[p].params}
+             if isinstance(p, str) and is_protocol(p) and k in get_protocol(p).params}
     overridden = {parse_override(t)[0][-1] for t in overrides
                   if parse_override(t)[0][:1] == ["params"]}
     return frozenset(taken - overridden)
@@ -236,7 +236,7 @@ def _plot(raw: dict[str, Any], scen: Scenario) -> tuple[PlotSpec, PlotSpec]:
     report (``[report]``, checked likewise: ``plot_spec.report_spec``)."""
     table = dict(table_of(raw, "plot"))
     report = dict(table_of(raw, "report"))
-    protos = [PROTOCOLS[p] for p in scen.protocols]
+    protos = [get_protocol(p) for p in scen.protocols]
     declared: list[str] | None = [] if all(p.metrics for p in protos) else None
     if declared is not None:
         for p in protos:

@@ -14,11 +14,13 @@ import warnings
 from typing import Any
 
 from ldpsim.protocols import (
-    DATA_KINDS,
-    PROTOCOLS,
     ParamError,
+    data_kinds,
     get_data_kind,
     get_protocol,
+    is_data_kind,
+    is_protocol,
+    registry,
 )
 from ldpsim.protocols.base import MAX_AGENTS, ParamSpec
 from ldpsim.simulator.backends import BACKENDS
@@ -191,18 +193,19 @@ def protocols_of(raw: dict[str, Any]) -> list[str]:
     if "protocol" in raw and "protocols" in raw:
         raise ScenarioError("protocol/protocols: give one of them, not both")
     protos = raw.get("protocols", raw.get("protocol"))
+    every = registry.protocols  # every family: only to list the names in an error
     if protos is None:
-        raise ScenarioError(f"protocol: required; allowed: {', '.join(sorted(PROTOCOLS))}")
+        raise ScenarioError(f"protocol: required; allowed: {', '.join(sorted(every()))}")
     protos = protos if isinstance(protos, list) else [protos]
     if not protos:
         raise ScenarioError("protocols: must not be empty")
     for p in protos:
         if not isinstance(p, str):
             raise ScenarioError(f"protocol: {p!r} is not a name; allowed: "
-                                f"{', '.join(sorted(PROTOCOLS))}")
-        if p not in PROTOCOLS:
+                                f"{', '.join(sorted(every()))}")
+        if not is_protocol(p):
             raise ScenarioError(f"protocol: unknown protocol {p!r}; allowed: "
-                                f"{', '.join(sorted(PROTOCOLS))}{hint(p, PROTOCOLS)}")
+                                f"{', '.join(sorted(every()))}{hint(p, every())}")
     return protos
 
 
@@ -213,17 +216,17 @@ def data_table(raw: dict[str, Any], protos: list[str] | None, errors: Errors
     data = dict(table_of(raw, "data"))
     kind = data.get("kind")
     if kind is None:
-        raise ScenarioError(f"[data] kind: required; allowed: {', '.join(sorted(DATA_KINDS))}")
+        raise ScenarioError(f"[data] kind: required; allowed: {', '.join(sorted(data_kinds()))}")
     if not isinstance(kind, str):
         raise ScenarioError(f"[data] kind: got {kind!r}; allowed: one of "
-                            f"{', '.join(sorted(DATA_KINDS))} (a data kind cannot be swept)")
-    if kind not in DATA_KINDS:
+                            f"{', '.join(sorted(data_kinds()))} (a data kind cannot be swept)")
+    if not is_data_kind(kind):
         raise ScenarioError(f"[data] kind: unknown data kind {kind!r}; allowed: "
-                            f"{', '.join(sorted(DATA_KINDS))}{hint(kind, DATA_KINDS)}")
+                            f"{', '.join(sorted(data_kinds()))}{hint(kind, data_kinds())}")
     dk = get_data_kind(kind)
     checked: dict[str, Any] = {"kind": kind}
     if protos is not None:
-        data_types = {PROTOCOLS[p].data_type for p in protos}
+        data_types = {get_protocol(p).data_type for p in protos}
         if data_types != {dk.data_type}:
             errors.add(f"[data] kind: {kind!r} holds {dk.data_type} data, but protocol(s) "
                        f"{', '.join(protos)} need {', '.join(sorted(data_types))}")
@@ -250,9 +253,9 @@ def params_table(raw: dict[str, Any], protos: list[str] | None, narrowed: frozen
         return params, {}
     checked: dict[str, dict[str, Any]] = {p: {} for p in protos}
     for k, v in params.items():
-        takers = [p for p in protos if k in PROTOCOLS[p].params]
+        takers = [p for p in protos if k in get_protocol(p).params]
         if not takers and k not in narrowed:  # ignoring it would run something else than asked
-            allowed = sorted({n for p in protos for n in PROTOCOLS[p].params})
+            allowed = sorted({n for p in protos for n in get_protocol(p).params})
             errors.add(f"[params] {k}: not a parameter of any protocol of this scenario; "
                        f"allowed for {', '.join(protos)}: {', '.join(allowed) or '(none)'}"
                        f"{hint(k, allowed)}")
@@ -263,7 +266,7 @@ def params_table(raw: dict[str, Any], protos: list[str] | None, narrowed: frozen
             errors.add(f"[params] {k}: an empty list sweeps nothing")
         for p in takers:
             before = len(errors.messages)
-            value = errors.attempt(as_kind, PROTOCOLS[p].params[k], v, f"[params] {k}")
+            value = errors.attempt(as_kind, get_protocol(p).params[k], v, f"[params] {k}")
             if len(errors.messages) > before:
                 break
             checked[p][k] = value

@@ -134,14 +134,19 @@ class TruthCache:
         self._small: dict[str, dict[str, Any]] = {}  # the truths of small data sets
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
 
-    def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None) -> bool:
+    def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None,
+              run_here: Any = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
-        process of its own, unless it is known or under way; whether one was started."""
+        process of its own, unless it is known or under way, or ``run_here`` (the protocol of
+        a run whose agents compute in this process) leaves it here (``truth_from_run``: then
+        ``get`` computes it after the run, from what the run kept); whether one was started."""
         n = data.get("n")
         if not self.beside or not isinstance(n, int) or n < TRUTH_BESIDE_N:
             return False
         sig = data_signature(data, seed, secret)
         if sig in self._cache or sig in self._small or sig in self._pending:
+            return False
+        if run_here is not None and _dataset(data, seed, secret).truth_from_run(run_here):
             return False
 
         ctx = mp.get_context("fork")
@@ -291,7 +296,8 @@ def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_be
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it
-        truth.start(spec.data, config["seed"], secret)
+        truth.start(spec.data, config["seed"], secret,
+                    get_protocol(spec.protocol) if backend.agents_here else None)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret, policy)
     return {"res": res, "wall": time.perf_counter() - t0, "backend": backend.name}

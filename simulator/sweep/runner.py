@@ -18,7 +18,6 @@ from typing import Any
 from ldpsim.simulator.backends import get_backend
 from ldpsim.simulator.backends.machine import cores as _cores
 from ldpsim.simulator.results.metrics import legend
-from ldpsim.simulator.results.plots import plot
 from ldpsim.simulator.results.progress import ProgressBar, progress
 from ldpsim.simulator.results.store import RESULTS_FILE, ResultStore, usable
 from ldpsim.simulator.results.summary import (
@@ -34,7 +33,6 @@ from ldpsim.simulator.session import RunFailed
 from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.keyfiles import keep_secret
 from ldpsim.simulator.sweep import interrupt
-from ldpsim.simulator.sweep.engine_dask import DaskSweep
 from ldpsim.simulator.sweep.execute import (
     Executions,
     TruthCache,
@@ -122,6 +120,8 @@ def _start_workers(scenario: Scenario, todo: list[RunSpec], jobs: int, view_dir:
         The workers (``_Workers`` or ``engine_dask.DaskSweep``) and the backend, either None.
     """
     if scenario.runtime["executor"] != "local" and todo:  # the one other executor: Dask
+        from ldpsim.simulator.sweep.engine_dask import DaskSweep  # its client: for Dask only
+
         return DaskSweep(scenario.runtime, view_dir, per_round, Path(out_dir), echo), None
     if jobs > 1:  # forked before the progress bar exists (it may run a thread)
         return _Workers(jobs, scenario.runtime, view_dir, per_round, Path(out_dir),
@@ -264,6 +264,8 @@ def run_scenario(scenario: Scenario, out_dir: str | Path, show_progress: bool = 
     if scenario.output["plots"]:
         # once, after the last run (never between runs), here: a sweep's figures are what its
         # author runs it for; a one-point sweep has none and imports no matplotlib
+        from ldpsim.simulator.results.plots import plot  # the figures' modules: to draw only
+
         plot(out_dir, usable(records, include_degraded), scenario.plot,
              note=lambda line: echo(line, file=sys.stderr))
     return records, summary

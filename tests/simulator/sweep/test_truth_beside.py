@@ -119,3 +119,68 @@ def test_close_stops_what_nobody_collected(monkeypatch: pytest.MonkeyPatch) -> N
     (proc, _), = cache._pending.values()
     cache.close()
     assert not cache._pending and not proc.is_alive()
+
+
+#: ethics voters whose Eq. (3) estimates the memory keeps (d = 3, 4 records: 128 bytes each)
+FITS = {"kind": "ethics_synthetic", "n": 200_000, "d": 3, "records": 4}
+#: ... and voters too many for it (d = 10, 50 records: 4 KB each, 0.8 GB)
+TOO_MANY = {"kind": "ethics_synthetic", "n": 200_000, "d": 10, "records": 50}
+
+
+@pytest.mark.parametrize("data, protocol, here, started", [
+    (FITS, "ethics_vldp", True, False),       # the run leaves every estimate here
+    (FITS, "ethics_vlcp", True, False),
+    (FITS, "ethics_rldp_fm", True, True),     # its voters never solve Eq. (3)
+    (FITS, "ethics_vldp", False, True),       # its agents compute elsewhere (processes)
+    (TOO_MANY, "ethics_vldp", True, True),    # more estimates than the memory keeps
+    ({"kind": "mallows", "n": 200_000, "m": 5}, "ldp_kwiksort_rr", True, True)])
+def test_a_truth_the_run_leaves_here_is_not_computed_beside(data, protocol, here, started):
+    """A run whose agents compute in this process (inproc) and solve what the truth solves
+    (``Dataset.truth_from_run``: every voter's Eq. (3) estimate, kept in ``ethics.memo``)
+    leaves the truth to be computed here after it: beside, it would solve them all again."""
+    from ldpsim.protocols import get_protocol
+
+    cache = execute.TruthCache()
+    try:
+        assert cache.start(data, 1, None, get_protocol(protocol) if here else None) is started
+    finally:
+        cache.close()
+
+
+def test_an_inproc_run_leaves_its_ethics_truth_here(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path) -> None:
+    """On inproc with a core to spare, an ethics run of a large data set solves each voter's
+    Eq. (3) once, in its pools, and the truth computed after the run reads the estimates: no
+    process beside it, no voter solved twice, and the record of a truth computed beside."""
+    from ldpsim.protocols.ethics import data as ethics_data
+    from ldpsim.protocols.ethics import estimates, memo
+
+    monkeypatch.setattr(execute, "TRUTH_BESIDE_N", 1)
+    monkeypatch.setattr(execute, "_cores", lambda: 64)
+    scen = tmp_path / "e.toml"
+    scen.write_text('name = "e"\nprotocol = "ethics_vldp"\nseed = 3\n[data]\n'
+                    'kind = "ethics_synthetic"\nn = 3000\nd = 3\nrecords = 4\n'
+                    '[runtime]\nbackend = "inproc"\nsecret = "seed"\n')
+    spec = sc.load(str(scen)).runs()[0]
+    solved, started = [], []
+    solve = estimates.constrained_mle
+    monkeypatch.setattr(estimates, "constrained_mle",
+                        lambda z, *a: solved.append(len(z)) or solve(z, *a))
+    start = execute.TruthCache.start
+    monkeypatch.setattr(execute.TruthCache, "start",
+                        lambda self, *a: started.append(start(self, *a)) or started[-1])
+    records = []
+    for leaves_it_here in (True, False):
+        if not leaves_it_here:  # the truth beside the run, as before
+            monkeypatch.setattr(ethics_data.PairwiseChoices, "truth_from_run",
+                                lambda self, protocol: False)
+        for m in (memo.MLE, memo.FM, memo.ROWS):
+            m.clear()
+        solved.clear()
+        records.append(execute.execute(spec))
+        if leaves_it_here:
+            assert sum(solved) == 3000  # by the pools; the truth read them
+    assert started == [False, True]
+    assert _strip(records[0]) == _strip(records[1])
+    for m in (memo.MLE, memo.FM, memo.ROWS):
+        m.clear()
