@@ -29,7 +29,8 @@ DEPLOYMENT_COSTS = {"comm.bytes_down_per_agent_mean": "wire_bytes_down/agent",
                     "virtual.dropout_rate": "virtual.dropout_rate"}
 #: the settings whose missing value is no limit: a scenario's ``inf``, stored as None (the
 #: ``[deployment]`` keys of ``simulator.scenario.deployment.UNBOUNDED``); the table prints ``inf``
-UNLIMITED = ("deployment.down_mbps", "deployment.up_mbps", "deployment.round_deadline_s")
+UNLIMITED = ("deployment.down_mbps", "deployment.up_mbps", "deployment.round_deadline_s",
+             "deployment.curator_down_mbps", "deployment.curator_up_mbps")
 #: what a deployment's table prints for a measurement a point lacks
 MISSING = "n/a"
 #: the column separator
