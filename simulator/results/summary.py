@@ -440,14 +440,21 @@ def _csv_cell(v: Any) -> Any:
     return v
 
 
+#: the cells ``_csv_cell`` leaves as they are, found by type alone
+_PLAIN_CELLS = frozenset((str, int, float, bool))
+
+
 def csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     """The table as the CSV text ``summary.csv`` and ``per_round.csv`` hold (what
-    ``ldpsim verify`` derives again from the records and compares)."""
+    ``ldpsim verify`` derives again from the records and compares): a header of
+    ``columns``, then each row's cells in their order (``_csv_cell``: a missing one empty)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    plain = _PLAIN_CELLS
     for row in rows:
-        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
+        cells = [row.get(c) for c in columns]
+        writer.writerow([v if type(v) in plain else _csv_cell(v) for v in cells])
     return buf.getvalue()
 
 

@@ -1,0 +1,94 @@
+"""The per-run paths a sweep takes many times, each the same as the plain form it replaces:
+a run's key from its point's shared text (``runs.key_parts``), the signatures and MACs
+(``signing``: ``hmac.digest``), the policy keys (derived once), and the CSV tables
+(``summary.csv_text``: cells in column order)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from ldpsim.protocols.keys import kdf
+from ldpsim.simulator.results import summary
+from ldpsim.simulator.scenario import runs
+from ldpsim.simulator.session import signing
+
+
+def plain_run_key(proto, params, data, repeat, seed, collusion, faults, deployment=None):
+    """``run_key`` as one JSON list hashed whole (how every stored key was made)."""
+    data = {k: runs.key_form(v) for k, v in data.items()}
+    blob = json.dumps([proto, params, data, repeat, seed,
+                       {k: collusion[k] for k in ("colluders", "curator")}, faults,
+                       *([deployment] if deployment else [])],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+CASES = [
+    ("dpwevote", {"epsilon": 0.5, "split": 0.5}, {"kind": "weighted_votes", "n": 10},
+     {"colluders": 0, "curator": True}, [], None),
+    ("rr", {"epsilon": 1}, {"kind": "x", "file": "data:sushi/a.txt", "n": None},
+     {"colluders": [1, 2], "curator": False, "extra": 1}, [{"pool": 0, "round": 1}],
+     {"model": "m", "late": 0.5}),
+    ("é", {"w": [1.5, -0.0], "z": {"b": 1, "a": 2}}, {"kind": "k", "p": object()},
+     {"colluders": 0.25, "curator": True}, [], {}),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("repeat", [0, 7, 12345, np.int64(3), 2.0, True])
+def test_a_runs_key_is_its_whole_lists_hash(case: tuple, repeat: Any) -> None:
+    proto, params, data, collusion, faults, deployment = case
+    want = plain_run_key(proto, params, data, repeat, 42, collusion, faults, deployment)
+    assert runs.run_key(proto, params, data, repeat, 42, collusion, faults,
+                        deployment) == want
+    parts = runs.key_parts(proto, params, data, 42, collusion, faults, deployment)
+    assert runs.key_of(parts, repeat) == want
+
+
+def test_signatures_are_hmac_sha256() -> None:
+    key, blob, nonce = b"k" * 32, b"\x00config\xff" * 9, b"n" * 16
+    assert signing.sign(key, blob) == hmac.new(key, b"ldpsim\x1fsetup\x1f" + blob,
+                                               hashlib.sha256).digest()
+    assert signing.verify(key, blob, signing.sign(key, blob))
+    assert not signing.verify(key, blob + b"x", signing.sign(key, blob))
+    msg = b"ldpsim\x1fhello\x1f" + nonce + b"\x1f3\x1f1\x1f2"
+    assert signing.registration_mac(key, nonce, 3, 1, 2) == hmac.new(key, msg,
+                                                                     hashlib.sha256).digest()
+
+
+def test_policy_keys_are_derived_per_master_and_slot() -> None:
+    a, b = b"a" * 16, b"b" * 16
+    for _ in range(2):  # derived, then found
+        assert signing.policy_key(a, 0, 2) == kdf(a, "policy", 0, 2)
+        assert signing.policy_key(a, np.int64(1), 2.0) == kdf(a, "policy", 1, 2)
+        assert signing.policy_key(b, 0, 2) == kdf(b, "policy", 0, 2)
+    assert len({signing.policy_key(a, 0, 2), signing.policy_key(a, 1, 2),
+                signing.policy_key(a, 0, 3), signing.policy_key(b, 0, 2)}) == 4
+
+
+def dict_writer_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """``csv_text`` as ``csv.DictWriter`` writes it (how every table was written)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: summary._csv_cell(row.get(c)) for c in columns})
+    return buf.getvalue()
+
+
+def test_csv_text_is_dict_writers() -> None:
+    columns = ["key", "a", "b,c", 'q"uote', "missing"]
+    rows = [{"key": "k1", "a": 1.5, "b,c": None, 'q"uote': 'x "y", z'},
+            {"key": "k2", "a": True, "b,c": [1, 2.5], 'q"uote': {"b": 1, "a": (2, 3)}},
+            {"key": "k3", "a": np.float64(1e-300), "b,c": np.int64(3), 'q"uote': "é\nline"},
+            {"key": "k4", "a": float("nan"), "b,c": -0.0, 'q"uote': 10**20, "other": 1},
+            {}]
+    assert summary.csv_text(columns, rows) == dict_writer_text(columns, rows)
+    assert summary.csv_text(columns, []) == dict_writer_text(columns, [])
