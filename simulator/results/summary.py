@@ -107,6 +107,8 @@ def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
 
 def finite_number(v: Any) -> float | None:
     """``v`` as a finite float, or None when missing / non-numeric / non-finite."""
+    if type(v) is float:  # most values: the float itself
+        return v if math.isfinite(v) else None
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, int | float | np.integer | np.floating):
@@ -131,6 +133,23 @@ def mean_std(values: list[float]) -> tuple[float | None, float | None, int]:
 
 def point_id(point: dict[str, Any]) -> str:
     return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
+
+
+#: the values whose ``point_id`` a point's ``_point_key`` may stand for (by exact type)
+_KEYED = frozenset((str, int, bool, type(None)))
+
+
+def _point_key(point: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable stand-in for ``point_id(point)``: its items with each value's type, when
+    every value is a str, int, bool, None or a float other than 0 and nan (equal stand-ins
+    then have equal ids; -0.0 equals 0.0 and nan no nan); None otherwise."""
+    out = []
+    for k, v in point.items():
+        kind = type(v)
+        if kind not in _KEYED and not (kind is float and v == v and v != 0):
+            return None
+        out.append((k, kind, v))
+    return tuple(out)
 
 
 def in_value_order(values: Iterable[Any]) -> list[Any]:
@@ -175,11 +194,19 @@ def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
                 keys.setdefault(f"{section}.{k}", None)
     seen: dict[tuple[str, str], set[str]] = {}  # (protocol, key) -> values (one protocol's
     memo: dict[tuple[type, Any], str] = {}       # parameters differ from another's by design)
+    varying: set[str] = set()  # the keys found to vary: not looked at again
+    where = [(key, *key.split(".", 1)) for key in keys]  # (``_setting``'s section and name)
     for rec in records:
-        for key in keys:
-            seen.setdefault((str(rec.get("protocol")), key), set()).add(
-                _value_json(_setting(rec, key), memo))
-    return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
+        protocol = str(rec.get("protocol"))
+        tables = {"params": rec.get("params_requested") or {}, "data": rec.get("data") or {}}
+        for key, section, name in where:
+            if key in varying:
+                continue
+            values = seen.setdefault((protocol, key), set())
+            values.add(_value_json(tables[section].get(name), memo))
+            if len(values) > 1:
+                varying.add(key)
+    return [k for k in keys if k in varying]
 
 
 def _value_json(value: Any, memo: dict[tuple[type, Any], str]) -> str:
@@ -225,11 +252,17 @@ def group_points(records: list[dict[str, Any]],
     axes, rec_points = record_points(records) if found is None else found
     metrics: dict[int, dict[str, Any]] = {}  # each record's, by its place in ``records``
     members: dict[str, list[int]] = {}
+    ids: dict[tuple[Any, ...], str] = {}  # ``point_id`` by ``_point_key``: once per point
     for i, (rec, point) in enumerate(zip(records, rec_points, strict=True)):
         metrics[i] = record_metrics(rec)
         for m in metrics[i]:
             metric_names.setdefault(m, None)
-        pid = point_id(point)
+        key = _point_key(point)
+        pid = ids.get(key) if key is not None else None
+        if pid is None:
+            pid = point_id(point)
+            if key is not None:
+                ids[key] = pid
         if pid not in points:
             protocol = point.get("protocol", rec.get("protocol", ""))
             points[pid] = Point(point=dict(point), protocol=str(protocol))
@@ -392,17 +425,21 @@ def per_round(records: list[dict[str, Any]],
     virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
     columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
     rows: list[dict[str, Any]] = []
+    entry_columns = (*ROUND_COLUMNS, *virtual)
+    ways = (("bytes_up", "bytes_up_per_agent"), ("bytes_down", "bytes_down_per_agent"))
     for rec, point in zip(records, points, strict=True):
         head = {"key": rec.get("key"), "status": rec.get("status"),
                 "protocol": point.get("protocol", rec.get("protocol")),
                 **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
         for entry in (rec.get("comm") or {}).get("per_round") or []:
-            row = {**head, **{c: entry.get(c) for c in (*ROUND_COLUMNS, *virtual)}}
+            row = dict(head)
+            for c in entry_columns:
+                row[c] = entry.get(c)
             asked = entry.get("asked")
-            for way in ("up", "down"):
-                total = finite_number(entry.get(f"bytes_{way}"))
-                row[f"bytes_{way}_per_agent"] = (total / asked if total is not None and
-                                                 isinstance(asked, int) and asked > 0 else None)
+            for total_of, per_agent in ways:
+                total = finite_number(entry.get(total_of))
+                row[per_agent] = (total / asked if total is not None and isinstance(asked, int)
+                                  and asked > 0 else None)
             rows.append(row)
     return columns, rows
 
