@@ -92,3 +92,19 @@ def test_csv_text_is_dict_writers() -> None:
             {}]
     assert summary.csv_text(columns, rows) == dict_writer_text(columns, rows)
     assert summary.csv_text(columns, []) == dict_writer_text(columns, [])
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2**62 + 3, 8193526412876548646, np.int64(7)])
+def test_a_seeds_ids_are_derived_as_before(seed) -> None:
+    from ldpsim.protocols.keys import data_tag
+    from ldpsim.protocols.rng import stream_key
+    from ldpsim.simulator.session import seeding
+
+    config = {"protocol": "dpwevote", "params": {"epsilon": 1.0},
+              "data": {"kind": "weighted_votes", "n": 10}, "seed": seed, "pools": 2}
+    for _ in range(2):  # derived, then found
+        public = seeding.public_config(config)
+        assert public["data_id"] == data_tag(seed)
+        assert public["collusion_key"] == stream_key(seed, "collusion")
+        assert seeding.curator_config(config)["keys"]["curator"] == stream_key(seed, "curator")
+        assert all(type(public[k]) is int for k in ("data_id", "collusion_key", "run_id"))
