@@ -108,3 +108,35 @@ def test_a_seeds_ids_are_derived_as_before(seed) -> None:
         assert public["collusion_key"] == stream_key(seed, "collusion")
         assert seeding.curator_config(config)["keys"]["curator"] == stream_key(seed, "curator")
         assert all(type(public[k]) is int for k in ("data_id", "collusion_key", "run_id"))
+
+
+def test_signatures_and_tags_are_their_json_as_before() -> None:
+    from ldpsim.protocols import keys
+    from ldpsim.protocols.keys import Secrets
+    from ldpsim.simulator.sweep.execute import data_signature
+
+    data = {"kind": "k", "n": 10, "z": [1.5, None], "p": object()}
+    sec = Secrets(b"m" * 16)
+    tag = hashlib.blake2b(sec.master, digest_size=8).hexdigest()
+    assert data_signature(data, 7) == json.dumps([data, 7, ""], sort_keys=True, default=str)
+    assert data_signature(data, 7, sec) == json.dumps([data, 7, tag], sort_keys=True,
+                                                      default=str)
+    parts = ("a", {"y": 1, "x": [2, np.float64(0.5)]}, 3)
+    blob = json.dumps(keys._canon(list(parts)), sort_keys=True, separators=(",", ":"))
+    h = hashlib.blake2b(blob.encode(), digest_size=8, person=b"ldpsim-tag")
+    assert keys.tag_of(*parts) == int.from_bytes(h.digest(), "little") >> (64 - keys.TAG_BITS)
+    blob = json.dumps(keys._canon(["p", {"e": 1}, {"n": 2}, 0]), sort_keys=True,
+                      separators=(",", ":"))
+    assert keys._run_identity("p", {"e": 1}, {"n": 2}) == keys._identity_key(blob)
+
+
+def test_a_policy_with_what_was_spent_is_the_replaced_one() -> None:
+    from dataclasses import replace
+
+    from ldpsim.simulator.session.policy import AgentPolicy
+
+    for table in (None, {}, {"max_epsilon": 2.0, "protocols": ["dpwevote"],
+                             "lifetime_epsilon": 5.0}):
+        for spent in (0.0, 1.5):
+            assert AgentPolicy.of(table, spent=spent) == replace(AgentPolicy.of(table),
+                                                                 spent=spent)
