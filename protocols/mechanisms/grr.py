@@ -78,6 +78,8 @@ class GRR:
     def privacy(self) -> MechanismPrivacy:
         """One report is ε-LDP with ε = ln(p / q), the largest ε of the block (sensitivity
         does not apply)."""
+        if type(self.epsilon) in _SCALARS:
+            return _scalar_privacy(self.epsilon)
         return MechanismPrivacy(largest(self.epsilon), None, "randomized_response")
 
     def matrix(self) -> np.ndarray:
@@ -216,6 +218,12 @@ def _q(epsilon: Any, k: Any) -> Any:
 
 #: the Python number types whose (ε, k) ``_scalar_law`` keeps (bool is not one of them)
 _SCALARS = (int, float)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _scalar_privacy(epsilon: float) -> MechanismPrivacy:
+    """``GRR.privacy`` of a scalar ε, made once (it is immutable)."""
+    return MechanismPrivacy(largest(epsilon), None, "randomized_response")
 
 
 @functools.lru_cache(maxsize=4096, typed=True)

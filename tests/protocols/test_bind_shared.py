@@ -157,3 +157,14 @@ def test_values_that_pass_are_coerced_as_before() -> None:
     assert ParamSpec("n", "int_or_auto").check("auto", "n") == "auto"
     assert type(ParamSpec("e", "float").check(2, "e")) is float
     assert ParamSpec("c", "str", choices=("a",)).check("a", "c") == "a"
+
+
+def test_grr_privacy_is_the_claim_of_its_epsilon() -> None:
+    from ldpsim.protocols.mechanisms.privacy import MechanismPrivacy
+
+    for eps in (0.5, 1, 2.0):
+        got = grr.GRR(eps, 3).privacy
+        assert got == MechanismPrivacy(float(eps), None, "randomized_response")
+        assert type(got.epsilon) is float
+    assert grr.GRR(0.5, 2).privacy is grr.GRR(0.5, 3).privacy  # the same claim, kept once
+    assert grr.GRR(np.array([0.5, 2.0]), 3).privacy.epsilon == 2.0

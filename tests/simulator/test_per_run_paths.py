@@ -140,3 +140,33 @@ def test_a_policy_with_what_was_spent_is_the_replaced_one() -> None:
         for spent in (0.0, 1.5):
             assert AgentPolicy.of(table, spent=spent) == replace(AgentPolicy.of(table),
                                                                  spent=spent)
+
+
+def test_protocol_code_ends_the_run_on_the_protocols_own_failure() -> None:
+    from ldpsim.simulator.session import RunFailed
+    from ldpsim.simulator.session.common import out_of_memory, protocol_code
+
+    def plan() -> None:
+        raise ValueError("bad plan")
+
+    with protocol_code("nothing"):
+        pass
+    with pytest.raises(RunFailed) as err:
+        with protocol_code("plan of round 3"):
+            plan()
+    text = str(err.value)
+    assert text.startswith("the protocol's curator code failed in plan of round 3:\n")
+    assert "Traceback" in text and "in plan" in text and "ValueError: bad plan" in text
+    assert err.value.__suppress_context__
+    mine = RunFailed("the run's own")
+    with pytest.raises(RunFailed) as err:
+        with protocol_code("x"):
+            raise mine
+    assert err.value is mine
+    with pytest.raises(RunFailed, match="ran out of memory"):
+        with protocol_code("x"):
+            raise MemoryError("big")
+    assert "ran out of memory" in out_of_memory(MemoryError("big"))
+    with pytest.raises(KeyboardInterrupt):
+        with protocol_code("x"):
+            raise KeyboardInterrupt
