@@ -32,6 +32,10 @@ FINGERPRINT_FILE = "scenario.json"
 #: of a sweep, on an interrupt or a failure). A run longer than the interval is synced at once.
 SYNC_INTERVAL_S = 0.5
 SYNC_RECORDS = 100
+#: ``ResultStore.append`` keeps each line it writes and parses this many together (the rest
+#: when the records are handed out): the records a sweep returns, as reading the file gives
+#: them, without reading it
+PARSE_LINES = 256
 
 
 DEGRADED = "degraded"
@@ -210,19 +214,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 # The store
 
 
-def _parsed(records: list[dict[str, Any] | str]) -> list[dict[str, Any]]:
-    """``records`` with each line (a str) parsed, those lines in one pass: with the cyclic
-    garbage collector paused, which has nothing to find in JSON's dicts and lists (they
-    hold no cycles) and would otherwise go through them over and over as they pile up."""
-    at = [i for i, r in enumerate(records) if type(r) is str]
-    if not at:
-        return records  # type: ignore[return-value]
+def _parsed_lines(lines: list[str]) -> list[dict[str, Any]]:
+    """Each line (a JSON object) parsed, in one pass: with the cyclic garbage collector
+    paused, which has nothing to find in JSON's dicts and lists (they hold no cycles) and
+    would otherwise go through them as they pile up."""
     with _collector_paused():
-        parsed = json.loads("[" + ",".join(records[i] for i in at) + "]")  # type: ignore[misc]
-    out = list(records)
-    for i, rec in zip(at, parsed, strict=True):
-        out[i] = rec
-    return out  # type: ignore[return-value]
+        return json.loads("[" + ",".join(lines) + "]")
 
 
 @contextlib.contextmanager
@@ -280,9 +277,10 @@ class ResultStore:
         self.path = self.out_dir / RESULTS_FILE
         self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
         self._lines: list[int] = []  # the file's line number of each record ``_load`` read
-        #: every record of the file as ``_load`` parsed it, then each appended line (parsed
-        #: when handed out: what reading the file again gives); None until the file is read
-        self._records: list[dict[str, Any] | str] | None = None
+        #: every record of the file as ``_load`` parsed it, then the appended lines parsed
+        #: (what reading the file again gives); None until the file is read
+        self._records: list[dict[str, Any]] | None = None
+        self._pending: list[str] = []  # appended lines not parsed yet (``PARSE_LINES``)
         self.sync_interval_s = sync_interval_s
         self.sync_records = sync_records
         self._unsynced = 0  # records written since the last fsync
@@ -319,8 +317,9 @@ class ResultStore:
         """
         if self._records is None:
             return latest(self._load())
+        self._parse_pending()
         kept, self._records = self._records, None  # handed out once: a later call reads again
-        return latest(_parsed(kept))
+        return latest(kept)
 
     def numbered(self) -> list[tuple[int, dict[str, Any]]]:
         """Every record in the file with its line number (1-based), superseded ones included:
@@ -371,7 +370,15 @@ class ResultStore:
         if not is_degraded(record):
             self._keys.add(key)
         if self._records is not None:  # the record as reading the file gives it back
-            self._records.append(line)
+            self._pending.append(line)
+            if len(self._pending) >= PARSE_LINES:
+                self._parse_pending()
+
+    def _parse_pending(self) -> None:
+        """Parse the appended lines not parsed yet, together (``_parsed_lines``)."""
+        if self._pending and self._records is not None:
+            self._records.extend(_parsed_lines(self._pending))
+        self._pending = []
 
     def _open(self) -> int:
         """The file, open for appending (created if missing: its directory entry is then
@@ -407,7 +414,7 @@ class ResultStore:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""
         self._close()  # a repair replaces the file: the next append opens the new one
         if not self.path.exists():
-            self._keys, self._lines, self._records = set(), [], []
+            self._keys, self._lines, self._records, self._pending = set(), [], [], []
             return []
         data = self.path.read_bytes()
         raw_lines = data.split(b"\n")
@@ -443,6 +450,6 @@ class ResultStore:
             atomic_write_bytes(self.path, repaired)
         self._keys = {r["key"] for r in records if not is_degraded(r)}
         self._lines = lines
-        self._records = list(records)
+        self._records, self._pending = list(records), []
         return records
 

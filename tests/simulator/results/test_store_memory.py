@@ -106,3 +106,22 @@ def test_records_handed_out_are_each_lines_parse(tmp_path):
     kept = store.records()
     assert gc.isenabled() == was
     assert kept == [json.loads(record_line(r)) for r in recs]
+
+
+def test_lines_parsed_in_groups_are_the_files_records(tmp_path, monkeypatch):
+    """Appended lines are parsed ``PARSE_LINES`` at a time (and the rest when handed out):
+    the same records, in the same order, degraded ones superseded, as reading the file."""
+    from ldpsim.simulator.results import store as store_mod
+
+    monkeypatch.setattr(store_mod, "PARSE_LINES", 3)
+    store = ResultStore(tmp_path / "f")
+    store.done_keys()
+    for i in range(8):
+        store.append(_record(i, status="degraded") if i == 2 else _record(i))
+        if i == 4:
+            assert len(store._pending) == 2 and len(store._records) == 3
+    store.append(_record(2))  # supersedes the degraded one
+    kept = store.records()
+    again = ResultStore(tmp_path / "f").records()
+    assert json.dumps(kept) == json.dumps(again)
+    assert [r["key"] for r in kept] == ["k0", "k1", "k3", "k4", "k5", "k6", "k7", "k2"]
