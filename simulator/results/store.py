@@ -308,8 +308,8 @@ class ResultStore:
         """The stored records, in file order, only the latest one of each key (a redone
         degraded run supersedes the earlier record). Reads, and if needed repairs, the file;
         after it was read and appended to here, the records it would give are kept instead
-        (the appended lines parsed now, together) and handed out, the next call reading the
-        file again.
+        (the appended lines parsed ``PARSE_LINES`` at a time) and handed out, the next call
+        reading the file again.
 
         Returns
         -------
