@@ -127,8 +127,9 @@ def mean_std(values: list[float]) -> tuple[float | None, float | None, int]:
     if not values:
         return None, None, 0
     arr = np.asarray(values, dtype=float)
-    std = float(np.std(arr, ddof=1)) if len(arr) > 1 else 0.0
-    return float(np.mean(arr)), std, len(arr)
+    # the array's own methods: ``np.std`` and ``np.mean`` call the same, the same bits
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return float(arr.mean()), std, len(arr)
 
 
 def point_id(point: dict[str, Any]) -> str:
@@ -270,28 +271,42 @@ def group_points(records: list[dict[str, Any]],
         points[pid].records.append(rec)
         members[pid].append(i)
     for pid, p in points.items():
-        seen: dict[str, list[float]] = {}
-        for i in members[pid]:
-            for m, v in metrics[i].items():
-                vals = seen.setdefault(m, [])
+        _aggregate(p, [metrics[i] for i in members[pid]], metric_names)
+    return axes, list(metric_names), list(points.values())
+
+
+def _aggregate(p: Point, metrics: list[dict[str, Any]], metric_names: dict[str, None]) -> None:
+    """``p``'s metrics (``metrics``: its records', in order), leakage intervals and costs:
+    each the mean and std of its finite values (``mean_std``, ``finite_number``)."""
+    seen: dict[str, list[float]] = {}
+    isfinite = math.isfinite
+    for row in metrics:
+        for m, v in row.items():
+            vals = seen.get(m)
+            if vals is None:
+                vals = seen[m] = []
+            if type(v) is float:  # ``finite_number`` of a float, without the call
+                if isfinite(v):
+                    vals.append(v)
+            else:
                 x = finite_number(v)
                 if x is not None:
                     vals.append(x)
-        p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
-        p.intervals = pooled_leakage(p.records)
-        for col, section, keys in COST_COLUMNS:
-            vals = []
-            for rec in p.records:
-                sec = rec.get(section) or {}
-                for k in keys:
-                    x = finite_number(sec.get(k)) if k in sec else None
-                    if x is not None:
-                        vals.append(x)
-                        break
-            if vals:
-                p.cost_stats[col] = mean_std(vals)
-                p.costs[col] = p.cost_stats[col][0]
-    return axes, list(metric_names), list(points.values())
+    p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
+    p.intervals = pooled_leakage(p.records)
+    sections = {section: [rec.get(section) or {} for rec in p.records]
+                for section in {section for _, section, _ in COST_COLUMNS}}
+    for col, section, keys in COST_COLUMNS:
+        vals = []
+        for sec in sections[section]:
+            for k in keys:
+                x = finite_number(sec.get(k)) if k in sec else None
+                if x is not None:
+                    vals.append(x)
+                    break
+        if vals:
+            p.cost_stats[col] = mean_std(vals)
+            p.costs[col] = p.cost_stats[col][0]
 
 
 def metric_names(columns: list[str]) -> list[str]:
@@ -420,27 +435,33 @@ def per_round(records: list[dict[str, Any]],
         and ``wire_bytes_up``/``wire_bytes_down`` (with the transport's headers). A key an
         entry lacks is None.
     """
+    columns, rows = _round_rows(records, found)
+    return columns, [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _round_rows(records: list[dict[str, Any]],
+                found: tuple[list[str], list[dict[str, Any]]] | None = None
+                ) -> tuple[list[str], list[list[Any]]]:
+    """``per_round``'s columns and rows, each row its values in the columns' order."""
     axes, points = record_points(records) if found is None else found
     settings = [a for a in axes if a != "protocol"]
     virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
-    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
-    rows: list[dict[str, Any]] = []
     entry_columns = (*ROUND_COLUMNS, *virtual)
-    ways = (("bytes_up", "bytes_up_per_agent"), ("bytes_down", "bytes_down_per_agent"))
+    columns = ["key", "status", "protocol", *settings, "repeat", *entry_columns]
+    up_at, down_at = (entry_columns.index(c) for c in ("bytes_up_per_agent",
+                                                        "bytes_down_per_agent"))
+    rows: list[list[Any]] = []
     for rec, point in zip(records, points, strict=True):
-        head = {"key": rec.get("key"), "status": rec.get("status"),
-                "protocol": point.get("protocol", rec.get("protocol")),
-                **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
+        head = [rec.get("key"), rec.get("status"), point.get("protocol", rec.get("protocol")),
+                *[point.get(a) for a in settings], rec.get("repeat")]
         for entry in (rec.get("comm") or {}).get("per_round") or []:
-            row = dict(head)
-            for c in entry_columns:
-                row[c] = entry.get(c)
+            values = [entry.get(c) for c in entry_columns]
             asked = entry.get("asked")
-            for total_of, per_agent in ways:
-                total = finite_number(entry.get(total_of))
-                row[per_agent] = (total / asked if total is not None and isinstance(asked, int)
-                                  and asked > 0 else None)
-            rows.append(row)
+            for at, total in ((up_at, entry.get("bytes_up")), (down_at, entry.get("bytes_down"))):
+                total = finite_number(total)
+                values[at] = (total / asked if total is not None and isinstance(asked, int)
+                              and asked > 0 else None)
+            rows.append(head + values)
     return columns, rows
 
 
@@ -485,13 +506,17 @@ def csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     """The table as the CSV text ``summary.csv`` and ``per_round.csv`` hold (what
     ``ldpsim verify`` derives again from the records and compares): a header of
     ``columns``, then each row's cells in their order (``_csv_cell``: a missing one empty)."""
+    return _csv_lines(columns, ([row.get(c) for c in columns] for row in rows))
+
+
+def _csv_lines(columns: list[str], rows: Iterable[list[Any]]) -> str:
+    """``csv_text`` of rows given as their values in the columns' order."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     plain = _PLAIN_CELLS
-    for row in rows:
-        cells = [row.get(c) for c in columns]
-        writer.writerow([v if type(v) in plain else _csv_cell(v) for v in cells])
+    for values in rows:
+        writer.writerow([v if type(v) in plain else _csv_cell(v) for v in values])
     return buf.getvalue()
 
 
@@ -535,8 +560,13 @@ def write_per_round(out_dir: str | Path, records: list[dict[str, Any]],
     Path or None
         The path of ``per_round.csv``; None (nothing written) when no record has a round.
     """
-    columns, rows = per_round(records, found)
-    return _write_csv(Path(out_dir) / PER_ROUND_FILE, columns, rows) if rows else None
+    columns, rows = _round_rows(records, found)
+    if not rows:
+        return None
+    path = Path(out_dir) / PER_ROUND_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, _csv_lines(columns, rows).encode("utf-8"))
+    return path
 
 
 def write_tables(out_dir: str | Path, records: list[dict[str, Any]]) -> None:

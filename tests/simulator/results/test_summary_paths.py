@@ -150,3 +150,55 @@ def test_the_tables_are_the_same_bytes(tmp_path: Path) -> None:
     columns, rows = summary.per_round(records)
     assert (tmp_path / "per_round.csv").read_text() == dict_writer_text(columns,
                                                                        plain_per_round(records))
+
+
+def plain_mean_std(values: list[float]) -> tuple[Any, Any, int]:
+    if not values:
+        return None, None, 0
+    arr = np.asarray(values, dtype=float)
+    std = float(np.std(arr, ddof=1)) if len(arr) > 1 else 0.0
+    return float(np.mean(arr)), std, len(arr)
+
+
+def plain_aggregates(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Each point's metrics and costs as ``group_points`` aggregated them before."""
+    out = []
+    _, names, points = summary.group_points(records)
+    for p in points:
+        seen: dict[str, list[float]] = {}
+        for r in p.records:
+            for m, v in summary.record_metrics(r).items():
+                vals = seen.setdefault(m, [])
+                x = plain_finite(v)
+                if x is not None:
+                    vals.append(x)
+        metrics = {m: plain_mean_std(seen[m]) for m in names if m in seen}
+        costs = {}
+        for col, section, keys in summary.COST_COLUMNS:
+            vals = []
+            for r in p.records:
+                sec = r.get(section) or {}
+                for k in keys:
+                    x = plain_finite(sec.get(k)) if k in sec else None
+                    if x is not None:
+                        vals.append(x)
+                        break
+            if vals:
+                costs[col] = plain_mean_std(vals)
+        out.append((metrics, costs))
+    return out
+
+
+def test_points_aggregate_as_before() -> None:
+    rng = np.random.default_rng(5)
+    records = sweep([0.5, 1.0, 2.0])
+    odd = [math.nan, math.inf, None, 3, True, np.float64(0.25), np.int64(2), "x", -0.0]
+    for i, r in enumerate(records):
+        r["metrics"] = {"m": float(rng.standard_normal()) * 1e3, "odd": odd[i % len(odd)],
+                        **({"late": 1.5} if i % 3 else {})}
+        r["comm"] = {"bytes_up_per_agent": 10 + i, "report_bits_per_agent": 1.5 * (i % 2),
+                     **({"bytes_down_per_agent_mean": math.nan} if i % 4 else {})}
+        r["timing"] = {"wall_s": rng.random(), "agent_cpu_s": np.float32(0.5)}
+    _, _, points = summary.group_points(records)
+    got = [(p.metrics, p.cost_stats) for p in points]
+    assert repr(got) == repr(plain_aggregates(records))
