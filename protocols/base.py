@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import pickle
+import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -83,11 +85,19 @@ class Bound:
     protocol: Protocol
     params: dict[str, Any]
     public: dict[str, Any]
+    #: what the binds of equal parameters and public facts share (``Protocol.bind``)
+    shared: Binding | None = field(default=None, repr=False)
 
     @cached_property
     def rounds(self) -> Rounds:
-        """The run's mechanisms, round by round (``Protocol.rounds``, built on first use)."""
-        return self.protocol.rounds(self.params, self.public)
+        """The run's mechanisms, round by round (``Protocol.rounds``, built on first use, once
+        for all the binds that share them)."""
+        shared = self.shared
+        if shared is None:
+            return self.protocol.rounds(self.params, self.public)
+        if shared.rounds is None:
+            shared.rounds = self.protocol.rounds(self.params, self.public)
+        return shared.rounds
 
     def block(self, rnd: int, rows: np.ndarray, agents: np.ndarray | None = None,
               key: int = 0, queries: np.ndarray | list | None = None,
@@ -122,6 +132,45 @@ class Bound:
     def true_aggregate(self, rows: np.ndarray) -> np.ndarray | None:
         """What ``released_aggregate`` estimates, from raw rows (``Protocol.true_aggregate``)."""
         return self.protocol.true_aggregate(self, rows)
+
+
+class Binding:
+    """What every bind of one protocol to equal parameters and public facts gives
+    (``Protocol.bind``): the resolved parameters (each ``Bound`` gets a copy) and the bound
+    rounds, made by the first that needs them; both are pure functions of the parameters
+    and the facts."""
+
+    __slots__ = ("params", "rounds")
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+        self.rounds: Rounds | None = None
+
+
+#: the bindings met last (``Protocol.bind``): the runs of a sweep point bind the same
+#: parameters to the same public facts, each in its pools and in its curator
+_BINDINGS: dict[tuple[Any, ...], Binding] = {}
+BINDINGS_KEPT = 256
+_BINDINGS_LOCK = threading.Lock()
+
+
+def _binding(protocol: Protocol, params: dict[str, Any], public: dict[str, Any],
+             resolved: bool) -> Binding | None:
+    """The binding of ``params`` to ``public`` that ``protocol`` made before, made now if
+    none was; None when they do not pickle (they are then bound afresh). Equal pickles are
+    equal values of equal types, so the binding is the one they would make."""
+    try:
+        key = (protocol, resolved, pickle.dumps((params, public), pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return None
+    got = _BINDINGS.get(key)
+    if got is None:
+        got = Binding(dict(params) if resolved else protocol.resolve(params, public))
+        with _BINDINGS_LOCK:  # binds may be made in threads (a Dask worker's)
+            while len(_BINDINGS) >= BINDINGS_KEPT:
+                _BINDINGS.pop(next(iter(_BINDINGS)))  # the oldest
+            _BINDINGS[key] = got
+    return got
 
 
 @dataclass(frozen=True)
@@ -275,8 +324,13 @@ class Protocol(ABC):
 
     def bind(self, params: dict[str, Any], public: dict[str, Any],
              resolved: bool = False) -> Bound:
-        """Resolve ``params`` (unless already ``resolved``) and bind them with ``public``."""
-        return Bound(self, dict(params) if resolved else self.resolve(params, public), public)
+        """Resolve ``params`` (unless already ``resolved``) and bind them with ``public``:
+        resolved, and their rounds built, once for every bind of equal parameters and facts
+        (``Binding``), each ``Bound`` with its own copy of the resolved parameters."""
+        shared = _binding(self, params, public, resolved)
+        if shared is None:
+            return Bound(self, dict(params) if resolved else self.resolve(params, public), public)
+        return Bound(self, dict(shared.params), public, shared)
 
     @abstractmethod
     def rounds(self, params: dict[str, Any], public: dict[str, Any]) -> Rounds:

@@ -120,9 +120,13 @@ def _canon(x: Any) -> Any:
     return str(x)
 
 
+#: ``json.dumps(..., sort_keys=True, separators=(",", ":"))``, its encoder made once
+_CANON_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def tag_of(*parts: Any) -> int:
     """A 63-bit public tag of ``parts`` (BLAKE2b of their canonical JSON)."""
-    blob = json.dumps(_canon(list(parts)), sort_keys=True, separators=(",", ":"))
+    blob = _CANON_JSON.encode(_canon(list(parts)))
     h = hashlib.blake2b(blob.encode(), digest_size=8, person=b"ldpsim-tag")
     return int.from_bytes(h.digest(), "little") >> (64 - TAG_BITS)
 
@@ -160,8 +164,7 @@ def _run_identity(protocol: str, params: dict[str, Any], data: dict[str, Any]
                   ) -> tuple[int, int]:
     # the trailing 0 stood for the colluders, which once keyed the coins: kept, so that a run's
     # coins are what they always were
-    blob = json.dumps(_canon([protocol, params, data, 0]), sort_keys=True,
-                      separators=(",", ":"))
+    blob = _CANON_JSON.encode(_canon([protocol, params, data, 0]))
     return _identity_key(blob)
 
 

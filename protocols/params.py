@@ -46,42 +46,46 @@ class ParamSpec:
 
     def check(self, value: Any, where: str) -> Any:
         """Return the value coerced to its kind, or raise ParamError naming ``where``."""
-        bad = ParamError(f"{where}: got {value!r}; allowed: {self.describe()}")
+        got = self._checked(value)
+        if got is _BAD:  # the message (``describe``) is made only for a value that fails
+            raise ParamError(f"{where}: got {value!r}; allowed: {self.describe()}")
+        return got
+
+    def _checked(self, value: Any) -> Any:
+        """``check``'s value, or ``_BAD`` when it is not allowed."""
         if self.kind == "int_or_auto" and value == "auto":
             return value
         if self.choices is not None:
-            if value not in self.choices:
-                raise bad
-            return value
+            return value if value in self.choices else _BAD
         if self.kind in ("float", "int", "int_or_auto"):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise bad
+                return _BAD
             if self.kind in ("int", "int_or_auto"):
                 if isinstance(value, float):
                     if not value.is_integer():  # also rejects inf and nan
-                        raise bad
+                        return _BAD
                     value = int(value)
             else:
                 try:
                     value = float(value)
                 except OverflowError:  # an integer beyond any float
-                    raise bad from None
+                    return _BAD
                 if not math.isfinite(value):
-                    raise bad
+                    return _BAD
             if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-                raise bad
+                return _BAD
             if self.high is not None and value > self.high:
-                raise bad
+                return _BAD
             return value
         if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise bad
-            return value
+            return value if isinstance(value, bool) else _BAD
         if self.kind == "str":
-            if not isinstance(value, str):
-                raise bad
-            return value
+            return value if isinstance(value, str) else _BAD
         raise AssertionError(self.kind)
+
+
+#: what ``ParamSpec._checked`` returns for a value that is not allowed
+_BAD = object()
 
 
 def _number(x: float) -> str:

@@ -19,6 +19,7 @@ whole block.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -62,20 +63,23 @@ class GRR:
     @property
     def p(self) -> Any:
         """P(report = true value) = 1 / (1 + (k - 1) e^{-ε}) (no overflow at large ε)."""
-        return _scalar(1.0 / (1.0 + (np.asarray(self.k, dtype=np.float64) - 1)
-                              * np.exp(-np.asarray(self.epsilon, dtype=np.float64))))
+        if type(self.epsilon) in _SCALARS and type(self.k) in _SCALARS:
+            return _scalar_law(self.epsilon, self.k)[0]
+        return _p(self.epsilon, self.k)
 
     @property
     def q(self) -> Any:
         """P(report = one particular other value) = e^{-ε} / (1 + (k - 1) e^{-ε}); 0 if k = 1."""
-        t = np.exp(-np.asarray(self.epsilon, dtype=np.float64))
-        k = np.asarray(self.k, dtype=np.float64)
-        return _scalar(np.where(k > 1, t / (1.0 + (k - 1) * t), 0.0))
+        if type(self.epsilon) in _SCALARS and type(self.k) in _SCALARS:
+            return _scalar_law(self.epsilon, self.k)[1]
+        return _q(self.epsilon, self.k)
 
     @property
     def privacy(self) -> MechanismPrivacy:
         """One report is ε-LDP with ε = ln(p / q), the largest ε of the block (sensitivity
         does not apply)."""
+        if type(self.epsilon) in _SCALARS:
+            return _scalar_privacy(self.epsilon)
         return MechanismPrivacy(largest(self.epsilon), None, "randomized_response")
 
     def matrix(self) -> np.ndarray:
@@ -197,3 +201,33 @@ def epsilon_of(p: float, k: int) -> float:
 
 def _scalar(x: np.ndarray) -> Any:
     return float(x) if np.ndim(x) == 0 else x
+
+
+def _p(epsilon: Any, k: Any) -> Any:
+    """``GRR.p`` of ``epsilon`` and ``k`` (scalars or arrays)."""
+    return _scalar(1.0 / (1.0 + (np.asarray(k, dtype=np.float64) - 1)
+                          * np.exp(-np.asarray(epsilon, dtype=np.float64))))
+
+
+def _q(epsilon: Any, k: Any) -> Any:
+    """``GRR.q`` of ``epsilon`` and ``k`` (scalars or arrays)."""
+    t = np.exp(-np.asarray(epsilon, dtype=np.float64))
+    k = np.asarray(k, dtype=np.float64)
+    return _scalar(np.where(k > 1, t / (1.0 + (k - 1) * t), 0.0))
+
+
+#: the Python number types whose (ε, k) ``_scalar_law`` keeps (bool is not one of them)
+_SCALARS = (int, float)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _scalar_privacy(epsilon: float) -> MechanismPrivacy:
+    """``GRR.privacy`` of a scalar ε, made once (it is immutable)."""
+    return MechanismPrivacy(largest(epsilon), None, "randomized_response")
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _scalar_law(epsilon: float, k: float) -> tuple[float, float]:
+    """``(p, q)`` of a scalar ε and k, computed once (``_p``, ``_q``: the same floats): the
+    mechanisms of a sweep point's runs, and each run's many uses of them, share them."""
+    return _p(epsilon, k), _q(epsilon, k)

@@ -18,6 +18,10 @@ class ProgressBar:
     Use as a context manager (``with progress(...) as bar:``); :meth:`close` is called on exit.
     """
 
+    #: whether the bar shows what :meth:`set_postfix_str` is given (a caller need not make it
+    #: when it does not)
+    shows: bool = True
+
     def update(self, n: int = 1) -> None:
         """Advance the counter by ``n`` completed items."""
 
@@ -37,6 +41,8 @@ class ProgressBar:
 
 class _NullProgress(ProgressBar):
     """Progress disabled: every method is a no-op."""
+
+    shows = False
 
 
 class _TqdmProgress(ProgressBar):

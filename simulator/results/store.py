@@ -10,6 +10,8 @@ which runs are already done. :func:`jsonable` turns a record into plain JSON dat
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import os
@@ -30,6 +32,10 @@ FINGERPRINT_FILE = "scenario.json"
 #: of a sweep, on an interrupt or a failure). A run longer than the interval is synced at once.
 SYNC_INTERVAL_S = 0.5
 SYNC_RECORDS = 100
+#: ``ResultStore.append`` keeps each line it writes and parses this many together (the rest
+#: when the records are handed out): the records a sweep returns, as reading the file gives
+#: them, without reading it
+PARSE_LINES = 256
 
 
 DEGRADED = "degraded"
@@ -116,8 +122,60 @@ def record_line(record: dict[str, Any]) -> str:
 
 
 def _dumps(record: dict[str, Any]) -> str:
-    return json.dumps(jsonable(record), separators=(",", ":"), allow_nan=False,
-                      ensure_ascii=False)
+    """``record`` as one line of strict JSON: ``jsonable`` first, then ``json.dumps``.
+
+    A record of plain data is encoded as it is (``_plain_keys``: every dict key a ``str``,
+    ``int`` or ``float``, which ``json`` writes as ``jsonable`` does; numpy scalars, sets,
+    paths and arrays through ``_jsonable_default``), the same bytes without the copy; one with a
+    non-finite float or anything else takes the whole ``jsonable`` first."""
+    if _plain_keys(record):
+        try:
+            return _ENCODER.encode(record)
+        except (TypeError, ValueError, RecursionError):  # nan/inf (null), or not JSON at all
+            pass
+    return _ENCODER.encode(jsonable(record))
+
+
+def _jsonable_default(obj: Any) -> Any:
+    """What ``_ENCODER`` writes for an object ``json`` has no form of: its ``jsonable``."""
+    got = jsonable(obj)
+    if got is obj:
+        raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+    return got
+
+
+#: the encoder of ``_dumps`` (strict JSON, compact, UTF-8 as it is)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False,
+                            check_circular=False, default=_jsonable_default)
+_CONTAINERS = (dict, list, tuple)
+#: the key types ``json`` writes as ``jsonable`` does, and the values it needs no look into
+_PLAIN_KEYS = frozenset((str, int, float))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain_keys(obj: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every dict in ``obj`` (a dict, list or tuple), at any depth, is a ``dict``
+    whose keys are all ``str``, ``int`` or ``float`` (those ``json`` writes as ``jsonable``
+    does: ``str(k)``), found through ``dict``, ``list`` and ``tuple`` values; a subclass of
+    dict, list or tuple anywhere says no. A bool or None key (``json`` writes ``true``,
+    ``jsonable`` ``"True"``) or an enum's, say no too."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        values: Any = item
+        if type(item) is dict:
+            if not _PLAIN_KEYS.issuperset(map(type, item)):
+                return False
+            values = item.values()
+        if _SCALARS.issuperset(map(type, values)):
+            continue  # most of a record: no container in it
+        for v in values:
+            kind = type(v)
+            if kind is dict or kind is list or kind is tuple:
+                stack.append(v)
+            elif kind not in _SCALARS and isinstance(v, _CONTAINERS):
+                return False
+    return True
 
 
 def _fsync_dir(path: Path) -> None:
@@ -154,6 +212,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 # --------------------------------------------------------------------------------------------
 # The store
+
+
+def _parsed_lines(lines: list[str]) -> list[dict[str, Any]]:
+    """Each line (a JSON object) parsed, in one pass: with the cyclic garbage collector
+    paused, which has nothing to find in JSON's dicts and lists (they hold no cycles) and
+    would otherwise go through them as they pile up."""
+    with _collector_paused():
+        return json.loads("[" + ",".join(lines) + "]")
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off inside, back as it was after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -199,14 +277,19 @@ class ResultStore:
         self.path = self.out_dir / RESULTS_FILE
         self._keys: set[str] | None = None  # keys of complete records (a repeat is refused)
         self._lines: list[int] = []  # the file's line number of each record ``_load`` read
-        #: every record of the file as ``_load`` parsed it, then each appended line parsed
+        #: every record of the file as ``_load`` parsed it, then the appended lines parsed
         #: (what reading the file again gives); None until the file is read
         self._records: list[dict[str, Any]] | None = None
+        self._pending: list[str] = []  # appended lines not parsed yet (``PARSE_LINES``)
         self.sync_interval_s = sync_interval_s
         self.sync_records = sync_records
         self._unsynced = 0  # records written since the last fsync
         self._created = False  # this store created the file: its directory entry is unsynced
         self._synced_at = time.monotonic()
+        self._fd: int | None = None  # the file, open for appending (``append``) until ``sync``
+
+    def __del__(self) -> None:
+        self._close()
 
     def done_keys(self) -> set[str]:
         """Keys of the runs already stored (reads, and if needed repairs, the file).
@@ -225,8 +308,8 @@ class ResultStore:
         """The stored records, in file order, only the latest one of each key (a redone
         degraded run supersedes the earlier record). Reads, and if needed repairs, the file;
         after it was read and appended to here, the records it would give are kept instead
-        (each appended line parsed as it was written) and handed out, the next call reading
-        the file again.
+        (the appended lines parsed ``PARSE_LINES`` at a time) and handed out, the next call
+        reading the file again.
 
         Returns
         -------
@@ -234,6 +317,7 @@ class ResultStore:
         """
         if self._records is None:
             return latest(self._load())
+        self._parse_pending()
         kept, self._records = self._records, None  # handed out once: a later call reads again
         return latest(kept)
 
@@ -275,25 +359,48 @@ class ResultStore:
             line = _dumps(record) if line is None else line
         except (TypeError, ValueError) as e:
             raise ValueError(f"record {key!r} is not JSON-serialisable: {e}") from e
-        self._created |= not self.path.exists()
-        with open(self.path, "ab") as f:
-            f.write(line.encode("utf-8") + b"\n")
-            f.flush()  # in the kernel's hands now: a killed process loses nothing
-            self._unsynced += 1
-            if (self._unsynced >= self.sync_records
-                    or time.monotonic() - self._synced_at >= self.sync_interval_s):
-                self._fsync(f.fileno())
+        fd = self._open()
+        data = memoryview(line.encode("utf-8") + b"\n")
+        while data:  # in the kernel's hands once written: a killed process loses nothing
+            data = data[os.write(fd, data):]
+        self._unsynced += 1
+        if (self._unsynced >= self.sync_records
+                or time.monotonic() - self._synced_at >= self.sync_interval_s):
+            self._fsync(fd)
         if not is_degraded(record):
             self._keys.add(key)
         if self._records is not None:  # the record as reading the file gives it back
-            self._records.append(json.loads(line))
+            self._pending.append(line)
+            if len(self._pending) >= PARSE_LINES:
+                self._parse_pending()
+
+    def _parse_pending(self) -> None:
+        """Parse the appended lines not parsed yet, together (``_parsed_lines``)."""
+        if self._pending and self._records is not None:
+            self._records.extend(_parsed_lines(self._pending))
+        self._pending = []
+
+    def _open(self) -> int:
+        """The file, open for appending (created if missing: its directory entry is then
+        synced with the next fsync); kept open until ``sync`` (or ``_load``) closes it."""
+        if self._fd is None:
+            self._created |= not self.path.exists()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        return self._fd
+
+    def _close(self) -> None:
+        fd, self._fd = getattr(self, "_fd", None), None  # (``__del__`` of a failed ``__init__``)
+        if fd is not None:
+            os.close(fd)
 
     def sync(self) -> None:
         """fsync the records appended since the last fsync (and the new file's directory
         entry): after this they survive a machine crash too. Cheap when nothing is pending."""
-        if self._unsynced or self._created:
-            with open(self.path, "ab") as f:
-                self._fsync(f.fileno())
+        try:
+            if self._unsynced or self._created:
+                self._fsync(self._open())
+        finally:
+            self._close()
 
     def _fsync(self, fd: int) -> None:
         os.fsync(fd)
@@ -305,8 +412,9 @@ class ResultStore:
 
     def _load(self) -> list[dict[str, Any]]:
         """Parse the file, repairing a damaged tail; refresh the cached key set."""
+        self._close()  # a repair replaces the file: the next append opens the new one
         if not self.path.exists():
-            self._keys, self._lines, self._records = set(), [], []
+            self._keys, self._lines, self._records, self._pending = set(), [], [], []
             return []
         data = self.path.read_bytes()
         raw_lines = data.split(b"\n")
@@ -342,6 +450,6 @@ class ResultStore:
             atomic_write_bytes(self.path, repaired)
         self._keys = {r["key"] for r in records if not is_degraded(r)}
         self._lines = lines
-        self._records = list(records)
+        self._records, self._pending = list(records), []
         return records
 

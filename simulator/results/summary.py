@@ -107,6 +107,8 @@ def record_metrics(rec: dict[str, Any]) -> dict[str, Any]:
 
 def finite_number(v: Any) -> float | None:
     """``v`` as a finite float, or None when missing / non-numeric / non-finite."""
+    if type(v) is float:  # most values: the float itself
+        return v if math.isfinite(v) else None
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, int | float | np.integer | np.floating):
@@ -125,12 +127,30 @@ def mean_std(values: list[float]) -> tuple[float | None, float | None, int]:
     if not values:
         return None, None, 0
     arr = np.asarray(values, dtype=float)
-    std = float(np.std(arr, ddof=1)) if len(arr) > 1 else 0.0
-    return float(np.mean(arr)), std, len(arr)
+    # the array's own methods: ``np.std`` and ``np.mean`` call the same, the same bits
+    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return float(arr.mean()), std, len(arr)
 
 
 def point_id(point: dict[str, Any]) -> str:
     return json.dumps(jsonable(point), sort_keys=True, separators=(",", ":"))
+
+
+#: the values whose ``point_id`` a point's ``_point_key`` may stand for (by exact type)
+_KEYED = frozenset((str, int, bool, type(None)))
+
+
+def _point_key(point: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable stand-in for ``point_id(point)``: its items with each value's type, when
+    every value is a str, int, bool, None or a float other than 0 and nan (equal stand-ins
+    then have equal ids; -0.0 equals 0.0 and nan no nan); None otherwise."""
+    out = []
+    for k, v in point.items():
+        kind = type(v)
+        if kind not in _KEYED and not (kind is float and v == v and v != 0):
+            return None
+        out.append((k, kind, v))
+    return tuple(out)
 
 
 def in_value_order(values: Iterable[Any]) -> list[Any]:
@@ -175,11 +195,19 @@ def _varying_settings(records: list[dict[str, Any]]) -> list[str]:
                 keys.setdefault(f"{section}.{k}", None)
     seen: dict[tuple[str, str], set[str]] = {}  # (protocol, key) -> values (one protocol's
     memo: dict[tuple[type, Any], str] = {}       # parameters differ from another's by design)
+    varying: set[str] = set()  # the keys found to vary: not looked at again
+    where = [(key, *key.split(".", 1)) for key in keys]  # (``_setting``'s section and name)
     for rec in records:
-        for key in keys:
-            seen.setdefault((str(rec.get("protocol")), key), set()).add(
-                _value_json(_setting(rec, key), memo))
-    return [k for k in keys if any(len(v) > 1 for (_, kk), v in seen.items() if kk == k)]
+        protocol = str(rec.get("protocol"))
+        tables = {"params": rec.get("params_requested") or {}, "data": rec.get("data") or {}}
+        for key, section, name in where:
+            if key in varying:
+                continue
+            values = seen.setdefault((protocol, key), set())
+            values.add(_value_json(tables[section].get(name), memo))
+            if len(values) > 1:
+                varying.add(key)
+    return [k for k in keys if k in varying]
 
 
 def _value_json(value: Any, memo: dict[tuple[type, Any], str]) -> str:
@@ -225,11 +253,17 @@ def group_points(records: list[dict[str, Any]],
     axes, rec_points = record_points(records) if found is None else found
     metrics: dict[int, dict[str, Any]] = {}  # each record's, by its place in ``records``
     members: dict[str, list[int]] = {}
+    ids: dict[tuple[Any, ...], str] = {}  # ``point_id`` by ``_point_key``: once per point
     for i, (rec, point) in enumerate(zip(records, rec_points, strict=True)):
         metrics[i] = record_metrics(rec)
         for m in metrics[i]:
             metric_names.setdefault(m, None)
-        pid = point_id(point)
+        key = _point_key(point)
+        pid = ids.get(key) if key is not None else None
+        if pid is None:
+            pid = point_id(point)
+            if key is not None:
+                ids[key] = pid
         if pid not in points:
             protocol = point.get("protocol", rec.get("protocol", ""))
             points[pid] = Point(point=dict(point), protocol=str(protocol))
@@ -237,28 +271,42 @@ def group_points(records: list[dict[str, Any]],
         points[pid].records.append(rec)
         members[pid].append(i)
     for pid, p in points.items():
-        seen: dict[str, list[float]] = {}
-        for i in members[pid]:
-            for m, v in metrics[i].items():
-                vals = seen.setdefault(m, [])
+        _aggregate(p, [metrics[i] for i in members[pid]], metric_names)
+    return axes, list(metric_names), list(points.values())
+
+
+def _aggregate(p: Point, metrics: list[dict[str, Any]], metric_names: dict[str, None]) -> None:
+    """``p``'s metrics (``metrics``: its records', in order), leakage intervals and costs:
+    each the mean and std of its finite values (``mean_std``, ``finite_number``)."""
+    seen: dict[str, list[float]] = {}
+    isfinite = math.isfinite
+    for row in metrics:
+        for m, v in row.items():
+            vals = seen.get(m)
+            if vals is None:
+                vals = seen[m] = []
+            if type(v) is float:  # ``finite_number`` of a float, without the call
+                if isfinite(v):
+                    vals.append(v)
+            else:
                 x = finite_number(v)
                 if x is not None:
                     vals.append(x)
-        p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
-        p.intervals = pooled_leakage(p.records)
-        for col, section, keys in COST_COLUMNS:
-            vals = []
-            for rec in p.records:
-                sec = rec.get(section) or {}
-                for k in keys:
-                    x = finite_number(sec.get(k)) if k in sec else None
-                    if x is not None:
-                        vals.append(x)
-                        break
-            if vals:
-                p.cost_stats[col] = mean_std(vals)
-                p.costs[col] = p.cost_stats[col][0]
-    return axes, list(metric_names), list(points.values())
+    p.metrics = {m: mean_std(seen[m]) for m in metric_names if m in seen}
+    p.intervals = pooled_leakage(p.records)
+    sections = {section: [rec.get(section) or {} for rec in p.records]
+                for section in {section for _, section, _ in COST_COLUMNS}}
+    for col, section, keys in COST_COLUMNS:
+        vals = []
+        for sec in sections[section]:
+            for k in keys:
+                x = finite_number(sec.get(k)) if k in sec else None
+                if x is not None:
+                    vals.append(x)
+                    break
+        if vals:
+            p.cost_stats[col] = mean_std(vals)
+            p.costs[col] = p.cost_stats[col][0]
 
 
 def metric_names(columns: list[str]) -> list[str]:
@@ -387,23 +435,33 @@ def per_round(records: list[dict[str, Any]],
         and ``wire_bytes_up``/``wire_bytes_down`` (with the transport's headers). A key an
         entry lacks is None.
     """
+    columns, rows = _round_rows(records, found)
+    return columns, [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _round_rows(records: list[dict[str, Any]],
+                found: tuple[list[str], list[dict[str, Any]]] | None = None
+                ) -> tuple[list[str], list[list[Any]]]:
+    """``per_round``'s columns and rows, each row its values in the columns' order."""
     axes, points = record_points(records) if found is None else found
     settings = [a for a in axes if a != "protocol"]
     virtual = VIRTUAL_ROUND_COLUMNS if any(rec.get("virtual") for rec in records) else ()
-    columns = ["key", "status", "protocol", *settings, "repeat", *ROUND_COLUMNS, *virtual]
-    rows: list[dict[str, Any]] = []
+    entry_columns = (*ROUND_COLUMNS, *virtual)
+    columns = ["key", "status", "protocol", *settings, "repeat", *entry_columns]
+    up_at, down_at = (entry_columns.index(c) for c in ("bytes_up_per_agent",
+                                                        "bytes_down_per_agent"))
+    rows: list[list[Any]] = []
     for rec, point in zip(records, points, strict=True):
-        head = {"key": rec.get("key"), "status": rec.get("status"),
-                "protocol": point.get("protocol", rec.get("protocol")),
-                **{a: point.get(a) for a in settings}, "repeat": rec.get("repeat")}
+        head = [rec.get("key"), rec.get("status"), point.get("protocol", rec.get("protocol")),
+                *[point.get(a) for a in settings], rec.get("repeat")]
         for entry in (rec.get("comm") or {}).get("per_round") or []:
-            row = {**head, **{c: entry.get(c) for c in (*ROUND_COLUMNS, *virtual)}}
+            values = [entry.get(c) for c in entry_columns]
             asked = entry.get("asked")
-            for way in ("up", "down"):
-                total = finite_number(entry.get(f"bytes_{way}"))
-                row[f"bytes_{way}_per_agent"] = (total / asked if total is not None and
-                                                 isinstance(asked, int) and asked > 0 else None)
-            rows.append(row)
+            for at, total in ((up_at, entry.get("bytes_up")), (down_at, entry.get("bytes_down"))):
+                total = finite_number(total)
+                values[at] = (total / asked if total is not None and isinstance(asked, int)
+                              and asked > 0 else None)
+            rows.append(head + values)
     return columns, rows
 
 
@@ -440,14 +498,25 @@ def _csv_cell(v: Any) -> Any:
     return v
 
 
+#: the cells ``_csv_cell`` leaves as they are, found by type alone
+_PLAIN_CELLS = frozenset((str, int, float, bool))
+
+
 def csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     """The table as the CSV text ``summary.csv`` and ``per_round.csv`` hold (what
-    ``ldpsim verify`` derives again from the records and compares)."""
+    ``ldpsim verify`` derives again from the records and compares): a header of
+    ``columns``, then each row's cells in their order (``_csv_cell``: a missing one empty)."""
+    return _csv_lines(columns, ([row.get(c) for c in columns] for row in rows))
+
+
+def _csv_lines(columns: list[str], rows: Iterable[list[Any]]) -> str:
+    """``csv_text`` of rows given as their values in the columns' order."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: _csv_cell(row.get(c)) for c in columns})
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    plain = _PLAIN_CELLS
+    for values in rows:
+        writer.writerow([v if type(v) in plain else _csv_cell(v) for v in values])
     return buf.getvalue()
 
 
@@ -491,8 +560,13 @@ def write_per_round(out_dir: str | Path, records: list[dict[str, Any]],
     Path or None
         The path of ``per_round.csv``; None (nothing written) when no record has a round.
     """
-    columns, rows = per_round(records, found)
-    return _write_csv(Path(out_dir) / PER_ROUND_FILE, columns, rows) if rows else None
+    columns, rows = _round_rows(records, found)
+    if not rows:
+        return None
+    path = Path(out_dir) / PER_ROUND_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, _csv_lines(columns, rows).encode("utf-8"))
+    return path
 
 
 def write_tables(out_dir: str | Path, records: list[dict[str, Any]]) -> None:

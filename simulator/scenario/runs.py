@@ -106,6 +106,8 @@ class Scenario:
         specs: list[RunSpec] = []
         seen: set[str] = set()
         costs: dict[tuple[str, str], Any] = {}  # the compute costs, read once per protocol
+        seeds = [run_seed(self.seed, r) for r in range(self.repeats)]  # the same at each point
+        faults = self.runtime.get("faults", [])
         for proto in self.protocols:
             params = (self.params_checked[proto] if proto in self.params_checked
                       else checked_params(proto, self.params))
@@ -128,18 +130,18 @@ class Scenario:
                 collusion = {**self.collusion, "colluders": colluders}
                 point.update({k: v for k, v in values.items() if k.startswith("deployment.")})
                 deploy = dep.run_deployment(self.deployment, proto, values, costs)
+                # the keys of the point's repetitions: what they share hashed as text once
+                keys = key_parts(proto, p, data, self.seed, collusion, faults, deploy)
+                executions = key_parts(proto, p, data, self.seed, _execution_of(collusion),
+                                       faults, deploy)
                 for r in range(self.repeats):
-                    key = run_key(proto, p, data, r, self.seed, collusion,
-                                  self.runtime.get("faults", []), deploy)
+                    key = key_of(keys, r)
                     if key in seen:
                         continue
                     seen.add(key)
-                    execution = execution_key(proto, p, data, r, self.seed, collusion,
-                                              self.runtime.get("faults", []), deploy)
-                    specs.append(RunSpec(self.name, proto, p, data, r, self.seed,
-                                         run_seed(self.seed, r), dict(self.runtime),
-                                         collusion, point, key, dict(self.agents), deploy,
-                                         execution))
+                    specs.append(RunSpec(self.name, proto, p, data, r, self.seed, seeds[r],
+                                         dict(self.runtime), collusion, point, key,
+                                         dict(self.agents), deploy, key_of(executions, r)))
         return shared_executions(specs)
 
 
@@ -174,9 +176,15 @@ def execution_key(proto, params, data, repeat, seed, collusion, faults, deployme
     hold a smaller one). Semi-honest colluders change neither the coins (``protocols.keys.
     run_tag``) nor the transcript, so the runs of one sweep point that differ only in their
     coalition are analyses of one execution (``sweep.execute``)."""
+    return run_key(proto, params, data, repeat, seed, _execution_of(collusion), faults,
+                   deployment)
+
+
+def _execution_of(collusion: dict[str, Any]) -> dict[str, Any]:
+    """The ``collusion`` table of a run's execution (``execution_key``): no coalition but an
+    explicit list of agents."""
     colluders = collusion["colluders"]
-    shared = {**collusion, "colluders": colluders if isinstance(colluders, list) else 0}
-    return run_key(proto, params, data, repeat, seed, shared, faults, deployment)
+    return {**collusion, "colluders": colluders if isinstance(colluders, list) else 0}
 
 
 def shared_executions(specs: list[RunSpec]) -> list[RunSpec]:
@@ -196,9 +204,23 @@ def run_key(proto, params, data, repeat, seed, collusion, faults, deployment=Non
     only when there is one (the keys of runs without stay as they were). A named data file
     (``data:NAME/FILE``) is hashed as the scenarios spelled it before (``datasets.key_form``):
     their runs' keys stay as they were, whichever folder holds the data."""
+    return key_of(key_parts(proto, params, data, seed, collusion, faults, deployment), repeat)
+
+
+def key_parts(proto, params, data, seed, collusion, faults, deployment=None
+              ) -> tuple[str, str]:
+    """The text ``run_key`` hashes, but the repetition: the JSON list ``[proto, params, data,
+    repeat, seed, collusion, faults(, deployment)]`` before and after ``repeat`` (a list's
+    JSON is its items' joined by ", "), which every repetition of a sweep point shares."""
     data = {k: key_form(v) for k, v in data.items()}
-    blob = json.dumps([proto, params, data, repeat, seed,
-                       {k: collusion[k] for k in ("colluders", "curator")}, faults,
-                       *([deployment] if deployment else [])],
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    head = json.dumps([proto, params, data], sort_keys=True, default=str)
+    tail = json.dumps([seed, {k: collusion[k] for k in ("colluders", "curator")}, faults,
+                       *([deployment] if deployment else [])], sort_keys=True, default=str)
+    return head[:-1] + ", ", ", " + tail[1:]
+
+
+def key_of(parts: tuple[str, str], repeat: Any) -> str:
+    """``run_key`` of repetition ``repeat`` from its point's ``key_parts``."""
+    text = repr(repeat) if type(repeat) is int else json.dumps(repeat, sort_keys=True,
+                                                                default=str)
+    return hashlib.sha256((parts[0] + text + parts[1]).encode()).hexdigest()[:20]

@@ -4,7 +4,6 @@ layout, and a bounded per-peer memory; and ``counted``, the count and noun of ev
 
 from __future__ import annotations
 
-import contextlib
 import resource
 import traceback
 from collections import OrderedDict
@@ -110,19 +109,27 @@ def out_of_memory(e: MemoryError) -> str:
             "than this machine gives it (a smaller [data] n, or fewer numbers per report)")
 
 
-@contextlib.contextmanager
-def protocol_code(what: str):
+class protocol_code:  # noqa: N801  (a context manager, named as the function it was)
     """The protocol's own curator code failed: that ends the run (``RunFailed`` with the
-    traceback), unlike a peer's bad input, which is only ever a rejection."""
-    try:
-        yield
-    except RunFailed:
-        raise
-    except MemoryError as e:
-        raise RunFailed(out_of_memory(e)) from None
-    except Exception:
-        raise RunFailed(f"the protocol's curator code failed in {what}:\n"
-                        + traceback.format_exc()) from None
+    traceback), unlike a peer's bad input, which is only ever a rejection. A context
+    manager: ``with protocol_code("set-up"): ...``."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> bool:
+        if kind is None or issubclass(kind, RunFailed) or not issubclass(kind, Exception):
+            return False  # nothing failed, the run's own failure, or not an error at all
+        if issubclass(kind, MemoryError):
+            raise RunFailed(out_of_memory(exc)) from None
+        raise RunFailed(f"the protocol's curator code failed in {self.what}:\n"
+                        + "".join(traceback.format_exception(kind, exc, tb))) from None
 
 
 class Bounded(OrderedDict):

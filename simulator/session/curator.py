@@ -67,6 +67,10 @@ class State(enum.StrEnum):
     FINISHED = "finished"  # ``result`` is set
 
 
+def _nothing() -> None:
+    """What a finished run's loop calls to move its deadline: nothing is left to wait for."""
+
+
 class CuratorSession:
     """The curator's side of one run (see the module docstring).
 
@@ -408,3 +412,6 @@ class CuratorSession:
             virtual=None if net is None else net.summary(),
             view=self.view.released(self.output, reg.public, self.params))
         self.state = State.FINISHED
+        # the rounds are over: the loop lets go of this session (its one way back here), so
+        # the run's objects are freed as soon as the driver drops the session
+        self.loop.touch = _nothing

@@ -68,12 +68,13 @@ class AgentPolicy:
                                  f"{', '.join(sorted(known))}")
 
     @classmethod
-    def of(cls, table: dict[str, Any] | None) -> AgentPolicy:
-        """The policy a scenario's ``[agents]`` table states (None or {}: no limits)."""
+    def of(cls, table: dict[str, Any] | None, spent: float = 0.0) -> AgentPolicy:
+        """The policy a scenario's ``[agents]`` table states (None or {}: no limits), with
+        what the agents have ``spent`` before (see ``spent``)."""
         t = dict(table or {})
         protos = t.get("protocols")
         return cls(t.get("max_epsilon"), None if protos is None else tuple(protos),
-                   t.get("lifetime_epsilon"))
+                   t.get("lifetime_epsilon"), spent)
 
     def as_table(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -115,9 +115,15 @@ def public_config(config: dict[str, Any]) -> dict[str, Any]:
     data set's public ids and the coalition's stream key."""
     out = {k: v for k, v in config.items() if k != "seed"}
     out["run_id"] = run_id(config)
-    out["data_id"] = data_tag(config["seed"])
-    out["collusion_key"] = stream_key(config["seed"], "collusion")
+    out["data_id"], out["collusion_key"], _ = _seed_ids(int(config["seed"]))
     return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _seed_ids(seed: int) -> tuple[int, int, int]:
+    """A run seed's data set id (``data_tag``), collusion and curator stream keys: the same
+    for every run of a repetition, derived once."""
+    return data_tag(seed), stream_key(seed, "collusion"), stream_key(seed, "curator")
 
 
 def curator_config(config: dict[str, Any], secrets: Secrets | None = None) -> dict[str, Any]:
@@ -131,7 +137,7 @@ def curator_config(config: dict[str, Any], secrets: Secrets | None = None) -> di
     blob = msgpack.packb(public, use_bin_type=True)
     pools = int(config["pools"])
     out = dict(public)
-    out["keys"] = {"curator": stream_key(config["seed"], "curator"),
+    out["keys"] = {"curator": _seed_ids(int(config["seed"]))[2],
                    "coins": sec.curator_coins(public["run_id"]),
                    "collusion": public["collusion_key"]}
     if config.get("deployment"):  # the simulated network's own streams (``network``)

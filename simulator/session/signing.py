@@ -14,6 +14,7 @@ Which party receives which key is ``seeding``'s; the files keys are kept in are 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets as _random
@@ -24,12 +25,19 @@ from ldpsim.protocols.keys import Secrets, kdf
 
 def policy_key(master: bytes, pool: int, pools: int) -> bytes:
     """Pool ``pool`` of ``pools``'s own key for checking the orchestrator's signatures."""
-    return kdf(master, "policy", int(pool), int(pools))
+    return _policy_key(master, int(pool), int(pools))
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy_key(master: bytes, pool: int, pools: int) -> bytes:
+    """``policy_key``, derived once per master and slot: every run of a sweep under the
+    experiment's secret (or of one repetition under its seed's) signs with the same keys."""
+    return kdf(master, "policy", pool, pools)
 
 
 def sign(policy: bytes, blob: bytes) -> bytes:
     """The orchestrator's signature of a run's configuration ``blob`` for one pool."""
-    return hmac.new(policy, b"ldpsim\x1fsetup\x1f" + blob, hashlib.sha256).digest()
+    return hmac.digest(policy, b"ldpsim\x1fsetup\x1f" + blob, "sha256")
 
 
 def verify(policy: bytes, blob: bytes, signature: Any) -> bool:
@@ -46,7 +54,7 @@ def registration_mac(key: bytes, nonce: bytes, run: int, pool: int, pools: int) 
     """A pool's answer to the curator's per-run challenge ``nonce``: it proves the pool holds
     the registration key without sending it, and cannot be replayed into another run or slot."""
     msg = b"ldpsim\x1fhello\x1f" + nonce + f"\x1f{int(run)}\x1f{int(pool)}\x1f{int(pools)}".encode()
-    return hmac.new(key, msg, hashlib.sha256).digest()
+    return hmac.digest(key, msg, "sha256")
 
 
 def fingerprint_mac(secrets: Secrets, salt: bytes) -> str:

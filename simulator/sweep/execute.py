@@ -65,7 +65,11 @@ def data_signature(data: dict[str, Any], seed: int, secret: Secrets | None = Non
     its ground truth (``TruthCache``; the workers of a parallel sweep are handed them
     together)."""
     tag = "" if secret is None else hashlib.blake2b(secret.master, digest_size=8).hexdigest()
-    return json.dumps([data, seed, tag], sort_keys=True, default=str)
+    return _SIGNATURE_JSON.encode([data, seed, tag])
+
+
+#: ``json.dumps(..., sort_keys=True, default=str)``, its encoder made once
+_SIGNATURE_JSON = json.JSONEncoder(sort_keys=True, default=str)
 
 
 def keyed_seed(seed: int, secret: Secrets | None) -> int:
@@ -292,7 +296,7 @@ def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_be
     if backend is None:
         backend = get_backend(spec.runtime["backend"]).standalone()
     record_view = bool(spec.collusion.get("save_view")) or bool(spec.collusion.get("attacks"))
-    policy = replace(AgentPolicy.of(spec.agents), spent=spent_before)
+    policy = AgentPolicy.of(spec.agents, spent=spent_before)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it

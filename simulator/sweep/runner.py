@@ -183,9 +183,10 @@ def _run_todo(scenario: Scenario, specs: list[RunSpec], todo: list[RunSpec],
             if lifetime:
                 note_spending(spending, rec, spec)
             interrupt.check()  # a Ctrl-C a finaliser swallowed during the run
-            m = rec["metrics"]
-            bar.set_postfix_str(f"{spec.protocol} " + " ".join(
-                f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
+            if bar.shows:
+                m = rec["metrics"]
+                bar.set_postfix_str(f"{spec.protocol} " + " ".join(
+                    f"{k}={v:.3g}" for k, v in list(m.items())[:2]))
             bar.update(1)
 
 

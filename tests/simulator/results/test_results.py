@@ -477,6 +477,7 @@ def test_progress_disabled_and_tqdm(capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     with progress(3, "runs", enabled=False) as bar:
         assert isinstance(bar, ProgressBar)
+        assert not bar.shows  # a sweep makes no text for it
         bar.update()
         bar.set_postfix_str("x")
     assert capsys.readouterr().err == ""
@@ -491,6 +492,7 @@ def test_progress_disabled_and_tqdm(capsys: pytest.CaptureFixture[str],
     term = Terminal()
     monkeypatch.setattr(sys, "stderr", term)
     with progress(2, "runs") as bar:
+        assert bar.shows
         bar.update()
         bar.set_postfix_str("eps=1")
         bar.update(1)
