@@ -3,7 +3,7 @@ headline figure copied to ``docs/img/`` as SVG (``make figures`` runs this modul
 
     python -m ldpsim.simulator.bench.figures                  # all five, about 5 min at -j2
     python -m ldpsim.simulator.bench.figures rank ethics      # some families
-    python -m ldpsim.simulator.bench.figures rank --set repeats=2 --out /tmp/figures
+    python -m ldpsim.simulator.bench.figures rank --set repeats=2 --out results/figures-quick
 
 Each scenario runs as ``ldpsim run SCENARIO --style paper --set plot.width=W --secret seed
 --out OUT/SCENARIO`` (reproducible from the scenario alone, so the figures are the same on
