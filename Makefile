@@ -41,8 +41,8 @@ test-slow: $(STAMP)
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/ldpsim bench
 
-# each family's headline figure in the paper style, into docs/img/*.svg (about 5 min at
-# --jobs 2; the SAFARI figure reads SUSHI from the data folder: ldpsim data)
+# each family's headline figure in the paper style, into docs/img/*.svg (about 10 min of CPU
+# time; the SAFARI figure reads SUSHI from the data folder: ldpsim data)
 figures: $(STAMP)
 	$(PY) -m ldpsim.simulator.bench.figures
 

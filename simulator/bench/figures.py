@@ -1,7 +1,7 @@
 """The documentation's figures: each family's headline scenario drawn in the paper style, its
 headline figure copied to ``docs/img/`` as SVG (``make figures`` runs this module)::
 
-    python -m ldpsim.simulator.bench.figures                  # all five, about 5 min at -j2
+    python -m ldpsim.simulator.bench.figures                  # all five, about 10 min of CPU time
     python -m ldpsim.simulator.bench.figures rank ethics      # some families
     python -m ldpsim.simulator.bench.figures rank --set repeats=2 --out results/figures-quick
 
