@@ -327,7 +327,7 @@ def main(args: argparse.Namespace, echo: Any = print, err: Any = print) -> int:
     except ValueError as e:
         err(f"error: {e}")
         return 2
-    overrides = [f"plot.style={getattr(args, 'style', 'paper')!r}"] + list(args.set or [])
+    overrides = [f"plot.style={args.style!r}"] + list(args.set or [])
     if args.run_jobs is not None:
         job = args.run_jobs
         overrides.append(f"runtime.jobs={job!r}" if isinstance(job, str) else
