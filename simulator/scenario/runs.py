@@ -54,6 +54,8 @@ class RunSpec:
                 "collusion": {k: self.collusion[k] for k in ("colluders", "curator")},
                 "faults": self.runtime.get("faults", []),
                 **({"data_first": True} if self.runtime.get("data_first") else {}),
+                **({"chunk": self.runtime["chunk"]}
+                   if self.runtime.get("chunk", "auto") != "auto" else {}),
                 **({"deployment": self.deployment} if self.deployment else {})}
 
 

@@ -53,6 +53,8 @@ MAX_FRAME_BYTES = 1 << 31
 MAX_ENVELOPE_BYTES = 1 << 30
 MAX_BATCH = 1 << 20
 MAX_JOBS = 256
+#: the largest ``[runtime] chunk`` (agents held at once)
+MAX_CHUNK = 1 << 40
 TOP_KEYS = {"name", "description", "protocol", "protocols", "repeats", "seed", "data", "params",
             "runtime", "dask", "agents", "collusion", "output", "plot", "sweep", "published",
             "deployment", "report"}
@@ -72,6 +74,10 @@ RUNTIME = {
     "batch": ParamSpec("batch", "int_or_auto", DEFAULTS.batch, low=1, high=MAX_BATCH,
                        help="agents per query batch (one ZeroMQ frame each way); auto: sized "
                             "per round and pool from the agents it asks"),
+    "chunk": ParamSpec("chunk", "int_or_auto", DEFAULTS.chunk, low=1, high=MAX_CHUNK,
+                       help="agents a pool or curator holds at once: a run with more agents is "
+                            "generated, answered and counted this many at a time (the records "
+                            "are the same); auto: 1048576"),
     "endpoint": ParamSpec("endpoint", "str", DEFAULTS.endpoint),
     "token": ParamSpec("token", "str", DEFAULTS.token,
                        help="hosts: the pools' registration token (default: the token file "

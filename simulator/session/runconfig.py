@@ -25,6 +25,12 @@ class RuntimeDefaults:
     #: agents per query batch (one frame of queries, answered by one frame of reports), or
     #: "auto": sized per round and pool from how many agents it asks (``rounds.batch_size``)
     batch: int | str = "auto"
+    #: agents a party holds at once (``[runtime] chunk``): a pool generates, keys, answers
+    #: and forgets its agents this many at a time, and a curator whose protocol's estimator
+    #: takes its reports in parts (``Curator.absorb_part``) absorbs them as they come, when
+    #: the run has more agents than this; "auto": ``CHUNK_AUTO``. The records are the same
+    #: whatever it is: only the memory and the time move
+    chunk: int | str = "auto"
     endpoint: str = "tcp://*:5555"
     token: str = ""
     #: the key file of the experiment's master secret (``ldpsim keys``); "" = each run's seed
@@ -55,6 +61,10 @@ class RuntimeDefaults:
     colluders: float | int = 0
 
 
+#: agents per chunk of ``chunk = "auto"``: a pool's rows and keys of a chunk of LDP-KwikSort
+#: agents of 10 items take about 36 MB
+CHUNK_AUTO = 1 << 20
+
 #: ``[runtime] executor``: where a sweep's runs execute
 EXECUTORS = ("local", "dask")
 
@@ -77,6 +87,7 @@ class RunConfig:
     pools: int = DEFAULTS.pools
     agent_mode: str = DEFAULTS.agent_mode
     batch: int | str = DEFAULTS.batch
+    chunk: int | str = DEFAULTS.chunk
     collusion: Mapping[str, Any] = field(default_factory=lambda: {
         "colluders": DEFAULTS.colluders, "curator": DEFAULTS.curator_colludes})
     faults: tuple[Mapping[str, Any], ...] = ()
@@ -93,6 +104,7 @@ class RunConfig:
                    pools=int(config.get("pools", DEFAULTS.pools)),
                    agent_mode=config.get("agent_mode", DEFAULTS.agent_mode),
                    batch=_batch(config.get("batch", DEFAULTS.batch)),
+                   chunk=_batch(config.get("chunk", DEFAULTS.chunk)),
                    collusion={"colluders": coll.get("colluders", DEFAULTS.colluders),
                               "curator": bool(coll.get("curator", DEFAULTS.curator_colludes))},
                    faults=tuple(config.get("faults") or ()),
@@ -110,11 +122,21 @@ class RunConfig:
         """Agents answer one at a time (``agent_mode = "exact"``), each timed on its own."""
         return self.agent_mode == "exact"
 
+    @property
+    def chunk_agents(self) -> int:
+        """Agents a party holds at once (``chunk``, "auto" resolved to ``CHUNK_AUTO``)."""
+        return CHUNK_AUTO if self.chunk == "auto" else int(self.chunk)
+
+    def chunked(self, n: int) -> bool:
+        """Whether a run of ``n`` agents is held in chunks (more agents than ``chunk``)."""
+        return n > self.chunk_agents
+
     def faults_of(self, pool: int) -> list[Mapping[str, Any]]:
         """The injected faults of pool ``pool``."""
         return [f for f in self.faults if int(f.get("pool", -1)) == pool]
 
 
 def _batch(value: Any) -> int | str:
-    """A configuration's batch setting: "auto", or a whole number of agents (at least 1)."""
+    """A configuration's batch (or chunk) setting: "auto", or a whole number of agents (at
+    least 1)."""
     return "auto" if value == "auto" else max(1, int(value))
