@@ -8,10 +8,16 @@ Whoever holds a node's key can compute the device keys below it and no other: ``
 holds the keys of the nodes that exactly cover some ranges of agents, and from them the agents'
 coin and data keys (``PRF_device(run tag)``, ``PRF_device(2^63 | data tag)``). Why the keys are
 built so, and the tags and secrets they derive from, is in ``protocols.keys``.
+
+Beyond 2^32 agents the tree is one of a forest: agents ``[t 2^32, (t + 1) 2^32)`` are the leaves
+of tree ``t`` (``t < 2^TREE_BITS``), whose root is read from the master with messages of their own
+(``root_words(..., tree=t)``); tree 0 is the tree above, so no agent below 2^32 changes its keys.
+A node's index counts across the forest (``Node``: level 0, index ``t`` is tree ``t``'s root).
 """
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,8 +26,12 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols.prf import SIPHASH, prf, prf_tag
 
-#: agent ids live in [0, 2^ID_BITS)
+#: the agent ids of one tree: [0, 2^ID_BITS)
 ID_BITS = 32
+#: trees in the forest: agent ids live in [0, 2^(ID_BITS + TREE_BITS)) = [0, 2^40)
+TREE_BITS = 8
+#: one past the largest agent id a key can be derived for
+ID_LIMIT = 1 << (ID_BITS + TREE_BITS)
 #: bits of the id each level of the tree consumes (256 children per node)
 LEVEL_BITS = 8
 #: levels below the root; level LEVELS holds the agents' device keys
@@ -33,19 +43,44 @@ TAG_BITS = 63
 _ROOT_MSG = (np.uint64(0x726F6F742D6B3030), np.uint64(0x726F6F742D6B3031))
 
 
-def root_words(m0: np.ndarray | int, m1: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
-    """The root key of the device-key tree of masters whose first 128 bits are ``(m0, m1)``
-    (one or many)."""
-    n = np.size(m0)
-    return (prf(m0, m1, np.full(n, _ROOT_MSG[0], dtype=np.uint64)),
-            prf(m0, m1, np.full(n, _ROOT_MSG[1], dtype=np.uint64)))
+def root_words(m0: np.ndarray | int, m1: np.ndarray | int, tree: int | np.ndarray = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The root key of device-key tree ``tree`` (agents ``[tree 2^32, (tree + 1) 2^32)``) of
+    masters whose first 128 bits are ``(m0, m1)`` (one or many; one tree, or one per master).
+    Tree 0's messages are ``_ROOT_MSG``; tree t's have their top byte XOR-ed with t."""
+    t = np.asarray(tree, dtype=np.uint64)
+    if ((t >> np.uint64(TREE_BITS)) != 0).any():
+        raise ValueError(f"a tree of the forest is below 2^{TREE_BITS}")
+    n = np.size(m0) if t.ndim == 0 else np.size(t)
+    top = np.broadcast_to(t << np.uint64(56), (n,))
+    return (prf(m0, m1, np.full(n, _ROOT_MSG[0], dtype=np.uint64) ^ top),
+            prf(m0, m1, np.full(n, _ROOT_MSG[1], dtype=np.uint64) ^ top))
+
+
+@functools.lru_cache(maxsize=64)
+def _forest(master: bytes) -> tuple[Node, ...]:
+    """The roots of the forest of a master secret's first 128 bits (made once per master:
+    every run of a sweep reads its agents' keys from them)."""
+    m0, m1 = _split(master)
+    k0, k1 = root_words(m0, m1, np.arange(1 << TREE_BITS, dtype=np.uint64))
+    return tuple(Node(0, t, a, b) for t, a, b in
+                 zip(range(1 << TREE_BITS), k0.tolist(), k1.tolist(), strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _forest_keys(cls: type, master: bytes) -> AgentKeys:
+    """``AgentKeys.root``'s keys, built once per master (they are immutable)."""
+    return cls(_forest(master))
 
 
 def device_rows(k0: np.ndarray, k1: np.ndarray, agents: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Row i's device key of agent ``agents[i]`` in the tree whose root key is ``(k0[i],
-    k1[i])``: one agent under many masters at once (the privacy audit's trials)."""
+    k1[i])``: one agent under many masters at once (the privacy audit's trials). Agents of
+    tree 0 only (below 2^32): another tree's root is read from the master (``root_words``)."""
     a = np.asarray(agents, dtype=np.int64)
+    if a.size and (a.min() < 0 or a.max() >= 1 << ID_BITS):
+        raise ValueError(f"device_rows: agent ids in [0, 2^{ID_BITS}) (tree 0) only")
     for level in range(1, LEVELS + 1):
         k0, k1 = _children(k0, k1, level, (a >> _shift(level)) & ((1 << LEVEL_BITS) - 1))
     return k0, k1
@@ -61,8 +96,9 @@ def _shift(level: int) -> int:
 
 @dataclass(frozen=True)
 class Node:
-    """One node of the device-key tree: it covers agents ``[index << shift, (index + 1) <<
-    shift)`` with ``shift = 32 - 8 level``; ``k0, k1`` are its key's halves."""
+    """One node of the device-key forest: it covers agents ``[index << shift, (index + 1) <<
+    shift)`` with ``shift = 32 - 8 level`` (level 0, index t: tree t's root); ``k0, k1`` are
+    its key's halves."""
 
     level: int
     index: int
@@ -87,8 +123,8 @@ def _children(k0: np.ndarray, k1: np.ndarray, level: int, c: np.ndarray
 
 def cover(start: int, stop: int) -> list[tuple[int, int]]:
     """The fewest tree nodes (level, index) that exactly cover agents ``[start, stop)``."""
-    if not 0 <= start <= stop <= 1 << ID_BITS:
-        raise ValueError(f"agents [{start}, {stop}) are outside [0, 2^{ID_BITS})")
+    if not 0 <= start <= stop <= ID_LIMIT:
+        raise ValueError(f"agents [{start}, {stop}) are outside [0, 2^{ID_BITS + TREE_BITS})")
     out = []
     while start < stop:
         for level in range(LEVELS + 1):
@@ -121,6 +157,10 @@ class AgentKeys:
     _ranges: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
     #: the ranges' first agents, for ``covers``'s bisection
     _range_starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    #: the nodes' levels and keys as arrays (``_descend``)
+    _levels: np.ndarray = field(init=False, repr=False, compare=False)
+    _k0s: np.ndarray = field(init=False, repr=False, compare=False)
+    _k1s: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         nodes = tuple(sorted(self.nodes, key=lambda n: n.start))
@@ -141,6 +181,9 @@ class AgentKeys:
         object.__setattr__(self, "_stops", np.array(stops, dtype=np.int64))
         object.__setattr__(self, "_ranges", tuple((a, b) for a, b in joined))
         object.__setattr__(self, "_range_starts", tuple(a for a, _ in joined))
+        object.__setattr__(self, "_levels", np.array([n.level for n in nodes], dtype=np.int64))
+        object.__setattr__(self, "_k0s", np.array([n.k0 for n in nodes], dtype=np.uint64))
+        object.__setattr__(self, "_k1s", np.array([n.k1 for n in nodes], dtype=np.uint64))
 
     def with_devices(self, start: int, d0: np.ndarray, d1: np.ndarray) -> AgentKeys:
         """The same keys, with agents ``start ..``'s device keys ``(d0, d1)`` already computed
@@ -157,11 +200,9 @@ class AgentKeys:
 
     @classmethod
     def root(cls, master: bytes) -> AgentKeys:
-        """Every agent's keys: the root of the tree of the master secret ``master`` (keyed by
-        its first 128 bits, ``root_words``)."""
-        m0, m1 = _split(master)
-        k0, k1 = root_words(m0, m1)
-        return cls((Node(0, 0, int(k0[0]), int(k1[0])),))
+        """Every agent's keys: the roots of the forest of the master secret ``master`` (keyed
+        by its first 128 bits, ``root_words``), one tree per 2^32 agents."""
+        return _forest_keys(cls, bytes(master[:16]))
 
     def ranges(self) -> list[tuple[int, int]]:
         """The agents covered, as disjoint ranges [start, stop) (adjacent nodes joined)."""
@@ -209,12 +250,11 @@ class AgentKeys:
             bad = ids[~inside]
             raise KeyError(f"these keys do not cover agents {_show(bad)} (they cover "
                            f"{_show_ranges(self.ranges())})")
-        lv = np.array([self.nodes[i].level for i in range(len(self.nodes))],
-                      dtype=np.int64)[at]
+        lv = self._levels[at]
         if (lv > target).any():
             raise KeyError("a requested node lies above the nodes these keys hold")
-        k0 = np.array([n_.k0 for n_ in self.nodes], dtype=np.uint64)[at]
-        k1 = np.array([n_.k1 for n_ in self.nodes], dtype=np.uint64)[at]
+        k0 = self._k0s[at]
+        k1 = self._k1s[at]
         for level in range(1, LEVELS + 1):
             sel = np.flatnonzero((lv < level) & (target >= level))
             if not len(sel):
@@ -343,7 +383,8 @@ class AgentKeys:
         except (TypeError, ValueError) as e:
             raise ValueError(f"not a list of [level, index, k0, k1] key nodes: {e}") from None
         for n in nodes:
-            if not (0 <= n.level <= LEVELS and 0 <= n.index < 1 << (LEVEL_BITS * n.level)
+            if not (0 <= n.level <= LEVELS
+                    and 0 <= n.index < 1 << (LEVEL_BITS * n.level + TREE_BITS)
                     and 0 <= n.k0 < 1 << 64 and 0 <= n.k1 < 1 << 64):
                 raise ValueError(f"not a key node: {[n.level, n.index]}")
         return cls(nodes)

@@ -123,7 +123,9 @@ def test_serialised_keys_round_trip_and_bad_ones_are_refused():
     sub = K.AgentKeys.root(MASTER).restrict([(10, 700)])
     again = K.AgentKeys.from_list(sub.to_list())
     assert np.array_equal(again.device(np.arange(10, 700))[0], sub.device(np.arange(10, 700))[0])
-    for bad in ([[1, 2, 3]], [["x", 0, 1, 2]], [[9, 0, 1, 2]], [[1, 256, 1, 2]], 5):
+    # the forest has 256 trees: level l holds indices below 2^(8 l + 8), no more
+    for bad in ([[1, 2, 3]], [["x", 0, 1, 2]], [[9, 0, 1, 2]], [[1, 1 << 16, 1, 2]],
+                [[0, 256, 1, 2]], [[4, 1 << 40, 1, 2]], 5):
         with pytest.raises(ValueError):
             K.AgentKeys.from_list(bad)
     with pytest.raises(ValueError, match="overlapping"):

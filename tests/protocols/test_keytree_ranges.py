@@ -4,6 +4,7 @@ answers as joining the nodes on every call, over many sizes, pools and scattered
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from ldpsim.protocols import keys as K
 from ldpsim.protocols.keytree import AgentKeys, Node
 
@@ -71,3 +72,50 @@ def test_the_ranges_and_covers_of_scattered_ranges_and_restrictions():
         _check(root.restrict(ranges), g)
         _check(root.restrict(ranges).with_devices(ranges[0][0], *root.device([ranges[0][0]])),
                g)
+
+
+# ---------------------------------------------------------------- beyond 2^32 agents: a forest
+
+def test_agents_below_2_32_keep_the_keys_of_the_single_tree():
+    """Tree 0 of the forest is the tree of before: its root from the same messages, so every
+    agent below 2^32 has the device key the one-tree derivation gave (``device_rows`` from
+    ``root_words`` is that derivation, level by level)."""
+    from ldpsim.protocols.keytree import _split, device_rows, root_words
+
+    root = AgentKeys.root(MASTER)
+    ids = np.array([0, 1, 255, 256, 65535, 1 << 24, (1 << 32) - 2, (1 << 32) - 1])
+    k0, k1 = root_words(*_split(MASTER))
+    want = device_rows(np.repeat(k0, len(ids)), np.repeat(k1, len(ids)), ids)
+    got = root.device(ids)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("start", [(1 << 32) - 300, 1 << 32, 10**10 - 1000, (1 << 40) - 700])
+def test_ranges_across_and_beyond_2_32_are_keyed_like_single_agents(start):
+    """Agents past 2^32 (up to 2^40, past 10^10) get keys: a range's fast path equals each
+    agent's own descent, and a pool's restriction gives the same keys as the root's."""
+    root = AgentKeys.root(MASTER)
+    stop = min(start + 1000, 1 << 40)
+    ids = np.arange(start, stop, dtype=np.int64)
+    fast = root.for_range(start, stop, coin_tag=7, data_tag=9, device=True)
+    d0, d1 = root.device(ids)
+    assert np.array_equal(fast["device0"], d0) and np.array_equal(fast["device1"], d1)
+    assert np.array_equal(fast["coins"], root.coins(ids, 7))
+    sub = root.restrict([(start + 10, stop)])
+    assert np.array_equal(sub.for_range(start + 10, stop, coin_tag=7)["coins"],
+                          fast["coins"][10:])
+    again = AgentKeys.from_list(sub.to_list())
+    assert np.array_equal(again.device(ids[10:])[0], d0[10:])
+
+
+def test_trees_are_distinct_and_the_forest_ends_at_2_40():
+    """The same leaf of two trees has different keys (each tree's root is its own), and no
+    key exists for agent 2^40."""
+    root = AgentKeys.root(MASTER)
+    a = root.device(np.array([5, (1 << 32) + 5, (2 << 32) + 5]))[0]
+    assert len(set(a.tolist())) == 3
+    with pytest.raises(ValueError):
+        root.restrict([(1 << 40, (1 << 40) + 1)])
+    with pytest.raises(ValueError):
+        from ldpsim.protocols.keytree import device_rows
+        device_rows(np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.array([1 << 32]))
