@@ -358,6 +358,15 @@ class Protocol(ABC):
         length = getattr(self, "report_length", None)
         return None if length is None else int(length(bound.params, bound.public))
 
+    def curator_agent_bytes(self, bound: Bound) -> int:
+        """Bytes the curator keeps per agent for the whole run besides one round's reports
+        (a weight, a row of an answer matrix): the state its estimator needs per agent, for
+        the memory check before a run starts. 0 (the default): its estimator keeps counts or
+        sums only, so a curator whose ``absorb`` takes the reports in parts
+        (``Curator.absorbs_in_parts``) holds a chunk of agents at a time, whatever their
+        number."""
+        return 0
+
     def query_refusal(self, bound: Bound, rnd: int, queries: np.ndarray | None,
                       broadcast: Any) -> str | None:
         """Why an agent refuses round ``rnd``'s ``queries`` (one row per asked agent, as they

@@ -13,9 +13,12 @@ class ParamError(ValueError):
     """A protocol or data parameter has a value outside what is allowed."""
 
 
-#: Most agents a scenario may have (the ``n`` of every data kind, colluder counts and ids): more
-#: would make every process allocate per-agent arrays beyond any machine's memory.
-MAX_AGENTS = 10**8
+#: Most agents a scenario may have (the ``n`` of every data kind, colluder counts and ids):
+#: below the 2^40 agents the device keys reach (``keytree.ID_LIMIT``). Memory, not this, bounds
+#: a run: a run whose curator would not fit in the machine's memory is refused before it
+#: starts with the estimate (what a protocol's curator keeps per agent, and whether it takes
+#: the reports a chunk at a time), and pools hold a chunk of agents at a time.
+MAX_AGENTS = 10**11
 
 
 @dataclass(frozen=True)

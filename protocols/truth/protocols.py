@@ -126,6 +126,11 @@ class _TruthProtocol(Protocol):
         """Numbers of one worker's report (its schema's length: a cell per task, or MF's d)."""
         return self.schema(bound.params, bound.public)[0].length
 
+    def curator_agent_bytes(self, bound: Bound) -> int:
+        """A worker's row of the answer matrix Algorithm 1 iterates over (``TruthCurator.
+        answers``): one float64 a task (MF's curator rebuilds it from the d factors)."""
+        return 8 * int(bound.public["tasks"])
+
     def schema(self, params: dict[str, Any], public: dict[str, Any]) -> tuple[ReportSchema,
                                                                             float]:
         """Report schema and information-theoretic bits per report: integer codes 0..L."""

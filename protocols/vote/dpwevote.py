@@ -422,6 +422,11 @@ class _VoteProtocol(Protocol):
         """One number per report: the weight (round 0) or one opinion (round l)."""
         return 1
 
+    def curator_agent_bytes(self, bound: Bound) -> int:
+        """The partners' round-0 weights, kept for rounds 1..k (``w_agents``, int64, and
+        ``w_reports``, float64)."""
+        return 16
+
     #: the weight's and each opinion's mechanism for a budget (``rr_mechanisms`` or
     #: ``laplace_mechanisms``): the RR and Laplace protocols differ by this attribute
     mechanisms = staticmethod(rr_mechanisms)

@@ -65,6 +65,7 @@ from ldpsim.simulator.scenario.tables import (
     runtime_table,
     table_of,
 )
+from ldpsim.simulator.session.runconfig import CHUNK_AUTO, DEFAULTS
 
 #: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
 #: cannot read is an error; any other value TOML cannot read is a bare word, read as a string
@@ -299,7 +300,7 @@ def check_runs(specs: list[RunSpec]) -> None:
             _check_colluders_against_n(s.collusion["colluders"], ds.n)
             proto = get_protocol(s.protocol)
             params = proto.resolve(s.params, ds.public)
-            _check_memory(proto, proto.bind(params, ds.public, resolved=True), ds.n)
+            _check_memory(proto, proto.bind(params, ds.public, resolved=True), ds.n, s)
             if s.runtime["pools"] > ds.n:
                 raise ParamError(f"[runtime] pools: got {s.runtime['pools']}; allowed: at most "
                                  f"the number of agents ({ds.n})")
@@ -314,6 +315,9 @@ def check_runs(specs: list[RunSpec]) -> None:
 AGENT_BYTES = 24
 #: bytes of one number of a report as the curator holds it (int64 or float64)
 NUMBER_BYTES = 8
+#: the backends whose pools and curator hold a chunked run a chunk at a time (``inproc``
+#: holds every agent at once)
+CHUNKED_BACKENDS = ("processes", "hosts", "dask")
 
 
 def memory_limit() -> int:
@@ -324,7 +328,7 @@ def memory_limit() -> int:
         return 1 << 62
 
 
-def curator_bytes(numbers: int, n: int) -> int:
+def curator_bytes(numbers: int, n: int, extra: int = 0) -> int:
     """What a run's curator holds for a round of ``n`` agents' reports of ``numbers`` numbers.
 
     Parameters
@@ -332,28 +336,60 @@ def curator_bytes(numbers: int, n: int) -> int:
     numbers : int
         Numbers of one report (``Protocol.report_numbers``).
     n : int
-        Agents asked in the round.
+        Agents asked in the round (or, for a curator that absorbs in parts, held at once).
+    extra : int
+        Bytes the protocol's curator keeps per agent for the run
+        (``Protocol.curator_agent_bytes``).
 
     Returns
     -------
     int
-        Bytes: the reports (``Round.values``) and the per-agent bookkeeping.
+        Bytes: the reports (``Round.values``), the per-agent bookkeeping and the protocol's
+        own state.
     """
-    return n * (numbers * NUMBER_BYTES + AGENT_BYTES)
+    return n * (numbers * NUMBER_BYTES + AGENT_BYTES + extra)
 
 
-def _check_memory(proto: Any, bound: Any, n: int) -> None:
-    """Refuse a run whose curator cannot hold its round's reports in this machine's memory
-    (ParamError naming ``[data] n``, the estimate and the limit)."""
+def streams(proto: Any, bound: Any, run: RunSpec, n: int) -> bool:
+    """Whether the run ``run`` (``n`` agents) keeps a chunk of agents at a time in its curator:
+    a chunked run (more agents than ``[runtime] chunk``) on a backend that chunks, whose
+    curator takes its reports in parts (``Curator.absorbs_in_parts``), with no deployment
+    (whose round closes on every agent's arrival) and no adversary view (which keeps every
+    report)."""
+    chunk = run.runtime.get("chunk", DEFAULTS.chunk)
+    chunk = CHUNK_AUTO if chunk == "auto" else int(chunk)
+    try:
+        parts = bool(getattr(proto.curator_class(bound), "absorbs_in_parts", False))
+    except NotImplementedError:
+        return False
+    return (n > chunk and parts and run.runtime.get("backend") in CHUNKED_BACKENDS
+            and not run.deployment and not run.collusion.get("save_view")
+            and not run.collusion.get("attacks"))
+
+
+def _check_memory(proto: Any, bound: Any, n: int, run: RunSpec | None = None) -> None:
+    """Refuse a run whose curator cannot hold what it keeps in this machine's memory
+    (ParamError naming ``[data] n``, the estimate and the limit): one round's reports and the
+    protocol's per-agent state, or, where it streams (``streams``), a chunk's reports and that
+    state."""
     numbers = proto.report_numbers(bound)
     if numbers is None:
         return
-    need, limit = curator_bytes(numbers, n), memory_limit()
+    extra = int(proto.curator_agent_bytes(bound))
+    held = n
+    if run is not None and streams(proto, bound, run, n):
+        chunk = run.runtime.get("chunk", DEFAULTS.chunk)
+        held = min(n, CHUNK_AUTO if chunk == "auto" else int(chunk))
+    need = curator_bytes(numbers, held) + n * extra
+    limit = memory_limit()
     if need > limit:
+        what = (f"{n} agents x {numbers} numbers of {NUMBER_BYTES} bytes, one round's reports, "
+                f"+ {AGENT_BYTES} bytes an agent" if held == n else
+                f"{held} agents' reports at a time ([runtime] chunk)")
+        state = f" + {extra} bytes an agent of the protocol's own state" if extra else ""
         raise ParamError(f"[data] n: got {n}; its curator would hold about {need / 1e9:.3g} GB "
-                         f"({n} agents x {numbers} numbers of {NUMBER_BYTES} bytes, one round's "
-                         f"reports, + {AGENT_BYTES} bytes an agent); allowed: at most "
-                         f"{limit / 1e9:.3g} GB (this machine's memory)")
+                         f"({what}{state}); allowed: at most {limit / 1e9:.3g} GB (this "
+                         "machine's memory)")
 
 
 def _check_colluders_against_n(v: Any, n: int) -> None:

@@ -105,7 +105,11 @@ def test_attack_a_vote_or_safari_run_beyond_memory_is_refused(monkeypatch, proto
     with pytest.raises(sc.ScenarioError) as e:
         sc.check_runs(scen.runs())
     text = str(e.value)
-    need = sc.curator_bytes(numbers, 10**8) / 1e9
+    proto = PROTOCOLS[protocol]
+    ds = sc.build_data(data, 0)
+    extra = proto.curator_agent_bytes(proto.bind(proto.resolve({}, ds.public), ds.public,
+                                                 resolved=True))
+    need = sc.curator_bytes(numbers, 10**8, extra) / 1e9
     assert len(text.splitlines()) == 1, text
     assert text.startswith("[data] n: got 100000000; "), text
     assert f"{numbers} numbers" in text and f"{need:.3g} GB" in text, text
@@ -134,3 +138,24 @@ def test_the_stated_numbers_are_the_longest_rounds_reports(protocol, params):
     bound = proto.bind(proto.resolve(params, ds.public), ds.public, resolved=True)
     rounds, _ = local_rounds(bound, ds, seed=3)
     assert proto.report_numbers(bound) == max(r.plan.schema.length for r in rounds)
+
+
+def test_a_protocols_own_state_per_agent_is_in_the_estimate(monkeypatch):
+    """DPWeVote keeps its partners' round-0 weights for the later rounds: 16 bytes an agent the
+    estimate names beside the reports (issue 52: protocols that need per-agent state say so)."""
+    monkeypatch.setattr(sc, "memory_limit", lambda: GIB)
+    data = {**example_data("dpwevote"), "n": 10**8}
+    scen = sc.load(raw={"name": "huge", "protocol": "dpwevote", "seed": 1, "data": data,
+                        "runtime": {"backend": "processes"}})
+    with pytest.raises(sc.ScenarioError) as e:
+        sc.check_runs(scen.runs())
+    assert "+ 16 bytes an agent of the protocol's own state" in str(e.value)
+    assert f"{sc.curator_bytes(1, 10**8, 16) / 1e9:.3g} GB" in str(e.value)
+
+
+def test_truth_inference_states_a_row_of_the_answer_matrix_per_worker():
+    ds = sc.build_data(example_data("truth_two_layer"), 0)
+    proto = PROTOCOLS["truth_two_layer"]
+    bound = proto.bind(proto.resolve({}, ds.public), ds.public, resolved=True)
+    assert proto.curator_agent_bytes(bound) == 8 * ds.public["tasks"]
+    assert PROTOCOLS["ldp_kwiksort_rr"].curator_agent_bytes(bound) == 0

@@ -24,7 +24,7 @@ def demo() -> dict:
 
 
 def test_the_bounds():
-    assert MAX_AGENTS == 10**8
+    assert MAX_AGENTS == 10**11  # memory bounds a run (issue 52); ids stay below 2^40
     assert tables.MAX_REPEATS == 10**6
     assert tables.MAX_TIMEOUT_S == 86400
     assert tables.MAX_FRAME_BYTES == 1 << 31
@@ -35,8 +35,8 @@ def test_the_bounds():
 # (override key, a value just inside the bound, a value just outside, needles of the error)
 BOUNDS = [
     ("data.n", MAX_AGENTS, MAX_AGENTS + 1,
-     [f"[data] n: got {MAX_AGENTS + 1}; allowed: an integer >= 1 and <= 100000000"]),
-    ("data.n", 1, 0, ["[data] n: got 0; allowed: an integer >= 1 and <= 100000000"]),
+     [f"[data] n: got {MAX_AGENTS + 1}; allowed: an integer >= 1 and <= 100000000000"]),
+    ("data.n", 1, 0, ["[data] n: got 0; allowed: an integer >= 1 and <= 100000000000"]),
     ("repeats", 10**6, 10**6 + 1,
      ["repeats: got 1000001; allowed: an integer >= 1 and <= 1000000"]),
     ("runtime.timeout_s", 86400, 86400.5,
@@ -50,11 +50,11 @@ BOUNDS = [
     ("runtime.batch", 1 << 20, (1 << 20) + 1,
      ['[runtime] batch: got 1048577; allowed: "auto" or an integer >= 1 and <= 1048576']),
     ("collusion.colluders", MAX_AGENTS - 1, MAX_AGENTS,
-     [f"[collusion] colluders: got {MAX_AGENTS}; allowed:", "< 100000000"]),
+     [f"[collusion] colluders: got {MAX_AGENTS}; allowed:", "< 100000000000"]),
     ("collusion.colluders", [0, MAX_AGENTS - 1], [0, MAX_AGENTS],
-     [f"[collusion] colluders: got [0, {MAX_AGENTS}]; allowed:", "< 100000000"]),
+     [f"[collusion] colluders: got [0, {MAX_AGENTS}]; allowed:", "< 100000000000"]),
     ("collusion.agents", [0, MAX_AGENTS - 1], [0, MAX_AGENTS],
-     [f"[collusion] agents: got [0, {MAX_AGENTS}]; allowed:", "< 100000000"]),
+     [f"[collusion] agents: got [0, {MAX_AGENTS}]; allowed:", "< 100000000000"]),
 ]
 
 
@@ -108,7 +108,8 @@ def test_every_data_kind_bounds_n(kind):
     spec = DATA_KINDS[kind].params["n"]
     assert spec.high == MAX_AGENTS
     assert spec.check(MAX_AGENTS, "[data] n") == MAX_AGENTS
-    with pytest.raises(ParamError, match=r"\[data\] n: got 100000001; allowed: .*<= 100000000"):
+    with pytest.raises(ParamError,
+                       match=r"\[data\] n: got 100000000001; allowed: .*<= 100000000000"):
         spec.check(MAX_AGENTS + 1, "[data] n")
 
 
@@ -216,7 +217,7 @@ def no_runs(monkeypatch):
 
 @pytest.mark.parametrize("setting, needle", [
     ("data.n=1000000000000", "[data] n: got 1000000000000; allowed: an integer >= 1 and "
-                             "<= 100000000"),
+                             "<= 100000000000"),
     ("repeats=1000000000", "repeats: got 1000000000; allowed:"),
     ("runtime.timeout_s=1e300", "[runtime] timeout_s: got 1e+300; allowed:"),
     (f"runtime.max_frame_bytes={2**62}", "[runtime] max_frame_bytes: got"),
