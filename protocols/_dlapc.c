@@ -316,8 +316,10 @@ typedef struct {
     uint64_t a[QROWS][STAGE];
 } queue;
 
+/* queues of the AVX2 engine (GROUPS2 vectors of 4 lanes); the AVX-512 engine uses GROUPS */
+#define GROUPS2 4
 typedef struct {
-    queue q[GROUPS];
+    queue q[GROUPS2];
     Py_ssize_t s, r, j; /* the next stream of the job: its index, row and column */
 } staging;
 
@@ -336,7 +338,7 @@ typedef struct {
  * first two steps taken: a fresh U and sign from word 0, and Bernoulli(U / t) from word 1
  * (d = t, a power of two: nothing is rejected), which keeps U (phase 2, K = 2) on a 0 and goes
  * on in phase 1 at K = 2 on a 1; its third word. The lanes need limit >= 3. */
-LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
+ALWAYS_INLINE void restage_as(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
 {
     Py_ssize_t keep = STAGE - from, total = jb->rows * jb->cols;
     uint64_t tm = jb->t - 1, tms = tm | SIGN, *h = qu->a[QH], *base = qu->a[QBASE];
@@ -376,6 +378,12 @@ LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize
             w2[q] = jb->words[h[q] + 2];
         }
     }
+}
+
+/* ``restage`` for each engine's instruction set */
+LANES_TARGET static void restage(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
+{
+    restage_as(jb, sb, qu, from);
 }
 
 /* Writes out the finished streams of the log's first ``blocks`` steps. */
@@ -623,36 +631,343 @@ LANES_TARGET static void run_lanes(job *jb, staging *sb, results *out)
         run_lanes_as(jb, sb, out, 0, 0);
 }
 
-static int have_lanes(void)
+
+/* ------------------------------------------------------------------ the lane engine, AVX2 */
+
+/* The same lanes on CPUs with AVX2 but not AVX-512: GROUPS2 vectors of 4 lanes, masks held
+ * as vectors of all-ones or zero lanes (and as 4-bit numbers where they steer), unsigned
+ * comparisons made signed by flipping the top bit, a 64 x 64-bit product (low half) made of
+ * three 32 x 32-bit ones, and expanding and compressing lanes by permutations from tables.
+ * The divisibility constants of K (below TABLE) are held as 32-bit halves, 8 to a vector,
+ * and looked up by permutation with K's low word as the index. */
+#define AVX2_TARGET __attribute__((target("avx2,popcnt")))
+#define AVX2_INLINE AVX2_TARGET static inline __attribute__((always_inline))
+
+typedef struct {
+    uint64_t slot[LOG * GROUPS2][4], x[LOG * GROUPS2][4];
+    int64_t used[LOG * GROUPS2][4];
+    unsigned char fin[LOG * GROUPS2];
+    uint64_t cslot[LOG * GROUPS2 * 4 + 4], cx[LOG * GROUPS2 * 4 + 4];
+    int64_t cused[LOG * GROUPS2 * 4 + 4];
+} results2;
+
+/* For each 4-bit mask m: the lanes of m as all-ones words; the 32-bit permutation that puts
+ * element r of 4 in a row at the r-th lane of m (expand), and the one that puts the r-th
+ * lane of m at element r (compress). */
+static uint64_t lane_mask[16][4];
+static uint32_t expand_idx[16][8], compress_idx[16][8];
+/* inv(b) (its low and high 32 bits), a and 64 - a, and ((2^64 - 1) / K) ^ SIGN (its low and
+ * high 32 bits) for K = 2^a b < TABLE; entry 0 is 0 (the index of a word's high half is 0) */
+static uint32_t div32[6][TABLE];
+enum { D_INVLO, D_INVHI, D_ROT, D_ROT64, D_LIMLO, D_LIMHI };
+
+static void avx2_tables(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    for (unsigned m = 0; m < 16; m++) {
+        unsigned r = 0;
+        for (unsigned l = 0; l < 4; l++) {
+            lane_mask[m][l] = m >> l & 1 ? UINT64_MAX : 0;
+            expand_idx[m][2 * l] = m >> l & 1 ? 2 * r : 0;
+            expand_idx[m][2 * l + 1] = m >> l & 1 ? 2 * r + 1 : 1;
+            compress_idx[m][2 * l] = 0, compress_idx[m][2 * l + 1] = 1;
+            if (m >> l & 1) {
+                r++;
+            }
+        }
+        r = 0;
+        for (unsigned l = 0; l < 4; l++)
+            if (m >> l & 1) {
+                compress_idx[m][2 * r] = 2 * l, compress_idx[m][2 * r + 1] = 2 * l + 1;
+                r++;
+            }
+    }
+    for (unsigned k = 1; k < TABLE; k++) {
+        uint64_t lim = div_lim[k] ^ SIGN;
+        div32[D_INVLO][k] = (uint32_t)div_inv[k], div32[D_INVHI][k] = (uint32_t)(div_inv[k] >> 32);
+        div32[D_ROT][k] = (uint32_t)div_rot[k], div32[D_ROT64][k] = 64 - (uint32_t)div_rot[k];
+        div32[D_LIMLO][k] = (uint32_t)lim, div32[D_LIMHI][k] = (uint32_t)(lim >> 32);
+    }
 }
-#else
-static int have_lanes(void)
+
+typedef struct {
+    __m256i h, base, slot, i, w, k, x;
+} lanes2;
+
+typedef struct {
+    __m256i zero, one, two, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
+        totals, m1, m1h, m2, m2h, d[6];
+    __m128i s;
+    uint64_t tt;
+    const uint64_t *words;
+} consts2;
+
+#define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#define PERM(table, idx) _mm256_permutevar8x32_epi32(table, idx)
+#define MASK4(v) ((unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(v)))
+
+/* the low 64 bits of a b, from the low (blo) and high (bhi) 32 bits of b, each in the low half
+ * of its lane */
+AVX2_INLINE __m256i mul64(__m256i a, __m256i blo, __m256i bhi)
 {
-    return 0;
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), blo),
+                                     _mm256_mul_epu32(a, bhi));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, blo), _mm256_slli_epi64(cross, 32));
+}
+
+/* SplitMix64's finaliser (``mix``) of 4 words */
+AVX2_INLINE __m256i vmix2(__m256i x, const consts2 *c)
+{
+    x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 30));
+    x = mul64(x, c->m1, c->m1h);
+    x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 27));
+    x = mul64(x, c->m2, c->m2h);
+    return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+}
+
+/* ``refill`` of 4 lanes */
+AVX2_INLINE void refill2(lanes2 *L, unsigned m, const queue *qu, Py_ssize_t *next,
+                         const consts2 *c, const int onecol)
+{
+    const uint64_t *p = qu->a[0] + *next;
+    __m256i idx = LOADU(expand_idx[m]), sel = LOADU(lane_mask[m]);
+#define EXPAND(v, row) v = _mm256_blendv_epi8(v, PERM(LOADU(p + (row) * STAGE), idx), sel)
+    EXPAND(L->h, QH);
+    if (!onecol)
+        EXPAND(L->base, QBASE);
+    EXPAND(L->slot, QSLOT);
+    EXPAND(L->w, QW2);
+    EXPAND(L->x, QX2);
+    EXPAND(L->k, QK2);
+#undef EXPAND
+    L->i = _mm256_blendv_epi8(L->i, c->two, sel);
+    *next += __builtin_popcount(m);
+}
+
+/* The Bernoulli bits of a step (``vstep``): x mod K = 0 for x = w >> s in phase 1 and w in
+ * phase 2, and in phase 1 also (w & (t - 1)) < U; 0 in phase 0 and garbage for K >= TABLE. */
+AVX2_INLINE __m256i bits2(__m256i w, __m256i k, __m256i x, __m256i f0, __m256i p1,
+                          const consts2 *c)
+{
+    __m256i v = _mm256_blendv_epi8(w, _mm256_srl_epi64(w, c->s), p1);
+    __m256i q = mul64(v, PERM(c->d[D_INVLO], k), PERM(c->d[D_INVHI], k));
+    q = _mm256_or_si256(_mm256_srlv_epi64(q, PERM(c->d[D_ROT], k)),
+                        _mm256_sllv_epi64(q, PERM(c->d[D_ROT64], k)));
+    __m256i kk = _mm256_shuffle_epi32(k, 0xA0); /* K in both halves of its lane */
+    __m256i lim = _mm256_blend_epi32(PERM(c->d[D_LIMLO], kk), PERM(c->d[D_LIMHI], kk), 0xAA);
+    __m256i over = _mm256_cmpgt_epi64(_mm256_xor_si256(q, c->sign), lim);
+    __m256i below = _mm256_cmpgt_epi64(_mm256_andnot_si256(c->sign, x),
+                                       _mm256_and_si256(w, c->tm));
+    return _mm256_andnot_si256(
+        _mm256_or_si256(_mm256_or_si256(f0, over), _mm256_andnot_si256(below, p1)), c->ones);
+}
+
+/* ``vstep`` of 4 lanes; returns the lanes to refill as a 4-bit mask. */
+AVX2_INLINE unsigned vstep2(lanes2 *L, const consts2 *c, results2 *out, Py_ssize_t b,
+                            Py_ssize_t *failed, const int given)
+{
+    __m256i w = L->w, k = L->k, x = L->x;
+    __m256i fail = _mm256_cmpgt_epi64(L->i, c->limm1);
+    __m256i f0 = _mm256_cmpeq_epi64(k, c->zero);
+    __m256i np2 = _mm256_cmpeq_epi64(_mm256_and_si256(k, c->flag), c->zero);
+    __m256i p1 = _mm256_andnot_si256(f0, np2);
+    __m256i oddk = _mm256_cmpeq_epi64(_mm256_and_si256(k, c->one), c->one);
+    __m256i neg0 = _mm256_andnot_si256(np2, _mm256_cmpeq_epi64(x, c->sign));
+    __m256i fin_if0 = _mm256_andnot_si256(_mm256_or_si256(_mm256_or_si256(oddk, neg0), np2),
+                                          c->ones);
+    __m256i to0_if0 = _mm256_andnot_si256(oddk, _mm256_or_si256(p1, neg0));
+    __m256i a = bits2(w, k, x, f0, p1, c);
+    __m256i common = _mm256_or_si256(
+        f0, _mm256_and_si256(_mm256_cmpgt_epi64(c->thrs, _mm256_xor_si256(w, c->sign)),
+                             _mm256_cmpeq_epi64(_mm256_and_si256(k, c->rarek), c->zero)));
+    __m256i end = _mm256_andnot_si256(_mm256_or_si256(a, f0), c->ones);
+    __m256i odd = _mm256_and_si256(end, oddk);
+    __m256i kn = _mm256_sub_epi64(_mm256_blendv_epi8(k, c->one, f0), a);
+    kn = _mm256_blendv_epi8(kn, c->two2, odd);
+    kn = _mm256_andnot_si256(_mm256_and_si256(end, to0_if0), kn);
+    __m256i xn = _mm256_blendv_epi8(x, _mm256_and_si256(w, c->tms), f0);
+    xn = _mm256_add_epi64(xn, _mm256_and_si256(c->t, _mm256_andnot_si256(np2, odd)));
+    unsigned done = MASK4(_mm256_andnot_si256(a, fin_if0)), rare = MASK4(common) ^ 0xF;
+    if (__builtin_expect(rare != 0, 0)) {
+        uint64_t ws[4], ko[4], xo[4], kk[4], xx[4];
+        STOREU(ws, w), STOREU(ko, k), STOREU(xo, x), STOREU(kk, kn), STOREU(xx, xn);
+        done = rare_steps(rare, done, ws, ko, xo, kk, xx, c->tt);
+        kn = LOADU(kk), xn = LOADU(xx);
+    }
+    unsigned failm = MASK4(fail);
+    __m256i used = L->i = _mm256_add_epi64(L->i, c->one);
+    __m256i live = _mm256_cmpgt_epi64(c->totals, _mm256_xor_si256(L->slot, c->sign));
+    if (__builtin_expect(failm != 0, 0)) {
+        xn = _mm256_andnot_si256(fail, xn);
+        used = _mm256_or_si256(used, fail);
+        *failed += __builtin_popcount(failm & MASK4(live));
+    }
+    done |= failm;
+    L->k = kn, L->x = xn;
+    if (given)
+        L->w = _mm256_mask_i64gather_epi64(c->zero, (const long long *)c->words,
+                                           _mm256_add_epi64(L->h, L->i),
+                                           _mm256_cmpgt_epi64(c->limit, L->i), 8);
+    else
+        L->w = vmix2(_mm256_xor_si256(L->h, vmix2(_mm256_add_epi64(L->base, L->i), c)), c);
+    out->fin[b] = (unsigned char)(done & MASK4(live));
+    STOREU(out->slot[b], L->slot);
+    STOREU(out->x[b], xn);
+    if (given)
+        STOREU(out->used[b], used);
+    return done;
+}
+
+AVX2_INLINE void consts2_of(consts2 *c, const job *jb)
+{
+    int s = __builtin_ctzll(jb->t);
+    c->zero = _mm256_setzero_si256(), c->one = _mm256_set1_epi64x(1);
+    c->two = _mm256_set1_epi64x(2), c->ones = _mm256_set1_epi64x(-1);
+    c->two2 = _mm256_set1_epi64x((long long)(2 | P2));
+    c->rarek = _mm256_set1_epi64x((long long)~(uint64_t)((TABLE - 1) | P2));
+    c->thrs = _mm256_set1_epi64x((long long)((0 - ((uint64_t)TABLE << s)) ^ SIGN));
+    c->tm = _mm256_set1_epi64x((long long)(jb->t - 1));
+    c->tms = _mm256_set1_epi64x((long long)((jb->t - 1) | SIGN));
+    c->sign = _mm256_set1_epi64x((long long)SIGN), c->flag = _mm256_set1_epi64x((long long)P2);
+    c->s = _mm_cvtsi64_si128(s), c->t = _mm256_set1_epi64x((long long)jb->t);
+    c->limit = _mm256_set1_epi64x(jb->limit), c->limm1 = _mm256_set1_epi64x(jb->limit - 1);
+    c->totals = _mm256_set1_epi64x((long long)((uint64_t)(jb->rows * jb->cols) ^ SIGN));
+    c->m1 = _mm256_set1_epi64x((long long)0xBF58476D1CE4E5B9ULL);
+    c->m1h = _mm256_srli_epi64(c->m1, 32);
+    c->m2 = _mm256_set1_epi64x((long long)0x94D049BB133111EBULL);
+    c->m2h = _mm256_srli_epi64(c->m2, 32);
+    for (int d = 0; d < 6; d++)
+        c->d[d] = LOADU(div32[d]);
+    c->tt = jb->t;
+    c->words = jb->words;
+}
+
+AVX2_TARGET static void restage2(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
+{
+    restage_as(jb, sb, qu, from);
+}
+
+/* ``flush`` of the AVX2 engine's log */
+AVX2_TARGET static void flush2(job *jb, results2 *out, Py_ssize_t blocks)
+{
+    Py_ssize_t n = 0;
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        unsigned f = out->fin[b];
+        __m256i idx = LOADU(compress_idx[f]);
+        STOREU(out->cslot + n, PERM(LOADU(out->slot[b]), idx));
+        STOREU(out->cx + n, PERM(LOADU(out->x[b]), idx));
+        if (jb->used)
+            STOREU(out->cused + n, PERM(LOADU(out->used[b]), idx));
+        n += __builtin_popcount(f);
+    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        jb->z[out->cslot[q]] = value_of(out->cx[q]);
+    if (jb->used)
+        for (Py_ssize_t q = 0; q < n; q++)
+            jb->used[out->cslot[q]] = out->cused[q];
+}
+
+/* ``run_lanes_as`` of the AVX2 engine */
+AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const int given,
+                               const int onecol)
+{
+    consts2 c;
+    Py_ssize_t total = jb->rows * jb->cols, next[GROUPS2], e = 0, failed = 0;
+    lanes2 L[GROUPS2];
+    unsigned m[GROUPS2];
+    consts2_of(&c, jb);
+    sb->s = sb->r = sb->j = 0;
+    for (int g = 0; g < GROUPS2; g++) {
+        L[g].h = L[g].slot = L[g].i = L[g].w = L[g].k = L[g].x = c.zero;
+        L[g].base = _mm256_set1_epi64x((long long)jb->base);
+        m[g] = 0xF;
+        next[g] = STAGE;
+    }
+    for (;;) {
+#pragma GCC unroll 8
+        for (int g = 0; g < GROUPS2; g++) {
+            if (next[g] + 4 > STAGE) {
+                restage2(jb, sb, &sb->q[g], next[g]);
+                next[g] = 0;
+            }
+            refill2(&L[g], m[g], &sb->q[g], &next[g], &c, onecol);
+        }
+        if (sb->s == total) { /* every stream queued: done when none is queued or running */
+            unsigned running = 0;
+            for (int g = 0; g < GROUPS2; g++)
+                running |= MASK4(_mm256_cmpgt_epi64(c.totals,
+                                                    _mm256_xor_si256(L[g].slot, c.sign)))
+                    | (next[g] == STAGE || sb->q[g].a[QSLOT][next[g]] != SINK);
+            if (!running)
+                break;
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < GROUPS2; g++)
+            m[g] = vstep2(&L[g], &c, out, e * GROUPS2 + g, &failed, given);
+        if (++e == LOG) {
+            flush2(jb, out, LOG * GROUPS2);
+            e = 0;
+        }
+    }
+    flush2(jb, out, e * GROUPS2);
+    jb->failed += failed;
+}
+
+AVX2_TARGET static void run_lanes2(job *jb, staging *sb, results2 *out)
+{
+    if (!jb->h)
+        run_lanes2_as(jb, sb, out, 1, 1);
+    else if (jb->cols == 1)
+        run_lanes2_as(jb, sb, out, 0, 1);
+    else
+        run_lanes2_as(jb, sb, out, 0, 0);
 }
 #endif
 
-/* ------------------------------------------------------------------ Python */
+/* ------------------------------------------------------------------ which engine */
 
-/* The job by the lane engine where this CPU has it (and ``scalar`` is 0), else by the stream
- * engine; -1 when out of memory. Runs without the interpreter's lock. */
-static int run_job(job *jb, int scalar)
+/* the engines, by name; ``engine_in_use`` runs every job not asked for the stream engine (the
+ * best this CPU runs, chosen at import; ``use_engine`` changes it) */
+enum { E_STREAMS, E_AVX2, E_AVX512, E_COUNT };
+static const char *const ENGINE_NAMES[E_COUNT] = {"streams", "avx2", "avx512"};
+static int engine_in_use = E_STREAMS;
+
+static int can_run(int e)
 {
 #ifdef HAVE_LANES
-    if (!scalar && jb->limit >= 3 && have_lanes()) {
+    if (e == E_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+            && __builtin_cpu_supports("popcnt");
+    if (e == E_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+#endif
+    return e == E_STREAMS;
+}
+
+/* ------------------------------------------------------------------ Python */
+
+/* The job by engine e (E_STREAMS for a job asked for the stream engine); a lane engine needs
+ * streams of at least 3 words. -1 when out of memory. Runs without the interpreter's lock. */
+static int run_job(job *jb, int e)
+{
+#ifdef HAVE_LANES
+    if (e != E_STREAMS && jb->limit >= 3) {
         staging *sb = PyMem_RawMalloc(sizeof(staging));
-        results *out = PyMem_RawMalloc(sizeof(results));
+        void *out = PyMem_RawMalloc(sizeof(results) > sizeof(results2) ? sizeof(results)
+                                                                         : sizeof(results2));
         int ok = sb != NULL && out != NULL;
-        if (ok && jb->rows * jb->cols > 0)
-            run_lanes(jb, sb, out);
+        if (ok && jb->rows * jb->cols > 0) {
+            if (e == E_AVX512)
+                run_lanes(jb, sb, out);
+            else
+                run_lanes2(jb, sb, out);
+        }
         PyMem_RawFree(out);
         PyMem_RawFree(sb);
         return ok ? 0 : -1;
     }
 #endif
-    (void)scalar;
+    (void)e;
     return run_streams(jb);
 }
 
@@ -703,9 +1018,9 @@ static PyObject *dlap(PyObject *self, PyObject *args)
     } else {
         job jb = {NULL, (const uint64_t *)words.buf, rows, 1, width, 0, 0, (uint64_t)t,
                   (int64_t *)z.buf, (int64_t *)used.buf, 0, 0, 0};
-        int rc;
+        int rc, e = scalar ? E_STREAMS : engine_in_use;
         Py_BEGIN_ALLOW_THREADS
-        rc = run_job(&jb, scalar);
+        rc = run_job(&jb, e);
         Py_END_ALLOW_THREADS
         if (rc < 0)
             PyErr_NoMemory();
@@ -755,9 +1070,9 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "dlap_agents: z must hold rows x cols = %zd x %zd values",
                      rows, cols);
     } else {
-        int rc;
+        int rc, e = scalar ? E_STREAMS : engine_in_use;
         Py_BEGIN_ALLOW_THREADS
-        rc = run_job(&jb, scalar);
+        rc = run_job(&jb, e);
         Py_END_ALLOW_THREADS
         if (rc < 0)
             PyErr_NoMemory();
@@ -772,7 +1087,43 @@ static PyObject *dlap_agents(PyObject *self, PyObject *args)
 static PyObject *engine(PyObject *self, PyObject *args)
 {
     (void)self, (void)args;
-    return PyUnicode_FromString(have_lanes() ? "lanes" : "streams");
+    return PyUnicode_FromString(ENGINE_NAMES[engine_in_use]);
+}
+
+static PyObject *engines(PyObject *self, PyObject *args)
+{
+    (void)self, (void)args;
+    PyObject *out = PyList_New(0);
+    for (int e = E_COUNT - 1; out != NULL && e >= 0; e--) {
+        PyObject *name = can_run(e) ? PyUnicode_FromString(ENGINE_NAMES[e]) : NULL;
+        if (can_run(e) && (name == NULL || PyList_Append(out, name) < 0))
+            Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    PyObject *tuple = out == NULL ? NULL : PyList_AsTuple(out);
+    Py_XDECREF(out);
+    return tuple;
+}
+
+static PyObject *use_engine(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    for (int e = 0; e < E_COUNT; e++)
+        if (strcmp(name, ENGINE_NAMES[e]) == 0) {
+            if (!can_run(e)) {
+                PyErr_Format(PyExc_ValueError, "use_engine: this CPU cannot run the %s engine",
+                             name);
+                return NULL;
+            }
+            int before = engine_in_use;
+            engine_in_use = e;
+            return PyUnicode_FromString(ENGINE_NAMES[before]);
+        }
+    PyErr_Format(PyExc_ValueError, "use_engine: %s is not one of avx512, avx2, streams", name);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -787,7 +1138,15 @@ static PyMethodDef methods[] = {
      "dlap(words, width, t, z, used, scalar=False): exact discrete Laplace of scale t per row "
      "of words. scalar: the stream engine, whatever the CPU."},
     {"engine", engine, METH_NOARGS,
-     "engine(): 'lanes' where this CPU runs the lane engine (AVX-512), else 'streams'."},
+     "engine(): the engine that runs the calls not asked for the stream engine: 'avx512' or "
+     "'avx2' (the lane engine, on CPUs with that instruction set) or 'streams'."},
+    {"engines", engines, METH_NOARGS,
+     "engines(): the engines this CPU runs, fastest first (the first is the one in use after "
+     "import)."},
+    {"use_engine", use_engine, METH_VARARGS,
+     "use_engine(name): run the calls not asked for the stream engine by engine name (one of "
+     "engines(): for tests and benchmarks; every engine gives the same values); returns the "
+     "name of the one used before."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -802,6 +1161,10 @@ PyMODINIT_FUNC PyInit__dlapc(void)
 #ifdef HAVE_LANES
     __builtin_cpu_init();
     div_tables();
+    avx2_tables();
 #endif
+    for (int e = E_COUNT - 1; e > 0 && engine_in_use == E_STREAMS; e--)
+        if (can_run(e))
+            engine_in_use = e;
     return PyModule_Create(&module);
 }
