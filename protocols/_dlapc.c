@@ -313,14 +313,18 @@ static inline int64_t value_of(uint64_t x)
  * first two words (``restage``), its third word */
 enum { QH, QBASE, QSLOT, QK2, QX2, QW2, QROWS };
 typedef struct {
-    uint64_t a[QROWS][STAGE];
+    uint64_t a[QROWS][STAGE + 4]; /* 4 beyond: the AVX2 engine stores 4 at a time */
 } queue;
 
 /* queues of the AVX2 engine (GROUPS2 vectors of 4 lanes); the AVX-512 engine uses GROUPS */
 #define GROUPS2 4
+/* the AVX2 engine's candidates for a queue (``candidates``): key (or first word's offset),
+ * column, slot, and the column's counters 0 to 4 */
+enum { CH, CCOL, CSLOT, CC0, CROWS = CC0 + 5 };
 typedef struct {
     queue q[GROUPS2];
     Py_ssize_t s, r, j; /* the next stream of the job: its index, row and column */
+    uint64_t cand[CROWS][STAGE + 4];
 } staging;
 
 /* each lane's slot, X and words used at every step, the lanes that finished, and the log's
@@ -363,7 +367,15 @@ ALWAYS_INLINE void restage_as(const job *jb, staging *sb, queue *qu, Py_ssize_t 
     if (jb->h && jb->keyed) /* loops the compiler vectorises */
         for (Py_ssize_t q = keep; q < STAGE; q++)
             h[q] = mix(jb->key + h[q] * GOLDEN);
-    if (jb->h) {
+    if (jb->h && jb->cols == 1) { /* one word base: its counters mixed once */
+        uint64_t c0 = mix(jb->base), c1 = mix(jb->base + 1), c2 = mix(jb->base + 2);
+        for (Py_ssize_t q = keep; q < STAGE; q++) {
+            uint64_t w0 = mix(h[q] ^ c0), w1 = mix(h[q] ^ c1);
+            x2[q] = w0 & tms;
+            k2[q] = (w1 & tm) < (w0 & tm) ? 2 : 2 | P2;
+            w2[q] = mix(h[q] ^ c2);
+        }
+    } else if (jb->h) {
         for (Py_ssize_t q = keep; q < STAGE; q++) {
             uint64_t w0 = mix(h[q] ^ mix(base[q])), w1 = mix(h[q] ^ mix(base[q] + 1));
             x2[q] = w0 & tms;
@@ -457,14 +469,13 @@ LANES_INLINE __m512i vmix(__m512i x, const consts *c)
 LANES_INLINE void refill(lanes *L, __mmask8 m, const queue *qu, Py_ssize_t *next,
                          const consts *c, const int onecol)
 {
-    const uint64_t *p = qu->a[0] + *next;
-    L->h = _mm512_mask_expand_epi64(L->h, m, _mm512_loadu_si512(p + QH * STAGE));
+    L->h = _mm512_mask_expand_epi64(L->h, m, _mm512_loadu_si512(qu->a[QH] + *next));
     if (!onecol)
-        L->base = _mm512_mask_expand_epi64(L->base, m, _mm512_loadu_si512(p + QBASE * STAGE));
-    L->slot = _mm512_mask_expand_epi64(L->slot, m, _mm512_loadu_si512(p + QSLOT * STAGE));
-    L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(p + QW2 * STAGE));
-    L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(p + QX2 * STAGE));
-    L->k = _mm512_mask_expand_epi64(L->k, m, _mm512_loadu_si512(p + QK2 * STAGE));
+        L->base = _mm512_mask_expand_epi64(L->base, m, _mm512_loadu_si512(qu->a[QBASE] + *next));
+    L->slot = _mm512_mask_expand_epi64(L->slot, m, _mm512_loadu_si512(qu->a[QSLOT] + *next));
+    L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(qu->a[QW2] + *next));
+    L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(qu->a[QX2] + *next));
+    L->k = _mm512_mask_expand_epi64(L->k, m, _mm512_loadu_si512(qu->a[QK2] + *next));
     L->i = _mm512_mask_mov_epi64(L->i, m, c->two);
     *next += __builtin_popcount(m);
 }
@@ -639,9 +650,13 @@ LANES_TARGET static void run_lanes(job *jb, staging *sb, results *out)
  * comparisons made signed by flipping the top bit, a 64 x 64-bit product (low half) made of
  * three 32 x 32-bit ones, and expanding and compressing lanes by permutations from tables.
  * The divisibility constants of K (below TABLE) are held as 32-bit halves, 8 to a vector,
- * and looked up by permutation with K's low word as the index. */
+ * and looked up by permutation with K's low half as the index. A stream takes four steps
+ * before it gets a lane (``restage2``: the fourth word's K is 3 or a fresh U, and a quarter of
+ * the streams finish at the third), and a lane reads its stream's counters mixed beforehand
+ * (``ctab``: the first CACHED of each column). */
 #define AVX2_TARGET __attribute__((target("avx2,popcnt")))
 #define AVX2_INLINE AVX2_TARGET static inline __attribute__((always_inline))
+#define LOG_CACHED 5 /* CACHED = 2^LOG_CACHED */
 
 typedef struct {
     uint64_t slot[LOG * GROUPS2][4], x[LOG * GROUPS2][4];
@@ -664,17 +679,14 @@ enum { D_INVLO, D_INVHI, D_ROT, D_ROT64, D_LIMLO, D_LIMHI };
 static void avx2_tables(void)
 {
     for (unsigned m = 0; m < 16; m++) {
-        unsigned r = 0;
+        unsigned r = 0, e = 0;
         for (unsigned l = 0; l < 4; l++) {
-            lane_mask[m][l] = m >> l & 1 ? UINT64_MAX : 0;
-            expand_idx[m][2 * l] = m >> l & 1 ? 2 * r : 0;
-            expand_idx[m][2 * l + 1] = m >> l & 1 ? 2 * r + 1 : 1;
+            unsigned in = m >> l & 1;
+            lane_mask[m][l] = in ? UINT64_MAX : 0;
+            expand_idx[m][2 * l] = in ? 2 * e : 0, expand_idx[m][2 * l + 1] = in ? 2 * e + 1 : 1;
+            e += in;
             compress_idx[m][2 * l] = 0, compress_idx[m][2 * l + 1] = 1;
-            if (m >> l & 1) {
-                r++;
-            }
         }
-        r = 0;
         for (unsigned l = 0; l < 4; l++)
             if (m >> l & 1) {
                 compress_idx[m][2 * r] = 2 * l, compress_idx[m][2 * r + 1] = 2 * l + 1;
@@ -689,16 +701,19 @@ static void avx2_tables(void)
     }
 }
 
+/* ---- the lanes */
+
 typedef struct {
-    __m256i h, base, slot, i, w, k, x;
+    __m256i h, col, slot, i, w, k, x;
 } lanes2;
 
 typedef struct {
-    __m256i zero, one, two, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
-        totals, m1, m1h, m2, m2h, d[6];
+    __m256i zero, one, start, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
+        totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], two, four, inv3,
+        inv3h, lim3s, all, key, golden, goldenh;
     __m128i s;
     uint64_t tt;
-    const uint64_t *words;
+    const uint64_t *words, *ctab;
 } consts2;
 
 #define LOADU(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
@@ -729,18 +744,17 @@ AVX2_INLINE __m256i vmix2(__m256i x, const consts2 *c)
 AVX2_INLINE void refill2(lanes2 *L, unsigned m, const queue *qu, Py_ssize_t *next,
                          const consts2 *c, const int onecol)
 {
-    const uint64_t *p = qu->a[0] + *next;
     __m256i idx = LOADU(expand_idx[m]), sel = LOADU(lane_mask[m]);
-#define EXPAND(v, row) v = _mm256_blendv_epi8(v, PERM(LOADU(p + (row) * STAGE), idx), sel)
+#define EXPAND(v, row) v = _mm256_blendv_epi8(v, PERM(LOADU(qu->a[row] + *next), idx), sel)
     EXPAND(L->h, QH);
     if (!onecol)
-        EXPAND(L->base, QBASE);
+        EXPAND(L->col, QBASE);
     EXPAND(L->slot, QSLOT);
     EXPAND(L->w, QW2);
     EXPAND(L->x, QX2);
     EXPAND(L->k, QK2);
 #undef EXPAND
-    L->i = _mm256_blendv_epi8(L->i, c->two, sel);
+    L->i = _mm256_blendv_epi8(L->i, c->start, sel);
     *next += __builtin_popcount(m);
 }
 
@@ -762,9 +776,204 @@ AVX2_INLINE __m256i bits2(__m256i w, __m256i k, __m256i x, __m256i f0, __m256i p
         _mm256_or_si256(_mm256_or_si256(f0, over), _mm256_andnot_si256(below, p1)), c->ones);
 }
 
+/* Each lane's word i (made: ``word_at``), from the counters mixed beforehand where i <
+ * CACHED in every lane. */
+AVX2_INLINE __m256i next_word2(const lanes2 *L, const consts2 *c, const int onecol)
+{
+    if (__builtin_expect(!MASK4(_mm256_cmpgt_epi64(L->i, c->cachedm1)), 1)) {
+        uint64_t at[4];
+        STOREU(at, onecol ? L->i : _mm256_add_epi64(_mm256_slli_epi64(L->col, LOG_CACHED), L->i));
+        __m256i ctr = _mm256_set_epi64x((long long)c->ctab[at[3]], (long long)c->ctab[at[2]],
+                                        (long long)c->ctab[at[1]], (long long)c->ctab[at[0]]);
+        return vmix2(_mm256_xor_si256(L->h, ctr), c);
+    }
+    __m256i base = onecol ? c->base
+                          : _mm256_add_epi64(c->base, mul64(L->col, c->region, c->regionh));
+    return vmix2(_mm256_xor_si256(L->h, vmix2(_mm256_add_epi64(base, L->i), c)), c);
+}
+
+/* ---- a stream's first four steps, before it gets a lane */
+
+/* The next n streams of the job (then streams of slot SINK) as candidates: key (or first
+ * word's offset), column, slot (and with several columns, the column's counters 0 to 4). */
+AVX2_INLINE void candidates(const job *jb, staging *sb, Py_ssize_t n, const uint64_t *ctab)
+{
+    uint64_t(*cd)[STAGE + 4] = sb->cand;
+    Py_ssize_t left = jb->rows * jb->cols - sb->s, nr = n < left ? n : left, s0 = sb->s;
+    if (jb->cols == 1) { /* loops the compiler vectorises */
+        for (Py_ssize_t c = 0; c < nr; c++) {
+            cd[CH][c] = jb->h ? jb->h[s0 + c] : (uint64_t)(s0 + c) * (uint64_t)jb->limit;
+            cd[CSLOT][c] = (uint64_t)(s0 + c), cd[CCOL][c] = 0;
+        }
+        sb->s += nr, sb->r += nr;
+    } else {
+        for (Py_ssize_t c = 0; c < nr; c++) {
+            cd[CH][c] = jb->h[sb->r], cd[CCOL][c] = (uint64_t)sb->j;
+            cd[CSLOT][c] = (uint64_t)sb->s++;
+            for (int j = 0; j < 5; j++)
+                cd[CC0 + j][c] = ctab[((uint64_t)sb->j << LOG_CACHED) + (uint64_t)j];
+            if (++sb->j == jb->cols) {
+                sb->j = 0;
+                sb->r++;
+            }
+        }
+    }
+    for (Py_ssize_t c = nr; c < n + 4; c++) {
+        cd[CH][c] = cd[CCOL][c] = 0, cd[CSLOT][c] = SINK;
+        for (int j = 0; j < 5; j++)
+            cd[CC0 + j][c] = ctab ? ctab[j] : 0;
+    }
+}
+
+/* Words 0 to 4 of candidates c to c + 3 (a word past the limit: the last one, unused). */
+AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const consts2 *k,
+                             const int given, const int onecol, __m256i *w)
+{
+    __m256i h = LOADU(sb->cand[CH] + c);
+    if (given) {
+        for (int j = 0; j < 5; j++)
+            w[j] = _mm256_i64gather_epi64((const long long *)k->words,
+                                          _mm256_add_epi64(h, _mm256_set1_epi64x(
+                                              j < jb->limit ? j : jb->limit - 1)), 8);
+        return;
+    }
+    if (jb->keyed)
+        h = vmix2(_mm256_add_epi64(k->key, mul64(h, k->golden, k->goldenh)), k);
+    STOREU(sb->cand[CH] + c, h);
+    for (int j = 0; j < 5; j++)
+        w[j] = vmix2(_mm256_xor_si256(h, onecol ? _mm256_set1_epi64x((long long)k->ctab[j])
+                                                : LOADU(sb->cand[CC0 + j] + c)), k);
+}
+
+/* The first four steps of 4 candidates from words w[0] to w[3]: a fresh U and sign (word
+ * 0), Bernoulli(U / t) (1), then at K = 2 in phase 1 or 2 (2: d = 2t or 2, a power of two;
+ * a 0 redraws U, or in phase 2 finishes unless X is a negative zero), then a fresh U in phase
+ * 0, else Bernoulli at K = 3 by the divisibility test by 3 (3). Sets K and X after four words,
+ * X after three, and returns the lanes finished at word 2 in the low 4 bits and the rare ones
+ * (a word of step 3 that a rejection could reach, or every one where 8t overflows) above. */
+AVX2_INLINE unsigned first_steps(const __m256i *w, const consts2 *c, __m256i *k4, __m256i *x4,
+                                 __m256i *x3)
+{
+    __m256i u = _mm256_and_si256(w[0], c->tm), x = _mm256_and_si256(w[0], c->tms);
+    __m256i p1 = _mm256_cmpgt_epi64(u, _mm256_and_si256(w[1], c->tm)); /* else phase 2 */
+    __m256i bit = _mm256_blendv_epi8(w[2], _mm256_srl_epi64(w[2], c->s), p1);
+    __m256i b2 = _mm256_andnot_si256(
+        _mm256_andnot_si256(_mm256_cmpgt_epi64(u, _mm256_and_si256(w[2], c->tm)), p1),
+        _mm256_cmpeq_epi64(_mm256_and_si256(bit, c->one), c->zero));
+    __m256i stay = _mm256_or_si256(_mm256_or_si256(p1, b2), _mm256_cmpeq_epi64(x, c->sign));
+    __m256i zero = _mm256_andnot_si256(b2, stay); /* a fresh U next */
+    __m256i v = _mm256_blendv_epi8(w[3], _mm256_srl_epi64(w[3], c->s), p1);
+    __m256i over = _mm256_cmpgt_epi64(_mm256_xor_si256(mul64(v, c->inv3, c->inv3h), c->sign),
+                                      c->lim3s);
+    __m256i b3 = _mm256_andnot_si256(
+        _mm256_or_si256(over, _mm256_andnot_si256(
+                                  _mm256_cmpgt_epi64(u, _mm256_and_si256(w[3], c->tm)), p1)),
+        c->ones);
+    __m256i kp = _mm256_blendv_epi8(c->two2, _mm256_or_si256(c->four,
+                                                             _mm256_andnot_si256(p1, c->flag)),
+                                    b3);
+    *k4 = _mm256_blendv_epi8(kp, c->one, zero);
+    __m256i xp = _mm256_add_epi64(x, _mm256_andnot_si256(_mm256_or_si256(b3, p1), c->t));
+    *x4 = _mm256_blendv_epi8(xp, _mm256_and_si256(w[3], c->tms), zero);
+    *x3 = x;
+    __m256i rare = _mm256_or_si256(c->all, _mm256_andnot_si256(
+        _mm256_or_si256(zero, _mm256_cmpgt_epi64(c->thrs, _mm256_xor_si256(w[3], c->sign))),
+        stay));
+    return (MASK4(stay) ^ 0xF) | MASK4(rare) << 4;
+}
+
+/* A rare candidate's steps 2 and 3 by ``step_one`` (lane l of the vectors stored), from K = 2
+ * in the phase of word 1; returns whether it finished at word 2. */
+static int rare_first(uint64_t *k4, uint64_t *x4, uint64_t *x3, const uint64_t *w, int l,
+                      const job *jb)
+{
+    uint64_t k = (w[4 + l] & (jb->t - 1)) < (w[l] & (jb->t - 1)) ? 2 : 2 | P2;
+    uint64_t x = w[l] & ((jb->t - 1) | SIGN);
+    int fin = step_one(&k, &x, w[8 + l], jb->t);
+    x3[l] = x;
+    if (!fin && jb->limit > 3) /* K odd, or a fresh U: it does not finish here */
+        step_one(&k, &x, w[12 + l], jb->t);
+    k4[l] = k, x4[l] = x;
+    return fin;
+}
+
+/* ``restage`` of the AVX2 engine: each stream takes its first four steps (``first_steps``)
+ * before it is queued, and one finished by then is written out instead (a quarter of them).
+ * The queue's rows QBASE, QK2, QX2 and QW2 hold its column, K and X after four words, and
+ * word 4 (lanes start at i = 4, or at 3 where limit = 3: the stream fails there if it did
+ * not finish at word 2). A SINK stream is queued whatever it does (they are all alike). */
+AVX2_INLINE void restage2_as(job *jb, staging *sb, queue *qu, Py_ssize_t from,
+                             const consts2 *c, const int given, const int onecol)
+{
+    Py_ssize_t q = STAGE - from;
+    for (int a = 0; a < QROWS; a++)
+        memmove(qu->a[a], qu->a[a] + from, (size_t)q * 8);
+    while (q < STAGE) {
+        Py_ssize_t n = STAGE - q;
+        candidates(jb, sb, n, c->ctab);
+        for (Py_ssize_t i = 0; i < n; i += 4) {
+            __m256i w[5], k4, x4, x3;
+            first_words(jb, sb, i, c, given, onecol, w);
+            unsigned f = first_steps(w, c, &k4, &x4, &x3);
+            if (__builtin_expect(f >> 4 != 0, 0)) {
+                uint64_t ws[20], kk[4], xx[4], x3s[4];
+                for (int j = 0; j < 5; j++)
+                    STOREU(ws + 4 * j, w[j]);
+                STOREU(kk, k4), STOREU(xx, x4), STOREU(x3s, x3);
+                for (int l = 0; l < 4; l++)
+                    if (f >> (4 + l) & 1)
+                        f = (f & ~(1u << l)) | (unsigned)rare_first(kk, xx, x3s, ws, l, jb) << l;
+                k4 = LOADU(kk), x4 = LOADU(xx), x3 = LOADU(x3s);
+            }
+            __m256i slot = LOADU(sb->cand[CSLOT] + i);
+            unsigned real = MASK4(_mm256_cmpgt_epi64(c->totals, _mm256_xor_si256(slot, c->sign)));
+            unsigned valid = n - i < 4 ? (1u << (n - i)) - 1 : 0xF, keep = valid & ~(f & real);
+            /* every stream's value (a queued one's is written again when it finishes) */
+            __m256i neg = _mm256_cmpgt_epi64(c->zero, x3);
+            __m256i val = _mm256_sub_epi64(_mm256_xor_si256(_mm256_andnot_si256(c->sign, x3), neg),
+                                           neg);
+            uint64_t s0 = sb->cand[CSLOT][i];
+            if ((real & valid) == 0xF) {
+                STOREU(jb->z + s0, val);
+                if (jb->used)
+                    STOREU(jb->used + s0, _mm256_set1_epi64x(3));
+            } else {
+                uint64_t vs[4];
+                STOREU(vs, val);
+                for (int l = 0; l < 4; l++)
+                    if ((real & valid) >> l & 1) {
+                        jb->z[s0 + (uint64_t)l] = (int64_t)vs[l];
+                        if (jb->used)
+                            jb->used[s0 + (uint64_t)l] = 3;
+                    }
+            }
+            __m256i idx = LOADU(compress_idx[keep]);
+            STOREU(qu->a[QH] + q, PERM(LOADU(sb->cand[CH] + i), idx));
+            STOREU(qu->a[QBASE] + q, PERM(LOADU(sb->cand[CCOL] + i), idx));
+            STOREU(qu->a[QSLOT] + q, PERM(slot, idx));
+            STOREU(qu->a[QK2] + q, PERM(k4, idx));
+            STOREU(qu->a[QX2] + q, PERM(x4, idx));
+            STOREU(qu->a[QW2] + q, PERM(w[4], idx));
+            q += __builtin_popcount(keep);
+        }
+    }
+}
+
+AVX2_TARGET __attribute__((noinline)) static void restage2(job *jb, staging *sb, queue *qu,
+                                                           Py_ssize_t from, const consts2 *c,
+                                                           int given, int onecol)
+{
+    if (given)
+        restage2_as(jb, sb, qu, from, c, 1, 1);
+    else if (onecol)
+        restage2_as(jb, sb, qu, from, c, 0, 1);
+    else
+        restage2_as(jb, sb, qu, from, c, 0, 0);
+}
+
 /* ``vstep`` of 4 lanes; returns the lanes to refill as a 4-bit mask. */
 AVX2_INLINE unsigned vstep2(lanes2 *L, const consts2 *c, results2 *out, Py_ssize_t b,
-                            Py_ssize_t *failed, const int given)
+                            Py_ssize_t *failed, const int given, const int onecol)
 {
     __m256i w = L->w, k = L->k, x = L->x;
     __m256i fail = _mm256_cmpgt_epi64(L->i, c->limm1);
@@ -809,7 +1018,7 @@ AVX2_INLINE unsigned vstep2(lanes2 *L, const consts2 *c, results2 *out, Py_ssize
                                            _mm256_add_epi64(L->h, L->i),
                                            _mm256_cmpgt_epi64(c->limit, L->i), 8);
     else
-        L->w = vmix2(_mm256_xor_si256(L->h, vmix2(_mm256_add_epi64(L->base, L->i), c)), c);
+        L->w = next_word2(L, c, onecol);
     out->fin[b] = (unsigned char)(done & MASK4(live));
     STOREU(out->slot[b], L->slot);
     STOREU(out->x[b], xn);
@@ -818,11 +1027,11 @@ AVX2_INLINE unsigned vstep2(lanes2 *L, const consts2 *c, results2 *out, Py_ssize
     return done;
 }
 
-AVX2_INLINE void consts2_of(consts2 *c, const job *jb)
+AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
 {
     int s = __builtin_ctzll(jb->t);
     c->zero = _mm256_setzero_si256(), c->one = _mm256_set1_epi64x(1);
-    c->two = _mm256_set1_epi64x(2), c->ones = _mm256_set1_epi64x(-1);
+    c->start = _mm256_set1_epi64x(jb->limit > 3 ? 4 : 3), c->ones = _mm256_set1_epi64x(-1);
     c->two2 = _mm256_set1_epi64x((long long)(2 | P2));
     c->rarek = _mm256_set1_epi64x((long long)~(uint64_t)((TABLE - 1) | P2));
     c->thrs = _mm256_set1_epi64x((long long)((0 - ((uint64_t)TABLE << s)) ^ SIGN));
@@ -836,15 +1045,21 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb)
     c->m1h = _mm256_srli_epi64(c->m1, 32);
     c->m2 = _mm256_set1_epi64x((long long)0x94D049BB133111EBULL);
     c->m2h = _mm256_srli_epi64(c->m2, 32);
+    c->cachedm1 = _mm256_set1_epi64x(CACHED - 1);
+    c->base = _mm256_set1_epi64x((long long)jb->base);
+    c->region = _mm256_set1_epi64x((long long)jb->region);
+    c->regionh = _mm256_srli_epi64(c->region, 32);
     for (int d = 0; d < 6; d++)
         c->d[d] = LOADU(div32[d]);
+    c->two = _mm256_set1_epi64x(2), c->four = _mm256_set1_epi64x(4);
+    c->inv3 = _mm256_set1_epi64x((long long)0xAAAAAAAAAAAAAAABULL); /* 3's inverse mod 2^64 */
+    c->inv3h = _mm256_srli_epi64(c->inv3, 32);
+    c->lim3s = _mm256_set1_epi64x((long long)(UINT64_MAX / 3 ^ SIGN));
+    c->all = _mm256_set1_epi64x(s >= 61 ? -1 : 0); /* 8t overflows: every word is rare */
+    c->key = _mm256_set1_epi64x((long long)jb->key);
+    c->golden = _mm256_set1_epi64x((long long)GOLDEN), c->goldenh = _mm256_srli_epi64(c->golden, 32);
     c->tt = jb->t;
-    c->words = jb->words;
-}
-
-AVX2_TARGET static void restage2(const job *jb, staging *sb, queue *qu, Py_ssize_t from)
-{
-    restage_as(jb, sb, qu, from);
+    c->words = jb->words, c->ctab = ctab;
 }
 
 /* ``flush`` of the AVX2 engine's log */
@@ -868,18 +1083,17 @@ AVX2_TARGET static void flush2(job *jb, results2 *out, Py_ssize_t blocks)
 }
 
 /* ``run_lanes_as`` of the AVX2 engine */
-AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const int given,
-                               const int onecol)
+AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const uint64_t *ctab,
+                               const int given, const int onecol)
 {
     consts2 c;
     Py_ssize_t total = jb->rows * jb->cols, next[GROUPS2], e = 0, failed = 0;
     lanes2 L[GROUPS2];
     unsigned m[GROUPS2];
-    consts2_of(&c, jb);
+    consts2_of(&c, jb, ctab);
     sb->s = sb->r = sb->j = 0;
     for (int g = 0; g < GROUPS2; g++) {
-        L[g].h = L[g].slot = L[g].i = L[g].w = L[g].k = L[g].x = c.zero;
-        L[g].base = _mm256_set1_epi64x((long long)jb->base);
+        L[g].h = L[g].col = L[g].slot = L[g].i = L[g].w = L[g].k = L[g].x = c.zero;
         m[g] = 0xF;
         next[g] = STAGE;
     }
@@ -887,7 +1101,7 @@ AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const int gi
 #pragma GCC unroll 8
         for (int g = 0; g < GROUPS2; g++) {
             if (next[g] + 4 > STAGE) {
-                restage2(jb, sb, &sb->q[g], next[g]);
+                restage2(jb, sb, &sb->q[g], next[g], &c, given, onecol);
                 next[g] = 0;
             }
             refill2(&L[g], m[g], &sb->q[g], &next[g], &c, onecol);
@@ -903,7 +1117,7 @@ AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const int gi
         }
 #pragma GCC unroll 8
         for (int g = 0; g < GROUPS2; g++)
-            m[g] = vstep2(&L[g], &c, out, e * GROUPS2 + g, &failed, given);
+            m[g] = vstep2(&L[g], &c, out, e * GROUPS2 + g, &failed, given, onecol);
         if (++e == LOG) {
             flush2(jb, out, LOG * GROUPS2);
             e = 0;
@@ -913,14 +1127,26 @@ AVX2_INLINE void run_lanes2_as(job *jb, staging *sb, results2 *out, const int gi
     jb->failed += failed;
 }
 
-AVX2_TARGET static void run_lanes2(job *jb, staging *sb, results2 *out)
+/* The AVX2 engine over a whole job, with the agents' counters of each column mixed
+ * beforehand (``ctab``: column j's first CACHED at j CACHED); -1 when out of memory. */
+AVX2_TARGET static int run_lanes2(job *jb, staging *sb, results2 *out)
 {
-    if (!jb->h)
-        run_lanes2_as(jb, sb, out, 1, 1);
-    else if (jb->cols == 1)
-        run_lanes2_as(jb, sb, out, 0, 1);
+    if (!jb->h) {
+        run_lanes2_as(jb, sb, out, NULL, 1, 1);
+        return 0;
+    }
+    uint64_t *ctab = PyMem_RawMalloc((size_t)jb->cols * CACHED * 8);
+    if (ctab == NULL)
+        return -1;
+    for (Py_ssize_t j = 0; j < jb->cols; j++)
+        for (Py_ssize_t i = 0; i < CACHED; i++)
+            ctab[j * CACHED + i] = mix(jb->base + (uint64_t)j * jb->region + (uint64_t)i);
+    if (jb->cols == 1)
+        run_lanes2_as(jb, sb, out, ctab, 0, 1);
     else
-        run_lanes2_as(jb, sb, out, 0, 0);
+        run_lanes2_as(jb, sb, out, ctab, 0, 0);
+    PyMem_RawFree(ctab);
+    return 0;
 }
 #endif
 
@@ -959,8 +1185,8 @@ static int run_job(job *jb, int e)
         if (ok && jb->rows * jb->cols > 0) {
             if (e == E_AVX512)
                 run_lanes(jb, sb, out);
-            else
-                run_lanes2(jb, sb, out);
+            else if (run_lanes2(jb, sb, out) < 0)
+                ok = 0;
         }
         PyMem_RawFree(out);
         PyMem_RawFree(sb);
