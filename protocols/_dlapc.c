@@ -319,8 +319,9 @@ typedef struct {
 /* queues of the AVX2 engine (GROUPS2 vectors of 4 lanes); the AVX-512 engine uses GROUPS */
 #define GROUPS2 4
 /* the AVX2 engine's candidates for a queue (``candidates``): key (or first word's offset),
- * column, slot, and the column's counters 0 to 4 */
-enum { CH, CCOL, CSLOT, CC0, CROWS = CC0 + 5 };
+ * column, slot, and the column's counters of the FIRST words its first steps read */
+#define FIRST 6
+enum { CH, CCOL, CSLOT, CC0, CROWS = CC0 + FIRST };
 typedef struct {
     queue q[GROUPS2];
     Py_ssize_t s, r, j; /* the next stream of the job: its index, row and column */
@@ -710,7 +711,7 @@ typedef struct {
 typedef struct {
     __m256i zero, one, start, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
         totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], two, four, inv3,
-        inv3h, lim3s, all, key, golden, goldenh;
+        inv3h, lim3s, all, key, golden, goldenh, five_ok, three, five, kbits;
     __m128i s;
     uint64_t tt;
     const uint64_t *words, *ctab;
@@ -810,7 +811,7 @@ AVX2_INLINE void candidates(const job *jb, staging *sb, Py_ssize_t n, const uint
         for (Py_ssize_t c = 0; c < nr; c++) {
             cd[CH][c] = jb->h[sb->r], cd[CCOL][c] = (uint64_t)sb->j;
             cd[CSLOT][c] = (uint64_t)sb->s++;
-            for (int j = 0; j < 5; j++)
+            for (int j = 0; j < FIRST; j++)
                 cd[CC0 + j][c] = ctab[((uint64_t)sb->j << LOG_CACHED) + (uint64_t)j];
             if (++sb->j == jb->cols) {
                 sb->j = 0;
@@ -820,18 +821,19 @@ AVX2_INLINE void candidates(const job *jb, staging *sb, Py_ssize_t n, const uint
     }
     for (Py_ssize_t c = nr; c < n + 4; c++) {
         cd[CH][c] = cd[CCOL][c] = 0, cd[CSLOT][c] = SINK;
-        for (int j = 0; j < 5; j++)
+        for (int j = 0; j < FIRST; j++)
             cd[CC0 + j][c] = ctab ? ctab[j] : 0;
     }
 }
 
-/* Words 0 to 4 of candidates c to c + 3 (a word past the limit: the last one, unused). */
+/* Words 0 to FIRST - 1 of candidates c to c + 3 (a word past the limit: the last one,
+ * unused). */
 AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const consts2 *k,
                              const int given, const int onecol, __m256i *w)
 {
     __m256i h = LOADU(sb->cand[CH] + c);
     if (given) {
-        for (int j = 0; j < 5; j++)
+        for (int j = 0; j < FIRST; j++)
             w[j] = _mm256_i64gather_epi64((const long long *)k->words,
                                           _mm256_add_epi64(h, _mm256_set1_epi64x(
                                               j < jb->limit ? j : jb->limit - 1)), 8);
@@ -840,27 +842,27 @@ AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const con
     if (jb->keyed)
         h = vmix2(_mm256_add_epi64(k->key, mul64(h, k->golden, k->goldenh)), k);
     STOREU(sb->cand[CH] + c, h);
-    for (int j = 0; j < 5; j++)
+    for (int j = 0; j < FIRST; j++)
         w[j] = vmix2(_mm256_xor_si256(h, onecol ? _mm256_set1_epi64x((long long)k->ctab[j])
                                                 : LOADU(sb->cand[CC0 + j] + c)), k);
 }
 
-/* The first four steps of 4 candidates from words w[0] to w[3]: a fresh U and sign (word
- * 0), Bernoulli(U / t) (1), then at K = 2 in phase 1 or 2 (2: d = 2t or 2, a power of two;
- * a 0 redraws U, or in phase 2 finishes unless X is a negative zero), then a fresh U in phase
- * 0, else Bernoulli at K = 3 by the divisibility test by 3 (3). Sets K and X after four words,
- * X after three, and returns the lanes finished at word 2 in the low 4 bits and the rare ones
- * (a word of step 3 that a rejection could reach, or every one where 8t overflows) above. */
-AVX2_INLINE unsigned first_steps(const __m256i *w, const consts2 *c, __m256i *k4, __m256i *x4,
-                                 __m256i *x3)
+/* K and X of 4 candidates after their first four words (w[0] to w[3]): a fresh U and sign
+ * (word 0), Bernoulli(U / t) (1), then at K = 2 in phase 1 or 2 (2: d = 2t or 2, a power of
+ * two; a 0 redraws U, or in phase 2 finishes unless X is a negative zero), then a fresh U in
+ * phase 0, else Bernoulli at K = 3 by the divisibility test by 3 (3). Sets X after word 1,
+ * the lanes that finished at word 2 (``fin``) and the rare ones (a word 3 that a rejection
+ * could reach, or every word where 8t overflows). */
+AVX2_INLINE void four_steps(const __m256i *w, const consts2 *c, __m256i *k, __m256i *x,
+                            __m256i *x1, __m256i *fin, __m256i *rare)
 {
-    __m256i u = _mm256_and_si256(w[0], c->tm), x = _mm256_and_si256(w[0], c->tms);
+    __m256i u = _mm256_and_si256(w[0], c->tm), xs = _mm256_and_si256(w[0], c->tms);
     __m256i p1 = _mm256_cmpgt_epi64(u, _mm256_and_si256(w[1], c->tm)); /* else phase 2 */
     __m256i bit = _mm256_blendv_epi8(w[2], _mm256_srl_epi64(w[2], c->s), p1);
     __m256i b2 = _mm256_andnot_si256(
         _mm256_andnot_si256(_mm256_cmpgt_epi64(u, _mm256_and_si256(w[2], c->tm)), p1),
         _mm256_cmpeq_epi64(_mm256_and_si256(bit, c->one), c->zero));
-    __m256i stay = _mm256_or_si256(_mm256_or_si256(p1, b2), _mm256_cmpeq_epi64(x, c->sign));
+    __m256i stay = _mm256_or_si256(_mm256_or_si256(p1, b2), _mm256_cmpeq_epi64(xs, c->sign));
     __m256i zero = _mm256_andnot_si256(b2, stay); /* a fresh U next */
     __m256i v = _mm256_blendv_epi8(w[3], _mm256_srl_epi64(w[3], c->s), p1);
     __m256i over = _mm256_cmpgt_epi64(_mm256_xor_si256(mul64(v, c->inv3, c->inv3h), c->sign),
@@ -872,36 +874,90 @@ AVX2_INLINE unsigned first_steps(const __m256i *w, const consts2 *c, __m256i *k4
     __m256i kp = _mm256_blendv_epi8(c->two2, _mm256_or_si256(c->four,
                                                              _mm256_andnot_si256(p1, c->flag)),
                                     b3);
-    *k4 = _mm256_blendv_epi8(kp, c->one, zero);
-    __m256i xp = _mm256_add_epi64(x, _mm256_andnot_si256(_mm256_or_si256(b3, p1), c->t));
-    *x4 = _mm256_blendv_epi8(xp, _mm256_and_si256(w[3], c->tms), zero);
-    *x3 = x;
-    __m256i rare = _mm256_or_si256(c->all, _mm256_andnot_si256(
+    *k = _mm256_blendv_epi8(kp, c->one, zero);
+    __m256i xp = _mm256_add_epi64(xs, _mm256_andnot_si256(_mm256_or_si256(b3, p1), c->t));
+    *x = _mm256_blendv_epi8(xp, _mm256_and_si256(w[3], c->tms), zero);
+    *x1 = xs;
+    *fin = _mm256_andnot_si256(stay, c->ones);
+    *rare = _mm256_or_si256(c->all, _mm256_andnot_si256(
         _mm256_or_si256(zero, _mm256_cmpgt_epi64(c->thrs, _mm256_xor_si256(w[3], c->sign))),
         stay));
-    return (MASK4(stay) ^ 0xF) | MASK4(rare) << 4;
 }
 
-/* A rare candidate's steps 2 and 3 by ``step_one`` (lane l of the vectors stored), from K = 2
- * in the phase of word 1; returns whether it finished at word 2. */
-static int rare_first(uint64_t *k4, uint64_t *x4, uint64_t *x3, const uint64_t *w, int l,
+/* The first five steps of 4 candidates (``four_steps``, then word 4 at K = 1, 2 or 4: a power
+ * of two, nothing rejected; a 0 at K = 1 keeps U, at K = 2 or 4 redraws U in phase 1 and
+ * finishes in phase 2 unless X is a negative zero). Sets K and X after five words, and Z's X
+ * and the words used of a candidate that finished (at word 2 or 4); returns the lanes that
+ * finished in the low 4 bits, and the rare ones (``four_steps``) above. */
+AVX2_INLINE unsigned first_steps(const __m256i *w, const consts2 *c, __m256i *k, __m256i *x,
+                                 __m256i *xv, __m256i *used)
+{
+    __m256i k4, x4, x1, fin2, rare;
+    four_steps(w, c, &k4, &x4, &x1, &fin2, &rare);
+    __m256i p1 = _mm256_cmpeq_epi64(_mm256_and_si256(k4, c->flag), c->zero);
+    __m256i v = _mm256_blendv_epi8(w[4], _mm256_srl_epi64(w[4], c->s), p1);
+    __m256i low = _mm256_sub_epi64(_mm256_and_si256(k4, c->kbits), c->one); /* K - 1 */
+    __m256i bit = _mm256_andnot_si256(
+        _mm256_andnot_si256(_mm256_cmpgt_epi64(_mm256_andnot_si256(c->sign, x4),
+                                               _mm256_and_si256(w[4], c->tm)), p1),
+        _mm256_cmpeq_epi64(_mm256_and_si256(v, low), c->zero));
+    __m256i odd = _mm256_cmpeq_epi64(_mm256_and_si256(k4, c->one), c->one);
+    __m256i fin4 = _mm256_andnot_si256(
+        _mm256_or_si256(_mm256_or_si256(bit, odd), _mm256_or_si256(p1, _mm256_cmpeq_epi64(
+                                                                           x4, c->sign))),
+        c->five_ok);
+    *k = _mm256_blendv_epi8(_mm256_and_si256(odd, c->two2), _mm256_add_epi64(k4, c->one), bit);
+    *x = x4;
+    *xv = _mm256_blendv_epi8(x4, x1, fin2);
+    *used = _mm256_blendv_epi8(c->five, c->three, fin2);
+    return MASK4(_mm256_or_si256(fin2, fin4)) | MASK4(rare) << 4;
+}
+
+/* A rare candidate's steps 2 to 4 by ``step_one`` (lane l of the vectors stored, word j at
+ * w[4 j + l]), from K = 2 in the phase of word 1; returns the words it used if it finished,
+ * else 0. */
+static int rare_first(uint64_t *k, uint64_t *x, uint64_t *xv, const uint64_t *w, int l,
                       const job *jb)
 {
-    uint64_t k = (w[4 + l] & (jb->t - 1)) < (w[l] & (jb->t - 1)) ? 2 : 2 | P2;
-    uint64_t x = w[l] & ((jb->t - 1) | SIGN);
-    int fin = step_one(&k, &x, w[8 + l], jb->t);
-    x3[l] = x;
+    uint64_t kk = (w[4 + l] & (jb->t - 1)) < (w[l] & (jb->t - 1)) ? 2 : 2 | P2;
+    uint64_t xx = w[l] & ((jb->t - 1) | SIGN);
+    int fin = step_one(&kk, &xx, w[8 + l], jb->t) ? 3 : 0;
     if (!fin && jb->limit > 3) /* K odd, or a fresh U: it does not finish here */
-        step_one(&k, &x, w[12 + l], jb->t);
-    k4[l] = k, x4[l] = x;
+        step_one(&kk, &xx, w[12 + l], jb->t);
+    if (!fin && jb->limit > 4)
+        fin = step_one(&kk, &xx, w[16 + l], jb->t) ? 5 : 0;
+    k[l] = kk, x[l] = xx, xv[l] = xx;
     return fin;
 }
 
-/* ``restage`` of the AVX2 engine: each stream takes its first four steps (``first_steps``)
- * before it is queued, and one finished by then is written out instead (a quarter of them).
- * The queue's rows QBASE, QK2, QX2 and QW2 hold its column, K and X after four words, and
- * word 4 (lanes start at i = 4, or at 3 where limit = 3: the stream fails there if it did
- * not finish at word 2). A SINK stream is queued whatever it does (they are all alike). */
+/* The values of the finished candidates i to i + 3 (in fin; the ``real`` ones: every stream's
+ * is written, a queued one's again when it finishes) and, for given words, the words used. */
+AVX2_INLINE void write_firsts(job *jb, uint64_t s0, unsigned real, __m256i xv, __m256i used,
+                              const consts2 *c)
+{
+    __m256i neg = _mm256_cmpgt_epi64(c->zero, xv);
+    __m256i val = _mm256_sub_epi64(_mm256_xor_si256(_mm256_andnot_si256(c->sign, xv), neg), neg);
+    if (real == 0xF) {
+        STOREU(jb->z + s0, val);
+        if (jb->used)
+            STOREU(jb->used + s0, used);
+        return;
+    }
+    uint64_t vs[4], us[4];
+    STOREU(vs, val), STOREU(us, used);
+    for (int l = 0; l < 4; l++)
+        if (real >> l & 1) {
+            jb->z[s0 + (uint64_t)l] = (int64_t)vs[l];
+            if (jb->used)
+                jb->used[s0 + (uint64_t)l] = (int64_t)us[l];
+        }
+}
+
+/* ``restage`` of the AVX2 engine: each stream takes its first five steps (``first_steps``)
+ * before it is queued, and one finished by then is written out instead (almost half of
+ * them). The queue's rows QBASE, QK2, QX2 and QW2 hold its column, K and X after five words,
+ * and word 5 (lanes start at i = 5, or at the limit where it is below: the stream fails there
+ * if it did not finish). A SINK stream is queued whatever it does (they are all alike). */
 AVX2_INLINE void restage2_as(job *jb, staging *sb, queue *qu, Py_ssize_t from,
                              const consts2 *c, const int given, const int onecol)
 {
@@ -912,48 +968,33 @@ AVX2_INLINE void restage2_as(job *jb, staging *sb, queue *qu, Py_ssize_t from,
         Py_ssize_t n = STAGE - q;
         candidates(jb, sb, n, c->ctab);
         for (Py_ssize_t i = 0; i < n; i += 4) {
-            __m256i w[5], k4, x4, x3;
+            __m256i w[FIRST], k, x, xv, used;
             first_words(jb, sb, i, c, given, onecol, w);
-            unsigned f = first_steps(w, c, &k4, &x4, &x3);
+            unsigned f = first_steps(w, c, &k, &x, &xv, &used);
             if (__builtin_expect(f >> 4 != 0, 0)) {
-                uint64_t ws[20], kk[4], xx[4], x3s[4];
-                for (int j = 0; j < 5; j++)
+                uint64_t ws[4 * FIRST], kk[4], xx[4], xvs[4], us[4];
+                for (int j = 0; j < FIRST; j++)
                     STOREU(ws + 4 * j, w[j]);
-                STOREU(kk, k4), STOREU(xx, x4), STOREU(x3s, x3);
+                STOREU(kk, k), STOREU(xx, x), STOREU(xvs, xv), STOREU(us, used);
                 for (int l = 0; l < 4; l++)
-                    if (f >> (4 + l) & 1)
-                        f = (f & ~(1u << l)) | (unsigned)rare_first(kk, xx, x3s, ws, l, jb) << l;
-                k4 = LOADU(kk), x4 = LOADU(xx), x3 = LOADU(x3s);
+                    if (f >> (4 + l) & 1) {
+                        int u = rare_first(kk, xx, xvs, ws, l, jb);
+                        f = (f & ~(1u << l)) | (unsigned)(u > 0) << l;
+                        us[l] = (uint64_t)u;
+                    }
+                k = LOADU(kk), x = LOADU(xx), xv = LOADU(xvs), used = LOADU(us);
             }
             __m256i slot = LOADU(sb->cand[CSLOT] + i);
             unsigned real = MASK4(_mm256_cmpgt_epi64(c->totals, _mm256_xor_si256(slot, c->sign)));
             unsigned valid = n - i < 4 ? (1u << (n - i)) - 1 : 0xF, keep = valid & ~(f & real);
-            /* every stream's value (a queued one's is written again when it finishes) */
-            __m256i neg = _mm256_cmpgt_epi64(c->zero, x3);
-            __m256i val = _mm256_sub_epi64(_mm256_xor_si256(_mm256_andnot_si256(c->sign, x3), neg),
-                                           neg);
-            uint64_t s0 = sb->cand[CSLOT][i];
-            if ((real & valid) == 0xF) {
-                STOREU(jb->z + s0, val);
-                if (jb->used)
-                    STOREU(jb->used + s0, _mm256_set1_epi64x(3));
-            } else {
-                uint64_t vs[4];
-                STOREU(vs, val);
-                for (int l = 0; l < 4; l++)
-                    if ((real & valid) >> l & 1) {
-                        jb->z[s0 + (uint64_t)l] = (int64_t)vs[l];
-                        if (jb->used)
-                            jb->used[s0 + (uint64_t)l] = 3;
-                    }
-            }
+            write_firsts(jb, sb->cand[CSLOT][i], real & valid, xv, used, c);
             __m256i idx = LOADU(compress_idx[keep]);
             STOREU(qu->a[QH] + q, PERM(LOADU(sb->cand[CH] + i), idx));
             STOREU(qu->a[QBASE] + q, PERM(LOADU(sb->cand[CCOL] + i), idx));
             STOREU(qu->a[QSLOT] + q, PERM(slot, idx));
-            STOREU(qu->a[QK2] + q, PERM(k4, idx));
-            STOREU(qu->a[QX2] + q, PERM(x4, idx));
-            STOREU(qu->a[QW2] + q, PERM(w[4], idx));
+            STOREU(qu->a[QK2] + q, PERM(k, idx));
+            STOREU(qu->a[QX2] + q, PERM(x, idx));
+            STOREU(qu->a[QW2] + q, PERM(w[FIRST - 1], idx));
             q += __builtin_popcount(keep);
         }
     }
@@ -1031,7 +1072,11 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
 {
     int s = __builtin_ctzll(jb->t);
     c->zero = _mm256_setzero_si256(), c->one = _mm256_set1_epi64x(1);
-    c->start = _mm256_set1_epi64x(jb->limit > 3 ? 4 : 3), c->ones = _mm256_set1_epi64x(-1);
+    c->start = _mm256_set1_epi64x(jb->limit < FIRST - 1 ? jb->limit : FIRST - 1);
+    c->ones = _mm256_set1_epi64x(-1);
+    c->five_ok = _mm256_set1_epi64x(jb->limit > 4 ? -1 : 0); /* word 4 within the limit */
+    c->three = _mm256_set1_epi64x(3), c->five = _mm256_set1_epi64x(5);
+    c->kbits = _mm256_set1_epi64x(TABLE - 1);
     c->two2 = _mm256_set1_epi64x((long long)(2 | P2));
     c->rarek = _mm256_set1_epi64x((long long)~(uint64_t)((TABLE - 1) | P2));
     c->thrs = _mm256_set1_epi64x((long long)((0 - ((uint64_t)TABLE << s)) ^ SIGN));
