@@ -711,7 +711,7 @@ typedef struct {
 typedef struct {
     __m256i zero, one, start, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
         totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], two, four, inv3,
-        inv3h, lim3s, all, key, golden, goldenh, five_ok, three, five, kbits;
+        inv3h, lim3s, key, golden, goldenh, five_ok, three, five, kbits;
     __m128i s;
     uint64_t tt;
     const uint64_t *words, *ctab;
@@ -852,7 +852,7 @@ AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const con
  * two; a 0 redraws U, or in phase 2 finishes unless X is a negative zero), then a fresh U in
  * phase 0, else Bernoulli at K = 3 by the divisibility test by 3 (3). Sets X after word 1,
  * the lanes that finished at word 2 (``fin``) and the rare ones (a word 3 that a rejection
- * could reach, or every word where 8t overflows). */
+ * could reach). */
 AVX2_INLINE void four_steps(const __m256i *w, const consts2 *c, __m256i *k, __m256i *x,
                             __m256i *x1, __m256i *fin, __m256i *rare)
 {
@@ -879,9 +879,9 @@ AVX2_INLINE void four_steps(const __m256i *w, const consts2 *c, __m256i *k, __m2
     *x = _mm256_blendv_epi8(xp, _mm256_and_si256(w[3], c->tms), zero);
     *x1 = xs;
     *fin = _mm256_andnot_si256(stay, c->ones);
-    *rare = _mm256_or_si256(c->all, _mm256_andnot_si256(
+    *rare = _mm256_andnot_si256(
         _mm256_or_si256(zero, _mm256_cmpgt_epi64(c->thrs, _mm256_xor_si256(w[3], c->sign))),
-        stay));
+        stay);
 }
 
 /* The first five steps of 4 candidates (``four_steps``, then word 4 at K = 1, 2 or 4: a power
@@ -1100,7 +1100,6 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
     c->inv3 = _mm256_set1_epi64x((long long)0xAAAAAAAAAAAAAAABULL); /* 3's inverse mod 2^64 */
     c->inv3h = _mm256_srli_epi64(c->inv3, 32);
     c->lim3s = _mm256_set1_epi64x((long long)(UINT64_MAX / 3 ^ SIGN));
-    c->all = _mm256_set1_epi64x(s >= 61 ? -1 : 0); /* 8t overflows: every word is rare */
     c->key = _mm256_set1_epi64x((long long)jb->key);
     c->golden = _mm256_set1_epi64x((long long)GOLDEN), c->goldenh = _mm256_srli_epi64(c->golden, 32);
     c->tt = jb->t;
@@ -1217,12 +1216,15 @@ static int can_run(int e)
 
 /* ------------------------------------------------------------------ Python */
 
-/* The job by engine e (E_STREAMS for a job asked for the stream engine); a lane engine needs
- * streams of at least 3 words. -1 when out of memory. Runs without the interpreter's lock. */
+/* The job by engine e (E_STREAMS for a job asked for the stream engine). A lane engine needs
+ * streams of at least 3 words, and holds a stream's sign and |X| = U + t V in one word, below
+ * 2^63 for scales up to 2^32 (the mechanisms') and streams of fewer than 2^30 words (V is
+ * below the words); other jobs take the stream engine. -1 when out of memory. Runs without
+ * the interpreter's lock. */
 static int run_job(job *jb, int e)
 {
 #ifdef HAVE_LANES
-    if (e != E_STREAMS && jb->limit >= 3) {
+    if (e != E_STREAMS && jb->limit >= 3 && jb->limit < (1 << 30) && jb->t <= (1ULL << 32)) {
         staging *sb = PyMem_RawMalloc(sizeof(staging));
         void *out = PyMem_RawMalloc(sizeof(results) > sizeof(results2) ? sizeof(results)
                                                                          : sizeof(results2));
