@@ -832,6 +832,25 @@ AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const con
                              const int given, const int onecol, __m256i *w)
 {
     __m256i h = LOADU(sb->cand[CH] + c);
+    if (given && jb->limit >= FIRST) { /* rows' words 0 to 3 and 2 to 5, transposed */
+        const uint64_t *r[4], *wd = jb->words;
+        for (int l = 0; l < 4; l++) {
+            r[l] = wd + sb->cand[CH][c + l];
+            if (jb->limit > 8) /* the row's next words, which its lane reads */
+                _mm_prefetch((const char *)(r[l] + 8), _MM_HINT_T0);
+        }
+        for (int half = 0; half < 2; half++) {
+            __m256i t0 = _mm256_unpacklo_epi64(LOADU(r[0] + 2 * half), LOADU(r[1] + 2 * half));
+            __m256i t1 = _mm256_unpackhi_epi64(LOADU(r[0] + 2 * half), LOADU(r[1] + 2 * half));
+            __m256i t2 = _mm256_unpacklo_epi64(LOADU(r[2] + 2 * half), LOADU(r[3] + 2 * half));
+            __m256i t3 = _mm256_unpackhi_epi64(LOADU(r[2] + 2 * half), LOADU(r[3] + 2 * half));
+            w[2 * half] = _mm256_permute2x128_si256(t0, t2, 0x20);
+            w[2 * half + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+            w[2 * half + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+            w[2 * half + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+        }
+        return;
+    }
     if (given) {
         for (int j = 0; j < FIRST; j++)
             w[j] = _mm256_i64gather_epi64((const long long *)k->words,
@@ -1054,11 +1073,13 @@ AVX2_INLINE unsigned vstep2(lanes2 *L, const consts2 *c, results2 *out, Py_ssize
     }
     done |= failm;
     L->k = kn, L->x = xn;
-    if (given)
-        L->w = _mm256_mask_i64gather_epi64(c->zero, (const long long *)c->words,
-                                           _mm256_add_epi64(L->h, L->i),
-                                           _mm256_cmpgt_epi64(c->limit, L->i), 8);
-    else
+    if (given) { /* word i of each row; word 0 past the limit (the lane fails there) */
+        uint64_t at[4];
+        STOREU(at, _mm256_add_epi64(L->h, _mm256_and_si256(L->i, _mm256_cmpgt_epi64(c->limit,
+                                                                                    L->i))));
+        L->w = _mm256_set_epi64x((long long)c->words[at[3]], (long long)c->words[at[2]],
+                                 (long long)c->words[at[1]], (long long)c->words[at[0]]);
+    } else
         L->w = next_word2(L, c, onecol);
     out->fin[b] = (unsigned char)(done & MASK4(live));
     STOREU(out->slot[b], L->slot);
