@@ -17,19 +17,24 @@
  * (``dlap._kernel_numpy``), which runs where the extension was not built. ``dlap_agents`` does
  * the same for the agents' words, which it makes itself.
  *
- * Two engines give the same values from the same words. The stream engine (``dlap_stream``)
+ * The engines give the same values from the same words. The stream engine (``dlap_stream``)
  * runs one stream after the other, and each step ends in a branch on a coin flip. The lane
- * engine (x86-64 with AVX-512, chosen at run time) runs 16 streams side by side, one word per
- * step each, with masks instead of branches, and gives a lane whose stream has finished the
- * next one, its first two steps (which never reject a word) already taken. It decides Bernoulli(n/d) without dividing: in the phase of U, d = t K (t = 2^s)
- * and n = U < t, and w mod tK = (w & (t - 1)) + t ((w >> s) mod K), so the bit is
+ * engine (x86-64, chosen at run time: 8 lanes a vector with AVX-512, else 4 with AVX2) runs
+ * 16 streams side by side, one word per step each, with masks instead of branches, and gives
+ * a lane whose stream has finished the next one, its first steps already taken in a pass over
+ * many streams (two with AVX-512, which never reject a word; five with AVX2, whose K is a
+ * power of two but for word 3's K = 3), for scales up to 2^32 (``run_job``). It decides
+ * Bernoulli(n/d) without dividing: in the phase of U, d = t K (t = 2^s) and n = U < t, and
+ * w mod tK = (w & (t - 1)) + t ((w >> s) mod K), so the bit is
  * [(w >> s) mod K = 0 and (w & (t - 1)) < U]; in the phase of V, d = K and n = 1, and the bit
  * is [w mod K = 0]. For K = 2^a b (b odd), x mod K = 0 exactly when rotr(x inv(b), a) <=
  * (2^64 - 1) / K, inv(b) the inverse of b modulo 2^64 (Granlund & Montgomery 1994, as compilers
  * divide by constants). A word that could be rejected (w >= 2^64 - d, which needs w >= 2^64 - 8t
  * here) and K >= 8 are rare (below 10^-3 per value) and take ``step_one``, the stream engine's
  * step, exactly. ``dlap(..., scalar=True)`` and ``dlap_agents(..., scalar=True)`` run the stream
- * engine on any CPU; ``engine()`` names the one the others use.
+ * engine on any CPU; ``engine()`` names the one the others use ("avx512", "avx2" or
+ * "streams"), ``engines()`` the ones this CPU runs, and ``use_engine(name)`` makes one of them
+ * the one in use (tests and benchmarks).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
