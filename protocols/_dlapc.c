@@ -477,7 +477,8 @@ LANES_INLINE void refill(lanes *L, __mmask8 m, const queue *qu, Py_ssize_t *next
 {
     L->h = _mm512_mask_expand_epi64(L->h, m, _mm512_loadu_si512(qu->a[QH] + *next));
     if (!onecol)
-        L->base = _mm512_mask_expand_epi64(L->base, m, _mm512_loadu_si512(qu->a[QBASE] + *next));
+        L->base = _mm512_mask_expand_epi64(L->base, m,
+                                           _mm512_loadu_si512(qu->a[QBASE] + *next));
     L->slot = _mm512_mask_expand_epi64(L->slot, m, _mm512_loadu_si512(qu->a[QSLOT] + *next));
     L->w = _mm512_mask_expand_epi64(L->w, m, _mm512_loadu_si512(qu->a[QW2] + *next));
     L->x = _mm512_mask_expand_epi64(L->x, m, _mm512_loadu_si512(qu->a[QX2] + *next));
@@ -656,13 +657,14 @@ LANES_TARGET static void run_lanes(job *jb, staging *sb, results *out)
  * comparisons made signed by flipping the top bit, a 64 x 64-bit product (low half) made of
  * three 32 x 32-bit ones, and expanding and compressing lanes by permutations from tables.
  * The divisibility constants of K (below TABLE) are held as 32-bit halves, 8 to a vector,
- * and looked up by permutation with K's low half as the index. A stream takes four steps
- * before it gets a lane (``restage2``: the fourth word's K is 3 or a fresh U, and a quarter of
- * the streams finish at the third), and a lane reads its stream's counters mixed beforehand
- * (``ctab``: the first CACHED of each column). */
+ * and looked up by permutation with K's low half as the index. A stream takes five steps
+ * before it gets a lane, 4 streams at a time (``restage2``: no K but word 3's, 3, is other
+ * than a power of two; almost half the streams finish there, at word 2 or 4), and a lane reads
+ * its stream's counters mixed beforehand (``ctab``: the first CACHED of each column). */
 #define AVX2_TARGET __attribute__((target("avx2,popcnt")))
 #define AVX2_INLINE AVX2_TARGET static inline __attribute__((always_inline))
-#define LOG_CACHED 5 /* CACHED = 2^LOG_CACHED */
+#define LOG_CACHED 5
+_Static_assert(CACHED == 1 << LOG_CACHED && CACHED >= FIRST, "CACHED = 2^LOG_CACHED >= FIRST");
 
 typedef struct {
     uint64_t slot[LOG * GROUPS2][4], x[LOG * GROUPS2][4];
@@ -689,7 +691,8 @@ static void avx2_tables(void)
         for (unsigned l = 0; l < 4; l++) {
             unsigned in = m >> l & 1;
             lane_mask[m][l] = in ? UINT64_MAX : 0;
-            expand_idx[m][2 * l] = in ? 2 * e : 0, expand_idx[m][2 * l + 1] = in ? 2 * e + 1 : 1;
+            expand_idx[m][2 * l] = in ? 2 * e : 0;
+            expand_idx[m][2 * l + 1] = in ? 2 * e + 1 : 1;
             e += in;
             compress_idx[m][2 * l] = 0, compress_idx[m][2 * l + 1] = 1;
         }
@@ -701,7 +704,8 @@ static void avx2_tables(void)
     }
     for (unsigned k = 1; k < TABLE; k++) {
         uint64_t lim = div_lim[k] ^ SIGN;
-        div32[D_INVLO][k] = (uint32_t)div_inv[k], div32[D_INVHI][k] = (uint32_t)(div_inv[k] >> 32);
+        div32[D_INVLO][k] = (uint32_t)div_inv[k];
+        div32[D_INVHI][k] = (uint32_t)(div_inv[k] >> 32);
         div32[D_ROT][k] = (uint32_t)div_rot[k], div32[D_ROT64][k] = 64 - (uint32_t)div_rot[k];
         div32[D_LIMLO][k] = (uint32_t)lim, div32[D_LIMHI][k] = (uint32_t)(lim >> 32);
     }
@@ -715,8 +719,8 @@ typedef struct {
 
 typedef struct {
     __m256i zero, one, start, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
-        totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], two, four, inv3,
-        inv3h, lim3s, key, golden, goldenh, five_ok, three, five, kbits;
+        totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], four, inv3, inv3h,
+        lim3s, key, golden, goldenh, five_ok, three, five, kbits;
     __m128i s;
     uint64_t tt;
     const uint64_t *words, *ctab;
@@ -788,7 +792,8 @@ AVX2_INLINE __m256i next_word2(const lanes2 *L, const consts2 *c, const int onec
 {
     if (__builtin_expect(!MASK4(_mm256_cmpgt_epi64(L->i, c->cachedm1)), 1)) {
         uint64_t at[4];
-        STOREU(at, onecol ? L->i : _mm256_add_epi64(_mm256_slli_epi64(L->col, LOG_CACHED), L->i));
+        STOREU(at, onecol ? L->i
+                          : _mm256_add_epi64(_mm256_slli_epi64(L->col, LOG_CACHED), L->i));
         __m256i ctr = _mm256_set_epi64x((long long)c->ctab[at[3]], (long long)c->ctab[at[2]],
                                         (long long)c->ctab[at[1]], (long long)c->ctab[at[0]]);
         return vmix2(_mm256_xor_si256(L->h, ctr), c);
@@ -798,7 +803,7 @@ AVX2_INLINE __m256i next_word2(const lanes2 *L, const consts2 *c, const int onec
     return vmix2(_mm256_xor_si256(L->h, vmix2(_mm256_add_epi64(base, L->i), c)), c);
 }
 
-/* ---- a stream's first four steps, before it gets a lane */
+/* ---- a stream's first five steps, before it gets a lane */
 
 /* The next n streams of the job (then streams of slot SINK) as candidates: key (or first
  * word's offset), column, slot (and with several columns, the column's counters 0 to 4). */
@@ -960,7 +965,8 @@ AVX2_INLINE void write_firsts(job *jb, uint64_t s0, unsigned real, __m256i xv, _
                               const consts2 *c)
 {
     __m256i neg = _mm256_cmpgt_epi64(c->zero, xv);
-    __m256i val = _mm256_sub_epi64(_mm256_xor_si256(_mm256_andnot_si256(c->sign, xv), neg), neg);
+    __m256i val = _mm256_sub_epi64(_mm256_xor_si256(_mm256_andnot_si256(c->sign, xv), neg),
+                                   neg);
     if (real == 0xF) {
         STOREU(jb->z + s0, val);
         if (jb->used)
@@ -1009,7 +1015,8 @@ AVX2_INLINE void restage2_as(job *jb, staging *sb, queue *qu, Py_ssize_t from,
                 k = LOADU(kk), x = LOADU(xx), xv = LOADU(xvs), used = LOADU(us);
             }
             __m256i slot = LOADU(sb->cand[CSLOT] + i);
-            unsigned real = MASK4(_mm256_cmpgt_epi64(c->totals, _mm256_xor_si256(slot, c->sign)));
+            unsigned real =
+                MASK4(_mm256_cmpgt_epi64(c->totals, _mm256_xor_si256(slot, c->sign)));
             unsigned valid = n - i < 4 ? (1u << (n - i)) - 1 : 0xF, keep = valid & ~(f & real);
             write_firsts(jb, sb->cand[CSLOT][i], real & valid, xv, used, c);
             __m256i idx = LOADU(compress_idx[keep]);
@@ -1122,12 +1129,13 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
     c->regionh = _mm256_srli_epi64(c->region, 32);
     for (int d = 0; d < 6; d++)
         c->d[d] = LOADU(div32[d]);
-    c->two = _mm256_set1_epi64x(2), c->four = _mm256_set1_epi64x(4);
+    c->four = _mm256_set1_epi64x(4);
     c->inv3 = _mm256_set1_epi64x((long long)0xAAAAAAAAAAAAAAABULL); /* 3's inverse mod 2^64 */
     c->inv3h = _mm256_srli_epi64(c->inv3, 32);
     c->lim3s = _mm256_set1_epi64x((long long)(UINT64_MAX / 3 ^ SIGN));
     c->key = _mm256_set1_epi64x((long long)jb->key);
-    c->golden = _mm256_set1_epi64x((long long)GOLDEN), c->goldenh = _mm256_srli_epi64(c->golden, 32);
+    c->golden = _mm256_set1_epi64x((long long)GOLDEN);
+    c->goldenh = _mm256_srli_epi64(c->golden, 32);
     c->tt = jb->t;
     c->words = jb->words, c->ctab = ctab;
 }
@@ -1392,16 +1400,20 @@ static PyObject *engine(PyObject *self, PyObject *args)
 static PyObject *engines(PyObject *self, PyObject *args)
 {
     (void)self, (void)args;
-    PyObject *out = PyList_New(0);
-    for (int e = E_COUNT - 1; out != NULL && e >= 0; e--) {
-        PyObject *name = can_run(e) ? PyUnicode_FromString(ENGINE_NAMES[e]) : NULL;
-        if (can_run(e) && (name == NULL || PyList_Append(out, name) < 0))
+    const char *names[E_COUNT];
+    int n = 0;
+    for (int e = E_COUNT - 1; e >= 0; e--) /* the fastest first */
+        if (can_run(e))
+            names[n++] = ENGINE_NAMES[e];
+    PyObject *out = PyTuple_New(n);
+    for (int i = 0; out != NULL && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        if (name == NULL)
             Py_CLEAR(out);
-        Py_XDECREF(name);
+        else
+            PyTuple_SET_ITEM(out, i, name);
     }
-    PyObject *tuple = out == NULL ? NULL : PyList_AsTuple(out);
-    Py_XDECREF(out);
-    return tuple;
+    return out;
 }
 
 static PyObject *use_engine(PyObject *self, PyObject *args)
