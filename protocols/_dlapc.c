@@ -719,8 +719,8 @@ typedef struct {
 
 typedef struct {
     __m256i zero, one, start, two2, ones, flag, sign, rarek, thrs, tm, tms, t, limm1, limit,
-        totals, m1, m1h, m2, m2h, cachedm1, base, region, regionh, d[6], four, inv3, inv3h,
-        lim3s, key, golden, goldenh, five_ok, three, five, kbits;
+        totals, m1, m1s, m2, m2s, hi32, cachedm1, base, region, regionh, d[6], four, inv3,
+        inv3s, lim3s, key, golden, goldens, five_ok, three, five, kbits;
     __m128i s;
     uint64_t tt;
     const uint64_t *words, *ctab;
@@ -740,13 +740,23 @@ AVX2_INLINE __m256i mul64(__m256i a, __m256i blo, __m256i bhi)
     return _mm256_add_epi64(_mm256_mul_epu32(a, blo), _mm256_slli_epi64(cross, 32));
 }
 
+/* the low 64 bits of a b, from b and b with its halves swapped (bswap): the low half of a b
+ * (32 x 32 bits) and the two cross products (their low 32 bits, in one multiplication of the
+ * 32-bit halves), added in the high half; ``hi`` has the high 32 bits of each lane set */
+AVX2_INLINE __m256i mulc(__m256i a, __m256i b, __m256i bswap, __m256i hi)
+{
+    __m256i p = _mm256_mullo_epi32(a, bswap);
+    __m256i cross = _mm256_add_epi64(_mm256_slli_epi64(p, 32), _mm256_and_si256(p, hi));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, b), cross);
+}
+
 /* SplitMix64's finaliser (``mix``) of 4 words */
 AVX2_INLINE __m256i vmix2(__m256i x, const consts2 *c)
 {
     x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 30));
-    x = mul64(x, c->m1, c->m1h);
+    x = mulc(x, c->m1, c->m1s, c->hi32);
     x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 27));
-    x = mul64(x, c->m2, c->m2h);
+    x = mulc(x, c->m2, c->m2s, c->hi32);
     return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
 }
 
@@ -869,7 +879,7 @@ AVX2_INLINE void first_words(const job *jb, staging *sb, Py_ssize_t c, const con
         return;
     }
     if (jb->keyed)
-        h = vmix2(_mm256_add_epi64(k->key, mul64(h, k->golden, k->goldenh)), k);
+        h = vmix2(_mm256_add_epi64(k->key, mulc(h, k->golden, k->goldens, k->hi32)), k);
     STOREU(sb->cand[CH] + c, h);
     for (int j = 0; j < FIRST; j++)
         w[j] = vmix2(_mm256_xor_si256(h, onecol ? _mm256_set1_epi64x((long long)k->ctab[j])
@@ -894,8 +904,8 @@ AVX2_INLINE void four_steps(const __m256i *w, const consts2 *c, __m256i *k, __m2
     __m256i stay = _mm256_or_si256(_mm256_or_si256(p1, b2), _mm256_cmpeq_epi64(xs, c->sign));
     __m256i zero = _mm256_andnot_si256(b2, stay); /* a fresh U next */
     __m256i v = _mm256_blendv_epi8(w[3], _mm256_srl_epi64(w[3], c->s), p1);
-    __m256i over = _mm256_cmpgt_epi64(_mm256_xor_si256(mul64(v, c->inv3, c->inv3h), c->sign),
-                                      c->lim3s);
+    __m256i over = _mm256_cmpgt_epi64(
+        _mm256_xor_si256(mulc(v, c->inv3, c->inv3s, c->hi32), c->sign), c->lim3s);
     __m256i b3 = _mm256_andnot_si256(
         _mm256_or_si256(over, _mm256_andnot_si256(
                                   _mm256_cmpgt_epi64(u, _mm256_and_si256(w[3], c->tm)), p1)),
@@ -1120,9 +1130,10 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
     c->limit = _mm256_set1_epi64x(jb->limit), c->limm1 = _mm256_set1_epi64x(jb->limit - 1);
     c->totals = _mm256_set1_epi64x((long long)((uint64_t)(jb->rows * jb->cols) ^ SIGN));
     c->m1 = _mm256_set1_epi64x((long long)0xBF58476D1CE4E5B9ULL);
-    c->m1h = _mm256_srli_epi64(c->m1, 32);
     c->m2 = _mm256_set1_epi64x((long long)0x94D049BB133111EBULL);
-    c->m2h = _mm256_srli_epi64(c->m2, 32);
+    /* the multipliers with their 32-bit halves swapped (``mulc``) */
+    c->m1s = _mm256_shuffle_epi32(c->m1, 0xB1), c->m2s = _mm256_shuffle_epi32(c->m2, 0xB1);
+    c->hi32 = _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ULL);
     c->cachedm1 = _mm256_set1_epi64x(CACHED - 1);
     c->base = _mm256_set1_epi64x((long long)jb->base);
     c->region = _mm256_set1_epi64x((long long)jb->region);
@@ -1131,11 +1142,11 @@ AVX2_INLINE void consts2_of(consts2 *c, const job *jb, const uint64_t *ctab)
         c->d[d] = LOADU(div32[d]);
     c->four = _mm256_set1_epi64x(4);
     c->inv3 = _mm256_set1_epi64x((long long)0xAAAAAAAAAAAAAAABULL); /* 3's inverse mod 2^64 */
-    c->inv3h = _mm256_srli_epi64(c->inv3, 32);
+    c->inv3s = _mm256_shuffle_epi32(c->inv3, 0xB1);
     c->lim3s = _mm256_set1_epi64x((long long)(UINT64_MAX / 3 ^ SIGN));
     c->key = _mm256_set1_epi64x((long long)jb->key);
     c->golden = _mm256_set1_epi64x((long long)GOLDEN);
-    c->goldenh = _mm256_srli_epi64(c->golden, 32);
+    c->goldens = _mm256_shuffle_epi32(c->golden, 0xB1);
     c->tt = jb->t;
     c->words = jb->words, c->ctab = ctab;
 }
