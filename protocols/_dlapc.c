@@ -822,6 +822,10 @@ AVX2_INLINE void candidates(const job *jb, staging *sb, Py_ssize_t n, const uint
     uint64_t(*cd)[STAGE + 4] = sb->cand;
     Py_ssize_t left = jb->rows * jb->cols - sb->s, nr = n < left ? n : left, s0 = sb->s;
     if (jb->cols == 1) { /* loops the compiler vectorises */
+        if (jb->h) /* the keys of the streams after the next STAGE, on their way to the cache */
+            for (Py_ssize_t c = 0; c < nr; c += 8)
+                _mm_prefetch((const char *)((uintptr_t)(jb->h + s0 + c) + 16 * STAGE),
+                             _MM_HINT_T0);
         for (Py_ssize_t c = 0; c < nr; c++) {
             cd[CH][c] = jb->h ? jb->h[s0 + c] : (uint64_t)(s0 + c) * (uint64_t)jb->limit;
             cd[CSLOT][c] = (uint64_t)(s0 + c), cd[CCOL][c] = 0;
