@@ -42,12 +42,12 @@ the words, never on the value the noise is added to.
 
 The state machine runs in C (``protocols/_dlapc.c``, built at install where a compiler exists)
 or in numpy, with the same words and the same result; ``LDPSIM_RNG=numpy`` chooses numpy. On
-CPUs with AVX-512 the C code runs 16 streams side by side, one word per step each, with masks
-instead of branches (every Bernoulli outcome is a coin flip that a branch predictor cannot
-guess) and each Bernoulli(n/d) decided without dividing (d = tK or K, t a power of two: a
-divisibility test by K's odd part, Granlund & Montgomery 1994); the rare words that could be
-rejected (w >= 2^64 - d) and K >= 8 take the one-stream step exactly. The same words give the
-same values on any CPU.
+CPUs with AVX-512 or AVX2 (chosen at run time) the C code runs 16 streams side by side, one
+word per step each, with masks instead of branches (every Bernoulli outcome is a coin flip that
+a branch predictor cannot guess) and each Bernoulli(n/d) decided without dividing (d = tK or K,
+t a power of two: a divisibility test by K's odd part, Granlund & Montgomery 1994); the rare
+words that could be rejected (w >= 2^64 - d) and K >= 8 take the one-stream step exactly. The
+same words give the same values on any CPU.
 """
 
 from __future__ import annotations
