@@ -50,6 +50,26 @@ class Dataset(ABC):
         and computed beside the run it would repeat the run's work. Default: False."""
         return False
 
+    def truth_from_pools(self, protocol: Any) -> bool:
+        """Whether the pools of a run of ``protocol`` on this data set can hand the costly
+        parts of ``truth`` over as their run computes them (``truth_tap``), so that nobody
+        computes it again. Default: False."""
+        return False
+
+    def truth_tap(self, start: int, stop: int, protocol: Any) -> Any:
+        """In a pool of agents ``start .. stop - 1`` running ``protocol``: an object that
+        hears that pool's share of ``truth`` as the run computes it, open until its
+        ``close()``, whose ``part()`` is the share (small and picklable, or None when it cannot
+        tell), for the orchestrator alone (never the curator: the truth is what an output is
+        scored against). Default: None (no share)."""
+        return None
+
+    def truth_join(self, parts: list[Any]) -> dict[str, Any] | None:
+        """``truth()`` from every pool's share (``truth_tap``), exactly as it computes it, or
+        None when the parts do not make it (then the orchestrator computes it). Default:
+        None."""
+        return None
+
     def with_keys(self, keys: DataKeys) -> Dataset:
         """The same data set drawing its rows with ``keys`` (the keys it was built with, a
         block's data keys computed already: ``DataKeys.with_cache``), without building it

@@ -40,6 +40,7 @@ scenario protects and estimates the same quantity. C and the norm are public.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -49,9 +50,9 @@ from ldpsim.protocols import ordered
 from ldpsim.protocols import rng as rngm
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset
-from ldpsim.protocols.ethics import memo
+from ldpsim.protocols.ethics import memo, truthtap
 from ldpsim.protocols.ethics.estimates import memo_mle
-from ldpsim.protocols.ethics.model import NORMS, norm_of
+from ldpsim.protocols.ethics.model import NORMS
 from ldpsim.protocols.keys import DataKeys
 
 EPS_MODES = ("none", "constant", "uniform", "list", "groups")
@@ -188,16 +189,20 @@ class PairwiseChoices(Dataset):
         out = np.empty((max(stop - start, 0), 1 + self.records * self.d))
         for s in range(start, stop, BLOCK):
             e = min(stop, s + BLOCK)
-            out[s - start:e - start] = self._block(np.arange(s, e))[0]
+            out[s - start:e - start], beta = self._block(np.arange(s, e))
+            truthtap.generated(self, s, beta)  # a pool's share of the truth (``truth_tap``)
         return out
 
     def _block(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``_generate(ids)`` for consecutive agents ``ids``, read-only, from ``memo.ROWS``
         when a block generated before holds them (the same keys and settings)."""
         keys = np.ascontiguousarray(self.keys.of(ids), dtype=np.uint64)
-        settings = repr((self.d, self.records, self.beta_sd, self.alt_sd, self.eps,
-                         self.mean.tobytes(), self.draws)).encode()
-        return memo.ROWS.block(settings, int(ids[0]), keys, lambda: self._generate(ids))
+        return memo.ROWS.block(self._settings(), int(ids[0]), keys, lambda: self._generate(ids))
+
+    def _settings(self) -> bytes:
+        """The generator's public settings: what a voter's row depends on besides her key."""
+        return repr((self.d, self.records, self.beta_sd, self.alt_sd, self.eps,
+                     self.mean.tobytes(), self.draws)).encode()
 
     def test_set(self) -> np.ndarray:
         """Held-out test instances (T, k, d): k alternatives ~ N(0, alt_sd^2 I) each."""
@@ -214,21 +219,57 @@ class PairwiseChoices(Dataset):
 
     def truth(self) -> dict[str, Any]:
         """beta_bar (average Eq. 3 estimate), the generating mean, the test set, diagnostics."""
-        tot_mle = np.zeros(self.d)
-        tot_gen = np.zeros(self.d)
-        on = 0
+        sums = []
         for s in range(0, self.n, BLOCK):
             e = min(self.n, s + BLOCK)
             row, beta = self._block(np.arange(s, e))
             z = row[:, 1:].reshape(e - s, self.records, self.d)
             est = memo_mle(z, self.bound, self.norm)
-            tot_mle += est.sum(axis=0)
-            tot_gen += beta.sum(axis=0)
-            on += int((norm_of(est, self.norm) >= self.bound * (1 - 1e-9)).sum())
+            sums.append((*truthtap.block_sums(est, self.bound, self.norm),
+                         truthtap.generated_sum(beta)))
+        return self._truth_of(sums)
+
+    def _truth_of(self, sums: list[tuple[np.ndarray, int, np.ndarray]]) -> dict[str, Any]:
+        """The truth from every block's (sum of Eq. (3) estimates, voters on the boundary, sum
+        of generating parameters), added in block order."""
+        tot_mle = np.zeros(self.d)
+        tot_gen = np.zeros(self.d)
+        on = 0
+        for m, c, g in sums:
+            tot_mle += m
+            tot_gen += g
+            on += c
         n = max(self.n, 1)
         return {"beta_bar": tot_mle / n, "beta_generating": tot_gen / n,
                 "population_mean": self.mean.copy(), "test": self.test_set(), "n": self.n,
                 "d": self.d, "mle_on_boundary": on / n}
+
+    def truth_fingerprint(self) -> bytes:
+        """What the truth depends on: the generator's settings, its population key and tag,
+        the ball, the number of voters and the block size (a digest: a pool's part carries it)."""
+        text = repr((self._settings(), self.keys.population, self.keys.tag, float(self.bound),
+                     self.norm, self.n, BLOCK)).encode()
+        return hashlib.blake2b(text, digest_size=16, person=b"ethics-truth").digest()
+
+    def truth_from_pools(self, protocol: Any) -> bool:
+        """Whether the pools of a run of ``protocol`` can hand the truth's parts over
+        (``truth_tap``): they solve every voter's Eq. (3) (``solves_eq3``, Algorithms 1-2)."""
+        return bool(getattr(protocol, "solves_eq3", False))
+
+    def truth_tap(self, start: int, stop: int, protocol: Any) -> truthtap.TruthTap | None:
+        """A pool's tap of voters ``start .. stop - 1``'s share of the truth, open until it is
+        closed (``truthtap``), for a run of ``protocol``; None if it solves no Eq. (3)."""
+        if not self.truth_from_pools(protocol) or not 0 <= start < stop <= self.n:
+            return None
+        return truthtap.open_tap(self, self.truth_fingerprint(), start, stop, self.n, BLOCK,
+                                 self.d, self.bound, self.norm)
+
+    def truth_join(self, parts: list[Any]) -> dict[str, Any] | None:
+        """``truth()`` from the pools' parts (``truthtap.TruthPart``, one per pool), the same
+        bits; None unless they are this data set's and cover every voter once."""
+        sums = truthtap.join(parts, self.truth_fingerprint(), self.n, BLOCK, self.bound,
+                             self.norm)
+        return None if sums is None else self._truth_of(sums)
 
 
 def _synthetic(keys: DataKeys, n: int, d: int = 10, records: int = 50, mean_low: float = 0.0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ldpsim.protocols.ethics import memo
+from ldpsim.protocols.ethics import memo, truthtap
 from ldpsim.protocols.ethics.mle import constrained_mle
 from ldpsim.protocols.ethics.model import ball_diameter_l1
 
@@ -48,8 +48,10 @@ def voter_mle(z: np.ndarray, public: dict[str, Any]) -> np.ndarray:
 def memo_mle(z: np.ndarray, bound: float, norm: str) -> np.ndarray:
     """``constrained_mle(z, bound, norm)`` (Eq. 3), each voter solved once per process: a
     voter's estimate depends on her records alone, bit for bit, so it is kept
-    (``memo.MLE``) for the ground truth and every run on the same data set."""
+    (``memo.MLE``) for the ground truth and every run on the same data set. A pool's
+    truth tap hears the estimates (``truthtap.solved``: only of its own rows, in place)."""
     z = np.asarray(z, dtype=np.float64)
     tag = f"eq3:{float(bound)!r}:{norm}"
-    return memo.MLE.results(tag, z, z.shape[-1],
-                            lambda block: constrained_mle(block, bound, norm))
+    est = memo.MLE.results(tag, z, z.shape[-1], lambda block: constrained_mle(block, bound, norm))
+    truthtap.solved(z, est, bound, norm)
+    return est

@@ -44,6 +44,10 @@ class Backend(ABC):
     #: whether a run's agents compute in this process (what they keep stays here: the
     #: orchestrator computes a ground truth the run leaves here after it, not beside it)
     agents_here: bool = False
+    #: whether a run's pools hand this process their shares of the ground truth they compute
+    #: anyway (``Dataset.truth_tap``; ``take_truth_parts`` after ``run``), never through the
+    #: curator
+    pools_share_truth: bool = False
 
     @classmethod
     def build(cls, runtime: dict[str, Any], echo: Callable[..., Any] = print) -> Backend:
@@ -77,6 +81,11 @@ class Backend(ABC):
         data set's ground truth beside a run only where a core is left for it)."""
         return 1
 
+    def take_truth_parts(self) -> list | None:
+        """The shares of the ground truth the last run's pools sent (``pools_share_truth``),
+        one per pool, None where a pool sent none; None: none were asked for."""
+        return None
+
     def close(self) -> None:
         """Release what ``build`` acquired (nothing, unless a backend says otherwise)."""
         return None
@@ -104,11 +113,19 @@ class ProcessesBackend(Backend):
     """A curator process and P pool processes over ZeroMQ (``transport.run_processes``)."""
 
     name = "processes"
+    pools_share_truth = True
+    _truth_parts: list | None = None
 
     def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.backends.transport import run_processes
 
-        return run_processes(config, limits, record_view, secrets=secrets, policy=policy, n=n)
+        self._truth_parts = parts = []
+        return run_processes(config, limits, record_view, secrets=secrets, policy=policy, n=n,
+                             truth_parts=parts)
+
+    def take_truth_parts(self):
+        parts, self._truth_parts = self._truth_parts, None
+        return parts
 
     @classmethod
     def busy_cores(cls, runtime):

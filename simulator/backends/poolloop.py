@@ -17,6 +17,7 @@ from ldpsim.simulator.session import Limits, PoolSession
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.poolstate import PoolState
 from ldpsim.simulator.session.seeding import PoolKeys
+from ldpsim.simulator.session.truthshare import TruthShare
 
 #: A pool's DEALER: no high-water marks (a round's batches are all in flight at once), no linger,
 #: and a 10 ms reconnect interval instead of ZeroMQ's 100 ms: a pool that starts before the
@@ -33,7 +34,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
               curve: tuple[str, str] | None = None, keys: PoolKeys | None = None,
               echo=None, prebuild: dict[str, Any] | None = None,
               policy: AgentPolicy | None = None, state: PoolState | None = None,
-              exit_on_done: bool = True) -> int:
+              exit_on_done: bool = True, truth_out: Any = None) -> int:
     """Serve runs as pool ``index`` of ``n_pools`` until the curator says there are no more.
 
     Returns the exit code: 0 on a clean end, 1 after an unhandled exception (reported to the
@@ -47,6 +48,9 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     ``state``: the pool's state file (``poolstate.PoolState``: what its agents answered and
     spent, kept across restarts); ``exit_on_done``: whether the curator's end-of-sweep DONE
     ends the loop (otherwise it waits for the next curator, up to ``idle_timeout_s``).
+    ``truth_out``: the orchestrator's end of a pipe of this pool's own (processes backend): the
+    pool sends it its share of each run's ground truth (``truthshare``), ``(run_id, part)``,
+    once the run's reports are out; never through the curator.
 
     A set-up pool that hears nothing from the curator for ``limits.timeout_s`` says it is
     ready again (a live curator ignores that from a registered pool); a curator that crashed
@@ -55,6 +59,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     ctx = zmq.Context()
     sock = _pool_socket(ctx, endpoint, auth, curve)
     sess = PoolSession(index, n_pools, auth, limits, keys, policy, state, exit_on_done)
+    if truth_out is not None:
+        sess.share = TruthShare()
     if prebuild is not None:
         # one that fails leaves nothing: the set-up builds the data and reports the error
         with contextlib.suppress(Exception):
@@ -62,7 +68,7 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     idle_timeout_s = idle_timeout_s or max(60.0, 4 * limits.timeout_s)
     code = 0
     try:
-        if not _serve(sock, sess, limits.timeout_s, idle_timeout_s):
+        if not _serve(sock, sess, limits.timeout_s, idle_timeout_s, truth_out):
             code = 2
             if echo is not None:
                 echo(f"pool {index}/{n_pools}: no word from the curator at {endpoint} "
@@ -81,6 +87,8 @@ def pool_loop(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limi
     finally:
         sock.close(linger=0)
         ctx.term()
+        if truth_out is not None:
+            truth_out.close()
     return code
 
 
@@ -119,12 +127,13 @@ def _take(sock: zmq.Socket) -> list[bytes]:
     return frames
 
 
-def _serve(sock: zmq.Socket, sess: PoolSession, timeout_s: float, idle_timeout_s: float
-           ) -> bool:
+def _serve(sock: zmq.Socket, sess: PoolSession, timeout_s: float, idle_timeout_s: float,
+           truth_out: Any = None) -> bool:
     """Answer the curator until the session exits (True), or until it has been silent for
     ``idle_timeout_s`` (False). An idle pool says hello every 0.5 s; a set-up one that hears
     nothing for ``timeout_s`` says it again (a live curator ignores that from a registered
-    pool; a restarted one answers with a new run's set-up)."""
+    pool; a restarted one answers with a new run's set-up). The parts of the ground truth
+    the session made go to ``truth_out`` (if any) once the frames answering are sent."""
     _send(sock, sess.hello())
     last_hello = last_msg = time.monotonic()
     while not sess.exit:
@@ -133,6 +142,10 @@ def _serve(sock: zmq.Socket, sess: PoolSession, timeout_s: float, idle_timeout_s
             last_msg = time.monotonic()
             for out in sess.answer(frames):  # each as soon as it is made
                 _send(sock, out)
+            for part in sess.take_truth():  # after the run's reports: to the orchestrator
+                if truth_out is not None:
+                    with contextlib.suppress(OSError):  # it stopped listening: it computes
+                        truth_out.send(part)
             sess.prepare()  # the registration is out: generate while the curator plans
             if sess.idle:
                 sess.settle()  # a run's end is out: the state file's exact ledger

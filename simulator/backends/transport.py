@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
 import shutil
 import signal
@@ -89,10 +90,10 @@ def _curator_child(endpoint: str, config: dict, auth: bytes, limits: Limits, rec
 
 def _pool_child(endpoint: str, index: int, n_pools: int, auth: bytes, limits: Limits,
                 keys: PoolKeys, prebuild: dict[str, Any] | None = None,
-                policy: AgentPolicy | None = None) -> None:
+                policy: AgentPolicy | None = None, truth_out: Any = None) -> None:
     die_with_parent()
     os._exit(pool_loop(endpoint, index, n_pools, auth, limits, keys=keys, prebuild=prebuild,
-                       policy=policy))
+                       policy=policy, truth_out=truth_out))
 
 
 def _stop(procs: list) -> None:
@@ -119,7 +120,7 @@ def private_ipc() -> tuple[str, str]:
 def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = False,
                   endpoint: str | None = None, spawn_pools: bool = True,
                   secrets: Any = None, policy: AgentPolicy | None = None, n: int | None = None,
-                  parties: Parties | None = None) -> dict:
+                  parties: Parties | None = None, truth_parts: list | None = None) -> dict:
     """Run one configured run as 1 curator + P pool processes talking over ZeroMQ.
 
     The curator process (started from a fork server, see ``_CURATOR_CTX``) is handed only
@@ -128,6 +129,9 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     ``secrets``: the experiment's (``protocols.keys.Secrets``; default the seed's alone);
     ``policy``: the agents' own limits; ``n``: the data set's size if known; ``parties``: the
     keys, when the caller made them (the dask backend's pools, started elsewhere, hold theirs).
+    ``truth_parts``: a list to receive the pools' shares of the run's ground truth, one per
+    pool in order (None where a pool sent none), each over a pipe of its own to this
+    process (``_take_parts``), which the curator never sees.
 
     Raises RunFailed (with the failing process's traceback) when any process raises, and
     stops every child on the way out, including on KeyboardInterrupt.
@@ -138,7 +142,7 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     ipc_dir = None
     if endpoint is None:
         ipc_dir, endpoint = private_ipc()
-    n_pools = int(config["pools"])
+    n_pools = int(config["pools"]) if spawn_pools else 0
     rx, tx = _CURATOR_CTX.Pipe(duplex=False)
     curator = _CURATOR_CTX.Process(
         target=_curator_child, name="ldpsim-curator",
@@ -148,48 +152,89 @@ def run_processes(config: dict[str, Any], limits: Limits, record_view: bool = Fa
     # process starts: the run's data exist before the curator's first message, and the data
     # generation overlaps the curator's start-up instead of round 0 (whatever ``data_first``)
     prebuild = public_config(config)
-    pools = [ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
-                         args=(endpoint, i, n_pools, parties.auth, limits, parties.pools[i],
-                               prebuild, policy))
-             for i in range(n_pools)] if spawn_pools else []
-    procs = [curator, *pools]
+    procs, conns = [curator], []
     try:
         start_child(curator)
         tx.close()
-        for p in pools:
-            start_child(p)
-        failed_at = None
-        while True:
-            if rx.poll(0.05):
-                try:
-                    status, payload = rx.recv()
-                except EOFError:  # it died before it could say why
-                    curator.join(1.0)
-                    raise RunFailed(f"curator process died (exit code {curator.exitcode})"
-                                    ) from None
-                if status != "ok":
-                    raise RunFailed(payload)
-                result = payload
-                break
-            if not curator.is_alive():
-                if rx.poll(0.5):
-                    continue
-                raise RunFailed(f"curator process died (exit code {curator.exitcode})")
-            for i, p in enumerate(pools):
-                if p.exitcode is not None and p.exitcode > 0:
-                    failed_at = failed_at or time.monotonic()
-                    if time.monotonic() - failed_at > 2.0:  # the curator did not report it
-                        raise RunFailed(f"pool {i} failed (exit code {p.exitcode}); "
-                                        "see its traceback on stderr")
+        for i in range(n_pools):
+            # a pipe each, made just before its pool: no other pool holds its writing end
+            part_rx, part_tx = ctx.Pipe(duplex=False) if truth_parts is not None else (None,
+                                                                                       None)
+            procs.append(ctx.Process(target=_pool_child, name=f"ldpsim-pool-{i}",
+                                     args=(endpoint, i, n_pools, parties.auth, limits,
+                                           parties.pools[i], prebuild, policy, part_tx)))
+            start_child(procs[-1])
+            if part_tx is not None:
+                conns.append(part_rx)
+                part_tx.close()
+        result = _wait_result(curator, rx, procs[1:])
+        if truth_parts is not None:
+            truth_parts[:] = _take_parts(conns, prebuild["run_id"])
         curator.join(2.0)  # let it tell the pools there are no more runs, then exit
-        for p in pools:
+        for p in procs[1:]:
             p.join(2.0)
         return result
     finally:
         _stop(procs)
         rx.close()
+        for c in conns:
+            c.close()
         if ipc_dir:
             shutil.rmtree(ipc_dir, ignore_errors=True)
+
+
+def _wait_result(curator: Any, rx: Any, pools: list) -> dict:
+    """The curator's result of the run, or RunFailed when it or a pool fails."""
+    failed_at = None
+    while True:
+        if rx.poll(0.05):
+            try:
+                status, payload = rx.recv()
+            except EOFError:  # it died before it could say why
+                curator.join(1.0)
+                raise RunFailed(f"curator process died (exit code {curator.exitcode})"
+                                ) from None
+            if status != "ok":
+                raise RunFailed(payload)
+            return payload
+        if not curator.is_alive():
+            if rx.poll(0.5):
+                continue
+            raise RunFailed(f"curator process died (exit code {curator.exitcode})")
+        for i, p in enumerate(pools):
+            if p.exitcode is not None and p.exitcode > 0:
+                failed_at = failed_at or time.monotonic()
+                if time.monotonic() - failed_at > 2.0:  # the curator did not report it
+                    raise RunFailed(f"pool {i} failed (exit code {p.exitcode}); "
+                                    "see its traceback on stderr")
+
+
+#: how long the orchestrator waits, after the curator's result, for the pools' parts of the
+#: ground truth (each sends its part right after its last report, before that result exists)
+PARTS_WAIT_S = 2.0
+
+
+def _take_parts(conns: list, run_id: int, wait_s: float = PARTS_WAIT_S) -> list:
+    """Each pool's share of the ground truth of the run ``run_id``, from the pipes ``conns``
+    (one per pool, in order): None where a pool sent none for it (it made none, died, or
+    said nothing within ``wait_s``: the orchestrator then computes the truth itself)."""
+    got: list[Any] = [None] * len(conns)
+    waiting = dict(enumerate(conns))
+    deadline = time.monotonic() + wait_s
+    while waiting and time.monotonic() < deadline:
+        ready = mp_connection.wait(list(waiting.values()), deadline - time.monotonic())
+        for i, conn in list(waiting.items()):
+            if conn not in ready:
+                continue
+            try:
+                rid, part = conn.recv()
+            except Exception:  # closed (the pool exited) or not a part: none from it
+                del waiting[i]
+                continue
+            if rid == run_id:
+                got[i] = part
+                del waiting[i]
+    return got
 
 
 # ---------------------------------------------------------------------- the hosts backend

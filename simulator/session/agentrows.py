@@ -15,17 +15,19 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import build_data
 from ldpsim.simulator.session.common import block_of
+from ldpsim.simulator.session.truthshare import TruthShare
 
 #: what ``prebuild`` makes: the configuration it was built for, the block [start, stop), its
 #: rows and coin keys
 Prebuilt = tuple[dict[str, Any], int, int, np.ndarray, np.ndarray]
 
 
-def prebuild(keys: Any, index: int, n_pools: int, config: dict[str, Any]) -> Prebuilt | None:
+def prebuild(keys: Any, index: int, n_pools: int, config: dict[str, Any],
+             share: TruthShare | None = None) -> Prebuilt | None:
     """The rows and coin keys of pool ``index`` of ``n_pools`` (its ``keys``,
     ``seeding.PoolKeys``; None: nothing is built) for the run ``config`` (its public
     configuration), built before any set-up. They are the same as those the set-up builds
-    (keyed by agent)."""
+    (keyed by agent). ``share``: the pool's share of the truth, which hears the rows made."""
     if keys is None:
         return None
     data_id = int(config["data_id"])
@@ -34,6 +36,8 @@ def prebuild(keys: Any, index: int, n_pools: int, config: dict[str, Any]) -> Pre
     start, stop = block_of(index, n_pools, dataset.n)
     k = keys.agents.for_range(start, stop, coin_tag=int(config["run_id"]), data_tag=data_id)
     dataset = dataset.with_keys(data_keys.with_cache(start, k["data"]))
+    if share is not None:
+        share.open(dataset, start, stop, config)
     rows = np.asarray(dataset.rows(start, stop))
     if rows.flags.writeable:
         rows.setflags(write=False)
@@ -50,16 +54,21 @@ def take_prebuilt(built: Prebuilt | None, cfg: dict[str, Any]) -> Prebuilt | Non
 
 
 def block_rows(keys: Any, built: Prebuilt | None, cfg: dict[str, Any], dataset: Any,
-               data_keys: Any, start: int, stop: int) -> tuple[Any, np.ndarray | None, np.ndarray]:
+               data_keys: Any, start: int, stop: int, share: TruthShare | None = None
+               ) -> tuple[Any, np.ndarray | None, np.ndarray]:
     """The block ``[start, stop)``'s data set, rows and coin keys in the run ``cfg``, with the
     pool's ``keys`` (``seeding.PoolKeys``): what ``built`` holds if it is that block (the
-    rows then taken as they are), else the coin keys and the data set keyed for the block
-    (``data_keys``; the rows generated on first use, None here)."""
+    rows then taken as they are; ``share`` heard them made), else the coin keys and the data
+    set keyed for the block (``data_keys``; the rows generated on first use, None here, and
+    heard by ``share``)."""
     if built is not None and built[1:3] == (start, stop):
         return dataset, built[3], built[4]
     k = keys.agents.for_range(start, stop, coin_tag=int(cfg["run_id"]),
                               data_tag=int(cfg["data_id"]))
-    return dataset.with_keys(data_keys.with_cache(start, k["data"])), None, k["coins"]
+    dataset = dataset.with_keys(data_keys.with_cache(start, k["data"]))
+    if share is not None:
+        share.open(dataset, start, stop, cfg)
+    return dataset, None, k["coins"]
 
 
 def override_rows(data: Any, start: int, stop: int, over: dict[str, Any] | None) -> np.ndarray:

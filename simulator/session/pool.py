@@ -21,7 +21,8 @@ then exits is the pool's own setting (``exit_on_done``), and exiting erases noth
 (the set-up, each kind of envelope, the answer to a query batch) so the pool's side reads in
 one place; the work lives in the modules it calls (poolsetup (the set-up's checks and
 answers), poolmemory (the runs answered, the ledger, the state file), querybatches (queued
-batches answered at once), agentrows, odometer, faults, rounds.report_frames).
+batches answered at once), agentrows, odometer, faults, truthshare (its share of the ground
+truth, for the orchestrator), rounds.report_frames).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ldpsim.simulator.session.poolstate import PoolState
 from ldpsim.simulator.session.rounds import report_frames
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.seeding import PoolKeys
+from ldpsim.simulator.session.truthshare import TruthShare
 
 #: the most agents a pool answers in one randomizer call (``querybatches.GROUP_AGENTS``: why)
 GROUP_AGENTS = querybatches.GROUP_AGENTS
@@ -101,11 +103,16 @@ class PoolSession:
         #: what was built before the set-up arrived (``prebuild``): the configuration it was built
         #: for, the block, the rows and the coin keys
         self.prebuilt: agentrows.Prebuilt | None = None
+        #: this pool's share of its runs' ground truth, for the orchestrator alone (None: not
+        #: asked for; ``truthshare``)
+        self.share: TruthShare | None = None
         self._reset()
 
     def _reset(self) -> None:
         """Leave the current run (if any): back to waiting for a set-up."""
         self.memory.leave()
+        if self.share is not None:
+            self.share.drop()
         self.run: int | None = None
         self.run_id: int | None = None
         self.config_digest = b""  # sha256 of the run's signed configuration
@@ -230,6 +237,8 @@ class PoolSession:
                     if not self.silent:
                         out.append(wire.encode(wire.DONE, self.run, wire.SETUP_ROUND,
                                                wire.NO_AGENT, self._stats()))
+                    if self.share is not None:  # sent after the reports (``take_truth``)
+                        self.share.finish(not self.silent and not self.refusals)
                     self._reset()
         if query_agents:
             queries = None if query_payloads[0] is None else np.asarray(query_payloads)
@@ -267,7 +276,7 @@ class PoolSession:
             return [self._refuse_setup(run, nonce, why)]
         # rows are generated on first use (``private_rows``), unless ``prebuild`` made them
         self.dataset, self.rows_built, self.coins = agentrows.block_rows(
-            self.keys, built, cfg, dataset, data_keys, self.start, self.stop)
+            self.keys, built, cfg, dataset, data_keys, self.start, self.stop, self.share)
         # the privacy odometer: what each agent spends in this run, and on this data set over
         # the pool's lifetime (the ledger outlives the run)
         self.odometer = None if budget is None else Odometer(
@@ -308,7 +317,8 @@ class PoolSession:
         real agents do. They are used if the signed set-up is the same run and gives this pool
         the same block; otherwise dropped and built as usual (the same, keyed by agent).
         """
-        self.prebuilt = agentrows.prebuild(self.keys, self.index, self.n_pools, config)
+        self.prebuilt = agentrows.prebuild(self.keys, self.index, self.n_pools, config,
+                                           self.share)
 
     def private_rows(self) -> np.ndarray:
         """This pool's agents' private rows, generated (or read) on first use.
@@ -323,7 +333,14 @@ class PoolSession:
                 data = self.dataset.rows(self.start, self.stop)  # only this pool's agents
             # the privacy audit may set one agent's row (neighbouring sets)
             self.data = agentrows.override_rows(data, self.start, self.stop, self.override)
+            if self.share is not None:
+                self.share.watch(self.data, self.override)
         return self.data
+
+    def take_truth(self) -> list[tuple[int, Any]]:
+        """The parts of the ground truth this pool made since the last call, to go to the
+        orchestrator alone (``truthshare``; a driver sends them after the run's reports)."""
+        return [] if self.share is None else self.share.take()
 
     def _agent_keys(self, ids: np.ndarray) -> np.ndarray:
         """The agents' coin keys in this run (a view for consecutive ids); one agent's is

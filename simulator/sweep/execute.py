@@ -122,6 +122,10 @@ class TruthCache:
     single-threaded process: the same code on the same data, so the same truth as computed here
     (which ``get`` falls back to should the child fail in any way). Call ``close`` to stop
     computations nobody collected (a failed or interrupted run).
+
+    A run whose pools compute the truth's costly part anyway hands their shares over
+    (``offer``: ``Backend.take_truth_parts``); ``get`` joins them (``Dataset.truth_join``: the
+    same truth, bit for bit) and computes the truth itself only when they do not make it.
     """
 
     #: data sets of fewer agents than this are kept apart, up to ``SMALL_KEPT`` of them: a
@@ -137,13 +141,16 @@ class TruthCache:
         self._cache: dict[str, dict[str, Any]] = {}
         self._small: dict[str, dict[str, Any]] = {}  # the truths of small data sets
         self._pending: dict[str, tuple[Any, Any]] = {}  # sig -> (process, receiving end)
+        self._parts: dict[str, list] = {}  # sig -> the pools' shares of it (``offer``)
 
     def start(self, data: dict[str, Any], seed: int, secret: Secrets | None = None,
-              run_here: Any = None) -> bool:
+              run_here: Any = None, in_pools: Any = None) -> bool:
         """Begin computing the truth of a data set of at least ``TRUTH_BESIDE_N`` agents in a
         process of its own, unless it is known or under way, or ``run_here`` (the protocol of
         a run whose agents compute in this process) leaves it here (``truth_from_run``: then
-        ``get`` computes it after the run, from what the run kept); whether one was started."""
+        ``get`` computes it after the run, from what the run kept), or the pools of a run of
+        ``in_pools`` (a protocol) compute its parts (``truth_from_pools``: they hand them
+        over, ``offer``); whether one was started."""
         n = data.get("n")
         if not self.beside or not isinstance(n, int) or n < TRUTH_BESIDE_N:
             return False
@@ -151,6 +158,8 @@ class TruthCache:
         if sig in self._cache or sig in self._small or sig in self._pending:
             return False
         if run_here is not None and _dataset(data, seed, secret).truth_from_run(run_here):
+            return False
+        if in_pools is not None and _dataset(data, seed, secret).truth_from_pools(in_pools):
             return False
 
         ctx = mp.get_context("fork")
@@ -174,12 +183,23 @@ class TruthCache:
             cache[sig] = cache.pop(sig)  # most recently used last
         else:
             truth = self._collect(sig)
+            parts = self._parts.pop(sig, None)
+            if truth is None and parts:
+                truth = _dataset(data, seed, secret).truth_join(parts)
             if truth is None:
                 truth = _truth(data, seed, secret)
             if len(cache) >= size:
                 cache.pop(next(iter(cache)))  # least recently used
             cache[sig] = truth
         return cache[sig]
+
+    def offer(self, data: dict[str, Any], seed: int, secret: Secrets | None,
+              parts: list | None) -> None:
+        """The shares of the data set's truth a run's pools sent (``Backend.take_truth_parts``;
+        None or empty: none), kept for ``get`` unless the truth is known already."""
+        sig = data_signature(data, seed, secret)
+        if parts and sig not in self._cache and sig not in self._small:
+            self._parts[sig] = parts
 
     def _collect(self, sig: str) -> dict[str, Any] | None:
         """The truth a ``start`` process computed (None: none started, or it failed)."""
@@ -206,6 +226,7 @@ class TruthCache:
             proc.join()
             rx.close()
         self._pending.clear()
+        self._parts.clear()
 
 
 class Executions:
@@ -300,11 +321,14 @@ def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_be
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is
         # left it would slow the run down, and the run's timings with it
-        truth.start(spec.data, config["seed"], secret,
-                    get_protocol(spec.protocol) if backend.agents_here else None)
+        proto = get_protocol(spec.protocol)
+        truth.start(spec.data, config["seed"], secret, proto if backend.agents_here else None,
+                    proto if backend.pools_share_truth else None)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret, policy)
-    return {"res": res, "wall": time.perf_counter() - t0, "backend": backend.name}
+    wall = time.perf_counter() - t0
+    truth.offer(spec.data, config["seed"], secret, backend.take_truth_parts())
+    return {"res": res, "wall": wall, "backend": backend.name}
 
 
 def coalition_result(res: dict[str, Any], spec: RunSpec, secret: Secrets | None
