@@ -70,7 +70,7 @@ def test_the_parts_joined_are_the_truth_bit_for_bit(monkeypatch, bounds, norm):
     want = ds.truth()
     memo.MLE.clear()
     memo.ROWS.clear()
-    parts = [pool_part(ds, a, b, [1, 1, 333, 64]) for a, b in zip(bounds, bounds[1:])]
+    parts = [pool_part(ds, a, b, [1, 1, 333, 64]) for a, b in zip(bounds, bounds[1:], strict=False)]
     assert all(p is not None for p in parts)
     same_truth(ds.truth_join(parts), want)
     same_truth(ds.truth_join(parts[::-1]), want)  # whatever order they arrive in
@@ -83,7 +83,7 @@ def test_with_the_real_block_size():
     memo.MLE.clear()
     memo.ROWS.clear()
     bounds = [0, n // 3, 2 * n // 3, n]  # both inside a block
-    parts = [pool_part(ds, a, b, [8192]) for a, b in zip(bounds, bounds[1:])]
+    parts = [pool_part(ds, a, b, [8192]) for a, b in zip(bounds, bounds[1:], strict=False)]
     assert [len(p.sums) for p in parts] == [0, 0, 1]  # the short last block whole
     same_truth(ds.truth_join(parts), want)
 
