@@ -29,7 +29,7 @@ from ldpsim.protocols.base import (
     Rounds,
 )
 from ldpsim.protocols.metrics import fraction
-from ldpsim.protocols.queries import RowQueries
+from ldpsim.protocols.queries import RowQueries, rows_of
 from ldpsim.protocols.rank import profile
 from ldpsim.protocols.rank.kwiksort import kwiksort
 
@@ -80,7 +80,11 @@ def mu_bound(n: int, m: int, epsilon: float, k: int, theta: float, mechanism: st
 
 
 class _RankCurator(Curator):
-    """Shared state: the number of items and the per-pair report counters."""
+    """Shared state: the number of items and the per-pair report counters (integer counts:
+    absorbed in parts, in any order, they are the same)."""
+
+    absorbs_in_parts = True
+    single_round = True
 
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
@@ -189,9 +193,9 @@ class _LDPCurator(_RankCurator):
         return reports.astype(bool)
 
     def absorb(self, rnd, agents, reports):
-        asked, q = self.plan0.agents, np.asarray(self.plan0.queries)
-        if len(agents) != len(asked) or not np.array_equal(agents, asked):
-            q = q[np.searchsorted(asked, agents)]  # not everyone answered
+        # the queries of the agents that answered (kept, or drawn again: a pure function of
+        # each agent), by their rows of the plan
+        q = rows_of(self.plan0.queries, np.searchsorted(self.plan0.agents, agents))
         counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
         for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
             # 2 * pair + answer, counted in one pass (int64: twice a pair index may not fit
