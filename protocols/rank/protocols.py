@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.agentrange import AgentRange
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
@@ -194,8 +195,10 @@ class _LDPCurator(_RankCurator):
 
     def absorb(self, rnd, agents, reports):
         # the queries of the agents that answered (kept, or drawn again: a pure function of
-        # each agent), by their rows of the plan
-        q = rows_of(self.plan0.queries, np.searchsorted(self.plan0.agents, agents))
+        # each agent)
+        asked, q = self.plan0.agents, self.plan0.queries
+        if not _every(asked, agents):  # by their rows of the plan
+            q = rows_of(q, np.searchsorted(asked, agents))
         counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
         for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
             # 2 * pair + answer, counted in one pass (int64: twice a pair index may not fit
@@ -205,6 +208,16 @@ class _LDPCurator(_RankCurator):
             counts += np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]
         self.ones += counts[1::2]
+
+
+def _every(asked: Any, agents: np.ndarray) -> bool:
+    """Whether ``agents`` (sorted, distinct, asked) are every asked agent: of a range, its
+    length and ends tell."""
+    if len(agents) != len(asked):
+        return False
+    if isinstance(asked, AgentRange):
+        return not len(agents) or (agents[0] == asked.start and agents[-1] == asked.stop - 1)
+    return np.array_equal(agents, asked)
 
 
 class _RRCurator(_LDPCurator):
