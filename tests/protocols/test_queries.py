@@ -165,29 +165,3 @@ def test_rows_and_take_read_without_keeping_and_streaming_keeps_nothing():
     assert calls == [(0, 10), (CHUNK - 1, CHUNK + 1), (ROWS - 5, ROWS)]
     assert np.array_equal(q.full(), whole) and "chunks drawn 0/4" in repr(q)
 
-
-@pytest.mark.parametrize("name", ["ldp_kwiksort_rr", "ldp_kwiksort_lap", "kwiksort"])
-def test_a_rank_curator_absorbs_the_same_in_parts_in_any_order(name):
-    """Absorbed batch by batch (disjoint, sorted, in any order; a range of agents or an
-    array), with the queries streamed, the counts and the output are those of one call."""
-    from ldpsim.protocols.agentrange import AgentRange
-
-    proto = PROTOCOLS[name]
-    data = DATA_KINDS["mallows"].build({"n": 5000, "m": 7, "theta": 0.4}, 3)
-    outs = []
-    for agents, parts in [(np.arange(5000), False), (AgentRange(0, 5000), True),
-                          (np.arange(5000), True)]:
-        resolved, cur = drivers.curator(proto, {"epsilon": 2.0}, data, 9, agents=agents)
-        plan = cur.plan(0)
-        reports = drivers.respond(proto, resolved, data, plan, 11)
-        answered = np.flatnonzero(np.random.default_rng(1).random(5000) < 0.9)
-        if not parts:
-            cur.absorb(0, np.arange(5000)[answered], reports[answered])
-        else:
-            if plan.queries is not None:
-                plan.queries.streaming()
-            pieces = np.array_split(answered, 7)
-            for i in np.random.default_rng(2).permutation(7):
-                cur.absorb(0, pieces[i], reports[pieces[i]])
-        outs.append((cur.ones.tolist(), cur.zeros.tolist(), cur.finish()))
-    assert outs[0] == outs[1] == outs[2]
