@@ -41,9 +41,9 @@ LIVE = ("wall_s", "curator_cpu_s")
 
 
 def cfg(protocol: str, chunk: int, n: int = 3000, pools: int = 2, colluders: Any = 0,
-        faults: tuple = (), seed: int = 5) -> dict:
+        faults: tuple = (), seed: int = 5, batch: Any = "auto") -> dict:
     return {"protocol": protocol, "params": {}, "data": {**example_data(protocol), "n": n},
-            "seed": seed, "pools": pools, "agent_mode": "batched", "batch": "auto",
+            "seed": seed, "pools": pools, "agent_mode": "batched", "batch": batch,
             "chunk": chunk, "collusion": {"colluders": colluders, "curator": True},
             "faults": list(faults)}
 
@@ -146,3 +146,26 @@ def test_a_deployment_reads_whole_rounds_in_a_chunked_run(streamed):
     assert [{k: v for k, v in r.items() if k not in LIVE} for r in ra] == [
         {k: v for k, v in r.items() if k not in LIVE} for r in rb]
     assert np.isclose(recs[0]["comm"]["bytes_total"], recs[1]["comm"]["bytes_total"])
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+def test_a_streamed_round_whose_flags_become_bitsets_gives_the_same_record(monkeypatch, limit):
+    """Three pools' batches, answered in turn, make several intervals of who reported: with
+    the intervals capped below that (``idsets.LIMIT``) the round's flags turn into bitsets
+    mid-round, and the record is the same (a dropout pool and colluders too)."""
+    from ldpsim.simulator.session import idsets
+
+    faults = ({"pool": 2, "round": 0, "action": "silent"},)
+    kw = {"pools": 3, "colluders": 9, "faults": faults, "timeout_s": 1.0, "batch": 100}
+    want = _pair(run_inproc, "ldp_kwiksort_rr", **kw)
+    monkeypatch.setattr(idsets, "LIMIT", limit)
+    sets = []
+    init = idsets.IdSet.__init__
+
+    def spy(self, n):
+        init(self, n)
+        sets.append(self)
+
+    monkeypatch.setattr(idsets.IdSet, "__init__", spy)
+    assert _pair(run_inproc, "ldp_kwiksort_rr", **kw) == want
+    assert any(s.bits is not None for s in sets)
