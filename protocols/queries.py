@@ -16,6 +16,7 @@ plans with it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -61,8 +62,11 @@ class RowQueries:
         self._out: np.ndarray | None = None  # the rows drawn so far (allocated on first use)
         self._done = np.zeros(-(-self.shape[0] // CHUNK), dtype=bool)  # chunks drawn
         self._left = len(self._done)
-        #: rows are drawn on every read and never kept (``streaming``)
+        #: no array of the rows is kept: each is drawn when read (``streaming``)
         self.streamed = False
+        self._keep = 0
+        self._sent: OrderedDict[int, tuple[int, np.ndarray]] = OrderedDict()
+        self._sent_rows = 0
 
     ndim = 2
 
@@ -106,21 +110,48 @@ class RowQueries:
                                  f"[{rows.min()}, {rows.max()}], outside {self.dtype}")
         return rows
 
-    def streaming(self) -> None:
-        """From now on, draw the rows of every read afresh and keep none (a run that holds
-        its agents in chunks: the rows are a pure function of their agents, so a read drawn
-        twice is the same)."""
+    def streaming(self, keep: int = 0) -> None:
+        """From now on, keep no array of the rows: a slice read (a query batch going out) is
+        drawn afresh, and up to ``keep`` of the rows drawn so are kept, the oldest forgotten
+        first, until ``rows`` reads them (a batch's reports absorbed); any other read is drawn
+        again. (A run that holds its agents in chunks: the rows are a pure function of their
+        agents, so a read drawn twice is the same.)"""
         self.streamed = True
         self._out = None
         self._done[:] = False
         self._left = len(self._done)
+        self._keep = max(0, int(keep))
+        #: rows drawn by slice reads and not read back yet: first row -> (end row, rows)
+        self._sent: OrderedDict[int, tuple[int, np.ndarray]] = OrderedDict()
+        self._sent_rows = 0
+
+    def _send(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``[lo, hi)`` of a streamed slice read: drawn, and kept for ``rows``."""
+        out = self.rows(lo, hi)
+        if self._keep and hi > lo:
+            self._sent[lo] = (hi, out)
+            self._sent_rows += hi - lo
+            while self._sent_rows > self._keep:
+                a, (b, _) = self._sent.popitem(last=False)
+                self._sent_rows -= b - a
+        return out
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
-        """Rows ``[lo, hi)``: the kept ones, else drawn now without keeping them (as the rows
-        the whole array would hold)."""
+        """Rows ``[lo, hi)``: the kept ones (from the whole array, or a streamed slice read of
+        rows from ``lo`` on, which forgets them), else drawn now without keeping them (as the
+        rows the whole array would hold)."""
         lo, hi = max(0, lo), min(hi, self.shape[0])
         if lo >= hi:
             return np.empty((0, self.shape[1]), dtype=self.dtype)
+        sent = self._sent.pop(lo, None) if self.streamed else None
+        if sent is not None:
+            end, kept = sent
+            self._sent_rows -= end - lo
+            if hi <= end:
+                if hi < end:  # the rest stays kept for the read that starts there
+                    self._sent[hi] = (end, kept[hi - lo:])
+                    self._sent_rows += end - hi
+                return kept[:hi - lo]
         c0, c1 = lo // CHUNK, -(-hi // CHUNK)
         if self._out is not None and self._done[c0:c1].all():
             return self._out[lo:hi]
@@ -144,7 +175,7 @@ class RowQueries:
         if isinstance(index, slice) and index.step in (None, 1):
             lo, hi, _ = index.indices(self.shape[0])
             if self.streamed:
-                return self.rows(lo, hi)
+                return self._send(lo, hi)
             self._ensure(lo, hi)
             return self._out[lo:hi] if self._out is not None else self.rows(lo, hi)
         return self.full()[index]

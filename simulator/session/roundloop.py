@@ -133,8 +133,8 @@ class RoundLoop:
                 raise RunFailed(f"{self.config.protocol}: its curator plans round {number}, "
                                 "but says it plans one round (Curator.single_round)")
             absorb = functools.partial(self._absorb_part, number)
-            if isinstance(plan.queries, RowQueries):  # drawn as sent, and again if absorbed
-                plan.queries.streaming()
+            if isinstance(plan.queries, RowQueries):  # drawn as sent, kept till absorbed
+                plan.queries.streaming(keep=self.config.chunk_agents)
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
                                  t_wall, t_cpu, online=online,
                                  sizes=None if net is None else net.sizes(len(plan.agents)),

@@ -165,3 +165,23 @@ def test_rows_and_take_read_without_keeping_and_streaming_keeps_nothing():
     assert calls == [(0, 10), (CHUNK - 1, CHUNK + 1), (ROWS - 5, ROWS)]
     assert np.array_equal(q.full(), whole) and "chunks drawn 0/4" in repr(q)
 
+
+
+def test_a_streamed_slice_read_is_kept_until_its_rows_are_read_back():
+    """``streaming(keep)``: the rows a query batch went out with are kept, up to ``keep`` rows
+    (the oldest forgotten first), until ``rows`` reads them back whole or in consecutive
+    pieces; whatever is not kept is drawn again, the same."""
+    q, whole, calls = _keyed()
+    q.streaming(keep=250)
+    for lo in (0, 100, 200):
+        assert np.array_equal(q[lo:lo + 100], whole[lo:lo + 100])
+    assert len(calls) == 3 and q._sent_rows == 200  # the first batch is forgotten
+    calls.clear()
+    assert np.array_equal(q.rows(100, 130), whole[100:130])  # a piece, then the rest
+    assert np.array_equal(q.take(np.arange(130, 200)), whole[130:200])
+    assert np.array_equal(q.rows(200, 300), whole[200:300])
+    assert calls == [] and q._sent_rows == 0 and not q._sent
+    assert np.array_equal(q.rows(0, 100), whole[:100]) and calls == [(0, 100)]
+    q[300:400]
+    assert np.array_equal(q.rows(300, 450), whole[300:450])  # beyond what was kept: drawn
+    assert calls[-1] == (300, 450) and not q._sent
