@@ -169,3 +169,22 @@ def test_a_streamed_round_whose_flags_become_bitsets_gives_the_same_record(monke
     monkeypatch.setattr(idsets.IdSet, "__init__", spy)
     assert _pair(run_inproc, "ldp_kwiksort_rr", **kw) == want
     assert any(s.bits is not None for s in sets)
+
+
+@pytest.mark.parametrize("protocol", STREAMING)
+def test_a_streamed_run_never_makes_the_array_of_its_agents(monkeypatch, protocol):
+    """Nothing in a streamed run reads its agents as a whole array (``AgentRange`` stays two
+    numbers), nor a round's queries whole (``RowQueries.full``)."""
+    from ldpsim.protocols.agentrange import AgentRange
+    from ldpsim.protocols.queries import RowQueries
+
+    want = _pair(run_inproc, protocol, colluders=4)[1]
+
+    def whole(*a, **k):
+        raise AssertionError("a streamed run made a whole array")
+
+    monkeypatch.setattr(AgentRange, "__array__", whole)
+    monkeypatch.setattr(AgentRange, "__iter__", whole)
+    monkeypatch.setattr(RowQueries, "full", whole)
+    got = fields(run_inproc(cfg(protocol, SMALL, colluders=4), Limits(timeout_s=5)))
+    assert got == want
