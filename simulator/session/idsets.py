@@ -92,15 +92,21 @@ class IdSet:
         return out
 
     def __setitem__(self, index: Any, value: bool) -> None:
-        ids = _ids(index)
-        if not isinstance(index, slice) and len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
-            ids = np.unique(ids)
-        if not len(ids):
-            return
-        if self.bits is not None:
-            self._set_bits(ids, bool(value))
-            return
-        s2, e2 = _runs(ids)
+        if isinstance(index, slice) and self.bits is None:  # one interval
+            if index.start >= index.stop:
+                return
+            s2 = np.array([index.start], dtype=np.int64)
+            e2 = np.array([index.stop], dtype=np.int64)
+        else:
+            ids = _ids(index)
+            if not isinstance(index, slice) and len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
+                ids = np.unique(ids)
+            if not len(ids):
+                return
+            if self.bits is not None:
+                self._set_bits(ids, bool(value))
+                return
+            s2, e2 = _runs(ids)
         if value:
             self._combine(s2, e2, np.logical_or)
         else:

@@ -188,3 +188,16 @@ def test_a_streamed_run_never_makes_the_array_of_its_agents(monkeypatch, protoco
     monkeypatch.setattr(RowQueries, "full", whole)
     got = fields(run_inproc(cfg(protocol, SMALL, colluders=4), Limits(timeout_s=5)))
     assert got == want
+
+
+def test_a_curator_that_says_one_round_and_plans_two_fails_its_streamed_run(monkeypatch):
+    """Without per-agent byte counters a second round could not be counted: a curator that
+    says it plans one round (``Curator.single_round``) and plans another fails the run."""
+    from ldpsim.protocols import PROTOCOLS
+    from ldpsim.simulator.session import RunFailed
+
+    cls = PROTOCOLS["kwiksort"].curator_cls
+    plan = cls.plan
+    monkeypatch.setattr(cls, "plan", lambda self, rnd: plan(self, 0) if rnd < 2 else None)
+    with pytest.raises(RunFailed, match="plans round 1, but says it plans one round"):
+        run_inproc(cfg("kwiksort", SMALL), Limits(timeout_s=5))
