@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.agentrange import whole
 from ldpsim.protocols.params import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.protocols.reports import ReportSchema, RoundPlan
@@ -51,6 +52,19 @@ class Curator(ABC):
 
     #: the private coin key of this run (central noise); set by ``Protocol.make_curator``
     coins: int = 0
+    #: ``absorb`` takes a round's reports in parts: the runtime may call it several times per
+    #: round, each time with a disjoint, sorted subset of the agents that reported (in any
+    #: order of the parts; a round in which nobody reported gets one call with none), and the
+    #: curator's state must then equal what one call with all of them gives. True for an
+    #: estimator that keeps integer sufficient statistics (counts, integer sums), never for
+    #: one that keeps per-agent state or sums floats in the reports' order. A run with more
+    #: agents than ``[runtime] chunk`` then absorbs each stored batch as it comes and holds no
+    #: round's reports; such a curator is built over its agents as given (an
+    #: ``agentrange.AgentRange`` when they are one range), every other one over an array
+    absorbs_in_parts: bool = False
+    #: the curator plans round 0 only (then the runtime need not count each agent's bytes
+    #: across rounds: one round's per-agent largest is its largest envelope)
+    single_round: bool = False
 
     def __init__(self, protocol: Protocol, bound: Bound, agents: np.ndarray, key: int) -> None:
         self.protocol = protocol
@@ -393,7 +407,10 @@ class Protocol(ABC):
                      ) -> Curator:
         """The one way a run's curator is built: ``curator_class(bound)(self, bound, agents,
         key)``, with its private coin key ``coins`` (``Curator``)."""
-        cur = self.curator_class(bound)(self, bound, agents, key)
+        cls = self.curator_class(bound)
+        if not cls.absorbs_in_parts:  # reads its agents as an array
+            agents = whole(agents)
+        cur = cls(self, bound, agents, key)
         cur.coins = int(coins)
         return cur
 

@@ -79,3 +79,33 @@ def each_implementation(accelerator):
         accelerator.use(before)
 
     return implementation
+
+
+#: ``[runtime] chunk`` of the chunked runs ``each_chunking`` adds: fewer agents than the tests'
+#: runs and a prime, so that it divides no pool's block and no batch
+SMALL_CHUNK = 97
+
+
+def each_chunking(module: str, helper: str):
+    """A module's autouse fixture that runs each of its tests twice: as it is, and with every
+    configuration its ``helper`` makes (a function of the module returning a run's
+    configuration, or a configuration it holds) given ``[runtime] chunk = SMALL_CHUNK``, so
+    that its runs are chunked (the curator streams the rounds of a protocol that absorbs in
+    parts). The fixture's value is the chunk (None: as it is)."""
+
+    @pytest.fixture(autouse=True, params=[None, SMALL_CHUNK], ids=["whole", "chunked"])
+    def chunking(request, monkeypatch):
+        if request.param is not None:
+            mod = sys.modules[module]
+            make = getattr(mod, helper)
+            if isinstance(make, dict):
+                monkeypatch.setattr(mod, helper, {**make, "chunk": request.param})
+                return request.param
+
+            def chunked(*args, **kwargs):
+                return {**make(*args, **kwargs), "chunk": request.param}
+
+            monkeypatch.setattr(mod, helper, chunked)
+        return request.param
+
+    return chunking

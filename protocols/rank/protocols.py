@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from ldpsim.protocols import mechanisms as mech
 from ldpsim.protocols import rng as rngm
+from ldpsim.protocols.agentrange import AgentRange
 from ldpsim.protocols.base import (
     AuditSpec,
     Block,
@@ -29,7 +30,7 @@ from ldpsim.protocols.base import (
     Rounds,
 )
 from ldpsim.protocols.metrics import fraction
-from ldpsim.protocols.queries import RowQueries
+from ldpsim.protocols.queries import RowQueries, rows_of
 from ldpsim.protocols.rank import profile
 from ldpsim.protocols.rank.kwiksort import kwiksort
 
@@ -80,7 +81,11 @@ def mu_bound(n: int, m: int, epsilon: float, k: int, theta: float, mechanism: st
 
 
 class _RankCurator(Curator):
-    """Shared state: the number of items and the per-pair report counters."""
+    """Shared state: the number of items and the per-pair report counters (integer counts:
+    absorbed in parts, in any order, they are the same)."""
+
+    absorbs_in_parts = True
+    single_round = True
 
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
@@ -189,9 +194,11 @@ class _LDPCurator(_RankCurator):
         return reports.astype(bool)
 
     def absorb(self, rnd, agents, reports):
-        asked, q = self.plan0.agents, np.asarray(self.plan0.queries)
-        if len(agents) != len(asked) or not np.array_equal(agents, asked):
-            q = q[np.searchsorted(asked, agents)]  # not everyone answered
+        # the queries of the agents that answered (kept, or drawn again: a pure function of
+        # each agent)
+        asked, q = self.plan0.agents, self.plan0.queries
+        if not _every(asked, agents):  # by their rows of the plan
+            q = rows_of(q, np.searchsorted(asked, agents))
         counts = np.zeros(2 * self.n_pairs, dtype=np.int64)
         for s in range(0, len(agents), ABSORB_ROWS):  # in cache-sized blocks of reports
             # 2 * pair + answer, counted in one pass (int64: twice a pair index may not fit
@@ -201,6 +208,16 @@ class _LDPCurator(_RankCurator):
             counts += np.bincount(code, minlength=2 * self.n_pairs)
         self.zeros += counts[0::2]
         self.ones += counts[1::2]
+
+
+def _every(asked: Any, agents: np.ndarray) -> bool:
+    """Whether ``agents`` (sorted, distinct, asked) are every asked agent: of a range, its
+    length and ends tell."""
+    if len(agents) != len(asked):
+        return False
+    if isinstance(asked, AgentRange):
+        return not len(agents) or (agents[0] == asked.start and agents[-1] == asked.stop - 1)
+    return np.array_equal(agents, asked)
 
 
 class _RRCurator(_LDPCurator):

@@ -23,6 +23,7 @@ from ldpsim.protocols.base import (
     Rounds,
 )
 from ldpsim.protocols.mechanisms import hadamard
+from ldpsim.protocols.queries import RowQueries, rows_of
 from ldpsim.protocols.safari import calm, lade, metrics, perm, riffle, safa
 from ldpsim.protocols.safari.ranking import (
     EPSILON,
@@ -74,6 +75,11 @@ RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic",
 
 
 class _FullDomainCurator(Curator):
+    """A frequency oracle's curator over the d! rankings, whole rounds (Harmony: its
+    estimate sums float terms in the reports' order)."""
+
+    single_round = True
+
     @property
     def oracle(self) -> str:
         """The protocol's frequency oracle over the d! rankings."""
@@ -94,29 +100,53 @@ class _FullDomainCurator(Curator):
             schema, bits = report_schema("olh", np.array([size]), eps)
         return RoundPlan(rnd, self.agents, None, None, schema, report_bits=bits)
 
-    def absorb(self, rnd, agents, reports):
-        d = int(self.public["d"])
-        size = math.factorial(d)
+    def _valid(self, agents: np.ndarray, reports: np.ndarray) -> tuple[np.ndarray, Any]:
+        """The reports in the oracle's domain (the others counted out of it), and the
+        oracle's mechanism over the d! rankings."""
+        size = math.factorial(int(self.public["d"]))
         r = report_rows(reports, len(agents))
         oracle = self.bound.rounds[0].mechanism
         ok = oracle.valid_reports(r, size)
-        self.stats["out_of_domain"] = int((~ok).sum())
-        r = r[ok]
-        n = len(r)
-        m = oracle.mechanism(size)
-        if self.oracle == "grr":
-            self.f = m.estimate(np.bincount(r[:, 0], minlength=size), n)
-        elif self.oracle == "harmony":
-            self.f = m.estimate(r[:, 0], r[:, 1], size, n)
-        else:
-            self.f = m.estimate(m.support_counts(r[:, 0], r[:, 1], size), n)
+        self.stats["out_of_domain"] = self.stats.get("out_of_domain", 0) + int((~ok).sum())
+        return r[ok], oracle.mechanism(size)
+
+    def absorb(self, rnd, agents, reports):
+        r, m = self._valid(agents, reports)
+        self.f = m.estimate(r[:, 0], r[:, 1], math.factorial(int(self.public["d"])), len(r))
+
+    def estimate(self) -> np.ndarray:
+        """The frequency estimate over the d! rankings."""
+        return self.f
 
     def finish(self):
         d = int(self.public["d"])
-        out = release(self.f, d, self.params["release"], len(self.agents), self.key,
+        out = release(self.estimate(), d, self.params["release"], len(self.agents), self.key,
                       self.params["output_rankings"])
         out["stats"] = dict(self.stats)
         return out
+
+
+class _CountingCurator(_FullDomainCurator):
+    """GRR's and OLH's curator over the d! rankings: it keeps the reports' integer counts (GRR)
+    or support (OLH), and takes them in parts."""
+
+    absorbs_in_parts = True
+
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.counts = np.zeros(math.factorial(int(self.public["d"])), dtype=np.int64)
+        self.reports = 0  # in the domain
+
+    def absorb(self, rnd, agents, reports):
+        r, m = self._valid(agents, reports)
+        size = len(self.counts)
+        self.counts += (np.bincount(r[:, 0], minlength=size) if self.oracle == "grr"
+                        else m.support_counts(r[:, 0], r[:, 1], size))
+        self.reports += len(r)
+
+    def estimate(self) -> np.ndarray:
+        m = self.bound.rounds[0].mechanism.mechanism(len(self.counts))
+        return m.estimate(self.counts, self.reports)
 
 
 class _FullDomain(RankingProtocol):
@@ -171,6 +201,7 @@ class RankGRR(_FullDomain):
     name = "rank_grr"
     summary = "LDP baseline: GRR over all d! rankings"
     oracle = "grr"
+    curator_cls = _CountingCurator
 
 
 class RankHarmony(_FullDomain):
@@ -192,6 +223,7 @@ class RankOLH(_FullDomain):
     name = "rank_olh"
     summary = "LDP baseline: OLH over all d! rankings (hash seed + perturbed hash)"
     oracle = "olh"
+    curator_cls = _CountingCurator
     params = {**_FullDomain.params,
               "max_work": ParamSpec("max_work", "float", default=2e9, low=1,
                                     help="largest n · d! decoding work (hash evaluations)")}
@@ -210,29 +242,51 @@ class RankOLH(_FullDomain):
 
 
 class _CalmCurator(Curator):
+    """CALM's curator: each user's pair is drawn from its id (the queries are drawn as they go
+    out, and again when its report is absorbed), and OLH's integer support per pair is kept,
+    so the reports are taken in parts."""
+
+    absorbs_in_parts = True
+    single_round = True
+
     def plan(self, rnd):
         if rnd > 0:
             return None
         d = int(self.public["d"])
         self.rule = rule_of("IC", d)
-        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), self.agents, rnd, 1)
-        self.attrs = safa.sample_attributes(u[:, 0], self.rule.n_attrs)
+        key, agents, n_attrs = rngm.stream_key(self.key, "safa-attributes"), self.agents, \
+            self.rule.n_attrs
+
+        def draw(lo: int, hi: int) -> np.ndarray:  # keyed by agent: any range, the same
+            return safa.sample_attributes(rngm.uniform(key, agents[lo:hi], rnd, 1)[:, 0],
+                                          n_attrs)[:, None]
+
         eps = self.bound.rounds[0].mechanism.epsilon
         schema, bits = report_schema("olh", self.rule.domains, eps)
-        return RoundPlan(rnd, self.agents, self.attrs[:, None], None, schema, report_bits=bits,
-                         report_high=report_high("olh", self.rule.domains[self.attrs], eps))
+        # OLH's bounds are the same for every pair: one row, read as one per agent
+        high = np.broadcast_to(report_high("olh", self.rule.domains[:1], eps),
+                               (len(agents), 2))
+        self.plan0 = RoundPlan(rnd, agents, RowQueries(draw, len(agents), 1, np.int64), None,
+                               schema, report_bits=bits, report_high=high)
+        self.group = np.zeros(n_attrs, dtype=np.int64)
+        self.support = np.zeros(int(self.rule.domains.sum()), dtype=np.int64)
+        return self.plan0
 
     def absorb(self, rnd, agents, reports):
         oracle = self.bound.rounds[0].mechanism
-        attrs = self.attrs[np.searchsorted(self.agents, agents)]
+        attrs = rows_of(self.plan0.queries, np.searchsorted(self.plan0.agents, agents))[:, 0]
         r = report_rows(reports, len(agents))
         ok = oracle.valid_reports(r, self.rule.domains[attrs])
-        self.stats["out_of_domain"] = int((~ok).sum())
-        self.z = oracle.estimate(attrs[ok], r[ok], self.rule.domains, "group")
+        self.stats["out_of_domain"] = self.stats.get("out_of_domain", 0) + int((~ok).sum())
+        group, support = safa.tally("olh", attrs[ok], r[ok], self.rule.domains, oracle.epsilon)
+        self.group += group
+        self.support += support
 
     def finish(self):
         d = int(self.public["d"])
-        joints = calm.make_consistent(lade.joint_to_square(np.asarray(self.z), d))
+        z = safa.estimate_from("olh", self.group, self.support, self.rule.domains,
+                               self.bound.rounds[0].mechanism.epsilon, "group")
+        joints = calm.make_consistent(lade.joint_to_square(np.asarray(z), d))
         f, collapsed = calm.maxent_rankings(joints, perm.all_positions_shared(d),
                                             self.params["ipf_iters"])
         self.stats["maxent_collapsed"] = collapsed

@@ -148,34 +148,76 @@ def estimate(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.nd
     n : number of users (default: the number of reports).
     """
     attrs = np.asarray(attrs, dtype=np.int64)
-    reports = np.asarray(reports, dtype=np.int64)
-    reports = reports.reshape(len(attrs), -1) if len(attrs) else \
-        reports.reshape(0, reports.shape[-1] if reports.ndim == 2 else 0)
+    n = len(attrs) if n is None else n
+    if oracle != "harmony":  # from the reports' counts (``tally``)
+        group, counts = tally(oracle, attrs, reports, domains, epsilon)
+        return estimate_from(oracle, group, counts, domains, epsilon, estimator, n)
+    reports = _rows(attrs, reports)
     domains = np.asarray(domains, dtype=np.int64)
     n_attrs = len(domains)
-    n = len(attrs) if n is None else n
     group = np.bincount(attrs, minlength=n_attrs)
+    by_attr, starts = _by_attribute(attrs, reports, group)
     out = []
+    for j in range(n_attrs):
+        n_eff = n / n_attrs if estimator == "paper" else int(group[j])
+        r = by_attr[starts[j]:starts[j + 1]]
+        out.append(mech.Hadamard(epsilon).estimate(r[:, 0], r[:, 1], int(domains[j]), n_eff))
+    return out
+
+
+def _rows(attrs: np.ndarray, reports: np.ndarray) -> np.ndarray:
+    """The reports as int64 rows, one per attribute index (none: of the width they have)."""
+    reports = np.asarray(reports, dtype=np.int64)
+    return reports.reshape(len(attrs), -1) if len(attrs) else \
+        reports.reshape(0, reports.shape[-1] if reports.ndim == 2 else 0)
+
+
+def _by_attribute(attrs: np.ndarray, reports: np.ndarray, group: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Each attribute's reports in their order of arrival, from one stable sort (a radix sort
+    on 16-bit keys), and where each attribute's start."""
+    keys = attrs.astype(np.int16) if len(group) <= np.iinfo(np.int16).max else attrs
+    return reports[np.argsort(keys, kind="stable")], np.concatenate([[0], np.cumsum(group)])
+
+
+def tally(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray,
+          epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """The integer counts ``estimate`` reads for GRR ("safa") and OLH (Algorithm 1 lines
+    7-10): the reports per attribute, and per value of every attribute (the attributes'
+    domains one after another) GRR's count of reports of it or OLH's support (``OLH.
+    support_counts``). Counts of disjoint sets of reports add up to those of their union."""
+    attrs = np.asarray(attrs, dtype=np.int64)
+    reports = _rows(attrs, reports)
+    domains = np.asarray(domains, dtype=np.int64)
+    group = np.bincount(attrs, minlength=len(domains))
+    offsets = np.concatenate([[0], np.cumsum(domains)])
     if oracle == "safa":
-        offsets = np.concatenate([[0], np.cumsum(domains)])
-        counts = np.bincount(offsets[attrs] + reports[:, 0], minlength=int(offsets[-1]))
-    else:  # each attribute's reports in their order of arrival, from one stable sort (a
-        # radix sort on 16-bit keys)
-        keys = attrs.astype(np.int16) if n_attrs <= np.iinfo(np.int16).max else attrs
-        by_attr = reports[np.argsort(keys, kind="stable")]
-        starts = np.concatenate([[0], np.cumsum(group)])
+        return group, np.bincount(offsets[attrs] + reports[:, 0], minlength=int(offsets[-1]))
+    counts = np.zeros(int(offsets[-1]), dtype=np.int64)
+    by_attr, starts = _by_attribute(attrs, reports, group)
+    for j in np.flatnonzero(group).tolist():
+        r = by_attr[starts[j]:starts[j + 1]]
+        counts[offsets[j]:offsets[j + 1]] = mech.OLH(epsilon).support_counts(
+            r[:, 0], r[:, 1], int(domains[j]))
+    return group, counts
+
+
+def estimate_from(oracle: str, group: np.ndarray, counts: np.ndarray, domains: np.ndarray,
+                  epsilon: float, estimator: str = "paper", n: int | None = None
+                  ) -> list[np.ndarray]:
+    """``estimate`` from the counts ``tally`` gives (GRR or OLH; ``n``: the number of users,
+    default the number of reports)."""
+    domains = np.asarray(domains, dtype=np.int64)
+    n_attrs = len(domains)
+    n = int(group.sum()) if n is None else n
+    offsets = np.concatenate([[0], np.cumsum(domains)])
+    out = []
     for j in range(n_attrs):
         k = int(domains[j])
         n_eff = n / n_attrs if estimator == "paper" else int(group[j])
-        if oracle == "safa":
-            out.append(mech.GRR(epsilon, k).estimate(counts[offsets[j]:offsets[j + 1]], n_eff))
-            continue
-        r = by_attr[starts[j]:starts[j + 1]]
-        if oracle == "harmony":
-            out.append(mech.Hadamard(epsilon).estimate(r[:, 0], r[:, 1], k, n_eff))
-        else:
-            oracle_j = mech.OLH(epsilon)
-            out.append(oracle_j.estimate(oracle_j.support_counts(r[:, 0], r[:, 1], k), n_eff))
+        c = counts[offsets[j]:offsets[j + 1]]
+        m = mech.GRR(epsilon, k) if oracle == "safa" else mech.OLH(epsilon)
+        out.append(m.estimate(c, n_eff))
     return out
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+from ldpsim.protocols.agentrange import AgentRange
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.common import peak_rss_mb, written_zeros
 
@@ -62,6 +63,10 @@ class CommStats:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     #: per direction, the most bytes any one agent can have counted so far (``_count``)
     _most: dict[str, int] = field(default_factory=lambda: {"up": 0, "down": 0})
+    #: without per-agent counters (``start``): per direction, the bytes counted in all, the
+    #: largest count given to every agent of a call (a broadcast) and the largest envelope
+    #: counted one agent at a time
+    _totals: dict[str, list[int]] | None = None
 
     #: every key of the record's ``comm`` and what it means (docs/results.md)
     FIELDS: ClassVar[dict[str, str]] = {
@@ -84,14 +89,22 @@ class CommStats:
                      "bits, the largest query batch (agents), wall and curator CPU",
     }
 
-    def start(self, n: int) -> None:
+    def start(self, n: int, per_agent: bool = True) -> None:
         """The rounds start with ``n`` agents.
 
         The per-agent counters start in the narrowest dtype of ``COUNTERS`` (int16) and widen
         (``_count``) before any agent could pass its maximum in a direction: every page of them
         a round first touches costs a page fault, and at 10^6 agents int16 makes them 4 MB
         instead of 16 MB with int64 (docs/performance.md has the measurements).
+
+        Without ``per_agent``, for a run of one round without a ``[deployment]`` only: each
+        agent then receives at most the round's broadcast and one query, and sends at most one
+        report, so the totals and the largest of each kind give the record's sums and
+        per-agent largest exactly, with no counter per agent (``as_record``).
         """
+        if not per_agent:
+            self._totals = {"up": [0, 0, 0], "down": [0, 0, 0]}
+            return
         self.up = written_zeros(n, COUNTERS[0])  # updated in place: see ``written_zeros``
         self.down = written_zeros(n, COUNTERS[0])
 
@@ -105,6 +118,9 @@ class CommStats:
         self._count("down", at, sizes)
 
     def _count(self, way: str, at: slice | np.ndarray, sizes: np.ndarray | int) -> None:
+        if self._totals is not None:
+            self._add(self._totals[way], at, sizes)
+            return
         counter = getattr(self, way)
         if type(sizes) is int:  # one number for every agent: its own largest
             most = sizes
@@ -118,6 +134,19 @@ class CommStats:
             setattr(self, way, counter)
         counter[at] += sizes
 
+    @staticmethod
+    def _add(totals: list[int], at: slice | np.ndarray, sizes: np.ndarray | int) -> None:
+        """Count into ``totals`` (all bytes, the largest given to every agent of a call, the
+        largest envelope of one agent): the agents ``at`` got ``sizes`` bytes."""
+        if type(sizes) is int:
+            count = at.stop - at.start if isinstance(at, slice) else len(at)
+            totals[0] += sizes * count
+            if count:
+                totals[1] = max(totals[1], sizes)
+        elif np.size(sizes):
+            totals[0] += int(np.sum(sizes, dtype=np.int64))
+            totals[2] = max(totals[2], int(np.max(sizes)))
+
     def sent_frame(self, frame: bytes) -> None:
         self.phys_down += zmtp_bytes(len(frame))
         self.frames_down += 1
@@ -126,23 +155,36 @@ class CommStats:
         self.phys_up += zmtp_bytes(len(frame))
         self.frames_up += 1
 
+    def _way(self, way: str, registered: Any) -> tuple[int, int]:
+        """The bytes the ``registered`` agents (ids, or an ``AgentRange``) were counted in
+        direction ``way``: in all, and the most of one agent (0 without agents). Only a
+        registered agent is ever counted, so the totals are theirs. One integer sum: the
+        record's mean is it over the agents, exactly as ``mean()`` computes it (integer
+        partial sums are exact in float64 below 2^53)."""
+        if not len(registered):
+            return 0, 0
+        if self._totals is not None:
+            total, flat, peak = self._totals[way]
+            # every agent that got an envelope of its own got the call's broadcast too
+            return total, flat + peak
+        counter = getattr(self, way)
+        if counter is None:
+            return 0, 0
+        if len(registered) != len(counter):
+            counter = counter[registered.start:registered.stop] \
+                if isinstance(registered, AgentRange) else counter[registered]
+        return int(counter.sum(dtype=np.int64)), int(counter.max())
+
     def as_record(self, registered: np.ndarray) -> dict[str, Any]:
         """The ``comm`` part of the result record, over the ``registered`` agents' ids."""
         n_reg = len(registered)
-        if self.up is None:
-            up = down = np.zeros(0, dtype=np.int64)
-        elif n_reg == len(self.up):
-            up, down = self.up, self.down
-        else:
-            up, down = self.up[registered], self.down[registered]
-        # one integer sum per direction: the mean is it over the agents, exactly as
-        # ``mean()`` computes it (integer partial sums are exact in float64 below 2^53)
-        total_up, total_down = int(up.sum(dtype=np.int64)), int(down.sum(dtype=np.int64))
+        (total_up, most_up), (total_down, most_down) = (
+            self._way("up", registered), self._way("down", registered))
         return {
-            "bytes_up_per_agent_mean": total_up / len(up) if len(up) else 0.0,
-            "bytes_up_per_agent_max": int(up.max()) if len(up) else 0,
-            "bytes_down_per_agent_mean": total_down / len(down) if len(down) else 0.0,
-            "bytes_down_per_agent_max": int(down.max()) if len(down) else 0,
+            "bytes_up_per_agent_mean": total_up / n_reg if n_reg else 0.0,
+            "bytes_up_per_agent_max": most_up,
+            "bytes_down_per_agent_mean": total_down / n_reg if n_reg else 0.0,
+            "bytes_down_per_agent_max": most_down,
             "bytes_total": total_up + total_down,
             "messages_total": self.msgs_up + self.msgs_down,
             "messages_up_per_agent_mean": self.msgs_up / n_reg if n_reg else 0,

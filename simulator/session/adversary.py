@@ -26,12 +26,12 @@ class AdversaryView:
     def built(self, agents: np.ndarray) -> None:
         """The protocol's curator is built over ``agents`` (the audit replays it)."""
         if self.record:
-            self.doc["agents"] = agents
+            self.doc["agents"] = np.asarray(agents)
 
     def opened(self, number: int, agents: np.ndarray, plan: Any) -> None:
         """Round ``number`` asks ``agents`` the queries of ``plan`` (its ``RoundPlan``)."""
         if self.record:
-            self.doc["rounds"].append({"round": number, "agents": agents,
+            self.doc["rounds"].append({"round": number, "agents": np.asarray(agents),
                                        "queries": plan.queries, "broadcast": plan.broadcast,
                                        "report_agents": None, "reports": None})
 

@@ -354,7 +354,7 @@ class CuratorSession:
             curator = bound.curator(agents, self.curator_key, self.curator_coins)
         self.view.built(agents)  # the agents the curator was built over (the audit replays it)
         steps = self.loop.start(curator)
-        self.comm.start(reg.n)
+        self.comm.start(reg.n, per_agent=self.loop.per_agent_bytes)
         yield from self._rounds(steps)
 
     def _rounds(self, steps: Steps) -> Out:

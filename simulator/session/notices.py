@@ -23,6 +23,7 @@ import numpy as np
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session.accounting import CommStats, check_stats
 from ldpsim.simulator.session.adversary import AdversaryView
+from ldpsim.simulator.session.collusion import Coalition
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 
 
@@ -69,7 +70,7 @@ def take_done(pool: PoolSlot | None, env: wire.Envelope, done: bool) -> Verdict:
     return Act.PROGRESS, ""
 
 
-def take_disclosure(pool: PoolSlot | None, env: wire.Envelope, colluders: np.ndarray | None,
+def take_disclosure(pool: PoolSlot | None, env: wire.Envelope, colluders: Coalition | None,
                     curator_colludes: bool, comm: CommStats, view: AdversaryView) -> Verdict:
     """A DISCLOSE from ``pool``: the colluder's row and coins, into the adversary ``view``
     (its bytes counted in ``comm``)."""
@@ -102,13 +103,13 @@ def refused_agents(payload: dict[str, Any], start: int, stop: int) -> np.ndarray
     return agents[(agents >= start) & (agents < stop)].astype(np.int64)
 
 
-def disclosure_refusal(pool: PoolSlot | None, env: wire.Envelope, colluders: np.ndarray | None,
+def disclosure_refusal(pool: PoolSlot | None, env: wire.Envelope, colluders: Coalition | None,
                        curator_colludes: bool) -> str | None:
     """Why the curator does not take the DISCLOSE ``env`` from ``pool`` (its
     ``registration.PoolSlot``; None: not a registered pool), or None."""
     if pool is None or not pool.start <= env.agent < pool.stop:
         return f"unknown agent {env.agent} for this peer"
-    if not curator_colludes or colluders is None or not colluders[env.agent]:
+    if not curator_colludes or colluders is None or env.agent not in colluders:
         return f"agent {env.agent} is not in the coalition"
     if not isinstance(env.payload, dict) or "data" not in env.payload:
         return "DISCLOSE payload must hold data and coins"

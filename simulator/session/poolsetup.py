@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.simulator.codec import wire
-from ldpsim.simulator.session.collusion import colluder_mask
+from ldpsim.simulator.session.collusion import HASH_CHUNK, Coalition
 from ldpsim.simulator.session.common import MAX_REASON
 from ldpsim.simulator.session.signing import registration_mac, verify
 
@@ -79,16 +79,24 @@ def registration(auth: bytes, run: int, nonce: bytes, index: int, n_pools: int, 
 
 
 def disclosures(run: int, n: int, collusion: dict[str, Any], collusion_key: int, start: int,
-                stop: int, coins: np.ndarray, rows: Callable[[], np.ndarray]) -> bytes | None:
+                stop: int, coins: np.ndarray | Callable[[np.ndarray], np.ndarray],
+                rows: Callable[[], np.ndarray] | None,
+                rows_of: Callable[[np.ndarray], np.ndarray] | None = None,
+                chunk: int = HASH_CHUNK) -> bytes | None:
     """The DISCLOSE frame of the block ``[start, stop)``'s colluders (their rows and coin keys,
-    for a colluding curator), or None: the block holds none. ``rows`` gives the block's rows;
-    it is called only if there are colluders."""
-    mask = colluder_mask(n, collusion, collusion_key)[start:stop]
-    ids = np.flatnonzero(mask) + start
+    for a colluding curator), or None: the block holds none.
+
+    The colluders are ``collusion.Coalition``'s, found ``chunk`` agents at a time (no mask
+    over all ``n`` agents). ``coins`` are the block's coin keys (an array over the block) or
+    a function of the colluders' ids giving theirs; ``rows_of(ids)`` gives the colluders'
+    rows (only theirs are made), else ``rows()`` the block's. Either is called only if there
+    are colluders."""
+    ids = Coalition(n, collusion, collusion_key, chunk).ids(start, stop)
     if not len(ids):
         return None
+    data = rows_of(ids) if rows_of is not None else rows()[ids - start]
+    keys = coins(ids) if callable(coins) else coins[ids - start]
     bufs, _ = wire.encode_many(
         wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
-        [{"data": rows()[a - start], "coins": int(c)}
-         for a, c in zip(ids.tolist(), coins[ids - start].tolist(), strict=True)])
+        [{"data": d, "coins": int(c)} for d, c in zip(data, keys.tolist(), strict=True)])
     return b"".join(bufs)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.simulator.session.accounting import CommStats, Timing
+from ldpsim.simulator.session.collusion import Coalition
 
 #: rejection records a result keeps (all are counted in ``rejected``)
 KEPT_REJECTIONS = 50
@@ -22,7 +23,7 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
                    comm: CommStats, timing: Timing, pool_stats: Iterable[dict[str, Any]],
                    pools_registered: int, rejected: int, rejections: list[dict[str, Any]],
                    refused: int, refusal: str | None, round_dropouts: int,
-                   colluders: np.ndarray | None, curator_colludes: bool,
+                   colluders: Coalition | None, curator_colludes: bool,
                    virtual: dict[str, Any] | None = None,
                    view: dict[str, Any] | None = None) -> dict[str, Any]:
     """The curator's result for a run: its public output, what the run cost, and what went
@@ -48,7 +49,7 @@ def curator_result(*, output: Any, params: Any, public: Any, n: int, registered:
         "dropouts_registration": int(n - len(registered)),
         "pools_registered": pools_registered,
         "pools_reported_done": len(stats),
-        "colluders": int(colluders.sum()) if colluders is not None else 0,
+        "colluders": len(colluders) if colluders is not None else 0,
         "curator_colludes": curator_colludes,
         # by colluder: what a smaller coalition of this execution disclosed (not recorded)
         "disclosed_bytes": dict(comm.disclosed),

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.agentrange import AgentRange
 from ldpsim.protocols.base import MAX_AGENTS
 from ldpsim.simulator.codec import wire
-from ldpsim.simulator.session.collusion import colluder_mask
+from ldpsim.simulator.session.collusion import Coalition
 from ldpsim.simulator.session.common import MAX_AUTH_FAILURES, MAX_REASON, Bounded, block_of
 from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.signing import registration_mac
@@ -57,7 +58,7 @@ class Registration:
     auth : bytes
         The run's registration key: checks the answers to this run's nonce.
     collusion_key : int
-        The coalition's stream key (``colluder_mask``).
+        The coalition's stream key (``collusion.Coalition``).
     """
 
     def __init__(self, run: int, config: RunConfig, signed: bytes, sigs: list[bytes],
@@ -80,7 +81,8 @@ class Registration:
         # fixed by the first accepted pool
         self.n: int | None = None
         self.public: dict[str, Any] | None = None
-        self.colluders: np.ndarray | None = None
+        #: the coalition (``collusion.Coalition``: selected on first use)
+        self.colluders: Coalition | None = None
 
     @property
     def complete(self) -> bool:
@@ -138,7 +140,8 @@ class Registration:
             return f"pool index {index} is taken"
         if self.n is None:
             self.n, self.public = n, public
-            self.colluders = colluder_mask(n, dict(self.config.collusion), self.collusion_key)
+            self.colluders = Coalition(n, dict(self.config.collusion), self.collusion_key,
+                                       self.config.chunk_agents)
         elif n != self.n or wire.packer().pack(public) != wire.packer().pack(self.public):
             return f"pool {index} disagrees on the data (n={n})"
         if (start, stop) != block_of(index, self.n_pools, self.n):
@@ -169,9 +172,10 @@ class Registration:
         except (KeyError, TypeError, ValueError, IndexError):
             return False
 
-    def registered_agents(self) -> np.ndarray:
+    def registered_agents(self) -> AgentRange | np.ndarray:
         """The ids of every registered pool's agents, sorted (the pools' blocks are disjoint:
-        one index each): one range per run of adjacent blocks, no per-agent mask."""
+        one index each): an ``AgentRange`` when the blocks are adjacent (the usual case: no
+        array of ids at all), else the array of one range per run of adjacent blocks."""
         runs: list[list[int]] = []
         for start, stop in sorted((q.start, q.stop) for q in self.pools.values()):
             if runs and runs[-1][1] == start:
@@ -180,6 +184,6 @@ class Registration:
                 runs.append([start, stop])
         if not runs:
             return np.zeros(0, dtype=np.int64)
-        if len(runs) == 1:  # the usual case: one range, no concatenated copy
-            return np.arange(*runs[0], dtype=np.int64)
+        if len(runs) == 1:  # the usual case: one range, held as its two ends
+            return AgentRange(*runs[0])
         return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])

@@ -13,15 +13,23 @@ curator session (``curator.CuratorSession``) holds the run's states around it.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.session import notices
 from ldpsim.simulator.session.accounting import CommStats
 from ldpsim.simulator.session.adversary import AdversaryView
-from ldpsim.simulator.session.common import MAX_REASON, Limits, protocol_code, span
+from ldpsim.simulator.session.common import (
+    MAX_REASON,
+    Limits,
+    RunFailed,
+    protocol_code,
+    span,
+)
 from ldpsim.simulator.session.ingest import Expected, Reports, Screened, screen
 from ldpsim.simulator.session.network import DeploymentModel, Network
 from ldpsim.simulator.session.registration import PoolSlot, Registration
@@ -74,6 +82,8 @@ class RoundLoop:
             self.network = deployment.network(n)
         self.round: Round | None = None
         self.expected: Expected | None = None  # what the current round's reports must be
+        #: whether the rounds stream (``streams``): each stored batch absorbed as it comes
+        self.streamed = False
         self.dropouts = 0  # asked agents whose reports never came, over the rounds
         self.refused = 0  # queries the agents refused (privacy odometer)
         self.refusal_reason: str | None = None  # the first refusal's
@@ -89,7 +99,22 @@ class RoundLoop:
         if self.deployment is not None and (self.network is None or self.network.n != n):
             self.network = self.deployment.network(n)
         self.curator = curator
+        self.streamed = self.streams(n, curator)
         return self.begin(0)
+
+    def streams(self, n: int, curator: Any) -> bool:
+        """Whether a run of ``n`` agents with the protocol's ``curator`` streams its rounds:
+        it has more agents than ``[runtime] chunk``, no ``[deployment]`` (whose model reads
+        every agent's bytes), keeps no adversary view (which keeps every report) and its
+        curator absorbs in parts (``Curator.absorbs_in_parts``)."""
+        return (self.config.chunked(n) and self.deployment is None and not self.view.record
+                and bool(getattr(curator, "absorbs_in_parts", False)))
+
+    @property
+    def per_agent_bytes(self) -> bool:
+        """Whether the run needs a byte counter per agent (``CommStats.start``): all but a
+        streamed run of a curator of one round (``Curator.single_round``)."""
+        return not (self.streamed and getattr(self.curator, "single_round", False))
 
     def begin(self, number: int) -> Steps:
         """Plan and open round ``number`` and send its first frames; True once the protocol's
@@ -102,9 +127,18 @@ class RoundLoop:
         reg = self.registration
         net = self.network
         online = None if net is None else net.online(np.asarray(plan.agents, np.int64), number)
+        absorb = None
+        if self.streamed:
+            if number and not self.per_agent_bytes:
+                raise RunFailed(f"{self.config.protocol}: its curator plans round {number}, "
+                                "but says it plans one round (Curator.single_round)")
+            absorb = functools.partial(self._absorb_part, number)
+            if isinstance(plan.queries, RowQueries):  # drawn as sent, kept till absorbed
+                plan.queries.streaming(keep=self.config.chunk_agents)
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
                                  t_wall, t_cpu, online=online,
-                                 sizes=None if net is None else net.sizes(len(plan.agents)))
+                                 sizes=None if net is None else net.sizes(len(plan.agents)),
+                                 absorb=absorb)
         self.expected = Expected(self.run, number, reg.n, plan.schema,
                                  self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         self.view.opened(number, rnd.agents, plan)
@@ -113,8 +147,8 @@ class RoundLoop:
                                    self.limits.max_frame_bytes)
             sent = rnd.broadcast(lo, hi)
             if sent is not None:
-                ids, bc = sent
-                self.comm.count_down(span(ids), len(bc))  # once per receiving agent
+                at, bc = sent
+                self.comm.count_down(at, len(bc))  # once per receiving agent
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
             for peer in list(rnd.outbox):
@@ -170,6 +204,11 @@ class RoundLoop:
             self.refusal_reason = payload["error"][:MAX_REASON]
         return True
 
+    def _absorb_part(self, number: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        """A streamed round's stored batch, absorbed as it comes."""
+        with protocol_code(f"absorb of round {number}"):
+            self.curator.absorb(number, agents, reports)
+
     def end(self) -> Steps:
         """Close the current round (its reports absorbed, its record kept) and begin the
         next; True once the protocol's curator plans no more rounds."""
@@ -177,10 +216,12 @@ class RoundLoop:
         timed = None
         if self.network is not None:  # who came too late for the round's virtual end
             rnd.late, timed = self.network.close_round(rnd.traffic())
-        agents, reports = rnd.collect()
         self.dropouts += rnd.missing
-        with protocol_code(f"absorb of round {rnd.number}"):
-            self.curator.absorb(rnd.number, agents, reports)
+        agents = reports = None
+        if rnd.absorb is None or not rnd.absorbed:  # (a streamed round without a report
+            agents, reports = rnd.collect()  # is absorbed once, with none, as any other)
+            with protocol_code(f"absorb of round {rnd.number}"):
+                self.curator.absorb(rnd.number, agents, reports)
         self.view.closed(rnd, agents, reports)
         self.comm.rounds.append(rnd.record() if timed is None else {**rnd.record(), **timed})
         return (yield from self.begin(rnd.number + 1))

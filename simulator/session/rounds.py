@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
 import numpy as np
+from ldpsim.protocols.agentrange import AgentRange, whole
 from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
+from ldpsim.simulator.session.idsets import IdSet, PlanMembers
 from ldpsim.simulator.session.network import RoundTraffic
 
 #: Query batches in flight per pool (see the module docstring).
@@ -92,6 +94,33 @@ def envelope_bound(plan: Any) -> int:
     return ENVELOPE_HEAD + max(report, query)
 
 
+class Batches:
+    """A pool's unsent query batches of a round, as (first row, end row) of the plan's
+    agents, ``size`` rows each from ``lo`` to ``hi``: read like the deque of them (its first,
+    ``popleft``, whether any is left), without holding one pair per batch."""
+
+    __slots__ = ("hi", "lo", "size")
+
+    def __init__(self, lo: int, hi: int, size: int) -> None:
+        self.lo, self.hi, self.size = lo, hi, size
+
+    def __bool__(self) -> bool:
+        return self.lo < self.hi
+
+    def __len__(self) -> int:
+        return -(-(self.hi - self.lo) // self.size) if self.lo < self.hi else 0
+
+    def __getitem__(self, i: int) -> tuple[int, int]:
+        if i != 0 or not self:
+            raise IndexError("only the first unsent batch is read")
+        return self.lo, min(self.hi, self.lo + self.size)
+
+    def popleft(self) -> tuple[int, int]:
+        first = self[0]
+        self.lo = first[1]
+        return first
+
+
 class Round:
     """The state of one round (see the module docstring).
 
@@ -107,25 +136,46 @@ class Round:
         The protocol's name (for the error a bad plan raises).
     t_wall, t_cpu : float
         When the round began (before its plan was made): its clocks.
+    online, sizes
+        With a ``[deployment]``: who is online, and the per-row byte counters (``network``).
+    absorb : callable, optional
+        A streamed round's sink (a chunked run whose curator absorbs in parts, without a
+        deployment or an adversary view): each batch of stored reports goes to
+        ``absorb(agents, reports)`` (sorted agents) as it is stored, and the round keeps no
+        reports and no flag per agent: who reported and whose report was invalid are
+        ``idsets.IdSet``s, who was asked the plan's agents themselves (``PlanMembers``).
     """
 
     def __init__(self, run: int, number: int, plan: Any, n: int, protocol: str,
                  t_wall: float, t_cpu: float, online: np.ndarray | None = None,
-                 sizes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        agents = np.asarray(plan.agents, dtype=np.int64)
-        if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
-            raise RunFailed(f"{protocol}: round {number} must ask sorted, distinct agent ids")
+                 sizes: tuple[np.ndarray, np.ndarray] | None = None,
+                 absorb: Callable[[np.ndarray, np.ndarray], None] | None = None) -> None:
+        agents = plan.agents
+        if not isinstance(agents, AgentRange):
+            agents = np.asarray(agents, dtype=np.int64)
+            if len(agents) > 1 and not (agents[1:] > agents[:-1]).all():
+                raise RunFailed(f"{protocol}: round {number} must ask sorted, distinct agent "
+                                "ids")
         if len(agents) and (agents[0] < 0 or agents[-1] >= n):
             raise RunFailed(f"{protocol}: round {number} asks agent ids outside [0, {n})")
-        self.asked = np.zeros(n, dtype=bool)
-        self.asked[span(agents)] = True  # one slice when the agents are a range
+        self.absorb = absorb
+        #: whether a batch was absorbed already (a streamed round)
+        self.absorbed = False
+        if absorb is not None:
+            self.asked: Any = PlanMembers(agents)
+            self.reported: Any = IdSet(n)
+            self.invalid_mask: Any = IdSet(n)
+        else:
+            agents = whole(agents)
+            self.asked = np.zeros(n, dtype=bool)
+            self.asked[span(agents)] = True  # one slice when the agents are a range
+            self.reported = np.zeros(n, dtype=bool)
+            #: asked agents whose only report so far was out of domain, or who refused
+            self.invalid_mask = np.zeros(n, dtype=bool)
         self.run = run
         self.number = number
         self.plan = plan
         self.agents = agents
-        self.reported = np.zeros(n, dtype=bool)
-        #: asked agents whose only report so far was out of domain, or who refused
-        self.invalid_mask = np.zeros(n, dtype=bool)
         self.expected = len(agents)
         self.got = 0
         self.invalid = 0
@@ -140,7 +190,7 @@ class Round:
         #: sent batches not yet answered: (pool peer, first agent) -> agents
         self.pending: dict[tuple[bytes, int], np.ndarray] = {}
         #: per pool: unsent batches as (first row, end row) of ``agents``
-        self.outbox: dict[bytes, deque] = {}
+        self.outbox: dict[bytes, Batches] = {}
         self.bytes_down = 0
         self.bytes_up = 0
         #: the largest query batch of the round (agents), once a pool's batches are queued
@@ -169,7 +219,7 @@ class Round:
         if lo < hi:
             size = batch_size(batch, hi - lo, self.envelope_bytes, max_frame_bytes)
             self.batch = max(self.batch, size)
-            self.outbox[peer] = deque((s, min(hi, s + size)) for s in range(lo, hi, size))
+            self.outbox[peer] = Batches(lo, hi, size)
         return lo, hi
 
     @cached_property
@@ -177,22 +227,28 @@ class Round:
         """``envelope_bound`` of the round's plan (computed once)."""
         return envelope_bound(self.plan)
 
-    def broadcast(self, lo: int, hi: int) -> tuple[np.ndarray, bytes] | None:
+    def broadcast(self, lo: int, hi: int) -> tuple[slice | np.ndarray, bytes] | None:
         """The round's broadcast to the pool asked the rows ``[lo, hi)`` of ``agents``: the
-        agents that receive it (its online ones) and the envelope, counted in the round's
-        bytes; None: no broadcast, or none of them is online (an offline agent receives
-        nothing)."""
+        agents that receive it (its online ones; a slice when they are a range) and the
+        envelope, counted in the round's bytes; None: no broadcast, or none of them is online
+        (an offline agent receives nothing)."""
         if lo == hi or self.plan.broadcast is None:
             return None
         bc = wire.encode(wire.BCAST, self.run, self.number, wire.NO_AGENT, self.plan.broadcast)
-        ids = self.agents[lo:hi]
-        if self.online is not None:
-            ids = ids[self.online[lo:hi]]
-            if not len(ids):
-                return None
-        self.bytes_down += len(bc) * len(ids)
+        if isinstance(self.agents, AgentRange):  # a streamed round: no deployment
+            first = self.agents.start
+            at: slice | np.ndarray = slice(first + lo, first + hi)
+            count = hi - lo
+        else:
+            ids = self.agents[lo:hi]
+            if self.online is not None:
+                ids = ids[self.online[lo:hi]]
+                if not len(ids):
+                    return None
+            at, count = span(ids), len(ids)
+        self.bytes_down += len(bc) * count
         self.broadcast_bytes = len(bc)  # the same for every pool
-        return ids, bc
+        return at, bc
 
     def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
@@ -243,6 +299,14 @@ class Round:
             self.invalid -= len(was)
         self.reported[at] = True
         self.got += len(ids)
+        if self.absorb is not None:  # streamed: absorbed now, sorted, and not kept
+            self.bytes_up += int(sizes.sum())
+            if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
+                order = np.argsort(ids, kind="stable")
+                ids, values = ids[order], values[order]
+            self.absorbed = True
+            self.absorb(ids, values)
+            return
         if self.values is None:
             self.values = np.empty((self.expected, values.shape[1]), dtype=values.dtype)
         if isinstance(at, slice):

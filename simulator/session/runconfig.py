@@ -27,9 +27,10 @@ class RuntimeDefaults:
     batch: int | str = "auto"
     #: agents a party holds at once (``[runtime] chunk``): a pool generates, keys, answers
     #: and forgets its agents this many at a time, and a curator whose protocol's estimator
-    #: takes its reports in parts (``Curator.absorb_part``) absorbs them as they come, when
-    #: the run has more agents than this; "auto": ``CHUNK_AUTO``. The records are the same
-    #: whatever it is: only the memory and the time move
+    #: takes its reports in parts (``Curator.absorbs_in_parts``) absorbs them as they come
+    #: (``roundloop.RoundLoop.streams``), when the run has more agents than this; "auto":
+    #: ``CHUNK_AUTO``. The records are the same whatever it is: only the memory and the time
+    #: move
     chunk: int | str = "auto"
     endpoint: str = "tcp://*:5555"
     token: str = ""

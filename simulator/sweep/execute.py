@@ -30,7 +30,7 @@ from ldpsim.simulator.backends.transport import die_with_parent, start_child
 from ldpsim.simulator.results.store import DEGRADED
 from ldpsim.simulator.scenario.scenario import RunSpec
 from ldpsim.simulator.session import Limits, RunFailed
-from ldpsim.simulator.session.collusion import colluder_mask, n_colluders, save_view
+from ldpsim.simulator.session.collusion import Coalition, n_colluders, save_view
 from ldpsim.simulator.session.common import counted
 from ldpsim.simulator.session.keyfiles import secrets_of
 from ldpsim.simulator.session.policy import AgentPolicy
@@ -340,19 +340,24 @@ def coalition_result(res: dict[str, Any], spec: RunSpec, secret: Secrets | None
     if len(spec.coalitions) < 2:
         return res
     config = dict(spec.config(), seed=keyed_seed(spec.seed, secret))
-    mask = colluder_mask(int(res["n_agents"]), spec.collusion,
-                         public_config(config)["collusion_key"])
-    members = set(np.flatnonzero(mask).tolist())
-    out = dict(res, colluders=int(mask.sum()))
+    coalition = Coalition(int(res["n_agents"]), spec.collusion,
+                          public_config(config)["collusion_key"],
+                          RunConfig.of(config).chunk_agents)
+    out = dict(res, colluders=len(coalition))
     disclosed = res.get("disclosed_bytes") or {}
     out["comm"] = {**res["comm"], "disclose_bytes_total": int(sum(
-        b for a, b in disclosed.items() if int(a) in members))}
+        b for a, b in disclosed.items() if _member(coalition, a)))}
     if res.get("view") is not None:
         view = dict(res["view"])
         view["disclosures"] = {a: d for a, d in view.get("disclosures", {}).items()
-                               if int(a) in members}
+                               if _member(coalition, a)}
         out["view"] = view
     return out
+
+
+def _member(coalition: Coalition, agent: Any) -> bool:
+    """Whether the disclosing ``agent`` (an id the curator took) is in ``coalition``."""
+    return int(agent) in coalition
 
 
 def _record(spec: RunSpec, done: dict[str, Any], truth: TruthCache, view_dir: Path | None,
@@ -406,7 +411,8 @@ def _leakage(spec: RunSpec, res: dict[str, Any], secret: Secrets | None) -> dict
 
     config = dict(spec.config(), seed=keyed_seed(spec.seed, secret))
     ds = _dataset(spec.data, config["seed"], secret)
-    mask = colluder_mask(ds.n, spec.collusion, public_config(config)["collusion_key"])
+    mask = Coalition(ds.n, spec.collusion, public_config(config)["collusion_key"],
+                     RunConfig.of(config).chunk_agents).mask()
     return run_leakage(get_protocol(spec.protocol), res["view"], ds, mask,
                        RunConfig.of(config).curator_colludes, config["seed"],
                        int(spec.collusion.get("attack_targets", 200)))

@@ -142,3 +142,46 @@ def test_pair_indices_are_kept_in_the_narrowest_integers_that_hold_them(m, dtype
     q = np.asarray(cur.plan(0).queries)
     eager = rngm.distinct_indices(rngm.uniform(KEY, np.arange(40), 0, 3), m * (m - 1) // 2)
     assert q.dtype == dtype and np.array_equal(q, eager)
+
+
+def test_rows_and_take_read_without_keeping_and_streaming_keeps_nothing():
+    """``rows`` and ``take`` give the whole array's rows, from what is kept or drawn afresh
+    without keeping it; once ``streaming``, every read is drawn afresh and nothing is kept."""
+    q, whole, calls = _keyed()
+    assert np.array_equal(q.rows(CHUNK - 3, CHUNK + 7), whole[CHUNK - 3:CHUNK + 7])
+    assert calls == [(CHUNK - 3, CHUNK + 7)] and "chunks drawn 0/4" in repr(q)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        rows = np.unique(rng.integers(0, ROWS, int(rng.integers(0, 60))))
+        assert np.array_equal(q.take(rows), whole[rows])
+    assert q.take(np.arange(10, 30)).shape == (20, 3) and q.rows(5, 5).shape == (0, 3)
+    np.asarray(q)  # kept whole now: reads come from it
+    calls.clear()
+    assert np.array_equal(q.take(np.array([1, 400, 9000])), whole[[1, 400, 9000]])
+    assert calls == []
+    q.streaming()
+    for lo, hi in [(0, 10), (CHUNK - 1, CHUNK + 1), (ROWS - 5, ROWS)]:
+        assert np.array_equal(q[lo:hi], whole[lo:hi])
+    assert calls == [(0, 10), (CHUNK - 1, CHUNK + 1), (ROWS - 5, ROWS)]
+    assert np.array_equal(q.full(), whole) and "chunks drawn 0/4" in repr(q)
+
+
+
+def test_a_streamed_slice_read_is_kept_until_its_rows_are_read_back():
+    """``streaming(keep)``: the rows a query batch went out with are kept, up to ``keep`` rows
+    (the oldest forgotten first), until ``rows`` reads them back whole or in consecutive
+    pieces; whatever is not kept is drawn again, the same."""
+    q, whole, calls = _keyed()
+    q.streaming(keep=250)
+    for lo in (0, 100, 200):
+        assert np.array_equal(q[lo:lo + 100], whole[lo:lo + 100])
+    assert len(calls) == 3 and q._sent_rows == 200  # the first batch is forgotten
+    calls.clear()
+    assert np.array_equal(q.rows(100, 130), whole[100:130])  # a piece, then the rest
+    assert np.array_equal(q.take(np.arange(130, 200)), whole[130:200])
+    assert np.array_equal(q.rows(200, 300), whole[200:300])
+    assert calls == [] and q._sent_rows == 0 and not q._sent
+    assert np.array_equal(q.rows(0, 100), whole[:100]) and calls == [(0, 100)]
+    q[300:400]
+    assert np.array_equal(q.rows(300, 450), whole[300:450])  # beyond what was kept: drawn
+    assert calls[-1] == (300, 450) and not q._sent

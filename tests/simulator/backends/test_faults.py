@@ -14,7 +14,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits, RunFailed, block_of
 
-from tests.conftest import ROOT, child_pids
+from tests.conftest import ROOT, child_pids, each_chunking
 
 
 def cfg(faults, n=900, pools=3):
@@ -22,6 +22,10 @@ def cfg(faults, n=900, pools=3):
             "data": {"kind": "mallows", "n": n, "m": 6, "theta": 0.5}, "seed": 3,
             "pools": pools, "agent_mode": "batched", "batch": 128,
             "collusion": {"colluders": 0, "curator": True}, "faults": faults}
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "cfg")
 
 
 @pytest.mark.parametrize("action", ["kill", "silent"])

@@ -37,7 +37,7 @@ from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
 
 from tests import drivers
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, each_chunking, free_port
 
 LIMITS = Limits(timeout_s=20.0)
 MB = 1 << 20
@@ -48,6 +48,10 @@ def _config(n: int) -> dict:
             "data": {"kind": "mallows", "n": n, "m": 10, "theta": 0.5}, "seed": 5,
             "pools": 2, "agent_mode": "batched", "batch": 2048,
             "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "_config")
 
 
 def seen_on_the_wire(auth: bytes) -> bytes:

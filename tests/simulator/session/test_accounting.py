@@ -206,3 +206,39 @@ def test_a_run_times_a_sample_of_agents_alone_in_every_round_and_pool():
     assert t["agent_alone_samples"] == AgentClock.ALONE * rounds * pools
     assert 0 < t["agent_alone_cpu_s_mean"] <= t["agent_alone_cpu_s_max"]
     assert t["agent_alone_cpu_s_std"] >= 0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_one_rounds_totals_are_the_per_agent_counters_record(seed):
+    """A run of one round without per-agent counters (``CommStats.start(per_agent=False)``):
+    each agent gets the round's broadcast (if any, its pool's agents at once) and at most one
+    query, and sends at most one report, in batches of any size and order; the record is the
+    per-agent counters' to the bit, over every registered agent or a range of them."""
+    from ldpsim.protocols.agentrange import AgentRange
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 500))
+    blocks = [(0, n // 3), (n // 3, n)]
+    bc = int(rng.integers(0, 60)) if seed % 2 else 0
+    calls = []
+    for start, stop in blocks:
+        if bc and stop > start:
+            calls.append(("down", slice(start, stop), bc))
+    for way in ("down", "up"):
+        ids = rng.permutation(n)[:int(rng.integers(0, n + 1))]
+        for part in np.array_split(ids, int(rng.integers(1, 6))):
+            part = np.sort(part)
+            sizes = rng.integers(5, 300, len(part)).astype(np.int64)
+            calls.append((way, slice(int(part[0]), int(part[0]) + len(part))
+                          if len(part) and part[-1] - part[0] + 1 == len(part) else part,
+                          sizes))
+    records = []
+    for per_agent in (True, False):
+        comm = CommStats()
+        comm.start(n, per_agent=per_agent)
+        for way, at, sizes in calls:
+            (comm.count_down if way == "down" else comm.count_up)(at, sizes)
+        for registered in (np.arange(n), AgentRange(0, n)):
+            records.append(comm.as_record(registered))
+    assert all(r == records[0] for r in records)
+    assert CommStats().as_record(AgentRange(0, 0))["bytes_up_per_agent_max"] == 0

@@ -21,6 +21,7 @@ from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFai
 from ldpsim.simulator.session.policy import AgentPolicy
 from ldpsim.simulator.session.seeding import local_parties
 
+from tests.conftest import each_chunking
 from tests.simulator.session.test_attacks import config as attack_config
 
 LIMITS = Limits(timeout_s=10.0)
@@ -31,6 +32,10 @@ SECRETS = Secrets(b"policy-test deployment master 32")
 def config(n: int = 200, seed: int = 3, **over) -> dict:
     """The attack tests' configuration on one pool."""
     return attack_config(n, seed, **{"pools": 1, **over})
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "config")
 
 
 def setup_of(cur: CuratorSession) -> dict:

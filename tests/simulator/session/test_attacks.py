@@ -31,7 +31,7 @@ from ldpsim.simulator.session.keyfiles import registration_key
 from ldpsim.simulator.session.seeding import curator_config, local_parties, run_keys
 from ldpsim.simulator.session.signing import registration_mac
 
-from tests.conftest import free_port
+from tests.conftest import each_chunking, free_port
 
 TOKEN = "attack-test-token"
 SALT = b"attack-test-salt"
@@ -49,6 +49,10 @@ def config(n: int = 400, seed: int = 5, **over: Any) -> dict:
            "collusion": {"colluders": 0, "curator": True}, "faults": []}
     cfg.update(over)
     return cfg
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "config")
 
 
 class Run:

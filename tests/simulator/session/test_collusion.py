@@ -15,6 +15,8 @@ from ldpsim.simulator.session.collusion import colluder_mask, load_view
 from ldpsim.simulator.session.seeding import run_keys
 from ldpsim.simulator.sweep.execute import execute
 
+from tests.conftest import each_chunking
+
 
 def test_colluder_mask_fraction_count_ids_and_cap():
     assert colluder_mask(1000, {"colluders": 0.25}, 7).sum() == 250
@@ -31,6 +33,10 @@ def cfg(colluders, curator=True, pools=2):
             "data": {"kind": "mallows", "n": 400, "m": 6, "theta": 0.5}, "seed": 4,
             "pools": pools, "agent_mode": "batched", "batch": 64,
             "collusion": {"colluders": colluders, "curator": curator}, "faults": []}
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "cfg")
 
 
 def test_disclosures_reveal_data_and_coins_that_reproduce_reports():

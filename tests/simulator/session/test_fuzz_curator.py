@@ -42,6 +42,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession, RunFailed
 
 from tests import drivers
+from tests.conftest import each_chunking
 
 # ----------------------------------------------------------------------------- the run set-up
 
@@ -54,6 +55,10 @@ CONFIG: dict[str, Any] = {
     "faults": []}
 # an envelope limit well below the frame limit, so that both checks can be reached
 LIMITS = Limits(timeout_s=10.0, max_frame_bytes=64 * 1024, max_envelope_bytes=8 * 1024)
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "CONFIG")
+
+
 
 
 def make_run(config: dict[str, Any], limits: Limits

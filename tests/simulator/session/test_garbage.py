@@ -16,7 +16,7 @@ from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits, PoolSession
 
 from tests import drivers
-from tests.conftest import free_port
+from tests.conftest import each_chunking, free_port
 
 TOKEN = "secret-token"
 LIMITS = Limits(timeout_s=10.0, max_frame_bytes=64 * 1024)
@@ -28,6 +28,10 @@ def config() -> dict:
             "data": {"kind": "mallows", "n": 600, "m": 6, "theta": 0.5}, "seed": 11,
             "pools": 2, "agent_mode": "batched", "batch": 4096,
             "collusion": {"colluders": 0, "curator": True}, "faults": []}
+
+
+#: every test here also runs chunked (``[runtime] chunk``: the curator streams its rounds)
+chunking = each_chunking(__name__, "config")
 
 
 def split_envelopes(frame: bytes) -> list[bytes]:
