@@ -266,6 +266,8 @@ class Piecewise:
         self.vals[i:j] = [self._scalar(x) for x in v[first].tolist()]
         self._join(i + len(first))
         self._join(i)
+        if len(self.starts) > LIMIT:
+            self._densify()
 
     def add_positive(self, other: Piecewise) -> None:
         """Each agent of ``other``'s range gets ``v + numpy.maximum(o, 0.0)`` (``o``: its
