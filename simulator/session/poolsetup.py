@@ -79,16 +79,17 @@ def registration(auth: bytes, run: int, nonce: bytes, index: int, n_pools: int, 
 
 
 def disclosures(run: int, n: int, collusion: dict[str, Any], collusion_key: int, start: int,
-                stop: int, coins: np.ndarray, rows: Callable[[], np.ndarray]) -> bytes | None:
+                stop: int, disclosed: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+                ) -> bytes | None:
     """The DISCLOSE frame of the block ``[start, stop)``'s colluders (their rows and coin keys,
-    for a colluding curator), or None: the block holds none. ``rows`` gives the block's rows;
-    it is called only if there are colluders."""
+    for a colluding curator), or None: the block holds none. ``disclosed(ids)`` gives the rows
+    and coin keys of the block's agents ``ids``; it is called only if there are colluders."""
     mask = colluder_mask(n, collusion, collusion_key)[start:stop]
     ids = np.flatnonzero(mask) + start
     if not len(ids):
         return None
+    rows, coins = disclosed(ids)
     bufs, _ = wire.encode_many(
         wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
-        [{"data": rows()[a - start], "coins": int(c)}
-         for a, c in zip(ids.tolist(), coins[ids - start].tolist(), strict=True)])
+        [{"data": row, "coins": int(c)} for row, c in zip(rows, coins.tolist(), strict=True)])
     return b"".join(bufs)
