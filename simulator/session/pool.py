@@ -271,8 +271,8 @@ class PoolSession:
         if run_cfg.chunked(self.n):  # rows and keys a chunk at a time, as queries reach them
             self.dataset = dataset
             self.chunks = agentrows.Chunks(self.keys, cfg, dataset, data_keys, self.start,
-                                           self.stop, run_cfg.chunk_agents, self.override,
-                                           built)
+                                           self.stop, agentrows.chunk_size(run_cfg),
+                                           self.override, built)
         else:  # rows generated on first use (``private_rows``), unless ``prebuild`` made them
             self.dataset, self.rows_built, self.coins = agentrows.block_rows(
                 self.keys, built, cfg, dataset, data_keys, self.start, self.stop)
