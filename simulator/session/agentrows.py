@@ -69,6 +69,15 @@ def prebuild(keys: Any, index: int, n_pools: int, config: dict[str, Any]) -> Pre
             start, stop, rows, k["coins"])
 
 
+def asks_again(bound: Any) -> bool:
+    """Whether a run of ``bound`` (``protocols.base.Bound``) may ask its agents in more than
+    one round: its mechanisms compose over several rounds (sequential), or it states none (a
+    baseline without privacy, whose rounds are its own). A chunked pool then keeps its first
+    chunks for the run (``Chunks``'s ``pin``)."""
+    rounds = bound.rounds
+    return rounds.model == "none" or (rounds.composition == "sequential" and len(rounds) > 1)
+
+
 def take_prebuilt(built: Prebuilt | None, cfg: dict[str, Any]) -> Prebuilt | None:
     """``built`` if it is the run ``cfg``'s (the same data, run and data set), else None."""
     if built is None:
@@ -119,7 +128,9 @@ def override_keys(keys: np.ndarray, ids: np.ndarray, over: dict[str, Any] | None
 class Chunks:
     """The rows and coin keys of a chunked run's block ``[start, stop)``, made a chunk of
     ``size`` agents at a time (chunk ``j``: agents ``[start + j size, start + (j + 1) size)``)
-    as they are asked for, the last ``KEEP`` kept.
+    as they are asked for, the last ``KEEP`` kept, and the first made up to ``pin`` agents
+    for the whole run (a protocol that asks its agents again, round after round, then makes
+    only the others again).
 
     Parameters
     ----------
@@ -137,6 +148,8 @@ class Chunks:
         The privacy audit's override of one agent's row (``override_rows``).
     built : Prebuilt, optional
         What ``prebuild`` made: the first chunk, if it is that.
+    pin : int
+        Agents whose chunks are kept for the run (``asks_again``: the run's ``chunk``, else 0).
     """
 
     #: chunks kept: the last two, so that a query batch across a chunk's end (and the next
@@ -145,12 +158,15 @@ class Chunks:
 
     def __init__(self, keys: Any, cfg: dict[str, Any], dataset: Any, data_keys: Any,
                  start: int, stop: int, size: int, override: dict[str, Any] | None = None,
-                 built: Prebuilt | None = None) -> None:
+                 built: Prebuilt | None = None, pin: int = 0) -> None:
         self.keys, self.dataset, self.data_keys = keys, dataset, data_keys
         self.run_id, self.data_id = int(cfg["run_id"]), int(cfg["data_id"])
         self.start, self.stop, self.size = start, stop, max(1, int(size))
         self.override = override
         self.kept: OrderedDict[int, tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
+        #: chunks kept for the run, at most ``pin`` agents' (whole chunks): the first made
+        self.pinned: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        self.pin_chunks = max(0, int(pin)) // self.size
         self.made = 0  # chunks made (a chunk asked again after it was dropped counts again)
         if built is not None and built[1:3] == self._bounds(0):
             self.kept[0] = (start, override_rows(built[3], start, built[2], override), built[4])
@@ -161,6 +177,9 @@ class Chunks:
 
     def chunk(self, j: int) -> tuple[int, np.ndarray, np.ndarray]:
         """Chunk ``j``'s first agent, rows (read-only) and coin keys."""
+        got = self.pinned.get(j)
+        if got is not None:
+            return got
         got = self.kept.get(j)
         if got is not None:
             self.kept.move_to_end(j)
@@ -171,9 +190,16 @@ class Chunks:
         k = self.keys.agents.for_range(lo, hi, coin_tag=self.run_id, data_tag=self.data_id)
         data = self.dataset.with_keys(self.data_keys.with_cache(lo, k["data"]))
         got = (lo, override_rows(data.rows(lo, hi), lo, hi, self.override), k["coins"])
-        del k, data  # the chunk's data keys are not kept
+        # the next chunk's data set is made from this one: what it drew of the population
+        # once (a data set may keep its population's draws, e.g. every worker's quality) is
+        # not drawn again (its data keys are replaced)
+        self.dataset = data
+        del k
         self.made += 1
-        self.kept[j] = got
+        if len(self.pinned) < self.pin_chunks:
+            self.pinned[j] = got
+        else:
+            self.kept[j] = got
         return got
 
     def rows_keys(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -270,9 +270,10 @@ class PoolSession:
             return [self._refuse_setup(run, nonce, why)]
         if run_cfg.chunked(self.n):  # rows and keys a chunk at a time, as queries reach them
             self.dataset = dataset
-            self.chunks = agentrows.Chunks(self.keys, cfg, dataset, data_keys, self.start,
-                                           self.stop, agentrows.chunk_size(run_cfg),
-                                           self.override, built)
+            self.chunks = agentrows.Chunks(
+                self.keys, cfg, dataset, data_keys, self.start, self.stop,
+                agentrows.chunk_size(run_cfg), self.override, built,
+                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0)
         else:  # rows generated on first use (``private_rows``), unless ``prebuild`` made them
             self.dataset, self.rows_built, self.coins = agentrows.block_rows(
                 self.keys, built, cfg, dataset, data_keys, self.start, self.stop)

@@ -180,6 +180,14 @@ def test_chunks_give_the_blocks_rows_and_keys() -> None:
         assert np.array_equal(got_coins, k["coins"][ids - start])
         assert len(chunks.kept) <= chunks.KEEP
     assert chunks.made >= (stop - start) // 64  # the prebuilt chunk 0 was not made again
+    pinned = agentrows.Chunks(keys, cfg, dataset, data_keys, start, stop, 64, pin=130)
+    for _ in range(3):  # three rounds over the block: the first two chunks are made once
+        for lo in range(start, stop, 32):
+            got_rows, got_coins = pinned.rows_keys(np.arange(lo, min(stop, lo + 32)))
+            assert np.array_equal(got_rows, rows[lo - start:lo - start + 32])
+            assert np.array_equal(got_coins, k["coins"][lo - start:lo - start + 32])
+    units = -(-(stop - start) // 64)
+    assert sorted(pinned.pinned) == [0, 1] and pinned.made == 3 * units - 2 * 2
     over = {"agent": start + 70, "row": rows[0]}
     chunks = agentrows.Chunks(keys, cfg, dataset, data_keys, start, stop, 64, over)
     got_rows, _ = chunks.rows_keys(np.arange(start + 65, start + 75))
