@@ -329,10 +329,13 @@ class AgentKeys:
         idx3, p0, p1 = [], [], []
         cur_i = np.zeros(0, dtype=np.int64)
         cur0 = cur1 = np.zeros(0, dtype=np.uint64)
-        singles = [nd for nd in self.nodes if nd.level == LEVELS and start <= nd.index < stop]
+        # the nodes that reach into the block: sorted and disjoint, so one run of them (a
+        # pool's keys hold hundreds of nodes, and it asks for a chunk of its agents at a time)
+        near = self.nodes[int(np.searchsorted(self._stops, start, side="right")):
+                          int(np.searchsorted(self._starts, stop, side="left"))]
+        singles = [nd for nd in near if nd.level == LEVELS]
         for level in range(LEVELS):
-            here = [nd for nd in self.nodes if nd.level == level
-                    and nd.start < stop and start < nd.stop]
+            here = [nd for nd in near if nd.level == level]
             cur_i = np.concatenate([cur_i, np.array([nd.index for nd in here], dtype=np.int64)])
             cur0 = np.concatenate([cur0, np.array([nd.k0 for nd in here], dtype=np.uint64)])
             cur1 = np.concatenate([cur1, np.array([nd.k1 for nd in here], dtype=np.uint64)])

@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 from ldpsim.simulator.codec import wire
-from ldpsim.simulator.session.common import MAX_REASON, MAX_ROUNDS, span, written_zeros
+from ldpsim.simulator.session.common import MAX_REASON, MAX_ROUNDS, span
+from ldpsim.simulator.session.piecewise import Piecewise, Span
 
 
 class Odometer:
     """What each agent of a pool's block ``[start, stop)`` has spent, and which rounds it
-    has answered.
+    has answered: runs of agents alike (``piecewise``), as a run's query batches charge them,
+    each agent's value the same bits as an array's.
 
     Parameters
     ----------
@@ -31,25 +33,35 @@ class Odometer:
         Every agent's total ε in the run.
     start, stop : int
         The pool's agents.
-    lifetime : ndarray, optional
-        The agents' spending on the run's data set over the pool's lifetime (a writable view of
-        ``policy.Ledger``'s array): charged with every round's spend.
+    lifetime : Span, optional
+        The agents' spending on the run's data set over the pool's lifetime (a window of
+        ``policy.Ledger``'s store, ``Ledger.block``): charged with every round's spend.
     lifetime_cap : float, optional
         The most an agent may spend on the data set over the pool's lifetime.
     """
 
     def __init__(self, bound: Any, budget: float,
-                 start: int, stop: int, lifetime: np.ndarray | None = None,
+                 start: int, stop: int, lifetime: Span | None = None,
                  lifetime_cap: float | None = None) -> None:
         self.bound = bound
         self.budget = budget
         self.start = start
         self.stop = stop
-        self.spent = written_zeros(stop - start)  # read, then updated: ``written_zeros``
+        self._spent = Piecewise(start, stop, 0.0)
         self.lifetime = lifetime
         self.lifetime_cap = lifetime_cap
-        self.answered: dict[int, np.ndarray] = {}
+        self._answered: dict[int, Piecewise] = {}
         self.round_eps: dict[int, float] = {}
+
+    @property
+    def spent(self) -> Span:
+        """What each agent has spent in this run (indexed from the block's first agent)."""
+        return Span(self._spent)
+
+    @property
+    def answered(self) -> dict[int, Span]:
+        """Per round answered so far: which agents have answered it."""
+        return {r: Span(s) for r, s in self._answered.items()}
 
     def admit(self, rnd: int, ids: np.ndarray) -> np.ndarray | None:
         """Which of ``ids`` may answer round ``rnd``: not answered in this round yet (nor
@@ -60,35 +72,39 @@ class Odometer:
             eps = float(self.bound.round_epsilon(rnd))
             if len(self.round_eps) < MAX_ROUNDS:
                 self.round_eps[rnd] = eps
-        seen = self.answered.get(rnd)
-        if not 0 <= eps < math.inf or (seen is None and len(self.answered) >= MAX_ROUNDS):
+        seen = self._answered.get(rnd)
+        if not 0 <= eps < math.inf or (seen is None and len(self._answered) >= MAX_ROUNDS):
             return np.zeros(len(ids), dtype=bool)
         limit = self.budget * (1 + 1e-9) + 1e-12
-        life = self.lifetime if self.lifetime_cap is not None else None
+        life = None if self.lifetime is None or self.lifetime_cap is None else self.lifetime
         cap = None if life is None else self.lifetime_cap * (1 + 1e-9) + 1e-12
-        local = ids - self.start
-        at = span(local)
-        if isinstance(at, slice) and (seen is None or not seen[at].any()) \
-                and self.spent[at].max() + eps <= limit \
-                and (life is None or life[at].max() + eps <= cap):
+        at = span(ids)
+        if isinstance(at, slice) and (seen is None or not seen.any_in(at.start, at.stop)) \
+                and self._spent.max_in(at.start, at.stop) + eps <= limit \
+                and (life is None or life.store.max_in(at.start, at.stop) + eps <= cap):
             ok = None  # the common case: a range of agents, all may answer
         else:
             ok = np.zeros(len(ids), dtype=bool)
-            ok[np.unique(local, return_index=True)[1]] = True  # first occurrence in the batch
+            ok[np.unique(ids, return_index=True)[1]] = True  # first occurrence in the batch
             if seen is not None:
-                ok &= ~seen[local]
-            ok &= self.spent[local] + eps <= limit
+                ok &= ~seen.take(ids)
+            ok &= self._spent.take(ids) + eps <= limit
             if life is not None:
-                ok &= life[local] + eps <= cap
+                ok &= life.store.take(ids) + eps <= cap
             if not ok.any():
                 return ok
-            at = local[ok]
+            at = ids[ok]
         if seen is None:
-            seen = self.answered[rnd] = written_zeros(self.stop - self.start, bool)
-        seen[at] = True
-        self.spent[at] += eps
-        if self.lifetime is not None:
-            self.lifetime[at] += eps
+            seen = self._answered[rnd] = Piecewise(self.start, self.stop, False, bool)
+        for store, op, value in ((seen, "set", True), (self._spent, "add", eps),
+                                 (None if self.lifetime is None else self.lifetime.store,
+                                  "add", eps)):
+            if store is None:
+                continue
+            if isinstance(at, slice):
+                store.update(at.start, at.stop, op, value)
+            else:
+                store.update_ids(at, op, value)
         return ok
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols import registry
-from ldpsim.simulator.session.common import written_zeros
+from ldpsim.simulator.session.piecewise import Piecewise, Span
 
 
 @dataclass(frozen=True)
@@ -106,48 +106,49 @@ class AgentPolicy:
 class Ledger:
     """What each agent has spent on each data set, for the pool's lifetime.
 
-    ``block(data_id, start, stop)`` is the writable array of agents ``[start, stop)``'s
-    spending on that data set (grown as needed; 8 bytes per agent and data set).
+    Each data set's spending is a store of the agents seen (``piecewise.Piecewise``: runs of
+    agents alike, as runs charge them); ``block(data_id, start, stop)`` is the writable window
+    of agents ``[start, stop)`` (the store grown as needed, the agents added at ``start_at``).
     """
 
     def __init__(self, start_at: float = 0.0) -> None:
-        self._spent: dict[int, tuple[int, np.ndarray]] = {}
+        self._spent: dict[int, Piecewise] = {}
         #: what every agent has spent on a data set before it is first seen (``AgentPolicy``)
         self.start_at = float(start_at)
 
-    def block(self, data_id: int, start: int, stop: int) -> np.ndarray:
+    def block(self, data_id: int, start: int, stop: int) -> Span:
         have = self._spent.get(data_id)
-        if have is not None:
-            first, arr = have
-            if first <= start and stop <= first + len(arr):
-                return arr[start - first:stop - first]
-            lo, hi = min(first, start), max(first + len(arr), stop)
-            grown = written_zeros(hi - lo)
-            grown += self.start_at
-            grown[first - lo:first - lo + len(arr)] = arr
-            self._spent[data_id] = (lo, grown)
-            return grown[start - lo:stop - lo]
-        arr = written_zeros(stop - start)
-        if self.start_at:
-            arr += self.start_at
-        self._spent[data_id] = (start, arr)
-        return arr
+        first = 0.0 + self.start_at  # an agent's spending before its first run, as an array's
+        if have is None:
+            have = self._spent[data_id] = Piecewise(start, stop, first)
+        elif start < have.lo or stop > have.hi:
+            have = self._spent[data_id] = have.grown(start, stop, first)
+        return Span(have, start, stop)
 
     def most(self, data_id: int) -> float:
         """The most any agent has spent on the data set ``data_id`` (0 if none)."""
         have = self._spent.get(data_id)
-        return float(have[1].max()) if have is not None and len(have[1]) else 0.0
+        return float(have.max_in(have.lo, have.hi)) if have is not None and len(have) else 0.0
 
     def data_sets(self) -> Iterable[int]:
         return self._spent.keys()
 
-    def arrays(self) -> dict[int, tuple[int, np.ndarray]]:
-        """Each data set's (first agent, spending of the agents from it on): the live arrays,
-        for writing them out (``poolstate``)."""
+    def stores(self) -> dict[int, Piecewise]:
+        """Each data set's spending: the live stores, for writing them out (``poolstate``)."""
         return dict(self._spent)
 
+    def arrays(self) -> dict[int, tuple[int, np.ndarray]]:
+        """Each data set's (first agent, spending of the agents from it on), as arrays
+        (8 bytes per agent: for tests and small pools; ``stores`` holds the runs)."""
+        return {d: (s.lo, s.dense(s.lo, s.hi)) for d, s in self._spent.items()}
+
     def load(self, arrays: dict[int, tuple[int, np.ndarray]]) -> None:
-        """Take the spending ``arrays`` holds (as ``arrays`` gives it; read back from a pool's
-        state file) in place of this ledger's."""
-        self._spent = {int(d): (int(first), np.array(arr, dtype=np.float64))
+        """Take the spending ``arrays`` holds (as ``arrays`` gives it) in place of this
+        ledger's."""
+        self._spent = {int(d): Piecewise.of_array(int(first), np.asarray(arr, dtype=np.float64))
                        for d, (first, arr) in arrays.items()}
+
+    def load_stores(self, stores: dict[int, Piecewise]) -> None:
+        """Take the spending ``stores`` holds (as ``stores`` gives it; read back from a
+        pool's state file) in place of this ledger's (copies)."""
+        self._spent = {int(d): s.copy() for d, s in stores.items()}

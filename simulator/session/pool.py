@@ -121,6 +121,9 @@ class PoolSession:
         self.bound = None
         self.coins: np.ndarray | None = None  # the block's coin keys in this run
         self.rows_built: np.ndarray | None = None  # rows ``prebuild`` made for this run
+        #: a chunked run's rows and coin keys, a chunk at a time (``agentrows.Chunks``); None:
+        #: the block's are held whole (``data``, ``coins``)
+        self.chunks: agentrows.Chunks | None = None
         self.public: Any = None
         self.params: dict[str, Any] | None = None
         self.n = 0
@@ -274,9 +277,17 @@ class PoolSession:
         if why is not None:
             self._reset()
             return [self._refuse_setup(run, nonce, why)]
-        # rows are generated on first use (``private_rows``), unless ``prebuild`` made them
-        self.dataset, self.rows_built, self.coins = agentrows.block_rows(
-            self.keys, built, cfg, dataset, data_keys, self.start, self.stop, self.share)
+        if run_cfg.chunked(self.n):  # rows and keys a chunk at a time, as queries reach them
+            self.dataset = dataset
+            self.chunks = agentrows.Chunks(
+                self.keys, cfg, dataset, data_keys, self.start, self.stop,
+                agentrows.chunk_size(run_cfg), self.override, built,
+                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0)
+            if self.share is not None:  # its truth is the orchestrator's to compute
+                self.share.skip(cfg)
+        else:  # rows generated on first use (``private_rows``), unless ``prebuild`` made them
+            self.dataset, self.rows_built, self.coins = agentrows.block_rows(
+                self.keys, built, cfg, dataset, data_keys, self.start, self.stop, self.share)
         # the privacy odometer: what each agent spends in this run, and on this data set over
         # the pool's lifetime (the ledger outlives the run)
         self.odometer = None if budget is None else Odometer(
@@ -286,13 +297,13 @@ class PoolSession:
         self.clock = AgentClock(run_cfg.exact)
         self.faults = run_cfg.faults_of(self.index)
         if run_cfg.data_first:  # before registering: no round's wall time holds it
-            self.private_rows()
+            self.prepare()
         out = [poolsetup.registration(self.auth, run, nonce, self.index, self.n_pools, self.n,
                                       self.start, self.stop, self.public)]
         if run_cfg.curator_colludes:
             frame = poolsetup.disclosures(run, self.n, dict(run_cfg.collusion),
                                           int(cfg["collusion_key"]), self.start, self.stop,
-                                          self.coins, self.private_rows)
+                                          self._disclosed)
             if frame is not None:
                 out.append(frame)
         return out
@@ -321,7 +332,8 @@ class PoolSession:
                                            self.share)
 
     def private_rows(self) -> np.ndarray:
-        """This pool's agents' private rows, generated (or read) on first use.
+        """This pool's agents' private rows, generated (or read) on first use (a run held
+        whole; a chunked run's are ``chunks``').
 
         The registration goes out before they exist, so the curator plans and sends the
         first queries while the pool generates its data: on few cores the two overlap instead
@@ -342,17 +354,33 @@ class PoolSession:
         orchestrator alone (``truthshare``; a driver sends them after the run's reports)."""
         return [] if self.share is None else self.share.take()
 
-    def _agent_keys(self, ids: np.ndarray) -> np.ndarray:
-        """The agents' coin keys in this run (a view for consecutive ids); one agent's is
-        replaced when the privacy audit gives it another run's coins (``override["key"]``: the
-        fixed-coalition trials)."""
-        return agentrows.override_keys(self.coins[span(ids - self.start)], ids, self.override)
+    def _rows_keys(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The agents' private rows and coin keys in this run (views for consecutive ids, in
+        one chunk of a chunked run); one agent's key is replaced when the privacy audit gives
+        it another run's coins (``override["key"]``: the fixed-coalition trials)."""
+        if self.chunks is not None:
+            rows, coins = self.chunks.rows_keys(ids)
+        else:
+            at = span(ids - self.start)
+            rows, coins = self.private_rows()[at], self.coins[at]
+        return rows, agentrows.override_keys(coins, ids, self.override)
+
+    def _disclosed(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows and coin keys (the run's own, whatever the audit's override) of the
+        colluders ``ids`` of the block, for the curator (``poolsetup.disclosures``)."""
+        if self.chunks is not None:
+            return self.chunks.rows_keys(ids)
+        return self.private_rows()[ids - self.start], self.coins[ids - self.start]
 
     def prepare(self) -> None:
         """Generate this pool's data now if a run is set up (the drivers call it after
-        sending the registration, so the data are ready by the time the queries arrive)."""
+        sending the registration, so the data are ready by the time the queries arrive): the
+        first chunk's, in a chunked run."""
         if self.config is not None and not self.silent:
-            self.private_rows()
+            if self.chunks is not None:
+                self.chunks.chunk(0)
+            else:
+                self.private_rows()
 
     def _respond(self, rnd: int, ids: np.ndarray, queries: np.ndarray | None,
                  batches: list[int] | None = None) -> list[bytes]:
@@ -389,9 +417,9 @@ class PoolSession:
             self._sync()
         if not len(ids):
             return [refusals[b] for b in sorted(refusals)]
-        rows = self.private_rows()[span(ids - self.start)]  # a view for consecutive ids
+        rows, keys = self._rows_keys(ids)  # views for consecutive ids
         bcast = self.broadcasts.get(rnd)
-        block = self.bound.block(rnd, rows, ids, self._agent_keys(ids), queries, bcast)
+        block = self.bound.block(rnd, rows, ids, keys, queries, bcast)
         reports = self.clock.respond(self.protocol.respond, block, len(ids), rnd)
         return report_frames(self.run, rnd, ids, reports, firsts, refusals,
                              self.limits.max_frame_bytes)

@@ -79,24 +79,19 @@ def registration(auth: bytes, run: int, nonce: bytes, index: int, n_pools: int, 
 
 
 def disclosures(run: int, n: int, collusion: dict[str, Any], collusion_key: int, start: int,
-                stop: int, coins: np.ndarray | Callable[[np.ndarray], np.ndarray],
-                rows: Callable[[], np.ndarray] | None,
-                rows_of: Callable[[np.ndarray], np.ndarray] | None = None,
+                stop: int, disclosed: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
                 chunk: int = HASH_CHUNK) -> bytes | None:
     """The DISCLOSE frame of the block ``[start, stop)``'s colluders (their rows and coin keys,
     for a colluding curator), or None: the block holds none.
 
     The colluders are ``collusion.Coalition``'s, found ``chunk`` agents at a time (no mask
-    over all ``n`` agents). ``coins`` are the block's coin keys (an array over the block) or
-    a function of the colluders' ids giving theirs; ``rows_of(ids)`` gives the colluders'
-    rows (only theirs are made), else ``rows()`` the block's. Either is called only if there
-    are colluders."""
+    over all ``n`` agents); ``disclosed(ids)`` gives the rows and coin keys of the block's
+    agents ``ids`` (only theirs are made); it is called only if there are colluders."""
     ids = Coalition(n, collusion, collusion_key, chunk).ids(start, stop)
     if not len(ids):
         return None
-    data = rows_of(ids) if rows_of is not None else rows()[ids - start]
-    keys = coins(ids) if callable(coins) else coins[ids - start]
+    rows, coins = disclosed(ids)
     bufs, _ = wire.encode_many(
         wire.DISCLOSE, run, wire.SETUP_ROUND, ids.tolist(),
-        [{"data": d, "coins": int(c)} for d, c in zip(data, keys.tolist(), strict=True)])
+        [{"data": row, "coins": int(c)} for row, c in zip(rows, coins.tolist(), strict=True)])
     return b"".join(bufs)

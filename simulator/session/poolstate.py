@@ -42,7 +42,8 @@ from typing import Any
 import msgpack
 import numpy as np
 from ldpsim.protocols.keys import kdf
-from ldpsim.simulator.session.common import span, written_zeros
+from ldpsim.simulator.session.common import span
+from ldpsim.simulator.session.piecewise import Piecewise
 from ldpsim.simulator.session.policy import Ledger
 
 MAGIC = b"ldpsim pool state 1\n"
@@ -99,23 +100,20 @@ def _mac_key(policy: bytes) -> bytes:
     return kdf(policy, "pool state")
 
 
-def _encode_ledger(arrays: dict[int, tuple[int, np.ndarray]]) -> list[list[Any]]:
-    """Each data set's spending (``Ledger.arrays``) as [data_id, first agent, agents, run
-    starts, run values]."""
+def _encode_ledger(stores: dict[int, Piecewise]) -> list[list[Any]]:
+    """Each data set's spending (``Ledger.stores``) as [data_id, first agent, agents, run
+    starts, run values] (adjacent runs of equal values joined)."""
     out = []
-    for data_id, (first, arr) in arrays.items():
-        a = np.asarray(arr, dtype="<f8")
-        if len(a):
-            starts = np.concatenate(([0], np.flatnonzero(a[1:] != a[:-1]) + 1))
-        else:
-            starts = np.zeros(0, dtype=np.int64)
-        out.append([int(data_id), int(first), len(a), starts.astype("<i8").tobytes(),
-                    a[starts].tobytes()])
+    for data_id, store in stores.items():
+        starts, values = store.runs()
+        out.append([int(data_id), int(store.lo), len(store),
+                    (starts - store.lo).astype("<i8").tobytes(),
+                    np.asarray(values, dtype="<f8").tobytes()])
     return out
 
 
-def _decode_ledger(items: Any) -> dict[int, tuple[int, np.ndarray]]:
-    out: dict[int, tuple[int, np.ndarray]] = {}
+def _decode_ledger(items: Any) -> dict[int, Piecewise]:
+    out: dict[int, Piecewise] = {}
     for data_id, first, n, starts, values in items:
         s = np.frombuffer(starts, dtype="<i8")
         v = np.frombuffer(values, dtype="<f8")
@@ -124,8 +122,9 @@ def _decode_ledger(items: Any) -> dict[int, tuple[int, np.ndarray]]:
             raise ValueError("a ledger's runs do not cover its agents")
         if not np.all(np.isfinite(v) & (v >= 0)):
             raise ValueError("a ledger holds a negative or non-finite spend")
-        arr = np.repeat(v, np.diff(np.append(s, int(n)))).astype(np.float64)
-        out[int(data_id)] = (int(first), arr)
+        first = int(first)
+        out[int(data_id)] = Piecewise.of_runs(first, first + int(n), s.astype(np.int64) + first,
+                                              v.astype(np.float64))
     return out
 
 
@@ -149,8 +148,8 @@ class PoolState:
         self._key = _mac_key(policy)
         #: answered run id -> digest of the signed configuration answered
         self.answered: dict[int, bytes] = {}
-        #: data id -> (first agent, each agent's spending), as ``policy.Ledger`` holds it
-        self.ledger: dict[int, tuple[int, np.ndarray]] = {}
+        #: data id -> the agents' spending on it, as ``policy.Ledger`` holds it (``stores``)
+        self.ledger: dict[int, Piecewise] = {}
 
     # ------------------------------------------------------------------ reading and writing
 
@@ -222,7 +221,7 @@ class PoolState:
         if answered is not None:
             self.answered = dict(answered)
         if ledger is not None:
-            self.ledger = {d: (f, a.copy()) for d, (f, a) in ledger.arrays().items()}
+            self.ledger = {d: st.copy() for d, st in ledger.stores().items()}
         items = _encode_ledger(self.ledger)
         body = msgpack.packb({"pool": self.pool, "pools": self.pools,
                               "answered": sorted([r, d] for r, d in self.answered.items()),
@@ -246,7 +245,7 @@ class PoolState:
 
     def restore(self, ledger: Ledger) -> None:
         """Give ``ledger`` the spending this state holds."""
-        ledger.load(self.ledger)
+        ledger.load_stores(self.ledger)
 
 
 class Reservations:
@@ -255,13 +254,14 @@ class Reservations:
     the block that has not answered it (the file is then written), later batches of the round
     only move their agents' spend from the reservation to the ledger (nothing to write). The
     file thus holds at least what any report sent has spent, with one synced write per round
-    instead of one per batch; the pool writes the exact ledger once the run has ended."""
+    instead of one per batch; the pool writes the exact ledger once the run has ended. Runs of
+    agents alike (``piecewise``), as the odometer's."""
 
     def __init__(self) -> None:
         #: the run's rounds whose spend the state file holds in advance
         self.rounds: set[int] = set()
         #: per agent of the block: what the file holds beyond its exact spending (None: none)
-        self.spend: np.ndarray | None = None
+        self.spend: Piecewise | None = None
 
     def reserve(self, rnd: int, eps: float, charged: np.ndarray, start: int, stop: int
                 ) -> bool:
@@ -269,12 +269,16 @@ class Reservations:
         stop)``) round ``rnd``'s ``eps``: reserve the round for the block if it is new (True:
         write the file), and move their spend from the reservation to the ledger."""
         if self.spend is None:
-            self.spend = written_zeros(stop - start)
+            self.spend = Piecewise(start, stop, 0.0)
         new = rnd not in self.rounds
         if new:
             self.rounds.add(rnd)
-            self.spend += eps
-        self.spend[span(charged - start)] -= eps
+            self.spend.update(start, stop, "add", eps)
+        at = span(np.asarray(charged, dtype=np.int64))
+        if isinstance(at, slice):
+            self.spend.update(at.start, at.stop, "sub", eps)
+        else:
+            self.spend.update_ids(at, "sub", eps)
         return new
 
     def on(self, ledger: Ledger, data_id: int, start: int, stop: int) -> Ledger:
@@ -283,6 +287,6 @@ class Reservations:
         if self.spend is None:
             return ledger
         out = Ledger()
-        out.load(ledger.arrays())
-        out.block(data_id, start, stop)[:] += np.maximum(self.spend, 0.0)
+        out.load_stores(ledger.stores())
+        out.block(data_id, start, stop).store.add_positive(self.spend)
         return out

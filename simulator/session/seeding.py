@@ -48,6 +48,7 @@ from ldpsim.protocols import build_data
 from ldpsim.protocols.keys import AgentKeys, DataKeys, Secrets, data_tag, run_tag
 from ldpsim.protocols.rng import stream_key
 from ldpsim.simulator.session.common import block_of
+from ldpsim.simulator.session.runconfig import RunConfig
 from ldpsim.simulator.session.signing import auth_key, policy_key, sign
 
 
@@ -208,19 +209,21 @@ class _KeptShares:
     AGENTS = 1 << 20
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[Secrets, int, int], tuple[PoolKeys, ...]] = {}
+        self._kept: dict[tuple[Secrets, int, int, bool], tuple[PoolKeys, ...]] = {}
         self._agents = 0
         self._lock = threading.Lock()  # runs may be made in threads (a Dask worker's)
 
-    def get(self, sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
-        """The keys of each of ``pools`` pools of a run of ``n`` agents under ``sec``."""
-        key = (sec, pools, n)
+    def get(self, sec: Secrets, pools: int, n: int, chunked: bool = False
+            ) -> tuple[PoolKeys, ...]:
+        """The keys of each of ``pools`` pools of a run of ``n`` agents under ``sec``
+        (``chunked``: the run's agents are held a chunk at a time, ``_shares``)."""
+        key = (sec, pools, n, chunked)
         with self._lock:
             got = self._kept.pop(key, None)
             if got is not None:
                 self._kept[key] = got  # the most recently used last
                 return got
-        got = _shares(sec, pools, n)
+        got = _shares(sec, pools, n, chunked)
         if n > self.AGENTS // 64:
             return got
         with self._lock:
@@ -237,12 +240,14 @@ class _KeptShares:
 _KEPT = _KeptShares()
 
 
-def _shares(sec: Secrets, pools: int, n: int) -> tuple[PoolKeys, ...]:
+def _shares(sec: Secrets, pools: int, n: int, chunked: bool = False) -> tuple[PoolKeys, ...]:
     """Pool i's keys for each i: those of its block (``block_of``) only. With a secret of the
     experiment's own, its agents' device keys are derived once for the sweep and each pool's
     block of them comes with its keys (a pool then derives only its agents' coin and data keys
-    of the run); a seed's, for a small run."""
-    devices = (device_keys(sec.master, n) if not sec.from_seed
+    of the run); a seed's, for a small run. A ``chunked`` run's never: 16 bytes per agent of
+    the run, where its pools hold a chunk's keys at a time (each derives its agents' device
+    keys from its nodes of the key tree, the same keys)."""
+    devices = (None if chunked else device_keys(sec.master, n) if not sec.from_seed
                else _seed_device_keys(sec.master, n) if n <= _KeptShares.AGENTS // 64 else None)
     out = []
     for i in range(pools):
@@ -269,9 +274,9 @@ def local_parties(config: dict[str, Any], n: int, secrets: Secrets | None = None
     (``block_of``) only; ``auth`` a fresh random registration key unless given. With a
     secret of the experiment's own, its agents' device keys are derived once for the sweep and
     each pool's block of them comes with its keys (a pool then derives only its agents' coin
-    and data keys of the run)."""
+    and data keys of the run), unless the run is chunked (``RunConfig.chunked``: ``_shares``)."""
     sec = run_secrets(config, secrets)
-    out = _KEPT.get(sec, int(config["pools"]), int(n))
+    out = _KEPT.get(sec, int(config["pools"]), int(n), RunConfig.of(config).chunked(int(n)))
     return Parties(curator_config(config, sec), auth if auth is not None else auth_key(),
                    out)
 

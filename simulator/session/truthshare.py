@@ -54,6 +54,13 @@ class TruthShare:
         self.out.append((self.run_id, part))
         self.drop()
 
+    def skip(self, config: dict[str, Any]) -> None:
+        """The run ``config`` (its public configuration) has no part from this pool (a chunked
+        run's rows are never held at once): a None part goes to the orchestrator, which then
+        computes the truth itself without waiting for one."""
+        self.drop()
+        self.out.append((int(config["run_id"]), None))
+
     def drop(self) -> None:
         """Hear nothing more of the current run (no part for it)."""
         if self.tap is not None:
