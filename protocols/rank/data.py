@@ -8,12 +8,79 @@ every use needs: a pairwise answer is two lookups, the count matrix one comparis
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
 from ldpsim.protocols.data import DataKind, Dataset, resolve_path
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows, profile
+
+#: rankings counted at a time (the count matrix's temporaries stay small)
+COUNT_ROWS = 1 << 16
+
+
+def counts_of(rows: np.ndarray, m: int) -> np.ndarray:
+    """The count matrix C (int64, m x m) of ``rows`` (positions), ``COUNT_ROWS`` at a time."""
+    c = np.zeros((m, m), dtype=np.int64)
+    for s in range(0, len(rows), COUNT_ROWS):
+        c += profile.count_matrix(rows[s:s + COUNT_ROWS])
+    return c
+
+
+@dataclass
+class CountPart:
+    """One pool's share of a ranking data set's truth: the count matrix of its agents
+    ``start .. stop - 1`` (``CountTap``), with the data set's fingerprint."""
+
+    fingerprint: bytes
+    start: int
+    stop: int
+    counts: np.ndarray
+
+
+class CountTap:
+    """A pool's tap of its agents' share of the count matrix C: it hears the rows the pool
+    makes (its whole block, or a chunked pool's chunks: ``first`` says where they lie; a chunk
+    made again is heard once) and counts them. Its part is None unless the ranges heard are
+    exactly ``start .. stop - 1``, each once. Counts are integers: their sum is the same in any
+    order, so the orchestrator's join gives ``truth()``'s matrix exactly."""
+
+    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
+    chunked = True
+
+    def __init__(self, fingerprint: bytes, start: int, stop: int, m: int) -> None:
+        self.fingerprint, self.start, self.stop, self.m = fingerprint, start, stop, m
+        self.counts = np.zeros((m, m), dtype=np.int64)
+        self.heard: dict[int, int] = {}  # first agent -> one past the last, of each range
+        self.spoilt = False
+
+    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
+        """Count ``rows``, the rows of agents ``first ..`` (default: the block's first)."""
+        first = self.start if first is None else int(first)
+        stop = first + len(rows)
+        if self.heard.get(first) == stop:
+            return  # a chunk made again (a pool keeps only its last chunks)
+        if first in self.heard or not self.start <= first <= stop <= self.stop:
+            self.spoilt = True
+            return
+        self.heard[first] = stop
+        self.counts += counts_of(rows, self.m)
+
+    def part(self) -> CountPart | None:
+        """The share, or None unless every agent of the block was heard exactly once."""
+        at = self.start
+        for first in sorted(self.heard):
+            if first != at:
+                return None
+            at = self.heard[first]
+        if self.spoilt or at != self.stop:
+            return None
+        return CountPart(self.fingerprint, self.start, self.stop, self.counts)
+
+    def close(self) -> None:
+        """Hear nothing more."""
+        self.heard.clear()
 
 
 @dataclass
@@ -24,10 +91,39 @@ class RankingData(Dataset):
 
     def truth(self) -> dict:
         c = np.zeros((self.m, self.m), dtype=np.int64)
-        step = 1 << 16
+        step = COUNT_ROWS
         for s in range(0, self.n, step):
             c += profile.count_matrix(self.rows(s, min(self.n, s + step)))
         return {"counts": c, "n": self.n}
+
+    def _truth_of(self, counts: np.ndarray) -> dict:
+        """``truth()`` from its count matrix."""
+        return {"counts": counts, "n": self.n}
+
+    def truth_fingerprint(self) -> bytes:
+        """What tells this data set's parts from another's (``truth_join``)."""
+        return repr((self.kind, self.n, self.m)).encode()
+
+    def truth_tap(self, start: int, stop: int, protocol: Any) -> CountTap | None:
+        """A pool's tap of agents ``start .. stop - 1``'s share of the count matrix (``CountTap``),
+        where the pools hand it over (``truth_from_pools``)."""
+        if not self.truth_from_pools(protocol) or not 0 <= start < stop <= self.n:
+            return None
+        return CountTap(self.truth_fingerprint(), start, stop, self.m)
+
+    def truth_join(self, parts: list[Any]) -> dict | None:
+        """``truth()`` from the pools' parts (``CountPart``, one per pool): their count
+        matrices added, when they are this data set's and cover every agent once; else None."""
+        if not parts or any(not isinstance(p, CountPart) for p in parts):
+            return None
+        fp, at = self.truth_fingerprint(), 0
+        c = np.zeros((self.m, self.m), dtype=np.int64)
+        for p in sorted(parts, key=lambda p: p.start):
+            if p.fingerprint != fp or p.start != at or p.counts.shape != c.shape:
+                return None
+            c += p.counts
+            at = p.stop
+        return self._truth_of(c) if at == self.n else None
 
 
 @dataclass
@@ -41,10 +137,23 @@ class MallowsData(RankingData):
         return mallows.sample_positions(self.keys.population, np.arange(start, stop), self.m,
                                         self.phi, agent_keys=self.keys.range(start, stop))
 
-    def truth(self) -> dict:
-        t = super().truth()
+    def _truth_of(self, counts: np.ndarray) -> dict:
+        t = super()._truth_of(counts)
         t["reference"] = mallows.reference_ranking(self.keys.population, self.m).tolist()
         return t
+
+    def truth(self) -> dict:
+        return self._truth_of(super().truth()["counts"])
+
+    def truth_from_pools(self, protocol: Any) -> bool:
+        """Generated rankings: the pools make every asked agent's row anyway, and counting
+        them there saves the orchestrator a second pass over all of them (a part that misses
+        an agent, as when a protocol asks only some, leaves the truth to the orchestrator)."""
+        return True
+
+    def truth_fingerprint(self) -> bytes:
+        return repr((self.kind, self.n, self.m, self.phi.hex(),
+                     int(self.keys.population))).encode()
 
 
 @dataclass

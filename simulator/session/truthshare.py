@@ -35,15 +35,25 @@ class TruthShare:
         self.run_id = int(config["run_id"])
         self.tap = dataset.truth_tap(start, stop, get_protocol(config["protocol"]))
 
-    def watch(self, rows: Any, override: dict[str, Any] | None) -> None:
-        """The run's rows are ``rows``: heard unless the audit overrides any agent's row or
-        coins (then this run's truth is the orchestrator's to compute)."""
+    @property
+    def hears_chunks(self) -> bool:
+        """Whether the open tap hears a chunked pool's rows chunk by chunk (``watch`` with
+        ``first``); a tap that does not needs the block's rows at once."""
+        return bool(getattr(self.tap, "chunked", False))
+
+    def watch(self, rows: Any, override: dict[str, Any] | None, first: int | None = None
+              ) -> None:
+        """The run's rows are ``rows`` (the block's, or those of agents ``first ..`` of a
+        chunked pool): heard unless the audit overrides any agent's row or coins (then this
+        run's truth is the orchestrator's to compute)."""
         if self.tap is None:
             return
         if override is not None:
             self.finish(False)
-        else:
+        elif first is None:
             self.tap.watch(rows)
+        else:
+            self.tap.watch(rows, first)
 
     def finish(self, whole: bool) -> None:
         """The run ``open`` heard is over: its part (None unless ``whole``, the pool having
