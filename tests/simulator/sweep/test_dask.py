@@ -252,6 +252,26 @@ def test_the_dask_backend_gives_the_inproc_output_on_a_multi_round_protocol(clus
         _same_run(a, b)
 
 
+def test_the_dask_backends_pools_hold_a_chunked_run_a_chunk_at_a_time(cluster, tmp_path):
+    """Issue 52 on a cluster: pools that are Dask tasks hold a run of more agents than its
+    ``chunk`` a chunk at a time (and a streaming curator absorbs in parts), with the inproc
+    backend's records: a streaming protocol, and DPWeVote over several rounds."""
+    raw = {"name": "rank", "protocol": "ldp_kwiksort_rr", "repeats": 1, "seed": 12,
+           "data": {"kind": "mallows", "n": 700, "m": 6}, "params": {"epsilon": 1.0},
+           "runtime": {"pools": 2, "jobs": 1, "progress": False, "timeout_s": 20,
+                       "secret": "seed", "chunk": 97}, "output": {"plots": False}}
+    for name, make in (("rank", lambda b, **k: load(raw={
+            **raw, **({"dask": {"address": k["dask"]}} if "dask" in k else {}),
+            "runtime": {**raw["runtime"], "backend": b}})),
+                       ("vote", lambda b, **k: _vote(b, chunk=97, **k))):
+        ref, _ = run_scenario(make("inproc"), tmp_path / f"{name}-i", show_progress=False)
+        got, _ = run_scenario(make("dask", dask=cluster), tmp_path / f"{name}-d",
+                              show_progress=False)
+        assert got and all(r["backend"] == "dask" for r in got)
+        for a, b in zip(ref, got, strict=True):
+            _same_run(a, b)
+
+
 def test_the_dask_backend_gives_the_inproc_virtual_times_of_a_deployment(cluster, tmp_path):
     """A ``[deployment]`` (the mobile trace, a deadline that makes some answers late): the
     dask backend's outputs, dropouts and virtual times are the inproc backend's."""
