@@ -201,3 +201,15 @@ def test_a_curator_that_says_one_round_and_plans_two_fails_its_streamed_run(monk
     monkeypatch.setattr(cls, "plan", lambda self, rnd: plan(self, 0) if rnd < 2 else None)
     with pytest.raises(RunFailed, match="plans round 1, but says it plans one round"):
         run_inproc(cfg("kwiksort", SMALL), Limits(timeout_s=5))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", STREAMING)
+def test_at_ten_million_agents_a_chunked_run_gives_the_same_record(protocol):
+    """Issue 52's done-when at its size: 10^7 agents on the processes backend, held in chunks
+    of 2^20 + 7 (the curator streams) and held whole (a chunk above n), every field the same
+    but the socket's own counts (two chunk settings msgpack writes in as many bytes)."""
+    n, limits = 10**7, Limits(timeout_s=600.0)
+    whole = fields(run_processes(cfg(protocol, 2**24 + 43, n=n), limits), False)
+    chunked = fields(run_processes(cfg(protocol, 2**20 + 7, n=n), limits), False)
+    assert whole == chunked
