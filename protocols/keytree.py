@@ -58,19 +58,14 @@ def root_words(m0: np.ndarray | int, m1: np.ndarray | int, tree: int | np.ndarra
 
 
 @functools.lru_cache(maxsize=64)
-def _forest(master: bytes) -> tuple[Node, ...]:
-    """The roots of the forest of a master secret's first 128 bits (made once per master:
-    every run of a sweep reads its agents' keys from them)."""
+def _forest_keys(cls: type, master: bytes) -> AgentKeys:
+    """``AgentKeys.root``'s keys: the roots of the forest of a master secret's first 128 bits,
+    made once per master (every run of a sweep reads its agents' keys from them; the keys are
+    immutable)."""
     m0, m1 = _split(master)
     k0, k1 = root_words(m0, m1, np.arange(1 << TREE_BITS, dtype=np.uint64))
-    return tuple(Node(0, t, a, b) for t, a, b in
-                 zip(range(1 << TREE_BITS), k0.tolist(), k1.tolist(), strict=True))
-
-
-@functools.lru_cache(maxsize=64)
-def _forest_keys(cls: type, master: bytes) -> AgentKeys:
-    """``AgentKeys.root``'s keys, built once per master (they are immutable)."""
-    return cls(_forest(master))
+    return cls(tuple(Node(0, t, a, b) for t, a, b in
+                     zip(range(1 << TREE_BITS), k0.tolist(), k1.tolist(), strict=True)))
 
 
 def device_rows(k0: np.ndarray, k1: np.ndarray, agents: np.ndarray
