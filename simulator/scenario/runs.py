@@ -46,6 +46,12 @@ class RunSpec:
     #: the colluders of every run sharing its execution, itself included (empty: none other)
     coalitions: tuple[Any, ...] = ()
 
+    @property
+    def keeps_view(self) -> bool:
+        """Whether the run's curator keeps the adversary's view (every report it received):
+        saved (``[collusion] save_view``) or attacked (``[collusion] attacks``)."""
+        return bool(self.collusion.get("save_view")) or bool(self.collusion.get("attacks"))
+
     def config(self) -> dict[str, Any]:
         """The public run configuration the curator sends to every pool."""
         return {"protocol": self.protocol, "params": self.params, "data": self.data,

@@ -65,7 +65,7 @@ from ldpsim.simulator.scenario.tables import (
     runtime_table,
     table_of,
 )
-from ldpsim.simulator.session.runconfig import CHUNK_AUTO, DEFAULTS
+from ldpsim.simulator.session.runconfig import RunConfig
 
 #: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
 #: cannot read is an error; any other value TOML cannot read is a bare word, read as a string
@@ -352,19 +352,17 @@ def curator_bytes(numbers: int, n: int, extra: int = 0) -> int:
 
 def streams(proto: Any, bound: Any, run: RunSpec, n: int) -> bool:
     """Whether the run ``run`` (``n`` agents) keeps a chunk of agents at a time in its curator:
-    a chunked run (more agents than ``[runtime] chunk``) on a backend that chunks, whose
-    curator takes its reports in parts (``Curator.absorbs_in_parts``), with no deployment
-    (whose round closes on every agent's arrival) and no adversary view (which keeps every
-    report)."""
-    chunk = run.runtime.get("chunk", DEFAULTS.chunk)
-    chunk = CHUNK_AUTO if chunk == "auto" else int(chunk)
+    a chunked run (more agents than ``[runtime] chunk``, ``RunConfig.chunked``) on a backend
+    that chunks, whose curator takes its reports in parts (``Curator.absorbs_in_parts``), with
+    no deployment (whose round closes on every agent's arrival) and no adversary view (which
+    keeps every report): what the curator's ``RoundLoop.streams`` decides, read from the spec."""
     try:
         parts = bool(getattr(proto.curator_class(bound), "absorbs_in_parts", False))
     except NotImplementedError:
         return False
-    return (n > chunk and parts and run.runtime.get("backend") in CHUNKED_BACKENDS
-            and not run.deployment and not run.collusion.get("save_view")
-            and not run.collusion.get("attacks"))
+    return (parts and RunConfig.of(run.config()).chunked(n)
+            and run.runtime.get("backend") in CHUNKED_BACKENDS and not run.deployment
+            and not run.keeps_view)
 
 
 def _check_memory(proto: Any, bound: Any, n: int, run: RunSpec | None = None) -> None:
@@ -378,8 +376,7 @@ def _check_memory(proto: Any, bound: Any, n: int, run: RunSpec | None = None) ->
     extra = int(proto.curator_agent_bytes(bound))
     held = n
     if run is not None and streams(proto, bound, run, n):
-        chunk = run.runtime.get("chunk", DEFAULTS.chunk)
-        held = min(n, CHUNK_AUTO if chunk == "auto" else int(chunk))
+        held = min(n, RunConfig.of(run.config()).chunk_agents)
     need = curator_bytes(numbers, held) + n * extra
     limit = memory_limit()
     if need > limit:

@@ -316,7 +316,7 @@ def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_be
     limits = Limits.of_runtime(spec.runtime)
     if backend is None:
         backend = get_backend(spec.runtime["backend"]).standalone()
-    record_view = bool(spec.collusion.get("save_view")) or bool(spec.collusion.get("attacks"))
+    record_view = spec.keeps_view
     policy = AgentPolicy.of(spec.agents, spent=spent_before)
     if _cores() > backend.busy_cores(spec.runtime):
         # a large data set's truth beside the run, on a core the run leaves free: where none is

@@ -159,3 +159,21 @@ def test_truth_inference_states_a_row_of_the_answer_matrix_per_worker():
     bound = proto.bind(proto.resolve({}, ds.public), ds.public, resolved=True)
     assert proto.curator_agent_bytes(bound) == 8 * ds.public["tasks"]
     assert PROTOCOLS["ldp_kwiksort_rr"].curator_agent_bytes(bound) == 0
+
+
+def test_a_curator_that_absorbs_in_parts_is_estimated_a_chunk_at_a_time(monkeypatch):
+    """10^9 LDP-KwikSort:RR agents fit 1 GiB where the curator streams (a chunked run on the
+    processes backend); held whole (inproc, a chunk above n, or an adversary view) they do
+    not, and the estimate says so."""
+    monkeypatch.setattr(sc, "memory_limit", lambda: GIB)
+
+    def check(**runtime):
+        raw = demo_at(10**9, ["ldp_kwiksort_rr"])
+        raw["runtime"] = {"backend": "processes", **runtime}
+        sc.check_runs(sc.load(raw=raw).runs())
+
+    check()
+    check(chunk=4096)
+    for whole in ({"backend": "inproc"}, {"chunk": 2 * 10**9}):
+        with pytest.raises(sc.ScenarioError, match=r"1000000000 agents x 1 numbers"):
+            check(**whole)
