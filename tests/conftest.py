@@ -109,3 +109,29 @@ def each_chunking(module: str, helper: str):
         return request.param
 
     return chunking
+
+
+@pytest.fixture
+def empty_ethics_memory():
+    """The ethics family's per-process memories (``protocols.ethics.memo``) empty before and
+    after the test: a test sees only what it computed."""
+    from ldpsim.protocols.ethics import memo
+
+    for m in (memo.MLE, memo.FM, memo.ROWS):
+        m.clear()
+    yield
+    for m in (memo.MLE, memo.FM, memo.ROWS):
+        m.clear()
+
+
+def same_truth(got: dict, want: dict) -> None:
+    """Every entry of two ground truths the same, arrays bit for bit."""
+    import numpy as np
+
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        if isinstance(v, np.ndarray):
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
+            np.testing.assert_array_equal(got[k].view(np.uint64), v.view(np.uint64), k)
+        else:
+            assert type(got[k]) is type(v) and got[k] == v, k

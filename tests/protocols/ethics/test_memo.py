@@ -25,12 +25,8 @@ def same_bits(a, b):
 
 
 @pytest.fixture(autouse=True)
-def empty_memory():
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
-    yield
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
+def empty_memory(empty_ethics_memory):
+    """Each test with the ethics memories empty (``tests.conftest.empty_ethics_memory``)."""
 
 
 def records(seed, voters=30, n=13, d=5):

@@ -5,7 +5,6 @@ a voter was not heard exactly once from the pool's own rows."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from ldpsim.protocols import DATA_KINDS, get_protocol
 from ldpsim.protocols.ethics import data as ethics_data
@@ -13,29 +12,16 @@ from ldpsim.protocols.ethics import memo, truthtap
 from ldpsim.protocols.ethics.estimates import memo_mle, split_rows, voter_mle
 from ldpsim.protocols.keys import DataKeys
 
+from tests.conftest import same_truth
+
 KIND = DATA_KINDS["ethics_synthetic"]
 VLDP = get_protocol("ethics_vldp")
 
 
 @pytest.fixture(autouse=True)
-def empty_memory():
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
+def empty_memory(empty_ethics_memory):
     yield
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
     assert not truthtap._OPEN  # every tap a test opened is closed
-
-
-def same_truth(got: dict, want: dict) -> None:
-    """Every entry of two truths the same, arrays bit for bit."""
-    assert got.keys() == want.keys()
-    for k, v in want.items():
-        if isinstance(v, np.ndarray):
-            assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
-            np.testing.assert_array_equal(got[k].view(np.uint64), v.view(np.uint64), k)
-        else:
-            assert type(got[k]) is type(v) and got[k] == v, k
 
 
 def dataset(n: int, **kw):

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from ldpsim.protocols.ethics import data as ethics_data
-from ldpsim.protocols.ethics import memo, truthtap
+from ldpsim.protocols.ethics import truthtap
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.scenario import scenario as sc
 from ldpsim.simulator.session import CuratorSession, Limits, PoolSession
@@ -21,14 +21,12 @@ from ldpsim.simulator.session.seeding import local_parties
 from ldpsim.simulator.session.truthshare import TruthShare
 from ldpsim.simulator.sweep import execute
 
+from tests.conftest import same_truth
+
 
 @pytest.fixture(autouse=True)
-def empty_memory():
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
-    yield
-    for m in (memo.MLE, memo.FM, memo.ROWS):
-        m.clear()
+def empty_memory(empty_ethics_memory):
+    """Each test with the ethics memories empty (``tests.conftest.empty_ethics_memory``)."""
 
 
 def _strip(obj: Any) -> Any:
@@ -40,17 +38,6 @@ def _strip(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_strip(v) for v in obj]
     return obj
-
-
-def same_truth(got: dict, want: dict) -> None:
-    """Every entry of two truths the same, arrays bit for bit."""
-    assert got.keys() == want.keys()
-    for k, v in want.items():
-        if isinstance(v, np.ndarray):
-            assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
-            np.testing.assert_array_equal(got[k].view(np.uint64), v.view(np.uint64), k)
-        else:
-            assert type(got[k]) is type(v) and got[k] == v, k
 
 
 def spec(n: int, pools: int, protocol: str = "ethics_vldp", d: int = 3, records: int = 4,
