@@ -115,11 +115,15 @@ class ProcessesBackend(Backend):
     name = "processes"
     pools_share_truth = True
     _truth_parts: list | None = None
+    #: whether the next run's pools hear and send their shares of the truth: the orchestrator
+    #: sets it off when it knows the truth already (``TruthCache.wants_parts``), so that no
+    #: pool repeats a truth's work in the runs of a sweep on the same data set
+    share_truth: bool = True
 
     def run(self, config, limits, record_view, secrets=None, policy=None, n=None):
         from ldpsim.simulator.backends.transport import run_processes
 
-        self._truth_parts = parts = []
+        self._truth_parts = parts = [] if self.share_truth else None
         return run_processes(config, limits, record_view, secrets=secrets, policy=policy, n=n,
                              truth_parts=parts)
 

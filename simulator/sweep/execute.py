@@ -193,6 +193,13 @@ class TruthCache:
             cache[sig] = truth
         return cache[sig]
 
+    def wants_parts(self, data: dict[str, Any], seed: int, secret: Secrets | None = None
+                    ) -> bool:
+        """Whether the pools' shares of the data set's truth would serve (``offer``): the truth
+        is neither known nor under way beside a run."""
+        sig = data_signature(data, seed, secret)
+        return sig not in self._cache and sig not in self._small and sig not in self._pending
+
     def offer(self, data: dict[str, Any], seed: int, secret: Secrets | None,
               parts: list | None) -> None:
         """The shares of the data set's truth a run's pools sent (``Backend.take_truth_parts``;
@@ -324,6 +331,8 @@ def _execute(spec: RunSpec, truth: TruthCache, backend: Backend | None, spent_be
         proto = get_protocol(spec.protocol)
         truth.start(spec.data, config["seed"], secret, proto if backend.agents_here else None,
                     proto if backend.pools_share_truth else None)
+    if backend.pools_share_truth:
+        backend.share_truth = truth.wants_parts(spec.data, config["seed"], secret)
     t0 = time.perf_counter()
     res = backend.run(config, limits, record_view, secret, policy)
     wall = time.perf_counter() - t0

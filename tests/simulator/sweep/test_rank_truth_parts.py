@@ -100,3 +100,24 @@ def test_file_rankings_leave_their_truth_to_the_orchestrator():
     table = rank_data.profile.positions(np.tile(np.arange(4), (10, 1)).astype(np.int16))
     ds = rank_data.FileRankings(kind="preflib", n=10, m=4, table=table, public={"m": 4})
     assert ds.truth_tap(0, 10, None) is None
+
+
+def test_the_pools_count_a_truth_only_while_the_orchestrator_lacks_it():
+    """In a sweep the runs on one data set share its truth: the first run's pools count it,
+    and no later run's pools repeat that work (their pools get no channel for it)."""
+    from ldpsim.simulator.backends import ProcessesBackend
+
+    cache, backend = execute.TruthCache(), ProcessesBackend()
+    asked = []
+    run = backend.run
+
+    def spy(*a, **k):
+        asked.append(backend.share_truth)
+        return run(*a, **k)
+
+    backend.run = spy
+    first, second = spec(3001, 2, 499), spec(3001, 2, 499, protocol="kwiksort")
+    for s in (first, second, first):
+        execute.execute(s, cache, backend)
+    assert asked == [True, False, False]
+    assert backend.take_truth_parts() is None
