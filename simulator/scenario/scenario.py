@@ -65,6 +65,7 @@ from ldpsim.simulator.scenario.tables import (
     runtime_table,
     table_of,
 )
+from ldpsim.simulator.session.network import DeploymentModel
 from ldpsim.simulator.session.runconfig import RunConfig
 
 #: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
@@ -354,14 +355,16 @@ def streams(proto: Any, bound: Any, run: RunSpec, n: int) -> bool:
     """Whether the run ``run`` (``n`` agents) keeps a chunk of agents at a time in its curator:
     a chunked run (more agents than ``[runtime] chunk``, ``RunConfig.chunked``) on a backend
     that chunks, whose curator takes its reports in parts (``Curator.absorbs_in_parts``), with
-    no deployment (whose round closes on every agent's arrival) and no adversary view (which
-    keeps every report): what the curator's ``RoundLoop.streams`` decides, read from the spec."""
+    no deployment or one whose reports are late by their own arrival alone
+    (``DeploymentModel.streams``) and no adversary view (which keeps every report): what the
+    curator's ``RoundLoop.streams`` decides, read from the spec."""
     try:
         parts = bool(getattr(proto.curator_class(bound), "absorbs_in_parts", False))
     except NotImplementedError:
         return False
+    deployment = run.deployment and not DeploymentModel.of(run.deployment, (0, 0)).streams
     return (parts and RunConfig.of(run.config()).chunked(n)
-            and run.runtime.get("backend") in CHUNKED_BACKENDS and not run.deployment
+            and run.runtime.get("backend") in CHUNKED_BACKENDS and not deployment
             and not run.keeps_view)
 
 

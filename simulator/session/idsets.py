@@ -91,6 +91,22 @@ class IdSet:
             out[max(s, a) - a:min(e, b) - a] = True
         return out
 
+    def members(self, a: int, b: int) -> np.ndarray:
+        """The ids of the set in ``[a, b)``, ascending."""
+        if a >= b:
+            return np.zeros(0, dtype=np.int64)
+        if self.bits is None:
+            i0 = int(np.searchsorted(self.ends, a, side="right"))
+            i1 = int(np.searchsorted(self.starts, b, side="left"))
+            parts = [np.arange(max(s, a), min(e, b), dtype=np.int64) for s, e in
+                     zip(self.starts[i0:i1].tolist(), self.ends[i0:i1].tolist(), strict=True)]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        first = a >> 3
+        flags = np.unpackbits(self.bits[first:(b + 7) >> 3], bitorder="little")
+        ids = np.flatnonzero(flags[a - (first << 3):b - (first << 3)]).astype(np.int64)
+        ids += a
+        return ids
+
     def __setitem__(self, index: Any, value: bool) -> None:
         if isinstance(index, slice) and self.bits is None:  # one interval
             if index.start >= index.stop:

@@ -57,6 +57,11 @@ from ldpsim.simulator.session.links import (  # noqa: F401 (normal_quantile: as 
     query_departures,
     report_landings,
 )
+from ldpsim.simulator.session.roundend import (  # noqa: F401 (PERCENTILE_SAMPLE: as before)
+    PERCENTILE_SAMPLE,
+    order_stats,
+    round_end,
+)
 
 from ldpsim import environment
 
@@ -170,25 +175,36 @@ def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devic
     divided by it (a poor link is poor every way)."""
     cols = class_columns(spec)
     agents = np.asarray(agents, dtype=np.int64)
-    k = len(cols["share"])
-    small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
     spread = cols["spread"]
-    b = bits(key, agents, DEVICE_ROUND, 1)
-    if spec.get("replay"):
-        cls = (agents % k).astype(small)
-    else:  # the class whose share interval holds the draw's uniform (``rng.uniform_of``),
-        # compared on the draw itself: u >= e exactly when b >= the threshold (a few
-        # comparisons beat a search)
-        edges = np.cumsum(cols["share"])
-        edges /= edges[-1]
-        cls = np.zeros(len(agents), dtype=small)
-        for e in edges[:-1]:
-            cls += b[:, 0] >= np.uint64(_draw_threshold(float(e)))
+    cls = draw_classes(spec, key, agents, cols)
     factors = _link_factors(key, agents, spread, cls) if spread.any() else None
     avail = cols["availability"]
     return Devices(cls, factors, cols["latency_ms"] / 1e3,
                    8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
                    1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+
+
+def draw_classes(spec: Mapping[str, Any], key: int, agents: np.ndarray,
+                 cols: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """The device class of each of ``agents`` (ids) under ``spec`` (``draw_devices``'s, from
+    the first draw of each on the device stream ``key``): uint8, or uint16 past 255 classes.
+    ``cols``: the deployment's ``class_columns``, when the caller has them."""
+    cols = class_columns(spec) if cols is None else cols
+    agents = np.asarray(agents, dtype=np.int64)
+    k = len(cols["share"])
+    small = np.uint8 if k < 256 else np.uint16  # a trace has at most 10,000 rows
+    if spec.get("replay"):
+        return (agents % k).astype(small)
+    # the class whose share interval holds the draw's uniform (``rng.uniform_of``), compared
+    # on the draw itself: u >= e exactly when b >= the threshold (a few comparisons beat a
+    # search)
+    b = bits(key, agents, DEVICE_ROUND, 1)
+    edges = np.cumsum(cols["share"])
+    edges /= edges[-1]
+    cls = np.zeros(len(agents), dtype=small)
+    for e in edges[:-1]:
+        cls += b[:, 0] >= np.uint64(_draw_threshold(float(e)))
+    return cls
 
 
 def _link_factors(key: int, agents: np.ndarray, spread: np.ndarray, cls: np.ndarray
@@ -298,51 +314,6 @@ def _wire_into(table: np.ndarray | None, sizes: np.ndarray, out: np.ndarray) -> 
         out[...] = wire_bytes(sizes)
 
 
-#: answers above which a round's completion percentiles are those of an evenly spaced sample
-#: of them (every k-th in agent order, at least this many): exact below
-PERCENTILE_SAMPLE = 1 << 15
-
-
-def order_stats(times: np.ndarray, quota_rank: int) -> tuple[list[float | None], float | None]:
-    """The 50th, 95th and 99th percentiles of ``times`` (linear interpolation, as
-    ``np.percentile``; of every k-th time above ``PERCENTILE_SAMPLE`` of them) and its
-    ``quota_rank``-th smallest value (1-based, exact; None: out of range)."""
-    n = len(times)
-    if not n:
-        return [None, None, None], None
-    sample = times if n <= PERCENTILE_SAMPLE else times[::n // PERCENTILE_SAMPLE]
-    m = len(sample)
-    pos = [(m - 1) * q for q in (0.50, 0.95, 0.99)]
-    kth = sorted({math.floor(p) for p in pos} | {math.ceil(p) for p in pos})
-    part = np.partition(sample, kth)
-    pct = []
-    for p in pos:
-        lo, hi = float(part[math.floor(p)]), float(part[math.ceil(p)])
-        pct.append(lo + (hi - lo) * (p - math.floor(p)))
-    if not 0 < quota_rank <= n:
-        return pct, None
-    if quota_rank == n:
-        return pct, float(times.max())
-    return pct, float(np.partition(times, quota_rank - 1)[quota_rank - 1])
-
-
-def round_end(last: float | None, quota_time: float | None, everyone_answered: bool,
-              deadline: float | None) -> float:
-    """When a round ends (see the module docstring): ``last`` its last online answer's
-    arrival (None: none), ``quota_time`` the arrival that completes the quota (None: it is
-    not reached), ``everyone_answered`` whether every online agent answered (else the last
-    arrival does not end it)."""
-    ends = [math.inf if deadline is None else float(deadline)]
-    if quota_time is not None:
-        ends.append(quota_time)
-    if everyone_answered:
-        ends.append(0.0 if last is None else last)
-    end = min(ends)
-    if math.isinf(end):  # nobody to wait for and no deadline: it ends with its last answer
-        end = 0.0 if last is None else last
-    return end
-
-
 @dataclass(frozen=True)
 class DeploymentModel:
     """A run's deployment model, built once from its configuration (``deployment_model``) and
@@ -373,9 +344,18 @@ class DeploymentModel:
                    curator_down_s=_seconds_per_byte(spec.get("curator_down_mbps")),
                    curator_up_s=_seconds_per_byte(spec.get("curator_up_mbps")))
 
-    def network(self, n: int) -> Network:
-        """The network of a run of ``n`` agents under this model."""
-        return Network(self, n)
+    @property
+    def streams(self) -> bool:
+        """Whether each answer's lateness follows from its own arrival alone (a report is
+        late exactly when it lands after the deadline), so that a chunked run's rounds can
+        stream (``streamnet``): the whole round answering (``quota`` 1) and no limit on the
+        curator's own link (which queues every agent's traffic)."""
+        return self.quota >= 1.0 and not self.curator_down_s and not self.curator_up_s
+
+    def network(self, n: int, devices: bool = True) -> Network:
+        """The network of a run of ``n`` agents under this model (``devices``: draw every
+        agent's device now; else on first use, never in a streamed round)."""
+        return Network(self, n, devices)
 
 
 def _seconds_per_byte(mbps: float | None) -> float:
@@ -422,13 +402,16 @@ class Network:
         The run's deployment model.
     n : int
         Agents of the run.
+    devices : bool
+        Draw every agent's device now (else on first use of ``devices``: a streamed round
+        draws those of each batch instead, ``streamnet``).
     """
 
-    def __init__(self, model: DeploymentModel, n: int) -> None:
+    def __init__(self, model: DeploymentModel, n: int, devices: bool = True) -> None:
         t0 = time.perf_counter()
         self.n = n
         self.model = model
-        self.devices = run_devices(model.spec, model.keys[0], n)
+        self._devices = run_devices(model.spec, model.keys[0], n) if devices else None
         self.clock = 0.0  # when the current round started (virtual seconds)
         self.asked = 0  # agents asked, summed over the rounds
         self.offline = 0
@@ -438,6 +421,15 @@ class Network:
         #: the seconds this model took in the run (timing.network_s): measured, never read
         #: by the model itself
         self.elapsed = time.perf_counter() - t0
+
+    @property
+    def devices(self) -> Devices:
+        """Every agent's device (``run_devices``), drawn on first use."""
+        if self._devices is None:
+            t0 = time.perf_counter()
+            self._devices = run_devices(self.model.spec, self.model.keys[0], self.n)
+            self.elapsed += time.perf_counter() - t0
+        return self._devices
 
     def sizes(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Two zeroed arrays of ``rows`` envelope sizes (down, up) for a round: one pair per
@@ -452,15 +444,25 @@ class Network:
 
     def online(self, agents: np.ndarray, rnd: int) -> np.ndarray | None:
         """Which of ``agents`` are online in round ``rnd`` (a mask; None: every one)."""
-        dev = self.devices
-        if dev.availability is None or not len(agents):
+        if self.availability is None or not len(agents):
             return None
         t0 = time.perf_counter()
-        m = self.model
-        u = uniform(m.keys[1], agents, 0 if m.per_run else rnd, 1)[:, 0]
-        up = u < np.take(dev.availability, dev.cls[span(agents)])
+        up = self.online_of(agents, rnd, self.devices.cls[span(agents)])
         self.elapsed += time.perf_counter() - t0
         return None if up.all() else up
+
+    @functools.cached_property
+    def availability(self) -> np.ndarray | None:
+        """Each device class's availability (None: every agent always online)."""
+        avail = class_columns(self.model.spec)["availability"]
+        return None if (avail >= 1.0).all() else avail
+
+    def online_of(self, agents: np.ndarray, rnd: int, cls: np.ndarray) -> np.ndarray:
+        """Which of ``agents`` (of classes ``cls``) are online in round ``rnd``: a mask (the
+        model has an availability below 1, ``availability``)."""
+        m = self.model
+        u = uniform(m.keys[1], agents, 0 if m.per_run else rnd, 1)[:, 0]
+        return u < np.take(self.availability, cls)
 
     def close_round(self, rnd: RoundTraffic) -> tuple[np.ndarray | None, dict[str, Any]]:
         """End a round in virtual time: ``rnd`` is what it sent and received.
@@ -500,21 +502,31 @@ class Network:
             if not everyone_reported:
                 late &= reported
             n_late = int(late.sum())
-        offline = len(agents) - n_online
+        record = self.closed(len(agents), n_online, n_late, end, pct,
+                             round(wire[0]) + n_online * wire_bytes(rnd.broadcast),
+                             round(wire[1]))
+        self.elapsed += time.perf_counter() - t0
+        return late, record
+
+    def closed(self, asked: int, online: int, late: int, end: float,
+               pct: list[float | None], wire_down: int, wire_up: int) -> dict[str, Any]:
+        """A round's close (``close_round``, or a streamed round's, ``streamnet``): of its
+        ``asked`` agents ``online`` were, ``late`` reports came after its ``end`` (virtual
+        seconds after it started), ``pct`` its completion percentiles, ``wire_down`` and
+        ``wire_up`` its bytes on the wire; the run's totals gain them. Returns the round's
+        virtual entries of ``comm.per_round``."""
         record = {
             "virtual_start_s": self.clock, "virtual_s": end,
             "completion_p50_s": pct[0], "completion_p95_s": pct[1],
             "completion_p99_s": pct[2],
-            "dropouts_offline": offline, "dropouts_late": n_late,
-            "wire_bytes_down": round(wire[0]) + n_online * wire_bytes(rnd.broadcast),
-            "wire_bytes_up": round(wire[1]),
+            "dropouts_offline": asked - online, "dropouts_late": late,
+            "wire_bytes_down": wire_down, "wire_bytes_up": wire_up,
         }
         self.clock += end
-        self.asked += len(agents)
-        self.offline += offline
-        self.late += n_late
-        self.elapsed += time.perf_counter() - t0
-        return late, record
+        self.asked += asked
+        self.offline += asked - online
+        self.late += late
+        return record
 
     def _through_curator(self, rnd: RoundTraffic, times: np.ndarray) -> float:
         """Shift the round's arrival ``times`` (per row, in place) by the curator's own link

@@ -35,6 +35,7 @@ from ldpsim.simulator.session.network import DeploymentModel, Network
 from ldpsim.simulator.session.registration import PoolSlot, Registration
 from ldpsim.simulator.session.rounds import WINDOW, Round
 from ldpsim.simulator.session.runconfig import RunConfig
+from ldpsim.simulator.session.streamnet import StreamedTimes
 
 #: frames to send, as (peer identity, frame); a round's steps return whether the rounds are over
 Steps = Generator[tuple[bytes, bytes], None, bool]
@@ -78,8 +79,9 @@ class RoundLoop:
         self.network: Network | None = None
         n = config.data.get("n")
         if deployment is not None and isinstance(n, int) and n > 0:
-            # the devices are drawn now, while the pools start and build their data
-            self.network = deployment.network(n)
+            # the devices are drawn now, while the pools start and build their data (but
+            # never all of them in a run that may stream: ``streams``)
+            self.network = deployment.network(n, not (config.chunked(n) and deployment.streams))
         self.round: Round | None = None
         self.expected: Expected | None = None  # what the current round's reports must be
         #: whether the rounds stream (``streams``): each stored batch absorbed as it comes
@@ -96,18 +98,20 @@ class RoundLoop:
         """The rounds' steps with the protocol's ``curator``, from round 0 on (the devices are
         drawn again if the registered agents are not those the configuration said)."""
         n = self.registration.n
-        if self.deployment is not None and (self.network is None or self.network.n != n):
-            self.network = self.deployment.network(n)
         self.curator = curator
         self.streamed = self.streams(n, curator)
+        if self.deployment is not None and (self.network is None or self.network.n != n):
+            self.network = self.deployment.network(n, not self.streamed)
         return self.begin(0)
 
     def streams(self, n: int, curator: Any) -> bool:
         """Whether a run of ``n`` agents with the protocol's ``curator`` streams its rounds:
-        it has more agents than ``[runtime] chunk``, no ``[deployment]`` (whose model reads
-        every agent's bytes), keeps no adversary view (which keeps every report) and its
-        curator absorbs in parts (``Curator.absorbs_in_parts``)."""
-        return (self.config.chunked(n) and self.deployment is None and not self.view.record
+        it has more agents than ``[runtime] chunk``, no ``[deployment]`` or one whose reports
+        are late by their own arrival alone (``DeploymentModel.streams``: else its round's end
+        reads every agent's arrival), keeps no adversary view (which keeps every report) and
+        its curator absorbs in parts (``Curator.absorbs_in_parts``)."""
+        return (self.config.chunked(n) and not self.view.record
+                and (self.deployment is None or self.deployment.streams)
                 and bool(getattr(curator, "absorbs_in_parts", False)))
 
     @property
@@ -126,9 +130,13 @@ class RoundLoop:
             return True
         reg = self.registration
         net = self.network
-        online = None if net is None else net.online(np.asarray(plan.agents, np.int64), number)
+        online = timer = None
+        if net is not None and not self.streamed:
+            online = net.online(np.asarray(plan.agents, np.int64), number)
         absorb = None
         if self.streamed:
+            if net is not None:
+                timer = StreamedTimes(net, number, plan.agents, plan.schema.length)
             if number and not self.per_agent_bytes:
                 raise RunFailed(f"{self.config.protocol}: its curator plans round {number}, "
                                 "but says it plans one round (Curator.single_round)")
@@ -137,8 +145,8 @@ class RoundLoop:
                 plan.queries.streaming(keep=self.config.chunk_agents)
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
                                  t_wall, t_cpu, online=online,
-                                 sizes=None if net is None else net.sizes(len(plan.agents)),
-                                 absorb=absorb)
+                                 sizes=None if net is None or self.streamed
+                                 else net.sizes(len(plan.agents)), absorb=absorb, timer=timer)
         self.expected = Expected(self.run, number, reg.n, plan.schema,
                                  self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         self.view.opened(number, rnd.agents, plan)
@@ -148,7 +156,8 @@ class RoundLoop:
             sent = rnd.broadcast(lo, hi)
             if sent is not None:
                 at, bc = sent
-                self.comm.count_down(at, len(bc))  # once per receiving agent
+                for part in at if not isinstance(at, (slice, np.ndarray)) else (at,):
+                    self.comm.count_down(part, len(bc))  # once per receiving agent
                 yield self._send(pool.peer, bc)
         for _ in range(WINDOW):  # one batch per pool in turn: every pool starts at once
             for peer in list(rnd.outbox):
@@ -214,7 +223,11 @@ class RoundLoop:
         next; True once the protocol's curator plans no more rounds."""
         rnd = self.round
         timed = None
-        if self.network is not None:  # who came too late for the round's virtual end
+        if rnd.timer is not None:  # streamed: the late were left out as they came
+            rnd.settle_offline()
+            timed = rnd.timer.close(rnd.reported, rnd.got, rnd.got + rnd.invalid, rnd.offline,
+                                    rnd.broadcast_bytes)
+        elif self.network is not None:  # who came too late for the round's virtual end
             rnd.late, timed = self.network.close_round(rnd.traffic())
         self.dropouts += rnd.missing
         agents = reports = None

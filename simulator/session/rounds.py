@@ -26,6 +26,7 @@ from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
 from ldpsim.simulator.session.idsets import IdSet, PlanMembers
 from ldpsim.simulator.session.network import RoundTraffic
+from ldpsim.simulator.session.streamnet import StreamedTimes
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
@@ -144,12 +145,16 @@ class Round:
         ``absorb(agents, reports)`` (sorted agents) as it is stored, and the round keeps no
         reports and no flag per agent: who reported and whose report was invalid are
         ``idsets.IdSet``s, who was asked the plan's agents themselves (``PlanMembers``).
+    timer : StreamedTimes, optional
+        A streamed round's virtual time under a ``[deployment]`` (``streamnet``): who is
+        online is drawn as each batch goes out, each report's arrival as it is stored.
     """
 
     def __init__(self, run: int, number: int, plan: Any, n: int, protocol: str,
                  t_wall: float, t_cpu: float, online: np.ndarray | None = None,
                  sizes: tuple[np.ndarray, np.ndarray] | None = None,
-                 absorb: Callable[[np.ndarray, np.ndarray], None] | None = None) -> None:
+                 absorb: Callable[[np.ndarray, np.ndarray], None] | None = None,
+                 timer: StreamedTimes | None = None) -> None:
         agents = plan.agents
         if not isinstance(agents, AgentRange):
             agents = np.asarray(agents, dtype=np.int64)
@@ -203,6 +208,8 @@ class Round:
         self.offline = 0 if online is None else int(len(agents) - online.sum())
         #: per row: a report that came after the round's virtual end (``network``)
         self.late: np.ndarray | None = None
+        #: a streamed round's virtual time (``streamnet``), which counts its late reports
+        self.timer = timer
         #: per row: the envelope bytes sent to and received from each agent (kept when a
         #: deployment times the round: ``sizes``, two zeroed arrays of one entry per row)
         self.sizes_down, self.sizes_up = (None, None) if sizes is None else sizes
@@ -227,18 +234,24 @@ class Round:
         """``envelope_bound`` of the round's plan (computed once)."""
         return envelope_bound(self.plan)
 
-    def broadcast(self, lo: int, hi: int) -> tuple[slice | np.ndarray, bytes] | None:
+    def broadcast(self, lo: int, hi: int) -> tuple[Any, bytes] | None:
         """The round's broadcast to the pool asked the rows ``[lo, hi)`` of ``agents``: the
-        agents that receive it (its online ones; a slice when they are a range) and the
-        envelope, counted in the round's bytes; None: no broadcast, or none of them is online
-        (an offline agent receives nothing)."""
+        agents that receive it (its online ones; a slice when they are a range; in a streamed
+        round with a deployment, an iterator of id arrays) and the envelope, counted in the
+        round's bytes; None: no broadcast, or none of them is online (an offline agent
+        receives nothing)."""
         if lo == hi or self.plan.broadcast is None:
             return None
         bc = wire.encode(wire.BCAST, self.run, self.number, wire.NO_AGENT, self.plan.broadcast)
-        if isinstance(self.agents, AgentRange):  # a streamed round: no deployment
+        if isinstance(self.agents, AgentRange):  # a streamed round
             first = self.agents.start
-            at: slice | np.ndarray = slice(first + lo, first + hi)
+            at: Any = slice(first + lo, first + hi)
             count = hi - lo
+            if self.timer is not None:  # its online agents, a pass at a time
+                count, parts = self.timer.online_parts(first + lo, first + hi)
+                if not count:
+                    return None
+                at = parts
         else:
             ids = self.agents[lo:hi]
             if self.online is not None:
@@ -257,6 +270,13 @@ class Round:
         if self.online is not None:  # offline agents are not asked: skip batches of none
             while box and not self.online[slice(*box[0])].any():
                 box.popleft()
+        keep = None
+        while box and self.timer is not None:  # drawn as it goes (offline ones counted)
+            keep = self.timer.online(self.agents[slice(*box[0])])
+            if keep is None or keep.any():
+                break
+            self.offline += len(keep)
+            box.popleft()
         if not box:
             return None
         s, e = box.popleft()
@@ -264,8 +284,11 @@ class Round:
         queries = self.queries
         rows: slice | np.ndarray = slice(s, e)
         qs = None if queries is None else queries[s:e]
-        if self.online is not None:
+        if keep is not None:
+            self.offline += int(len(keep) - keep.sum())
+        elif self.online is not None:
             keep = self.online[s:e]
+        if keep is not None:
             if not keep.all():
                 rows = np.flatnonzero(keep) + s
                 ids = ids[keep]
@@ -280,7 +303,20 @@ class Round:
         self.bytes_down += int(sz.sum())
         if self.sizes_down is not None:
             self.sizes_down[rows] += sz
+        if self.timer is not None:
+            self.timer.sent(ids, sz)
         return ids, frame, sz
+
+    def settle_offline(self) -> None:
+        """Count the offline agents of the batches never sent (a streamed round with a
+        deployment draws who is online as each goes out; a round's close counts them all)."""
+        if self.timer is None:
+            return
+        for box in self.outbox.values():
+            while box:
+                keep = self.timer.online(self.agents[slice(*box.popleft())])
+                if keep is not None:
+                    self.offline += int(len(keep) - keep.sum())
 
     def answered(self, key: tuple[bytes, int], count: int) -> None:
         """The first ``count`` agents of the pending batch ``key`` answered in one frame."""
@@ -303,7 +339,13 @@ class Round:
             self.bytes_up += int(sizes.sum())
             if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
                 order = np.argsort(ids, kind="stable")
-                ids, values = ids[order], values[order]
+                ids, values, sizes = ids[order], values[order], sizes[order]
+            if self.timer is not None:  # a late report counts, but is not absorbed
+                on_time = self.timer.arrived(ids, sizes, self.broadcast_bytes, self.reported)
+                if on_time is not None:
+                    ids, values = ids[on_time], values[on_time]
+                    if not len(ids):
+                        return
             self.absorbed = True
             self.absorb(ids, values)
             return
@@ -374,7 +416,8 @@ class Round:
 
     def record(self) -> dict[str, Any]:
         """The round's entry of the result's ``comm.per_round``."""
-        late = 0 if self.late is None else int(self.late.sum())
+        late = int(self.late.sum()) if self.late is not None else \
+            self.timer.late if self.timer is not None else 0
         return {
             "round": self.number, "asked": self.expected, "reported": self.got - late,
             "invalid": self.invalid - self.refused, "refused": self.refused,
