@@ -385,14 +385,18 @@ static inline Py_ssize_t read_fixed(const uint8_t *f, Py_ssize_t size, const uin
 
 /* The envelopes of agents[0..j) read from the frame f (see read): j, or -1. With `nil` and
    `is_float` constants at each call, the compiler makes one loop per payload kind. A head of
-   at most 8 bytes is compared as one masked 8-byte word where 8 bytes remain. */
+   at most 8 bytes is compared as one masked 8-byte word where 8 bytes remain. With `ids`
+   (read_ids) the agents are not given but read: each id non-negative and above the one
+   before, written to ids[i]. */
 static inline Py_ssize_t read_rows(const uint8_t *f, Py_ssize_t size, const uint8_t *hb,
                                    Py_ssize_t hlen, const char *ab, Py_ssize_t n, Py_ssize_t k,
-                                   const int nil, const int is_float, char *vb, char *sb)
+                                   const int nil, const int is_float, char *vb, char *sb,
+                                   int64_t *ids)
 {
     uint8_t hdr[5];
     Py_ssize_t hl = nil ? 0 : put_array_header(hdr, k), pos = 0, i = 0;
-    Py_ssize_t fixed = read_fixed(f, size, hb, hlen, ab, n, k, nil, is_float, hdr, hl, vb, sb);
+    Py_ssize_t fixed = ids ? 0 : read_fixed(f, size, hb, hlen, ab, n, k, nil, is_float, hdr, hl,
+                                            vb, sb);
     if (fixed > 0)
         return fixed;
     uint64_t hword = 0, hmask = 0;
@@ -412,9 +416,15 @@ static inline Py_ssize_t read_rows(const uint8_t *f, Py_ssize_t size, const uint
             return -1;
         }
         pos += hlen;
-        memcpy(&a, ab + 8 * i, 8);
         w = get_int(f + pos, size - pos, &v);
-        if (w == 0 || v != a) return -1;
+        if (w == 0) return -1;
+        if (ids) {
+            if (v < 0 || (i > 0 && v <= ids[i - 1])) return -1;
+            ids[i] = v;
+        } else {
+            memcpy(&a, ab + 8 * i, 8);
+            if (v != a) return -1;
+        }
         pos += w;
         if (nil) {
             if (pos >= size || f[pos] != 0xc0) return -1;
@@ -452,7 +462,25 @@ PyDoc_STRVAR(read_doc,
 "``values`` (n * k int64 or float64, writable) and their sizes to ``sizes`` (n int64).\n"
 "Else -1: the frame is not such a batch and nothing in it is trusted.");
 
+PyDoc_STRVAR(read_ids_doc,
+"read_ids(frame, head, agents, k, is_float, values, sizes) -> int\n\n"
+"``read`` of a batch whose agents are not known: j >= 1 if ``frame`` is exactly such a batch\n"
+"of j <= n envelopes whose ids increase strictly from 0 or more, written to ``agents`` (n\n"
+"int64, writable); else -1.");
+
+static PyObject *read_any(PyObject *args, int free_ids);
+
 static PyObject *read_batch(PyObject *self, PyObject *args)
+{
+    return read_any(args, 0);
+}
+
+static PyObject *read_ids(PyObject *self, PyObject *args)
+{
+    return read_any(args, 1);
+}
+
+static PyObject *read_any(PyObject *args, int free_ids)
 {
     PyObject *frame_o, *head_o, *agents_o, *values_o, *sizes_o;
     Py_ssize_t k;
@@ -470,7 +498,7 @@ static PyObject *read_batch(PyObject *self, PyObject *args)
         return NULL;
     if (get_buffer(head_o, &head, 0, 0, "head") < 0)
         goto done_frame;
-    if (get_buffer(agents_o, &agents, 0, 0, "agents") < 0)
+    if (get_buffer(agents_o, &agents, free_ids, 0, "agents") < 0)
         goto done_head;
     Py_ssize_t n = agents.len / 8;
     if (kk > 0 && n > PY_SSIZE_T_MAX / 8 / kk) {
@@ -485,14 +513,15 @@ static PyObject *read_batch(PyObject *self, PyObject *args)
         const uint8_t *f = (const uint8_t *)frame.buf, *hb = (const uint8_t *)head.buf;
         const char *ab = (const char *)agents.buf;
         char *vb = (char *)values.buf, *sb = (char *)sizes.buf;
+        int64_t *ids = free_ids ? (int64_t *)agents.buf : NULL;
         Py_ssize_t size = frame.len, hlen = head.len;
         Py_BEGIN_ALLOW_THREADS
         if (k < 0)
-            got = read_rows(f, size, hb, hlen, ab, n, 0, 1, 0, vb, sb);
+            got = read_rows(f, size, hb, hlen, ab, n, 0, 1, 0, vb, sb, ids);
         else if (is_float)
-            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 1, vb, sb);
+            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 1, vb, sb, ids);
         else
-            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 0, vb, sb);
+            got = read_rows(f, size, hb, hlen, ab, n, k, 0, 0, vb, sb, ids);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&sizes);
@@ -636,6 +665,7 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, scan_doc},
     {"encode", encode, METH_VARARGS, encode_doc},
     {"read", read_batch, METH_VARARGS, read_doc},
+    {"read_ids", read_ids, METH_VARARGS, read_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

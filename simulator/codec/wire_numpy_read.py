@@ -349,17 +349,11 @@ def first_agent(frame: bytes, kind: int) -> tuple[int, int, int] | None:
     return None if head is None else head[:3]
 
 
-def parse_consecutive(frame: bytes, kind: int, dtype: str | None = None
-                      ) -> tuple[int, int, np.ndarray, np.ndarray | None] | None:
-    """Fast decode of a frame of ``kind`` envelopes for consecutive agent ids.
-
-    The common case of a round that asks every agent: envelopes for agents a0, a0+1, ... with
-    payloads of k ints (int64), k floats (float64) or nil. ``dtype`` ("int" or "float") is
-    what the payloads must be; None takes it from the first payload (what ``np.asarray`` of
-    the decoded lists would give: float64 for k = 0). Returns (run, round, agents, payload
-    rows or None) when the frame is exactly that canonical batch, else None (use the general
-    decoder).
-    """
+def _batch_layout(frame: bytes, kind: int, dtype: str | None
+                  ) -> tuple[int, int, int, int, int | None, str, int] | None:
+    """The layout of a canonical batch of ``kind`` envelopes, read from its first: (run,
+    round, first agent, head length, values per payload or None for nil, their dtype, the
+    most envelopes the frame could hold), or None when it cannot be one."""
     first = _first(frame[:64], kind)
     if first is None:
         return None
@@ -381,10 +375,48 @@ def parse_consecutive(frame: bytes, kind: int, dtype: str | None = None
         dtype = "float" if not k or frame[at:at + 1] == bytes([FLOAT64]) else "int"
     # at most this many envelopes fit (each at least as long as in the narrowest layout)
     body = 1 if k is None else array_header_size(k) + k * (9 if dtype == "float" else 1)
-    most = len(frame) // (h + 1 + body) + 1
+    return run, rnd, a0, h, k, dtype, len(frame) // (h + 1 + body) + 1
+
+
+def parse_consecutive(frame: bytes, kind: int, dtype: str | None = None
+                      ) -> tuple[int, int, np.ndarray, np.ndarray | None] | None:
+    """Fast decode of a frame of ``kind`` envelopes for consecutive agent ids.
+
+    The common case of a round that asks every agent: envelopes for agents a0, a0+1, ... with
+    payloads of k ints (int64), k floats (float64) or nil. ``dtype`` ("int" or "float") is
+    what the payloads must be; None takes it from the first payload (what ``np.asarray`` of
+    the decoded lists would give: float64 for k = 0). Returns (run, round, agents, payload
+    rows or None) when the frame is exactly that canonical batch, else None (use the general
+    decoder).
+    """
+    layout = _batch_layout(frame, kind, dtype)
+    if layout is None:
+        return None
+    run, rnd, a0, h, k, dtype, most = layout
     agents = np.arange(a0, min(a0 + most, 2**63 - 1), dtype=np.int64)
     got = match_prefix(frame, kind, run, rnd, agents, k, dtype)
     if got is None:
         return None
     values, sizes = got
     return run, rnd, agents[:len(sizes)], None if k is None else values
+
+
+def parse_increasing(frame: bytes, kind: int, dtype: str | None = None
+                     ) -> tuple[int, int, np.ndarray, np.ndarray | None] | None:
+    """``parse_consecutive`` of a batch whose agent ids increase with gaps (a round's batch
+    without its offline agents, ``session.network``): the same canonical envelopes, their ids
+    read from the frame, each above the one before. None when the frame is not such a batch,
+    or without the compiled reader (use the general decoder)."""
+    compiled = wire_numpy.CODEC.module
+    layout = None if compiled is None else _batch_layout(frame, kind, dtype)
+    if layout is None:
+        return None
+    run, rnd, _, _, k, dtype, most = layout
+    agents = np.empty(most, dtype=np.int64)
+    values = np.empty((most, k or 0), dtype=np.float64 if dtype == "float" else np.int64)
+    sizes = np.empty(most, dtype=np.int64)
+    j = compiled.read_ids(frame, head_bytes(kind, run, rnd), agents, -1 if k is None else k,
+                          dtype == "float", values, sizes)
+    if j < 0:
+        return None
+    return run, rnd, agents[:j], None if k is None else values[:j]

@@ -26,7 +26,7 @@ from ldpsim.simulator.session.rounds import AUTO_MAX
 #: -> 49.8, rank_grr 46.1 -> 43.0; DPWeVote unchanged within the noise (136 -> 138 ms).
 GROUP_AGENTS = AUTO_MAX
 
-#: one canonical query batch: its round, its agents (consecutive ids) and their queries
+#: one canonical query batch: its round, its agents (increasing ids) and their queries
 Batch = tuple[int, np.ndarray, np.ndarray | None]
 
 
@@ -51,6 +51,8 @@ def joined(frames: Iterable[bytes], takes: Callable[[int], bool], cap: int = GRO
     count = 0  # agents in ``group``
     for frame in frames:
         fast = wire_numpy_read.parse_consecutive(frame, wire.QUERY)
+        if fast is None:  # a batch without its offline agents (a ``[deployment]``)
+            fast = wire_numpy_read.parse_increasing(frame, wire.QUERY)
         if fast is None:
             yield group, frame
             group, count = [], 0

@@ -109,6 +109,49 @@ def test_parse_consecutive_declines_gaps_and_other_kinds():
     assert wire_numpy_read.parse_consecutive(b"", wire.QUERY) is None
 
 
+def test_parse_increasing_reads_a_batch_with_gaps_as_msgpack_does():
+    """A batch without its offline agents: ids with gaps across every msgpack width, each
+    payload kind; the ids and payloads read are those of msgpack-python's decoding."""
+    rng = np.random.default_rng(11)
+    agents = np.unique(np.concatenate([np.array(EDGES), rng.integers(0, 2**40, 300)]))
+    n = len(agents)
+    for p in (None, rng.integers(0, 128, (n, 3)), rng.integers(-2**40, 2**40, (n, 2)),
+              rng.normal(size=(n, 4)), rng.integers(0, 128, (n, 0))):
+        frame, _ = wire_numpy.encode_batch(wire.QUERY, 9, 2, agents, p)
+        got = wire_numpy_read.parse_increasing(frame, wire.QUERY)
+        if wire_numpy.CODEC.module is None:  # only the compiled reader reads them fast
+            assert got is None
+            continue
+        heads, payloads = reference_read(frame)
+        run, rnd, ids, values = got
+        assert (run, rnd) == (9, 2) and ids.tolist() == [h[3] for h in heads]
+        if p is None:
+            assert values is None
+        else:
+            assert values.dtype == np.asarray(payloads).dtype
+            assert np.array_equal(values, np.asarray(payloads).reshape(n, -1))
+
+
+def test_parse_increasing_refuses_ids_out_of_order_repeated_or_negative_and_other_frames():
+    q = np.zeros((3, 1), np.int64)
+    read = wire_numpy_read.parse_increasing
+    if wire_numpy.CODEC.module is None:  # only the compiled reader reads them fast
+        frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, np.array([1, 4, 9]), q)
+        assert read(frame, wire.QUERY) is None
+        return
+    for ids in ([5, 3, 9], [5, 5, 9], [-1, 3, 9]):
+        frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, np.array(ids), q)
+        assert read(frame, wire.QUERY) is None
+    frame, _ = wire_numpy.encode_batch(wire.QUERY, 0, 0, np.array([1, 4, 9]), q)
+    assert read(frame, wire.QUERY)[2].tolist() == [1, 4, 9]
+    assert read(frame[:-1], wire.QUERY) is None
+    assert read(frame + frame[:7], wire.QUERY) is None
+    assert read(frame, wire.REPORT) is None
+    other, _ = wire_numpy.encode_batch(wire.QUERY, 1, 0, np.array([12]), q[:1])
+    assert read(frame + other, wire.QUERY) is None  # another run's envelope after them
+    assert read(b"", wire.QUERY) is None
+
+
 def test_batch_sizes_match_the_encoded_envelopes():
     agents = np.unique(np.concatenate([np.array(EDGES), np.arange(120, 300)]))
     for k, dtype, payload in ((None, "int", None),

@@ -228,3 +228,25 @@ def test_a_report_out_of_order_keeps_every_agents_bytes():
                                     np.array([300], np.int32), 0.0)
     assert t.times(np.array([50]), np.array([300]), 0).tolist() == want.tolist()
     assert math.isfinite(t.last)
+
+
+@pytest.mark.parametrize("chunk", [SMALL, LARGE])
+def test_a_pool_reads_a_batch_without_its_offline_agents_fast_and_answers_the_same(
+        monkeypatch, chunk):
+    """The query batches of a deployment skip its offline agents: the pools read them with
+    the compiled reader (``parse_increasing``), and every report is the one the envelope by
+    envelope decoder gives."""
+    from ldpsim.simulator.codec import wire_numpy, wire_numpy_read
+
+    fast = []
+    parse = wire_numpy_read.parse_increasing
+
+    def spy(*a, **k):
+        fast.append(parse(*a, **k))
+        return fast[-1]
+
+    monkeypatch.setattr(wire_numpy_read, "parse_increasing", spy)
+    want = _record(MOBILE, chunk)
+    assert fast and (wire_numpy.CODEC.module is None or any(f is not None for f in fast))
+    monkeypatch.setattr(wire_numpy_read, "parse_increasing", lambda *a, **k: None)
+    _same(_record(MOBILE, chunk), want)
