@@ -7,7 +7,9 @@ agents leaves a handful of runs where an array would hold 8 GB. ``Piecewise`` ke
 (their first agents and values) and every update is the same float operation, in the same order,
 on each agent's value as on an array of them (``value + eps`` per round), so each agent's value
 is bit-identical to the array's. A pattern that splits the block into many runs (a round asking a
-random subset of the agents) turns the store into the plain array (``LIMIT``), which it stays.
+random subset of the agents: a deployment's online ones) turns the store into an array
+(``LIMIT``), which it stays: one byte an agent, its code among the few values the agents take
+(``palette.Palette``), or the plain array past 255 of them.
 
 ``Span`` is a window of a store read and written like a numpy array (slices, index arrays,
 ``sum``, ``max``); ``pairwise_sum`` is numpy's float64 summation (``numpy.sum`` of the values as
@@ -21,6 +23,7 @@ from bisect import bisect_right
 from typing import Any
 
 import numpy as np
+from ldpsim.simulator.session.palette import Palette, counts
 
 #: runs beyond which a store holds its values as an array (8 bytes per agent for float64)
 LIMIT = 4096
@@ -57,7 +60,7 @@ class Piecewise:
         self.vals: list[Any] = [self._scalar(value)] if self.hi > self.lo else []
         #: the values as an array, once the runs were too many (``LIMIT``); then the runs are
         #: unused
-        self.arr: np.ndarray | None = None
+        self.arr: Any = None  # a ``Palette`` (or an empty array)
 
     def _scalar(self, value: Any) -> Any:
         return bool(value) if self.dtype == bool else float(np.float64(value))
@@ -101,9 +104,11 @@ class Piecewise:
     # ------------------------------------------------------------------ the representation
 
     def _densify(self) -> None:
-        """Hold the values as an array from now on."""
+        """Hold the values as an array from now on: a code an agent into the few values they
+        take (``palette.Palette``), made from the runs without an array of the values."""
         if self.arr is None:
-            self.arr = self.dense(self.lo, self.hi)
+            self.arr = Palette.of_runs(self.starts, self.vals, self.hi, self.dtype) \
+                if self.hi > self.lo else np.zeros(0, dtype=self.dtype)
             self.starts, self.vals = [], []
 
     def _seg(self, x: int) -> int:
@@ -159,6 +164,8 @@ class Piecewise:
         self._check(a, b)
         if a >= b:
             raise ValueError("the maximum of no agents")
+        if isinstance(self.arr, Palette):
+            return self.arr.held(a - self.lo, b - self.lo).max()
         if self.arr is not None:
             return self.arr[a - self.lo:b - self.lo].max()
         return max(self.vals[self._seg(a):self._seg(b - 1) + 1])
@@ -168,6 +175,8 @@ class Piecewise:
         self._check(a, b)
         if a >= b:
             return False
+        if isinstance(self.arr, Palette):
+            return bool(self.arr.held(a - self.lo, b - self.lo).any())
         if self.arr is not None:
             return bool(self.arr[a - self.lo:b - self.lo].any())
         return any(self.vals[self._seg(a):self._seg(b - 1) + 1])
@@ -193,6 +202,8 @@ class Piecewise:
         a = self.lo if a is None else a
         b = self.hi if b is None else b
         self._check(a, b)
+        if isinstance(self.arr, Palette):
+            return self.arr.pairwise(a - self.lo, b - self.lo)
         if self.arr is not None:
             return float(np.asarray(self.arr[a - self.lo:b - self.lo], dtype=np.float64).sum())
         return pairwise_sum(self.starts, [float(v) for v in self.vals], a, b)
@@ -299,9 +310,11 @@ class Piecewise:
         return out
 
 
-def _apply_array(arr: np.ndarray, at: Any, op: str, value: Any) -> None:
+def _apply_array(arr: Any, at: Any, op: str, value: Any) -> None:
     """``update``'s operation on the array ``arr`` at ``at`` (a slice or distinct indices)."""
-    if op == "add":
+    if isinstance(arr, Palette):
+        arr.update(at, op, value)
+    elif op == "add":
         arr[at] += value
     elif op == "sub":
         arr[at] -= value
@@ -458,10 +471,13 @@ class Span:
 
     def sum(self) -> Any:
         """The sum numpy's ``sum`` of the values gives (float64: to the bit, ``pairwise``)."""
+        if self.dtype == bool and isinstance(self.store.arr, Palette):
+            p, a = self.store.arr, self.lo - self.store.lo
+            if p.plain is None:  # the agents holding each true value, counted by code
+                held = counts(p.codes[a:a + len(self)], len(p.values))
+                return int(held[p.values].sum())
         if self.dtype == bool:
             return int(np.count_nonzero(self.copy()))
-        if self.store.arr is not None:
-            return self.copy().sum()
         return np.float64(self.store.pairwise(self.lo, self.hi))
 
 
@@ -469,6 +485,8 @@ def _any_false(store: Piecewise, a: int, b: int) -> bool:
     """Whether some agent of ``[a, b)`` of a bool store is false."""
     if a >= b:
         return False
+    if isinstance(store.arr, Palette):
+        return not bool(store.arr.held(a - store.lo, b - store.lo).all())
     if store.arr is not None:
         return not bool(store.arr[a - store.lo:b - store.lo].all())
     return not all(store.vals[store._seg(a):store._seg(b - 1) + 1])

@@ -304,7 +304,7 @@ class Round:
         if self.sizes_down is not None:
             self.sizes_down[rows] += sz
         if self.timer is not None:
-            self.timer.sent(ids, sz)
+            self.timer.sent(ids, sz, int(self.agents[s]), int(self.agents[e - 1]) + 1)
         return ids, frame, sz
 
     def settle_offline(self) -> None:

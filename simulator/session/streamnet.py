@@ -16,8 +16,8 @@ batch by batch, with the same numbers as a whole round's close (``Network.close_
   envelope bytes each way (``network.completion_times``); a late one is counted and left out
   of the aggregate before the curator absorbs the rest;
 * **the bytes each way** of every agent are kept as runs of equal values (``piecewise``): a
-  round's envelopes take a few sizes, so 10^9 agents keep a handful of runs (an offline agent,
-  sent nothing, takes its neighbour's value, never read);
+  round's envelopes take a few sizes, so 10^9 agents keep a handful of runs (an agent sent
+  nothing, or that sent nothing, takes its neighbour's value, never read);
 * **the close** (``close``) computes the completion percentiles on a second pass over the
   reporters, from the same evenly spaced sample (``roundend.sample_stride``: every k-th
   reporter in agent order, whose times are computed again) as a whole round's.
@@ -47,12 +47,21 @@ from ldpsim.simulator.session.roundend import percentiles, round_end, sample_str
 PASS = 1 << 20
 
 
-def _filled(ids: np.ndarray, values: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
-    """The values of agents ``[ids[0], ids[-1] + 1)``: each of ``ids`` (sorted, distinct) its
-    own, each other agent the value of the last of ``ids`` before it (a run goes on over it),
-    or, where ``keep`` (their values as they are, NaN: none) has one, that one."""
-    rows = ids - ids[0]
-    at = np.zeros(int(rows[-1]) + 1, dtype=np.int64)
+#: agents before a frame's first, none of whom reported yet, whose bytes it fills at most
+#: (``StreamedTimes.arrived``: the offline agents between two frames join their runs)
+REACH = 64
+
+
+def _filled(ids: np.ndarray, values: np.ndarray, keep: np.ndarray | None = None,
+            a: int | None = None, b: int | None = None) -> np.ndarray:
+    """The values of agents ``[a, b)`` (default ``[ids[0], ids[-1] + 1)``, which it holds):
+    each of ``ids`` (sorted, distinct) its own, each other agent the value of the last of
+    ``ids`` before it (a run goes on over it; the first's before it), or, where ``keep`` (their
+    values as they are, NaN: none) has one, that one."""
+    a = int(ids[0]) if a is None else a
+    b = int(ids[-1]) + 1 if b is None else b
+    rows = ids - a
+    at = np.zeros(b - a, dtype=np.int64)
     at[rows] = np.arange(len(ids))
     np.maximum.accumulate(at, out=at)
     out = values.astype(np.float64)[at]
@@ -84,10 +93,13 @@ class StreamedTimes:
         spec = net.model.spec
         self.cols = class_columns(spec)
         self.compute_s = compute_seconds(spec, number, numbers)
-        lo, hi = (int(agents[0]), int(agents[-1]) + 1) if len(agents) else (0, 0)
-        #: the envelope bytes sent to and received from each agent, as runs
-        self.down = Piecewise(lo, hi, 0.0)
-        self.up = Piecewise(lo, hi, 0.0)
+        #: the round's agents' ids span [lo, hi)
+        self.lo, self.hi = (int(agents[0]), int(agents[-1]) + 1) if len(agents) else (0, 0)
+        #: the envelope bytes sent to and received from each agent, as runs (made with the
+        #: first size, which every agent without an envelope keeps: no run of zeros between
+        #: two batches' agents)
+        self.down: Piecewise | None = None
+        self.up: Piecewise | None = None
         self.wire_down = 0  # the queries' bytes on the wire (the broadcast's apart)
         self.wire_up = 0
         self.late = 0
@@ -108,12 +120,15 @@ class StreamedTimes:
         net.elapsed += time.perf_counter() - t0
         return up
 
-    def sent(self, ids: np.ndarray, sizes: np.ndarray) -> None:
-        """Query envelopes of ``sizes`` bytes went to the (online) agents ``ids``."""
+    def sent(self, ids: np.ndarray, sizes: np.ndarray, a: int, b: int) -> None:
+        """Query envelopes of ``sizes`` bytes went to the (online) agents ``ids`` of a batch
+        of agents ``[a, b)`` (its offline ones take their neighbours' sizes)."""
         if not len(ids):
             return
         self.wire_down += int(np.sum(wire_bytes(sizes)))
-        self.down.assign(int(ids[0]), int(ids[-1]) + 1, _filled(ids, sizes))
+        if self.down is None:
+            self.down = Piecewise(self.lo, self.hi, float(sizes[0]))
+        self.down.assign(a, b, _filled(ids, sizes, a=a, b=b))
 
     def times(self, ids: np.ndarray, up: np.ndarray, broadcast: int) -> np.ndarray:
         """The arrival times of agents ``ids`` (sorted) whose reports took ``up`` bytes."""
@@ -130,7 +145,13 @@ class StreamedTimes:
         if not len(ids):
             return None
         t0 = time.perf_counter()
-        a, b = int(ids[0]), int(ids[-1]) + 1
+        b = int(ids[-1]) + 1
+        if self.up is None:
+            self.up = Piecewise(self.lo, self.hi, float(sizes[0]))
+        # from after the last agent before them that reported (at most ``REACH`` back)
+        a = max(self.lo, int(ids[0]) - REACH)
+        before = reported.members(a, int(ids[0]))
+        a = int(before[-1]) + 1 if len(before) else a
         keep = None
         if b - a > len(ids):  # agents between them that reported before keep their sizes
             others = reported.members(a, b)
@@ -138,7 +159,7 @@ class StreamedTimes:
                 keep = np.full(b - a, np.nan)
                 earlier = np.setdiff1d(others, ids, assume_unique=True)
                 keep[earlier - a] = self.up.take(earlier)
-        self.up.assign(a, b, _filled(ids, sizes, keep))
+        self.up.assign(a, b, _filled(ids, sizes, keep, a, b))
         self.wire_up += int(np.sum(wire_bytes(sizes)))
         t = self.times(ids, sizes, broadcast)
         self.last = max(self.last, float(t.max()))
@@ -179,12 +200,12 @@ class StreamedTimes:
         if not got:
             return np.zeros(0)
         step = sample_stride(got)
-        lo, hi = self.down.lo, self.down.hi
+        lo, hi = self.lo, self.hi
         picked, rank = [], 0
         for a in range(lo, hi, PASS):
             ids = reported.members(a, min(hi, a + PASS))
             first = (-rank) % step  # the first of these whose rank is a multiple of step
-            picked.append(ids[first::step])
+            picked.append(ids[first::step].copy())  # (not a view: the chunk goes)
             rank += len(ids)
         ids = np.concatenate(picked)
         return self.times(ids, self.up.take(ids), broadcast)

@@ -46,9 +46,10 @@ def streamed(monkeypatch) -> list[bool]:
 
 
 def _record(deployment: dict, chunk: int, backend: str = "inproc", pools: int = 2,
-            n: int = 3000, protocol: str = "ldp_kwiksort_rr", **extra: Any) -> dict:
+            n: int = 3000, protocol: str = "ldp_kwiksort_rr", batch: Any = "auto",
+            **extra: Any) -> dict:
     table = {"protocol": protocol, "data": {**example_data(protocol), "n": n},
-             "runtime": {"backend": backend, "chunk": chunk, "pools": pools,
+             "runtime": {"backend": backend, "chunk": chunk, "pools": pools, "batch": batch,
                          "timeout_s": extra.pop("timeout_s", 10.0)},
              "seed": 7, "deployment": deployment, **extra}
     with warnings.catch_warnings():
@@ -207,6 +208,7 @@ def test_sizes_fill_the_gaps_but_keep_earlier_reporters():
     keep = np.full(8, np.nan)
     keep[3] = 9.0  # agent 13 reported before: its size stays
     assert streamnet._filled(ids, sizes, keep).tolist() == [5, 5, 5, 9, 6, 6, 6, 6]
+    assert streamnet._filled(ids, sizes, a=8, b=19).tolist() == [5, 5] + [5] * 4 + [6] * 5
 
 
 def test_a_report_out_of_order_keeps_every_agents_bytes():
@@ -215,7 +217,7 @@ def test_a_report_out_of_order_keeps_every_agents_bytes():
     model = network.DeploymentModel.of({"latency_ms": 1.0, "up_mbps": 1.0}, (1, 2))
     net = model.network(100, devices=False)
     t = streamnet.StreamedTimes(net, 0, np.arange(100), 1)
-    t.sent(np.arange(100), np.full(100, 20))
+    t.sent(np.arange(100), np.full(100, 20), 0, 100)
     got = IdSet(100)
     got[np.array([50])] = True
     t.arrived(np.array([50]), np.array([300]), 0, got)
@@ -250,3 +252,21 @@ def test_a_pool_reads_a_batch_without_its_offline_agents_fast_and_answers_the_sa
     assert fast and (wire_numpy.CODEC.module is None or any(f is not None for f in fast))
     monkeypatch.setattr(wire_numpy_read, "parse_increasing", lambda *a, **k: None)
     _same(_record(MOBILE, chunk), want)
+
+
+def test_a_streamed_rounds_bytes_stay_a_few_runs(monkeypatch):
+    """Small batches, a third of the agents offline: every agent's bytes each way are still
+    a run per envelope size (an id's msgpack width), never an array of them."""
+
+    made = []
+    init = streamnet.StreamedTimes.__init__
+
+    def spy(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(streamnet.StreamedTimes, "__init__", spy)
+    rec = _record(MOBILE, SMALL, batch=7)
+    assert rec["virtual"]["dropouts_offline"] > 500 and len(made) == 1
+    for store in (made[0].down, made[0].up):  # sizes: ids below 128, 256 and above
+        assert store.arr is None and store.runs_count <= 3
