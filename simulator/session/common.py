@@ -40,7 +40,10 @@ class Limits:
     max_envelope_bytes: int = DEFAULTS.max_envelope_bytes
     #: inactivity timeout while waiting for registrations or reports
     timeout_s: float = DEFAULTS.timeout_s
-    done_timeout_s: float = 2.0  # how long to wait for pools' DONE stats
+    #: how long to wait for pools' DONE stats, plus ``done_s_per_agent`` an agent of the
+    #: largest pool (its statistics read every agent's odometer: seconds at 10^8 agents)
+    done_timeout_s: float = 2.0
+    done_s_per_agent: float = 2e-8
     max_error_replies: int = 100  # ERROR envelopes sent back per peer per run
     max_rejections: int = 200  # rejection records kept per run (all are counted)
 

@@ -152,8 +152,10 @@ class CuratorSession:
         return self.deadline
 
     def _touch(self) -> None:
-        timeout = self.limits.done_timeout_s if self.state is State.DONE \
-            else self.limits.timeout_s
+        timeout = self.limits.timeout_s
+        if self.state is State.DONE:
+            most = max((p.stop - p.start for p in self.pools.values()), default=0)
+            timeout = self.limits.done_timeout_s + self.limits.done_s_per_agent * most
         self.deadline = time.monotonic() + timeout
 
     def _send(self, peer: bytes, frame: bytes) -> tuple[bytes, bytes]:

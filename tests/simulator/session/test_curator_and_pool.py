@@ -123,3 +123,23 @@ def test_a_batch_that_repeats_an_earlier_report_keeps_the_first_and_rejects_the_
     assert res["rejected"] == 1 and "duplicate report from agent 1" in str(res["rejections"])
     assert res["output"] == clean["output"] and res["dropouts"] == 0
     assert res["comm"]["per_round"][0]["reported"] == 3000
+
+
+def test_the_curators_patience_for_the_pools_statistics_grows_with_their_agents(monkeypatch):
+    """After its DONE the curator waits ``done_timeout_s`` plus ``done_s_per_agent`` an agent
+    of its largest pool for their statistics (a pool of 5 * 10^8 agents reads its odometer
+    for seconds), and its usual timeout before."""
+    import time
+
+    from ldpsim.simulator.session.curator import State
+    from ldpsim.simulator.session.registration import PoolSlot
+
+    limits = Limits(timeout_s=30.0, done_timeout_s=2.0, done_s_per_agent=2e-8)
+    cur = CuratorSession(0, drivers.parties(config()).curator, drivers.AUTH, limits)
+    slots = {b"a": PoolSlot(b"a", 0, 0, 10**8), b"b": PoolSlot(b"b", 1, 10**8, 6 * 10**8)}
+    monkeypatch.setattr(CuratorSession, "pools", property(lambda self: slots))
+    for state, wait in ((State.ROUNDS, 30.0), (State.DONE, 12.0)):
+        cur.state = state
+        t = time.monotonic()
+        cur._touch()
+        assert wait - 0.5 < cur.next_deadline() - t < wait + 0.5
