@@ -58,11 +58,12 @@ def test_colluders_disclose_the_same_in_a_chunked_safari_run(streamed):  # noqa:
 
 
 @pytest.mark.slow
-def test_a_million_agents_chunked_give_the_safari_record_held_whole():
-    """10^6 agents on the processes backend, held in chunks of 2^16 + 1 (both rounds stream,
-    the synthetic set is counted in parts) and whole, every field the same but the socket's
-    own counts."""
-    limits = Limits(timeout_s=600.0)
-    whole = fields(run_processes(cfg({}, 2**20 + 7, n=10**6), limits), False)
-    chunked = fields(run_processes(cfg({}, 2**16 + 1, n=10**6), limits), False)
+def test_at_ten_million_agents_a_chunked_users_split_gives_the_record_held_whole():
+    """10^7 agents on the processes backend, half in each round (``split = "users"``) and
+    CALM's OLH round first, held in chunks of 2^20 + 7 (both rounds stream, the synthetic
+    set is counted in parts) and whole, every field the same but the socket's own counts
+    (``protocol = "safari"`` with its defaults is in ``test_chunked_runs``' 10^7 test)."""
+    limits, params = Limits(timeout_s=600.0), {"split": "users", "rule1": "calm"}
+    whole = fields(run_processes(cfg(params, 2**24 + 43, n=10**7), limits), False)
+    chunked = fields(run_processes(cfg(params, 2**20 + 7, n=10**7), limits), False)
     assert whole == chunked
