@@ -193,3 +193,29 @@ def test_the_synthesis_in_parts_gives_the_whole_sets_summary(monkeypatch, n):
     monkeypatch.setattr(ranking, "SYNTH_ROWS", 63)
     assert ranking.synthesis(model, n, key, False) == want
     assert ranking.synthesis(model, n, key, True) == ranking.synthetic_output(syn, True)
+
+
+@pytest.mark.parametrize("params", SETTINGS, ids=repr)
+def test_the_plans_ask_and_bound_what_the_whole_rounds_plans_do(params):
+    """Each round's agents, queries (drawn by range), bounds and broadcast are the whole-round
+    curator's, element for element."""
+    data = _data(700)
+    resolved = SAFARI.resolve(params, data.public)
+    bound = SAFARI.bind(resolved, data.public, resolved=True)
+    key = rngm.stream_key(4, "curator")
+    whole = sp._SafariCurator(SAFARI, bound, np.arange(data.n), key)
+    parts = sp._SafariPartsCurator(SAFARI, bound, AgentRange(0, data.n), key)
+    rows = data.rows(0, data.n)
+    for rnd in (0, 1):
+        a, b = whole.plan(rnd), parts.plan(rnd)
+        assert np.array_equal(np.asarray(a.agents), np.asarray(b.agents))
+        assert np.array_equal(np.asarray(a.queries), np.asarray(b.queries))
+        assert np.asarray(a.queries).dtype == np.asarray(b.queries).dtype
+        assert np.array_equal(np.asarray(a.report_high), np.asarray(b.report_high))
+        assert np.asarray(a.report_high).shape == np.asarray(b.report_high).shape
+        assert a.broadcast == b.broadcast and a.schema == b.schema
+        assert a.report_bits == b.report_bits
+        reports = drivers.respond(SAFARI, resolved, data, a, rngm.stream_key(4, "agents"),
+                                  rnd, rows)
+        whole.absorb(rnd, np.asarray(a.agents), np.asarray(reports, dtype=np.int64))
+        parts.absorb(rnd, np.asarray(b.agents), np.asarray(reports, dtype=np.int64))
