@@ -6,6 +6,7 @@ place, ``rng.party_generator_at``): the same rankings as one ``sample``."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -148,12 +149,20 @@ def test_a_per_agent_bound_is_screened_as_the_array_of_bounds():
     assert isinstance(plan.report_high, sp._AgentBounds)
     high = np.asarray(plan.report_high)
     assert high.shape == (400,) and len(np.unique(high)) > 1
-    ids = np.array([3, 4, 4, 10, 399, 200, 7])
+    ids = np.array([3, 4, 4, 10, 399, 200, 7, 150])
     values = np.array([[0], [int(plan.schema.high)], [1], [2], [int(plan.schema.high)],
-                       [1], [0]], dtype=np.int64)
+                       [1], [0], [int(plan.schema.high)]], dtype=np.int64)
     rows = np.minimum(np.searchsorted(plan.agents, ids), 399)
     assert np.array_equal(ingest._rows_of(plan.report_high, rows)[:, 0], high[rows])
     assert np.array_equal(ingest._rows_of(high, rows), high[rows])
+    reports = ingest.Reports(ids, values, np.ones(len(ids), dtype=bool),
+                             np.full(len(ids), 9, dtype=np.int64))
+    asked, reported = np.ones(400, dtype=bool), np.zeros(400, dtype=bool)
+    got = [ingest.screen(reports, 0, 400, 0, asked, reported, p, 1)
+           for p in (plan, dataclasses.replace(plan, report_high=high))]
+    assert got[0].rejects == got[1].rejects and len(got[0].rejects) >= 2
+    for a, b in zip(dataclasses.astuple(got[0]), dataclasses.astuple(got[1]), strict=True):
+        assert a == b if isinstance(a, list) else np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("K, d", [(1, 5), (2, 6), (3, 7), (7, 7)])
