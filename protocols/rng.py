@@ -305,3 +305,15 @@ def distinct_indices(u: np.ndarray, population: int, dtype: Any = np.int64) -> n
 def party_generator(key: int) -> np.random.Generator:
     """A sequential numpy Generator (Philox) for one party's own draws."""
     return np.random.Generator(np.random.Philox(key=key))
+
+
+def party_generator_at(key: int, offset: int) -> np.random.Generator:
+    """``party_generator(key)`` after ``offset`` 64-bit draws (each ``random()`` float takes
+    one): its next ``random(m)`` gives floats ``offset .. offset + m - 1`` of the sequence, so
+    any range of a long sequential draw can be made on its own (Philox's counter moves four
+    draws at a time: ``advance`` by the whole blocks, the rest drawn and dropped)."""
+    bits = np.random.Philox(key=key)
+    bits.advance(int(offset) // 4)
+    if int(offset) % 4:
+        bits.random_raw(int(offset) % 4)
+    return np.random.Generator(bits)

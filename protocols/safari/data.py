@@ -23,6 +23,7 @@ import csv
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
@@ -36,6 +37,62 @@ D_MAX = 20
 
 
 @dataclass
+class MarginalPart:
+    """One pool's share of a SAFARI data set's truth: the ``metrics.marginal_counts`` of its
+    agents ``start .. stop - 1`` (``MarginalTap``), with the data set's fingerprint."""
+
+    fingerprint: bytes
+    start: int
+    stop: int
+    counts: tuple
+
+
+class MarginalTap:
+    """A pool's tap of its agents' share of the §6.1 marginals' counts: it hears the rankings
+    the pool makes (its whole block, or a chunked pool's chunks: ``first`` says where they
+    lie; a chunk made again is heard once) and counts them (``metrics.marginal_counts``). Its
+    part is None unless the ranges heard are exactly ``start .. stop - 1``, each once. Counts
+    are integers: their sum is the same in any order, so the orchestrator's join gives
+    ``truth()`` exactly."""
+
+    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
+    chunked = True
+
+    def __init__(self, fingerprint: bytes, start: int, stop: int, d: int) -> None:
+        self.fingerprint, self.start, self.stop, self.d = fingerprint, start, stop, d
+        self.counts = metrics.marginal_counts([], d)
+        self.heard: dict[int, int] = {}  # first agent -> one past the last, of each range
+        self.spoilt = False
+
+    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
+        """Count ``rows``, the rankings of agents ``first ..`` (default: the block's first)."""
+        first = self.start if first is None else int(first)
+        stop = first + len(rows)
+        if self.heard.get(first) == stop:
+            return  # a chunk made again (a pool keeps only its last chunks)
+        if first in self.heard or not self.start <= first <= stop <= self.stop:
+            self.spoilt = True
+            return
+        self.heard[first] = stop
+        self.counts = metrics.add_counts(self.counts, metrics.marginal_counts([rows], self.d))
+
+    def part(self) -> MarginalPart | None:
+        """The share, or None unless every agent of the block was heard exactly once."""
+        at = self.start
+        for first in sorted(self.heard):
+            if first != at:
+                return None
+            at = self.heard[first]
+        if self.spoilt or at != self.stop:
+            return None
+        return MarginalPart(self.fingerprint, self.start, self.stop, self.counts)
+
+    def close(self) -> None:
+        """Hear nothing more."""
+        self.heard.clear()
+
+
+@dataclass
 class SafariRankings(Dataset):
     """Full rankings of ``d`` items; subclasses provide ``rows``."""
 
@@ -44,7 +101,38 @@ class SafariRankings(Dataset):
     def truth(self) -> dict:
         step = 1 << 16
         blocks = (self.rows(s, min(self.n, s + step)) for s in range(0, self.n, step))
-        return metrics.truth_of(blocks, self.d)
+        return self._truth_of(metrics.marginal_counts(blocks, self.d))
+
+    def _truth_of(self, counts: tuple) -> dict:
+        """``truth()`` from its ``metrics.marginal_counts``."""
+        return metrics.truth_of_counts(counts, self.d)
+
+    def truth_fingerprint(self) -> bytes:
+        """What tells this data set's parts from another's (``truth_join``)."""
+        return repr((self.kind, self.n, self.d)).encode()
+
+    def truth_tap(self, start: int, stop: int, protocol: Any) -> MarginalTap | None:
+        """A pool's tap of agents ``start .. stop - 1``'s share of the marginals' counts
+        (``MarginalTap``), where the pools hand it over (``truth_from_pools``)."""
+        if not self.truth_from_pools(protocol) or not 0 <= start < stop <= self.n:
+            return None
+        return MarginalTap(self.truth_fingerprint(), start, stop, self.d)
+
+    def truth_join(self, parts: list[Any]) -> dict | None:
+        """``truth()`` from the pools' parts (``MarginalPart``, one per pool): their counts
+        added, when they are this data set's and cover every agent once; else None."""
+        if not parts or any(not isinstance(p, MarginalPart) for p in parts):
+            return None
+        fp, at = self.truth_fingerprint(), 0
+        total = metrics.marginal_counts([], self.d)
+        for p in sorted(parts, key=lambda p: p.start):
+            if (p.fingerprint != fp or p.start != at or len(p.counts) != 4
+                    or any(np.shape(a) != np.shape(b) for a, b in zip(p.counts[1:], total[1:],
+                                                                      strict=True))):
+                return None
+            total = metrics.add_counts(total, p.counts)
+            at = p.stop
+        return self._truth_of(total) if at == self.n else None
 
 
 @dataclass
@@ -68,10 +156,20 @@ class MallowsRankings(SafariRankings):
         return mallows.sample(self.keys.population, np.arange(start, stop), self.d, self.phi,
                               agent_keys=self.keys.range(start, stop))
 
-    def truth(self) -> dict:
-        t = super().truth()
+    def _truth_of(self, counts: tuple) -> dict:
+        t = super()._truth_of(counts)
         t["reference"] = mallows.reference_ranking(self.keys.population, self.d).tolist()
         return t
+
+    def truth_from_pools(self, protocol: Any) -> bool:
+        """Generated rankings: the pools make every agent's row anyway, and counting them
+        there saves the orchestrator a second pass over all of them (a part that misses an
+        agent leaves the truth to the orchestrator)."""
+        return True
+
+    def truth_fingerprint(self) -> bytes:
+        return repr((self.kind, self.n, self.d, self.phi.hex(),
+                     int(self.keys.population))).encode()
 
 
 def public_of(d: int, n: int, **extra) -> dict:

@@ -87,6 +87,13 @@ def truth_of(rankings_blocks, d: int) -> dict:
     the pairwise count matrix ``counts`` ([a, b] = agents ranking a above b, as the rank
     family's truth) and ``n``.
     """
+    return truth_of_counts(marginal_counts(rankings_blocks, d), d)
+
+
+def marginal_counts(rankings_blocks, d: int) -> tuple:
+    """The integer counts ``truth_of`` reads from ranking blocks: (n, Q1's counts, Q2's, S3's
+    or None for d > 12). Counts of disjoint sets of rankings add up to those of their union
+    (``add_counts``)."""
     n = 0
     c1 = np.zeros((d, d), dtype=np.int64)
     c2 = np.zeros((len(rules.pairs(d)), d, d), dtype=np.int64)
@@ -99,6 +106,17 @@ def truth_of(rankings_blocks, d: int) -> dict:
             c2 += q2_counts(pos)
             if c3 is not None:
                 c3 += s3_counts(pos)
+    return n, c1, c2, c3
+
+
+def add_counts(a: tuple, b: tuple) -> tuple:
+    """``marginal_counts`` of two disjoint sets of rankings, added."""
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], None if a[3] is None else a[3] + b[3])
+
+
+def truth_of_counts(counts: tuple, d: int) -> dict:
+    """``truth_of`` from its ``marginal_counts``."""
+    n, c1, c2, c3 = counts
     n_ = max(n, 1)
     q2 = c2 / n_
     pr = rules.pairs(d)

@@ -42,6 +42,7 @@ from ldpsim.protocols.base import (
     RoundPlan,
     Rounds,
 )
+from ldpsim.protocols.queries import RowQueries, rows_of
 from ldpsim.protocols.safari import anchors, calm, lade, metrics, perm, riffle, rules, safa
 from ldpsim.protocols.safari.ranking import (
     DIGITS,
@@ -56,7 +57,7 @@ from ldpsim.protocols.safari.ranking import (
     report_schema,
     round_list,
     rule_of,
-    synthetic_output,
+    synthesis,
 )
 from ldpsim.protocols.safari.riffle import Chain, RIModel
 
@@ -124,7 +125,14 @@ def model_from_rule2(chain: Chain, z: list[np.ndarray]) -> RIModel:
     return RIModel(chain, leaf, inter)
 
 
+#: agents whose round assignment (``split = "users"``) is drawn at a time
+SPLIT_ROWS = 1 << 16
+
+
 class _SafariCurator(Curator):
+    """SAFARI's curator over whole rounds (Harmony's estimate sums float terms in the reports'
+    order; ``_SafariPartsCurator`` takes GRR's and OLH's reports in parts)."""
+
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
         params, public = bound.params, bound.public
@@ -141,19 +149,34 @@ class _SafariCurator(Curator):
         self.stats.update(out_of_domain=[0, 0], reports=[0, 0])
 
     def _assign(self) -> list[np.ndarray]:
+        """The agents asked in each round: all of them twice (``split = "budget"``), else
+        each in round 0 with probability ``phase1_fraction`` and in round 1 otherwise, from
+        one uniform keyed by the agent (drawn ``SPLIT_ROWS`` agents at a time)."""
         if self.params["split"] == "budget":
             return [self.agents, self.agents]
-        u = rngm.uniform(rngm.stream_key(self.key, "safari-split"), self.agents, 0, 1)[:, 0]
-        first = u < self.params["phase1_fraction"]
-        return [self.agents[first], self.agents[~first]]
+        key, frac = rngm.stream_key(self.key, "safari-split"), self.params["phase1_fraction"]
+        parts: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        for lo in range(0, len(self.agents), SPLIT_ROWS):
+            agents = np.asarray(self.agents[lo:lo + SPLIT_ROWS], dtype=np.int64)
+            first = rngm.uniform(key, agents, 0, 1)[:, 0] < frac
+            parts[0].append(agents[first])
+            parts[1].append(agents[~first])
+        empty = np.zeros(0, dtype=np.int64)
+        return [np.concatenate(p) if p else empty for p in parts]
+
+    def draw_attributes(self, rnd: int, lo: int, hi: int) -> np.ndarray:
+        """Algorithm 1 line 3: the attribute index asked of each of round ``rnd``'s agents
+        ``lo .. hi - 1`` (in the order of ``asked``), from a uniform keyed by the agent."""
+        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"),
+                         self.asked[rnd][lo:hi], rnd, 1)[:, 0]
+        return safa.sample_attributes(u, self.rules[rnd].n_attrs)
 
     def plan(self, rnd: int) -> RoundPlan | None:
         if rnd > 1:
             return None
         rule = self.rules[rnd]
         agents = self.asked[rnd]
-        u = rngm.uniform(rngm.stream_key(self.key, "safa-attributes"), agents, rnd, 1)[:, 0]
-        attrs = safa.sample_attributes(u, rule.n_attrs)
+        attrs = self.draw_attributes(rnd, 0, len(agents))
         self.attrs[rnd] = attrs
         oracle = self.oracles[rnd].kind
         schema, bits = report_schema(oracle, rule.domains, self.eps[rnd])
@@ -170,7 +193,12 @@ class _SafariCurator(Curator):
         ok = oracle.valid_reports(reports, rule.domains[attrs])
         self.stats["out_of_domain"][rnd] += int((~ok).sum())
         self.stats["reports"][rnd] += int(ok.sum())
-        z = oracle.estimate(attrs[ok], reports[ok], rule.domains, self.params["estimator"])
+        self.estimated(rnd, oracle.estimate(attrs[ok], reports[ok], rule.domains,
+                                            self.params["estimator"]))
+
+    def estimated(self, rnd: int, z: list[np.ndarray]) -> None:
+        """Round ``rnd``'s frequency estimates ``z`` taken: round 0's give S1, S2, S3, the
+        tripletwise MI and the K-thin chain (Phases 1-2), round 1's the RI model (Phase 4)."""
         if rnd == 0:
             p = self.params
             alpha = p["lasso_alpha"] if p["regression"] == "lasso" else p["ridge_alpha"]
@@ -183,16 +211,94 @@ class _SafariCurator(Curator):
             self.model = model_from_rule2(self.chain, z)
 
     def finish(self) -> dict[str, Any]:
-        gen = rngm.party_generator(rngm.stream_key(self.key, "safari-synthesis"))
-        syn = self.model.sample(len(self.agents), gen)
         out = {"chain": self.chain.to_wire(), "model": self.model.to_wire(DIGITS),
-               **synthetic_output(syn, self.params["output_rankings"]),
+               **synthesis(self.model, len(self.agents), self.key,
+                           self.params["output_rankings"]),
                "stats": {k: list(v) for k, v in self.stats.items()}}
         if self.params["diagnostics"]:
             s1, s2, s3 = self.phase1
             out["phase1"] = {"s1": round_list(s1), "s2": round_list(s2),
                              "s3": round_list(s3)}
         return out
+
+
+class _AgentBounds(RowQueries):
+    """One report bound per asked agent, drawn a range at a time like the queries (the
+    runtime reads the rows of each batch it screens, ``RowQueries.take``); read whole it is
+    the (N,) array ``report_high`` gives."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return super().__array__(dtype, copy)[:, 0]
+
+
+class _SafariPartsCurator(_SafariCurator):
+    """SAFARI's curator when both rounds' oracles count (GRR, OLH): each round's attributes
+    are drawn as its queries go out (keyed by agent, drawn again for the reports absorbed),
+    and its reports are kept as ``safa.tally``'s integer counts, absorbed in parts; a round's
+    estimate is made from them once it is over (the next plan, or ``finish``)."""
+
+    absorbs_in_parts = True
+
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.plans: dict[int, RoundPlan] = {}
+        #: per open round: (reports per attribute, counts per attribute value)
+        self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def plan(self, rnd: int) -> RoundPlan | None:
+        self._close(rnd - 1)
+        if rnd > 1:
+            return None
+        rule, agents, eps = self.rules[rnd], self.asked[rnd], self.eps[rnd]
+        oracle = self.oracles[rnd].kind
+        schema, bits = report_schema(oracle, rule.domains, eps)
+        bc = None if rnd == 0 else {"chain": self.chain.to_wire()}
+
+        def draw(lo: int, hi: int) -> np.ndarray:  # keyed by agent: any range, the same
+            return self.draw_attributes(rnd, lo, hi)[:, None]
+
+        dom = rule.domains
+        if oracle == "olh" or (dom == dom[0]).all():  # one bound for every agent
+            one = report_high(oracle, dom[:1], eps)
+            high = np.broadcast_to(one, (len(agents),) + one.shape[1:])
+        else:  # GRR's bound is the asked attribute's domain
+            high = _AgentBounds(lambda lo, hi: dom[draw(lo, hi)] - 1, len(agents), 1, np.int64)
+        self.plans[rnd] = plan = RoundPlan(rnd, agents, RowQueries(draw, len(agents), 1,
+                                                                   np.int64),
+                                           bc, schema, report_bits=bits, report_high=high)
+        self.counts[rnd] = (np.zeros(rule.n_attrs, dtype=np.int64),
+                            np.zeros(int(dom.sum()), dtype=np.int64))
+        return plan
+
+    def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
+        rule, oracle = self.rules[rnd], self.oracles[rnd]
+        plan = self.plans[rnd]
+        attrs = rows_of(plan.queries, np.searchsorted(plan.agents, agents))[:, 0]
+        reports = report_rows(reports, len(agents))
+        ok = oracle.valid_reports(reports, rule.domains[attrs])
+        self.stats["out_of_domain"][rnd] += int((~ok).sum())
+        self.stats["reports"][rnd] += int(ok.sum())
+        group, counts = safa.tally(oracle.kind, attrs[ok], reports[ok], rule.domains,
+                                   oracle.epsilon)
+        held_group, held_counts = self.counts[rnd]
+        held_group += group
+        held_counts += counts
+
+    def _close(self, rnd: int) -> None:
+        """Round ``rnd``'s estimate from its counts (``safa.estimate_from``, as
+        ``safa.estimate`` makes it), once."""
+        if rnd not in self.counts:
+            return
+        group, counts = self.counts.pop(rnd)
+        oracle = self.oracles[rnd]
+        self.plans.pop(rnd, None)
+        self.estimated(rnd, safa.estimate_from(oracle.kind, group, counts,
+                                               self.rules[rnd].domains, oracle.epsilon,
+                                               self.params["estimator"]))
+
+    def finish(self) -> dict[str, Any]:
+        self._close(1)
+        return super().finish()
 
 
 class Safari(RankingProtocol):
@@ -278,6 +384,19 @@ class Safari(RankingProtocol):
                       notes=f"SAFA: attribute sampled independently of the data; {comp}")
 
     curator_cls = _SafariCurator
+
+    def curator_class(self, bound: Bound) -> type[Curator]:
+        """``_SafariPartsCurator`` (absorbs in parts) when both rounds' oracles keep integer
+        counts (GRR, OLH), else ``_SafariCurator`` (Harmony sums its floats in the reports'
+        order: whole rounds)."""
+        kinds = {r.mechanism.kind for r in bound.rounds}
+        return _SafariCurator if "harmony" in kinds else _SafariPartsCurator
+
+    def curator_agent_bytes(self, bound: Bound) -> int:
+        """With ``split = "users"`` the curator keeps the ids of each round's agents (8 bytes
+        an agent); with ``"budget"`` every agent is asked both rounds, and nothing per agent
+        is kept beyond the reports."""
+        return 8 if bound.params["split"] == "users" else 0
 
     def report_numbers(self, bound: Bound) -> int | None:
         """Numbers of one report in the longer round: SAFA's GRR sends the value (1), Harmony
@@ -366,10 +485,9 @@ class _NoPrivCurator(Curator):
             s2 = lade.s2_from_joint(metrics.q2_counts(pos) / n)
         chain = anchors.learn_chain(anchors.tripletwise_mi(s3, d), p["K"], p["leaf_size"])
         model = riffle.fit_exact(self.rankings, chain)
-        gen = rngm.party_generator(rngm.stream_key(self.key, "safari-synthesis"))
-        syn = model.sample(len(self.agents), gen)
         out = {"chain": chain.to_wire(), "model": model.to_wire(DIGITS),
-               **synthetic_output(syn, p["output_rankings"]), "stats": dict(self.stats)}
+               **synthesis(model, len(self.agents), self.key, p["output_rankings"]),
+               "stats": dict(self.stats)}
         if p["diagnostics"]:
             out["phase1"] = {"s1": round_list(s1), "s2": round_list(s2),
                              "s3": round_list(s3)}

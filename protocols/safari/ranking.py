@@ -8,6 +8,7 @@ and the reports' schemas of the frequency oracles they use.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -17,7 +18,7 @@ from ldpsim.protocols.base import AuditSpec, Bound, ParamError, ParamSpec, Proto
 from ldpsim.protocols.mechanisms import hadamard, olh
 from ldpsim.protocols.metrics import Metric, fraction
 from ldpsim.protocols.safari import metrics, perm, rules
-from ldpsim.protocols.safari.riffle import Chain
+from ldpsim.protocols.safari.riffle import Chain, RIModel
 
 LN3 = math.log(3.0)
 MAX_DOMAIN = math.factorial(10)
@@ -87,16 +88,50 @@ def synthetic_output(syn: np.ndarray, include_rankings: bool) -> dict[str, Any]:
     """The public summary of a synthetic set: its size, how many rows are permutations, and
     the counts of its first- and second-order marginals (valid rows only)."""
     syn = np.asarray(syn, dtype=np.int64)
-    ok = perm.is_permutation(syn)
-    pos = perm.positions(syn[ok])
-    out: dict[str, Any] = {
-        "n_synthetic": int(len(syn)), "synthetic_valid": int(ok.sum()),
-        "marginals": {"source": "synthetic", "n": int(ok.sum()),
-                      "q1": metrics.q1_counts(pos).tolist(),
-                      "q2": metrics.q2_counts(pos).tolist()}}
+    out = synthetic_summary([syn])
     if include_rankings:
         out["rankings"] = syn.tolist()
     return out
+
+
+def synthetic_summary(parts: Iterable[np.ndarray]) -> dict[str, Any]:
+    """``synthetic_output`` of the rows of ``parts`` one after another, without the rankings:
+    every number in it is an integer count, the same whichever parts hold the rows."""
+    n = valid = 0
+    c1 = c2 = None
+    for syn in parts:
+        syn = np.asarray(syn, dtype=np.int64)
+        ok = perm.is_permutation(syn)
+        pos = perm.positions(syn[ok])
+        n += len(syn)
+        valid += int(ok.sum())
+        q1, q2 = metrics.q1_counts(pos), metrics.q2_counts(pos)
+        c1, c2 = (q1, q2) if c1 is None else (c1 + q1, c2 + q2)
+    return {"n_synthetic": int(n), "synthetic_valid": valid,
+            "marginals": {"source": "synthetic", "n": valid, "q1": c1.tolist(),
+                          "q2": c2.tolist()}}
+
+
+#: synthetic rankings drawn and counted at a time when the output leaves them out
+SYNTH_ROWS = 1 << 16
+
+
+def synthesis(model: RIModel, n: int, key: int, include_rankings: bool) -> dict[str, Any]:
+    """Phase 5 (§5.1): the public summary (``synthetic_output``) of ``n`` rankings drawn from
+    ``model`` with the curator's synthesis generator. Unless the output includes them, they
+    are drawn and counted ``SYNTH_ROWS`` at a time (``RIModel.sample_part`` from the
+    generator's place for each, ``rng.party_generator_at``), never held all at once: the same
+    rankings, so the same counts."""
+    stream = rngm.stream_key(key, "safari-synthesis")
+    step = SYNTH_ROWS
+    if include_rankings or n <= step:
+        return synthetic_output(model.sample(n, rngm.party_generator(stream)), include_rankings)
+
+    def uniforms(offset: int, m: int) -> np.ndarray:
+        return rngm.party_generator_at(stream, offset).random(m)
+
+    return synthetic_summary(model.sample_part(n, lo, min(n, lo + step), uniforms)
+                             for lo in range(0, n, step))
 
 
 def audit_candidates(d: int) -> AuditSpec:

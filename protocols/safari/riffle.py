@@ -23,6 +23,7 @@ independently and riffles bottom-up (§5.1 Phase 5).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,28 +148,40 @@ class RIModel:
         Draw a relative ranking for every leaf and an interleaving for every internal set, then
         riffle from the deepest internal set up: the interleaving marks which slots of g_t hold
         A_t's items (in their sampled relative order); the rest of g_t fills the other slots in
-        its own (already riffled) order.
+        its own (already riffled) order. Each factor takes ``n`` floats of ``gen`` in turn:
+        the last leaf's, then leaf t's and internal set t's for t = T-1 .. 0.
         """
+        return self._riffle(n, lambda _: gen.random(n))
+
+    def sample_part(self, n: int, lo: int, hi: int,
+                    uniforms: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        """Rankings ``lo .. hi - 1`` of ``sample(n, gen)``, where ``uniforms(offset, m)`` gives
+        the ``m`` floats ``gen`` draws from its ``offset``-th on (``rng.party_generator_at``):
+        the same rows, without drawing or holding the other ones (§5.1 Phase 5 in parts)."""
+        return self._riffle(hi - lo, lambda b: uniforms(b * n + lo, hi - lo))
+
+    def _riffle(self, m: int, u: Callable[[int], np.ndarray]) -> np.ndarray:
+        """``m`` rankings from the floats ``u(b)`` of the b-th factor drawn (``sample``)."""
         c = self.chain
         T = c.n_internal
-        current = self._leaf_orders(T, n, gen)
-        for t in range(T - 1, -1, -1):
-            a_order = self._leaf_orders(t, n, gen)
+        current = self._leaf_orders(T, u(0))
+        for b, t in enumerate(range(T - 1, -1, -1)):
+            a_order = self._leaf_orders(t, u(2 * b + 1))
             g = len(c.internal(t))
             p = len(c.leaves[t])
-            tau = draw_indices(self.inter_dists[t], n, gen)
-            slots = perm.combinations_table(g, p)[tau]  # (n, p) sorted slots of A_t
-            mask = np.zeros((n, g), dtype=bool)
-            mask[np.arange(n)[:, None], slots] = True
-            out = np.empty((n, g), dtype=np.int64)
+            tau = indices_of(self.inter_dists[t], u(2 * b + 2))
+            slots = perm.combinations_table(g, p)[tau]  # (m, p) sorted slots of A_t
+            mask = np.zeros((m, g), dtype=bool)
+            mask[np.arange(m)[:, None], slots] = True
+            out = np.empty((m, g), dtype=np.int64)
             out[mask] = a_order.ravel()  # row-major: each row's slots ascending
             out[~mask] = current.ravel()
             current = out
         return current
 
-    def _leaf_orders(self, j: int, n: int, gen: np.random.Generator) -> np.ndarray:
+    def _leaf_orders(self, j: int, u: np.ndarray) -> np.ndarray:
         leaf = np.asarray(self.chain.leaves[j], dtype=np.int64)
-        v = draw_indices(self.leaf_dists[j], n, gen)
+        v = indices_of(self.leaf_dists[j], u)
         return leaf[perm.lex_unrank(v, len(leaf))]
 
     def to_wire(self, digits: int = 9) -> dict[str, Any]:
@@ -184,11 +197,17 @@ def _round(x: np.ndarray, digits: int) -> list[float]:
 
 def draw_indices(probs: np.ndarray, n: int, gen: np.random.Generator) -> np.ndarray:
     """n indices drawn from a probability vector (inverse CDF of one uniform each)."""
+    return indices_of(probs, gen.random(n))
+
+
+def indices_of(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The indices the uniforms ``u`` draw from a probability vector (inverse CDF; a vector
+    of no mass draws uniformly)."""
     p = np.clip(np.asarray(probs, dtype=float), 0.0, None)
     s = p.sum()
     cdf = np.cumsum(p / s) if s > 0 else np.linspace(1 / len(p), 1.0, len(p))
     cdf[-1] = 1.0
-    return np.minimum(np.searchsorted(cdf, gen.random(n), side="right"), len(p) - 1)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(p) - 1)
 
 
 def fit_exact(rankings: np.ndarray, chain: Chain) -> RIModel:

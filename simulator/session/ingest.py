@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import ReportSchema
+from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.codec import wire, wire_numpy, wire_numpy_read
 from ldpsim.simulator.session.common import span
 
@@ -240,6 +241,15 @@ class Screened:
     rejects: list[tuple[int, str, int]]
 
 
+def _rows_of(high: Any, rows: np.ndarray) -> np.ndarray:
+    """The plan's ``report_high`` at ``rows``: a ``RowQueries`` (bounds drawn per agent, as
+    a streamed round's queries) draws only the rows asked for."""
+    if isinstance(high, RowQueries):
+        at, back = np.unique(rows, return_inverse=True)
+        return high.take(at)[back]
+    return np.asarray(high)[rows]
+
+
 def screen(reports: Reports, start: int, stop: int, pool_index: int, asked: np.ndarray,
            reported: np.ndarray, plan: Any, rno: int) -> Screened:
     """Check ``reports`` from the pool hosting agents ``[start, stop)`` against the round:
@@ -272,7 +282,7 @@ def screen(reports: Reports, start: int, stop: int, pool_index: int, asked: np.n
     above = np.zeros(len(ids), dtype=bool)
     if high is not None and len(ids):
         rows = np.minimum(np.searchsorted(plan.agents, ids), len(plan.agents) - 1)
-        bound = np.asarray(high)[rows]
+        bound = _rows_of(high, rows)
         bound = bound[:, None] if bound.ndim == 1 else bound
         above = ok & (values > bound).any(axis=1)
         ok = ok & ~above

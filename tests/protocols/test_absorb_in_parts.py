@@ -19,7 +19,10 @@ from tests import drivers
 
 #: the protocols whose curators absorb in parts (a chunked run streams their rounds)
 IN_PARTS = ["dp_kwiksort", "kwiksort", "ldp_kwiksort_lap", "ldp_kwiksort_rr", "rank_calm",
-            "rank_grr", "rank_olh"]
+            "rank_grr", "rank_olh", "safari"]
+#: those of them that plan more than one round (their own tests: SAFARI's in
+#: ``tests/protocols/safari/test_in_parts.py``)
+ROUNDS = ["safari"]
 
 
 def _in_parts(name: str) -> bool:
@@ -36,7 +39,7 @@ def test_which_curators_absorb_in_parts():
     assert sorted(n for n in PROTOCOLS if _in_parts(n)) == IN_PARTS
 
 
-@pytest.mark.parametrize("name", IN_PARTS)
+@pytest.mark.parametrize("name", [n for n in IN_PARTS if n not in ROUNDS])
 def test_parts_in_any_order_give_the_state_of_one_call(name):
     proto = PROTOCOLS[name]
     args = {**example_data(name), "n": 3000}

@@ -1,0 +1,123 @@
+"""The pools' shares of a generated SAFARI data set's truth (the §6.1 marginals' counts): each
+pool counts the rankings it makes, whole or a chunk at a time (``safari.data.MarginalTap``),
+and the orchestrator adds the parts (``SafariRankings.truth_join``) instead of generating every
+ranking a second time. Counts are integers, so the join is ``truth()`` bit for bit; a part that
+misses an agent or hears one twice leaves the truth to the orchestrator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from ldpsim.protocols.safari import data as safari_data
+from ldpsim.protocols.safari import metrics
+from ldpsim.simulator.backends.transport import run_processes
+from ldpsim.simulator.scenario import scenario as sc
+from ldpsim.simulator.session import Limits
+from ldpsim.simulator.sweep import execute
+
+
+def spec(n: int, pools: int, chunk: int | str = "auto", protocol: str = "safari",
+         d: int = 5, **params: Any):
+    raw = {"protocol": protocol, "seed": 5, "params": params,
+           "data": {"kind": "safari_mallows", "n": n, "d": d, "theta": 0.4},
+           "runtime": {"backend": "processes", "pools": pools, "secret": "seed",
+                       "timeout_s": 10, "chunk": chunk}}
+    return sc.validate(raw).runs()[0]
+
+
+def parts_of(s) -> list:
+    parts: list = []
+    run_processes(dict(s.config(), seed=s.seed), Limits.of_runtime(s.runtime),
+                  truth_parts=parts)
+    return parts
+
+
+def truth_of(s) -> tuple[Any, dict]:
+    ds = execute._dataset(s.data, s.seed, None)
+    return ds, ds.truth()
+
+
+def same(got: dict | None, want: dict) -> None:
+    """Every value of the truth the same, bit for bit (arrays: dtype and elements)."""
+    assert got is not None and list(got) == list(want)
+    for k, v in want.items():
+        if isinstance(v, np.ndarray):
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
+            assert got[k].tobytes() == v.tobytes(), k
+        else:
+            assert got[k] == v, k
+
+
+@pytest.mark.parametrize("pools", [1, 2, 3])
+@pytest.mark.parametrize("chunk", [997, "auto"])
+def test_the_pools_counts_are_the_truth(pools, chunk):
+    """Whole blocks and chunks of 997 rankings (not dividing a pool's block), 1-3 pools."""
+    s = spec(5003, pools, chunk, split="users")
+    parts = parts_of(s)
+    assert len(parts) == pools and all(isinstance(p, safari_data.MarginalPart) for p in parts)
+    ds, want = truth_of(s)
+    same(ds.truth_join(parts), want)
+
+
+def test_beyond_twelve_items_the_truth_has_no_s3():
+    s = spec(3001, 2, 499, protocol="ldp_kwiksort_rr", d=13, epsilon=1.0)
+    ds, want = truth_of(s)
+    assert want["s3"] is None
+    same(ds.truth_join(parts_of(s)), want)
+
+
+def test_the_truth_from_counts_is_the_truth_of_the_rankings():
+    gen = np.random.default_rng(3)
+    rows = np.stack([gen.permutation(6) for _ in range(2000)])
+    want = metrics.truth_of([rows[:700], rows[700:]], 6)
+    halves = [metrics.marginal_counts([rows[:1234]], 6), metrics.marginal_counts([rows[1234:]], 6)]
+    got = metrics.truth_of_counts(metrics.add_counts(*halves), 6)
+    same(got, want)
+
+
+def test_a_run_scored_from_the_parts_never_generates_the_rankings_again(monkeypatch):
+    s = spec(4001, 2, 499)
+
+    def never(self):
+        raise AssertionError("the orchestrator computed the truth")
+
+    with monkeypatch.context() as m:
+        m.setattr(safari_data.MallowsRankings, "truth", never)
+        joined = execute.execute(s)
+    monkeypatch.setattr(safari_data.SafariRankings, "truth_join", lambda self, parts: None)
+    computed = execute.execute(s)
+    assert joined["metrics"] == computed["metrics"] and joined["output"] == computed["output"]
+
+
+def test_a_tap_that_misses_or_repeats_agents_gives_no_part():
+    ds, want = truth_of(spec(1000, 1))
+    rows = ds.rows(0, 1000)
+    tap = ds.truth_tap(0, 1000, None)
+    tap.watch(rows[:400], 0)
+    assert tap.part() is None  # 400 .. 999 unheard
+    tap.watch(rows[400:], 400)
+    tap.watch(rows[400:], 400)  # a chunk made again: heard once
+    same(ds.truth_join([tap.part()]), want)
+    tap.watch(rows[:10], 200)  # inside what was heard, not a chunk made again
+    assert tap.part() is None
+
+
+def test_parts_of_another_data_set_or_short_of_every_agent_are_refused():
+    ds, _ = truth_of(spec(1000, 1))
+    other, _ = truth_of(spec(1001, 1))
+    whole = ds.truth_tap(0, 1000, None)
+    whole.watch(ds.rows(0, 1000))
+    assert other.truth_join([whole.part()]) is None
+    half = ds.truth_tap(0, 500, None)
+    half.watch(ds.rows(0, 500))
+    assert ds.truth_join([half.part()]) is None and ds.truth_join([]) is None
+    assert ds.truth_join([half.part(), half.part()]) is None
+
+
+def test_file_rankings_leave_their_truth_to_the_orchestrator():
+    table = np.tile(np.arange(4), (10, 1)).astype(np.int16)
+    ds = safari_data.TableRankings(kind="sushi_subset", n=10, d=4, table=table,
+                                   public={"d": 4})
+    assert ds.truth_tap(0, 10, None) is None
