@@ -254,8 +254,10 @@ class Round:
                 at = parts
         else:
             ids = self.agents[lo:hi]
-            if self.online is not None:
-                ids = ids[self.online[lo:hi]]
+            keep = self.online[lo:hi] if self.online is not None else \
+                None if self.timer is None else self.timer.online(ids)  # (streamed: now)
+            if keep is not None:
+                ids = ids[keep]
                 if not len(ids):
                     return None
             at, count = span(ids), len(ids)

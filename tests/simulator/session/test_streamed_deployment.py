@@ -96,6 +96,22 @@ def test_a_streamed_deployment_gives_the_whole_rounds_record(deployment, backend
         assert v["dropouts_late"] > 0
 
 
+@pytest.mark.parametrize("split", ["budget", "users"])
+@pytest.mark.parametrize("backend", ["inproc", "processes"])
+def test_safaris_two_streamed_rounds_and_broadcast_give_the_whole_rounds_record(backend, split,
+                                                                             streamed):
+    """Two rounds, the second with a broadcast to every online agent (counted a pass at a
+    time, ``StreamedTimes.online_parts``; of a random half of the agents with the users
+    split), both rounds' late reports left out."""
+    whole, chunked = (_record(MOBILE, chunk, backend, 3, protocol="safari",
+                              params={"split": split})
+                      for chunk in (LARGE, SMALL))
+    _same(whole, chunked)
+    assert streamed == ([False, True] if backend == "inproc" else [])
+    rounds = chunked["comm"]["per_round"]
+    assert len(rounds) == 2 and all(r["dropouts_late"] > 0 for r in rounds)
+
+
 def test_the_percentiles_sample_every_kth_reporter_as_a_whole_round_does(monkeypatch,
                                                                          streamed):
     """Above ``PERCENTILE_SAMPLE`` reporters the percentiles read every k-th one in agent
