@@ -8,8 +8,8 @@ agents leaves a handful of runs where an array would hold 8 GB. ``Piecewise`` ke
 on each agent's value as on an array of them (``value + eps`` per round), so each agent's value
 is bit-identical to the array's. A pattern that splits the block into many runs (a round asking a
 random subset of the agents: a deployment's online ones) turns the store into an array
-(``LIMIT``), which it stays: one byte an agent, its code among the few values the agents take
-(``palette.Palette``), or the plain array past 255 of them.
+(``LIMIT``), which it stays: a code an agent among the few values the agents take (a bit while
+they are two, a byte up to 255: ``palette.Palette``), or the plain array past them.
 
 ``Span`` is a window of a store read and written like a numpy array (slices, index arrays,
 ``sum``, ``max``); ``pairwise_sum`` is numpy's float64 summation (``numpy.sum`` of the values as
@@ -474,7 +474,7 @@ class Span:
         if self.dtype == bool and isinstance(self.store.arr, Palette):
             p, a = self.store.arr, self.lo - self.store.lo
             if p.plain is None:  # the agents holding each true value, counted by code
-                held = counts(p.codes[a:a + len(self)], len(p.values))
+                held = counts(p.codes, len(p.values), a, a + len(self))
                 return int(held[p.values].sum())
         if self.dtype == bool:
             return int(np.count_nonzero(self.copy()))

@@ -1,6 +1,7 @@
-"""A store of few distinct values held as a byte an agent (``palette.Palette``) reads, writes,
-updates and sums exactly as the plain array of them: every value's bits, numpy's pairwise
-sums to the bit, and the plain array itself once the values are too many."""
+"""A store of few distinct values held as a byte an agent (a bit while they are two:
+``palette.Palette``, ``BitCodes``) reads, writes, updates and sums exactly as the plain array of
+them: every value's bits, numpy's pairwise sums to the bit, and the plain array itself once
+the values are too many."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_a_store_broken_into_runs_by_scattered_agents_holds_a_byte_an_agent():
         store.update_ids(ids, "add", 0.5)
         arr[ids] += 0.5
     assert isinstance(store.arr, Palette) and store.arr.plain is None
-    assert store.arr.codes.nbytes == 200_000 and len(store.arr.values) == 2
+    assert store.arr.codes.nbytes == 25_000 and len(store.arr.values) == 2  # a bit an agent
     assert Span(store).sum() == arr.sum() and store.pairwise(17, 190_001) == arr[17:190_001].sum()
     assert _bits(Span(store)[:]) == _bits(arr)
     copy = store.copy()
@@ -91,3 +92,38 @@ def test_a_bool_store_becomes_a_palette_of_two():
     assert isinstance(store.arr, Palette) and store.arr.values.dtype == bool
     assert np.array_equal(Span(store)[:], flags) and not Span(store).all() and Span(store).any()
     assert Span(store).sum() == 5000
+
+
+def test_bit_codes_read_and_write_as_the_byte_array():
+    rng = np.random.default_rng(5)
+    bits, ref = palette.BitCodes(1000), np.zeros(1000, dtype=np.uint8)
+    for _ in range(200):
+        a = int(rng.integers(0, 1000))
+        b = min(1000, a + int(rng.integers(0, 70)))
+        kind = rng.integers(0, 3)
+        if kind == 0:
+            c = np.uint8(rng.integers(0, 2))
+            bits[a:b] = c
+            ref[a:b] = c
+        elif kind == 1:
+            v = rng.integers(0, 2, b - a).astype(np.uint8)
+            bits[a:b] = v
+            ref[a:b] = v
+        else:
+            idx = np.unique(rng.integers(0, 1000, 9))
+            v = rng.integers(0, 2, len(idx)).astype(np.uint8)
+            bits[idx] = v
+            ref[idx] = v
+        assert np.array_equal(bits[:], ref) and np.array_equal(bits[a:b], ref[a:b])
+    assert np.array_equal(bits.widened(), ref) and np.array_equal(bits[[3, 999]], ref[[3, 999]])
+    assert np.array_equal(palette.counts(bits, 2, 17, 900), np.bincount(ref[17:900], minlength=2))
+
+
+def test_a_third_value_widens_the_bits_to_bytes():
+    p = Palette.of_runs([0, 40, 70], [0.0, 0.5, 0.0], 100, np.float64)
+    assert isinstance(p.codes, palette.BitCodes)
+    p.update(slice(50, 60), "add", 0.25)
+    want = np.zeros(100)
+    want[40:70] = 0.5
+    want[50:60] += 0.25
+    assert not isinstance(p.codes, palette.BitCodes) and _bits(p[:]) == _bits(want)
