@@ -29,6 +29,7 @@ from ldpsim.protocols.safari.ranking import (
     EPSILON,
     MAX_DOMAIN_SPEC,
     OUTPUT_RANKINGS,
+    SYNTH_ROWS,
     RankingProtocol,
     attribute_refusal,
     need_marginal_truth,
@@ -38,6 +39,7 @@ from ldpsim.protocols.safari.ranking import (
     round_list,
     rule_of,
     synthetic_output,
+    synthetic_summary,
 )
 
 
@@ -64,9 +66,16 @@ def release(f: np.ndarray, d: int, how: str, n: int, key: int,
         return {"marginals": {"source": "estimate", "n": 1, "q1": round_list(q1),
                               "q2": round_list(q2)}}
     p = lade.project_simplex(f)
-    gen = rngm.party_generator(rngm.stream_key(key, "safari-synthesis"))
-    idx = riffle.draw_indices(p, n, gen)
-    return synthetic_output(perm.lex_unrank(idx, d), include_rankings)
+    stream = rngm.stream_key(key, "safari-synthesis")
+    if include_rankings or n <= SYNTH_ROWS:
+        idx = riffle.draw_indices(p, n, rngm.party_generator(stream))
+        return synthetic_output(perm.lex_unrank(idx, d), include_rankings)
+    # drawn and counted SYNTH_ROWS at a time (each part's uniforms from the generator's place
+    # for it, ``rng.party_generator_at``): the same rankings, so the same counts
+    return synthetic_summary(
+        perm.lex_unrank(riffle.indices_of(
+            p, rngm.party_generator_at(stream, lo).random(min(n, lo + SYNTH_ROWS) - lo)), d)
+        for lo in range(0, n, SYNTH_ROWS))
 
 
 RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic", "estimate"),

@@ -228,3 +228,27 @@ def test_the_plans_ask_and_bound_what_the_whole_rounds_plans_do(params):
                                   rnd, rows)
         whole.absorb(rnd, np.asarray(a.agents), np.asarray(reports, dtype=np.int64))
         parts.absorb(rnd, np.asarray(b.agents), np.asarray(reports, dtype=np.int64))
+
+
+@pytest.mark.parametrize("n", [7, 1 << 16, (1 << 16) + 1, 200_003])
+@pytest.mark.parametrize("d", [4, 6])
+def test_a_full_domain_release_in_parts_is_the_whole_draws(monkeypatch, n, d):
+    """GRR's, OLH's and CALM's synthetic release (``baselines.release``) draws and counts
+    ``SYNTH_ROWS`` rankings at a time: the same summary as the n drawn at once, which it
+    never draws above a part."""
+    import math
+
+    from ldpsim.protocols.safari import baselines
+
+    f = np.random.default_rng(d).normal(size=math.factorial(d))  # negative cells too
+    parts = baselines.release(f, d, "synthetic", n, 11, False)
+    draw = riffle.draw_indices
+    if n > baselines.SYNTH_ROWS:
+        def whole_only(*a, **k):
+            raise AssertionError("drew every ranking at once")
+        monkeypatch.setattr(riffle, "draw_indices", whole_only)
+        assert baselines.release(f, d, "synthetic", n, 11, False) == parts
+        monkeypatch.setattr(riffle, "draw_indices", draw)
+    monkeypatch.setattr(baselines, "SYNTH_ROWS", 10**9)
+    assert baselines.release(f, d, "synthetic", n, 11, False) == parts
+    assert parts["n_synthetic"] == n
