@@ -22,6 +22,58 @@ from ldpsim.protocols.datasets import resolve
 from ldpsim.protocols.keys import DataKeys, as_data_keys
 
 
+class RangeTap:
+    """A pool's tap of its agents' share of a data set's truth, counted as the pool makes
+    their rows (``Dataset.truth_tap``): it hears the rows of its block ``[start, stop)`` (the
+    whole block, or a chunked pool's chunks: ``first`` says where they lie; a chunk made again
+    is heard once) and counts them (``add``). Its part (``share``) is None unless the ranges
+    heard are exactly the block, each once. The counts are integers: their sum is the same in
+    any order, so the orchestrator's join gives ``truth()`` exactly."""
+
+    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
+    chunked = True
+
+    def __init__(self, fingerprint: bytes, start: int, stop: int) -> None:
+        self.fingerprint, self.start, self.stop = fingerprint, start, stop
+        self.heard: dict[int, int] = {}  # first agent -> one past the last, of each range
+        self.spoilt = False
+
+    def add(self, rows: np.ndarray) -> None:
+        """Count ``rows`` (heard once)."""
+        raise NotImplementedError
+
+    def share(self) -> Any:
+        """The share of the whole block, once every agent was heard exactly once."""
+        raise NotImplementedError
+
+    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
+        """Count ``rows``, the rows of agents ``first ..`` (default: the block's first)."""
+        first = self.start if first is None else int(first)
+        stop = first + len(rows)
+        if self.heard.get(first) == stop:
+            return  # a chunk made again (a pool keeps only its last chunks)
+        if first in self.heard or not self.start <= first <= stop <= self.stop:
+            self.spoilt = True
+            return
+        self.heard[first] = stop
+        self.add(rows)
+
+    def part(self) -> Any:
+        """The share, or None unless every agent of the block was heard exactly once."""
+        at = self.start
+        for first in sorted(self.heard):
+            if first != at:
+                return None
+            at = self.heard[first]
+        if self.spoilt or at != self.stop:
+            return None
+        return self.share()
+
+    def close(self) -> None:
+        """Hear nothing more."""
+        self.heard.clear()
+
+
 @dataclass
 class Dataset(ABC):
     """Base class: ``n`` agents, ``public`` facts, per-block private rows, ground truth.

@@ -135,3 +135,19 @@ def same_truth(got: dict, want: dict) -> None:
             np.testing.assert_array_equal(got[k].view(np.uint64), v.view(np.uint64), k)
         else:
             assert type(got[k]) is type(v) and got[k] == v, k
+
+
+@pytest.fixture
+def streamed(monkeypatch) -> list[bool]:
+    """Whether each run's rounds streamed (``RoundLoop.streams``), in this process's runs."""
+    from ldpsim.simulator.session.roundloop import RoundLoop
+
+    seen: list[bool] = []
+    streams = RoundLoop.streams
+
+    def spy(self, n, curator):
+        seen.append(streams(self, n, curator))
+        return seen[-1]
+
+    monkeypatch.setattr(RoundLoop, "streams", spy)
+    return seen

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from ldpsim.protocols.data import DataKind, Dataset, resolve_path
+from ldpsim.protocols.data import DataKind, Dataset, RangeTap, resolve_path
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows, profile
 
@@ -39,48 +39,23 @@ class CountPart:
     counts: np.ndarray
 
 
-class CountTap:
+class CountTap(RangeTap):
     """A pool's tap of its agents' share of the count matrix C: it hears the rows the pool
     makes (its whole block, or a chunked pool's chunks: ``first`` says where they lie; a chunk
     made again is heard once) and counts them. Its part is None unless the ranges heard are
     exactly ``start .. stop - 1``, each once. Counts are integers: their sum is the same in any
     order, so the orchestrator's join gives ``truth()``'s matrix exactly."""
 
-    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
-    chunked = True
-
     def __init__(self, fingerprint: bytes, start: int, stop: int, m: int) -> None:
-        self.fingerprint, self.start, self.stop, self.m = fingerprint, start, stop, m
+        super().__init__(fingerprint, start, stop)
+        self.m = m
         self.counts = np.zeros((m, m), dtype=np.int64)
-        self.heard: dict[int, int] = {}  # first agent -> one past the last, of each range
-        self.spoilt = False
 
-    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
-        """Count ``rows``, the rows of agents ``first ..`` (default: the block's first)."""
-        first = self.start if first is None else int(first)
-        stop = first + len(rows)
-        if self.heard.get(first) == stop:
-            return  # a chunk made again (a pool keeps only its last chunks)
-        if first in self.heard or not self.start <= first <= stop <= self.stop:
-            self.spoilt = True
-            return
-        self.heard[first] = stop
+    def add(self, rows: np.ndarray) -> None:
         self.counts += counts_of(rows, self.m)
 
-    def part(self) -> CountPart | None:
-        """The share, or None unless every agent of the block was heard exactly once."""
-        at = self.start
-        for first in sorted(self.heard):
-            if first != at:
-                return None
-            at = self.heard[first]
-        if self.spoilt or at != self.stop:
-            return None
+    def share(self) -> CountPart:
         return CountPart(self.fingerprint, self.start, self.stop, self.counts)
-
-    def close(self) -> None:
-        """Hear nothing more."""
-        self.heard.clear()
 
 
 @dataclass

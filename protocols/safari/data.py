@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from ldpsim.protocols.base import MAX_AGENTS, ParamError, ParamSpec
-from ldpsim.protocols.data import DataKind, Dataset, file_stamp, resolve_path
+from ldpsim.protocols.data import DataKind, Dataset, RangeTap, file_stamp, resolve_path
 from ldpsim.protocols.keys import DataKeys
 from ldpsim.protocols.rank import mallows
 from ldpsim.protocols.rank.data import THETA_CONVENTION, read_order, read_soc
@@ -47,7 +47,7 @@ class MarginalPart:
     counts: tuple
 
 
-class MarginalTap:
+class MarginalTap(RangeTap):
     """A pool's tap of its agents' share of the §6.1 marginals' counts: it hears the rankings
     the pool makes (its whole block, or a chunked pool's chunks: ``first`` says where they
     lie; a chunk made again is heard once) and counts them (``metrics.marginal_counts``). Its
@@ -55,41 +55,16 @@ class MarginalTap:
     are integers: their sum is the same in any order, so the orchestrator's join gives
     ``truth()`` exactly."""
 
-    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
-    chunked = True
-
     def __init__(self, fingerprint: bytes, start: int, stop: int, d: int) -> None:
-        self.fingerprint, self.start, self.stop, self.d = fingerprint, start, stop, d
+        super().__init__(fingerprint, start, stop)
+        self.d = d
         self.counts = metrics.marginal_counts([], d)
-        self.heard: dict[int, int] = {}  # first agent -> one past the last, of each range
-        self.spoilt = False
 
-    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
-        """Count ``rows``, the rankings of agents ``first ..`` (default: the block's first)."""
-        first = self.start if first is None else int(first)
-        stop = first + len(rows)
-        if self.heard.get(first) == stop:
-            return  # a chunk made again (a pool keeps only its last chunks)
-        if first in self.heard or not self.start <= first <= stop <= self.stop:
-            self.spoilt = True
-            return
-        self.heard[first] = stop
+    def add(self, rows: np.ndarray) -> None:
         self.counts = metrics.add_counts(self.counts, metrics.marginal_counts([rows], self.d))
 
-    def part(self) -> MarginalPart | None:
-        """The share, or None unless every agent of the block was heard exactly once."""
-        at = self.start
-        for first in sorted(self.heard):
-            if first != at:
-                return None
-            at = self.heard[first]
-        if self.spoilt or at != self.stop:
-            return None
+    def share(self) -> MarginalPart:
         return MarginalPart(self.fingerprint, self.start, self.stop, self.counts)
-
-    def close(self) -> None:
-        """Hear nothing more."""
-        self.heard.clear()
 
 
 @dataclass

@@ -26,7 +26,6 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.codec import wire
 from ldpsim.simulator.session import Limits
-from ldpsim.simulator.session.roundloop import RoundLoop
 
 import ldpsim
 
@@ -61,20 +60,6 @@ def fields(res: dict, physical: bool = True) -> bytes:
     out["comm"]["per_round"] = [{k: v for k, v in r.items() if k not in LIVE}
                                 for r in res["comm"]["per_round"]]
     return msgpack.packb(out, default=wire.pack_ext, use_bin_type=True)
-
-
-@pytest.fixture
-def streamed(monkeypatch) -> list[bool]:
-    """Whether each run's rounds streamed (``RoundLoop.streams``), in this process's runs."""
-    seen: list[bool] = []
-    streams = RoundLoop.streams
-
-    def spy(self, n, curator):
-        seen.append(streams(self, n, curator))
-        return seen[-1]
-
-    monkeypatch.setattr(RoundLoop, "streams", spy)
-    return seen
 
 
 def _pair(run, protocol: str, **kw) -> tuple[bytes, bytes]:

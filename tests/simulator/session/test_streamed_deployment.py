@@ -18,7 +18,6 @@ import pytest
 from ldpsim.protocols.local import example_data
 from ldpsim.simulator.session import idsets, network, roundend, streamnet
 from ldpsim.simulator.session.idsets import IdSet
-from ldpsim.simulator.session.roundloop import RoundLoop
 
 import ldpsim
 
@@ -29,20 +28,6 @@ SMALL, LARGE = 997, 65521
 MOBILE = {"trace": "mobile", "round_deadline_s": 0.05}
 #: what a record holds that is measured live
 LIVE = ("wall_s", "curator_cpu_s")
-
-
-@pytest.fixture
-def streamed(monkeypatch) -> list[bool]:
-    """Whether each run's rounds streamed (``RoundLoop.streams``), in this process's runs."""
-    seen: list[bool] = []
-    streams = RoundLoop.streams
-
-    def spy(self, n, curator):
-        seen.append(streams(self, n, curator))
-        return seen[-1]
-
-    monkeypatch.setattr(RoundLoop, "streams", spy)
-    return seen
 
 
 def _record(deployment: dict, chunk: int, backend: str = "inproc", pools: int = 2,
