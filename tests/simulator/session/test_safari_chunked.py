@@ -12,7 +12,7 @@ from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.session import Limits
 
-from tests.simulator.session.test_chunked_runs import LARGE, fields, streamed  # noqa: F401
+from tests.simulator.session.test_chunked_runs import LARGE, fields
 
 #: a chunk far below the runs' agents that msgpack writes in as many bytes as ``LARGE``
 CHUNK = 257
