@@ -166,22 +166,30 @@ def _devices(fields: str, key: int, n: int) -> Devices:
     return dev
 
 
-def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray) -> Devices:
+def availability_of(cols: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """Each device class's availability, of a deployment's ``class_columns`` (None: every
+    agent always online)."""
+    avail = cols["availability"]
+    return None if (avail >= 1.0).all() else avail
+
+
+def draw_devices(spec: Mapping[str, Any], key: int, agents: np.ndarray,
+                 cols: Mapping[str, np.ndarray] | None = None) -> Devices:
     """The devices of ``agents`` (ids) under ``spec``, from the first two 64-bit draws of
     each on the network's device stream ``key``: a class by share from the first's uniform
     (or agent id modulo the rows of a per-agent trace, ``replay``), and from the second a
     link quality z ~ N(0, 1) drawn from the distribution itself (``links.link_z``). The
     agent's latency is its class's median times exp(spread z), its bandwidths the medians
-    divided by it (a poor link is poor every way)."""
-    cols = class_columns(spec)
+    divided by it (a poor link is poor every way). ``cols``: the deployment's
+    ``class_columns``, when the caller has them."""
+    cols = class_columns(spec) if cols is None else cols
     agents = np.asarray(agents, dtype=np.int64)
     spread = cols["spread"]
     cls = draw_classes(spec, key, agents, cols)
     factors = _link_factors(key, agents, spread, cls) if spread.any() else None
-    avail = cols["availability"]
     return Devices(cls, factors, cols["latency_ms"] / 1e3,
                    8e-6 / cols["down_mbps"], 8e-6 / cols["up_mbps"],  # inf Mbit/s: 0 s/byte
-                   1.0 / cols["speed"], None if (avail >= 1.0).all() else avail)
+                   1.0 / cols["speed"], availability_of(cols))
 
 
 def draw_classes(spec: Mapping[str, Any], key: int, agents: np.ndarray,
@@ -454,8 +462,7 @@ class Network:
     @functools.cached_property
     def availability(self) -> np.ndarray | None:
         """Each device class's availability (None: every agent always online)."""
-        avail = class_columns(self.model.spec)["availability"]
-        return None if (avail >= 1.0).all() else avail
+        return availability_of(class_columns(self.model.spec))
 
     def online_of(self, agents: np.ndarray, rnd: int, cls: np.ndarray) -> np.ndarray:
         """Which of ``agents`` (of classes ``cls``) are online in round ``rnd``: a mask (the

@@ -37,6 +37,20 @@ def counts(codes: Any, size: int, a: int = 0, b: int | None = None) -> np.ndarra
     return out
 
 
+def apply(arr: Any, at: Any, op: str, value: Any) -> None:
+    """Agents ``at`` (a slice or distinct indices) of ``arr`` get ``v + value`` ("add"),
+    ``v - value`` ("sub") or ``value`` ("set"): a ``Palette``'s ``update``, or the array's own
+    ``arr[at] += value``."""
+    if isinstance(arr, Palette):
+        arr.update(at, op, value)
+    elif op == "add":
+        arr[at] += value
+    elif op == "sub":
+        arr[at] -= value
+    else:
+        arr[at] = value
+
+
 class BitCodes:
     """The codes of a palette of at most two values: a bit an agent, read and written like
     the uint8 array of them (slices of step 1, index arrays; ``widened`` gives that array)."""
@@ -280,17 +294,12 @@ class Palette:
                             y = min(b, x + LEAF)
                             self.codes[x:y] = table[self.codes[x:y]]
                     return
-        arr = self._go_plain()
-        if op == "add":
-            arr[at] += value
-        elif op == "sub":
-            arr[at] -= value
-        else:
-            arr[at] = value
+        apply(self._go_plain(), at, op, value)
 
     def held(self, a: int, b: int) -> np.ndarray:
-        """The distinct values agents ``[a, b)`` hold (``b > a``), without an array of the
-        values themselves."""
+        """The values agents ``[a, b)`` hold (``b > a``), for their max or truth: each distinct
+        one once, found from the codes without an array of the values (held plain: the
+        slice)."""
         if self.plain is not None:
             return self.plain[a:b]
         return self.values[np.flatnonzero(counts(self.codes, len(self.values), a, b))]

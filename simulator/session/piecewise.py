@@ -23,7 +23,7 @@ from bisect import bisect_right
 from typing import Any
 
 import numpy as np
-from ldpsim.simulator.session.palette import Palette, counts
+from ldpsim.simulator.session.palette import Palette, apply, counts
 
 #: runs beyond which a store holds its values as an array (8 bytes per agent for float64)
 LIMIT = 4096
@@ -217,7 +217,7 @@ class Piecewise:
         if a >= b:
             return
         if self.arr is not None:
-            _apply_array(self.arr, slice(a - self.lo, b - self.lo), op, value)
+            apply(self.arr, slice(a - self.lo, b - self.lo), op, value)
             return
         i, j = self._cut(a), self._cut(b)
         vals = self.vals
@@ -254,7 +254,7 @@ class Piecewise:
             self._densify()
         if int(ids.min()) < self.lo or int(ids.max()) >= self.hi:
             raise IndexError(f"agents outside [{self.lo}, {self.hi})")
-        _apply_array(self.arr, ids - self.lo, op, value)
+        apply(self.arr, ids - self.lo, op, value)
 
     def assign(self, a: int, b: int, values: Any) -> None:
         """Agents ``[a, b)``'s values become ``values`` (one, or one per agent)."""
@@ -308,18 +308,6 @@ class Piecewise:
             out._join(i + len(self.starts))
             out._join(i)
         return out
-
-
-def _apply_array(arr: Any, at: Any, op: str, value: Any) -> None:
-    """``update``'s operation on the array ``arr`` at ``at`` (a slice or distinct indices)."""
-    if isinstance(arr, Palette):
-        arr.update(at, op, value)
-    elif op == "add":
-        arr[at] += value
-    elif op == "sub":
-        arr[at] -= value
-    else:
-        arr[at] = value
 
 
 def pairwise_sum(starts: list[int], vals: list[float], lo: int, hi: int) -> float:

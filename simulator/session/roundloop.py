@@ -225,7 +225,7 @@ class RoundLoop:
         timed = None
         if rnd.timer is not None:  # streamed: the late were left out as they came
             rnd.settle_offline()
-            timed = rnd.timer.close(rnd.reported, rnd.got, rnd.got + rnd.invalid, rnd.offline,
+            timed = rnd.timer.close(rnd.reported, rnd.got, rnd.got + rnd.invalid,
                                     rnd.broadcast_bytes)
         elif self.network is not None:  # who came too late for the round's virtual end
             rnd.late, timed = self.network.close_round(rnd.traffic())

@@ -205,7 +205,7 @@ class Round:
         #: per row of ``agents``: online in this round (None: every one; ``network``); the
         #: curator sends nothing to an offline agent and does not wait for it
         self.online = online
-        self.offline = 0 if online is None else int(len(agents) - online.sum())
+        self._offline = 0 if online is None else int(len(agents) - online.sum())
         #: per row: a report that came after the round's virtual end (``network``)
         self.late: np.ndarray | None = None
         #: a streamed round's virtual time (``streamnet``), which counts its late reports
@@ -274,10 +274,9 @@ class Round:
                 box.popleft()
         keep = None
         while box and self.timer is not None:  # drawn as it goes (offline ones counted)
-            keep = self.timer.online(self.agents[slice(*box[0])])
+            keep = self.timer.ask(self.agents[slice(*box[0])])
             if keep is None or keep.any():
                 break
-            self.offline += len(keep)
             box.popleft()
         if not box:
             return None
@@ -286,9 +285,7 @@ class Round:
         queries = self.queries
         rows: slice | np.ndarray = slice(s, e)
         qs = None if queries is None else queries[s:e]
-        if keep is not None:
-            self.offline += int(len(keep) - keep.sum())
-        elif self.online is not None:
+        if keep is None and self.online is not None:
             keep = self.online[s:e]
         if keep is not None:
             if not keep.all():
@@ -316,9 +313,7 @@ class Round:
             return
         for box in self.outbox.values():
             while box:
-                keep = self.timer.online(self.agents[slice(*box.popleft())])
-                if keep is not None:
-                    self.offline += int(len(keep) - keep.sum())
+                self.timer.ask(self.agents[slice(*box.popleft())])
 
     def answered(self, key: tuple[bytes, int], count: int) -> None:
         """The first ``count`` agents of the pending batch ``key`` answered in one frame."""
@@ -380,6 +375,12 @@ class Round:
         self.invalid += len(wait)
         self.refused += len(wait)
         return len(wait)
+
+    @property
+    def offline(self) -> int:
+        """Asked agents offline in this round (a streamed round's, as its batches are
+        asked: ``StreamedTimes.ask``)."""
+        return self._offline + (0 if self.timer is None else self.timer.offline)
 
     @property
     def complete(self) -> bool:

@@ -103,12 +103,21 @@ class StreamedTimes:
         self.wire_down = 0  # the queries' bytes on the wire (the broadcast's apart)
         self.wire_up = 0
         self.late = 0
+        self.offline = 0  # asked agents found offline (``ask``)
         self.last = -math.inf  # the latest arrival of a stored report
 
     def online(self, ids: np.ndarray) -> np.ndarray | None:
-        """Which of ``ids`` (a query batch about to go out) are online (None: every one)."""
+        """Which of ``ids`` are online (None: every one)."""
         up = self._draw_online(ids)
         return None if up is None or up.all() else up
+
+    def ask(self, ids: np.ndarray) -> np.ndarray | None:
+        """``online`` of a query batch about to go out (or never to: the round's close),
+        its offline agents counted (``offline``)."""
+        up = self.online(ids)
+        if up is not None:
+            self.offline += int(len(up) - up.sum())
+        return up
 
     def _draw_online(self, ids: np.ndarray) -> np.ndarray | None:
         net = self.net
@@ -133,7 +142,7 @@ class StreamedTimes:
     def times(self, ids: np.ndarray, up: np.ndarray, broadcast: int) -> np.ndarray:
         """The arrival times of agents ``ids`` (sorted) whose reports took ``up`` bytes."""
         net = self.net
-        dev = draw_devices(net.model.spec, net.model.keys[0], ids)
+        dev = draw_devices(net.model.spec, net.model.keys[0], ids, self.cols)
         down = self.down.take(ids).astype(np.int32)
         return completion_times(dev, slice(0, len(ids)), down, broadcast,
                                 np.asarray(up, dtype=np.int32), self.compute_s)
@@ -173,16 +182,16 @@ class StreamedTimes:
         self.net.elapsed += time.perf_counter() - t0
         return on_time
 
-    def close(self, reported: IdSet, got: int, answered: int, offline: int,
-              broadcast: int) -> dict[str, Any]:
+    def close(self, reported: IdSet, got: int, answered: int, broadcast: int
+              ) -> dict[str, Any]:
         """The round's close in virtual time (``Network.close_round``'s numbers): ``got``
         valid reports stored (``reported``; the late among them), ``answered`` asked agents
-        that reported, sent an invalid report or refused, ``offline`` those offline, the
-        broadcast's envelope ``broadcast`` bytes (0: none). Returns the round's virtual
-        entries of ``comm.per_round``."""
+        that reported, sent an invalid report or refused, the broadcast's envelope
+        ``broadcast`` bytes (0: none); every batch asked (``ask``). Returns the round's
+        virtual entries of ``comm.per_round``."""
         t0 = time.perf_counter()
         net, model, asked = self.net, self.net.model, len(self.agents)
-        n_online = asked - offline
+        n_online = asked - self.offline
         everyone = got == asked or answered >= n_online
         pct = percentiles(self._sample(reported, got, broadcast))
         last = None if got == 0 or math.isinf(self.last) else self.last

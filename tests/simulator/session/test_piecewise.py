@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ldpsim.simulator.session import piecewise
+from ldpsim.simulator.session import palette, piecewise
 from ldpsim.simulator.session.common import span
 from ldpsim.simulator.session.odometer import Odometer
 from ldpsim.simulator.session.piecewise import Piecewise, Span, pairwise_sum
@@ -93,7 +93,7 @@ def _apply(store: Piecewise, arr: np.ndarray, op: str, a: int, b: int, v: float,
     lo = store.lo
     if op in ("add", "sub", "set"):
         store.update(lo + a, lo + b, op, v)
-        piecewise._apply_array(arr, slice(a, b), op, v)
+        palette.apply(arr, slice(a, b), op, v)
     elif op == "ids":
         ids = np.unique(rng.integers(a, b + 1, size=max(1, (b - a) // 2)))
         rng.shuffle(ids)
