@@ -11,10 +11,16 @@ from typing import Any
 import numpy as np
 import pytest
 from ldpsim.protocols.rank import data as rank_data
-from ldpsim.simulator.backends.transport import run_processes
 from ldpsim.simulator.scenario import scenario as sc
-from ldpsim.simulator.session import Limits
 from ldpsim.simulator.sweep import execute
+
+from tests.simulator.sweep.truthparts import (
+    check_a_tap_that_misses_or_repeats_agents,
+    check_parts_of_another_data_set_or_short_are_refused,
+    parts_of,
+    scored_both_ways,
+    truth_of,
+)
 
 
 def spec(n: int, pools: int, chunk: int | str = "auto", protocol: str = "ldp_kwiksort_rr",
@@ -25,18 +31,6 @@ def spec(n: int, pools: int, chunk: int | str = "auto", protocol: str = "ldp_kwi
            "runtime": {"backend": "processes", "pools": pools, "secret": "seed",
                        "timeout_s": 5, "chunk": chunk, **top.pop("runtime", {})}, **top}
     return sc.validate(raw).runs()[0]
-
-
-def parts_of(s) -> list:
-    parts: list = []
-    run_processes(dict(s.config(), seed=s.seed), Limits.of_runtime(s.runtime),
-                  truth_parts=parts)
-    return parts
-
-
-def truth_of(s) -> tuple[Any, dict]:
-    ds = execute._dataset(s.data, s.seed, None)
-    return ds, ds.truth()
 
 
 def same(got: dict | None, want: dict) -> None:
@@ -58,42 +52,18 @@ def test_the_pools_counts_are_the_truth(pools, chunk):
 
 
 def test_a_run_scored_from_the_parts_never_generates_the_rankings_again(monkeypatch):
-    s = spec(4001, 2, 499)
-
-    def never(self):
-        raise AssertionError("the orchestrator computed the truth")
-
-    with monkeypatch.context() as m:
-        m.setattr(rank_data.MallowsData, "truth", never)
-        joined = execute.execute(s)
-    monkeypatch.setattr(rank_data.RankingData, "truth_join", lambda self, parts: None)
-    computed = execute.execute(s)
+    joined, computed = scored_both_ways(monkeypatch, spec(4001, 2, 499), rank_data.MallowsData,
+                                        rank_data.RankingData)
     assert joined["metrics"] == computed["metrics"] and joined["output"] == computed["output"]
 
 
 def test_a_tap_that_misses_or_repeats_agents_gives_no_part():
-    ds, want = truth_of(spec(1000, 1))
-    rows = ds.rows(0, 1000)
-    tap = ds.truth_tap(0, 1000, None)
-    tap.watch(rows[:400], 0)
-    assert tap.part() is None  # 400 .. 999 unheard
-    tap.watch(rows[400:], 400)
-    tap.watch(rows[400:], 400)  # a chunk made again: heard once
-    same(ds.truth_join([tap.part()]), want)
-    tap.watch(rows[:10], 200)  # inside what was heard, not a chunk made again
-    assert tap.part() is None
+    check_a_tap_that_misses_or_repeats_agents(*truth_of(spec(1000, 1)), same)
 
 
 def test_parts_of_another_data_set_or_short_of_every_agent_are_refused():
-    ds, _ = truth_of(spec(1000, 1))
-    other, _ = truth_of(spec(1001, 1))
-    whole = ds.truth_tap(0, 1000, None)
-    whole.watch(ds.rows(0, 1000))
-    assert other.truth_join([whole.part()]) is None
-    half = ds.truth_tap(0, 500, None)
-    half.watch(ds.rows(0, 500))
-    assert ds.truth_join([half.part()]) is None and ds.truth_join([]) is None
-    assert ds.truth_join([half.part(), half.part()]) is None
+    check_parts_of_another_data_set_or_short_are_refused(truth_of(spec(1000, 1))[0],
+                                                         truth_of(spec(1001, 1))[0])
 
 
 def test_file_rankings_leave_their_truth_to_the_orchestrator():

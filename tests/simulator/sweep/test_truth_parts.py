@@ -22,6 +22,7 @@ from ldpsim.simulator.session.truthshare import TruthShare
 from ldpsim.simulator.sweep import execute
 
 from tests.conftest import same_truth
+from tests.simulator.sweep.truthparts import scored_both_ways, truth_of
 
 
 @pytest.fixture(autouse=True)
@@ -57,11 +58,6 @@ def processes_parts(s, policy: AgentPolicy | None = None) -> tuple[dict, list]:
     return res, parts
 
 
-def truth_of(s) -> tuple[Any, dict]:
-    ds = execute._dataset(s.data, s.seed, None)
-    return ds, ds.truth()
-
-
 @pytest.mark.parametrize("pools", [1, 2, 3])
 def test_the_pools_parts_are_the_truth_bit_for_bit(monkeypatch, pools):
     monkeypatch.setattr(ethics_data, "BLOCK", 1000)  # the pools are forked: the same blocks
@@ -87,14 +83,8 @@ def test_a_run_scored_from_the_parts_is_the_record_scored_from_truth(monkeypatch
     monkeypatch.setattr(ethics_data, "BLOCK", 1000)
     s = spec(2500, 2)
 
-    def never(self):
-        raise AssertionError("the orchestrator computed the truth")
-
-    with monkeypatch.context() as m:
-        m.setattr(ethics_data.PairwiseChoices, "truth", never)
-        joined = execute.execute(s)
-    monkeypatch.setattr(ethics_data.PairwiseChoices, "truth_join", lambda self, parts: None)
-    computed = execute.execute(s)
+    joined, computed = scored_both_ways(monkeypatch, s, ethics_data.PairwiseChoices,
+                                        ethics_data.PairwiseChoices)
     assert _strip(joined) == _strip(computed)
     assert joined["metrics"] == computed["metrics"]
 
