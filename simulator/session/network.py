@@ -57,11 +57,7 @@ from ldpsim.simulator.session.links import (  # noqa: F401 (normal_quantile: as 
     query_departures,
     report_landings,
 )
-from ldpsim.simulator.session.roundend import (  # noqa: F401 (PERCENTILE_SAMPLE: as before)
-    PERCENTILE_SAMPLE,
-    order_stats,
-    round_end,
-)
+from ldpsim.simulator.session.roundend import order_stats, round_end
 
 from ldpsim import environment
 
