@@ -56,12 +56,19 @@ class Curator(ABC):
     #: round, each time with a disjoint, sorted subset of the agents that reported (in any
     #: order of the parts; a round in which nobody reported gets one call with none), and the
     #: curator's state must then equal what one call with all of them gives. True for an
-    #: estimator that keeps integer sufficient statistics (counts, integer sums), never for
-    #: one that keeps per-agent state or sums floats in the reports' order. A run with more
-    #: agents than ``[runtime] chunk`` then absorbs each stored batch as it comes and holds no
-    #: round's reports; such a curator is built over its agents as given (an
-    #: ``agentrange.AgentRange`` when they are one range), every other one over an array
+    #: estimator that keeps integer sufficient statistics (counts, integer sums), or one that
+    #: sums floats in the reports' order and says so (``absorbs_in_order``); never for one
+    #: that keeps per-agent state. A run with more agents than ``[runtime] chunk`` then
+    #: absorbs each stored batch as it comes and holds no round's reports; such a curator is
+    #: built over its agents as given (an ``agentrange.AgentRange`` when they are one range),
+    #: every other one over an array
     absorbs_in_parts: bool = False
+    #: with ``absorbs_in_parts``: the parts must come in increasing agent order (each part's
+    #: agents above every earlier part's), as a float sum carried on from part to part has the
+    #: bits of one sum over the round only in the order the round's reports have whole
+    #: (Harmony's ``bincount`` of ±c, the ethics average's ``sum(axis=0)``). The runtime then
+    #: keeps the batches that come early until their turn and holds the pools ahead back
+    absorbs_in_order: bool = False
     #: the curator plans round 0 only (then the runtime need not count each agent's bytes
     #: across rounds: one round's per-agent largest is its largest envelope)
     single_round: bool = False

@@ -20,6 +20,8 @@ from ldpsim.protocols.ethics.model import project
 class AverageCurator(Curator):
     """Asks every voter once, averages the reports (``finish`` of subclasses adds noise)."""
 
+    single_round = True
+
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
         params, public = bound.params, bound.public
@@ -28,6 +30,8 @@ class AverageCurator(Curator):
         self.low, self.high = -math.inf, math.inf
         self.weighted = params.get("aggregate") == "weighted"
         self.total = np.zeros(self.d)
+        #: the reports' sum so far, in their order (a curator that absorbs in agent order)
+        self.running: np.ndarray | None = None
         self.weight = 0.0
         self.count = 0
         self.ignored = 0
@@ -51,13 +55,26 @@ class AverageCurator(Curator):
             ok = np.isfinite(eps) & (eps > 0)
             self.ignored += int((~ok).sum())
             w = np.where(ok, eps, 0.0) ** 2
-            self.total += (beta * w[:, None]).sum(axis=0)
+            self.add(beta * w[:, None])
             self.weight += float(w.sum())
             self.count += int(ok.sum())
         else:
-            self.total += beta.sum(axis=0)
+            self.add(beta)
             self.weight += float(len(beta))
             self.count += len(beta)
+
+    def add(self, rows: np.ndarray) -> None:
+        """Add the reports' (weighted) betas to ``total``, as the one ``sum(axis=0)`` of a
+        round's rows would. Absorbed in agent order (``absorbs_in_order``), the sum is carried
+        on from part to part: numpy adds the rows of an (n, d ≥ 2) array one after another,
+        so the running sum followed by the next part's rows has the round's bits."""
+        if not self.absorbs_in_order:
+            self.total += rows.sum(axis=0)
+            return
+        if len(rows):
+            self.running = rows.sum(axis=0) if self.running is None else \
+                np.concatenate([self.running[None, :], rows]).sum(axis=0)
+            self.total = np.zeros(self.d) + self.running
 
     def average(self) -> np.ndarray:
         return self.total / self.weight if self.weight > 0 else np.zeros(self.d)
@@ -123,6 +140,40 @@ class FMCoefficientCurator(AverageCurator):
         a_t, m_t = fm.from_vector(rep[:, :-1], d, self.params["noise"])
         beta = self.protocol.solve(a_t, m_t, rep[:, -1], self.params, self.public)
         w = rep[:, -1] ** 2 if self.weighted else np.ones(len(rep))
-        self.total += (beta * w[:, None]).sum(axis=0)
+        self.add(beta * w[:, None])
         self.weight += float(w.sum())
         self.count += len(rep)
+
+
+class _InOrder:
+    """A curator of the mean aggregate over d ≥ 2 that absorbs in agent order (``in_order``)."""
+
+    absorbs_in_parts = True
+    absorbs_in_order = True
+
+
+class AverageInOrder(_InOrder, AverageCurator):
+    """``AverageCurator``, its reports in parts in agent order."""
+
+
+class TrustedInOrder(_InOrder, TrustedCurator):
+    """``TrustedCurator``, its reports in parts in agent order."""
+
+
+class FMCoefficientInOrder(_InOrder, FMCoefficientCurator):
+    """``FMCoefficientCurator``, its reports in parts in agent order."""
+
+
+_IN_ORDER = {AverageCurator: AverageInOrder, TrustedCurator: TrustedInOrder,
+             FMCoefficientCurator: FMCoefficientInOrder}
+
+
+def in_order(cls: type[AverageCurator], params: dict[str, Any], public: dict[str, Any]
+             ) -> type[AverageCurator]:
+    """``cls``, or the same curator absorbing its reports in parts in agent order where its
+    sums allow it: d ≥ 2 (numpy adds an (n, d) array's rows one after another, but an (n, 1)
+    array's pairwise, a tree that depends on n, known only at the round's end) and the mean
+    aggregate (the weighted one also sums its weights pairwise, ``w.sum()``)."""
+    if int(public["d"]) < 2 or params.get("aggregate") == "weighted":
+        return cls
+    return _IN_ORDER.get(cls, cls)

@@ -62,6 +62,7 @@ from ldpsim.protocols.ethics.curators import (
     AverageCurator,
     FMCoefficientCurator,
     TrustedCurator,
+    in_order,
 )
 from ldpsim.protocols.ethics.estimates import (
     central_sensitivity,
@@ -133,6 +134,15 @@ class _EthicsProtocol(Protocol):
     def unit(self) -> str:
         """What a claim's ε protects: a voter's whole row, or one of its records."""
         return "row" if self.level == "voter" else "record"
+
+    def curator_class(self, bound: Bound) -> type[Curator]:
+        """The curator of ``whole_curator_class``, absorbing in parts in agent order where
+        its sums allow it (``curators.in_order``)."""
+        return in_order(self.whole_curator_class(bound), bound.params, bound.public)
+
+    def whole_curator_class(self, bound: Bound) -> type[Curator]:
+        """The protocol's curator over whole rounds (default ``curator_cls``)."""
+        return super().curator_class(bound)
 
     def report_length(self, params: dict[str, Any], public: dict[str, Any]) -> int:
         """Numbers per report: beta_i, and eps_i with the weighted aggregate."""
@@ -423,7 +433,7 @@ class RLDPFunctional(VLDP):
             return fm.n_coefficients(d, params["noise"]) + 1
         return d + (params["aggregate"] == "weighted")
 
-    def curator_class(self, bound: Bound) -> type[Curator]:
+    def whole_curator_class(self, bound: Bound) -> type[Curator]:
         if bound.params["report"] == "coefficients":
             return FMCoefficientCurator
         return AverageCurator

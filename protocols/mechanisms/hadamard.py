@@ -122,14 +122,29 @@ class Hadamard:
 
     def estimate(self, rows: np.ndarray, bits: np.ndarray, k: int, n: float) -> np.ndarray:
         """Unbiased frequencies f(v) = (1/n) Σ c_ε (2 bit - 1) Ψ[s, v] for v in [0, k)."""
-        kp = order(k)
         if n <= 0:
             return np.full(k, 1.0 / k)
+        return self.estimate_from(self.accumulate(rows, bits, order(k)), k, n)
+
+    def accumulate(self, rows: np.ndarray, bits: np.ndarray, size: int,
+                   acc: np.ndarray | None = None) -> np.ndarray:
+        """Σ c_ε (2 bit - 1) over the reports of each row s in [0, ``size``), added in the
+        reports' order (``numpy.bincount``'s); with ``acc``, added on to it in place (one
+        element at a time: parts given in order have the bits of one call with them all)."""
         z = self.scale * (2.0 * np.asarray(bits, dtype=float) - 1.0)
-        acc = np.bincount(np.asarray(rows, dtype=np.int64), weights=z, minlength=kp)
+        rows = np.asarray(rows, dtype=np.int64)
+        if acc is None:
+            return np.bincount(rows, weights=z, minlength=size)
+        np.add.at(acc, rows, z)
+        return acc
+
+    def estimate_from(self, acc: np.ndarray, k: int, n: float) -> np.ndarray:
+        """``estimate`` from the rows' sums ``accumulate`` gives (k' = order(k) of them)."""
+        if n <= 0:
+            return np.full(k, 1.0 / k)
         if k <= 64:
             v = np.arange(k)
-            return (entry(np.arange(kp)[:, None], v[None, :]) * acc[:, None]).sum(0) / n
+            return (entry(np.arange(order(k))[:, None], v[None, :]) * acc[:, None]).sum(0) / n
         return fwht(acc)[:k] / n
 
     def bias(self) -> float:

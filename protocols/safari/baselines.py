@@ -84,8 +84,9 @@ RELEASE = ParamSpec("release", "str", default="synthetic", choices=("synthetic",
 
 
 class _FullDomainCurator(Curator):
-    """A frequency oracle's curator over the d! rankings, whole rounds (Harmony: its
-    estimate sums float terms in the reports' order)."""
+    """A frequency oracle's curator over the d! rankings, whole rounds (the reference the
+    curators that take the round in parts match: ``_CountingCurator``,
+    ``_HarmonyCurator``)."""
 
     single_round = True
 
@@ -158,6 +159,30 @@ class _CountingCurator(_FullDomainCurator):
         return m.estimate(self.counts, self.reports)
 
 
+class _HarmonyCurator(_FullDomainCurator):
+    """Harmony's curator over the d! rankings: its estimate sums c_ε (2 bit - 1) on each
+    Hadamard row in the reports' order (``Hadamard.accumulate``), so it takes the round in
+    parts in agent order and carries the sums on."""
+
+    absorbs_in_parts = True
+    absorbs_in_order = True
+
+    def __init__(self, protocol, bound, agents, key):
+        super().__init__(protocol, bound, agents, key)
+        self.size = math.factorial(int(self.public["d"]))
+        self.sums = np.zeros(hadamard.order(self.size))
+        self.reports = 0  # in the domain
+
+    def absorb(self, rnd, agents, reports):
+        r, m = self._valid(agents, reports)
+        m.accumulate(r[:, 0], r[:, 1], len(self.sums), self.sums)
+        self.reports += len(r)
+
+    def estimate(self) -> np.ndarray:
+        m = self.bound.rounds[0].mechanism.mechanism(self.size)
+        return m.estimate_from(self.sums, self.size, self.reports)
+
+
 class _FullDomain(RankingProtocol):
     """A frequency oracle over all d! rankings (§4): each ranking is one categorical value,
     its lexicographic index."""
@@ -222,6 +247,7 @@ class RankHarmony(_FullDomain):
     name = "rank_harmony"
     summary = "LDP baseline: Harmony (Hadamard coefficient + binary RR) over all d! rankings"
     oracle = "harmony"
+    curator_cls = _HarmonyCurator
 
 
 class RankOLH(_FullDomain):

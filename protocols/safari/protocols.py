@@ -130,8 +130,8 @@ SPLIT_ROWS = 1 << 16
 
 
 class _SafariCurator(Curator):
-    """SAFARI's curator over whole rounds (Harmony's estimate sums float terms in the reports'
-    order; ``_SafariPartsCurator`` takes GRR's and OLH's reports in parts)."""
+    """SAFARI's curator over whole rounds (the reference the curators that take the rounds in
+    parts match: ``_SafariPartsCurator``, ``_SafariOrderedCurator``)."""
 
     def __init__(self, protocol, bound, agents, key):
         super().__init__(protocol, bound, agents, key)
@@ -261,13 +261,17 @@ class _SafariPartsCurator(_SafariCurator):
         if oracle == "olh" or (dom == dom[0]).all():  # one bound for every agent
             one = report_high(oracle, dom[:1], eps)
             high = np.broadcast_to(one, (len(agents),) + one.shape[1:])
+        elif oracle == "harmony":  # its row's bound is the asked attribute's order k'
+            high = RowQueries(lambda lo, hi: report_high(oracle, dom[draw(lo, hi)[:, 0]], eps),
+                              len(agents), 2, np.int64)
         else:  # GRR's bound is the asked attribute's domain
             high = _AgentBounds(lambda lo, hi: dom[draw(lo, hi)] - 1, len(agents), 1, np.int64)
         self.plans[rnd] = plan = RoundPlan(rnd, agents, RowQueries(draw, len(agents), 1,
                                                                    np.int64),
                                            bc, schema, report_bits=bits, report_high=high)
         self.counts[rnd] = (np.zeros(rule.n_attrs, dtype=np.int64),
-                            np.zeros(int(dom.sum()), dtype=np.int64))
+                            np.zeros(int(safa.harmony_offsets(dom)[-1]), dtype=np.float64)
+                            if oracle == "harmony" else np.zeros(int(dom.sum()), dtype=np.int64))
         return plan
 
     def absorb(self, rnd: int, agents: np.ndarray, reports: np.ndarray) -> None:
@@ -278,9 +282,13 @@ class _SafariPartsCurator(_SafariCurator):
         ok = oracle.valid_reports(reports, rule.domains[attrs])
         self.stats["out_of_domain"][rnd] += int((~ok).sum())
         self.stats["reports"][rnd] += int(ok.sum())
+        held_group, held_counts = self.counts[rnd]
+        if oracle.kind == "harmony":  # float sums, carried on in agent order
+            held_group += safa.harmony_sums(attrs[ok], reports[ok], rule.domains,
+                                            oracle.epsilon, held_counts)
+            return
         group, counts = safa.tally(oracle.kind, attrs[ok], reports[ok], rule.domains,
                                    oracle.epsilon)
-        held_group, held_counts = self.counts[rnd]
         held_group += group
         held_counts += counts
 
@@ -299,6 +307,13 @@ class _SafariPartsCurator(_SafariCurator):
     def finish(self) -> dict[str, Any]:
         self._close(1)
         return super().finish()
+
+
+class _SafariOrderedCurator(_SafariPartsCurator):
+    """``_SafariPartsCurator`` when a round's oracle is Harmony, whose estimate sums float
+    terms in the reports' order (``safa.harmony_sums``): it takes its parts in agent order."""
+
+    absorbs_in_order = True
 
 
 class Safari(RankingProtocol):
@@ -387,10 +402,10 @@ class Safari(RankingProtocol):
 
     def curator_class(self, bound: Bound) -> type[Curator]:
         """``_SafariPartsCurator`` (absorbs in parts) when both rounds' oracles keep integer
-        counts (GRR, OLH), else ``_SafariCurator`` (Harmony sums its floats in the reports'
-        order: whole rounds)."""
+        counts (GRR, OLH), else ``_SafariOrderedCurator`` (Harmony sums its floats in the
+        reports' order: in parts in agent order)."""
         kinds = {r.mechanism.kind for r in bound.rounds}
-        return _SafariCurator if "harmony" in kinds else _SafariPartsCurator
+        return _SafariOrderedCurator if "harmony" in kinds else _SafariPartsCurator
 
     def curator_agent_bytes(self, bound: Bound) -> int:
         """With ``split = "users"`` the curator keeps the ids of each round's agents (8 bytes

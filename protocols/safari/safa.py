@@ -202,20 +202,46 @@ def tally(oracle: str, attrs: np.ndarray, reports: np.ndarray, domains: np.ndarr
     return group, counts
 
 
+def harmony_offsets(domains: np.ndarray) -> np.ndarray:
+    """Where each attribute's Hadamard rows start in ``harmony_sums``'s array: the orders k' of
+    the domains one after another (and their total last)."""
+    kp = [hadamard.order(int(k)) for k in np.asarray(domains)]
+    return np.concatenate([[0], np.cumsum(kp, dtype=np.int64)]).astype(np.int64)
+
+
+def harmony_sums(attrs: np.ndarray, reports: np.ndarray, domains: np.ndarray, epsilon: float,
+                 sums: np.ndarray) -> np.ndarray:
+    """What ``estimate`` sums for Harmony, added on to ``sums`` in place: each valid report's
+    c_ε (2 bit - 1) on its attribute's row s (``harmony_offsets``), in the reports' order, as
+    ``estimate``'s per-attribute ``bincount`` adds them. Float sums: reports given in parts in
+    their order have the bits of one call with them all, in any other order they need not.
+    Returns the reports per attribute."""
+    attrs = np.asarray(attrs, dtype=np.int64)
+    reports = _rows(attrs, reports)
+    off = harmony_offsets(domains)
+    mech.Hadamard(epsilon).accumulate(off[attrs] + reports[:, 0], reports[:, 1], int(off[-1]),
+                                      sums)
+    return np.bincount(attrs, minlength=len(domains))
+
+
 def estimate_from(oracle: str, group: np.ndarray, counts: np.ndarray, domains: np.ndarray,
                   epsilon: float, estimator: str = "paper", n: int | None = None
                   ) -> list[np.ndarray]:
-    """``estimate`` from the counts ``tally`` gives (GRR or OLH; ``n``: the number of users,
-    default the number of reports)."""
+    """``estimate`` from the counts ``tally`` gives (GRR or OLH), or Harmony's sums
+    (``harmony_sums``); ``n``: the number of users, default the number of reports."""
     domains = np.asarray(domains, dtype=np.int64)
     n_attrs = len(domains)
     n = int(group.sum()) if n is None else n
-    offsets = np.concatenate([[0], np.cumsum(domains)])
+    offsets = harmony_offsets(domains) if oracle == "harmony" else \
+        np.concatenate([[0], np.cumsum(domains)])
     out = []
     for j in range(n_attrs):
         k = int(domains[j])
         n_eff = n / n_attrs if estimator == "paper" else int(group[j])
         c = counts[offsets[j]:offsets[j + 1]]
+        if oracle == "harmony":
+            out.append(mech.Hadamard(epsilon).estimate_from(c, k, n_eff))
+            continue
         m = mech.GRR(epsilon, k) if oracle == "safa" else mech.OLH(epsilon)
         out.append(m.estimate(c, n_eff))
     return out

@@ -9,7 +9,9 @@ comes to, and the log-log slope of the time between neighbouring sizes and over 
 
 ``python -m ldpsim.simulator.bench.scale pools 1e7 --pools 1 2 4 8`` runs one size with each
 number of pool processes. ``--chunk N`` sets ``[runtime] chunk`` (agents a party holds at
-once), ``--set KEY=VALUE`` anything else of the scenario.
+once), ``--set KEY=VALUE`` anything else of the scenario. ``--scenario NAME`` runs a shipped
+scenario (or a file) instead, its ``[data] n`` set to each size (e.g. ``--scenario
+bench_ethics`` for the ethics family's voters).
 
 Each row is one run: on a 2-core machine the runs of a table differ by a few per cent from one
 invocation to the next, and the peak memory by less.
@@ -75,14 +77,19 @@ def tree_rss(root: int) -> int:
     return total
 
 
-def measure(n: int, pools: int = 2, chunk: int | None = None, sets: tuple[str, ...] = ()
-            ) -> dict[str, float]:
-    """One run as a whole command: wall and CPU seconds, peak summed memory (bytes)."""
+def measure(n: int, pools: int = 2, chunk: int | None = None, sets: tuple[str, ...] = (),
+            scenario: str | None = None) -> dict[str, float]:
+    """One run as a whole command: wall and CPU seconds, peak summed memory (bytes); of
+    ``scenario`` (a shipped one's name or a file) at ``n`` agents, else of ``scenario_text``."""
     with tempfile.TemporaryDirectory(prefix="ldpsim-scale-") as tmp:
         path = Path(tmp) / "scale.toml"
         path.write_text(scenario_text(n, pools, chunk))
-        cmd = [sys.executable, "-m", "ldpsim", "run", str(path), "--no-progress", "-q",
-               "--out", str(Path(tmp) / "out"), *[a for s in sets for a in ("--set", s)]]
+        if scenario is not None:
+            sets = (f"data.n={n}", f"runtime.pools={pools}",
+                    *(() if chunk is None else (f"runtime.chunk={chunk}",)), *sets)
+        cmd = [sys.executable, "-m", "ldpsim", "run", str(path) if scenario is None else scenario,
+               "--no-progress", "-q", "--out", str(Path(tmp) / "out"),
+               *[a for s in sets for a in ("--set", s)]]
         before = os.times()
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
@@ -138,13 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", nargs="+", type=int, default=[2])
     ap.add_argument("--chunk", type=int, default=None)
     ap.add_argument("--set", action="append", default=[], dest="sets")
+    ap.add_argument("--scenario", default=None,
+                    help="a shipped scenario's name or a file, run at each size instead")
     a = ap.parse_args(argv)
     if not os.path.isdir("/proc"):
         raise SystemExit("this benchmark reads /proc (Linux)")
     rows = []
     for n in (int(x) for x in a.n):
         for p in (a.pools if a.mode == "pools" else a.pools[:1]):
-            rows.append(measure(n, p, a.chunk, tuple(a.sets)))
+            rows.append(measure(n, p, a.chunk, tuple(a.sets), a.scenario))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))

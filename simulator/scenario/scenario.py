@@ -66,6 +66,7 @@ from ldpsim.simulator.scenario.tables import (
     table_of,
 )
 from ldpsim.simulator.session.network import DeploymentModel
+from ldpsim.simulator.session.rounds import most_waiting
 from ldpsim.simulator.session.runconfig import RunConfig
 
 #: how a value meant as TOML starts (a list, an inline table, a quoted string): one that TOML
@@ -379,7 +380,11 @@ def _check_memory(proto: Any, bound: Any, n: int, run: RunSpec | None = None) ->
     extra = int(proto.curator_agent_bytes(bound))
     held = n
     if run is not None and streams(proto, bound, run, n):
-        held = min(n, RunConfig.of(run.config()).chunk_agents)
+        cfg = RunConfig.of(run.config())
+        held = cfg.chunk_agents
+        if getattr(proto.curator_class(bound), "absorbs_in_order", False):  # what waits
+            held = most_waiting(held, cfg.pools, cfg.batch)
+        held = min(n, held)
     need = curator_bytes(numbers, held) + n * extra
     limit = memory_limit()
     if need > limit:

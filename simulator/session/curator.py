@@ -227,6 +227,7 @@ class CuratorSession:
             if reports is not None:
                 yield from self._on_reports(peer, reports)
                 yield from self.loop.send_batch(rnd, peer)  # it answered: one more in flight
+                yield from self.loop.refill(rnd)  # (a round in agent order: pools held back)
                 yield from self._maybe_advance()
                 return
         reader = EnvelopeReader(frame, self.loop.expected if rnd is not None else None, registered,
@@ -258,6 +259,7 @@ class CuratorSession:
             yield from self._on_reports(peer, rest)
         if rnd is not None and rnd is self.round and peer in self.pools:
             yield from self.loop.send_batch(rnd, peer)
+            yield from self.loop.refill(rnd)
         yield from self._maybe_advance()
 
     def _on_envelope(self, peer: bytes, obj: Any, size: int) -> Out:
@@ -391,6 +393,10 @@ class CuratorSession:
                                 f"(expected {self.config.pools})")
                 raise RunFailed(self.failure)
             yield from self._start()
+        elif self.state is State.ROUNDS and self.loop.unstick():  # pools held back go on
+            yield from self.loop.refill(self.round)
+            self._touch()
+            yield from self._maybe_advance()
         elif self.state is State.ROUNDS:
             yield from self._rounds(self.loop.end())
         elif self.state is State.DONE:

@@ -25,7 +25,7 @@ rejected. Nothing here changes a round; ``rounds.Round`` stores what ``screen`` 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -239,6 +239,14 @@ class Screened:
     invalid: np.ndarray
     #: (agent, reason, envelope size) of every report that does not count, in batch order
     rejects: list[tuple[int, str, int]]
+
+    def ahead_of(self, cursor: int) -> Screened:
+        """The same, storing only the reports of agents at or above ``cursor`` (a round
+        absorbed in agent order: ``inorder``)."""
+        keep = self.store_ids >= cursor
+        ids = self.store_ids[keep]
+        return replace(self, store_ids=ids, store_at=ids, store_values=self.store_values[keep],
+                       store_sizes=self.store_sizes[keep])
 
 
 def _rows_of(high: Any, rows: np.ndarray) -> np.ndarray:

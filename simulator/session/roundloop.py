@@ -133,7 +133,7 @@ class RoundLoop:
         online = timer = None
         if net is not None and not self.streamed:
             online = net.online(np.asarray(plan.agents, np.int64), number)
-        absorb = None
+        absorb = hold = None
         if self.streamed:
             if net is not None:
                 timer = StreamedTimes(net, number, plan.agents, plan.schema.length)
@@ -141,12 +141,15 @@ class RoundLoop:
                 raise RunFailed(f"{self.config.protocol}: its curator plans round {number}, "
                                 "but says it plans one round (Curator.single_round)")
             absorb = functools.partial(self._absorb_part, number)
+            if getattr(self.curator, "absorbs_in_order", False):
+                hold = self.config.chunk_agents
             if isinstance(plan.queries, RowQueries):  # drawn as sent, kept till absorbed
                 plan.queries.streaming(keep=self.config.chunk_agents)
         self.round = rnd = Round(self.run, number, plan, reg.n, self.config.protocol,
                                  t_wall, t_cpu, online=online,
                                  sizes=None if net is None or self.streamed
-                                 else net.sizes(len(plan.agents)), absorb=absorb, timer=timer)
+                                 else net.sizes(len(plan.agents)), absorb=absorb, timer=timer,
+                                 hold=hold)
         self.expected = Expected(self.run, number, reg.n, plan.schema,
                                  self.limits.max_frame_bytes, self.limits.max_envelope_bytes)
         self.view.opened(number, rnd.agents, plan)
@@ -177,6 +180,28 @@ class RoundLoop:
         self.comm.msgs_down += len(ids)
         yield self._send(peer, frame)
 
+    def refill(self, rnd: Round) -> Iterator[tuple[bytes, bytes]]:
+        """A round absorbed in agent order: send every pool it holds back no longer its
+        batches, up to ``WINDOW`` in flight (its frontier moved)."""
+        if rnd.order is None:
+            return
+        for peer in list(rnd.outbox):
+            while rnd.in_flight(peer) < WINDOW:
+                sent = list(self.send_batch(rnd, peer))
+                if not sent:
+                    break
+                yield from sent
+
+    def unstick(self) -> bool:
+        """The run's timeout passed with nothing received: a round absorbed in agent order
+        that holds pools back gives up those it waits for (``Round.abandon``) and goes on
+        (True; ``refill`` sends the others their batches); otherwise the round ends."""
+        rnd = self.round
+        if rnd is None or not rnd.held():
+            return False
+        rnd.abandon()
+        return True
+
     def screen(self, reports: Reports, pool: PoolSlot) -> Screened:
         """Screen a batch of decoded reports from ``pool`` against the current round
         (``ingest.screen``); the invalid are marked at once."""
@@ -193,6 +218,13 @@ class RoundLoop:
         """Store the reports of ``s`` that count (each agent at most once); True if any."""
         if not len(s.store_ids):
             return False
+        order = self.round.order
+        if order is not None and s.store_ids.min() < order.cursor:
+            # after the agents behind it were absorbed (a valid report after an invalid one,
+            # or one for a pool given up): a sum in agent order cannot take it
+            s = s.ahead_of(order.cursor)
+            if not len(s.store_ids):
+                return False
         self.round.store(s.store_ids, s.store_at, s.store_values, s.store_sizes)
         self.comm.count_up(s.store_at, s.store_sizes)  # each agent at most once
         self.comm.msgs_up += len(s.store_ids)
@@ -231,6 +263,8 @@ class RoundLoop:
             rnd.late, timed = self.network.close_round(rnd.traffic())
         self.dropouts += rnd.missing
         agents = reports = None
+        if rnd.order is not None:  # what waits on agents that will not report
+            rnd.order.flush()
         if rnd.absorb is None or not rnd.absorbed:  # (a streamed round without a report
             agents, reports = rnd.collect()  # is absorbed once, with none, as any other)
             with protocol_code(f"absorb of round {rnd.number}"):

@@ -25,11 +25,19 @@ from ldpsim.protocols.queries import RowQueries
 from ldpsim.simulator.codec import wire, wire_numpy
 from ldpsim.simulator.session.common import RunFailed, span
 from ldpsim.simulator.session.idsets import IdSet, PlanMembers
+from ldpsim.simulator.session.inorder import InOrder
 from ldpsim.simulator.session.network import RoundTraffic
 from ldpsim.simulator.session.streamnet import StreamedTimes
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
+def most_waiting(hold: int, pools: int, batch: int | str) -> int:
+    """The most reports a round absorbed in agent order keeps waiting (``inorder``): its
+    ``hold``, and on top the batches each pool has in flight when the hold is reached
+    (``WINDOW`` of at most ``batch`` agents; "auto": ``AUTO_MAX``)."""
+    return hold + pools * WINDOW * (AUTO_MAX if batch == "auto" else int(batch))
+
+
 #: ``batch = "auto"``: about this many batches per pool and round, each of ``AUTO_MIN`` to
 #: ``AUTO_MAX`` agents, and no query or report frame above ``AUTO_FRAME_BYTES`` (nor half the
 #: frame limit). Few large frames pay the per-frame costs (a socket call, a batch's parse,
@@ -148,13 +156,17 @@ class Round:
     timer : StreamedTimes, optional
         A streamed round's virtual time under a ``[deployment]`` (``streamnet``): who is
         online is drawn as each batch goes out, each report's arrival as it is stored.
+    hold : int, optional
+        A streamed round whose curator absorbs in agent order (``Curator.absorbs_in_order``):
+        its reports go to ``absorb`` through an ``inorder.InOrder`` that lets about ``hold``
+        of them wait; the batches ahead of the ``frontier`` are held back past it.
     """
 
     def __init__(self, run: int, number: int, plan: Any, n: int, protocol: str,
                  t_wall: float, t_cpu: float, online: np.ndarray | None = None,
                  sizes: tuple[np.ndarray, np.ndarray] | None = None,
                  absorb: Callable[[np.ndarray, np.ndarray], None] | None = None,
-                 timer: StreamedTimes | None = None) -> None:
+                 timer: StreamedTimes | None = None, hold: int | None = None) -> None:
         agents = plan.agents
         if not isinstance(agents, AgentRange):
             agents = np.asarray(agents, dtype=np.int64)
@@ -166,6 +178,12 @@ class Round:
         self.absorb = absorb
         #: whether a batch was absorbed already (a streamed round)
         self.absorbed = False
+        #: a streamed round absorbed in agent order: its early reports (``inorder``)
+        self.order = None if absorb is None or hold is None else InOrder(self._sink, hold)
+        #: pools given up by an ordered round (``abandon``): no batch is sent to them, and the
+        #: agents of theirs it waits for no longer hold the others back
+        self.abandoned: set[bytes] = set()
+        self.n = n
         if absorb is not None:
             self.asked: Any = PlanMembers(agents)
             self.reported: Any = IdSet(n)
@@ -267,8 +285,13 @@ class Round:
 
     def next_batch(self, peer: bytes) -> tuple[np.ndarray, bytes, np.ndarray] | None:
         """``peer``'s next query batch, if any is left: its agents, the frame and each
-        envelope's size; it is pending until answered."""
+        envelope's size; it is pending until answered. A round absorbed in agent order sends
+        none to a pool it gave up, nor, while its early reports are ``InOrder.full``, one that
+        lies ahead of its ``frontier`` (but the pool that holds it)."""
         box = self.outbox.get(peer)
+        if self.order is not None and box and (
+                peer in self.abandoned or (self.order.full and self.holder() != peer)):
+            return None
         if self.online is not None:  # offline agents are not asked: skip batches of none
             while box and not self.online[slice(*box[0])].any():
                 box.popleft()
@@ -305,6 +328,48 @@ class Round:
         if self.timer is not None:
             self.timer.sent(ids, sz, int(self.agents[s]), int(self.agents[e - 1]) + 1)
         return ids, frame, sz
+
+    def frontier(self) -> int:
+        """A round absorbed in agent order: the first agent that may still report, and every
+        one before it is settled (the first of a batch unanswered or unsent, a pool it gave up
+        aside; ``n`` once there is none)."""
+        return self._frontier()[0]
+
+    def holder(self) -> bytes | None:
+        """The pool whose batch is at the ``frontier`` (None: none is)."""
+        return self._frontier()[1]
+
+    def _frontier(self) -> tuple[int, bytes | None]:
+        out, holder = self.n, None
+        for peer, first in self.pending:
+            if first < out and peer not in self.abandoned:
+                out, holder = first, peer
+        for peer, box in self.outbox.items():
+            if box and peer not in self.abandoned and int(self.agents[box[0][0]]) < out:
+                out, holder = int(self.agents[box[0][0]]), peer
+        return out, holder
+
+    def in_flight(self, peer: bytes) -> int:
+        """``peer``'s batches sent and not answered."""
+        return sum(1 for p, _ in self.pending if p == peer)
+
+    def held(self) -> bool:
+        """A round absorbed in agent order holds back a pool it has not given up: it has
+        batches left to send, none in flight."""
+        return self.order is not None and any(
+            box and peer not in self.abandoned and not self.in_flight(peer)
+            for peer, box in self.outbox.items())
+
+    def abandon(self) -> None:
+        """Nothing came for the run's timeout while pools are held back: give up every pool
+        with a batch in flight (fallen silent or dead), as a whole round's end would, so that
+        the reports after theirs are absorbed and the pools held back go on."""
+        self.abandoned.update(p for p, _ in self.pending)
+        self.order.release(self.frontier())
+
+    def _sink(self, ids: np.ndarray, values: np.ndarray) -> None:
+        self.absorbed = True
+        self.absorb(ids, values)
 
     def settle_offline(self) -> None:
         """Count the offline agents of the batches never sent (a streamed round with a
@@ -343,6 +408,10 @@ class Round:
                     ids, values = ids[on_time], values[on_time]
                     if not len(ids):
                         return
+            if self.order is not None:  # in agent order: what every agent before has
+                self.order.push(ids, values)
+                self.order.release(self.frontier())
+                return
             self.absorbed = True
             self.absorb(ids, values)
             return
