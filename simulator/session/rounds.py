@@ -353,12 +353,15 @@ class Round:
         """``peer``'s batches sent and not answered."""
         return sum(1 for p, _ in self.pending if p == peer)
 
+    def holds(self, peer: bytes) -> bool:
+        """A round absorbed in agent order holds ``peer`` back: a pool it has not given up,
+        with batches left to send and none in flight."""
+        return (self.order is not None and bool(self.outbox.get(peer))
+                and peer not in self.abandoned and not self.in_flight(peer))
+
     def held(self) -> bool:
-        """A round absorbed in agent order holds back a pool it has not given up: it has
-        batches left to send, none in flight."""
-        return self.order is not None and any(
-            box and peer not in self.abandoned and not self.in_flight(peer)
-            for peer, box in self.outbox.items())
+        """The round holds a pool back (``holds``)."""
+        return any(self.holds(peer) for peer in self.outbox)
 
     def abandon(self) -> None:
         """Nothing came for the run's timeout while pools are held back: give up every pool

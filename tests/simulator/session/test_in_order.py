@@ -215,3 +215,38 @@ def test_the_memory_check_counts_a_round_in_agent_order_by_its_hold_and_window(m
     with pytest.raises(sc.ScenarioError) as e:
         sc.check_runs(scen.runs())
     assert f"{1000 + 3 * WINDOW * 50} agents' reports at a time" in str(e.value)
+
+
+def test_a_pool_held_back_that_says_hello_hears_its_set_up_again(monkeypatch):
+    """A pool that hears nothing says hello after ``timeout_s`` and leaves after its idle
+    timeout: held back while the pools before it answer (minutes at scale), it must hear the
+    curator. Its hello then gets the run's set-up again (which a set-up pool ignores); a pool
+    not held back gets nothing, as before."""
+    from ldpsim.simulator.session import curator as cm
+
+    sessions: list = []
+    on_frame = cm.CuratorSession.on_frame
+
+    def keep(self, peer, frame):
+        sessions.append(self)
+        return on_frame(self, peer, frame)
+
+    seen: list = []
+    next_batch = rounds.Round.next_batch
+
+    def spy(self, peer):
+        out = next_batch(self, peer)
+        if out is None and self.holds(peer) and not seen:
+            sess = sessions[-1]
+            seen.append((list(sess.on_ready(peer)), sess.registration.setup_frame, peer))
+            other = next(p for p in sess.pools if p != peer and not self.holds(p))
+            seen.append(list(sess.on_ready(other)))
+        return out
+
+    monkeypatch.setattr(cm.CuratorSession, "on_frame", keep)
+    monkeypatch.setattr(rounds.Round, "next_batch", spy)
+    res = run_inproc(_cfg("ethics_vldp", {}, SMALL, n=6000, pools=3, batch=37),
+                     Limits(timeout_s=5))
+    assert res["dropouts"] == 0
+    (sent, setup, peer), other = seen
+    assert sent == [(peer, setup)] and other == []
