@@ -17,6 +17,24 @@ from ldpsim.protocols.ethics.estimates import central_sensitivity, voter_mle
 from ldpsim.protocols.ethics.model import project
 
 
+class Kept:
+    """Float64 values, one a report, kept in agent order to be summed when the round is over
+    (numpy's pairwise ``sum``, whose tree depends on how many there are). Room for ``most``
+    is reserved at once; the memory is taken as they come."""
+
+    def __init__(self, most: int) -> None:
+        self.values = np.empty(most)
+        self.n = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        self.values[self.n:self.n + len(values)] = values
+        self.n += len(values)
+
+    def sum(self) -> float:
+        """Their sum, as ``numpy.sum`` of an array of them (the same tree, to the bit)."""
+        return float(self.values[:self.n].sum())
+
+
 class AverageCurator(Curator):
     """Asks every voter once, averages the reports (``finish`` of subclasses adds noise)."""
 
@@ -32,6 +50,9 @@ class AverageCurator(Curator):
         self.total = np.zeros(self.d)
         #: the reports' sum so far, in their order (a curator that absorbs in agent order)
         self.running: np.ndarray | None = None
+        #: values summed pairwise at the end, one a report (a curator that absorbs in agent
+        #: order): "weight" (the weighted aggregate's), "column" (d = 1: the betas)
+        self.kept: dict[str, Kept] = {}
         self.weight = 0.0
         self.count = 0
         self.ignored = 0
@@ -55,28 +76,56 @@ class AverageCurator(Curator):
             ok = np.isfinite(eps) & (eps > 0)
             self.ignored += int((~ok).sum())
             w = np.where(ok, eps, 0.0) ** 2
-            self.add(beta * w[:, None])
-            self.weight += float(w.sum())
+            self.add(beta * w[:, None], w)
             self.count += int(ok.sum())
         else:
             self.add(beta)
-            self.weight += float(len(beta))
             self.count += len(beta)
 
-    def add(self, rows: np.ndarray) -> None:
-        """Add the reports' (weighted) betas to ``total``, as the one ``sum(axis=0)`` of a
-        round's rows would. Absorbed in agent order (``absorbs_in_order``), the sum is carried
-        on from part to part: numpy adds the rows of an (n, d ≥ 2) array one after another,
-        so the running sum followed by the next part's rows has the round's bits."""
+    def add(self, rows: np.ndarray, w: np.ndarray | None = None) -> None:
+        """Add the reports' (weighted) betas to ``total`` and their weights ``w`` (None: one
+        each) to ``weight``, as one ``sum(axis=0)`` and one ``w.sum()`` over a round's reports
+        would.
+
+        Absorbed in agent order (``absorbs_in_order``): numpy adds the rows of an (n, d ≥ 2)
+        array one after another, so the running sum followed by the next part's rows has the
+        round's bits; it sums one column (d = 1, and the weights) pairwise, a tree that
+        depends on how many reports the round has, known at its end: those values are kept,
+        8 bytes a report (``Kept``), and summed then (``settle``)."""
         if not self.absorbs_in_order:
             self.total += rows.sum(axis=0)
+            self.weight += float(len(rows)) if w is None else float(w.sum())
             return
-        if len(rows):
+        if w is None:
+            self.weight += float(len(rows))
+        else:
+            self._keep("weight", w)
+        if self.d == 1:
+            self._keep("column", rows[:, 0])
+        elif len(rows):
             self.running = rows.sum(axis=0) if self.running is None else \
                 np.concatenate([self.running[None, :], rows]).sum(axis=0)
-            self.total = np.zeros(self.d) + self.running
+
+    def _keep(self, name: str, values: np.ndarray) -> None:
+        if name not in self.kept:
+            self.kept[name] = Kept(len(self.agents))
+        self.kept[name].extend(values)
+
+    def settle(self) -> None:
+        """``total`` and ``weight`` from what a curator in agent order carried and kept (the
+        whole round's bits: ``add``); nothing to do for one that read the round whole."""
+        if not self.absorbs_in_order:
+            return
+        self.total = np.zeros(self.d)
+        if "column" in self.kept:
+            self.total += self.kept["column"].sum()
+        elif self.running is not None:
+            self.total += self.running
+        if "weight" in self.kept:
+            self.weight = 0.0 + self.kept["weight"].sum()
 
     def average(self) -> np.ndarray:
+        self.settle()
         return self.total / self.weight if self.weight > 0 else np.zeros(self.d)
 
     def finish(self) -> dict[str, Any]:
@@ -140,13 +189,12 @@ class FMCoefficientCurator(AverageCurator):
         a_t, m_t = fm.from_vector(rep[:, :-1], d, self.params["noise"])
         beta = self.protocol.solve(a_t, m_t, rep[:, -1], self.params, self.public)
         w = rep[:, -1] ** 2 if self.weighted else np.ones(len(rep))
-        self.add(beta * w[:, None])
-        self.weight += float(w.sum())
+        self.add(beta * w[:, None], w if self.weighted else None)  # (ones sum to their count)
         self.count += len(rep)
 
 
 class _InOrder:
-    """A curator of the mean aggregate over d ≥ 2 that absorbs in agent order (``in_order``)."""
+    """An ethics curator that absorbs in agent order (``in_order``)."""
 
     absorbs_in_parts = True
     absorbs_in_order = True
@@ -168,12 +216,12 @@ _IN_ORDER = {AverageCurator: AverageInOrder, TrustedCurator: TrustedInOrder,
              FMCoefficientCurator: FMCoefficientInOrder}
 
 
-def in_order(cls: type[AverageCurator], params: dict[str, Any], public: dict[str, Any]
-             ) -> type[AverageCurator]:
-    """``cls``, or the same curator absorbing its reports in parts in agent order where its
-    sums allow it: d ≥ 2 (numpy adds an (n, d) array's rows one after another, but an (n, 1)
-    array's pairwise, a tree that depends on n, known only at the round's end) and the mean
-    aggregate (the weighted one also sums its weights pairwise, ``w.sum()``)."""
-    if int(public["d"]) < 2 or params.get("aggregate") == "weighted":
-        return cls
+def in_order(cls: type[AverageCurator]) -> type[AverageCurator]:
+    """The same curator absorbing its reports in parts in agent order (``add``)."""
     return _IN_ORDER.get(cls, cls)
+
+
+def kept_bytes(params: dict[str, Any], public: dict[str, Any]) -> int:
+    """Bytes a curator in agent order keeps a report (``Kept``): a weight with the weighted
+    aggregate, a beta with d = 1 (numpy sums one column pairwise: ``AverageCurator.add``)."""
+    return 8 * ((params.get("aggregate") == "weighted") + (int(public["d"]) == 1))

@@ -63,6 +63,7 @@ from ldpsim.protocols.ethics.curators import (
     FMCoefficientCurator,
     TrustedCurator,
     in_order,
+    kept_bytes,
 )
 from ldpsim.protocols.ethics.estimates import (
     central_sensitivity,
@@ -136,9 +137,14 @@ class _EthicsProtocol(Protocol):
         return "row" if self.level == "voter" else "record"
 
     def curator_class(self, bound: Bound) -> type[Curator]:
-        """The curator of ``whole_curator_class``, absorbing in parts in agent order where
-        its sums allow it (``curators.in_order``)."""
-        return in_order(self.whole_curator_class(bound), bound.params, bound.public)
+        """The curator of ``whole_curator_class``, absorbing in parts in agent order
+        (``curators.in_order``)."""
+        return in_order(self.whole_curator_class(bound))
+
+    def curator_agent_bytes(self, bound: Bound) -> int:
+        """What a curator in agent order keeps a report to sum pairwise at the end: a weight
+        with the weighted aggregate, the beta with d = 1 (``curators.kept_bytes``)."""
+        return kept_bytes(bound.params, bound.public)
 
     def whole_curator_class(self, bound: Bound) -> type[Curator]:
         """The protocol's curator over whole rounds (default ``curator_cls``)."""

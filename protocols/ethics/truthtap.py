@@ -11,8 +11,9 @@ It keeps the raw values of the (at most two) blocks its range shares with a neig
 ``join`` puts the parts of all pools together into the block sums in order, or None.
 
 A tap hears an estimate only when it was solved from the pool's own rows in place: the records
-``z`` handed to ``memo_mle`` are a view of the rows the tap watches (``watch``), so the ids are
-read from where they lie and nothing but those rows can be counted. The part is None unless
+``z`` handed to ``memo_mle`` are a view of the rows the tap watches (``watch``: the block's,
+or a chunked pool's last chunks), so the ids are read from where they lie and nothing but those
+rows can be counted. The part is None unless
 every voter of its range was heard exactly once for each quantity (a voter not asked, refused,
 asked twice or solved from a copy leaves it None, and the orchestrator computes the truth).
 Nothing here leaves the pool but to the orchestrator: the curator never holds a tap's part.
@@ -21,6 +22,7 @@ Nothing here leaves the pool but to the orchestrator: the curator never holds a 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +86,9 @@ class _Stream:
         self.sums: dict[int, Any] = {}
         self.edges: dict[int, np.ndarray] = {}
         self.broken = False
+        #: the voters of each call, first -> stop (a chunked pool's chunk made again tells
+        #: the same voters again: heard once)
+        self.calls: dict[int, int] = {}
 
     def _span(self, k: int) -> tuple[int, int]:
         """The voters of block ``k`` in the range."""
@@ -95,6 +100,9 @@ class _Stream:
         if first < self.start or stop > self.stop or values.shape[1:] != (self.d,):
             self.broken = True
             return
+        if self.calls.get(first) == stop:
+            return  # the same voters again (a chunk made again)
+        self.calls[first] = stop
         pos = first
         while pos < stop:
             k = pos // self.block
@@ -143,39 +151,54 @@ class TruthTap:
         The data set's C-ball (Eq. 3): estimates solved in another ball are not heard.
     """
 
+    #: hears a chunked pool's rows chunk by chunk (``TruthShare``)
+    chunked = True
+    #: the chunks watched at once (a chunked pool keeps its last two)
+    WATCHED = 3
+
     def __init__(self, source: Any, fingerprint: bytes, start: int, stop: int, n: int,
                  block: int, d: int, bound: float, norm: str) -> None:
         self.source = source
         self.fingerprint = fingerprint
         self.start, self.stop, self.block = start, stop, block
         self.ball = (float(bound), norm)
-        self.rows: np.ndarray | None = None
+        #: the rows watched, (first voter, rows): the block's, or the last chunks
+        self.watched: deque[tuple[int, np.ndarray]] = deque(maxlen=self.WATCHED)
         self.mle = _Stream(start, stop, n, block, d, lambda b: block_sums(b, *self.ball))
         self.gen = _Stream(start, stop, n, block, d, generated_sum)
 
-    def watch(self, rows: np.ndarray) -> None:
+    def watch(self, rows: np.ndarray, first: int | None = None) -> None:
         """Hear the estimates solved from ``rows`` in place: the pool's voters' rows
-        ``[eps_i, z_1, ..., z_n]`` (C-contiguous float64, one per voter of the range)."""
+        ``[eps_i, z_1, ..., z_n]`` (C-contiguous float64), one per voter of the range, or of
+        a chunk's voters ``first ..``."""
         rows = np.asarray(rows)
+        whole = first is None
+        first = self.start if whole else int(first)
         if (rows.dtype == np.float64 and rows.ndim == 2 and rows.flags.c_contiguous
-                and len(rows) == self.stop - self.start):
-            self.rows = rows
+                and self.start <= first and first + len(rows) <= self.stop
+                and (not whole or len(rows) == self.stop - self.start)):
+            self.watched.append((first, rows))
+
+    def adopt(self, source: Any) -> None:
+        """A chunked pool makes its next chunk's rows from ``source`` (its data set keyed for
+        the chunk): what it generates is heard (``generated``)."""
+        self.source = source
+
+    def look(self, rows: np.ndarray, first: int) -> None:
+        """The pool's own rows of voters ``first ..``, put together from two chunks for a
+        batch across a chunk's end: solves from them in place are heard too."""
+        self.watch(rows, first)
 
     def locate(self, z: np.ndarray) -> int | None:
         """The first voter whose records ``z`` (B, n, d) are, in place, in the watched rows
         (``z`` a view of their columns 1..), or None."""
-        rows = self.rows
-        if rows is None or z.ndim != 3 or z.dtype != np.float64 or not len(z):
+        if z.ndim != 3 or z.dtype != np.float64 or not len(z):
             return None
-        width, item = rows.strides[0], rows.itemsize
-        if (z.shape[1] * z.shape[2] != rows.shape[1] - 1
-                or z.strides[1:] != (z.shape[2] * item, item)
-                or (len(z) > 1 and z.strides[0] != width)):
-            return None
-        off = z.__array_interface__["data"][0] - rows.__array_interface__["data"][0] - item
-        if off < 0 or off % width or off // width + len(z) > len(rows):
-            return None
-        return self.start + off // width
+        for first, rows in reversed(self.watched):
+            at = _located(z, rows)
+            if at is not None:
+                return first + at
+        return None
 
     def solved(self, z: np.ndarray, est: np.ndarray, bound: float, norm: str) -> None:
         """Voters' Eq. (3) estimates ``est`` of records ``z`` in the ball (bound, norm)."""
@@ -204,7 +227,21 @@ class TruthTap:
         with _LOCK:
             if self in _OPEN:
                 _OPEN.remove(self)
-        self.rows = None
+        self.watched.clear()
+
+
+def _located(z: np.ndarray, rows: np.ndarray) -> int | None:
+    """The row of ``rows`` whose columns 1.. the records ``z`` (B, n, d) start at, in place,
+    or None."""
+    width, item = rows.strides[0], rows.itemsize
+    if (z.shape[1] * z.shape[2] != rows.shape[1] - 1
+            or z.strides[1:] != (z.shape[2] * item, item)
+            or (len(z) > 1 and z.strides[0] != width)):
+        return None
+    off = z.__array_interface__["data"][0] - rows.__array_interface__["data"][0] - item
+    if off < 0 or off % width or off // width + len(z) > len(rows):
+        return None
+    return off // width
 
 
 #: the taps this process's data sets and solver tell (a pool's, while its run lasts)

@@ -164,6 +164,11 @@ class Chunks:
     heard : callable, optional
         ``heard(first, rows)`` for each chunk's rows as they are made (the pool's share of the
         truth, ``truthshare``; a chunk made again is heard again).
+    making : callable, optional
+        ``making(dataset)`` before a chunk's rows are made from ``dataset`` (keyed for it).
+    seen : callable, optional
+        ``seen(first, rows)`` for the rows of agents ``first ..`` put together from two
+        chunks (a copy) for a query batch across a chunk's end.
     """
 
     #: chunks kept: the last two, so that a query batch across a chunk's end (and the next
@@ -173,7 +178,9 @@ class Chunks:
     def __init__(self, keys: Any, cfg: dict[str, Any], dataset: Any, data_keys: Any,
                  start: int, stop: int, size: int, override: dict[str, Any] | None = None,
                  built: Prebuilt | None = None, pin: int = 0,
-                 heard: Callable[[int, np.ndarray], None] | None = None) -> None:
+                 heard: Callable[[int, np.ndarray], None] | None = None,
+                 making: Callable[[Any], None] | None = None,
+                 seen: Callable[[int, np.ndarray], None] | None = None) -> None:
         self.keys, self.dataset, self.data_keys = keys, dataset, data_keys
         self.run_id, self.data_id = int(cfg["run_id"]), int(cfg["data_id"])
         self.start, self.stop, self.size = start, stop, max(1, int(size))
@@ -183,7 +190,7 @@ class Chunks:
         self.pinned: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self.pin_chunks = max(0, int(pin)) // self.size
         self.made = 0  # chunks made (a chunk asked again after it was dropped counts again)
-        self.heard = heard
+        self.heard, self.making, self.seen = heard, making, seen
         if built is not None and built[1:3] == self._bounds(0):
             self.kept[0] = (start, override_rows(built[3], start, built[2], override), built[4])
             if heard is not None:
@@ -207,6 +214,8 @@ class Chunks:
         lo, hi = self._bounds(j)
         k = self.keys.agents.for_range(lo, hi, coin_tag=self.run_id, data_tag=self.data_id)
         data = self.dataset.with_keys(self.data_keys.with_cache(lo, k["data"]))
+        if self.making is not None:
+            self.making(data)
         got = (lo, override_rows(data.rows(lo, hi), lo, hi, self.override), k["coins"])
         if self.heard is not None:
             self.heard(lo, got[1])
@@ -237,8 +246,10 @@ class Chunks:
                 parts.append((rows[a:b], coins[a:b]))
             if len(parts) == 1:
                 return parts[0]
-            return (np.concatenate([p[0] for p in parts]),
-                    np.concatenate([p[1] for p in parts]))
+            rows = np.concatenate([p[0] for p in parts])
+            if self.seen is not None:
+                self.seen(at.start, rows)
+            return rows, np.concatenate([p[1] for p in parts])
         js = (ids - self.start) // self.size
         rows_out = coins_out = None
         for j in np.unique(js).tolist():

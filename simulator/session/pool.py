@@ -279,17 +279,18 @@ class PoolSession:
             return [self._refuse_setup(run, nonce, why)]
         if run_cfg.chunked(self.n):  # rows and keys a chunk at a time, as queries reach them
             self.dataset = dataset
-            heard = None
+            heard = making = seen = None
             if self.share is not None:  # a tap that hears chunks, or the orchestrator's truth
                 self.share.open(dataset, self.start, self.stop, cfg)
                 if self.share.hears_chunks:
-                    heard = self._heard
+                    heard, making, seen = self._heard, self.share.adopt, self.share.look
                 else:
                     self.share.skip(cfg)
             self.chunks = agentrows.Chunks(
                 self.keys, cfg, dataset, data_keys, self.start, self.stop,
                 agentrows.chunk_size(run_cfg), self.override, built,
-                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0, heard)
+                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0, heard,
+                making, seen)
         else:  # rows generated on first use (``private_rows``), unless ``prebuild`` made them
             self.dataset, self.rows_built, self.coins = agentrows.block_rows(
                 self.keys, built, cfg, dataset, data_keys, self.start, self.stop, self.share)

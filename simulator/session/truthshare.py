@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from ldpsim.protocols import get_protocol
 
 
@@ -54,6 +55,20 @@ class TruthShare:
             self.tap.watch(rows)
         else:
             self.tap.watch(rows, first)
+
+    def adopt(self, source: Any) -> None:
+        """A chunked pool makes its next chunk from ``source`` (its data set keyed for the
+        chunk): a tap that hears what its data set generates (``TruthTap.adopt``) hears it."""
+        if self.tap is not None and hasattr(self.tap, "adopt"):
+            self.tap.adopt(source)
+
+    def look(self, first: int, rows: np.ndarray) -> None:
+        """A chunked pool's rows of agents ``first ..`` put together from two chunks (a copy,
+        for a query batch across a chunk's end): a tap that finds the solves it hears by where
+        their records lie looks there too (``TruthTap.look``); one that counts rows does not
+        count them again."""
+        if self.tap is not None and hasattr(self.tap, "look"):
+            self.tap.look(rows, first)
 
     def finish(self, whole: bool) -> None:
         """The run ``open`` heard is over: its part (None unless ``whole``, the pool having

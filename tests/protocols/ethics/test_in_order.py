@@ -1,9 +1,9 @@
-"""The ethics curators in parts (``curators.in_order``): the mean aggregate over d ≥ 2 sums
-the reports' rows one after another (numpy's ``sum(axis=0)`` of an (n, d ≥ 2) array), so its
+"""The ethics curators in parts (``curators.in_order``): the average over d ≥ 2 sums the
+reports' rows one after another (numpy's ``sum(axis=0)`` of an (n, d ≥ 2) array), so its
 curator absorbs a round in parts in agent order (``Curator.absorbs_in_order``), carries the sum
 on, and gives the whole round's output bit for bit; shuffled parts do not. An (n, 1) array, and
-the weighted aggregate's weights, are summed pairwise, a tree that depends on n: those curators
-read whole rounds."""
+the weighted aggregate's weights, are summed pairwise, a tree that depends on n: those values
+are kept, 8 bytes a report (``curators.Kept``), and summed when the round is over."""
 
 from __future__ import annotations
 
@@ -22,7 +22,11 @@ from tests import drivers
 SETTINGS = [("ethics_nonprivate", {}), ("ethics_nonprivate", {"upload": "records"}),
             ("ethics_vlcp", {}), ("ethics_rlcp", {"upload": "records"}), ("ethics_vldp", {}),
             ("ethics_rldp_laplace", {}), ("ethics_rldp_fm", {}),
-            ("ethics_rldp_fm", {"report": "coefficients"})]
+            ("ethics_rldp_fm", {"report": "coefficients"}),
+            ("ethics_vldp", {"aggregate": "weighted"}),
+            ("ethics_rldp_laplace", {"aggregate": "weighted"}),
+            ("ethics_rldp_fm", {"aggregate": "weighted"}),
+            ("ethics_rldp_fm", {"report": "coefficients", "aggregate": "weighted"})]
 
 
 def _data(n: int, d: int):
@@ -55,7 +59,7 @@ def _output(name: str, params: dict, data, parts: int, whole: bool, shuffle: boo
 
 
 @pytest.mark.parametrize("name, params", SETTINGS)
-@pytest.mark.parametrize("d", [2, 5])
+@pytest.mark.parametrize("d", [1, 2, 5])
 def test_parts_in_agent_order_give_the_whole_rounds_output(name, params, d):
     data = _data(1500, d)
     proto = PROTOCOLS[name]
@@ -74,19 +78,28 @@ def test_shuffled_parts_change_the_average():
         _output("ethics_vldp", {}, data, 1, True)
 
 
-@pytest.mark.parametrize("name, params, d", [
-    ("ethics_vldp", {}, 1), ("ethics_vldp", {"aggregate": "weighted"}, 3),
-    ("ethics_rldp_fm", {"aggregate": "weighted"}, 3), ("ethics_nonprivate", {}, 1)])
-def test_a_pairwise_sum_keeps_whole_rounds(name, params, d):
+@pytest.mark.parametrize("name, params, d, kept", [
+    ("ethics_vldp", {}, 1, {"column"}), ("ethics_vldp", {"aggregate": "weighted"}, 3,
+                                         {"weight"}),
+    ("ethics_rldp_fm", {"aggregate": "weighted"}, 1, {"weight", "column"}),
+    ("ethics_nonprivate", {}, 1, {"column"}), ("ethics_vldp", {}, 2, set())])
+def test_a_pairwise_sum_keeps_its_values_and_says_so(name, params, d, kept):
     """d = 1 (numpy sums an (n, 1) array pairwise) and the weighted aggregate (its weights'
-    ``w.sum()``): the tree depends on the round's number of reports, so no part can be summed
-    before the round is over."""
-    data = _data(200, d)
+    ``w.sum()``): the tree depends on the round's number of reports, so the curator keeps
+    those values, one a report, and states their 8 bytes (``Protocol.curator_agent_bytes``)
+    for the memory check."""
+    data = _data(300, d)
     proto = PROTOCOLS[name]
     bound = proto.bind(proto.resolve(params, data.public), data.public, resolved=True)
-    cls = proto.curator_class(bound)
-    assert cls is proto.whole_curator_class(bound)
-    assert not cls.absorbs_in_parts and not cls.absorbs_in_order
+    assert proto.curator_agent_bytes(bound) == 8 * len(kept)
+    cur = proto.make_curator(bound, AgentRange(0, data.n), rngm.stream_key(1, "curator"))
+    plan = cur.plan(0)
+    reports = drivers.respond(proto, bound.params, data, plan, rngm.stream_key(1, "agents"))
+    _, values = plan.schema.validate(reports.tolist())
+    cur.absorb(0, np.arange(100), values[:100])
+    cur.absorb(0, np.arange(100, 250), values[100:250])
+    assert set(cur.kept) == kept
+    assert all(k.n == 250 and len(k.values) == data.n for k in cur.kept.values())
 
 
 def test_numpy_sums_rows_in_order_and_a_column_pairwise():
@@ -102,9 +115,14 @@ def test_numpy_sums_rows_in_order_and_a_column_pairwise():
                 run = p.sum(axis=0) if run is None else \
                     np.concatenate([run[None, :], p]).sum(axis=0)
             assert np.array_equal(run, a.sum(axis=0)), (d, n)
-    a = g.standard_normal((40_001, 1)) * g.uniform(0.1, 1e3, (40_001, 1))
-    run = np.concatenate([a[:20_000].sum(axis=0)[None, :], a[20_000:]]).sum(axis=0)
-    assert not np.array_equal(run, a.sum(axis=0))
+    a = g.standard_normal((40_001, 2)) * g.uniform(0.1, 1e3, (40_001, 1))
+    column = a[:, :1]  # (n, 1), a strided view, as a report's first number is
+    run = np.concatenate([column[:20_000].sum(axis=0)[None, :], column[20_000:]]).sum(axis=0)
+    assert not np.array_equal(run, column.sum(axis=0))
+    kept = curators.Kept(50_000)
+    kept.extend(column[:20_000, 0])
+    kept.extend(column[20_000:, 0])
+    assert kept.sum() == column.sum(axis=0)[0]
 
 
 def test_the_in_order_curators_are_their_whole_curators():

@@ -1,5 +1,5 @@
 """A streamed round whose curator sums floats in the reports' order (``Curator.absorbs_in_order``:
-Harmony over the d! rankings or in SAFARI, the ethics family's mean over d ≥ 2) gets its reports
+Harmony over the d! rankings or in SAFARI, the ethics family's average) gets its reports
 in agent order (``session.inorder``). The batches that come early wait; past ``[runtime] chunk``
 waiting reports the pools ahead of the frontier get no new batch; a pool that falls silent is
 given up at the run's timeout, as a whole round's end would, and the others go on. The record
@@ -132,16 +132,18 @@ def test_a_deployment_streams_in_agent_order(streamed):
     assert chunked["virtual"]["dropouts_offline"] > 0
 
 
-@pytest.mark.parametrize("params, d", [({"aggregate": "weighted"}, 3), ({}, 1)])
-def test_a_pairwise_sum_reads_whole_rounds(params, d, streamed):
-    """The weighted aggregate and d = 1 sum pairwise (``curators.in_order``): no stream."""
-    kw = {"n": 1500, "pools": 2, "batch": 37}
+@pytest.mark.parametrize("params, d", [({"aggregate": "weighted"}, 3), ({}, 1),
+                                       ({"aggregate": "weighted"}, 1)])
+def test_a_pairwise_sum_streams_with_its_values_kept(params, d, streamed):
+    """The weighted aggregate and d = 1 sum pairwise: the curator keeps those values, a number
+    a report (``curators.Kept``), and the record is the whole round's."""
+    kw = {"n": 1500, "pools": 3, "batch": 37}
     runs = [_cfg("ethics_vldp", params, chunk, **kw) for chunk in (LARGE, SMALL)]
     for c in runs:
         c["data"]["d"] = d
     whole, chunked = (fields(run_inproc(c, Limits(timeout_s=5))) for c in runs)
     assert whole == chunked
-    assert streamed == [False, False]
+    assert streamed == [False, True]
 
 
 # -- the reorder buffer ----------------------------------------------------------------------

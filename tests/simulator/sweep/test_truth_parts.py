@@ -69,6 +69,20 @@ def test_the_pools_parts_are_the_truth_bit_for_bit(monkeypatch, pools):
     same_truth(ds.truth_join(parts), want)
 
 
+@pytest.mark.parametrize("pools", [1, 3])
+def test_chunked_pools_parts_are_the_truth_bit_for_bit(monkeypatch, pools):
+    """Pools that hold their voters a chunk at a time (``[runtime] chunk``) hear each chunk's
+    rows and solves as they come (chunks of 700 across blocks of 1000 and the pools' bounds;
+    the run's curator streams): the same parts, the same truth."""
+    monkeypatch.setattr(ethics_data, "BLOCK", 1000)
+    s = spec(4321, pools, runtime={"chunk": 700})
+    res, parts = processes_parts(s)
+    assert res["n_agents"] == 4321 and len(parts) == pools
+    assert all(isinstance(p, truthtap.TruthPart) for p in parts)
+    ds, want = truth_of(s)
+    same_truth(ds.truth_join(parts), want)
+
+
 def test_the_real_block_size_on_the_processes_backend():
     n = 2 * ethics_data.BLOCK + 1234
     s = spec(n, 3, d=2, records=3)  # boundaries at n/3 and 2n/3, both inside a block
