@@ -186,12 +186,12 @@ class CuratorSession:
         reg = self.registration
         if reg.on_ready(peer, self.state is State.REGISTERING):
             yield self._send(peer, reg.setup_frame)
+            if len(reg.setup_sent) == reg.n_pools:  # the last set-up is out: while the pools
+                self.protocol.import_curator_modules()  # build their data and register
         elif self.round is not None and peer in self.pools and self.round.holds(peer):
             # held back by a round in agent order, it hears nothing and says hello: its
             # set-up again, which it ignores, tells it the curator lives (else it leaves)
             yield self._send(peer, reg.setup_frame)
-            if len(reg.setup_sent) == reg.n_pools:  # the last set-up is out: while the pools
-                self.protocol.import_curator_modules()  # build their data and register
         if reg.t_ready is not None and self.timing.t_ready is None:
             self.timing.t_ready = reg.t_ready
 
