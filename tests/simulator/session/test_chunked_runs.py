@@ -190,13 +190,21 @@ def test_a_curator_that_says_one_round_and_plans_two_fails_its_streamed_run(monk
         run_inproc(cfg("kwiksort", SMALL), Limits(timeout_s=5))
 
 
+#: the other streaming curators of the ethics family and SAFARI's (in agent order), with the
+#: parameters that choose them, for the test at 10^7 agents
+STREAMING_TOO = [("ethics_nonprivate", {}), ("ethics_vlcp", {}), ("ethics_rlcp", {}),
+                 ("ethics_rldp_laplace", {"aggregate": "weighted"}), ("ethics_rldp_fm", {}),
+                 ("safari", {"oracle": "harmony"})]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", STREAMING)
-def test_at_ten_million_agents_a_chunked_run_gives_the_same_record(protocol):
+@pytest.mark.parametrize("protocol, params", [(p, {}) for p in STREAMING] + STREAMING_TOO)
+def test_at_ten_million_agents_a_chunked_run_gives_the_same_record(protocol, params):
     """Issue 52's done-when at its size: 10^7 agents on the processes backend, held in chunks
     of 2^20 + 7 (the curator streams) and held whole (a chunk above n), every field the same
     but the socket's own counts (two chunk settings msgpack writes in as many bytes)."""
     n, limits = 10**7, Limits(timeout_s=600.0)
-    whole = fields(run_processes(cfg(protocol, 2**24 + 43, n=n), limits), False)
-    chunked = fields(run_processes(cfg(protocol, 2**20 + 7, n=n), limits), False)
-    assert whole == chunked
+    whole, chunked = ({**cfg(protocol, chunk, n=n), "params": dict(params)}
+                      for chunk in (2**24 + 43, 2**20 + 7))
+    assert fields(run_processes(whole, limits), False) == \
+        fields(run_processes(chunked, limits), False)
