@@ -413,7 +413,7 @@ class Round:
                         return
             if self.order is not None:  # in agent order: what every agent before has
                 self.order.push(ids, values)
-                self.order.release(self.frontier())
+                self.settle(ids)
                 return
             self.absorbed = True
             self.absorb(ids, values)
@@ -438,6 +438,7 @@ class Round:
         bad = ids[~self.invalid_mask[ids]]
         self.invalid_mask[bad] = True
         self.invalid += len(bad)
+        self.settle(bad)
 
     def refuse(self, agents: np.ndarray) -> int:
         """Agents (sorted, distinct) refused to answer (their privacy budget): the round
@@ -446,7 +447,26 @@ class Round:
         self.invalid_mask[wait] = True
         self.invalid += len(wait)
         self.refused += len(wait)
+        self.settle(wait)
         return len(wait)
+
+    def settle(self, agents: np.ndarray) -> None:
+        """A round in agent order: ``agents`` (sorted) just reported, sent an out-of-domain
+        report or refused. A batch answered so, in frames that are no prefix of it (the
+        refused left out of its reports; ``answered`` pops only those), would stay pending
+        and stop the ``frontier``: the pending batches among them lose their first agents
+        that are settled. Then what waits below the frontier is absorbed."""
+        if self.order is None:
+            return
+        if len(agents):
+            lo, hi = int(agents[0]), int(agents[-1])
+            for key in [k for k, ids in self.pending.items()
+                        if int(ids[0]) <= hi and int(ids[-1]) >= lo]:
+                ids = self.pending.pop(key)
+                left = np.flatnonzero(~(self.reported[ids] | self.invalid_mask[ids]))
+                if len(left):
+                    self.pending[(key[0], int(ids[left[0]]))] = ids[left[0]:]
+        self.order.release(self.frontier())
 
     @property
     def offline(self) -> int:

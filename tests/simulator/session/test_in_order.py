@@ -252,3 +252,37 @@ def test_a_pool_held_back_that_says_hello_hears_its_set_up_again(monkeypatch):
     assert res["dropouts"] == 0
     (sent, setup, peer), other = seen
     assert sent == [(peer, setup)] and other == []
+
+
+@pytest.mark.parametrize("every", [11, 50])
+def test_refused_agents_settle_their_batch_as_reports_do(monkeypatch, every):
+    """Agents that refuse (their pool's odometer: an ERROR, no report; here every 11th, or
+    every batch's first) settle their batch as a report would: the frontier passes them and
+    the record is the whole round's. (Before, such a batch stayed unanswered: the pools after
+    it were held back until the timeout gave its pool up, whose later agents became
+    dropouts.)"""
+    from ldpsim.simulator.session import odometer
+
+    admit = odometer.Odometer.admit
+
+    def some_refuse(self, rnd, ids):
+        ok = admit(self, rnd, ids)
+        return (np.ones(len(ids), dtype=bool) if ok is None else ok) & (ids % every != 0)
+
+    monkeypatch.setattr(odometer.Odometer, "admit", some_refuse)
+    whole, chunked = _pair(run_inproc, "ethics_vldp", {}, n=3000, pools=3, batch=50)
+    assert whole == chunked
+    most, push = [0], inorder.InOrder.push
+
+    def spy(self, ids, values):
+        push(self, ids, values)
+        most[0] = max(most[0], self.waiting)
+
+    monkeypatch.setattr(inorder.InOrder, "push", spy)
+    monkeypatch.setattr(rounds.Round, "abandon", lambda self: pytest.fail("a pool given up"))
+    res = run_inproc(_cfg("ethics_vldp", {}, SMALL, n=3000, pools=3, batch=50),
+                     Limits(timeout_s=5))
+    rnd = res["comm"]["per_round"][0]
+    assert rnd["refused"] == len(range(0, 3000, every)) and res["dropouts"] == 0
+    # the frontier passed them as they came (stuck, everything waited: 3000 less refused)
+    assert most[0] <= SMALL + 3 * WINDOW * 50
