@@ -405,15 +405,16 @@ class Round:
             if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():
                 order = np.argsort(ids, kind="stable")
                 ids, values, sizes = ids[order], values[order], sizes[order]
+            came = ids
             if self.timer is not None:  # a late report counts, but is not absorbed
                 on_time = self.timer.arrived(ids, sizes, self.broadcast_bytes, self.reported)
                 if on_time is not None:
                     ids, values = ids[on_time], values[on_time]
-                    if not len(ids):
-                        return
             if self.order is not None:  # in agent order: what every agent before has
                 self.order.push(ids, values)
-                self.settle(ids)
+                self.settle(came)  # (the late too: they are settled)
+                return
+            if not len(ids):
                 return
             self.absorbed = True
             self.absorb(ids, values)
