@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ldpsim.protocols.local import example_data
 from ldpsim.simulator.backends.inproc import run_inproc
 from ldpsim.simulator.backends.transport import HostsCurator
 from ldpsim.simulator.session import Limits, RunFailed
@@ -348,18 +349,22 @@ def test_hosts_backend_gives_the_inproc_virtual_times_of_a_deployment(tmp_path):
 def test_hosts_pools_hold_a_chunked_run_a_chunk_at_a_time(tmp_path):
     """Issue 52 across machines: ``ldpsim agents`` pools of a run with more agents than its
     ``chunk`` make their agents a chunk at a time and its curator streams, with the output of
-    the same run held whole on the inproc backend (streaming protocols and one of several
-    rounds)."""
+    the same run held whole on the inproc backend (streaming protocols, one in agent order, and
+    one of several rounds)."""
     keys = key_files(tmp_path, 2)
     port = free_port()
     hosts = HostsCurator(f"tcp://127.0.0.1:{port}", LIMITS, auth=keys.auth)
     pools = [start_pool(port, keys.pool(i)) for i in range(2)]
     secrets = keys.host.secrets
     try:
-        for protocol, seed in (("ldp_kwiksort_rr", 4), ("kwiksort", 5), ("dpwevote", 6)):
+        for protocol, seed in (("ldp_kwiksort_rr", 4), ("kwiksort", 5), ("dpwevote", 6),
+                               ("ethics_vldp", 7)):
             c = cfg(protocol, seed)
             if protocol == "dpwevote":
                 c["data"] = {"kind": "weighted_votes", "n": 1000, "candidates": 3}
+            if protocol == "ethics_vldp":  # in agent order: the second pool is held back
+                c["data"] = {**example_data(protocol), "n": 1000}
+                c["params"], c["batch"] = {}, 37  # (its voters' own eps_i)
             # an independent pool answers a run once: the chunked run is the inproc run's
             # (held whole), the same run whatever its chunk
             chunked = hosts.run(dict(c, chunk=97), keys.auth, secrets)
