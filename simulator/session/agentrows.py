@@ -18,7 +18,6 @@ chunk's are the block's, bit for bit. A pool's chunk is at most ``GROUP_AGENTS``
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -161,14 +160,11 @@ class Chunks:
         What ``prebuild`` made: the first chunk, if it is that.
     pin : int
         Agents whose chunks are kept for the run (``asks_again``: the run's ``chunk``, else 0).
-    heard : callable, optional
-        ``heard(first, rows)`` for each chunk's rows as they are made (the pool's share of the
-        truth, ``truthshare``; a chunk made again is heard again).
-    making : callable, optional
-        ``making(dataset)`` before a chunk's rows are made from ``dataset`` (keyed for it).
-    seen : callable, optional
-        ``seen(first, rows)`` for the rows of agents ``first ..`` put together from two
-        chunks (a copy) for a query batch across a chunk's end.
+    share : TruthShare, optional
+        The pool's share of the truth, when its tap hears chunks (``truthshare``): told each
+        chunk's data set before its rows are made (``adopt``), each chunk's rows as they are
+        made (``watch``; a chunk made again is heard again), and the rows of agents put
+        together from two chunks for a query batch across a chunk's end (``look``).
     """
 
     #: chunks kept: the last two, so that a query batch across a chunk's end (and the next
@@ -178,9 +174,7 @@ class Chunks:
     def __init__(self, keys: Any, cfg: dict[str, Any], dataset: Any, data_keys: Any,
                  start: int, stop: int, size: int, override: dict[str, Any] | None = None,
                  built: Prebuilt | None = None, pin: int = 0,
-                 heard: Callable[[int, np.ndarray], None] | None = None,
-                 making: Callable[[Any], None] | None = None,
-                 seen: Callable[[int, np.ndarray], None] | None = None) -> None:
+                 share: TruthShare | None = None) -> None:
         self.keys, self.dataset, self.data_keys = keys, dataset, data_keys
         self.run_id, self.data_id = int(cfg["run_id"]), int(cfg["data_id"])
         self.start, self.stop, self.size = start, stop, max(1, int(size))
@@ -190,11 +184,11 @@ class Chunks:
         self.pinned: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
         self.pin_chunks = max(0, int(pin)) // self.size
         self.made = 0  # chunks made (a chunk asked again after it was dropped counts again)
-        self.heard, self.making, self.seen = heard, making, seen
+        self.share = share
         if built is not None and built[1:3] == self._bounds(0):
             self.kept[0] = (start, override_rows(built[3], start, built[2], override), built[4])
-            if heard is not None:
-                heard(start, self.kept[0][1])
+            if share is not None:
+                share.watch(self.kept[0][1], override, start)
 
     def _bounds(self, j: int) -> tuple[int, int]:
         lo = self.start + j * self.size
@@ -214,11 +208,11 @@ class Chunks:
         lo, hi = self._bounds(j)
         k = self.keys.agents.for_range(lo, hi, coin_tag=self.run_id, data_tag=self.data_id)
         data = self.dataset.with_keys(self.data_keys.with_cache(lo, k["data"]))
-        if self.making is not None:
-            self.making(data)
+        if self.share is not None:
+            self.share.adopt(data)
         got = (lo, override_rows(data.rows(lo, hi), lo, hi, self.override), k["coins"])
-        if self.heard is not None:
-            self.heard(lo, got[1])
+        if self.share is not None:
+            self.share.watch(got[1], self.override, lo)
         # the next chunk's data set is made from this one: what it drew of the population
         # once (a data set may keep its population's draws, e.g. every worker's quality) is
         # not drawn again (its data keys are replaced)
@@ -247,8 +241,8 @@ class Chunks:
             if len(parts) == 1:
                 return parts[0]
             rows = np.concatenate([p[0] for p in parts])
-            if self.seen is not None:
-                self.seen(at.start, rows)
+            if self.share is not None:
+                self.share.look(at.start, rows)
             return rows, np.concatenate([p[1] for p in parts])
         js = (ids - self.start) // self.size
         rows_out = coins_out = None

@@ -279,18 +279,17 @@ class PoolSession:
             return [self._refuse_setup(run, nonce, why)]
         if run_cfg.chunked(self.n):  # rows and keys a chunk at a time, as queries reach them
             self.dataset = dataset
-            heard = making = seen = None
+            share = None
             if self.share is not None:  # a tap that hears chunks, or the orchestrator's truth
                 self.share.open(dataset, self.start, self.stop, cfg)
                 if self.share.hears_chunks:
-                    heard, making, seen = self._heard, self.share.adopt, self.share.look
+                    share = self.share
                 else:
                     self.share.skip(cfg)
             self.chunks = agentrows.Chunks(
                 self.keys, cfg, dataset, data_keys, self.start, self.stop,
                 agentrows.chunk_size(run_cfg), self.override, built,
-                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0, heard,
-                making, seen)
+                run_cfg.chunk_agents if agentrows.asks_again(self.bound) else 0, share)
         else:  # rows generated on first use (``private_rows``), unless ``prebuild`` made them
             self.dataset, self.rows_built, self.coins = agentrows.block_rows(
                 self.keys, built, cfg, dataset, data_keys, self.start, self.stop, self.share)
@@ -354,11 +353,6 @@ class PoolSession:
             if self.share is not None:
                 self.share.watch(self.data, self.override)
         return self.data
-
-    def _heard(self, first: int, rows: np.ndarray) -> None:
-        """A chunk's rows were made: the truth's tap hears them (``truthshare``)."""
-        if self.share is not None:
-            self.share.watch(rows, self.override, first)
 
     def take_truth(self) -> list[tuple[int, Any]]:
         """The parts of the ground truth this pool made since the last call, to go to the

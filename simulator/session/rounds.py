@@ -31,13 +31,6 @@ from ldpsim.simulator.session.streamnet import StreamedTimes
 
 #: Query batches in flight per pool (see the module docstring).
 WINDOW = 8
-def most_waiting(hold: int, pools: int, batch: int | str) -> int:
-    """The most reports a round absorbed in agent order keeps waiting (``inorder``): its
-    ``hold``, and on top the batches each pool has in flight when the hold is reached
-    (``WINDOW`` of at most ``batch`` agents; "auto": ``AUTO_MAX``)."""
-    return hold + pools * WINDOW * (AUTO_MAX if batch == "auto" else int(batch))
-
-
 #: ``batch = "auto"``: about this many batches per pool and round, each of ``AUTO_MIN`` to
 #: ``AUTO_MAX`` agents, and no query or report frame above ``AUTO_FRAME_BYTES`` (nor half the
 #: frame limit). Few large frames pay the per-frame costs (a socket call, a batch's parse,
@@ -54,6 +47,13 @@ ENVELOPE_HEAD = 32
 NUMBER_BYTES = 9
 #: queries ``envelope_bound`` encodes when they are not a number array
 QUERY_SAMPLE = 64
+
+
+def most_waiting(hold: int, pools: int, batch: int | str) -> int:
+    """The most reports a round absorbed in agent order keeps waiting (``inorder``): its
+    ``hold``, and on top the batches each pool has in flight when the hold is reached
+    (``WINDOW`` of at most ``batch`` agents; "auto": ``AUTO_MAX``)."""
+    return hold + pools * WINDOW * (AUTO_MAX if batch == "auto" else int(batch))
 
 
 def batch_size(setting: int | str, rows: int, envelope_bytes: int,
